@@ -1,0 +1,399 @@
+// Package hal is weft's hardware-abstraction contract.
+//
+// A backend (one directory under hal/, one per interconnect) registers itself
+// from init with [Register] and answers [Backend.Probe] with an
+// [Availability]: "no NVIDIA driver" is a reason, not an error. Opened, a
+// backend gives a [Device]: memory, streams, and the capabilities it offers
+// on each link to a peer:
+//
+//   - memory-mapped ([MemoryMapped]): a peer's buffer is exported as opaque
+//     handle bytes, imported and mapped, and kernels load and store to it;
+//   - port-mapped ([PortMapped]): an engine executes put/signal/flush requests
+//     that a CPU proxy drains from a FIFO;
+//   - switch-mapped ([SwitchMapped]): a multicast group over several devices.
+//
+// Devices also execute plans ([Executor]): the size-independent programs of
+// package [github.com/weftccl/weft/hal/plan] that algorithms build. GPU
+// backends generate device source from a plan and compile it at run time
+// ([KernelCompiler]); hal/host interprets it in Go.
+//
+// channels/ and algorithms/ are written only against this package; a backend
+// is chosen at run time from the registry. Errors wrap the sentinels of
+// errors.go so that callers test them with errors.Is.
+package hal
+
+import (
+	"github.com/weftccl/weft/hal/plan"
+
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Availability is a backend's answer to Probe.
+type Availability struct {
+	Available bool
+	// Reason says why the backend is unavailable ("no NVIDIA driver:
+	// libcuda.so.1 not found"), or describes what was found when it is.
+	Reason string
+}
+
+// Backend is one hardware backend. Implementations register from init.
+type Backend interface {
+	// Name is the short name used by --hal and WEFT_REQUIRE ("host", "nvlink").
+	Name() string
+	// Probe reports whether the backend can open a device on this machine.
+	// It must be cheap, must not fail, and must not leave state behind.
+	Probe() Availability
+	// Open opens one device for this process.
+	Open(cfg Config) (Device, error)
+}
+
+// Config selects and labels the device a process opens.
+type Config struct {
+	// Ordinal is the backend-local device index (CUDA ordinal for nvlink).
+	Ordinal int
+	// Rank is the caller's rank, used only in messages.
+	Rank int
+	// JobID names the job; processes of one job that share memory must pass
+	// the same value. hal/host uses it to name shared-memory objects.
+	JobID string
+}
+
+// Capability is a set of link capabilities.
+type Capability uint8
+
+const (
+	// CapMemoryMapped: peer memory can be mapped and accessed by loads/stores.
+	CapMemoryMapped Capability = 1 << iota
+	// CapPortMapped: an engine executes put/signal/flush requests (DMA, RDMA).
+	CapPortMapped
+	// CapSwitchMapped: multicast groups with in-switch reduction.
+	CapSwitchMapped
+)
+
+func (c Capability) String() string {
+	var parts []string
+	if c&CapMemoryMapped != 0 {
+		parts = append(parts, "memory-mapped")
+	}
+	if c&CapPortMapped != 0 {
+		parts = append(parts, "port-mapped")
+	}
+	if c&CapSwitchMapped != 0 {
+		parts = append(parts, "switch-mapped")
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "+")
+}
+
+// Endpoint identifies a device across processes. It is exchanged through the
+// bootstrap (JSON) so that each side can ask its device which capabilities
+// the link offers.
+type Endpoint struct {
+	Backend  string `json:"backend"`
+	Hostname string `json:"hostname"`
+	// HostID distinguishes machines (and containers) sharing a hostname:
+	// boot id plus IPC namespace.
+	HostID   string `json:"host_id"`
+	Ordinal  int    `json:"ordinal"`
+	UUID     string `json:"uuid,omitempty"`
+	PCIBusID string `json:"pci_bus_id,omitempty"`
+	PID      int    `json:"pid"`
+}
+
+// Link describes what a device can do on the link to one peer.
+type Link struct {
+	Caps Capability
+	// Reason explains missing capabilities ("different hosts", "no peer
+	// access between GPU 0 and GPU 3").
+	Reason string
+}
+
+// DeviceInfo describes an opened device.
+type DeviceInfo struct {
+	Backend         string
+	Ordinal         int
+	Name            string // "NVIDIA H200", "host"
+	Arch            string // "sm_90", "" for host
+	UUID            string
+	PCIBusID        string
+	MemoryBytes     int64
+	Multiprocessors int // SMs or CUs; host: GOMAXPROCS
+	Driver          string
+	Runtime         string
+}
+
+// Device is one opened device. Methods are safe for concurrent use unless
+// noted. A Device may also implement MemoryMapped, PortMapped,
+// SwitchMapped, Executor, KernelCompiler and GraphCapturer; test for them
+// with type assertions.
+type Device interface {
+	Info() DeviceInfo
+	Endpoint() Endpoint
+	// Link reports the capabilities this device has towards peer.
+	Link(peer Endpoint) Link
+	// Alloc allocates bytes of zeroed device memory. bytes must be > 0;
+	// errors wrap ErrInvalidArgument or ErrDevice (out of memory).
+	Alloc(bytes int64) (Buffer, error)
+	// AllocHost allocates zeroed host memory that the device can access
+	// (pinned and mapped); used for FIFOs and control blocks.
+	AllocHost(bytes int64) (Buffer, error)
+	// Write copies src into dst at byte offset off, synchronously.
+	Write(dst Buffer, off int64, src []byte) error
+	// Read copies len(dst) bytes from src at byte offset off, synchronously.
+	Read(dst []byte, src Buffer, off int64) error
+	// NewStream creates an ordered queue of device work.
+	NewStream() (Stream, error)
+	// Close releases the device. Buffers and streams must be released first.
+	Close() error
+}
+
+// Buffer is a region of memory addressable by one device.
+type Buffer interface {
+	// Addr is the address of the first byte in the owning device's address
+	// space: a GPU virtual address, or a host virtual address for hal/host
+	// and for host-pinned buffers.
+	Addr() uint64
+	// Size is the length in bytes.
+	Size() int64
+	// Host returns the bytes of a host-accessible buffer (hal/host buffers,
+	// AllocHost buffers), or nil.
+	Host() []byte
+	// Free releases the memory, or unmaps an imported buffer. Using the
+	// buffer afterwards is ErrInvalidUsage.
+	Free() error
+}
+
+// Handle is an exported buffer: opaque bytes that another process of the same
+// job imports. Its format belongs to the backend that made it.
+type Handle []byte
+
+// MemoryMapped is the memory-mapped capability.
+type MemoryMapped interface {
+	// Export makes b importable by other processes of the job. Errors wrap
+	// ErrInvalidArgument (buffer of another device, freed buffer).
+	Export(b Buffer) (Handle, error)
+	// Import maps a buffer exported by a peer into this device's address
+	// space. A handle of another backend, of the wrong size or of another
+	// job is refused with ErrInvalidArgument.
+	Import(h Handle) (Buffer, error)
+	// DeviceHeader is the device-side primitive library (C++ source) that
+	// generated kernels include: system-scope release store / acquire load,
+	// atomic add, fences, 8- and 16-byte single-instruction stores. Empty
+	// for backends that execute plans in software.
+	DeviceHeader() string
+}
+
+// PortMapped is the port-mapped capability: an engine that executes
+// requests drained from a FIFO by a CPU proxy (package channels).
+type PortMapped interface {
+	// NewEngine creates an engine bound to the link to peer.
+	NewEngine(peer Endpoint) (Engine, error)
+}
+
+// Engine executes port-channel requests. Put copies bytes from a local
+// buffer into a peer buffer; Signal adds one to a peer semaphore after every
+// earlier Put of this engine is visible; Flush returns when earlier Puts are
+// complete at the source.
+type Engine interface {
+	Put(dst Buffer, dstOff int64, src Buffer, srcOff int64, bytes int64) error
+	Signal(sem Buffer, semOff int64) error
+	Flush(deadline time.Time) error
+	Close() error
+}
+
+// SwitchMapped is the switch-mapped capability (NVLink SHARP and the like).
+type SwitchMapped interface {
+	// NewMulticast creates a multicast group of size devices, bytes long.
+	// On shared NVIDIA hosts this must stay disabled unless WEFT_NVLS=1.
+	NewMulticast(bytes int64, size int) (Multicast, error)
+}
+
+// Multicast is a multicast group.
+type Multicast interface {
+	Handle() (Handle, error)
+	Bind(b Buffer) error
+	Addr() uint64
+	Close() error
+}
+
+// Stream is an ordered queue of device work.
+type Stream interface {
+	// Synchronize waits until all work queued so far is done or the deadline
+	// passes (ErrTimeout). A zero deadline means the default wait deadline.
+	Synchronize(deadline time.Time) error
+	// Record places an event in the stream.
+	Record() (Event, error)
+	Close() error
+}
+
+// Event marks a point in a stream.
+type Event interface {
+	// Elapsed returns the time between start and this event; both must have
+	// completed.
+	Elapsed(start Event) (time.Duration, error)
+	Synchronize(deadline time.Time) error
+	Close() error
+}
+
+// GraphCapturer is implemented by devices whose streams can be captured into
+// a replayable graph (CUDA graphs; hal/host records launches).
+type GraphCapturer interface {
+	BeginCapture(s Stream) error
+	EndCapture(s Stream) (Graph, error)
+}
+
+// Graph is a captured sequence of stream work.
+type Graph interface {
+	Launch(s Stream) error
+	Close() error
+}
+
+// KernelSource is device code to compile at run time.
+type KernelSource struct {
+	Name    string            // for messages and cache keys
+	Source  string            // the translation unit
+	Headers map[string]string // include name -> contents
+	Options []string          // extra compiler options
+}
+
+// KernelCompiler is implemented by GPU backends.
+type KernelCompiler interface {
+	// Compile compiles src for this device's exact architecture, caching the
+	// binary on disk by source hash, architecture and compiler version.
+	Compile(src KernelSource) (Module, error)
+}
+
+// Module is a loaded device binary.
+type Module interface {
+	Function(name string) (Function, error)
+	Close() error
+}
+
+// Function is a kernel entry point. Kernels take a single parameter, a
+// struct passed by value, whose bytes are params.
+type Function interface {
+	Launch(s Stream, grid, block, sharedBytes int, params []byte) error
+}
+
+var (
+	registryMu sync.Mutex
+	registry   = map[string]Backend{}
+)
+
+// Register adds a backend to the registry. It panics if the name is taken:
+// that is a programming error found at init.
+func Register(b Backend) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[b.Name()]; dup {
+		panic(fmt.Sprintf("hal: backend %q registered twice", b.Name()))
+	}
+	registry[b.Name()] = b
+}
+
+// Backends returns the registered backends sorted by name.
+func Backends() []Backend {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	out := make([]Backend, 0, len(registry))
+	for _, b := range registry {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out
+}
+
+// Lookup returns the backend called name. The error wraps ErrInvalidArgument
+// and lists the registered names.
+func Lookup(name string) (Backend, error) {
+	registryMu.Lock()
+	b, ok := registry[name]
+	registryMu.Unlock()
+	if !ok {
+		var names []string
+		for _, b := range Backends() {
+			names = append(names, b.Name())
+		}
+		return nil, fmt.Errorf("unknown HAL backend %q (registered: %s): %w", name, strings.Join(names, ", "), ErrInvalidArgument)
+	}
+	return b, nil
+}
+
+// Probe probes the backend called name.
+func Probe(name string) (Availability, error) {
+	b, err := Lookup(name)
+	if err != nil {
+		return Availability{}, err
+	}
+	return b.Probe(), nil
+}
+
+// Open opens a device of the backend called name. An unavailable backend
+// gives an error wrapping ErrNotSupported with the probe's reason.
+func Open(name string, cfg Config) (Device, error) {
+	b, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if a := b.Probe(); !a.Available {
+		return nil, fmt.Errorf("open %s backend: %s: %w", name, a.Reason, ErrNotSupported)
+	}
+	return b.Open(cfg)
+}
+
+// Preference is the order in which Auto tries backends: accelerators first,
+// the CPU reference last.
+var preference = []string{"nvlink", "xgmi", "pcie", "host"}
+
+// Auto returns the name of the first available registered backend in the
+// order nvlink, xgmi, pcie, host, with the reasons the others were skipped.
+func Auto() (string, []string, error) {
+	var skipped []string
+	for _, name := range preference {
+		b, err := Lookup(name)
+		if err != nil {
+			continue
+		}
+		a := b.Probe()
+		if a.Available {
+			return name, skipped, nil
+		}
+		skipped = append(skipped, name+": "+a.Reason)
+	}
+	return "", skipped, fmt.Errorf("no HAL backend available (%s): %w", strings.Join(skipped, "; "), ErrNotSupported)
+}
+
+// Executor is implemented by devices that run plans.
+type Executor interface {
+	// Prepare readies a plan for launches with one data type and operator:
+	// GPU backends generate and compile device code (cached), hal/host
+	// builds an interpreter. Errors wrap ErrInvalidArgument for a plan that
+	// fails plan.Validate or a data type or operator the device cannot run.
+	Prepare(spec PlanSpec) (Program, error)
+}
+
+// PlanSpec is what Prepare needs.
+type PlanSpec struct {
+	Plan     *plan.Plan
+	Bindings plan.Bindings
+	DataType plan.DataType
+	RedOp    plan.RedOp
+	// Library is the channel device library (include name -> source) that
+	// generated kernels call; GPU backends add their DeviceHeader to it.
+	Library map[string]string
+}
+
+// Program is a prepared plan.
+type Program interface {
+	// Launch enqueues one execution on s. Failures inside the launch
+	// (timeouts, count mismatches) are reported through the control block
+	// of the plan's bindings once the stream is synchronised.
+	Launch(s Stream, a *plan.Args) error
+	Close() error
+}

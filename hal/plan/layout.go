@@ -1,0 +1,197 @@
+package plan
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+)
+
+// ScratchLayout gives the size of one scratch slot and of the whole scratch
+// buffer for a call of count elements of esize bytes.
+//
+// LL protocols: each slot is HeaderBytes followed by ceil(bytes/payload)
+// packets, rounded up to 16 bytes; the scratch holds two halves of
+// ScratchSlots slots each, and launch number k uses half k mod 2, so a rank
+// that starts the next call never overwrites packets a slower peer has not
+// read yet. Simple: each slot holds the data plainly, one half.
+func (p *Plan) ScratchLayout(count int64, esize int) (slotBytes, totalBytes int64) {
+	if p.ScratchSlots == 0 {
+		return 0, 0
+	}
+	data := count * int64(esize)
+	if p.Scratch == Simple {
+		slotBytes = roundUp(max(data, 1), 16)
+		return slotBytes, slotBytes * int64(p.ScratchSlots)
+	}
+	packets := ceilDiv(data, int64(p.Scratch.PayloadBytes()))
+	slotBytes = roundUp(HeaderBytes+packets*int64(p.Scratch.PacketBytes()), 16)
+	return slotBytes, 2 * slotBytes * int64(p.ScratchSlots)
+}
+
+// ScratchOffset is the byte offset, from the start of a rank's scratch, of
+// element elem (a multiple of the payload in bytes) of slot s for launch
+// number launch.
+func (p *Plan) ScratchOffset(count int64, esize int, launch uint64, s int, elem int64) int64 {
+	slotBytes, total := p.ScratchLayout(count, esize)
+	if p.Scratch == Simple {
+		return int64(s)*slotBytes + elem*int64(esize)
+	}
+	half := int64(launch&1) * (total / 2)
+	return half + int64(s)*slotBytes + HeaderBytes + elem*int64(esize)/int64(p.Scratch.PayloadBytes())*int64(p.Scratch.PacketBytes())
+}
+
+// HeaderOffset is the byte offset of slot s's header packet.
+func (p *Plan) HeaderOffset(count int64, esize int, launch uint64, s int) int64 {
+	slotBytes, total := p.ScratchLayout(count, esize)
+	return int64(launch&1)*(total/2) + int64(s)*slotBytes
+}
+
+// Flag is the LL flag value of launch number launch: launches are counted
+// from 0 and flags run 1, 2, …, 2^32−1, 1, …, never 0, so zeroed scratch
+// never looks written, and a packet left from launch k−2 in the same half
+// never carries launch k's flag.
+func Flag(launch uint64) uint32 { return uint32(launch%0xFFFFFFFF) + 1 }
+
+// Semaphore region. Each rank has one, exported to its peers: first
+// NRanks×Semaphores inbound counters (uint64; counter (f, s) is signalled by
+// rank f on semaphore s), then as many count words, where a signal stores
+// the sender's element count before adding to the counter.
+
+// SemaphoreRegionBytes is the size of a rank's semaphore region.
+func (p *Plan) SemaphoreRegionBytes() int64 { return 2 * int64(p.NRanks*p.Semaphores) * 8 }
+
+// InboundOffset is the offset of the counter that rank from signals on s.
+func (p *Plan) InboundOffset(from, s int) int64 { return int64(from*p.Semaphores+s) * 8 }
+
+// CountOffset is the offset of the count word beside that counter.
+func (p *Plan) CountOffset(from, s int) int64 {
+	return int64(p.NRanks*p.Semaphores)*8 + p.InboundOffset(from, s)
+}
+
+// ExpectedRegionBytes is the size of a rank's local expected-value table:
+// one uint64 per (peer, semaphore), at InboundOffset. Kept in device memory
+// and advanced by the waits themselves, so graph replays stay in step.
+func (p *Plan) ExpectedRegionBytes() int64 { return int64(p.NRanks*p.Semaphores) * 8 }
+
+// StateBytes is the size of the per-plan device state: launch counter
+// (uint64) at 0, count of finished blocks (uint32) at 8. The last block of
+// a launch to finish resets the count and advances the launch counter.
+const StateBytes = 16
+
+// Control block: host-visible memory (hal.Device.AllocHost) through which
+// a launch reports a failure. The first failing block claims Status with a
+// compare-and-swap, fills in the rest, and sets Abort; every block polls
+// Abort in its waits and exits early. The host may also set Abort.
+const (
+	ControlBytes   = 64
+	CtlAbort       = 0  // uint32: non-zero makes every wait give up
+	CtlStatus      = 4  // uint32: a Status value
+	CtlRank        = 8  // int32
+	CtlPeer        = 12 // int32
+	CtlChannel     = 16 // int32
+	CtlSemaphore   = 20 // int32
+	CtlBlock       = 24 // int32
+	CtlWhat        = 28 // uint32: WhatSemaphore or WhatPacket
+	CtlExpected    = 32 // uint64
+	CtlObserved    = 40 // uint64
+	CtlLaunch      = 48 // uint64: launch number that failed
+	WhatSemaphore  = 1
+	WhatPacket     = 2
+	StatusOK       = 0
+	StatusTimeout  = 1
+	StatusMismatch = 2 // a peer's element count differs from ours
+	StatusAborted  = 3 // the host set Abort
+	DefaultTimeout = 10 * time.Second
+)
+
+// Failure is a decoded control block.
+type Failure struct {
+	Status, What                          uint32
+	Rank, Peer, Channel, Semaphore, Block int
+	Expected, Observed, Launch            uint64
+}
+
+// DecodeControl reads a control block; ok is false when no failure is
+// recorded.
+func DecodeControl(b []byte) (f Failure, ok bool) {
+	le := binary.LittleEndian
+	f.Status = le.Uint32(b[CtlStatus:])
+	if f.Status == StatusOK {
+		return f, false
+	}
+	f.Rank = int(int32(le.Uint32(b[CtlRank:])))
+	f.Peer = int(int32(le.Uint32(b[CtlPeer:])))
+	f.Channel = int(int32(le.Uint32(b[CtlChannel:])))
+	f.Semaphore = int(int32(le.Uint32(b[CtlSemaphore:])))
+	f.Block = int(int32(le.Uint32(b[CtlBlock:])))
+	f.What = le.Uint32(b[CtlWhat:])
+	f.Expected = le.Uint64(b[CtlExpected:])
+	f.Observed = le.Uint64(b[CtlObserved:])
+	f.Launch = le.Uint64(b[CtlLaunch:])
+	return f, true
+}
+
+func (f Failure) String() string {
+	what := "semaphore"
+	if f.What == WhatPacket {
+		what = "LL packet"
+	}
+	switch f.Status {
+	case StatusMismatch:
+		return fmt.Sprintf("rank %d: element count differs from peer rank %d (channel %d): this rank has %d, the peer %d",
+			f.Rank, f.Peer, f.Channel, f.Expected, f.Observed)
+	case StatusAborted:
+		return fmt.Sprintf("rank %d: launch %d aborted by the host", f.Rank, f.Launch)
+	}
+	return fmt.Sprintf("rank %d: %s wait on peer rank %d timed out (channel %d, semaphore %d, block %d): expected %d, observed %d",
+		f.Rank, what, f.Peer, f.Channel, f.Semaphore, f.Block, f.Expected, f.Observed)
+}
+
+// Bindings are the resources a prepared plan runs on, as addresses in the
+// executing device's address space (hal.Buffer.Addr). Package channels
+// allocates, exports and maps them.
+type Bindings struct {
+	Scratch      uint64 // local scratch
+	ScratchBytes int64  // its capacity
+	Semaphores   uint64 // local semaphore region (SemaphoreRegionBytes)
+	Expected     uint64 // local expected-value table (ExpectedRegionBytes)
+	State        uint64 // device state (StateBytes)
+	Control      uint64 // host-visible control block (ControlBytes)
+	Peers        []PeerBinding
+}
+
+// PeerBinding is the peer side of one channel, mapped locally.
+type PeerBinding struct {
+	Scratch    uint64 // the peer's scratch
+	Semaphores uint64 // the peer's semaphore region
+}
+
+// Args are the per-launch arguments.
+type Args struct {
+	Count  int64  // elements per rank
+	Input  uint64 // local input buffer address
+	Output uint64 // local output buffer address
+	// PeerInput and PeerOutput are the peers' (registered) input and output
+	// buffers mapped locally, by channel; needed only by plans whose
+	// transfers name them.
+	PeerInput, PeerOutput []uint64
+	// Timeout bounds every device-side wait; 0 means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Needs reports which peer buffers the plan reads or writes directly.
+func (p *Plan) Needs() (peerInput, peerOutput bool) {
+	for _, g := range p.Groups {
+		for _, o := range g.Ops {
+			for _, r := range append(append([]Ref{}, o.Srcs...), o.Dsts...) {
+				if r.Remote() && r.Buf == Input {
+					peerInput = true
+				}
+				if r.Remote() && r.Buf == Output {
+					peerOutput = true
+				}
+			}
+		}
+	}
+	return
+}

@@ -1,0 +1,386 @@
+// Package plan is weft's plan IR: the contract between algorithms, which
+// build plans, and HAL backends, which execute them.
+//
+// A plan is, for one rank, a list of thread-block groups; each group is a
+// straight-line list of operations that every block of the group runs on
+// its own part of each operation's element range. Operations are channel
+// primitives (signal, wait, flush) and transfers: read one or more sources,
+// reduce them element-wise, write the result to one or more destinations.
+// Sources and destinations are the local or a peer's input, output or
+// scratch buffer; scratch may hold LL packets (see [Protocol]). A transfer
+// with one local source and a remote destination is a put, a remote source
+// and a local destination a get, several sources a reduce (read-reduce when
+// some are remote), a packet destination putPackets, a packet source
+// unpackPackets or reduce-from-packets.
+//
+// Plans do not depend on the message size. Every element range is derived
+// at run time from the element count by [ChunkRange] and [PartRange], so one
+// compiled plan serves every size it is selected for. GPU backends generate
+// device source from a plan ([EmitCUDA]) and compile it once per data type
+// and operator; hal/host interprets it in Go. Both use the same range,
+// scratch-layout, semaphore and control-block definitions from this package.
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// All as an Op's Chunk means the whole element range.
+const All = -1
+
+// Local as a Ref's Chan means this rank's own buffer.
+const Local = -1
+
+// AlignBytes is the granularity of chunk and block-part boundaries: every
+// boundary is a multiple of 16 bytes from the start of the buffer, so that
+// 16-byte vector accesses and both LL packet formats never straddle parts.
+const AlignBytes = 16
+
+// HeaderBytes precede the packets of every scratch slot that holds LL
+// packets: one packet carrying the sender's element count, checked by the
+// receiver so that a count mismatch across ranks is reported, not computed.
+const HeaderBytes = 16
+
+// BufferKind names one of the three buffers a plan addresses.
+type BufferKind uint8
+
+const (
+	Input BufferKind = iota
+	Output
+	Scratch
+)
+
+func (b BufferKind) String() string {
+	switch b {
+	case Input:
+		return "in"
+	case Output:
+		return "out"
+	case Scratch:
+		return "scratch"
+	}
+	return fmt.Sprintf("buffer(%d)", uint8(b))
+}
+
+// Ref is one operand of a transfer: a buffer of this rank (Chan == Local) or
+// of the peer of channel Chan, at the element range of the operation. For
+// Scratch, Slot selects the slot; slots are laid out as in ScratchLayout.
+type Ref struct {
+	Buf  BufferKind
+	Chan int
+	Slot int
+}
+
+// L is a local reference to buf.
+func L(buf BufferKind) Ref { return Ref{Buf: buf, Chan: Local} }
+
+// R is a reference to the buffer of the peer of channel ch.
+func R(ch int, buf BufferKind) Ref { return Ref{Buf: buf, Chan: ch} }
+
+// LS is local scratch slot s.
+func LS(s int) Ref { return Ref{Buf: Scratch, Chan: Local, Slot: s} }
+
+// RS is slot s of the scratch of the peer of channel ch.
+func RS(ch, s int) Ref { return Ref{Buf: Scratch, Chan: ch, Slot: s} }
+
+func (r Ref) String() string {
+	where := "local"
+	if r.Chan != Local {
+		where = fmt.Sprintf("ch%d", r.Chan)
+	}
+	if r.Buf == Scratch {
+		return fmt.Sprintf("%s.scratch[%d]", where, r.Slot)
+	}
+	return where + "." + r.Buf.String()
+}
+
+// Remote reports whether r names a peer's buffer.
+func (r Ref) Remote() bool { return r.Chan != Local }
+
+// OpKind is the kind of an operation.
+type OpKind uint8
+
+const (
+	// OpSignal adds one to the peer's semaphore Sem+part for this rank,
+	// after every earlier write of this block is visible to the peer
+	// (release, system scope); it also stores the call's element count
+	// beside the semaphore for the receiver to check. Relaxed drops the
+	// ordering guarantee.
+	OpSignal OpKind = iota + 1
+	// OpWait waits until this rank's semaphore Sem+part for the channel's
+	// peer has been signalled once more than at the previous wait (acquire),
+	// then checks the count the peer stored. Deadline-bound.
+	OpWait
+	// OpFlush returns when earlier puts of the channel are complete at the
+	// source. For memory channels stores are complete when issued.
+	OpFlush
+	// OpTransfer: for every element x of the op's range (split among the
+	// group's blocks), v = Srcs[0][x] ⊕ Srcs[1][x] ⊕ …, then Dsts[i][x] = v.
+	OpTransfer
+)
+
+// Op is one operation of a thread-block group.
+type Op struct {
+	Kind    OpKind
+	Chan    int  // OpSignal, OpWait, OpFlush
+	Sem     int  // OpSignal, OpWait: base semaphore index; block p uses Sem+p
+	Relaxed bool // OpSignal, OpWait
+	// Chunk and NChunks select the element range: chunk Chunk of NChunks
+	// (ChunkRange), or the whole count when Chunk == All.
+	Chunk, NChunks int
+	Srcs, Dsts     []Ref // OpTransfer
+}
+
+// Signal returns a signal on channel ch, semaphore base sem.
+func Signal(ch, sem int) Op { return Op{Kind: OpSignal, Chan: ch, Sem: sem} }
+
+// Wait returns a wait on channel ch, semaphore base sem.
+func Wait(ch, sem int) Op { return Op{Kind: OpWait, Chan: ch, Sem: sem} }
+
+// Flush returns a flush of channel ch.
+func Flush(ch int) Op { return Op{Kind: OpFlush, Chan: ch} }
+
+// Transfer returns a transfer of chunk c of n (c == All: the whole range).
+func Transfer(c, n int, dsts []Ref, srcs ...Ref) Op {
+	return Op{Kind: OpTransfer, Chunk: c, NChunks: n, Dsts: dsts, Srcs: srcs}
+}
+
+// Name is the MSCCL++-style name of the op: put, get, copy, reduce,
+// readReduce, putPackets, unpackPackets, reducePackets, signal, wait, flush.
+func (o Op) Name() string {
+	switch o.Kind {
+	case OpSignal:
+		if o.Relaxed {
+			return "relaxedSignal"
+		}
+		return "signal"
+	case OpWait:
+		if o.Relaxed {
+			return "relaxedWait"
+		}
+		return "wait"
+	case OpFlush:
+		return "flush"
+	case OpTransfer:
+	default:
+		return "invalid"
+	}
+	var remoteSrc, packetSrc, remoteDst, packetDst bool
+	for _, r := range o.Srcs {
+		remoteSrc = remoteSrc || r.Remote()
+		packetSrc = packetSrc || r.Buf == Scratch
+	}
+	for _, r := range o.Dsts {
+		remoteDst = remoteDst || r.Remote()
+		packetDst = packetDst || r.Buf == Scratch
+	}
+	switch {
+	case len(o.Srcs) > 1 && packetSrc:
+		return "reducePackets"
+	case len(o.Srcs) > 1 && remoteSrc:
+		return "readReduce"
+	case len(o.Srcs) > 1:
+		return "reduce"
+	case packetDst && remoteDst:
+		return "putPackets"
+	case packetSrc:
+		return "unpackPackets"
+	case remoteDst:
+		return "put"
+	case remoteSrc:
+		return "get"
+	}
+	return "copy"
+}
+
+func (o Op) String() string {
+	switch o.Kind {
+	case OpSignal, OpWait:
+		return fmt.Sprintf("%s(ch%d, sem %d)", o.Name(), o.Chan, o.Sem)
+	case OpFlush:
+		return fmt.Sprintf("flush(ch%d)", o.Chan)
+	}
+	rng := "all"
+	if o.Chunk != All {
+		rng = fmt.Sprintf("chunk %d/%d", o.Chunk, o.NChunks)
+	}
+	var d, s []string
+	for _, r := range o.Dsts {
+		d = append(d, r.String())
+	}
+	for _, r := range o.Srcs {
+		s = append(s, r.String())
+	}
+	return fmt.Sprintf("%s[%s] %s <- %s", o.Name(), rng, strings.Join(d, ","), strings.Join(s, ","))
+}
+
+// Group is a set of identical thread blocks running the same ops.
+type Group struct {
+	Blocks int // thread blocks in the group, ≥ 1
+	Ops    []Op
+}
+
+// Channel is one memory channel of the plan: a connection to a peer rank.
+type Channel struct {
+	Peer int
+}
+
+// Plan is the program one rank runs for one collective call.
+type Plan struct {
+	Name     string // "allreduce-1pa-ll16"
+	Rank     int
+	NRanks   int
+	Channels []Channel
+	Groups   []Group
+	// Threads is the number of threads per block on GPU backends.
+	Threads int
+	// Semaphores is the number of semaphore indices per peer the plan uses.
+	Semaphores int
+	// Scratch is the format of data in scratch slots; ScratchSlots how many
+	// slots a rank's scratch has (see ScratchLayout).
+	Scratch      Protocol
+	ScratchSlots int
+	// MaxBytes is the largest message (count × element size) the plan
+	// accepts; 0 means unbounded. Plans whose scratch grows with the count
+	// bound it so that scratch stays within the memory budget.
+	MaxBytes int64
+}
+
+// Blocks returns the total number of thread blocks.
+func (p *Plan) Blocks() int {
+	n := 0
+	for _, g := range p.Groups {
+		n += g.Blocks
+	}
+	return n
+}
+
+// String dumps the plan, one op per line.
+func (p *Plan) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan %s rank %d/%d, %d channels, %d blocks × %d threads, scratch %d×%s\n",
+		p.Name, p.Rank, p.NRanks, len(p.Channels), p.Blocks(), p.Threads, p.ScratchSlots, p.Scratch)
+	for gi, g := range p.Groups {
+		fmt.Fprintf(&b, " group %d (%d blocks)\n", gi, g.Blocks)
+		for _, o := range g.Ops {
+			fmt.Fprintf(&b, "  %s\n", o)
+		}
+	}
+	return b.String()
+}
+
+// ErrInvalidPlan is wrapped by Validate's errors.
+var ErrInvalidPlan = errors.New("invalid plan")
+
+// Validate checks the plan's internal consistency.
+func (p *Plan) Validate() error {
+	bad := func(f string, a ...any) error {
+		return fmt.Errorf("plan %s: %s: %w", p.Name, fmt.Sprintf(f, a...), ErrInvalidPlan)
+	}
+	if p.NRanks < 1 || p.Rank < 0 || p.Rank >= p.NRanks {
+		return bad("rank %d of %d", p.Rank, p.NRanks)
+	}
+	if p.Threads <= 0 || p.Threads > 1024 || p.Threads%32 != 0 {
+		return bad("threads per block %d (want a multiple of 32 up to 1024)", p.Threads)
+	}
+	for i, c := range p.Channels {
+		if c.Peer < 0 || c.Peer >= p.NRanks || c.Peer == p.Rank {
+			return bad("channel %d has peer %d", i, c.Peer)
+		}
+	}
+	if p.Scratch > LL8 {
+		return bad("scratch protocol %d", p.Scratch)
+	}
+	if len(p.Groups) == 0 {
+		return bad("no thread-block groups")
+	}
+	chanOK := func(ch int) bool { return ch >= 0 && ch < len(p.Channels) }
+	for gi, g := range p.Groups {
+		if g.Blocks < 1 {
+			return bad("group %d has %d blocks", gi, g.Blocks)
+		}
+		for oi, o := range g.Ops {
+			where := fmt.Sprintf("group %d op %d (%s)", gi, oi, o.Name())
+			switch o.Kind {
+			case OpSignal, OpWait:
+				if !chanOK(o.Chan) {
+					return bad("%s: channel %d", where, o.Chan)
+				}
+				if o.Sem < 0 || o.Sem+g.Blocks > p.Semaphores {
+					return bad("%s: semaphores %d..%d beyond %d", where, o.Sem, o.Sem+g.Blocks-1, p.Semaphores)
+				}
+			case OpFlush:
+				if !chanOK(o.Chan) {
+					return bad("%s: channel %d", where, o.Chan)
+				}
+			case OpTransfer:
+				if o.Chunk != All && (o.NChunks < 1 || o.Chunk < 0 || o.Chunk >= o.NChunks) {
+					return bad("%s: chunk %d of %d", where, o.Chunk, o.NChunks)
+				}
+				if len(o.Srcs) == 0 || len(o.Dsts) == 0 {
+					return bad("%s: needs sources and destinations", where)
+				}
+				if len(o.Srcs) > MaxOperands || len(o.Dsts) > MaxOperands {
+					return bad("%s: more than %d operands", where, MaxOperands)
+				}
+				for _, r := range append(append([]Ref{}, o.Srcs...), o.Dsts...) {
+					if r.Chan != Local && !chanOK(r.Chan) {
+						return bad("%s: operand %s names no channel", where, r)
+					}
+					if r.Buf > Scratch {
+						return bad("%s: operand buffer %d", where, r.Buf)
+					}
+					if r.Buf == Scratch && (r.Slot < 0 || r.Slot >= p.ScratchSlots) {
+						return bad("%s: scratch slot %d of %d", where, r.Slot, p.ScratchSlots)
+					}
+				}
+				if p.Scratch != Simple {
+					for _, r := range o.Srcs {
+						if r.Buf == Scratch && r.Remote() {
+							return bad("%s: LL packets are read from local scratch only", where)
+						}
+					}
+				}
+			default:
+				return bad("%s: unknown kind %d", where, o.Kind)
+			}
+		}
+	}
+	return nil
+}
+
+// MaxOperands bounds the sources and destinations of one transfer
+// (8 ranks: own buffer plus 7 peers, plus one).
+const MaxOperands = 9
+
+// ceilDiv and roundUp work on non-negative int64.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+func roundUp(a, b int64) int64 { return ceilDiv(a, b) * b }
+
+// AlignElems is the number of elements in AlignBytes for element size esize.
+func AlignElems(esize int) int64 { return int64(AlignBytes / esize) }
+
+// ChunkRange returns the element offset and length of chunk c of n of a
+// count-element buffer. Chunks are equal, rounded up to AlignBytes, so the
+// last ones may be short or empty. c == All gives (0, count).
+func ChunkRange(count int64, esize, c, n int) (off, length int64) {
+	if c == All {
+		return 0, count
+	}
+	return split(count, AlignElems(esize), c, n)
+}
+
+// PartRange splits the range [off, off+length) among nparts blocks the same
+// way and returns part's share.
+func PartRange(off, length int64, esize, part, nparts int) (int64, int64) {
+	o, l := split(length, AlignElems(esize), part, nparts)
+	return off + o, l
+}
+
+func split(count, align int64, i, n int) (int64, int64) {
+	per := roundUp(ceilDiv(count, int64(n)), align)
+	off := min(int64(i)*per, count)
+	return off, min(per, count-off)
+}

@@ -1,0 +1,153 @@
+// Package env is the one place weft reads WEFT_* environment variables.
+// Every variable is declared in Table with its default and meaning;
+// docs/environment.md is generated from the same table (weft env --markdown).
+// Precedence everywhere: explicit option > WEFT_* variable > tuning file >
+// default.
+package env
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Var is one documented environment variable.
+type Var struct {
+	Name    string
+	Default string
+	Doc     string
+}
+
+// Table lists every variable weft reads.
+var Table = []Var{
+	{"WEFT_DEBUG", "", "log level: WARN, INFO or TRACE (silent when unset), as NCCL_DEBUG"},
+	{"WEFT_DEBUG_SUBSYS", "ALL", "comma-separated subsystems to log: INIT, COLL, BOOT, HAL, TOPO, BENCH, CONF, ALL"},
+	{"WEFT_REQUIRE", "", "comma-separated backends (host, nvlink, …) whose tests must not skip; a skip becomes a failure"},
+	{"WEFT_HAL", "", "backend to use when none is named (default: first available of nvlink, xgmi, pcie, host)"},
+	{"WEFT_TIMEOUT", "10s", "deadline of every device- and host-side wait (Go duration)"},
+	{"WEFT_BOOTSTRAP_TIMEOUT", "60s", "deadline of bootstrap rendezvous and exchanges (Go duration)"},
+	{"WEFT_UNIQUE_ID", "", "bootstrap unique id (hex) set by `weft run` for the ranks it starts"},
+	{"WEFT_RANK", "", "rank set by `weft run` (otherwise read from mpirun, srun or torchrun variables)"},
+	{"WEFT_NRANKS", "", "number of ranks set by `weft run`"},
+	{"WEFT_LOCAL_RANK", "", "node-local rank set by `weft run`; selects the device ordinal"},
+	{"WEFT_SOCKET_IFNAME", "", "network interface for bootstrap sockets (default: loopback for single-node jobs, else the first non-loopback)"},
+	{"WEFT_CACHE_DIR", "$XDG_CACHE_HOME/weft", "directory of the kernel binary cache"},
+	{"WEFT_NCCL_LIB", "libnccl.so.2", "NCCL library loaded by `weft bench --baseline nccl`"},
+	{"WEFT_CUDA_LIB", "libcuda.so.1", "CUDA driver library"},
+	{"WEFT_NVRTC_LIB", "libnvrtc.so (newest found)", "NVRTC library"},
+	{"WEFT_SYSFS_ROOT", "/sys", "root of the sysfs tree read by topology discovery"},
+	{"WEFT_NVLS", "", "set to 1 to allow NVLink SHARP multicast (hal/nvswitch); never on shared hosts"},
+}
+
+func lookup(name string) Var {
+	for _, v := range Table {
+		if v.Name == name {
+			return v
+		}
+	}
+	panic("env: undeclared variable " + name)
+}
+
+// String returns the variable's value, or "" when unset. It panics on a
+// name missing from Table, so that the table stays complete.
+func String(name string) string {
+	lookup(name)
+	return os.Getenv(name)
+}
+
+// Duration returns the variable as a Go duration, or def when unset. A
+// malformed value is an error naming the variable.
+func Duration(name string, def time.Duration) (time.Duration, error) {
+	s := String(name)
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 10s", name, s)
+	}
+	return d, nil
+}
+
+// Int returns the variable as an integer; ok is false when unset.
+func Int(name string) (v int, ok bool, err error) {
+	s := String(name)
+	if s == "" {
+		return 0, false, nil
+	}
+	v, err = strconv.Atoi(s)
+	if err != nil {
+		return 0, false, fmt.Errorf("%s=%q: want an integer", name, s)
+	}
+	return v, true, nil
+}
+
+// List returns a comma-separated variable as a list, trimmed, empty
+// entries dropped.
+func List(name string) []string {
+	var out []string
+	for _, f := range strings.Split(String(name), ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Required reports whether backend is named in WEFT_REQUIRE.
+func Required(backend string) bool {
+	for _, b := range List("WEFT_REQUIRE") {
+		if strings.EqualFold(b, backend) {
+			return true
+		}
+	}
+	return false
+}
+
+// Timeout is WEFT_TIMEOUT or 10 s.
+func Timeout() time.Duration {
+	d, err := Duration("WEFT_TIMEOUT", 10*time.Second)
+	if err != nil {
+		return 10 * time.Second
+	}
+	return d
+}
+
+var (
+	logOnce sync.Once
+	level   slog.Level
+	enabled bool
+	subsys  map[string]bool
+)
+
+// Logger returns the logger of a subsystem (INIT, COLL, BOOT, HAL, TOPO,
+// BENCH, CONF). Logging is silent unless WEFT_DEBUG is set, and limited to
+// the subsystems in WEFT_DEBUG_SUBSYS. Output goes to standard error.
+func Logger(sub string) *slog.Logger {
+	logOnce.Do(func() {
+		switch strings.ToUpper(String("WEFT_DEBUG")) {
+		case "WARN":
+			level, enabled = slog.LevelWarn, true
+		case "INFO":
+			level, enabled = slog.LevelInfo, true
+		case "TRACE", "DEBUG":
+			level, enabled = slog.LevelDebug, true
+		}
+		subsys = map[string]bool{}
+		for _, s := range List("WEFT_DEBUG_SUBSYS") {
+			subsys[strings.ToUpper(s)] = true
+		}
+		if len(subsys) == 0 {
+			subsys["ALL"] = true
+		}
+	})
+	if !enabled || !(subsys["ALL"] || subsys[strings.ToUpper(sub)]) {
+		return slog.New(slog.DiscardHandler)
+	}
+	h := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	return slog.New(h).With("subsys", sub, "pid", os.Getpid())
+}
