@@ -1,0 +1,349 @@
+//go:build cgo
+
+// driver.c: the CUDA driver API loaded with dlopen. Entry points are
+// resolved once by weft_cuda_load through cuGetProcAddress_v2 at an explicit
+// CUDA version and kept in the static function pointers below; the weft_cu*
+// trampolines call them. Every trampoline that needs a context takes it and
+// makes it current in the same call, so that the caller's OS thread (which
+// Go may change between calls) never matters.
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "weft_cuda.h"
+#include "driver.h"
+
+// X(name, return type, parameter list). Every entry point is resolved at
+// CUDA version 12000: the newest ABI variant that CUDA 12.0 defines
+// (cuMemAlloc_v2, cuIpcOpenMemHandle_v2, cuStreamBeginCapture_v2, …).
+#define WEFT_CUDA_FUNCS(X)                                                                          \
+  X(cuInit, CUresult, (unsigned int))                                                          \
+  X(cuDriverGetVersion, CUresult, (int*))                                                      \
+  X(cuGetErrorName, CUresult, (CUresult, const char**))                                        \
+  X(cuGetErrorString, CUresult, (CUresult, const char**))                                      \
+  X(cuDeviceGetCount, CUresult, (int*))                                                        \
+  X(cuDeviceGet, CUresult, (CUdevice*, int))                                                   \
+  X(cuDeviceGetName, CUresult, (char*, int, CUdevice))                                         \
+  X(cuDeviceGetAttribute, CUresult, (int*, int, CUdevice))                                     \
+  X(cuDeviceGetUuid, CUresult, (CUuuid*, CUdevice))                                           \
+  X(cuDeviceGetPCIBusId, CUresult, (char*, int, CUdevice))                                     \
+  X(cuDeviceTotalMem, CUresult, (size_t*, CUdevice))                                           \
+  X(cuDeviceCanAccessPeer, CUresult, (int*, CUdevice, CUdevice))                               \
+  X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext*, CUdevice))                                \
+  X(cuDevicePrimaryCtxRelease, CUresult, (CUdevice))                                          \
+  X(cuCtxSetCurrent, CUresult, (CUcontext))                                                    \
+  X(cuCtxSynchronize, CUresult, (void))                                                        \
+  X(cuCtxEnablePeerAccess, CUresult, (CUcontext, unsigned int))                                \
+  X(cuMemAlloc, CUresult, (CUdeviceptr*, size_t))                                              \
+  X(cuMemFree, CUresult, (CUdeviceptr))                                                        \
+  X(cuMemHostAlloc, CUresult, (void**, size_t, unsigned int))                                  \
+  X(cuMemHostGetDevicePointer, CUresult, (CUdeviceptr*, void*, unsigned int))                  \
+  X(cuMemFreeHost, CUresult, (void*))                                                          \
+  X(cuMemcpyHtoD, CUresult, (CUdeviceptr, const void*, size_t))                                \
+  X(cuMemcpyDtoH, CUresult, (void*, CUdeviceptr, size_t))                                      \
+  X(cuMemcpyDtoD, CUresult, (CUdeviceptr, CUdeviceptr, size_t))                                \
+  X(cuMemsetD8, CUresult, (CUdeviceptr, unsigned char, size_t))                                \
+  X(cuMemGetAddressRange, CUresult, (CUdeviceptr*, size_t*, CUdeviceptr))                      \
+  X(cuPointerGetAttribute, CUresult, (void*, int, CUdeviceptr))                                \
+  X(cuIpcGetMemHandle, CUresult, (CUipcMemHandle*, CUdeviceptr))                               \
+  X(cuIpcOpenMemHandle, CUresult, (CUdeviceptr*, CUipcMemHandle, unsigned int))               \
+  X(cuIpcCloseMemHandle, CUresult, (CUdeviceptr))                                              \
+  X(cuStreamCreate, CUresult, (CUstream*, unsigned int))                                       \
+  X(cuStreamQuery, CUresult, (CUstream))                                                       \
+  X(cuStreamSynchronize, CUresult, (CUstream))                                                 \
+  X(cuStreamDestroy, CUresult, (CUstream))                                                     \
+  X(cuEventCreate, CUresult, (CUevent*, unsigned int))                                         \
+  X(cuEventRecord, CUresult, (CUevent, CUstream))                                              \
+  X(cuEventQuery, CUresult, (CUevent))                                                         \
+  X(cuEventSynchronize, CUresult, (CUevent))                                                   \
+  X(cuEventElapsedTime, CUresult, (float*, CUevent, CUevent))                                  \
+  X(cuEventDestroy, CUresult, (CUevent))                                                       \
+  X(cuStreamBeginCapture, CUresult, (CUstream, int))                                          \
+  X(cuStreamEndCapture, CUresult, (CUstream, CUgraph*))                                       \
+  X(cuGraphInstantiateWithFlags, CUresult, (CUgraphExec*, CUgraph, unsigned long long))       \
+  X(cuGraphLaunch, CUresult, (CUgraphExec, CUstream))                                         \
+  X(cuGraphExecDestroy, CUresult, (CUgraphExec))                                              \
+  X(cuGraphDestroy, CUresult, (CUgraph))                                                      \
+  X(cuModuleLoadData, CUresult, (CUmodule*, const void*))                                      \
+  X(cuModuleGetFunction, CUresult, (CUfunction*, CUmodule, const char*))                       \
+  X(cuModuleUnload, CUresult, (CUmodule))                                                      \
+  X(cuFuncSetAttribute, CUresult, (CUfunction, int, int))                                      \
+  X(cuFuncGetAttribute, CUresult, (int*, int, CUfunction))                                     \
+  X(cuLaunchKernel, CUresult,                                                                  \
+    (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, \
+     unsigned int, CUstream, void**, void**))                                                        \
+  X(cuMemCreate, CUresult, (CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, \
+                                   unsigned long long))                                              \
+  X(cuMemRelease, CUresult, (CUmemGenericAllocationHandle))                                   \
+  X(cuMemExportToShareableHandle, CUresult,                                                   \
+    (void*, CUmemGenericAllocationHandle, int, unsigned long long))                                  \
+  X(cuMemImportFromShareableHandle, CUresult, (CUmemGenericAllocationHandle*, void*, int))    \
+  X(cuMemAddressReserve, CUresult, (CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long)) \
+  X(cuMemAddressFree, CUresult, (CUdeviceptr, size_t))                                        \
+  X(cuMemMap, CUresult, (CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long)) \
+  X(cuMemUnmap, CUresult, (CUdeviceptr, size_t))                                              \
+  X(cuMemSetAccess, CUresult, (CUdeviceptr, size_t, const CUmemAccessDesc*, size_t))          \
+  X(cuMemGetAllocationGranularity, CUresult, (size_t*, const CUmemAllocationProp*, int))
+
+#define WEFT_DECLARE(name, ret, params) static ret(*p_##name) params;
+WEFT_CUDA_FUNCS(WEFT_DECLARE)
+#undef WEFT_DECLARE
+
+#define WEFT_CUDA_API_VERSION 12000
+
+typedef CUresult (*weft_gpa_fn)(const char*, void**, int, cuuint64_t, int*);
+
+static void* weft_cuda_lib;
+static char weft_cuda_err[512];
+
+const char* weft_cuda_load_error(void) { return weft_cuda_err; }
+
+// weft_cuda_load opens path and resolves every entry point. It is called
+// once (the Go side holds a sync.Once). On failure weft_cuda_load_error()
+// describes what went wrong and *cu receives a CUresult where one exists.
+int weft_cuda_load(const char* path, CUresult* cu) {
+  *cu = 0;
+  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) {
+    const char* e = dlerror();
+    snprintf(weft_cuda_err, sizeof weft_cuda_err, "%s", e ? e : path);
+    return WEFT_LOAD_DLOPEN;
+  }
+  weft_gpa_fn gpa = (weft_gpa_fn)dlsym(lib, "cuGetProcAddress_v2");
+  if (gpa == NULL) {
+    snprintf(weft_cuda_err, sizeof weft_cuda_err, "%s has no cuGetProcAddress_v2", path);
+    dlclose(lib);
+    return WEFT_LOAD_NO_GPA;
+  }
+  CUresult r;
+  int status;
+#define WEFT_RESOLVE(name, ret, params)                                         \
+  status = 0;                                                                        \
+  r = gpa(#name, (void**)&p_##name, WEFT_CUDA_API_VERSION, 0 /* CU_GET_PROC_ADDRESS_DEFAULT */, &status); \
+  if (r != 0 || p_##name == NULL) {                                                  \
+    snprintf(weft_cuda_err, sizeof weft_cuda_err, "cuGetProcAddress_v2(%s, 12000): result %d, status %d", \
+             #name, r, status);                                                      \
+    *cu = r;                                                                         \
+    return WEFT_LOAD_SYMBOL;                                                         \
+  }
+  WEFT_CUDA_FUNCS(WEFT_RESOLVE)
+#undef WEFT_RESOLVE
+  weft_cuda_lib = lib;
+  return WEFT_LOAD_OK;
+}
+
+int weft_cuda_loaded(void) { return weft_cuda_lib != NULL; }
+
+const char* weft_cuGetErrorName(CUresult r) {
+  const char* s = NULL;
+  if (p_cuGetErrorName == NULL || p_cuGetErrorName(r, &s) != 0) return NULL;
+  return s;
+}
+
+const char* weft_cuGetErrorString(CUresult r) {
+  const char* s = NULL;
+  if (p_cuGetErrorString == NULL || p_cuGetErrorString(r, &s) != 0) return NULL;
+  return s;
+}
+
+// ---- no context needed --------------------------------------------------------
+
+CUresult weft_cuInit(void) { return p_cuInit(0); }
+CUresult weft_cuDriverGetVersion(int* v) { return p_cuDriverGetVersion(v); }
+CUresult weft_cuDeviceGetCount(int* n) { return p_cuDeviceGetCount(n); }
+CUresult weft_cuDeviceGet(CUdevice* d, int ordinal) { return p_cuDeviceGet(d, ordinal); }
+CUresult weft_cuDeviceGetName(char* name, int len, CUdevice d) { return p_cuDeviceGetName(name, len, d); }
+CUresult weft_cuDeviceGetAttribute(int* v, int attr, CUdevice d) { return p_cuDeviceGetAttribute(v, attr, d); }
+CUresult weft_cuDeviceGetUuid(void* uuid, CUdevice d) { return p_cuDeviceGetUuid((CUuuid*)uuid, d); }
+CUresult weft_cuDeviceGetPCIBusId(char* id, int len, CUdevice d) { return p_cuDeviceGetPCIBusId(id, len, d); }
+CUresult weft_cuDeviceTotalMem(size_t* bytes, CUdevice d) { return p_cuDeviceTotalMem(bytes, d); }
+CUresult weft_cuDeviceCanAccessPeer(int* can, CUdevice d, CUdevice peer) {
+  return p_cuDeviceCanAccessPeer(can, d, peer);
+}
+CUresult weft_cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice d) { return p_cuDevicePrimaryCtxRetain(ctx, d); }
+CUresult weft_cuDevicePrimaryCtxRelease(CUdevice d) { return p_cuDevicePrimaryCtxRelease(d); }
+
+// ---- context made current in the same call ---------------------------------
+
+#define CUR(ctx)                         \
+  do {                                   \
+    CUresult r_ = p_cuCtxSetCurrent(ctx); \
+    if (r_ != 0) return r_;              \
+  } while (0)
+
+CUresult weft_cuCtxSynchronize(CUcontext ctx) { CUR(ctx); return p_cuCtxSynchronize(); }
+
+CUresult weft_cuCtxEnablePeerAccess(CUcontext ctx, CUcontext peer) {
+  CUR(ctx);
+  return p_cuCtxEnablePeerAccess(peer, 0);
+}
+
+CUresult weft_cuMemAlloc(CUcontext ctx, CUdeviceptr* p, size_t n) { CUR(ctx); return p_cuMemAlloc(p, n); }
+CUresult weft_cuMemFree(CUcontext ctx, CUdeviceptr p) { CUR(ctx); return p_cuMemFree(p); }
+
+CUresult weft_cuMemHostAlloc(CUcontext ctx, void** p, size_t n, unsigned int flags) {
+  CUR(ctx);
+  return p_cuMemHostAlloc(p, n, flags);
+}
+
+CUresult weft_cuMemHostGetDevicePointer(CUcontext ctx, CUdeviceptr* d, void* p) {
+  CUR(ctx);
+  return p_cuMemHostGetDevicePointer(d, p, 0);
+}
+
+CUresult weft_cuMemFreeHost(CUcontext ctx, void* p) { CUR(ctx); return p_cuMemFreeHost(p); }
+
+CUresult weft_cuMemcpyHtoD(CUcontext ctx, CUdeviceptr dst, const void* src, size_t n) {
+  CUR(ctx);
+  return p_cuMemcpyHtoD(dst, src, n);
+}
+
+CUresult weft_cuMemcpyDtoH(CUcontext ctx, void* dst, CUdeviceptr src, size_t n) {
+  CUR(ctx);
+  return p_cuMemcpyDtoH(dst, src, n);
+}
+
+CUresult weft_cuMemcpyDtoD(CUcontext ctx, CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  CUR(ctx);
+  return p_cuMemcpyDtoD(dst, src, n);
+}
+
+CUresult weft_cuMemsetD8(CUcontext ctx, CUdeviceptr dst, unsigned char v, size_t n) {
+  CUR(ctx);
+  return p_cuMemsetD8(dst, v, n);
+}
+
+CUresult weft_cuMemGetAddressRange(CUcontext ctx, CUdeviceptr* base, size_t* size, CUdeviceptr p) {
+  CUR(ctx);
+  return p_cuMemGetAddressRange(base, size, p);
+}
+
+CUresult weft_cuPointerGetAttribute(CUcontext ctx, void* data, int attr, CUdeviceptr p) {
+  CUR(ctx);
+  return p_cuPointerGetAttribute(data, attr, p);
+}
+
+CUresult weft_cuIpcGetMemHandle(CUcontext ctx, void* handle, CUdeviceptr p) {
+  CUR(ctx);
+  return p_cuIpcGetMemHandle((CUipcMemHandle*)handle, p);
+}
+
+CUresult weft_cuIpcOpenMemHandle(CUcontext ctx, CUdeviceptr* p, const void* handle, unsigned int flags) {
+  CUR(ctx);
+  CUipcMemHandle h;
+  memcpy(&h, handle, sizeof h);
+  return p_cuIpcOpenMemHandle(p, h, flags);
+}
+
+CUresult weft_cuIpcCloseMemHandle(CUcontext ctx, CUdeviceptr p) { CUR(ctx); return p_cuIpcCloseMemHandle(p); }
+
+CUresult weft_cuStreamCreate(CUcontext ctx, CUstream* s, unsigned int flags) {
+  CUR(ctx);
+  return p_cuStreamCreate(s, flags);
+}
+CUresult weft_cuStreamQuery(CUcontext ctx, CUstream s) { CUR(ctx); return p_cuStreamQuery(s); }
+CUresult weft_cuStreamSynchronize(CUcontext ctx, CUstream s) { CUR(ctx); return p_cuStreamSynchronize(s); }
+CUresult weft_cuStreamDestroy(CUcontext ctx, CUstream s) { CUR(ctx); return p_cuStreamDestroy(s); }
+
+CUresult weft_cuEventCreate(CUcontext ctx, CUevent* e, unsigned int flags) { CUR(ctx); return p_cuEventCreate(e, flags); }
+CUresult weft_cuEventRecord(CUcontext ctx, CUevent e, CUstream s) { CUR(ctx); return p_cuEventRecord(e, s); }
+CUresult weft_cuEventQuery(CUcontext ctx, CUevent e) { CUR(ctx); return p_cuEventQuery(e); }
+CUresult weft_cuEventSynchronize(CUcontext ctx, CUevent e) { CUR(ctx); return p_cuEventSynchronize(e); }
+CUresult weft_cuEventElapsedTime(CUcontext ctx, float* ms, CUevent start, CUevent end) {
+  CUR(ctx);
+  return p_cuEventElapsedTime(ms, start, end);
+}
+CUresult weft_cuEventDestroy(CUcontext ctx, CUevent e) { CUR(ctx); return p_cuEventDestroy(e); }
+
+CUresult weft_cuStreamBeginCapture(CUcontext ctx, CUstream s, int mode) { CUR(ctx); return p_cuStreamBeginCapture(s, mode); }
+CUresult weft_cuStreamEndCapture(CUcontext ctx, CUstream s, CUgraph* g) { CUR(ctx); return p_cuStreamEndCapture(s, g); }
+CUresult weft_cuGraphInstantiateWithFlags(CUcontext ctx, CUgraphExec* e, CUgraph g, unsigned long long flags) {
+  CUR(ctx);
+  return p_cuGraphInstantiateWithFlags(e, g, flags);
+}
+CUresult weft_cuGraphLaunch(CUcontext ctx, CUgraphExec e, CUstream s) { CUR(ctx); return p_cuGraphLaunch(e, s); }
+CUresult weft_cuGraphExecDestroy(CUcontext ctx, CUgraphExec e) { CUR(ctx); return p_cuGraphExecDestroy(e); }
+CUresult weft_cuGraphDestroy(CUcontext ctx, CUgraph g) { CUR(ctx); return p_cuGraphDestroy(g); }
+
+CUresult weft_cuModuleLoadData(CUcontext ctx, CUmodule* m, const void* image) { CUR(ctx); return p_cuModuleLoadData(m, image); }
+CUresult weft_cuModuleGetFunction(CUcontext ctx, CUfunction* f, CUmodule m, const char* name) {
+  CUR(ctx);
+  return p_cuModuleGetFunction(f, m, name);
+}
+CUresult weft_cuModuleUnload(CUcontext ctx, CUmodule m) { CUR(ctx); return p_cuModuleUnload(m); }
+CUresult weft_cuFuncSetAttribute(CUcontext ctx, CUfunction f, int attr, int v) { CUR(ctx); return p_cuFuncSetAttribute(f, attr, v); }
+CUresult weft_cuFuncGetAttribute(CUcontext ctx, int* v, int attr, CUfunction f) { CUR(ctx); return p_cuFuncGetAttribute(v, attr, f); }
+
+// weft_cuLaunchKernel launches f with one kernel parameter: the struct whose
+// bytes are at params (NULL for a kernel without parameters).
+CUresult weft_cuLaunchKernel(CUcontext ctx, CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                             unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream s,
+                             void* params) {
+  CUR(ctx);
+  void* args[1] = {params};
+  return p_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, s, params ? args : NULL, NULL);
+}
+
+// ---- virtual memory management ----------------------------------------------
+
+CUresult weft_cuMemGetAllocationGranularity(CUcontext ctx, size_t* g, int device, int handleTypes, int option) {
+  CUR(ctx);
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = 1;  // CU_MEM_ALLOCATION_TYPE_PINNED
+  prop.requestedHandleTypes = handleTypes;
+  prop.location.type = 1;  // CU_MEM_LOCATION_TYPE_DEVICE
+  prop.location.id = device;
+  return p_cuMemGetAllocationGranularity(g, &prop, option);
+}
+
+CUresult weft_cuMemCreate(CUcontext ctx, CUmemGenericAllocationHandle* h, size_t size, int device, int handleTypes) {
+  CUR(ctx);
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = 1;
+  prop.requestedHandleTypes = handleTypes;
+  prop.location.type = 1;
+  prop.location.id = device;
+  return p_cuMemCreate(h, size, &prop, 0);
+}
+
+CUresult weft_cuMemRelease(CUcontext ctx, CUmemGenericAllocationHandle h) { CUR(ctx); return p_cuMemRelease(h); }
+
+CUresult weft_cuMemExportToShareableHandleFD(CUcontext ctx, int* fd, CUmemGenericAllocationHandle h) {
+  CUR(ctx);
+  return p_cuMemExportToShareableHandle(fd, h, 1 /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR */, 0);
+}
+
+CUresult weft_cuMemImportFromShareableHandleFD(CUcontext ctx, CUmemGenericAllocationHandle* h, int fd) {
+  CUR(ctx);
+  // The POSIX fd travels in the pointer-sized argument itself.
+  return p_cuMemImportFromShareableHandle(h, (void*)(uintptr_t)fd, 1);
+}
+
+CUresult weft_cuMemAddressReserve(CUcontext ctx, CUdeviceptr* p, size_t size, size_t align) {
+  CUR(ctx);
+  return p_cuMemAddressReserve(p, size, align, 0, 0);
+}
+
+CUresult weft_cuMemAddressFree(CUcontext ctx, CUdeviceptr p, size_t size) { CUR(ctx); return p_cuMemAddressFree(p, size); }
+
+CUresult weft_cuMemMap(CUcontext ctx, CUdeviceptr p, size_t size, CUmemGenericAllocationHandle h) {
+  CUR(ctx);
+  return p_cuMemMap(p, size, 0, h, 0);
+}
+
+CUresult weft_cuMemUnmap(CUcontext ctx, CUdeviceptr p, size_t size) { CUR(ctx); return p_cuMemUnmap(p, size); }
+
+CUresult weft_cuMemSetAccess(CUcontext ctx, CUdeviceptr p, size_t size, const int* devices, int n) {
+  CUR(ctx);
+  CUmemAccessDesc desc[64];
+  if (n > 64) return 1;  // CUDA_ERROR_INVALID_VALUE
+  for (int i = 0; i < n; i++) {
+    desc[i].location.type = 1;
+    desc[i].location.id = devices[i];
+    desc[i].flags = 3;  // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+  }
+  return p_cuMemSetAccess(p, size, desc, (size_t)n);
+}

@@ -1,0 +1,67 @@
+// weft_cuda.h: the few CUDA driver API and NVRTC declarations that package
+// cuda needs, written for weft so that it builds with no CUDA toolkit
+// installed. Values and signatures follow cuda.h and nvrtc.h of CUDA 12/13;
+// every entry point is resolved at run time (cuGetProcAddress_v2 for the
+// driver, dlsym for NVRTC) and called through the function pointers of
+// driver.c and nvrtc.c.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int CUresult;  // enum cudaError_enum; 0 is CUDA_SUCCESS
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;  // CUdeviceptr_v2 on 64-bit hosts
+typedef uint64_t cuuint64_t;
+typedef unsigned long long CUmemGenericAllocationHandle;
+
+typedef struct CUctx_st* CUcontext;
+typedef struct CUmod_st* CUmodule;
+typedef struct CUfunc_st* CUfunction;
+typedef struct CUstream_st* CUstream;
+typedef struct CUevent_st* CUevent;
+typedef struct CUgraph_st* CUgraph;
+typedef struct CUgraphExec_st* CUgraphExec;
+
+#define WEFT_CU_IPC_HANDLE_SIZE 64
+typedef struct {
+  char reserved[WEFT_CU_IPC_HANDLE_SIZE];
+} CUipcMemHandle;
+
+typedef struct {
+  char bytes[16];
+} CUuuid;
+
+// CUmemAllocationProp and friends (virtual memory management).
+typedef struct {
+  int type;                  // CUmemLocationType
+  int id;
+} CUmemLocation;
+
+typedef struct {
+  int type;                  // CUmemAllocationType: 1 = PINNED
+  int requestedHandleTypes;  // CUmemAllocationHandleType: 1 = POSIX fd
+  CUmemLocation location;
+  void* win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+} CUmemAllocationProp;
+
+typedef struct {
+  CUmemLocation location;
+  int flags;  // CUmemAccess_flags: 3 = READWRITE
+} CUmemAccessDesc;
+
+// NVRTC.
+typedef int nvrtcResult;
+typedef struct _nvrtcProgram* nvrtcProgram;
+
+// Errors of the loader itself (not CUDA results): returned by weft_cuda_load.
+#define WEFT_LOAD_OK 0
+#define WEFT_LOAD_DLOPEN 1     // dlopen failed; see weft_cuda_load_error()
+#define WEFT_LOAD_NO_GPA 2     // cuGetProcAddress_v2 missing: driver older than CUDA 12
+#define WEFT_LOAD_SYMBOL 3     // an entry point could not be resolved
