@@ -6,44 +6,67 @@ import (
 	"time"
 )
 
-// ScratchLayout gives the size of one scratch slot and of the whole scratch
-// buffer for a call of count elements of esize bytes.
-//
-// LL protocols: each slot is HeaderBytes followed by ceil(bytes/payload)
-// packets, rounded up to 16 bytes; the scratch holds two halves of
-// ScratchSlots slots each, and launch number k uses half k mod 2, so a rank
+// Scratch layout. A rank's scratch of capacity C bytes is split into
+// halves (two for LL protocols, one for Simple), each into ScratchSlots
+// slots of SlotStride(C) bytes. Launch number k uses half k mod 2, so a rank
 // that starts the next call never overwrites packets a slower peer has not
-// read yet. Simple: each slot holds the data plainly, one half.
-func (p *Plan) ScratchLayout(count int64, esize int) (slotBytes, totalBytes int64) {
-	if p.ScratchSlots == 0 {
-		return 0, 0
+// read yet. The layout depends only on the capacity, never on the count, so
+// consecutive calls of different sizes keep that guarantee. An LL slot
+// starts with HeaderBytes (one packet carrying the sender's count), then
+// one packet per PayloadBytes of data.
+
+func (p *Plan) halves() int64 {
+	if p.Scratch == Simple {
+		return 1
 	}
+	return 2
+}
+
+// SlotBytes is the size a slot needs for count elements of esize bytes.
+func (p *Plan) SlotBytes(count int64, esize int) int64 {
 	data := count * int64(esize)
 	if p.Scratch == Simple {
-		slotBytes = roundUp(max(data, 1), 16)
-		return slotBytes, slotBytes * int64(p.ScratchSlots)
+		return roundUp(max(data, 1), 16)
 	}
 	packets := ceilDiv(data, int64(p.Scratch.PayloadBytes()))
-	slotBytes = roundUp(HeaderBytes+packets*int64(p.Scratch.PacketBytes()), 16)
-	return slotBytes, 2 * slotBytes * int64(p.ScratchSlots)
+	return roundUp(HeaderBytes+packets*int64(p.Scratch.PacketBytes()), 16)
 }
 
-// ScratchOffset is the byte offset, from the start of a rank's scratch, of
-// element elem (a multiple of the payload in bytes) of slot s for launch
-// number launch.
-func (p *Plan) ScratchOffset(count int64, esize int, launch uint64, s int, elem int64) int64 {
-	slotBytes, total := p.ScratchLayout(count, esize)
-	if p.Scratch == Simple {
-		return int64(s)*slotBytes + elem*int64(esize)
+// ScratchBytes is the scratch capacity a call of count elements needs.
+func (p *Plan) ScratchBytes(count int64, esize int) int64 {
+	if p.ScratchSlots == 0 {
+		return 0
 	}
-	half := int64(launch&1) * (total / 2)
-	return half + int64(s)*slotBytes + HeaderBytes + elem*int64(esize)/int64(p.Scratch.PayloadBytes())*int64(p.Scratch.PacketBytes())
+	return p.halves() * int64(p.ScratchSlots) * p.SlotBytes(count, esize)
 }
 
-// HeaderOffset is the byte offset of slot s's header packet.
-func (p *Plan) HeaderOffset(count int64, esize int, launch uint64, s int) int64 {
-	slotBytes, total := p.ScratchLayout(count, esize)
-	return int64(launch&1)*(total/2) + int64(s)*slotBytes
+// SlotStride is the distance between slots in a scratch of capacity bytes.
+func (p *Plan) SlotStride(capacity int64) int64 {
+	if p.ScratchSlots == 0 {
+		return 0
+	}
+	return capacity / p.halves() / int64(p.ScratchSlots) / 16 * 16
+}
+
+// HeaderOffset is the byte offset of slot s's first byte (its header packet
+// for LL) for launch number launch.
+func (p *Plan) HeaderOffset(capacity int64, launch uint64, s int) int64 {
+	stride := p.SlotStride(capacity)
+	half := int64(0)
+	if p.Scratch != Simple {
+		half = int64(launch & 1)
+	}
+	return (half*int64(p.ScratchSlots) + int64(s)) * stride
+}
+
+// ScratchOffset is the byte offset of element elem of slot s (for LL, of
+// the packet holding it; elem × esize is a multiple of the payload).
+func (p *Plan) ScratchOffset(capacity int64, esize int, launch uint64, s int, elem int64) int64 {
+	base := p.HeaderOffset(capacity, launch, s)
+	if p.Scratch == Simple {
+		return base + elem*int64(esize)
+	}
+	return base + HeaderBytes + elem*int64(esize)/int64(p.Scratch.PayloadBytes())*int64(p.Scratch.PacketBytes())
 }
 
 // Flag is the LL flag value of launch number launch: launches are counted

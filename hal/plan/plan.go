@@ -66,7 +66,7 @@ func (b BufferKind) String() string {
 
 // Ref is one operand of a transfer: a buffer of this rank (Chan == Local) or
 // of the peer of channel Chan, at the element range of the operation. For
-// Scratch, Slot selects the slot; slots are laid out as in ScratchLayout.
+// Scratch, Slot selects the slot; slots are laid out as in SlotStride and ScratchOffset.
 type Ref struct {
 	Buf  BufferKind
 	Chan int
@@ -239,7 +239,7 @@ type Plan struct {
 	// Semaphores is the number of semaphore indices per peer the plan uses.
 	Semaphores int
 	// Scratch is the format of data in scratch slots; ScratchSlots how many
-	// slots a rank's scratch has (see ScratchLayout).
+	// slots a rank's scratch has (see SlotStride).
 	Scratch      Protocol
 	ScratchSlots int
 	// MaxBytes is the largest message (count × element size) the plan

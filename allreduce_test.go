@@ -1,0 +1,128 @@
+package weft_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/weftccl/weft"
+	"github.com/weftccl/weft/check"
+	"github.com/weftccl/weft/hal"
+	_ "github.com/weftccl/weft/hal/host"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// runRanks runs f on n goroutine ranks, each with its own host device and
+// communicator, and returns their errors.
+func runRanks(t *testing.T, n int, f func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error) []error {
+	t.Helper()
+	boots := newLocal(n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	job := fmt.Sprintf("t%d-%s", n, t.Name())
+	job = sanitize(job)
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			dev, err := hal.Open("host", hal.Config{Ordinal: r, Rank: r, JobID: job})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer dev.Close()
+			c, err := weft.NewComm(context.Background(), boots[r], dev, weft.Options{})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer c.Close()
+			s, err := dev.NewStream()
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer s.Close()
+			errs[r] = f(r, c, dev, s)
+		}(r)
+	}
+	wg.Wait()
+	return errs
+}
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+func TestAllReduceHost(t *testing.T) {
+	sizes := []int64{0, 1, 3, 4, 15, 16, 17, 1000, 4096 + 3, 65536, 300000, 1 << 20}
+	if testing.Short() {
+		sizes = []int64{0, 3, 17, 4096 + 3, 300000}
+	}
+	for _, n := range []int{2, 3, 4, 8} {
+		for _, dt := range plan.DataTypes {
+			t.Run(fmt.Sprintf("n%d-%v", n, dt), func(t *testing.T) {
+				errs := runRanks(t, n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+					for _, bytes := range sizes {
+						count := bytes / int64(dt.Size())
+						for _, inPlace := range []bool{false, true} {
+							if err := oneAllReduce(c, dev, s, count, dt, plan.Sum, inPlace); err != nil {
+								return fmt.Errorf("%d bytes in-place=%v: %w", bytes, inPlace, err)
+							}
+						}
+					}
+					return nil
+				})
+				for r, err := range errs {
+					if err != nil {
+						t.Errorf("rank %d: %v", r, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func oneAllReduce(c *weft.Comm, dev hal.Device, s hal.Stream, count int64, dt plan.DataType, op plan.RedOp, inPlace bool) error {
+	bytes := max(count*int64(dt.Size()), 1)
+	in, err := dev.Alloc(bytes)
+	if err != nil {
+		return err
+	}
+	defer in.Free()
+	out := in
+	if !inPlace {
+		if out, err = dev.Alloc(bytes); err != nil {
+			return err
+		}
+		defer out.Free()
+		defer c.Deregister(out)
+	}
+	defer c.Deregister(in)
+	if err := dev.Write(in, 0, check.Input(dt, op, c.Rank(), count)); err != nil {
+		return err
+	}
+	if err := c.AllReduce(in, out, count, dt, op, s); err != nil {
+		return err
+	}
+	if err := c.Synchronize(s); err != nil {
+		return err
+	}
+	got := make([]byte, count*int64(dt.Size()))
+	if err := dev.Read(got, out, 0); err != nil {
+		return err
+	}
+	want := check.AllReduce(dt, op, c.Size(), count)
+	if wrong := check.Wrong(dt, got, want); wrong != 0 {
+		return fmt.Errorf("%d of %d elements wrong; first differences: %s", wrong, count, cmp.Diff(want[:min(len(want), 32)], got[:min(len(got), 32)]))
+	}
+	return nil
+}

@@ -1,0 +1,283 @@
+// Package channels connects ranks with weft's channel primitives.
+//
+// A MemoryChannel joins this rank to one peer over the memory-mapped
+// capability of the HAL: the peer's scratch buffer and semaphore region are
+// mapped into this device's address space, so a kernel puts data with
+// ordinary stores, signals by an atomic add on the peer's semaphore (release,
+// system scope), and waits on its own semaphore (acquire). LL packets carry
+// data and a flag in one 8- or 16-byte store, so a receiver polls the data
+// itself instead of a semaphore. Semantics follow MSCCL++ (architecture.md
+// §3): put/get/signal/wait/flush, relaxed variants, putPackets and
+// unpackPackets.
+//
+// On a device, the channel primitives are the functions of the device
+// library (DeviceLibrary), which generated plan kernels call; hal/host
+// implements the same semantics in Go. This package does the host side:
+// it allocates each plan's resources (scratch, semaphores, device state and
+// a host-visible control block), exchanges handles through the bootstrap,
+// maps the peers' buffers ([Setup]), registers user buffers for zero-copy
+// access ([Register]), and turns a failure recorded by a launch into an
+// error that names the rank, peer, channel, semaphore and values
+// ([Resources.Check]).
+//
+// Memory per plan and rank: scratch as the plan's ScratchBytes asks for its largest message, plus
+// 2×NRanks×Semaphores×8 bytes of semaphores, NRanks×Semaphores×8 of
+// expected values, 16 bytes of state and a 64-byte control block.
+package channels
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// Exchanger is the part of a bootstrap that channel setup needs
+// (bootstrap.Bootstrap satisfies it).
+type Exchanger interface {
+	Rank() int
+	Size() int
+	AllGather(ctx context.Context, data []byte) ([][]byte, error)
+}
+
+// MemoryChannel is the host-side view of one memory channel of a plan.
+type MemoryChannel struct {
+	Peer int
+	// RemoteScratch and RemoteSemaphores are the peer's buffers mapped on
+	// this device (nil when the plan has no scratch).
+	RemoteScratch, RemoteSemaphores hal.Buffer
+}
+
+// Resources are one prepared plan's buffers on one rank.
+type Resources struct {
+	Plan     *plan.Plan
+	Channels []MemoryChannel
+	Bindings plan.Bindings
+
+	dev                                     hal.Device
+	scratch, sems, expected, state, control hal.Buffer
+}
+
+// Bytes is the device memory the resources hold on this rank (local
+// buffers only; mapped peer buffers are the peers').
+func (r *Resources) Bytes() int64 {
+	var n int64
+	for _, b := range []hal.Buffer{r.scratch, r.sems, r.expected, r.state} {
+		if b != nil {
+			n += b.Size()
+		}
+	}
+	return n
+}
+
+// Setup allocates and connects the resources of plan p, which every rank
+// builds for itself; it is collective over ex. scratchBytes is the scratch
+// capacity, the same on every rank (0 for plans without scratch).
+// initialLaunch sets the launch counter, from which LL flags derive (tests
+// start it near 2^32 to exercise flag wrap-around).
+//
+// Errors: ErrInvalidArgument for a plan that fails Validate or whose rank
+// differs from the bootstrap's; ErrInvalidUsage when ranks disagree on the
+// plan (name, semaphores, scratch), naming the ranks; ErrNotSupported when
+// a channel's link is not memory-mapped; errors of the device otherwise.
+// On error nothing stays allocated.
+func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scratchBytes int64, initialLaunch uint64) (_ *Resources, err error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("channels: setup: %v: %w", err, hal.ErrInvalidArgument)
+	}
+	if p.Rank != ex.Rank() || p.NRanks != ex.Size() {
+		return nil, fmt.Errorf("channels: setup %s: plan is for rank %d of %d, bootstrap is rank %d of %d: %w",
+			p.Name, p.Rank, p.NRanks, ex.Rank(), ex.Size(), hal.ErrInvalidArgument)
+	}
+	mm, ok := dev.(hal.MemoryMapped)
+	if !ok {
+		return nil, fmt.Errorf("channels: setup %s: backend %s offers no memory-mapped capability: %w", p.Name, dev.Info().Backend, hal.ErrNotSupported)
+	}
+	r := &Resources{Plan: p, dev: dev}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	alloc := func(n int64, host bool, what string) (hal.Buffer, error) {
+		var b hal.Buffer
+		var err error
+		if host {
+			b, err = dev.AllocHost(n)
+		} else {
+			b, err = dev.Alloc(n)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("channels: setup %s: %s (%d bytes): %w", p.Name, what, n, err)
+		}
+		return b, nil
+	}
+	if scratchBytes > 0 {
+		if r.scratch, err = alloc(scratchBytes, false, "scratch"); err != nil {
+			return nil, err
+		}
+	}
+	if p.Semaphores > 0 {
+		if r.sems, err = alloc(p.SemaphoreRegionBytes(), false, "semaphores"); err != nil {
+			return nil, err
+		}
+		if r.expected, err = alloc(p.ExpectedRegionBytes(), false, "expected values"); err != nil {
+			return nil, err
+		}
+	}
+	if r.state, err = alloc(plan.StateBytes, false, "state"); err != nil {
+		return nil, err
+	}
+	if r.control, err = alloc(plan.ControlBytes, true, "control block"); err != nil {
+		return nil, err
+	}
+	if initialLaunch != 0 {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], initialLaunch)
+		if err = dev.Write(r.state, 0, b[:]); err != nil {
+			return nil, fmt.Errorf("channels: setup %s: state: %w", p.Name, err)
+		}
+	}
+
+	// Exchange: every rank publishes its endpoint, its view of the plan and
+	// handles of its scratch and semaphores.
+	me := card{Plan: p.Name, Semaphores: p.Semaphores, ScratchBytes: scratchBytes, Endpoint: dev.Endpoint()}
+	if r.scratch != nil {
+		if me.Scratch, err = mm.Export(r.scratch); err != nil {
+			return nil, fmt.Errorf("channels: setup %s: export scratch: %w", p.Name, err)
+		}
+	}
+	if r.sems != nil {
+		if me.Sems, err = mm.Export(r.sems); err != nil {
+			return nil, fmt.Errorf("channels: setup %s: export semaphores: %w", p.Name, err)
+		}
+	}
+	cards, err := gatherCards(ctx, ex, me)
+	if err != nil {
+		return nil, fmt.Errorf("channels: setup %s: %w", p.Name, err)
+	}
+	for rk, c := range cards {
+		if c.Plan != me.Plan || c.Semaphores != me.Semaphores || c.ScratchBytes != me.ScratchBytes {
+			return nil, fmt.Errorf("channels: setup: rank %d runs plan %s (%d semaphores, %d scratch bytes) but rank %d runs %s (%d, %d): %w",
+				p.Rank, me.Plan, me.Semaphores, me.ScratchBytes, rk, c.Plan, c.Semaphores, c.ScratchBytes, hal.ErrInvalidUsage)
+		}
+	}
+	r.Bindings = plan.Bindings{ScratchBytes: scratchBytes, State: r.state.Addr(), Control: r.control.Addr()}
+	if r.scratch != nil {
+		r.Bindings.Scratch = r.scratch.Addr()
+	}
+	if r.sems != nil {
+		r.Bindings.Semaphores, r.Bindings.Expected = r.sems.Addr(), r.expected.Addr()
+	}
+	for ci, ch := range p.Channels {
+		c := cards[ch.Peer]
+		if l := dev.Link(c.Endpoint); l.Caps&hal.CapMemoryMapped == 0 {
+			return nil, fmt.Errorf("channels: setup %s: channel %d to rank %d: link is not memory-mapped (%s): %w",
+				p.Name, ci, ch.Peer, l.Reason, hal.ErrNotSupported)
+		}
+		mc := MemoryChannel{Peer: ch.Peer}
+		var pb plan.PeerBinding
+		if c.Scratch != nil {
+			if mc.RemoteScratch, err = mm.Import(c.Scratch); err != nil {
+				r.Channels = append(r.Channels, mc)
+				return nil, fmt.Errorf("channels: setup %s: map scratch of rank %d: %w", p.Name, ch.Peer, err)
+			}
+			pb.Scratch = mc.RemoteScratch.Addr()
+		}
+		if c.Sems != nil {
+			if mc.RemoteSemaphores, err = mm.Import(c.Sems); err != nil {
+				r.Channels = append(r.Channels, mc)
+				return nil, fmt.Errorf("channels: setup %s: map semaphores of rank %d: %w", p.Name, ch.Peer, err)
+			}
+			pb.Semaphores = mc.RemoteSemaphores.Addr()
+		}
+		r.Channels = append(r.Channels, mc)
+		r.Bindings.Peers = append(r.Bindings.Peers, pb)
+	}
+	return r, nil
+}
+
+// Check reads the control block after the launches on a stream were
+// synchronised, and returns the failure they recorded: a *hal.TimeoutError
+// for a wait that passed its deadline, an error wrapping ErrInvalidUsage
+// for an element count that differs between ranks (naming both), or nil.
+func (r *Resources) Check() error {
+	f, failed := plan.DecodeControl(r.control.Host())
+	if !failed {
+		return nil
+	}
+	switch f.Status {
+	case plan.StatusMismatch:
+		return fmt.Errorf("%s: %s: %w", r.Plan.Name, f, hal.ErrInvalidUsage)
+	case plan.StatusAborted:
+		return fmt.Errorf("%s: %s: %w", r.Plan.Name, f, hal.ErrRemote)
+	}
+	what := "semaphore"
+	if f.What == plan.WhatPacket {
+		what = "LL packet"
+	}
+	return fmt.Errorf("%s: %w", r.Plan.Name, &hal.TimeoutError{
+		Rank: f.Rank, Peer: f.Peer, Channel: f.Channel, Semaphore: f.Semaphore, Block: f.Block,
+		What: what, Expected: f.Expected, Observed: f.Observed,
+	})
+}
+
+// Abort makes every wait of running and later launches of the plan give up
+// at once (a peer was lost; the host knows before the device deadline).
+func (r *Resources) Abort() {
+	c := r.control.Host()
+	c[plan.CtlAbort] = 1
+}
+
+// Close frees local buffers and unmaps peer buffers. It returns the first
+// error.
+func (r *Resources) Close() error {
+	var errs []error
+	for _, c := range r.Channels {
+		for _, b := range []hal.Buffer{c.RemoteScratch, c.RemoteSemaphores} {
+			if b != nil {
+				errs = append(errs, b.Free())
+			}
+		}
+	}
+	r.Channels = nil
+	for _, b := range []*hal.Buffer{&r.scratch, &r.sems, &r.expected, &r.state, &r.control} {
+		if *b != nil {
+			errs = append(errs, (*b).Free())
+			*b = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// card is what a rank publishes during Setup.
+type card struct {
+	Plan         string
+	Semaphores   int
+	ScratchBytes int64
+	Endpoint     hal.Endpoint
+	Scratch      hal.Handle
+	Sems         hal.Handle
+}
+
+func gatherCards(ctx context.Context, ex Exchanger, me card) ([]card, error) {
+	blob, err := encodeJSON(me)
+	if err != nil {
+		return nil, err
+	}
+	all, err := ex.AllGather(ctx, blob)
+	if err != nil {
+		return nil, fmt.Errorf("exchange channel handles: %w", err)
+	}
+	cards := make([]card, len(all))
+	for i, b := range all {
+		if err := decodeJSON(bytes.NewReader(b), &cards[i]); err != nil {
+			return nil, fmt.Errorf("rank %d sent a malformed channel card: %v: %w", i, err, hal.ErrRemote)
+		}
+	}
+	return cards, nil
+}

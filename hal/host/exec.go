@@ -1,0 +1,499 @@
+package host
+
+import (
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// Program is a plan prepared for the Go interpreter.
+type Program struct {
+	dev   *Device
+	p     *plan.Plan
+	t     plan.DataType
+	op    plan.RedOp
+	esize int
+
+	scratch  []byte
+	sems     []byte
+	expected []byte
+	state    []byte
+	control  []byte
+	peers    []peerMem
+}
+
+type peerMem struct {
+	scratch []byte
+	sems    []byte
+}
+
+// Prepare resolves the plan's bindings to this device's mappings.
+func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
+	p := spec.Plan
+	if p == nil {
+		return nil, fmt.Errorf("host: prepare: nil plan: %w", hal.ErrInvalidArgument)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("host: prepare: %v: %w", err, hal.ErrInvalidArgument)
+	}
+	if !spec.DataType.Valid() || !spec.RedOp.Valid() {
+		return nil, fmt.Errorf("host: prepare %s: data type %v, op %v: %w", p.Name, spec.DataType, spec.RedOp, hal.ErrInvalidArgument)
+	}
+	b := spec.Bindings
+	if len(b.Peers) != len(p.Channels) {
+		return nil, fmt.Errorf("host: prepare %s: %d peer bindings for %d channels: %w", p.Name, len(b.Peers), len(p.Channels), hal.ErrInvalidArgument)
+	}
+	pr := &Program{dev: d, p: p, t: spec.DataType, op: spec.RedOp, esize: spec.DataType.Size()}
+	var err error
+	res := func(addr uint64, n int64, what string) []byte {
+		if err != nil || n == 0 {
+			return nil
+		}
+		var s []byte
+		if s, err = d.resolve(addr, n); err != nil {
+			err = fmt.Errorf("host: prepare %s: %s: %w", p.Name, what, err)
+		}
+		return s
+	}
+	pr.scratch = res(b.Scratch, b.ScratchBytes, "scratch")
+	pr.sems = res(b.Semaphores, p.SemaphoreRegionBytes(), "semaphores")
+	pr.expected = res(b.Expected, p.ExpectedRegionBytes(), "expected values")
+	pr.state = res(b.State, plan.StateBytes, "state")
+	pr.control = res(b.Control, plan.ControlBytes, "control block")
+	for i, pb := range b.Peers {
+		pr.peers = append(pr.peers, peerMem{
+			scratch: res(pb.Scratch, b.ScratchBytes, fmt.Sprintf("channel %d scratch", i)),
+			sems:    res(pb.Semaphores, p.SemaphoreRegionBytes(), fmt.Sprintf("channel %d semaphores", i)),
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if pr.state == nil || pr.control == nil {
+		return nil, fmt.Errorf("host: prepare %s: state and control block are required: %w", p.Name, hal.ErrInvalidArgument)
+	}
+	return pr, nil
+}
+
+func (pr *Program) Close() error { return nil }
+
+// launch is one execution's resolved arguments.
+type launch struct {
+	*Program
+	count           int64
+	in, out         []byte
+	peerIn, peerOut [][]byte
+	timeout         time.Duration
+	number          uint64
+	flag            uint32
+}
+
+// Launch checks the arguments and queues one execution on s.
+func (pr *Program) Launch(hs hal.Stream, a *plan.Args) error {
+	s, ok := hs.(*Stream)
+	if !ok || s.dev != pr.dev {
+		return fmt.Errorf("host: launch %s: stream of another device: %w", pr.p.Name, hal.ErrInvalidArgument)
+	}
+	l, err := pr.resolveArgs(a)
+	if err != nil {
+		return err
+	}
+	return s.enqueue(l.run)
+}
+
+func (pr *Program) resolveArgs(a *plan.Args) (*launch, error) {
+	p := pr.p
+	bad := func(f string, args ...any) error {
+		return fmt.Errorf("host: launch %s: %s: %w", p.Name, fmt.Sprintf(f, args...), hal.ErrInvalidArgument)
+	}
+	if a.Count < 0 {
+		return nil, bad("negative count %d", a.Count)
+	}
+	bytes := a.Count * int64(pr.esize)
+	if p.MaxBytes > 0 && bytes > p.MaxBytes {
+		return nil, bad("%d bytes exceed the plan's limit of %d", bytes, p.MaxBytes)
+	}
+	if need := p.ScratchBytes(a.Count, pr.esize); need > int64(len(pr.scratch)) {
+		return nil, bad("needs %d bytes of scratch, has %d", need, len(pr.scratch))
+	}
+	l := &launch{Program: pr, count: a.Count, timeout: a.Timeout}
+	if l.timeout <= 0 {
+		l.timeout = plan.DefaultTimeout
+	}
+	res := func(addr uint64, what string) ([]byte, error) {
+		if bytes == 0 {
+			return nil, nil
+		}
+		if addr == 0 {
+			return nil, bad("%s buffer is null", what)
+		}
+		b, err := pr.dev.resolve(addr, bytes)
+		if err != nil {
+			return nil, fmt.Errorf("host: launch %s: %s buffer: %w", p.Name, what, err)
+		}
+		return b, nil
+	}
+	var err error
+	if l.in, err = res(a.Input, "input"); err != nil {
+		return nil, err
+	}
+	if l.out, err = res(a.Output, "output"); err != nil {
+		return nil, err
+	}
+	needIn, needOut := p.Needs()
+	l.peerIn = make([][]byte, len(p.Channels))
+	l.peerOut = make([][]byte, len(p.Channels))
+	for ch := range p.Channels {
+		if needIn {
+			if ch >= len(a.PeerInput) {
+				return nil, bad("no registered input buffer of channel %d (peer rank %d)", ch, p.Channels[ch].Peer)
+			}
+			if l.peerIn[ch], err = res(a.PeerInput[ch], fmt.Sprintf("channel %d peer input", ch)); err != nil {
+				return nil, err
+			}
+		}
+		if needOut {
+			if ch >= len(a.PeerOutput) {
+				return nil, bad("no registered output buffer of channel %d (peer rank %d)", ch, p.Channels[ch].Peer)
+			}
+			if l.peerOut[ch], err = res(a.PeerOutput[ch], fmt.Sprintf("channel %d peer output", ch)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return l, nil
+}
+
+func u32(b []byte, off int64) *uint32 { return (*uint32)(unsafe.Pointer(&b[off])) }
+func u64(b []byte, off int64) *uint64 { return (*uint64)(unsafe.Pointer(&b[off])) }
+
+// run executes the launch: one goroutine per thread block. It is the
+// software analogue of a kernel; its failures go to the control block.
+func (l *launch) run() error {
+	l.number = atomic.LoadUint64(u64(l.state, 0))
+	l.flag = plan.Flag(l.number)
+	var wg sync.WaitGroup
+	errs := make(chan error, l.p.Blocks())
+	block := 0
+	for gi := range l.p.Groups {
+		g := &l.p.Groups[gi]
+		for part := 0; part < g.Blocks; part++ {
+			wg.Add(1)
+			go func(g *plan.Group, part, block int) {
+				defer wg.Done()
+				if err := l.runBlock(g, part, block); err != nil {
+					errs <- err
+				}
+			}(g, part, block)
+			block++
+		}
+	}
+	wg.Wait()
+	atomic.StoreUint64(u64(l.state, 0), l.number+1)
+	close(errs)
+	return <-errs
+}
+
+type blockCtx struct {
+	*launch
+	g     *plan.Group
+	part  int
+	block int
+}
+
+func (l *launch) runBlock(g *plan.Group, part, block int) error {
+	b := &blockCtx{launch: l, g: g, part: part, block: block}
+	for _, o := range g.Ops {
+		if b.aborted() {
+			return nil
+		}
+		var ok bool
+		var err error
+		switch o.Kind {
+		case plan.OpSignal:
+			b.signal(o)
+			ok = true
+		case plan.OpWait:
+			ok = b.wait(o)
+		case plan.OpFlush:
+			ok = true // memory-channel stores are complete when issued
+		case plan.OpTransfer:
+			ok, err = b.transfer(o)
+		}
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil // failure recorded in the control block
+		}
+	}
+	return nil
+}
+
+func (b *blockCtx) aborted() bool { return atomic.LoadUint32(u32(b.control, plan.CtlAbort)) != 0 }
+
+// fail records the first failure of the launch and makes every block stop.
+func (b *blockCtx) fail(status, what uint32, ch, sem int, expected, observed uint64) {
+	c := b.control
+	if atomic.CompareAndSwapUint32(u32(c, plan.CtlStatus), 0, status) {
+		le := binary.LittleEndian
+		peer := -1
+		if ch >= 0 {
+			peer = b.p.Channels[ch].Peer
+		}
+		le.PutUint32(c[plan.CtlRank:], uint32(int32(b.p.Rank)))
+		le.PutUint32(c[plan.CtlPeer:], uint32(int32(peer)))
+		le.PutUint32(c[plan.CtlChannel:], uint32(int32(ch)))
+		le.PutUint32(c[plan.CtlSemaphore:], uint32(int32(sem)))
+		le.PutUint32(c[plan.CtlBlock:], uint32(int32(b.block)))
+		le.PutUint32(c[plan.CtlWhat:], what)
+		le.PutUint64(c[plan.CtlExpected:], expected)
+		le.PutUint64(c[plan.CtlObserved:], observed)
+		le.PutUint64(c[plan.CtlLaunch:], b.number)
+	}
+	atomic.StoreUint32(u32(c, plan.CtlAbort), 1)
+}
+
+func (b *blockCtx) signal(o plan.Op) {
+	s := o.Sem + b.part
+	peer := b.peers[o.Chan].sems
+	atomic.StoreUint64(u64(peer, b.p.CountOffset(b.p.Rank, s)), uint64(b.count))
+	atomic.AddUint64(u64(peer, b.p.InboundOffset(b.p.Rank, s)), 1)
+}
+
+// spin polls ready until it returns true, the deadline passes (false) or
+// the launch is aborted (false).
+func (b *blockCtx) spin(ready func() bool) bool {
+	deadline := time.Now().Add(b.timeout)
+	for i := 0; ; i++ {
+		if ready() {
+			return true
+		}
+		if i&63 == 63 {
+			if b.aborted() || time.Now().After(deadline) {
+				return ready()
+			}
+			if i > 4096 {
+				time.Sleep(20 * time.Microsecond)
+				continue
+			}
+		}
+		runtime.Gosched()
+	}
+}
+
+func (b *blockCtx) wait(o plan.Op) bool {
+	s := o.Sem + b.part
+	peer := b.p.Channels[o.Chan].Peer
+	exp := u64(b.expected, b.p.InboundOffset(peer, s))
+	want := *exp + 1
+	*exp = want
+	inbound := u64(b.sems, b.p.InboundOffset(peer, s))
+	if !b.spin(func() bool { return atomic.LoadUint64(inbound) >= want }) {
+		if !b.aborted() || atomic.LoadUint32(u32(b.control, plan.CtlStatus)) == 0 {
+			b.fail(plan.StatusTimeout, plan.WhatSemaphore, o.Chan, s, want, atomic.LoadUint64(inbound))
+		}
+		return false
+	}
+	if got := atomic.LoadUint64(u64(b.sems, b.p.CountOffset(peer, s))); got != uint64(b.count) {
+		b.fail(plan.StatusMismatch, plan.WhatSemaphore, o.Chan, s, uint64(b.count), got)
+		return false
+	}
+	return true
+}
+
+// plain returns the bytes of elements [off, off+n) of a plain operand.
+func (b *blockCtx) plain(r plan.Ref, off, n int64) []byte {
+	es := int64(b.esize)
+	var buf []byte
+	switch {
+	case r.Buf == plan.Input && r.Chan == plan.Local:
+		buf = b.in
+	case r.Buf == plan.Output && r.Chan == plan.Local:
+		buf = b.out
+	case r.Buf == plan.Input:
+		buf = b.peerIn[r.Chan]
+	case r.Buf == plan.Output:
+		buf = b.peerOut[r.Chan]
+	case r.Buf == plan.Scratch:
+		sc := b.scratch
+		if r.Chan != plan.Local {
+			sc = b.peers[r.Chan].scratch
+		}
+		o := b.p.ScratchOffset(int64(len(b.scratch)), b.esize, b.number, r.Slot, off)
+		return sc[o : o+n*es]
+	}
+	return buf[off*es : (off+n)*es]
+}
+
+func (b *blockCtx) packetSlot(r plan.Ref) []byte {
+	if r.Chan != plan.Local {
+		return b.peers[r.Chan].scratch
+	}
+	return b.scratch
+}
+
+func (b *blockCtx) transfer(o plan.Op) (bool, error) {
+	off, n := plan.ChunkRange(b.count, b.esize, o.Chunk, o.NChunks)
+	off, n = plan.PartRange(off, n, b.esize, b.part, b.g.Blocks)
+	packets := b.p.Scratch != plan.Simple
+	// Headers: block 0 of the group writes the element count ahead of the
+	// packets of every destination slot and checks it on every source slot.
+	if packets && b.part == 0 {
+		for _, r := range o.Dsts {
+			if r.Buf == plan.Scratch {
+				b.putHeader(r)
+			}
+		}
+		for _, r := range o.Srcs {
+			if r.Buf == plan.Scratch && !b.checkHeader(o, r) {
+				return false, nil
+			}
+		}
+	}
+	if n == 0 {
+		return true, nil
+	}
+	bytes := n * int64(b.esize)
+	var acc []byte
+	for i, r := range o.Srcs {
+		var src []byte
+		if packets && r.Buf == plan.Scratch {
+			src = make([]byte, bytes)
+			if !b.unpack(o, r, off, src) {
+				return false, nil
+			}
+		} else {
+			src = b.plain(r, off, n)
+		}
+		if i == 0 {
+			if len(o.Srcs) == 1 {
+				acc = src
+			} else {
+				acc = append([]byte(nil), src...)
+			}
+			continue
+		}
+		reduceInto(acc, src, b.t, b.op)
+	}
+	for _, r := range o.Dsts {
+		if packets && r.Buf == plan.Scratch {
+			b.pack(r, off, acc)
+		} else {
+			copy(b.plain(r, off, n), acc)
+		}
+	}
+	return true, nil
+}
+
+func (b *blockCtx) putHeader(r plan.Ref) {
+	h := b.packetSlot(r)[b.p.HeaderOffset(int64(len(b.scratch)), b.number, r.Slot):]
+	c := uint64(b.count)
+	b.storePacket(h, []byte{byte(c), byte(c >> 8), byte(c >> 16), byte(c >> 24), byte(c >> 32), byte(c >> 40), byte(c >> 48), byte(c >> 56)})
+}
+
+func (b *blockCtx) checkHeader(o plan.Op, r plan.Ref) bool {
+	h := b.packetSlot(r)[b.p.HeaderOffset(int64(len(b.scratch)), b.number, r.Slot):]
+	data := make([]byte, b.p.Scratch.PayloadBytes())
+	ch := b.headerChannel(o, r)
+	if !b.spin(func() bool { return b.loadPacket(h, data) }) {
+		if atomic.LoadUint32(u32(b.control, plan.CtlStatus)) == 0 {
+			b.fail(plan.StatusTimeout, plan.WhatPacket, ch, -1, uint64(b.flag), uint64(b.observedFlag(h)))
+		}
+		return false
+	}
+	var got uint64
+	for i := len(data) - 1; i >= 0; i-- {
+		got = got<<8 | uint64(data[i])
+	}
+	want := uint64(b.count)
+	if b.p.Scratch == plan.LL8 {
+		want &= 0xffffffff
+	}
+	if got != want {
+		b.fail(plan.StatusMismatch, plan.WhatPacket, ch, -1, want, got)
+		return false
+	}
+	return true
+}
+
+// headerChannel names the channel whose peer writes slot r of local
+// scratch: by convention the plan builder gives the slot of peer p the
+// channel index of p; fall back to -1 when the plan does otherwise.
+func (b *blockCtx) headerChannel(o plan.Op, r plan.Ref) int {
+	if r.Slot < len(b.p.Channels) {
+		return r.Slot
+	}
+	return -1
+}
+
+func (b *blockCtx) observedFlag(pkt []byte) uint32 { return atomic.LoadUint32(u32(pkt, 4)) }
+
+// storePacket writes one packet: data words first, then the flags with
+// atomic stores, so a reader that sees the flags sees the data.
+func (b *blockCtx) storePacket(pkt, data []byte) {
+	var d [8]byte
+	copy(d[:], data)
+	if b.p.Scratch == plan.LL16 {
+		atomic.StoreUint32(u32(pkt, 0), binary.LittleEndian.Uint32(d[0:]))
+		atomic.StoreUint32(u32(pkt, 8), binary.LittleEndian.Uint32(d[4:]))
+		atomic.StoreUint32(u32(pkt, 4), b.flag)
+		atomic.StoreUint32(u32(pkt, 12), b.flag)
+		return
+	}
+	atomic.StoreUint32(u32(pkt, 0), binary.LittleEndian.Uint32(d[0:]))
+	atomic.StoreUint32(u32(pkt, 4), b.flag)
+}
+
+// loadPacket reads one packet into data (payload bytes) if its flags are
+// this launch's.
+func (b *blockCtx) loadPacket(pkt, data []byte) bool {
+	if b.p.Scratch == plan.LL16 {
+		if atomic.LoadUint32(u32(pkt, 4)) != b.flag || atomic.LoadUint32(u32(pkt, 12)) != b.flag {
+			return false
+		}
+		binary.LittleEndian.PutUint32(data[0:], atomic.LoadUint32(u32(pkt, 0)))
+		binary.LittleEndian.PutUint32(data[4:], atomic.LoadUint32(u32(pkt, 8)))
+		return true
+	}
+	if atomic.LoadUint32(u32(pkt, 4)) != b.flag {
+		return false
+	}
+	binary.LittleEndian.PutUint32(data[0:], atomic.LoadUint32(u32(pkt, 0)))
+	return true
+}
+
+func (b *blockCtx) pack(r plan.Ref, off int64, data []byte) {
+	slot := b.packetSlot(r)
+	base := b.p.ScratchOffset(int64(len(b.scratch)), b.esize, b.number, r.Slot, off)
+	pay, pb := b.p.Scratch.PayloadBytes(), int64(b.p.Scratch.PacketBytes())
+	for k := 0; k*pay < len(data); k++ {
+		end := min((k+1)*pay, len(data))
+		b.storePacket(slot[base+int64(k)*pb:], data[k*pay:end])
+	}
+}
+
+func (b *blockCtx) unpack(o plan.Op, r plan.Ref, off int64, dst []byte) bool {
+	slot := b.packetSlot(r)
+	base := b.p.ScratchOffset(int64(len(b.scratch)), b.esize, b.number, r.Slot, off)
+	pay, pb := b.p.Scratch.PayloadBytes(), int64(b.p.Scratch.PacketBytes())
+	var tmp [8]byte
+	for k := 0; k*pay < len(dst); k++ {
+		pkt := slot[base+int64(k)*pb:]
+		if !b.spin(func() bool { return b.loadPacket(pkt, tmp[:]) }) {
+			if atomic.LoadUint32(u32(b.control, plan.CtlStatus)) == 0 {
+				b.fail(plan.StatusTimeout, plan.WhatPacket, b.headerChannel(o, r), -1, uint64(b.flag), uint64(b.observedFlag(pkt)))
+			}
+			return false
+		}
+		copy(dst[k*pay:], tmp[:pay])
+	}
+	return true
+}

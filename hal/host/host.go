@@ -1,0 +1,130 @@
+// Package host is weft's CPU reference backend: it implements the whole HAL
+// contract in software, so that every channel and algorithm runs, and is
+// tested, on a machine without accelerators.
+//
+// Device memory is shared memory: every buffer is a file in /dev/shm (or
+// the temporary directory when /dev/shm is absent) mapped MAP_SHARED, so
+// separate processes of a job really share it, and an exported handle is the
+// file's name. Streams are goroutines that run queued work in order; graph
+// capture records launches for replay. Plans are interpreted in Go: each
+// thread block of a plan is a goroutine, semaphores are 64-bit atomics in
+// shared memory, and LL packets are written data first, flags last, with
+// the same layouts a GPU uses (package plan), so a plan that is right here
+// is right on a GPU up to the memory model of the hardware.
+//
+// The backend is always available. Import it for its side effect:
+//
+//	import _ "github.com/weftccl/weft/hal/host"
+package host
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/weftccl/weft/hal"
+)
+
+// Name is the backend's registry name.
+const Name = "host"
+
+func init() { hal.Register(backend{}) }
+
+type backend struct{}
+
+func (backend) Name() string { return Name }
+
+func (backend) Probe() hal.Availability {
+	return hal.Availability{Available: true, Reason: fmt.Sprintf("CPU reference backend, shared memory in %s", shmDir())}
+}
+
+func (backend) Open(cfg hal.Config) (hal.Device, error) {
+	if cfg.Ordinal < 0 {
+		return nil, fmt.Errorf("host: device ordinal %d: %w", cfg.Ordinal, hal.ErrInvalidArgument)
+	}
+	job := cfg.JobID
+	if job == "" {
+		job = fmt.Sprintf("p%d", os.Getpid())
+	}
+	if strings.ContainsAny(job, "/\x00") {
+		return nil, fmt.Errorf("host: job id %q contains '/' or NUL: %w", job, hal.ErrInvalidArgument)
+	}
+	removeStale(job)
+	d := &Device{cfg: cfg, job: job, host: hostID()}
+	return d, nil
+}
+
+// Device is a host "device": an address space of shared-memory mappings.
+type Device struct {
+	cfg  hal.Config
+	job  string
+	host string
+
+	mu      sync.Mutex
+	regions []*region // sorted by start address
+	seq     int
+	closed  bool
+}
+
+var (
+	_ hal.Device        = (*Device)(nil)
+	_ hal.MemoryMapped  = (*Device)(nil)
+	_ hal.Executor      = (*Device)(nil)
+	_ hal.GraphCapturer = (*Device)(nil)
+)
+
+// Info describes the device. Multiprocessors is GOMAXPROCS: the number of
+// thread blocks that can run at once.
+func (d *Device) Info() hal.DeviceInfo {
+	return hal.DeviceInfo{
+		Backend:         Name,
+		Ordinal:         d.cfg.Ordinal,
+		Name:            "host",
+		UUID:            fmt.Sprintf("host-%s-%d-%d", d.host, os.Getpid(), d.cfg.Ordinal),
+		MemoryBytes:     0,
+		Multiprocessors: runtime.GOMAXPROCS(0),
+		Runtime:         runtime.Version(),
+	}
+}
+
+// Endpoint identifies this device to peers.
+func (d *Device) Endpoint() hal.Endpoint {
+	h, _ := os.Hostname()
+	return hal.Endpoint{Backend: Name, Hostname: h, HostID: d.host, Ordinal: d.cfg.Ordinal, PID: os.Getpid()}
+}
+
+// Link offers memory-mapped access to every peer of the same host.
+func (d *Device) Link(peer hal.Endpoint) hal.Link {
+	switch {
+	case peer.Backend != Name:
+		return hal.Link{Reason: fmt.Sprintf("peer uses backend %q", peer.Backend)}
+	case peer.HostID != d.host:
+		return hal.Link{Reason: fmt.Sprintf("peer is on another host (%s)", peer.Hostname)}
+	}
+	return hal.Link{Caps: hal.CapMemoryMapped}
+}
+
+// Close unmaps every buffer still mapped and removes the files it owns.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	regs := append([]*region(nil), d.regions...)
+	d.closed = true
+	d.mu.Unlock()
+	var first error
+	for _, r := range regs {
+		if err := r.Free(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// hostID identifies this machine and IPC namespace: processes with the same
+// value can share /dev/shm.
+func hostID() string {
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	ns, _ := os.Readlink("/proc/self/ns/ipc")
+	return strings.TrimSpace(string(boot)) + "/" + ns
+}

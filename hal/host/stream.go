@@ -1,0 +1,217 @@
+package host
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/env"
+)
+
+// Stream runs queued work in order on one goroutine. An error of a work
+// item is sticky, as a CUDA stream's is: Synchronize reports it and later
+// work is skipped.
+type Stream struct {
+	dev  *Device
+	work chan func() error
+
+	mu        sync.Mutex
+	cond      *sync.Cond
+	submitted uint64
+	completed uint64
+	err       error
+	capture   *Graph
+	closed    bool
+}
+
+// NewStream starts a stream.
+func (d *Device) NewStream() (hal.Stream, error) {
+	s := &Stream{dev: d, work: make(chan func() error, 1024)}
+	s.cond = sync.NewCond(&s.mu)
+	go s.run()
+	return s, nil
+}
+
+func (s *Stream) run() {
+	for f := range s.work {
+		s.mu.Lock()
+		failed := s.err != nil
+		s.mu.Unlock()
+		var err error
+		if !failed {
+			err = f()
+		}
+		s.mu.Lock()
+		if err != nil && s.err == nil {
+			s.err = err
+		}
+		s.completed++
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+// enqueue queues f, or records it when the stream is being captured.
+func (s *Stream) enqueue(f func() error) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("host: stream is closed: %w", hal.ErrInvalidUsage)
+	}
+	if s.capture != nil {
+		s.capture.work = append(s.capture.work, f)
+		s.mu.Unlock()
+		return nil
+	}
+	s.submitted++
+	s.mu.Unlock()
+	s.work <- f
+	return nil
+}
+
+// Synchronize waits for the work queued so far, until deadline (zero:
+// WEFT_TIMEOUT from now).
+func (s *Stream) Synchronize(deadline time.Time) error {
+	if deadline.IsZero() {
+		deadline = time.Now().Add(env.Timeout())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.capture != nil {
+		return fmt.Errorf("host: synchronize during graph capture: %w", hal.ErrInvalidUsage)
+	}
+	target := s.submitted
+	stop := time.AfterFunc(time.Until(deadline), func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop.Stop()
+	for s.completed < target {
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("host: stream synchronize: %d of %d work items still running at the deadline: %w",
+				target-s.completed, target, hal.ErrTimeout)
+		}
+		s.cond.Wait()
+	}
+	return s.err
+}
+
+// Close stops the stream once its queued work is done.
+func (s *Stream) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("host: stream closed twice: %w", hal.ErrInvalidUsage)
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.work)
+	return nil
+}
+
+// Event is a point in a stream; its time is when the stream reached it.
+type Event struct {
+	done chan struct{}
+	at   time.Time
+}
+
+// Record places an event.
+func (s *Stream) Record() (hal.Event, error) {
+	e := &Event{done: make(chan struct{})}
+	err := s.enqueue(func() error {
+		e.at = time.Now()
+		close(e.done)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Synchronize waits for the event.
+func (e *Event) Synchronize(deadline time.Time) error {
+	if deadline.IsZero() {
+		deadline = time.Now().Add(env.Timeout())
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-e.done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("host: event not reached by the deadline: %w", hal.ErrTimeout)
+	}
+}
+
+// Elapsed is the time from start to e.
+func (e *Event) Elapsed(start hal.Event) (time.Duration, error) {
+	st, ok := start.(*Event)
+	if !ok {
+		return 0, fmt.Errorf("host: elapsed: start event of another backend: %w", hal.ErrInvalidArgument)
+	}
+	for _, x := range []*Event{st, e} {
+		select {
+		case <-x.done:
+		default:
+			return 0, fmt.Errorf("host: elapsed: event not reached yet: %w", hal.ErrInvalidUsage)
+		}
+	}
+	return e.at.Sub(st.at), nil
+}
+
+func (e *Event) Close() error { return nil }
+
+// Graph is a recorded sequence of stream work.
+type Graph struct {
+	work []func() error
+}
+
+// BeginCapture starts recording s's work instead of running it.
+func (d *Device) BeginCapture(hs hal.Stream) error {
+	s, ok := hs.(*Stream)
+	if !ok {
+		return fmt.Errorf("host: capture: stream of another backend: %w", hal.ErrInvalidArgument)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.capture != nil {
+		return fmt.Errorf("host: capture already in progress: %w", hal.ErrInvalidUsage)
+	}
+	s.capture = &Graph{}
+	return nil
+}
+
+// EndCapture returns what was recorded since BeginCapture.
+func (d *Device) EndCapture(hs hal.Stream) (hal.Graph, error) {
+	s, ok := hs.(*Stream)
+	if !ok {
+		return nil, fmt.Errorf("host: capture: stream of another backend: %w", hal.ErrInvalidArgument)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.capture
+	if g == nil {
+		return nil, fmt.Errorf("host: end capture without begin: %w", hal.ErrInvalidUsage)
+	}
+	s.capture = nil
+	return g, nil
+}
+
+// Launch queues the recorded work on s.
+func (g *Graph) Launch(hs hal.Stream) error {
+	s, ok := hs.(*Stream)
+	if !ok {
+		return fmt.Errorf("host: graph launch: stream of another backend: %w", hal.ErrInvalidArgument)
+	}
+	for _, f := range g.work {
+		if err := s.enqueue(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *Graph) Close() error { return nil }

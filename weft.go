@@ -1,0 +1,345 @@
+// Package weft is a GPU communication stack: one-sided channel primitives
+// over a hardware-abstraction layer organised by interconnect, collectives
+// written as plans over those channels, and a communicator that runs them.
+//
+// A [Comm] joins the ranks of a job: one process per device (or one
+// goroutine per device in tests), a bootstrap for out-of-band exchange, and
+// a device opened through a HAL backend:
+//
+//	boot, _ := bootstrap.Connect(ctx, id, rank, size)
+//	dev, _ := hal.Open("nvlink", hal.Config{Ordinal: localRank, Rank: rank})
+//	comm, _ := weft.NewComm(ctx, boot, dev, weft.Options{})
+//	err := comm.AllReduce(in, out, count, plan.Float32, plan.Sum, stream)
+//	err = comm.Synchronize(stream)
+//
+// Collectives are asynchronous: they enqueue work on the caller's stream
+// (and may be captured into a graph). Synchronize waits for the stream and
+// reports any failure recorded by the device — a wait that passed its
+// deadline, an element count that differs between ranks, a peer that
+// disappeared — as an error naming the ranks involved.
+package weft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/channels"
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+	"github.com/weftccl/weft/internal/env"
+)
+
+// Bootstrap is what a communicator needs of the bootstrap
+// (bootstrap.Bootstrap satisfies it).
+type Bootstrap interface {
+	channels.Exchanger
+	// Err is the first failure of the bootstrap (a peer that disappeared).
+	Err() error
+	// Failed is closed when Err becomes non-nil.
+	Failed() <-chan struct{}
+}
+
+// Options configure a communicator. Zero values mean defaults.
+type Options struct {
+	// Config overrides the algorithm configuration (block counts, LL
+	// threshold); nil uses algorithms.DefaultConfig for the device.
+	Config *algorithms.Config
+	// Timeout bounds every device- and host-side wait; 0: WEFT_TIMEOUT.
+	Timeout time.Duration
+}
+
+// Comm is a communicator: the ranks of a job and the prepared plans of
+// their collectives.
+type Comm struct {
+	boot    Bootstrap
+	dev     hal.Device
+	exec    hal.Executor
+	cfg     algorithms.Config
+	timeout time.Duration
+
+	allreduce []*algo
+
+	mu   sync.Mutex
+	regs map[uint64]*channels.Registration
+}
+
+// algo is one plan with its resources and compiled programs.
+type algo struct {
+	choice   algorithms.Choice
+	res      *channels.Resources
+	library  map[string]string
+	programs map[progKey]hal.Program
+}
+
+type progKey struct {
+	t  plan.DataType
+	op plan.RedOp
+}
+
+// NewComm creates a communicator. It is collective: every rank calls it
+// with its own device. Errors wrap hal sentinels; on error nothing stays
+// allocated.
+func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) (_ *Comm, err error) {
+	exec, ok := dev.(hal.Executor)
+	if !ok {
+		return nil, fmt.Errorf("weft: backend %s cannot execute plans: %w", dev.Info().Backend, hal.ErrNotSupported)
+	}
+	info := dev.Info()
+	cfg := algorithms.DefaultConfig(boot.Rank(), boot.Size(), info.Multiprocessors, info.Backend != "host")
+	if opts.Config != nil {
+		cfg = *opts.Config
+	}
+	c := &Comm{boot: boot, dev: dev, exec: exec, cfg: cfg, timeout: opts.Timeout, regs: map[uint64]*channels.Registration{}}
+	if c.timeout <= 0 {
+		c.timeout = env.Timeout()
+	}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	choices, err := algorithms.AllReducePlans(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
+	}
+	for _, ch := range choices {
+		var scratch int64
+		for _, t := range plan.DataTypes {
+			if ch.MaxBytes > 0 {
+				s := ch.Plan.ScratchBytes(ch.MaxBytes/int64(t.Size()), t.Size())
+				scratch = max(scratch, s)
+			}
+		}
+		res, err := channels.Setup(ctx, boot, dev, ch.Plan, scratch, 0)
+		if err != nil {
+			return nil, fmt.Errorf("weft: %w", err)
+		}
+		c.allreduce = append(c.allreduce, &algo{choice: ch, res: res, library: channels.DeviceLibrary(), programs: map[progKey]hal.Program{}})
+	}
+	env.Logger("INIT").Info("communicator ready", "rank", cfg.Rank, "nranks", cfg.NRanks, "backend", info.Backend,
+		"device", info.Name, "memory", c.MemoryBytes())
+	return c, nil
+}
+
+// Rank and Size of the communicator.
+func (c *Comm) Rank() int { return c.cfg.Rank }
+func (c *Comm) Size() int { return c.cfg.NRanks }
+
+// Device is the communicator's device.
+func (c *Comm) Device() hal.Device { return c.dev }
+
+// MemoryBytes is the device memory the communicator holds on this rank for
+// scratch, semaphores and state (registered user buffers not counted).
+func (c *Comm) MemoryBytes() int64 {
+	var n int64
+	for _, a := range c.allreduce {
+		n += a.res.Bytes()
+	}
+	return n
+}
+
+// AllReduce enqueues an AllReduce of count elements of type t with operator
+// op on stream s: out[i] = in_0[i] ⊕ … ⊕ in_{n−1}[i] on every rank. in and
+// out may be the same buffer (in place). count may be 0.
+//
+// Errors: ErrInvalidArgument for a nil buffer, a negative count, a count
+// whose bytes exceed a buffer, an unknown data type or operator; errors of
+// buffer registration (collective, on a buffer's first use by a zero-copy
+// plan) and of the device otherwise. Failures during the launch are
+// reported by Synchronize.
+func (c *Comm) AllReduce(in, out hal.Buffer, count int64, t plan.DataType, op plan.RedOp, s hal.Stream) error {
+	if err := c.checkArgs("allreduce", in, out, count, t, op, s); err != nil {
+		return err
+	}
+	bytes := count * int64(t.Size())
+	a := c.allreduce[algorithms.Select(c.choices(), bytes)]
+	return c.launch(a, in, out, count, t, op, s)
+}
+
+func (c *Comm) choices() []algorithms.Choice {
+	cs := make([]algorithms.Choice, len(c.allreduce))
+	for i, a := range c.allreduce {
+		cs[i] = a.choice
+	}
+	return cs
+}
+
+func (c *Comm) checkArgs(coll string, in, out hal.Buffer, count int64, t plan.DataType, op plan.RedOp, s hal.Stream) error {
+	bad := func(f string, a ...any) error {
+		return fmt.Errorf("weft: %s on rank %d: %s: %w", coll, c.cfg.Rank, fmt.Sprintf(f, a...), hal.ErrInvalidArgument)
+	}
+	switch {
+	case in == nil:
+		return bad("input buffer is nil")
+	case out == nil:
+		return bad("output buffer is nil")
+	case s == nil:
+		return bad("stream is nil")
+	case !t.Valid() || t == plan.Uint8:
+		return bad("unsupported data type %v (want float, half, bfloat16, int32 or int64)", t)
+	case !op.Valid():
+		return bad("unsupported reduction op %v", op)
+	case count < 0:
+		return bad("negative count %d", count)
+	}
+	es := int64(t.Size())
+	if count > (1<<62)/es {
+		return bad("count %d overflows (× %d bytes)", count, es)
+	}
+	if count*es > in.Size() {
+		return bad("count %d × %d bytes exceeds the %d-byte input buffer", count, es, in.Size())
+	}
+	if count*es > out.Size() {
+		return bad("count %d × %d bytes exceeds the %d-byte output buffer", count, es, out.Size())
+	}
+	if err := c.boot.Err(); err != nil {
+		return fmt.Errorf("weft: %s on rank %d: %w", coll, c.cfg.Rank, err)
+	}
+	return nil
+}
+
+func (c *Comm) launch(a *algo, in, out hal.Buffer, count int64, t plan.DataType, op plan.RedOp, s hal.Stream) error {
+	key := progKey{t, op}
+	prog, ok := a.programs[key]
+	if !ok {
+		var err error
+		prog, err = c.exec.Prepare(hal.PlanSpec{Plan: a.choice.Plan, Bindings: a.res.Bindings, DataType: t, RedOp: op, Library: a.library})
+		if err != nil {
+			return fmt.Errorf("weft: prepare %s for %v %v: %w", a.choice.Plan.Name, t, op, err)
+		}
+		a.programs[key] = prog
+	}
+	args := &plan.Args{Count: count, Input: in.Addr(), Output: out.Addr(), Timeout: c.timeout}
+	needIn, needOut := a.choice.Plan.Needs()
+	if needIn || needOut {
+		args.PeerInput = make([]uint64, len(a.choice.Plan.Channels))
+		args.PeerOutput = make([]uint64, len(a.choice.Plan.Channels))
+		for _, pair := range []struct {
+			need bool
+			buf  hal.Buffer
+			dst  []uint64
+		}{{needIn, in, args.PeerInput}, {needOut, out, args.PeerOutput}} {
+			if !pair.need {
+				continue
+			}
+			reg, err := c.register(pair.buf)
+			if err != nil {
+				return err
+			}
+			for ci, ch := range a.choice.Plan.Channels {
+				pair.dst[ci] = reg.Peers[ch.Peer].Addr()
+			}
+		}
+	}
+	return prog.Launch(s, args)
+}
+
+// register returns buf's registration, registering it collectively on
+// first use. Every rank reaches this point for the same call, because plan
+// selection depends only on the (common) message size.
+func (c *Comm) register(buf hal.Buffer) (*channels.Registration, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.regs[buf.Addr()]; ok && r.Local == buf {
+		return r, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	r, err := channels.Register(ctx, c.boot, c.dev, buf)
+	if err != nil {
+		return nil, fmt.Errorf("weft: register buffer on rank %d: %w", c.cfg.Rank, err)
+	}
+	if old, ok := c.regs[buf.Addr()]; ok {
+		old.Close()
+	}
+	c.regs[buf.Addr()] = r
+	return r, nil
+}
+
+// Deregister unmaps buf from the peers; call it before freeing a buffer
+// that collectives used. It is not collective.
+func (c *Comm) Deregister(buf hal.Buffer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.regs[buf.Addr()]
+	if !ok {
+		return nil
+	}
+	delete(c.regs, buf.Addr())
+	return r.Close()
+}
+
+// Synchronize waits for the work queued on s and returns the first failure
+// any launch recorded, or the loss of a peer. When the bootstrap reports a
+// lost peer first, the device's waits are aborted at once, and the error
+// names that peer.
+func (c *Comm) Synchronize(s hal.Stream) error {
+	deadline := time.Now().Add(c.timeout + 5*time.Second)
+	for {
+		step := time.Now().Add(50 * time.Millisecond)
+		if step.After(deadline) {
+			step = deadline
+		}
+		err := s.Synchronize(step)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, hal.ErrTimeout) {
+			return fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, err)
+		}
+		if berr := c.boot.Err(); berr != nil {
+			c.abort()
+			// Waits give up now; let the stream drain briefly.
+			_ = s.Synchronize(time.Now().Add(5 * time.Second))
+			return fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, berr)
+		}
+		if !time.Now().Before(deadline) {
+			c.abort()
+			return fmt.Errorf("weft: rank %d: stream did not finish within %v: %w", c.cfg.Rank, c.timeout+5*time.Second, err)
+		}
+	}
+	return c.Check()
+}
+
+// Check returns the first failure recorded by any launch (see
+// channels.Resources.Check) without waiting.
+func (c *Comm) Check() error {
+	for _, a := range c.allreduce {
+		if err := a.res.Check(); err != nil {
+			if berr := c.boot.Err(); berr != nil {
+				return fmt.Errorf("weft: %w (%v)", berr, err)
+			}
+			return fmt.Errorf("weft: %w", err)
+		}
+	}
+	return nil
+}
+
+func (c *Comm) abort() {
+	for _, a := range c.allreduce {
+		a.res.Abort()
+	}
+}
+
+// Close releases programs, channels and registrations.
+func (c *Comm) Close() error {
+	var errs []error
+	for _, a := range c.allreduce {
+		for _, p := range a.programs {
+			errs = append(errs, p.Close())
+		}
+		errs = append(errs, a.res.Close())
+	}
+	c.allreduce = nil
+	c.mu.Lock()
+	for k, r := range c.regs {
+		errs = append(errs, r.Close())
+		delete(c.regs, k)
+	}
+	c.mu.Unlock()
+	return errors.Join(errs...)
+}
