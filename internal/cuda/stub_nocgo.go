@@ -11,6 +11,7 @@ var errNoCgo = &LoadError{Library: "libcuda.so.1", Detail: "weft built without c
 
 func driverErrorName(Result) string   { return "" }
 func driverErrorString(Result) string { return "" }
+func loaded() bool                    { return false }
 
 func Load() error {
 	return errNoCgo

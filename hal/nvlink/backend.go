@@ -1,0 +1,70 @@
+package nvlink
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/cuda"
+)
+
+// Name is the backend's registry name.
+const Name = "nvlink"
+
+func init() { hal.Register(backend{}) }
+
+type backend struct{}
+
+func (backend) Name() string { return Name }
+
+// Probe loads the CUDA driver and NVRTC (both are needed to run plans) and
+// counts devices. It creates no context.
+func (backend) Probe() hal.Availability {
+	if err := cuda.Load(); err != nil {
+		return hal.Availability{Reason: driverReason(err)}
+	}
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		return hal.Availability{Reason: "CUDA driver unusable: " + err.Error()}
+	}
+	if n == 0 {
+		return hal.Availability{Reason: "no CUDA devices"}
+	}
+	if err := cuda.LoadNVRTC(); err != nil {
+		return hal.Availability{Reason: "NVRTC not found (it compiles the kernels that run plans): " + loadDetail(err)}
+	}
+	ma, mi, _ := cuda.NVRTCVersion()
+	return hal.Availability{Available: true, Reason: fmt.Sprintf("%d CUDA device(s), driver %s, NVRTC %d.%d", n, driverVersion(), ma, mi)}
+}
+
+// driverReason turns a cuda.Load error into a probe reason.
+func driverReason(err error) string {
+	var le *cuda.LoadError
+	if errors.As(err, &le) {
+		switch {
+		case le.Err == nil && le.Hint == "no NVIDIA driver":
+			return "no NVIDIA driver: " + le.Detail
+		case cuda.IsResult(err, cuda.ErrorNoDevice):
+			return "no CUDA devices"
+		}
+	}
+	return "no usable NVIDIA driver: " + err.Error()
+}
+
+func loadDetail(err error) string {
+	var le *cuda.LoadError
+	if errors.As(err, &le) && le.Hint != "" {
+		return le.Detail + " (" + le.Hint + ")"
+	}
+	return err.Error()
+}
+
+func driverVersion() string {
+	v, err := cuda.DriverVersion()
+	if err != nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("CUDA %d.%d", v/1000, v%1000/10)
+}
+
+func (backend) Open(cfg hal.Config) (hal.Device, error) { return Open(cfg) }

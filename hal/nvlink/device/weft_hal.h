@@ -1,0 +1,162 @@
+// weft_hal.h: the device-side primitives of weft's NVIDIA backends.
+//
+// This is the HAL device header of hal/nvlink (architecture.md §2): the
+// memory-model primitives that channels/ and generated plan kernels are
+// written against. A backend for other hardware (hal/xgmi) provides the same
+// names in its own header. Everything here compiles under NVRTC with no
+// include path: no CUDA toolkit header is used, and half/bfloat16
+// arithmetic is written in inline PTX.
+//
+// Scopes are explicit on every atomic: ".sys" where the other side is a
+// peer GPU or the host (memory reached through NVLink or PCIe), ".gpu" for
+// counters shared only by the blocks of one launch.
+#pragma once
+
+typedef unsigned char weft_u8;
+typedef unsigned short weft_u16;
+typedef unsigned int weft_u32;
+typedef int weft_i32;
+typedef unsigned long long weft_u64;
+typedef long long weft_i64;
+
+#define WEFT_DEV __device__ __forceinline__
+
+struct __align__(16) weft_u32x4 {
+  weft_u32 x, y, z, w;
+};
+
+namespace weft {
+namespace hal {
+
+// ---- ordinary loads and stores -----------------------------------------
+
+WEFT_DEV weft_u32x4 ld16(const void* p) {
+  weft_u32x4 v;
+  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+WEFT_DEV void st16(void* p, weft_u32x4 v) {
+  asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+// ---- semaphores: 64-bit counters in local or peer memory ------------------
+
+// Acquire load at system scope: later reads see what the releasing writer
+// wrote before its release.
+WEFT_DEV weft_u64 ld_acquire_sys(const weft_u64* p) {
+  weft_u64 v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+WEFT_DEV weft_u64 ld_relaxed_sys(const weft_u64* p) {
+  weft_u64 v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+WEFT_DEV weft_u32 ld_relaxed_sys32(const weft_u32* p) {
+  weft_u32 v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+WEFT_DEV void st_release_sys(weft_u64* p, weft_u64 v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+WEFT_DEV void st_relaxed_sys(weft_u64* p, weft_u64 v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+WEFT_DEV void st_relaxed_sys32(weft_u32* p, weft_u32 v) {
+  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Atomic add with release semantics at system scope, result unused.
+WEFT_DEV void red_add_release_sys(weft_u64* p, weft_u64 v) {
+  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+WEFT_DEV void red_add_relaxed_sys(weft_u64* p, weft_u64 v) {
+  asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+// Atomic add at device scope, acq_rel, returning the old value: the
+// completion counter of one launch's blocks.
+WEFT_DEV weft_u32 atomic_add_acq_rel_gpu32(weft_u32* p, weft_u32 v) {
+  weft_u32 old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+
+WEFT_DEV weft_u32 atomic_cas_sys32(weft_u32* p, weft_u32 cmp, weft_u32 val) {
+  weft_u32 old;
+  asm volatile("atom.acq_rel.sys.global.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(cmp), "r"(val) : "memory");
+  return old;
+}
+
+WEFT_DEV void fence_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+WEFT_DEV void fence_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
+// ---- LL packets: data and flags in one single-instruction store ----------
+
+// LL16: {data0, flag, data1, flag}; the 16-byte store is single-copy
+// atomic on NVIDIA GPUs for naturally aligned v4.u32 volatile accesses,
+// which is what LL relies on (as NCCL's LL and MSCCL++'s LL16Packet do).
+WEFT_DEV void st_ll16(void* p, weft_u32 d0, weft_u32 d1, weft_u32 flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(d0), "r"(flag), "r"(d1), "r"(flag)
+               : "memory");
+}
+
+// Returns true and the data when both flags equal flag.
+WEFT_DEV bool ld_ll16(const void* p, weft_u32 flag, weft_u32& d0, weft_u32& d1) {
+  weft_u32 f0, f1;
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1)
+               : "l"(p)
+               : "memory");
+  return f0 == flag && f1 == flag;
+}
+
+// LL8: {data, flag}.
+WEFT_DEV void st_ll8(void* p, weft_u32 d, weft_u32 flag) {
+  asm volatile("st.volatile.global.v2.u32 [%0], {%1,%2};" ::"l"(p), "r"(d), "r"(flag) : "memory");
+}
+
+WEFT_DEV bool ld_ll8(const void* p, weft_u32 flag, weft_u32& d) {
+  weft_u32 f;
+  asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(d), "=r"(f) : "l"(p) : "memory");
+  return f == flag;
+}
+
+// ---- time -------------------------------------------------------------------
+
+// Nanoseconds of the GPU's global timer (coarse, but monotonic and
+// comparable across SMs): used only for wait deadlines.
+WEFT_DEV weft_u64 globaltimer_ns() {
+  weft_u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+WEFT_DEV void backoff() { __nanosleep(64); }
+
+// ---- packed half and bfloat16 arithmetic (two lanes per 32-bit word) -------
+
+WEFT_DEV weft_u32 f16x2_add(weft_u32 a, weft_u32 b) { weft_u32 r; asm("add.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+WEFT_DEV weft_u32 f16x2_mul(weft_u32 a, weft_u32 b) { weft_u32 r; asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+WEFT_DEV weft_u32 f16x2_min(weft_u32 a, weft_u32 b) { weft_u32 r; asm("min.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+WEFT_DEV weft_u32 f16x2_max(weft_u32 a, weft_u32 b) { weft_u32 r; asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+WEFT_DEV weft_u32 bf16x2_add(weft_u32 a, weft_u32 b) { weft_u32 r; asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+WEFT_DEV weft_u32 bf16x2_mul(weft_u32 a, weft_u32 b) { weft_u32 r; asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+WEFT_DEV weft_u32 bf16x2_min(weft_u32 a, weft_u32 b) { weft_u32 r; asm("min.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+WEFT_DEV weft_u32 bf16x2_max(weft_u32 a, weft_u32 b) { weft_u32 r; asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+
+}  // namespace hal
+}  // namespace weft

@@ -1,0 +1,155 @@
+package nvlink
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/cuda"
+)
+
+func sampleHandle() handle {
+	h := handle{
+		kind:      kindCUDAIPC,
+		pid:       4242,
+		hostHash:  hostHash("boot/ipc:[1]"),
+		uuid:      cuda.UUID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+		allocBase: 0x7f0000000000,
+		allocSize: 1 << 21,
+		offset:    4096,
+		size:      1 << 20,
+	}
+	for i := range h.ipc {
+		h.ipc[i] = byte(i * 3)
+	}
+	return h
+}
+
+func TestHandleRoundTrip(t *testing.T) {
+	h := sampleHandle()
+	b := h.encode()
+	if len(b) != HandleSize {
+		t.Fatalf("encoded %d bytes, want %d", len(b), HandleSize)
+	}
+	if string(b[:8]) != "WEFTNVL1" {
+		t.Errorf("magic = %q", b[:8])
+	}
+	got, err := decodeHandle(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(h, *got, cmp.AllowUnexported(handle{})); diff != "" {
+		t.Errorf("decode(encode(h)) differs (-want +got):\n%s", diff)
+	}
+}
+
+func TestHandleRejects(t *testing.T) {
+	good := sampleHandle().encode()
+	mod := func(f func(b []byte) []byte) []byte {
+		return f(append([]byte(nil), good...))
+	}
+	tests := []struct {
+		name    string
+		b       []byte
+		errText string
+	}{
+		{"empty", nil, "nvlink handle is 0 bytes, want 136"},
+		{"short", good[:64], "nvlink handle is 64 bytes, want 136"},
+		{"long", append(append([]byte(nil), good...), 0), "nvlink handle is 137 bytes, want 136"},
+		{"host backend handle", mod(func(b []byte) []byte { copy(b, "WEFTHOST"); return b }), `not an nvlink handle (magic "WEFTHOST"`},
+		{"version 2", mod(func(b []byte) []byte { binary.LittleEndian.PutUint16(b[8:], 2); return b }), "format version 2, this build reads version 1"},
+		{"unknown kind", mod(func(b []byte) []byte { binary.LittleEndian.PutUint16(b[10:], 9); return b }), "unknown kind 9"},
+		{"zero size", mod(func(b []byte) []byte { binary.LittleEndian.PutUint64(b[64:], 0); return b }), "inconsistent"},
+		{"past allocation", mod(func(b []byte) []byte { binary.LittleEndian.PutUint64(b[56:], 1<<21-10); return b }), "inconsistent"},
+		{"offset overflow", mod(func(b []byte) []byte { binary.LittleEndian.PutUint64(b[56:], ^uint64(0)); return b }), "inconsistent"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := decodeHandle(tt.b)
+			if !errors.Is(err, hal.ErrInvalidArgument) {
+				t.Fatalf("decode = %v, want ErrInvalidArgument", err)
+			}
+			if !strings.Contains(err.Error(), tt.errText) {
+				t.Errorf("error %q does not contain %q", err, tt.errText)
+			}
+		})
+	}
+}
+
+func FuzzDecodeHandle(f *testing.F) {
+	f.Add([]byte(sampleHandle().encode()))
+	f.Add([]byte("WEFTNVL1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := decodeHandle(b)
+		if err != nil {
+			if !errors.Is(err, hal.ErrInvalidArgument) {
+				t.Fatalf("error %v does not wrap ErrInvalidArgument", err)
+			}
+			return
+		}
+		if h.size == 0 || h.offset+h.size > h.allocSize {
+			t.Fatalf("accepted inconsistent handle %+v", h)
+		}
+		if got := h.encode(); string(got) != string(b) {
+			t.Fatalf("re-encoding differs")
+		}
+	})
+}
+
+func TestReadHostID(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "sys/kernel/random"), 0o755)
+	os.MkdirAll(filepath.Join(root, "self/ns"), 0o755)
+	os.WriteFile(filepath.Join(root, "sys/kernel/random/boot_id"), []byte("6a1b0d3c-0000-4000-8000-000000000001\n"), 0o644)
+	os.Symlink("ipc:[4026531839]", filepath.Join(root, "self/ns/ipc"))
+	got, err := readHostID(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "6a1b0d3c-0000-4000-8000-000000000001/ipc:[4026531839]"; got != want {
+		t.Errorf("readHostID = %q, want %q", got, want)
+	}
+	if _, err := readHostID(t.TempDir()); err == nil {
+		t.Error("readHostID of an empty tree succeeded")
+	}
+	// The real one works on Linux and is stable.
+	if id := hostID(); id == "" || id != hostID() {
+		t.Errorf("hostID() = %q", id)
+	}
+}
+
+// fakeDevice is a Device with an identity and no GPU, for Link.
+func fakeDevice() *Device {
+	d := &Device{ordinal: 0, visible: map[string]int{}}
+	d.ep = hal.Endpoint{Backend: Name, Hostname: "node1", HostID: "boot-a/ipc:[1]", Ordinal: 0, UUID: "GPU-aaaa", PID: 10}
+	return d
+}
+
+func TestLinkWithoutGPU(t *testing.T) {
+	d := fakeDevice()
+	tests := []struct {
+		name   string
+		peer   hal.Endpoint
+		caps   hal.Capability
+		reason string
+	}{
+		{"other backend", hal.Endpoint{Backend: "host", HostID: d.ep.HostID}, 0, `peer uses backend "host"`},
+		{"other host", hal.Endpoint{Backend: Name, Hostname: "node2", HostID: "boot-b/ipc:[1]", UUID: "GPU-bbbb"}, 0, "different hosts (node1 and node2)"},
+		{"other container", hal.Endpoint{Backend: Name, Hostname: "node1", HostID: "boot-a/ipc:[2]", UUID: "GPU-bbbb"}, 0, "different hosts"},
+		{"same GPU", hal.Endpoint{Backend: Name, Hostname: "node1", HostID: d.ep.HostID, UUID: "GPU-aaaa", PID: 11}, hal.CapMemoryMapped, "same GPU"},
+		{"invisible GPU", hal.Endpoint{Backend: Name, Hostname: "node1", HostID: d.ep.HostID, UUID: "GPU-cccc"}, 0, "not visible to this process"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := d.Link(tt.peer)
+			if l.Caps != tt.caps || !strings.Contains(l.Reason, tt.reason) {
+				t.Errorf("Link = %+v, want caps %v and a reason containing %q", l, tt.caps, tt.reason)
+			}
+		})
+	}
+}

@@ -1,0 +1,217 @@
+package nvlink
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/cuda"
+)
+
+//go:embed device/weft_hal.h
+var deviceHeader string
+
+// DeviceHeaderName is the include name generated kernels use for
+// DeviceHeader: #include "weft_hal.h".
+const DeviceHeaderName = "weft_hal.h"
+
+// DeviceHeader returns weft_hal.h, the device-side primitives of this
+// backend.
+func (d *Device) DeviceHeader() string { return deviceHeader }
+
+// exports is the process-local registry of exported allocations. CUDA
+// refuses to open an IPC handle in the process that made it, so Import of a
+// handle from this process returns the exporter's memory directly (peer
+// access between this process's GPUs is enabled by Open).
+var exports struct {
+	sync.Mutex
+	m map[exportKey]*Buffer // allocation -> its root buffer
+}
+
+type exportKey struct {
+	uuid cuda.UUID
+	base cuda.DevicePtr
+}
+
+func registerExport(k exportKey, root *Buffer) {
+	exports.Lock()
+	defer exports.Unlock()
+	if exports.m == nil {
+		exports.m = map[exportKey]*Buffer{}
+	}
+	exports.m[k] = root
+}
+
+func unregisterExport(root *Buffer) {
+	exports.Lock()
+	defer exports.Unlock()
+	for k, b := range exports.m {
+		if b == root {
+			delete(exports.m, k)
+		}
+	}
+}
+
+func lookupExport(k exportKey) *Buffer {
+	exports.Lock()
+	defer exports.Unlock()
+	return exports.m[k]
+}
+
+// ipcMaps holds one cuIpcOpenMemHandle mapping per (context, allocation):
+// CUDA refuses to open the same handle twice in one process, so imports of
+// buffers of one allocation share the mapping, refcounted.
+var ipcMaps struct {
+	sync.Mutex
+	m map[ipcKey]*ipcMapping
+}
+
+type ipcKey struct {
+	ctx cuda.Context
+	h   cuda.IPCMemHandle
+}
+
+type ipcMapping struct {
+	key  ipcKey
+	base cuda.DevicePtr
+	size int64 // of the allocation, as mapped here
+	refs int
+}
+
+func openIPC(ctx cuda.Context, h cuda.IPCMemHandle) (*ipcMapping, error) {
+	ipcMaps.Lock()
+	defer ipcMaps.Unlock()
+	k := ipcKey{ctx, h}
+	if m := ipcMaps.m[k]; m != nil {
+		m.refs++
+		return m, nil
+	}
+	base, err := ctx.IPCOpenMemHandle(h)
+	if err != nil {
+		return nil, err
+	}
+	_, size, err := ctx.MemGetAddressRange(base)
+	if err != nil {
+		ctx.IPCCloseMemHandle(base)
+		return nil, err
+	}
+	m := &ipcMapping{key: k, base: base, size: size, refs: 1}
+	if ipcMaps.m == nil {
+		ipcMaps.m = map[ipcKey]*ipcMapping{}
+	}
+	ipcMaps.m[k] = m
+	return m, nil
+}
+
+func (m *ipcMapping) release() error {
+	ipcMaps.Lock()
+	defer ipcMaps.Unlock()
+	if m.refs--; m.refs > 0 {
+		return nil
+	}
+	delete(ipcMaps.m, m.key)
+	return m.key.ctx.IPCCloseMemHandle(m.base)
+}
+
+// rootOf returns the buffer that owns b's allocation.
+func rootOf(b *Buffer) *Buffer {
+	for b.parent != nil {
+		b = b.parent
+	}
+	return b
+}
+
+// Export makes b importable by other processes of the job on this host
+// (and by other devices of this process). b must be device memory of d,
+// allocated by Alloc, or a slice of it. Errors wrap hal.ErrInvalidArgument
+// (a buffer of another device, freed, host-pinned or imported) or
+// hal.ErrDevice.
+func (d *Device) Export(b hal.Buffer) (hal.Handle, error) {
+	nb, err := d.buffer("export", b)
+	if err != nil {
+		return nil, err
+	}
+	root := rootOf(nb)
+	if root.kind != deviceMemory || root.dev != d {
+		return nil, fmt.Errorf("export %s: only device memory allocated on %s can be exported (this is %s memory): %w", nb, d, root.kind, hal.ErrInvalidArgument)
+	}
+	base, allocSize, err := d.ctx.MemGetAddressRange(nb.ptr)
+	if err != nil {
+		return nil, fmt.Errorf("export %s: %w", nb, err)
+	}
+	ipc, err := d.ctx.IPCGetMemHandle(base)
+	if err != nil {
+		return nil, fmt.Errorf("export %s: %w", nb, err)
+	}
+	registerExport(exportKey{d.uuid, base}, root)
+	h := handle{
+		kind:      kindCUDAIPC,
+		pid:       uint32(os.Getpid()),
+		hostHash:  hostHash(d.ep.HostID),
+		uuid:      d.uuid,
+		allocBase: uint64(base),
+		allocSize: uint64(allocSize),
+		offset:    uint64(nb.ptr - base),
+		size:      uint64(nb.size),
+		ipc:       ipc,
+	}
+	return h.encode(), nil
+}
+
+// Import maps a buffer exported by Export — in another process on this
+// host, or in this process by any device — into d's address space. A
+// handle of the wrong size, of another backend or of another format
+// version is hal.ErrInvalidArgument; one exported on another host, or
+// whose buffer its exporter (in this process) has freed, is
+// hal.ErrInvalidUsage. Free the returned buffer to unmap it.
+func (d *Device) Import(hh hal.Handle) (hal.Buffer, error) {
+	if err := d.checkOpen("import"); err != nil {
+		return nil, err
+	}
+	h, err := decodeHandle(hh)
+	if err != nil {
+		return nil, fmt.Errorf("import on %s: %w", d, err)
+	}
+	if h.hostHash != hostHash(d.ep.HostID) {
+		return nil, fmt.Errorf("import on %s: buffer was exported by pid %d on another host (or IPC namespace): %w", d, h.pid, hal.ErrInvalidUsage)
+	}
+	if int(h.pid) == os.Getpid() {
+		if root := lookupExport(exportKey{h.uuid, cuda.DevicePtr(h.allocBase)}); root != nil {
+			return d.importLocal(h, root)
+		}
+		// Not exported here (or freed since): a process of the same pid in
+		// another pid namespace is possible, so try IPC before giving up.
+	}
+	m, err := openIPC(d.ctx, h.ipc)
+	if err != nil {
+		if int(h.pid) == os.Getpid() {
+			return nil, fmt.Errorf("import on %s: buffer exported by this process is no longer allocated: %w", d, hal.ErrInvalidUsage)
+		}
+		return nil, fmt.Errorf("import on %s of a buffer of pid %d, %s: %w", d, h.pid, cudaUUID(h.uuid), err)
+	}
+	if uint64(m.size) < h.offset+h.size {
+		m.release()
+		return nil, fmt.Errorf("import on %s: handle names %d bytes at offset %d but the allocation maps %d bytes: %w", d, h.size, h.offset, m.size, hal.ErrInvalidArgument)
+	}
+	return &Buffer{dev: d, kind: importedIPC, ptr: m.base + cuda.DevicePtr(h.offset), size: int64(h.size), mapping: m}, nil
+}
+
+func (d *Device) importLocal(h *handle, root *Buffer) (*Buffer, error) {
+	if err := root.live("import"); err != nil {
+		return nil, err
+	}
+	if root.dev != d {
+		ok, err := cuda.CanAccessPeer(d.dev, root.dev.dev)
+		if err != nil {
+			return nil, fmt.Errorf("import on %s: %w", d, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("import on %s of a buffer of GPU %d: no peer access (cuDeviceCanAccessPeer=0): %w", d, root.dev.ordinal, hal.ErrNotSupported)
+		}
+	}
+	return &Buffer{dev: d, kind: importedLocal, ptr: cuda.DevicePtr(h.allocBase + h.offset), size: int64(h.size), parent: root}, nil
+}
+
+func cudaUUID(u cuda.UUID) string { return u.String() }

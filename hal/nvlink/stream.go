@@ -1,0 +1,258 @@
+package nvlink
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/cuda"
+	"github.com/weftccl/weft/internal/env"
+)
+
+// Stream is a non-blocking CUDA stream of a Device.
+type Stream struct {
+	dev    *Device
+	stream cuda.Stream
+	closed atomic.Bool
+}
+
+var _ hal.Stream = (*Stream)(nil)
+
+// NewStream creates a CUDA stream with CU_STREAM_NON_BLOCKING: it does not
+// synchronise with the legacy default stream.
+func (d *Device) NewStream() (hal.Stream, error) { return d.NewCUDAStream() }
+
+// NewCUDAStream is NewStream returning the concrete type.
+func (d *Device) NewCUDAStream() (*Stream, error) {
+	if err := d.checkOpen("new stream"); err != nil {
+		return nil, err
+	}
+	s, err := d.ctx.StreamCreate(cuda.StreamNonBlocking)
+	if err != nil {
+		return nil, fmt.Errorf("new stream on %s: %w", d, err)
+	}
+	return &Stream{dev: d, stream: s}, nil
+}
+
+// Native returns the CUstream, for libraries called directly (NCCL).
+func (s *Stream) Native() uintptr { return s.stream.Handle }
+
+// CUDA returns the stream with its context.
+func (s *Stream) CUDA() cuda.Stream { return s.stream }
+
+// Device returns the stream's device.
+func (s *Stream) Device() *Device { return s.dev }
+
+// Synchronize waits until the work queued on s is done, polling
+// cuStreamQuery (briefly spinning, then sleeping with a backoff of at most
+// 100 µs) so that the wait has a deadline: zero means now + WEFT_TIMEOUT.
+// A missed deadline is an error wrapping hal.ErrTimeout that names the
+// device; the work stays queued. A kernel fault is an error wrapping
+// hal.ErrDevice.
+func (s *Stream) Synchronize(deadline time.Time) error {
+	if err := s.check("synchronize"); err != nil {
+		return err
+	}
+	return poll(deadline, s.stream.Query, func(err error, waited time.Duration) error {
+		if err != nil {
+			return fmt.Errorf("synchronize stream of %s: %w", s.dev, err)
+		}
+		return fmt.Errorf("synchronize stream of %s: work still running after %v: %w", s.dev, waited.Round(time.Millisecond), hal.ErrTimeout)
+	})
+}
+
+// poll calls query until it reports done, fails, or the deadline passes.
+func poll(deadline time.Time, query func() (bool, error), fail func(err error, waited time.Duration) error) error {
+	start := time.Now()
+	if deadline.IsZero() {
+		deadline = start.Add(env.Timeout())
+	}
+	const spin = 50 * time.Microsecond
+	sleep := time.Microsecond
+	for {
+		done, err := query()
+		if err != nil {
+			return fail(err, time.Since(start))
+		}
+		if done {
+			return nil
+		}
+		now := time.Now()
+		if !now.Before(deadline) {
+			return fail(nil, now.Sub(start))
+		}
+		if now.Sub(start) < spin {
+			continue
+		}
+		time.Sleep(min(sleep, deadline.Sub(now)))
+		sleep = min(2*sleep, 100*time.Microsecond)
+	}
+}
+
+// Record places a timing event in s.
+func (s *Stream) Record() (hal.Event, error) {
+	if err := s.check("record"); err != nil {
+		return nil, err
+	}
+	e, err := s.dev.ctx.EventCreate(cuda.EventDefault)
+	if err != nil {
+		return nil, fmt.Errorf("record event on %s: %w", s.dev, err)
+	}
+	if err := e.Record(s.stream); err != nil {
+		e.Destroy()
+		return nil, fmt.Errorf("record event on %s: %w", s.dev, err)
+	}
+	return &Event{dev: s.dev, event: e}, nil
+}
+
+// Close destroys the stream; work already queued still completes.
+func (s *Stream) Close() error {
+	if s.closed.Swap(true) {
+		return fmt.Errorf("close stream of %s: already closed: %w", s.dev, hal.ErrInvalidUsage)
+	}
+	if err := s.stream.Destroy(); err != nil {
+		return fmt.Errorf("close stream of %s: %w", s.dev, err)
+	}
+	return nil
+}
+
+func (s *Stream) check(op string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("%s: stream of %s used after Close: %w", op, s.dev, hal.ErrInvalidUsage)
+	}
+	return nil
+}
+
+// stream returns hs as a live *Stream of d.
+func (d *Device) stream(op string, hs hal.Stream) (*Stream, error) {
+	s, ok := hs.(*Stream)
+	if !ok || s == nil {
+		return nil, fmt.Errorf("%s on %s: stream %T is not an nvlink stream: %w", op, d, hs, hal.ErrInvalidArgument)
+	}
+	if s.dev.ctx != d.ctx {
+		return nil, fmt.Errorf("%s on %s: stream belongs to %s: %w", op, d, s.dev, hal.ErrInvalidArgument)
+	}
+	return s, s.check(op)
+}
+
+// Event is a timing event recorded in a Stream.
+type Event struct {
+	dev    *Device
+	event  cuda.Event
+	closed atomic.Bool
+}
+
+var _ hal.Event = (*Event)(nil)
+
+// Elapsed returns the time from start to e; both must have completed.
+func (e *Event) Elapsed(start hal.Event) (time.Duration, error) {
+	se, ok := start.(*Event)
+	if !ok || se == nil {
+		return 0, fmt.Errorf("event elapsed on %s: start event %T is not an nvlink event: %w", e.dev, start, hal.ErrInvalidArgument)
+	}
+	if e.closed.Load() || se.closed.Load() {
+		return 0, fmt.Errorf("event elapsed on %s: event used after Close: %w", e.dev, hal.ErrInvalidUsage)
+	}
+	ms, err := e.event.ElapsedMillis(se.event)
+	if err != nil {
+		return 0, fmt.Errorf("event elapsed on %s: %w", e.dev, err)
+	}
+	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
+}
+
+// Synchronize waits for the event with a deadline (zero: WEFT_TIMEOUT).
+func (e *Event) Synchronize(deadline time.Time) error {
+	if e.closed.Load() {
+		return fmt.Errorf("event synchronize on %s: event used after Close: %w", e.dev, hal.ErrInvalidUsage)
+	}
+	return poll(deadline, e.event.Query, func(err error, waited time.Duration) error {
+		if err != nil {
+			return fmt.Errorf("event synchronize on %s: %w", e.dev, err)
+		}
+		return fmt.Errorf("event synchronize on %s: not reached after %v: %w", e.dev, waited.Round(time.Millisecond), hal.ErrTimeout)
+	})
+}
+
+// Close destroys the event.
+func (e *Event) Close() error {
+	if e.closed.Swap(true) {
+		return fmt.Errorf("close event of %s: already closed: %w", e.dev, hal.ErrInvalidUsage)
+	}
+	if err := e.event.Destroy(); err != nil {
+		return fmt.Errorf("close event of %s: %w", e.dev, err)
+	}
+	return nil
+}
+
+// Graph is a captured and instantiated CUDA graph.
+type Graph struct {
+	dev    *Device
+	graph  cuda.Graph
+	exec   cuda.GraphExec
+	closed atomic.Bool
+}
+
+var _ hal.Graph = (*Graph)(nil)
+
+// BeginCapture starts capturing s (cuStreamBeginCapture, relaxed mode, so
+// that other threads' CUDA calls are unaffected).
+func (d *Device) BeginCapture(hs hal.Stream) error {
+	s, err := d.stream("begin capture", hs)
+	if err != nil {
+		return err
+	}
+	if err := s.stream.BeginCapture(cuda.StreamCaptureModeRelaxed); err != nil {
+		return fmt.Errorf("begin capture on %s: %w", d, err)
+	}
+	return nil
+}
+
+// EndCapture ends the capture of s and instantiates the graph.
+func (d *Device) EndCapture(hs hal.Stream) (hal.Graph, error) {
+	s, err := d.stream("end capture", hs)
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.stream.EndCapture()
+	if err != nil {
+		return nil, fmt.Errorf("end capture on %s: %w", d, err)
+	}
+	exec, err := g.Instantiate(0)
+	if err != nil {
+		g.Destroy()
+		return nil, fmt.Errorf("instantiate graph on %s: %w", d, err)
+	}
+	return &Graph{dev: d, graph: g, exec: exec}, nil
+}
+
+// Launch enqueues one replay of the graph on s.
+func (g *Graph) Launch(hs hal.Stream) error {
+	if g.closed.Load() {
+		return fmt.Errorf("launch graph on %s: graph used after Close: %w", g.dev, hal.ErrInvalidUsage)
+	}
+	s, err := g.dev.stream("launch graph", hs)
+	if err != nil {
+		return err
+	}
+	if err := g.exec.Launch(s.stream); err != nil {
+		return fmt.Errorf("launch graph on %s: %w", g.dev, err)
+	}
+	return nil
+}
+
+// Close destroys the graph.
+func (g *Graph) Close() error {
+	if g.closed.Swap(true) {
+		return fmt.Errorf("close graph of %s: already closed: %w", g.dev, hal.ErrInvalidUsage)
+	}
+	err1 := g.exec.Destroy()
+	err2 := g.graph.Destroy()
+	if err1 != nil {
+		return fmt.Errorf("close graph of %s: %w", g.dev, err1)
+	}
+	if err2 != nil {
+		return fmt.Errorf("close graph of %s: %w", g.dev, err2)
+	}
+	return nil
+}
