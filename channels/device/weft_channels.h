@@ -1,1 +1,547 @@
-// placeholder, replaced below
+// weft_channels.h: the channel device library of weft.
+//
+// Generated plan kernels (hal/plan EmitCUDA) are straight-line calls into
+// this library: memory-channel signal and wait on 64-bit semaphores, and
+// transfers that read one or more sources (local or peer buffers, LL
+// packets), reduce them and write one or more destinations (local or peer
+// buffers, LL packets). It is written only against the HAL device header
+// (weft_hal.h: memory-model primitives, packet stores, packed half math), so
+// it compiles unchanged for any backend that provides that header.
+//
+// Layouts (scratch slots, semaphore regions, control block, launch state)
+// are those of package hal/plan, which documents them; the Go interpreter of
+// hal/host implements the same semantics.
+//
+// Every wait has a deadline (params.timeout_ns, measured on the GPU global
+// timer). When it passes, or another block has failed, the block records
+// rank, peer, channel, semaphore, expected and observed values in the
+// host-visible control block (first failure wins) and leaves the kernel.
+#pragma once
+#include "weft_hal.h"
+
+#ifndef WEFT_MAX_PEERS
+#define WEFT_MAX_PEERS 8
+#endif
+
+// Kernel parameters: plan bindings and launch arguments, passed by value.
+// The Go side (hal/plan PackParams) writes exactly this layout.
+struct weft_params {
+  weft_u64 scratch, scratch_bytes, sems, expected, state, control;
+  weft_u64 peer_scratch[WEFT_MAX_PEERS];
+  weft_u64 peer_sems[WEFT_MAX_PEERS];
+  weft_u64 count, input, output;
+  weft_u64 peer_input[WEFT_MAX_PEERS];
+  weft_u64 peer_output[WEFT_MAX_PEERS];
+  weft_u64 timeout_ns;
+  weft_i32 rank, nranks, semaphores, scratch_slots;
+  weft_i32 peers[WEFT_MAX_PEERS];  // peer rank of each channel
+};
+
+namespace weft {
+
+using namespace weft::hal;
+
+// Control-block offsets (plan.Ctl*).
+enum {
+  CTL_ABORT = 0, CTL_STATUS = 4, CTL_RANK = 8, CTL_PEER = 12, CTL_CHANNEL = 16,
+  CTL_SEMAPHORE = 20, CTL_BLOCK = 24, CTL_WHAT = 28, CTL_EXPECTED = 32, CTL_OBSERVED = 40,
+  CTL_LAUNCH = 48,
+};
+enum { STATUS_TIMEOUT = 1, STATUS_MISMATCH = 2, STATUS_ABORTED = 3 };
+enum { WHAT_SEMAPHORE = 1, WHAT_PACKET = 2 };
+enum { OP_SUM = 0, OP_PROD = 1, OP_MAX = 2, OP_MIN = 3 };
+// Data type codes (plan.DataType).
+enum { DT_U8 = 1, DT_I32 = 2, DT_I64 = 4, DT_F16 = 6, DT_F32 = 7, DT_BF16 = 9 };
+enum { PROTO_SIMPLE = 0, PROTO_LL16 = 1, PROTO_LL8 = 2 };
+
+template <int DT> struct dtype_size;
+template <> struct dtype_size<DT_U8> { static constexpr int value = 1; };
+template <> struct dtype_size<DT_I32> { static constexpr int value = 4; };
+template <> struct dtype_size<DT_I64> { static constexpr int value = 8; };
+template <> struct dtype_size<DT_F16> { static constexpr int value = 2; };
+template <> struct dtype_size<DT_F32> { static constexpr int value = 4; };
+template <> struct dtype_size<DT_BF16> { static constexpr int value = 2; };
+
+// ---- per-launch context ------------------------------------------------------
+
+struct Ctx {
+  const weft_params* p;
+  weft_u64 launch;  // launch number (plan state word 0)
+  weft_u32 flag;    // LL flag of this launch: launch mod (2^32-1) + 1
+  int part, nparts, block;
+};
+
+__shared__ int weft_block_failed;
+
+WEFT_DEV weft_u32* control_u32(const Ctx& c, int off) { return (weft_u32*)(c.p->control + off); }
+
+WEFT_DEV bool aborted(const Ctx& c) { return ld_relaxed_sys32(control_u32(c, CTL_ABORT)) != 0; }
+
+// fail records the launch's first failure and makes every block stop.
+WEFT_DEV void fail(const Ctx& c, weft_u32 status, weft_u32 what, int ch, int sem, weft_u64 expected, weft_u64 observed) {
+  char* ctl = (char*)c.p->control;
+  if (atomic_cas_sys32(control_u32(c, CTL_STATUS), 0, status) == 0) {
+    *(volatile weft_i32*)(ctl + CTL_RANK) = c.p->rank;
+    *(volatile weft_i32*)(ctl + CTL_PEER) = ch >= 0 ? c.p->peers[ch] : -1;
+    *(volatile weft_i32*)(ctl + CTL_CHANNEL) = ch;
+    *(volatile weft_i32*)(ctl + CTL_SEMAPHORE) = sem;
+    *(volatile weft_i32*)(ctl + CTL_BLOCK) = c.block;
+    *(volatile weft_u32*)(ctl + CTL_WHAT) = what;
+    *(volatile weft_u64*)(ctl + CTL_EXPECTED) = expected;
+    *(volatile weft_u64*)(ctl + CTL_OBSERVED) = observed;
+    *(volatile weft_u64*)(ctl + CTL_LAUNCH) = c.launch;
+    fence_sys();
+  }
+  st_relaxed_sys32(control_u32(c, CTL_ABORT), 1);
+}
+
+// Deadline keeps the cost of polling low: the global timer and the
+// host-visible abort word are read once every 1024 polls.
+struct Deadline {
+  weft_u64 end;
+  weft_u32 polls;
+  WEFT_DEV explicit Deadline(const Ctx& c) : end(0), polls(0) {}
+  // expired returns true when the wait must give up (deadline or abort).
+  WEFT_DEV bool expired(const Ctx& c) {
+    if ((++polls & 1023) != 0) return false;
+    weft_u64 now = globaltimer_ns();
+    if (end == 0) {
+      end = now + c.p->timeout_ns;
+      return aborted(c);
+    }
+    return now >= end || aborted(c);
+  }
+};
+
+WEFT_DEV Ctx begin(const weft_params& p, int part, int nparts) {
+  Ctx c;
+  c.p = &p;
+  c.launch = *(volatile weft_u64*)p.state;
+  c.flag = (weft_u32)(c.launch % 0xFFFFFFFFull) + 1;
+  c.part = part;
+  c.nparts = nparts;
+  c.block = blockIdx.x;
+  if (threadIdx.x == 0) weft_block_failed = 0;
+  __syncthreads();
+  return c;
+}
+
+// finish: the last block of the launch advances the launch counter.
+WEFT_DEV void finish(const weft_params& p) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    weft_u64 launch = *(volatile weft_u64*)p.state;
+    weft_u32* done = (weft_u32*)(p.state + 8);
+    if (atomic_add_acq_rel_gpu32(done, 1) == gridDim.x - 1) {
+      *(volatile weft_u32*)done = 0;
+      *(volatile weft_u64*)p.state = launch + 1;
+    }
+  }
+}
+
+// block_ok synchronises the block and reports whether every thread
+// succeeded; a failed block leaves the kernel through finish().
+WEFT_DEV bool block_ok(bool ok) {
+  if (!ok) weft_block_failed = 1;
+  __syncthreads();
+  return weft_block_failed == 0;
+}
+
+// ---- ranges (plan.ChunkRange and plan.PartRange) ----------------------------
+
+WEFT_DEV void split(weft_u64 count, weft_u64 align, weft_u64 i, weft_u64 n, weft_u64& off, weft_u64& len) {
+  weft_u64 per = (count + n - 1) / n;
+  per = (per + align - 1) / align * align;
+  off = i * per < count ? i * per : count;
+  len = count - off < per ? count - off : per;
+}
+
+template <int ES>
+WEFT_DEV void range(const Ctx& c, int chunk, int nchunks, weft_u64& off, weft_u64& len) {
+  weft_u64 o = 0, l = c.p->count;
+  if (chunk >= 0) split(c.p->count, 16 / ES, chunk, nchunks, o, l);
+  weft_u64 po, pl;
+  split(l, 16 / ES, c.part, c.nparts, po, pl);
+  off = o + po;
+  len = pl;
+}
+
+// ---- scratch layout (plan.SlotStride, HeaderOffset, ScratchOffset) ----------
+
+template <int PROTO>
+WEFT_DEV weft_u64 slot_base(const Ctx& c, weft_u64 scratch, int slot) {
+  const weft_u64 halves = PROTO == PROTO_SIMPLE ? 1 : 2;
+  weft_u64 stride = c.p->scratch_bytes / halves / c.p->scratch_slots / 16 * 16;
+  weft_u64 half = PROTO == PROTO_SIMPLE ? 0 : (c.launch & 1);
+  return scratch + (half * c.p->scratch_slots + slot) * stride;
+}
+
+// Address of the packet (or plain byte) holding element elem of slot.
+template <int PROTO, int ES>
+WEFT_DEV char* slot_at(const Ctx& c, weft_u64 scratch, int slot, weft_u64 elem) {
+  weft_u64 base = slot_base<PROTO>(c, scratch, slot);
+  if (PROTO == PROTO_SIMPLE) return (char*)(base + elem * ES);
+  const weft_u64 payload = PROTO == PROTO_LL16 ? 8 : 4, pkt = PROTO == PROTO_LL16 ? 16 : 8;
+  return (char*)(base + 16 + elem * ES / payload * pkt);
+}
+
+// ---- semaphores ------------------------------------------------------------------
+
+// signal_one stores the call's count beside the peer's semaphore and
+// increments it, with release semantics at system scope unless relaxed.
+// Called by one thread after the block's barrier, so that every earlier
+// write of the block is ordered before it.
+WEFT_DEV void signal_one(const Ctx& c, int ch, int sem, bool relaxed) {
+  const weft_params& p = *c.p;
+  weft_u64 idx = (weft_u64)p.rank * p.semaphores + sem;
+  weft_u64* base = (weft_u64*)p.peer_sems[ch];
+  st_relaxed_sys(base + (weft_u64)p.nranks * p.semaphores + idx, p.count);
+  if (relaxed) {
+    red_add_relaxed_sys(base + idx, 1);
+  } else {
+    fence_sys();
+    red_add_release_sys(base + idx, 1);
+  }
+}
+
+// wait_one waits until this rank's semaphore for the peer of channel ch
+// passes the next expected value (acquire unless relaxed), then checks the
+// count the peer stored. False when the wait failed (recorded).
+WEFT_DEV bool wait_one(const Ctx& c, int ch, int sem, bool relaxed) {
+  const weft_params& p = *c.p;
+  weft_u64 idx = (weft_u64)p.peers[ch] * p.semaphores + sem;
+  weft_u64* inbound = (weft_u64*)p.sems + idx;
+  weft_u64* expected = (weft_u64*)p.expected + idx;
+  weft_u64 want = *expected + 1;
+  *expected = want;
+  Deadline d(c);
+  weft_u64 v;
+  while ((v = relaxed ? ld_relaxed_sys(inbound) : ld_acquire_sys(inbound)) < want) {
+    if (d.expired(c)) {
+      v = ld_acquire_sys(inbound);
+      if (v >= want) break;
+      if (*(volatile weft_u32*)(p.control + CTL_STATUS) == 0) fail(c, STATUS_TIMEOUT, WHAT_SEMAPHORE, ch, sem, want, v);
+      return false;
+    }
+  }
+  weft_u64 theirs = ld_relaxed_sys((weft_u64*)p.sems + (weft_u64)p.nranks * p.semaphores + idx);
+  if (theirs != p.count) {
+    fail(c, STATUS_MISMATCH, WHAT_SEMAPHORE, ch, sem, p.count, theirs);
+    return false;
+  }
+  return true;
+}
+
+// signal: the block's writes so far, then one signal to channel ch.
+WEFT_DEV void signal(const Ctx& c, int ch, int sem, bool relaxed) {
+  __syncthreads();
+  if (threadIdx.x == 0) signal_one(c, ch, sem, relaxed);
+}
+
+// signal_all: N signals issued in parallel, thread k signalling chs[k].
+template <int N>
+WEFT_DEV void signal_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N], bool relaxed) {
+  __syncthreads();
+  if (threadIdx.x < N) signal_one(c, chs[threadIdx.x], sems[threadIdx.x], relaxed);
+}
+
+// wait: one thread waits, the block follows. False when the block must
+// leave the kernel (this or another wait failed).
+WEFT_DEV bool wait(const Ctx& c, int ch, int sem, bool relaxed) {
+  bool ok = threadIdx.x != 0 || wait_one(c, ch, sem, relaxed);
+  return block_ok(ok);
+}
+
+// wait_all: N waits in parallel, thread k waiting on chs[k].
+template <int N>
+WEFT_DEV bool wait_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N], bool relaxed) {
+  bool ok = threadIdx.x >= N || wait_one(c, chs[threadIdx.x], sems[threadIdx.x], relaxed);
+  return block_ok(ok);
+}
+
+// ---- element-wise reduction ---------------------------------------------------
+
+// red32 reduces one 32-bit word holding 4/ES lanes (ES ≤ 4).
+template <int DT, int OP>
+WEFT_DEV weft_u32 red32(weft_u32 a, weft_u32 b) {
+  if (DT == DT_F32) {
+    float x = __int_as_float(a), y = __int_as_float(b);
+    float r = OP == OP_SUM ? x + y : OP == OP_PROD ? x * y : OP == OP_MAX ? fmaxf(x, y) : fminf(x, y);
+    return __float_as_uint(r);
+  } else if (DT == DT_I32) {
+    int x = (int)a, y = (int)b;
+    int r = OP == OP_SUM ? x + y : OP == OP_PROD ? x * y : OP == OP_MAX ? (x > y ? x : y) : (x < y ? x : y);
+    return (weft_u32)r;
+  } else if (DT == DT_F16) {
+    return OP == OP_SUM ? f16x2_add(a, b) : OP == OP_PROD ? f16x2_mul(a, b) : OP == OP_MAX ? f16x2_max(a, b) : f16x2_min(a, b);
+  } else if (DT == DT_BF16) {
+    return OP == OP_SUM ? bf16x2_add(a, b) : OP == OP_PROD ? bf16x2_mul(a, b) : OP == OP_MAX ? bf16x2_max(a, b) : bf16x2_min(a, b);
+  } else {  // DT_U8: four byte lanes
+    weft_u32 r = 0;
+#pragma unroll
+    for (int i = 0; i < 32; i += 8) {
+      weft_u32 x = (a >> i) & 0xff, y = (b >> i) & 0xff;
+      weft_u32 v = OP == OP_SUM ? x + y : OP == OP_PROD ? x * y : OP == OP_MAX ? (x > y ? x : y) : (x < y ? x : y);
+      r |= (v & 0xff) << i;
+    }
+    return r;
+  }
+}
+
+// red64 reduces 8 bytes of lanes.
+template <int DT, int OP>
+WEFT_DEV weft_u64 red64(weft_u64 a, weft_u64 b) {
+  if (DT == DT_I64) {
+    long long x = (long long)a, y = (long long)b;
+    long long r = OP == OP_SUM ? x + y : OP == OP_PROD ? x * y : OP == OP_MAX ? (x > y ? x : y) : (x < y ? x : y);
+    return (weft_u64)r;
+  }
+  weft_u32 lo = red32<DT, OP>((weft_u32)a, (weft_u32)b);
+  weft_u32 hi = red32<DT, OP>((weft_u32)(a >> 32), (weft_u32)(b >> 32));
+  return ((weft_u64)hi << 32) | lo;
+}
+
+WEFT_DEV weft_u64 lo64(weft_u32x4 v) { return ((weft_u64)v.y << 32) | v.x; }
+WEFT_DEV weft_u64 hi64(weft_u32x4 v) { return ((weft_u64)v.w << 32) | v.z; }
+WEFT_DEV weft_u32x4 mk128(weft_u64 lo, weft_u64 hi) {
+  weft_u32x4 v;
+  v.x = (weft_u32)lo; v.y = (weft_u32)(lo >> 32); v.z = (weft_u32)hi; v.w = (weft_u32)(hi >> 32);
+  return v;
+}
+
+template <int DT, int OP>
+WEFT_DEV weft_u32x4 red128(weft_u32x4 a, weft_u32x4 b) {
+  return mk128(red64<DT, OP>(lo64(a), lo64(b)), red64<DT, OP>(hi64(a), hi64(b)));
+}
+
+// Scalar element access for unaligned buffers and tails: an element of ES
+// bytes is held in the low bytes of a u64; reduction uses lane 0 of red64.
+template <int ES>
+WEFT_DEV weft_u64 ld_elem(const char* p) {
+  if (ES == 1) return *(const volatile weft_u8*)p;
+  if (ES == 2) return *(const volatile weft_u16*)p;
+  if (ES == 4) return *(const volatile weft_u32*)p;
+  return *(const volatile weft_u64*)p;
+}
+
+template <int ES>
+WEFT_DEV void st_elem(char* p, weft_u64 v) {
+  if (ES == 1) *(volatile weft_u8*)p = (weft_u8)v;
+  else if (ES == 2) *(volatile weft_u16*)p = (weft_u16)v;
+  else if (ES == 4) *(volatile weft_u32*)p = (weft_u32)v;
+  else *(volatile weft_u64*)p = v;
+}
+
+// Byte-wise access for buffers that are not even element-aligned.
+WEFT_DEV weft_u64 ld_bytes(const char* p, int n) {
+  weft_u64 v = 0;
+  for (int i = 0; i < n; i++) v |= (weft_u64)(weft_u8)p[i] << (8 * i);
+  return v;
+}
+WEFT_DEV void st_bytes(char* p, weft_u64 v, int n) {
+  for (int i = 0; i < n; i++) p[i] = (char)(v >> (8 * i));
+}
+
+// ---- plain transfers (HB): 16-byte vectors, unrolled ---------------------------
+
+// xfer_plain: for every byte range of len elements, dsts[j] = ⊕ srcs[i].
+// Pointers point at the first element of this block's part. All threads of
+// the block take part.
+template <int DT, int OP, int NS, int ND, int UNROLL>
+WEFT_DEV void xfer_plain(const char* const (&srcs)[NS], char* const (&dsts)[ND], weft_u64 len) {
+  constexpr int ES = dtype_size<DT>::value;
+  const weft_u64 bytes = len * ES;
+  bool aligned = true;
+#pragma unroll
+  for (int i = 0; i < NS; i++) aligned &= ((weft_u64)srcs[i] & 15) == 0;
+#pragma unroll
+  for (int j = 0; j < ND; j++) aligned &= ((weft_u64)dsts[j] & 15) == 0;
+  weft_u64 head = 0;
+  if (aligned) {
+    const weft_u64 nvec = bytes / 16;
+    const weft_u64 stride = (weft_u64)blockDim.x * UNROLL;
+    weft_u64 v = threadIdx.x;
+    for (; v + (UNROLL - 1) * blockDim.x < nvec; v += stride) {
+      weft_u32x4 acc[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) acc[u] = ld16(srcs[0] + (v + u * blockDim.x) * 16);
+#pragma unroll
+      for (int i = 1; i < NS; i++) {
+        weft_u32x4 x[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) x[u] = ld16(srcs[i] + (v + u * blockDim.x) * 16);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) acc[u] = red128<DT, OP>(acc[u], x[u]);
+      }
+#pragma unroll
+      for (int j = 0; j < ND; j++)
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) st16(dsts[j] + (v + u * blockDim.x) * 16, acc[u]);
+    }
+    for (; v < nvec; v += blockDim.x) {
+      weft_u32x4 acc = ld16(srcs[0] + v * 16);
+#pragma unroll
+      for (int i = 1; i < NS; i++) acc = red128<DT, OP>(acc, ld16(srcs[i] + v * 16));
+#pragma unroll
+      for (int j = 0; j < ND; j++) st16(dsts[j] + v * 16, acc);
+    }
+    head = nvec * 16;
+  }
+  // Tail (or everything, when unaligned): one element per thread.
+  bool elem_aligned = true;
+#pragma unroll
+  for (int i = 0; i < NS; i++) elem_aligned &= ((weft_u64)srcs[i] % ES) == 0;
+#pragma unroll
+  for (int j = 0; j < ND; j++) elem_aligned &= ((weft_u64)dsts[j] % ES) == 0;
+  for (weft_u64 b = head + (weft_u64)threadIdx.x * ES; b < bytes; b += (weft_u64)blockDim.x * ES) {
+    weft_u64 acc = elem_aligned ? ld_elem<ES>(srcs[0] + b) : ld_bytes(srcs[0] + b, ES);
+#pragma unroll
+    for (int i = 1; i < NS; i++) {
+      weft_u64 x = elem_aligned ? ld_elem<ES>(srcs[i] + b) : ld_bytes(srcs[i] + b, ES);
+      acc = red64<DT, OP>(acc, x);
+    }
+#pragma unroll
+    for (int j = 0; j < ND; j++) {
+      if (elem_aligned) st_elem<ES>(dsts[j] + b, acc);
+      else st_bytes(dsts[j] + b, acc, ES);
+    }
+  }
+}
+
+// ---- LL transfers ------------------------------------------------------------------
+
+// A unit is 8 data bytes: one LL16 packet, or two LL8 packets.
+template <int PROTO>
+WEFT_DEV void st_unit(char* pkt, weft_u64 data, int valid, weft_u32 flag) {
+  if (PROTO == PROTO_LL16) {
+    st_ll16(pkt, (weft_u32)data, (weft_u32)(data >> 32), flag);
+  } else {
+    st_ll8(pkt, (weft_u32)data, flag);
+    if (valid > 4) st_ll8(pkt + 8, (weft_u32)(data >> 32), flag);
+  }
+}
+
+// ld_unit polls the unit's packets until their flags match; false when the
+// wait expires (the failure is recorded).
+template <int PROTO>
+WEFT_DEV bool ld_unit(const Ctx& c, const char* pkt, int valid, int ch, weft_u64& data) {
+  Deadline d(c);
+  weft_u32 lo = 0, hi = 0;
+  if (PROTO == PROTO_LL16) {
+    while (!ld_ll16(pkt, c.flag, lo, hi)) {
+      if (d.expired(c)) {
+        if (ld_ll16(pkt, c.flag, lo, hi)) break;
+        if (*(volatile weft_u32*)(c.p->control + CTL_STATUS) == 0)
+          fail(c, STATUS_TIMEOUT, WHAT_PACKET, ch, -1, c.flag, *(const volatile weft_u32*)(pkt + 4));
+        return false;
+      }
+    }
+  } else {
+    while (!ld_ll8(pkt, c.flag, lo)) {
+      if (d.expired(c)) {
+        if (ld_ll8(pkt, c.flag, lo)) break;
+        if (*(volatile weft_u32*)(c.p->control + CTL_STATUS) == 0)
+          fail(c, STATUS_TIMEOUT, WHAT_PACKET, ch, -1, c.flag, *(const volatile weft_u32*)(pkt + 4));
+        return false;
+      }
+    }
+    if (valid > 4) {
+      while (!ld_ll8(pkt + 8, c.flag, hi)) {
+        if (d.expired(c)) {
+          if (ld_ll8(pkt + 8, c.flag, hi)) break;
+          if (*(volatile weft_u32*)(c.p->control + CTL_STATUS) == 0)
+            fail(c, STATUS_TIMEOUT, WHAT_PACKET, ch, -1, c.flag, *(const volatile weft_u32*)(pkt + 12));
+          return false;
+        }
+      }
+    }
+  }
+  data = ((weft_u64)hi << 32) | lo;
+  return true;
+}
+
+// Plain 8-byte unit load/store of `valid` bytes (the last unit may be short).
+template <int ES>
+WEFT_DEV weft_u64 ld_plain_unit(const char* p, int valid) {
+  if (valid == 8 && ((weft_u64)p & 7) == 0) return *(const weft_u64*)p;
+  if (((weft_u64)p % ES) != 0) return ld_bytes(p, valid);
+  weft_u64 v = 0;
+  for (int b = 0; b < valid; b += ES) v |= ld_elem<ES>(p + b) << (8 * b);
+  return v;
+}
+
+template <int ES>
+WEFT_DEV void st_plain_unit(char* p, weft_u64 v, int valid) {
+  if (valid == 8 && ((weft_u64)p & 7) == 0) {
+    *(weft_u64*)p = v;
+    return;
+  }
+  if (((weft_u64)p % ES) != 0) {
+    st_bytes(p, v, valid);
+    return;
+  }
+  for (int b = 0; b < valid; b += ES) st_elem<ES>(p + b, v >> (8 * b));
+}
+
+// xfer_ll: like xfer_plain, with some sources read from LL packets in local
+// scratch (pkt_srcs, written by the peers of channels pkt_ch) and some
+// destinations written as LL packets (pkt_dsts). Packet pointers point at
+// the packet holding the part's first element. One 8-byte unit per thread
+// per step. Returns false (for this thread) when a packet wait expired.
+template <int DT, int OP, int PROTO, int NPS, int NKS, int NPD, int NKD>
+WEFT_DEV bool xfer_ll(const Ctx& c, const char* const (&srcs)[NPS > 0 ? NPS : 1], const char* const (&pkt_srcs)[NKS > 0 ? NKS : 1],
+                      const int (&pkt_ch)[NKS > 0 ? NKS : 1], char* const (&dsts)[NPD > 0 ? NPD : 1],
+                      char* const (&pkt_dsts)[NKD > 0 ? NKD : 1], weft_u64 len) {
+  constexpr int ES = dtype_size<DT>::value;
+  constexpr int PKT_PER_UNIT = 16;  // packet bytes per 8-byte unit: one LL16 or two LL8 packets
+  const weft_u64 bytes = len * ES;
+  const weft_u64 units = (bytes + 7) / 8;
+  for (weft_u64 u = threadIdx.x; u < units; u += blockDim.x) {
+    const int valid = bytes - u * 8 < 8 ? (int)(bytes - u * 8) : 8;
+    weft_u64 acc = 0;
+    bool first = true;
+#pragma unroll
+    for (int i = 0; i < NPS; i++) {
+      weft_u64 x = ld_plain_unit<ES>(srcs[i] + u * 8, valid);
+      acc = first ? x : red64<DT, OP>(acc, x);
+      first = false;
+    }
+#pragma unroll
+    for (int i = 0; i < NKS; i++) {
+      weft_u64 x;
+      if (!ld_unit<PROTO>(c, pkt_srcs[i] + u * PKT_PER_UNIT, valid, pkt_ch[i], x)) return false;
+      acc = first ? x : red64<DT, OP>(acc, x);
+      first = false;
+    }
+#pragma unroll
+    for (int j = 0; j < NPD; j++) st_plain_unit<ES>(dsts[j] + u * 8, acc, valid);
+#pragma unroll
+    for (int j = 0; j < NKD; j++) st_unit<PROTO>(pkt_dsts[j] + u * PKT_PER_UNIT, acc, valid, c.flag);
+  }
+  return true;
+}
+
+// Headers: the count, written ahead of a slot's packets by part 0 and
+// checked by the receiver's part 0.
+template <int PROTO>
+WEFT_DEV void put_header(const Ctx& c, char* hdr) {
+  if (threadIdx.x != 0) return;
+  weft_u64 n = c.p->count;
+  if (PROTO == PROTO_LL16) st_ll16(hdr, (weft_u32)n, (weft_u32)(n >> 32), c.flag);
+  else st_ll8(hdr, (weft_u32)n, c.flag);
+}
+
+template <int PROTO>
+WEFT_DEV bool check_header(const Ctx& c, const char* hdr, int ch) {
+  if (threadIdx.x != 0) return true;
+  weft_u64 n;
+  if (!ld_unit<PROTO>(c, hdr, PROTO == PROTO_LL16 ? 8 : 4, ch, n)) return false;
+  weft_u64 want = PROTO == PROTO_LL16 ? c.p->count : (c.p->count & 0xffffffffull);
+  if (n != want) {
+    fail(c, STATUS_MISMATCH, WHAT_PACKET, ch, -1, want, n);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace weft

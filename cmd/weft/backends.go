@@ -1,0 +1,7 @@
+package main
+
+// The backends this binary can use register themselves on import.
+import (
+	_ "github.com/weftccl/weft/hal/host"
+	_ "github.com/weftccl/weft/hal/nvlink"
+)

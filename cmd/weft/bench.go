@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/weftccl/weft/bootstrap"
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+	"github.com/weftccl/weft/internal/env"
+)
+
+// benchOptions are the flags of `weft bench`, named as in nccl-tests.
+type benchOptions struct {
+	minBytes, maxBytes string
+	factor             int
+	stepBytes          string
+	warmup, iters      int
+	check              int
+	graphs             int
+	dtype, op          string
+	nproc              int
+	hal                string
+	jsonFile           string
+	baseline           string
+	blocks             int
+	llMax              string
+}
+
+var benchOpts benchOptions
+
+var benchCmd = &cobra.Command{
+	Use:   "bench allreduce [flags]",
+	Short: "benchmark a collective the way nccl-tests does, optionally beside NCCL",
+	Long: `bench runs a collective over a range of message sizes and prints, for each
+size, the time and bandwidth of out-of-place and in-place runs and the number
+of wrong elements, as nccl-tests does (same columns and bus-bandwidth factors:
+AllReduce busbw = algbw × 2(n−1)/n). Every element is checked exactly: inputs
+are built from rank and index so the result is exact in every data type.
+
+With --nproc N it starts N processes, one per device (as mpirun would); under
+mpirun, srun or torchrun it joins the job that the launcher started. With
+--baseline nccl every size is also run through the system's libnccl.so.2 on
+the same buffers, streams and ranks, and a ratio column compares the two.`,
+	Args:      cobra.ExactArgs(1),
+	ValidArgs: []string{"allreduce"},
+	RunE:      runBench,
+}
+
+func init() {
+	f := benchCmd.Flags()
+	o := &benchOpts
+	f.StringVarP(&o.minBytes, "minbytes", "b", "8", "smallest message size in bytes (suffixes K, M, G)")
+	f.StringVarP(&o.maxBytes, "maxbytes", "e", "32M", "largest message size in bytes (suffixes K, M, G)")
+	f.IntVarP(&o.factor, "stepfactor", "f", 2, "multiply the size by this factor from one step to the next")
+	f.StringVarP(&o.stepBytes, "stepbytes", "i", "", "add this many bytes from one step to the next (instead of -f)")
+	f.IntVarP(&o.warmup, "warmup_iters", "w", 5, "warm-up iterations per size")
+	f.IntVarP(&o.iters, "iters", "n", 20, "timed iterations per size")
+	f.IntVarP(&o.check, "check", "c", 1, "check results: 1 checks every element, 0 skips")
+	f.IntVarP(&o.graphs, "cudagraph", "G", 0, "capture the timed iterations in a graph and replay it this many times (0: plain launches)")
+	f.StringVarP(&o.dtype, "datatype", "d", "float", "data type: float, half, bfloat16, int32, int64")
+	f.StringVarP(&o.op, "op", "o", "sum", "reduction: sum, prod, max, min")
+	f.IntVar(&o.nproc, "nproc", 1, "processes to start, one per device")
+	f.StringVar(&o.hal, "hal", "", "HAL backend (default: WEFT_HAL, else the first available of nvlink, xgmi, pcie, host)")
+	f.StringVarP(&o.jsonFile, "output_file", "J", "", "also write results as JSON (nccl-tests keys) to this file")
+	f.StringVar(&o.baseline, "baseline", "", "measure a baseline in the same run: nccl")
+	f.IntVar(&o.blocks, "blocks", 0, "thread blocks of bandwidth-bound plans (0: default for the device)")
+	f.StringVar(&o.llMax, "ll-max", "", "largest message of the LL (1PA) AllReduce (0: default)")
+	rootCmd.AddCommand(benchCmd)
+}
+
+// parseSize reads sizes as nccl-tests does: a number with an optional K,
+// M or G suffix (powers of 1024).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(strings.ToUpper(s))
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(t, "K"):
+		mult, t = 1<<10, strings.TrimSuffix(t, "K")
+	case strings.HasSuffix(t, "M"):
+		mult, t = 1<<20, strings.TrimSuffix(t, "M")
+	case strings.HasSuffix(t, "G"):
+		mult, t = 1<<30, strings.TrimSuffix(t, "G")
+	}
+	v, err := strconv.ParseInt(strings.TrimSuffix(t, "B"), 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("size %q: want a non-negative number with an optional K, M or G suffix: %w", s, hal.ErrInvalidArgument)
+	}
+	if v > (1<<50)/mult {
+		return 0, fmt.Errorf("size %q is too large: %w", s, hal.ErrInvalidArgument)
+	}
+	return v * mult, nil
+}
+
+// benchConfig is the validated form of the flags.
+type benchConfig struct {
+	collective     string
+	sizes          []int64
+	minB, maxB     int64
+	warmup, iters  int
+	check          bool
+	graphs         int
+	dtype          plan.DataType
+	op             plan.RedOp
+	halName        string
+	jsonFile       string
+	baseline       string
+	blocks         int
+	llMax          int64
+	stepFactor     int
+	stepBytes      int64
+}
+
+func (o *benchOptions) validate(coll string) (*benchConfig, error) {
+	bad := func(f string, a ...any) error {
+		return fmt.Errorf("bench: %s: %w", fmt.Sprintf(f, a...), hal.ErrInvalidArgument)
+	}
+	c := &benchConfig{collective: strings.ReplaceAll(strings.ToLower(coll), "_", ""), warmup: o.warmup, iters: o.iters,
+		check: o.check != 0, graphs: o.graphs, halName: o.hal, jsonFile: o.jsonFile, baseline: o.baseline, blocks: o.blocks,
+		stepFactor: o.factor}
+	if c.collective != "allreduce" {
+		return nil, bad("unknown collective %q (available: allreduce)", coll)
+	}
+	var err error
+	if c.minB, err = parseSize(o.minBytes); err != nil {
+		return nil, err
+	}
+	if c.maxB, err = parseSize(o.maxBytes); err != nil {
+		return nil, err
+	}
+	if c.maxB < c.minB {
+		return nil, bad("-e %d is smaller than -b %d", c.maxB, c.minB)
+	}
+	if o.stepBytes != "" {
+		if c.stepBytes, err = parseSize(o.stepBytes); err != nil || c.stepBytes == 0 {
+			return nil, bad("-i %q: want a positive size", o.stepBytes)
+		}
+	} else if o.factor < 2 {
+		return nil, bad("-f %d: the step factor must be at least 2", o.factor)
+	}
+	if o.warmup < 0 || o.iters < 1 || o.graphs < 0 {
+		return nil, bad("-w %d -n %d -G %d: want -w ≥ 0, -n ≥ 1, -G ≥ 0", o.warmup, o.iters, o.graphs)
+	}
+	if c.dtype, err = plan.ParseDataType(o.dtype); err != nil || c.dtype == plan.Uint8 {
+		return nil, bad("-d %q: unsupported data type (want float, half, bfloat16, int32 or int64)", o.dtype)
+	}
+	if c.op, err = plan.ParseRedOp(o.op); err != nil {
+		return nil, bad("-o %q: %v", o.op, err)
+	}
+	if o.nproc < 1 {
+		return nil, bad("--nproc %d: want at least 1", o.nproc)
+	}
+	switch c.baseline {
+	case "", "nccl":
+	default:
+		return nil, bad("--baseline %q: the only baseline is nccl", c.baseline)
+	}
+	if o.llMax != "" {
+		if c.llMax, err = parseSize(o.llMax); err != nil {
+			return nil, err
+		}
+	}
+	es := int64(c.dtype.Size())
+	for s := c.minB; s <= c.maxB; {
+		c.sizes = append(c.sizes, s/es*es)
+		if c.stepBytes > 0 {
+			s += c.stepBytes
+		} else {
+			if s == 0 {
+				s = 1
+			}
+			s *= int64(c.stepFactor)
+		}
+	}
+	return c, nil
+}
+
+func runBench(cmd *cobra.Command, args []string) error {
+	cfg, err := benchOpts.validate(args[0])
+	if err != nil {
+		return err
+	}
+	launch, inJob, err := bootstrap.FromEnv()
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if !inJob && benchOpts.nproc > 1 {
+		// Start one process per rank: this same command, joined through the
+		// bootstrap variables that Run sets.
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench: find own executable: %v: %w", err, hal.ErrSystem)
+		}
+		return bootstrap.Run(cmd.Context(), benchOpts.nproc, append([]string{exe}, os.Args[1:]...), nil, os.Stdout, os.Stderr)
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var boot bootstrap.Bootstrap
+	jobID := ""
+	if inJob {
+		bctx, cancel := context.WithTimeout(ctx, bootTimeout())
+		defer cancel()
+		if boot, err = bootstrap.Connect(bctx, launch.ID, launch.Rank, launch.Size); err != nil {
+			return fmt.Errorf("bench: rank %d: %w", launch.Rank, err)
+		}
+		jobID = fmt.Sprintf("%016x", launch.ID.Magic)
+	} else {
+		boot = bootstrap.NewLocal(1)[0]
+		launch.LocalRank = 0
+		var b [8]byte
+		rand.Read(b[:])
+		jobID = hex.EncodeToString(b[:])
+	}
+	defer boot.Close()
+	var out io.Writer = io.Discard
+	if boot.Rank() == 0 {
+		out = cmd.OutOrStdout()
+	}
+	return benchRank(ctx, cfg, boot, launch.LocalRank, jobID, out)
+}
+
+func bootTimeout() time.Duration {
+	d, err := env.Duration("WEFT_BOOTSTRAP_TIMEOUT", 60*time.Second)
+	if err != nil {
+		return 60 * time.Second
+	}
+	return d
+}

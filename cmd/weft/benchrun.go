@@ -1,0 +1,496 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"time"
+
+	"github.com/weftccl/weft"
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/bootstrap"
+	"github.com/weftccl/weft/check"
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+	"github.com/weftccl/weft/internal/env"
+)
+
+// collective is one implementation under test: weft, or the baseline.
+type collective interface {
+	name() string
+	allReduce(in, out hal.Buffer, count int64, t plan.DataType, op plan.RedOp, s hal.Stream) error
+	synchronize(s hal.Stream) error
+	close() error
+}
+
+type weftColl struct{ c *weft.Comm }
+
+func (w weftColl) name() string { return "weft" }
+func (w weftColl) allReduce(in, out hal.Buffer, count int64, t plan.DataType, op plan.RedOp, s hal.Stream) error {
+	return w.c.AllReduce(in, out, count, t, op, s)
+}
+func (w weftColl) synchronize(s hal.Stream) error { return w.c.Synchronize(s) }
+func (w weftColl) close() error                   { return w.c.Close() }
+
+// measurement of one implementation at one size.
+type measurement struct {
+	TimeUS float64 `json:"time"`
+	AlgBW  float64 `json:"alg_bw"`
+	BusBW  float64 `json:"bus_bw"`
+	Wrong  int64   `json:"nwrong"`
+}
+
+type sizeResult struct {
+	Size       int64        `json:"size"`
+	Count      int64        `json:"count"`
+	Type       string       `json:"type"`
+	Redop      string       `json:"redop"`
+	Root       string       `json:"root"`
+	OutOfPlace measurement  `json:"out_of_place"`
+	InPlace    measurement  `json:"in_place"`
+	Baseline   *baselineRes `json:"baseline,omitempty"`
+	Iterations int          `json:"actual_iterations"`
+	Name       string       `json:"experiment_name"`
+}
+
+type baselineRes struct {
+	Name       string      `json:"name"`
+	OutOfPlace measurement `json:"out_of_place"`
+	InPlace    measurement `json:"in_place"`
+	// Speedup is baseline time over weft time (> 1: weft is faster).
+	SpeedupOutOfPlace float64 `json:"speedup_out_of_place"`
+	SpeedupInPlace    float64 `json:"speedup_in_place"`
+}
+
+func busFactor(coll string, n int) float64 {
+	switch coll {
+	case "allreduce":
+		return 2 * float64(n-1) / float64(n)
+	}
+	return 1
+}
+
+func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, localRank int, jobID string, out io.Writer) (err error) {
+	rank, size := boot.Rank(), boot.Size()
+	halName := cfg.halName
+	if halName == "" {
+		halName = env.String("WEFT_HAL")
+	}
+	if halName == "" {
+		if halName, _, err = hal.Auto(); err != nil {
+			return fmt.Errorf("bench: rank %d: %w", rank, err)
+		}
+	}
+	dev, err := hal.Open(halName, hal.Config{Ordinal: localRank, Rank: rank, JobID: jobID})
+	if err != nil {
+		return fmt.Errorf("bench: rank %d: %w", rank, err)
+	}
+	defer dev.Close()
+	info := dev.Info()
+	opts := weft.Options{}
+	if cfg.blocks > 0 || cfg.llMax > 0 {
+		c := algorithms.DefaultConfig(rank, size, info.Multiprocessors, info.Backend != "host")
+		if cfg.blocks > 0 {
+			c.Blocks = cfg.blocks
+		}
+		if cfg.llMax > 0 {
+			c.LLMaxBytes = cfg.llMax
+		}
+		opts.Config = &c
+	}
+	comm, err := weft.NewComm(ctx, boot, dev, opts)
+	if err != nil {
+		return fmt.Errorf("bench: rank %d: %w", rank, err)
+	}
+	impls := []collective{weftColl{comm}}
+	defer func() {
+		for _, c := range impls {
+			err = errors.Join(err, c.close())
+		}
+	}()
+	if cfg.baseline == "nccl" {
+		nc, err := newNCCLBaseline(ctx, boot, dev)
+		if err != nil {
+			return fmt.Errorf("bench: rank %d: baseline: %w", rank, err)
+		}
+		impls = append(impls, nc)
+	}
+	s, err := dev.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	maxBytes := max(cfg.maxB, 16)
+	in, err := dev.Alloc(maxBytes)
+	if err != nil {
+		return fmt.Errorf("bench: rank %d: input buffer of %d bytes: %w", rank, maxBytes, err)
+	}
+	defer in.Free()
+	outBuf, err := dev.Alloc(maxBytes)
+	if err != nil {
+		return fmt.Errorf("bench: rank %d: output buffer of %d bytes: %w", rank, maxBytes, err)
+	}
+	defer outBuf.Free()
+	defer comm.Deregister(in)
+	defer comm.Deregister(outBuf)
+
+	hdr, err := gatherDevices(ctx, boot, dev, comm)
+	if err != nil {
+		return err
+	}
+	printHeader(out, cfg, size, hdr)
+	var results []sizeResult
+	var wrongTotal int64
+	var busSum float64
+	for _, bytes := range cfg.sizes {
+		count := bytes / int64(cfg.dtype.Size())
+		res := sizeResult{Size: bytes, Count: count, Type: cfg.dtype.String(), Redop: cfg.op.String(), Root: "-1",
+			Iterations: cfg.iters, Name: "weft-" + cfg.collective}
+		var ms [][2]measurement
+		for _, impl := range impls {
+			var pair [2]measurement
+			for k, inPlace := range []bool{false, true} {
+				m, err := measure(ctx, cfg, boot, dev, impl, s, in, outBuf, count, inPlace)
+				if err != nil {
+					return fmt.Errorf("bench: rank %d: %s %s %d bytes: %w", rank, impl.name(), cfg.collective, bytes, err)
+				}
+				pair[k] = m
+			}
+			ms = append(ms, pair)
+		}
+		// The slowest rank's time is the collective's time.
+		for i := range ms {
+			for k := range ms[i] {
+				t, wrong, err := worstAcrossRanks(ctx, boot, ms[i][k].TimeUS, ms[i][k].Wrong)
+				if err != nil {
+					return err
+				}
+				ms[i][k].TimeUS, ms[i][k].Wrong = t, wrong
+				if t > 0 {
+					ms[i][k].AlgBW = float64(bytes) / (t * 1e-6) / 1e9
+				}
+				ms[i][k].BusBW = ms[i][k].AlgBW * busFactor(cfg.collective, size)
+			}
+		}
+		res.OutOfPlace, res.InPlace = ms[0][0], ms[0][1]
+		wrongTotal += res.OutOfPlace.Wrong + res.InPlace.Wrong
+		busSum += res.OutOfPlace.BusBW
+		if len(ms) > 1 {
+			b := &baselineRes{Name: impls[1].name(), OutOfPlace: ms[1][0], InPlace: ms[1][1]}
+			b.SpeedupOutOfPlace = ratio(b.OutOfPlace.TimeUS, res.OutOfPlace.TimeUS)
+			b.SpeedupInPlace = ratio(b.InPlace.TimeUS, res.InPlace.TimeUS)
+			res.Baseline = b
+			wrongTotal += b.OutOfPlace.Wrong + b.InPlace.Wrong
+		}
+		printRow(out, res)
+		results = append(results, res)
+	}
+	avgBus := 0.0
+	if len(cfg.sizes) > 0 {
+		avgBus = busSum / float64(len(cfg.sizes))
+	}
+	status := "OK"
+	if wrongTotal != 0 {
+		status = "FAILED"
+	}
+	fmt.Fprintf(out, "# %-20s : %d %s\n", "Out of bounds values", wrongTotal, status)
+	fmt.Fprintf(out, "# %-20s : %g\n", "Avg bus bandwidth", round2(avgBus))
+	fmt.Fprintf(out, "#\n# Collective test concluded: weft %s\n", cfg.collective)
+	if rank == 0 && cfg.jsonFile != "" {
+		if err := writeJSON(cfg, hdr, results, wrongTotal, avgBus); err != nil {
+			return err
+		}
+	}
+	if wrongTotal != 0 {
+		return fmt.Errorf("bench: %d wrong elements: %w", wrongTotal, hal.ErrInternal)
+	}
+	return nil
+}
+
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }
+
+// measure times one implementation at one size and checks its result.
+func measure(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, dev hal.Device, impl collective, s hal.Stream,
+	in, out hal.Buffer, count int64, inPlace bool) (measurement, error) {
+	src := in
+	if inPlace {
+		src = out
+	}
+	run := func() error { return impl.allReduce(src, out, count, cfg.dtype, cfg.op, s) }
+	for i := 0; i < cfg.warmup; i++ {
+		if err := run(); err != nil {
+			return measurement{}, err
+		}
+	}
+	if err := impl.synchronize(s); err != nil {
+		return measurement{}, err
+	}
+	if err := boot.Barrier(ctx); err != nil {
+		return measurement{}, err
+	}
+	var m measurement
+	start, err := s.Record()
+	if err != nil {
+		return m, err
+	}
+	ops := cfg.iters
+	if cfg.graphs > 0 {
+		gc, ok := dev.(hal.GraphCapturer)
+		if !ok {
+			return m, fmt.Errorf("-G: backend %s cannot capture graphs: %w", dev.Info().Backend, hal.ErrNotSupported)
+		}
+		if err := gc.BeginCapture(s); err != nil {
+			return m, err
+		}
+		var runErr error
+		for i := 0; i < cfg.iters && runErr == nil; i++ {
+			runErr = run()
+		}
+		g, err := gc.EndCapture(s)
+		if err := errors.Join(runErr, err); err != nil {
+			return m, err
+		}
+		defer g.Close()
+		// The start event was recorded before the capture; record a fresh
+		// one so the capture's host time is not counted.
+		if start, err = s.Record(); err != nil {
+			return m, err
+		}
+		for j := 0; j < cfg.graphs; j++ {
+			if err := g.Launch(s); err != nil {
+				return m, err
+			}
+		}
+		ops *= cfg.graphs
+	} else {
+		for i := 0; i < cfg.iters; i++ {
+			if err := run(); err != nil {
+				return m, err
+			}
+		}
+	}
+	end, err := s.Record()
+	if err != nil {
+		return m, err
+	}
+	if err := impl.synchronize(s); err != nil {
+		return m, err
+	}
+	el, err := end.Elapsed(start)
+	if err != nil {
+		return m, err
+	}
+	start.Close()
+	end.Close()
+	m.TimeUS = float64(el) / float64(time.Microsecond) / float64(ops)
+	if cfg.check {
+		w, err := checkOnce(cfg, boot, dev, impl, s, in, out, count, inPlace)
+		if err != nil {
+			return m, err
+		}
+		m.Wrong = w
+	} else {
+		m.Wrong = -1
+	}
+	return m, nil
+}
+
+// checkOnce fills the inputs from rank and index, runs the collective once
+// and counts the output elements that differ from the exact result.
+func checkOnce(cfg *benchConfig, boot bootstrap.Bootstrap, dev hal.Device, impl collective, s hal.Stream,
+	in, out hal.Buffer, count int64, inPlace bool) (int64, error) {
+	data := check.Input(cfg.dtype, cfg.op, boot.Rank(), count)
+	src := in
+	if inPlace {
+		src = out
+	}
+	if err := dev.Write(src, 0, data); err != nil {
+		return 0, err
+	}
+	if !inPlace {
+		// Poison the output so an unwritten element counts as wrong.
+		poison := make([]byte, len(data))
+		for i := range poison {
+			poison[i] = 0xA5
+		}
+		if err := dev.Write(out, 0, poison); err != nil {
+			return 0, err
+		}
+	}
+	if err := impl.allReduce(src, out, count, cfg.dtype, cfg.op, s); err != nil {
+		return 0, err
+	}
+	if err := impl.synchronize(s); err != nil {
+		return 0, err
+	}
+	got := make([]byte, len(data))
+	if err := dev.Read(got, out, 0); err != nil {
+		return 0, err
+	}
+	return check.Wrong(cfg.dtype, got, check.AllReduce(cfg.dtype, cfg.op, boot.Size(), count)), nil
+}
+
+// worstAcrossRanks returns the largest time and the sum of wrong elements
+// over all ranks.
+func worstAcrossRanks(ctx context.Context, boot bootstrap.Bootstrap, t float64, wrong int64) (float64, int64, error) {
+	b, _ := json.Marshal([2]float64{t, float64(wrong)})
+	all, err := boot.AllGather(ctx, b)
+	if err != nil {
+		return 0, 0, err
+	}
+	var worst float64
+	var total int64
+	for r, x := range all {
+		var v [2]float64
+		if err := json.Unmarshal(x, &v); err != nil {
+			return 0, 0, fmt.Errorf("bench: rank %d sent malformed results: %v: %w", r, err, hal.ErrRemote)
+		}
+		worst = max(worst, v[0])
+		if v[1] < 0 {
+			total = -1
+		} else if total >= 0 {
+			total += int64(v[1])
+		}
+	}
+	return worst, total, nil
+}
+
+type deviceLine struct {
+	Rank      int    `json:"rank"`
+	Pid       int    `json:"pid"`
+	Host      string `json:"host"`
+	Device    int    `json:"device"`
+	BusID     string `json:"bus_id"`
+	Name      string `json:"name"`
+	Backend   string `json:"backend"`
+	WeftBytes int64  `json:"weft_memory_bytes"`
+}
+
+func gatherDevices(ctx context.Context, boot bootstrap.Bootstrap, dev hal.Device, comm *weft.Comm) ([]deviceLine, error) {
+	info := dev.Info()
+	host, _ := os.Hostname()
+	me := deviceLine{Rank: boot.Rank(), Pid: os.Getpid(), Host: host, Device: info.Ordinal, BusID: info.PCIBusID,
+		Name: info.Name, Backend: info.Backend, WeftBytes: comm.MemoryBytes()}
+	b, _ := json.Marshal(me)
+	all, err := boot.AllGather(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	lines := make([]deviceLine, len(all))
+	for i, x := range all {
+		if err := json.Unmarshal(x, &lines[i]); err != nil {
+			return nil, fmt.Errorf("bench: rank %d sent a malformed device line: %v: %w", i, err, hal.ErrRemote)
+		}
+	}
+	return lines, nil
+}
+
+func printHeader(w io.Writer, cfg *benchConfig, n int, devs []deviceLine) {
+	step := fmt.Sprintf("%d(factor)", cfg.stepFactor)
+	if cfg.stepBytes > 0 {
+		step = fmt.Sprintf("%d(bytes)", cfg.stepBytes)
+	}
+	fmt.Fprintf(w, "# weft bench %s\n", cfg.collective)
+	fmt.Fprintf(w, "# nRanks %d minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d validation: %d graph: %d\n",
+		n, cfg.minB, cfg.maxB, step, cfg.warmup, cfg.iters, b2i(cfg.check), cfg.graphs)
+	fmt.Fprintf(w, "#\n# Using devices\n")
+	var maxMem int64
+	for _, d := range devs {
+		fmt.Fprintf(w, "#  Rank %2d Pid %6d on %10s device %2d [%s] %s (%s)\n", d.Rank, d.Pid, d.Host, d.Device, d.BusID, d.Name, d.Backend)
+		maxMem = max(maxMem, d.WeftBytes)
+	}
+	fmt.Fprintf(w, "# weft device memory per rank (scratch, semaphores, state): %.2f MiB at most\n", float64(maxMem)/(1<<20))
+	fmt.Fprintf(w, "#\n")
+	base := cfg.baseline != ""
+	if base {
+		fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %-34s  %-34s  %-30s  %-30s  %s\n", "", "", "", "", "",
+			"weft out-of-place", "weft in-place", cfg.baseline+" out-of-place", cfg.baseline+" in-place", "speedup")
+		fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %7s  %6s  %6s  %5s  %5s\n",
+			"size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong",
+			"time", "busbw", "#wrong", "time", "busbw", "#wrong", "oop", "ip")
+		fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %7s  %6s  %6s  %5s  %5s\n",
+			"(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
+			"(us)", "(GB/s)", "", "(us)", "(GB/s)", "", "(x)", "(x)")
+		return
+	}
+	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "", "", "", "")
+	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop", "root",
+		"time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong")
+	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
+		"(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "")
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// num formats a value in width characters the way nccl-tests does: two
+// decimals while they fit, then fewer.
+func num(v float64, width int) string {
+	s := fmt.Sprintf("%*.2f", width, v)
+	if len(s) > width {
+		s = fmt.Sprintf("%*.1f", width, v)
+	}
+	if len(s) > width {
+		s = fmt.Sprintf("%*.0f", width, v)
+	}
+	return s
+}
+
+func wrongStr(w int64) string {
+	if w < 0 {
+		return "N/A"
+	}
+	return fmt.Sprint(w)
+}
+
+func printRow(w io.Writer, r sizeResult) {
+	fmt.Fprintf(w, "%12d  %12d  %8s  %6s  %6s", r.Size, r.Count, r.Type, r.Redop, r.Root)
+	for _, m := range []measurement{r.OutOfPlace, r.InPlace} {
+		fmt.Fprintf(w, "  %7s  %6s  %6s  %6s", num(m.TimeUS, 7), num(m.AlgBW, 6), num(m.BusBW, 6), wrongStr(m.Wrong))
+	}
+	if b := r.Baseline; b != nil {
+		for _, m := range []measurement{b.OutOfPlace, b.InPlace} {
+			fmt.Fprintf(w, "  %7s  %6s  %6s", num(m.TimeUS, 7), num(m.BusBW, 6), wrongStr(m.Wrong))
+		}
+		fmt.Fprintf(w, "  %5s  %5s", num(b.SpeedupOutOfPlace, 5), num(b.SpeedupInPlace, 5))
+	}
+	fmt.Fprintln(w)
+}
+
+func writeJSON(cfg *benchConfig, devs []deviceLine, results []sizeResult, wrong int64, avgBus float64) error {
+	doc := map[string]any{
+		"config": map[string]any{
+			"nranks": len(devs), "minimum_bytes": cfg.minB, "maximum_bytes": cfg.maxB, "step_factor": cfg.stepFactor,
+			"step_bytes": cfg.stepBytes, "warmup_iters": cfg.warmup, "iterations": cfg.iters, "validation": b2i(cfg.check),
+			"graph": cfg.graphs, "baseline": cfg.baseline, "collective": cfg.collective, "date": time.Now().UTC().Format(time.RFC3339),
+		},
+		"devices":               devs,
+		"results":               results,
+		"out_of_bounds":         map[string]any{"count": wrong, "okay": wrong == 0},
+		"average_bus_bandwidth": map[string]any{"bandwidth": avgBus, "okay": "unchecked"},
+		"errors":                []string{},
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(cfg.jsonFile, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("bench: write %s: %v: %w", cfg.jsonFile, err, hal.ErrSystem)
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package nvlink
+
+import (
+	"fmt"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+var _ hal.Executor = (*Device)(nil)
+
+// Program is a plan compiled for this device: one kernel, generated from
+// the plan by plan.EmitCUDA and compiled with NVRTC (cached on disk).
+type Program struct {
+	dev *Device
+	p   *plan.Plan
+	b   plan.Bindings
+	mod hal.Module
+	fn  hal.Function
+}
+
+// Prepare generates, compiles and loads the kernel of a plan for one data
+// type and operator. The kernel source includes this backend's device
+// header (weft_hal.h) and the channel library passed in spec.Library.
+func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
+	p := spec.Plan
+	if p == nil {
+		return nil, fmt.Errorf("nvlink: prepare: nil plan: %w", hal.ErrInvalidArgument)
+	}
+	if p.Threads > d.MaxThreadsPerBlock() {
+		return nil, fmt.Errorf("nvlink: prepare %s: %d threads per block, device allows %d: %w", p.Name, p.Threads, d.MaxThreadsPerBlock(), hal.ErrInvalidArgument)
+	}
+	if len(spec.Bindings.Peers) != len(p.Channels) {
+		return nil, fmt.Errorf("nvlink: prepare %s: %d peer bindings for %d channels: %w", p.Name, len(spec.Bindings.Peers), len(p.Channels), hal.ErrInvalidArgument)
+	}
+	src, err := plan.EmitCUDA(p, spec.DataType, spec.RedOp)
+	if err != nil {
+		return nil, fmt.Errorf("nvlink: prepare: %v: %w", err, hal.ErrInvalidArgument)
+	}
+	headers := map[string]string{"weft_hal.h": d.DeviceHeader()}
+	for k, v := range spec.Library {
+		headers[k] = v
+	}
+	mod, err := d.Compile(hal.KernelSource{Name: fmt.Sprintf("%s-%v-%v", p.Name, spec.DataType, spec.RedOp), Source: src, Headers: headers})
+	if err != nil {
+		return nil, fmt.Errorf("nvlink: prepare %s: %w", p.Name, err)
+	}
+	fn, err := mod.Function(plan.KernelName)
+	if err != nil {
+		mod.Close()
+		return nil, fmt.Errorf("nvlink: prepare %s: %w", p.Name, err)
+	}
+	return &Program{dev: d, p: p, b: spec.Bindings, mod: mod, fn: fn}, nil
+}
+
+// Launch enqueues the kernel: one thread block per plan block. The
+// arguments are checked on the host; a null buffer or a count above the
+// plan's limit is refused before anything reaches the device.
+func (pr *Program) Launch(s hal.Stream, a *plan.Args) error {
+	p := pr.p
+	if a.Count < 0 {
+		return fmt.Errorf("nvlink: launch %s: negative count %d: %w", p.Name, a.Count, hal.ErrInvalidArgument)
+	}
+	if a.Count > 0 && (a.Input == 0 || a.Output == 0) {
+		return fmt.Errorf("nvlink: launch %s: null input or output buffer: %w", p.Name, hal.ErrInvalidArgument)
+	}
+	needIn, needOut := p.Needs()
+	for ci := range p.Channels {
+		if a.Count > 0 && ((needIn && (ci >= len(a.PeerInput) || a.PeerInput[ci] == 0)) || (needOut && (ci >= len(a.PeerOutput) || a.PeerOutput[ci] == 0))) {
+			return fmt.Errorf("nvlink: launch %s: channel %d (peer rank %d) has no registered buffer: %w", p.Name, ci, p.Channels[ci].Peer, hal.ErrInvalidArgument)
+		}
+	}
+	params, err := plan.PackParams(p, &pr.b, a)
+	if err != nil {
+		return fmt.Errorf("nvlink: launch: %v: %w", err, hal.ErrInvalidArgument)
+	}
+	return pr.fn.Launch(s, p.Blocks(), p.Threads, 0, params)
+}
+
+// Close unloads the kernel.
+func (pr *Program) Close() error { return pr.mod.Close() }
