@@ -11,12 +11,15 @@ import (
 	"github.com/weftccl/weft/check"
 	"github.com/weftccl/weft/hal"
 	_ "github.com/weftccl/weft/hal/host"
+	"github.com/weftccl/weft/hal/nvlink"
+	"github.com/weftccl/weft/internal/cuda"
+	"github.com/weftccl/weft/internal/env"
 	"github.com/weftccl/weft/hal/plan"
 )
 
 // runRanks runs f on n goroutine ranks, each with its own host device and
 // communicator, and returns their errors.
-func runRanks(t *testing.T, n int, f func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error) []error {
+func runRanks(t *testing.T, backend string, n int, f func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error) []error {
 	t.Helper()
 	boots := newLocal(n)
 	errs := make([]error, n)
@@ -27,7 +30,12 @@ func runRanks(t *testing.T, n int, f func(rank int, c *weft.Comm, dev hal.Device
 		wg.Add(1)
 		go func(r int) {
 			defer wg.Done()
-			dev, err := hal.Open("host", hal.Config{Ordinal: r, Rank: r, JobID: job})
+			ordinal := r
+			if backend == nvlink.Name {
+				n, _ := cuda.DeviceCount()
+				ordinal = r % max(n, 1)
+			}
+			dev, err := hal.Open(backend, hal.Config{Ordinal: ordinal, Rank: r, JobID: job})
 			if err != nil {
 				errs[r] = err
 				return
@@ -70,7 +78,7 @@ func TestAllReduceHost(t *testing.T) {
 	for _, n := range []int{2, 3, 4, 8} {
 		for _, dt := range plan.DataTypes {
 			t.Run(fmt.Sprintf("n%d-%v", n, dt), func(t *testing.T) {
-				errs := runRanks(t, n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+				errs := runRanks(t, "host", n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 					for _, bytes := range sizes {
 						count := bytes / int64(dt.Size())
 						for _, inPlace := range []bool{false, true} {
@@ -125,4 +133,46 @@ func oneAllReduce(c *weft.Comm, dev hal.Device, s hal.Stream, count int64, dt pl
 		return fmt.Errorf("%d of %d elements wrong; first differences: %s", wrong, count, cmp.Diff(want[:min(len(want), 32)], got[:min(len(got), 32)]))
 	}
 	return nil
+}
+
+// TestAllReduceNVLink runs AllReduce across every visible GPU from one
+// process (one goroutine and device per rank), every data type and
+// operator, sizes that cross the 1PA/2PA threshold, in and out of place.
+// It skips without GPUs, unless WEFT_REQUIRE names nvlink.
+func TestAllReduceNVLink(t *testing.T) {
+	a, err := hal.Probe(nvlink.Name)
+	if err != nil || !a.Available {
+		if env.Required(nvlink.Name) {
+			t.Fatalf("WEFT_REQUIRE=nvlink but the backend is unavailable: %v %s", err, a.Reason)
+		}
+		t.Skipf("nvlink backend unavailable: %s", a.Reason)
+	}
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranks := max(n, 2) // with one GPU, two ranks share it (a peer mapping of the same device)
+	sizes := []int64{0, 3, 8, 17, 4096 + 3, 300000 + 6, 4 << 20}
+	for _, dt := range plan.DataTypes {
+		for _, op := range plan.RedOps {
+			t.Run(fmt.Sprintf("%v-%v", dt, op), func(t *testing.T) {
+				errs := runRanks(t, nvlink.Name, ranks, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+					for _, bytes := range sizes {
+						count := bytes / int64(dt.Size())
+						for _, inPlace := range []bool{false, true} {
+							if err := oneAllReduce(c, dev, s, count, dt, op, inPlace); err != nil {
+								return fmt.Errorf("%d bytes in-place=%v: %w", bytes, inPlace, err)
+							}
+						}
+					}
+					return nil
+				})
+				for r, err := range errs {
+					if err != nil {
+						t.Errorf("rank %d: %v", r, err)
+					}
+				}
+			})
+		}
+	}
 }

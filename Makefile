@@ -1,0 +1,37 @@
+# weft — see README.md. Targets:
+#   make run         weft's main job: AllReduce benchmark, 4 ranks (GPUs if present, else hal/host)
+#   make test        vet and every test (CPU-only machines run hal/host; GPU tests skip with a reason)
+#   make build       the weft CLI into bin/
+#   make gpu-bundle  CLI + GPU test binaries + runner script into .gpu/ (ignored by git)
+GO ?= go
+NPROC ?= 4
+BENCH_ARGS ?= -b 8 -e 64M -f 4
+
+.PHONY: build test run gpu-bundle nocgo fuzz-smoke
+
+build:
+	$(GO) build ./...
+	$(GO) build -o bin/weft ./cmd/weft
+
+nocgo:
+	CGO_ENABLED=0 $(GO) build ./...
+
+test: nocgo
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 30m ./...
+
+run: build
+	./bin/weft bench allreduce --nproc $(NPROC) $(BENCH_ARGS)
+
+# Binaries for a GPU host (no Go toolchain there). Run with:
+#   .gpu/gpu-check.sh   (WEFT_REQUIRE=nvlink is set inside)
+GPU_PKGS = ./hal/nvlink ./internal/cuda ./internal/nccl ./conformance .
+gpu-bundle:
+	mkdir -p .gpu
+	CGO_ENABLED=1 $(GO) build -o .gpu/weft ./cmd/weft
+	for p in $(GPU_PKGS); do \
+	  name=$$(echo $$p | sed 's#^\./##; s#/#_#g; s#^\.$$#weft#'); \
+	  CGO_ENABLED=1 $(GO) test -c -o .gpu/$$name.test $$p || exit 1; \
+	done
+	cp scripts/gpu-check.sh .gpu/
+	@ls -la .gpu
