@@ -9,6 +9,7 @@
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "weft_cuda.h"
@@ -86,8 +87,16 @@
   X(cuMemSetAccess, CUresult, (CUdeviceptr, size_t, const CUmemAccessDesc*, size_t))          \
   X(cuMemGetAllocationGranularity, CUresult, (size_t*, const CUmemAllocationProp*, int))
 
+// Entry points weft uses when the driver has them (CUDA 12.4 and newer),
+// resolved at CUDA version 12040; NULL otherwise.
+#define WEFT_CUDA_OPTIONAL_FUNCS(X)                                            \
+  X(cuModuleGetFunctionCount, CUresult, (unsigned int*, CUmodule))             \
+  X(cuModuleEnumerateFunctions, CUresult, (CUfunction*, unsigned int, CUmodule)) \
+  X(cuFuncLoad, CUresult, (CUfunction))
+
 #define WEFT_DECLARE(name, ret, params) static ret(*p_##name) params;
 WEFT_CUDA_FUNCS(WEFT_DECLARE)
+WEFT_CUDA_OPTIONAL_FUNCS(WEFT_DECLARE)
 #undef WEFT_DECLARE
 
 #define WEFT_CUDA_API_VERSION 12000
@@ -129,6 +138,10 @@ int weft_cuda_load(const char* path, CUresult* cu) {
   }
   WEFT_CUDA_FUNCS(WEFT_RESOLVE)
 #undef WEFT_RESOLVE
+#define WEFT_RESOLVE_OPTIONAL(name, ret, params)                          \
+  if (gpa(#name, (void**)&p_##name, 12040, 0, &status) != 0) p_##name = NULL;
+  WEFT_CUDA_OPTIONAL_FUNCS(WEFT_RESOLVE_OPTIONAL)
+#undef WEFT_RESOLVE_OPTIONAL
   weft_cuda_lib = lib;
   return WEFT_LOAD_OK;
 }
@@ -266,7 +279,39 @@ CUresult weft_cuGraphLaunch(CUcontext ctx, CUgraphExec e, CUstream s) { CUR(ctx)
 CUresult weft_cuGraphExecDestroy(CUcontext ctx, CUgraphExec e) { CUR(ctx); return p_cuGraphExecDestroy(e); }
 CUresult weft_cuGraphDestroy(CUcontext ctx, CUgraph g) { CUR(ctx); return p_cuGraphDestroy(g); }
 
-CUresult weft_cuModuleLoadData(CUcontext ctx, CUmodule* m, const void* image) { CUR(ctx); return p_cuModuleLoadData(m, image); }
+// weft_cuModuleLoadData loads a module and then every function in it.
+// Under lazy loading (CUDA_MODULE_LOADING=LAZY, the default since CUDA
+// 12.2) a function is otherwise loaded at its first launch, and loading may
+// wait for kernels already running in the context: a kernel that spins
+// until a kernel launched after it runs would then never be released.
+// *eager is 1 when the functions were loaded, 0 when the driver lacks the
+// entry points (before CUDA 12.4).
+CUresult weft_cuModuleLoadData(CUcontext ctx, CUmodule* m, const void* image, int* eager) {
+  CUR(ctx);
+  *eager = 0;
+  CUresult r = p_cuModuleLoadData(m, image);
+  if (r != 0) return r;
+  if (p_cuModuleGetFunctionCount == NULL || p_cuModuleEnumerateFunctions == NULL || p_cuFuncLoad == NULL) return 0;
+  unsigned int n = 0;
+  if ((r = p_cuModuleGetFunctionCount(&n, *m)) != 0) goto fail;
+  if (n > 0) {
+    CUfunction* fs = malloc(n * sizeof *fs);
+    if (fs == NULL) {
+      r = 2;  // CUDA_ERROR_OUT_OF_MEMORY
+      goto fail;
+    }
+    r = p_cuModuleEnumerateFunctions(fs, n, *m);
+    for (unsigned int i = 0; r == 0 && i < n; i++) r = p_cuFuncLoad(fs[i]);
+    free(fs);
+    if (r != 0) goto fail;
+  }
+  *eager = 1;
+  return 0;
+fail:
+  p_cuModuleUnload(*m);
+  *m = NULL;
+  return r;
+}
 CUresult weft_cuModuleGetFunction(CUcontext ctx, CUfunction* f, CUmodule m, const char* name) {
   CUR(ctx);
   return p_cuModuleGetFunction(f, m, name);
@@ -347,3 +392,8 @@ CUresult weft_cuMemSetAccess(CUcontext ctx, CUdeviceptr p, size_t size, const in
   }
   return p_cuMemSetAccess(p, size, desc, (size_t)n);
 }
+
+// weft_cuCtxSetCurrent_addr returns the resolved cuCtxSetCurrent, for C
+// helpers of other packages (internal/nccl) that must make a context
+// current in the same call as the library call that needs it.
+void* weft_cuCtxSetCurrent_addr(void) { return (void*)p_cuCtxSetCurrent; }

@@ -57,7 +57,7 @@ CUresult weft_cuGraphLaunch(CUcontext ctx, CUgraphExec e, CUstream s);
 CUresult weft_cuGraphExecDestroy(CUcontext ctx, CUgraphExec e);
 CUresult weft_cuGraphDestroy(CUcontext ctx, CUgraph g);
 
-CUresult weft_cuModuleLoadData(CUcontext ctx, CUmodule* m, const void* image);
+CUresult weft_cuModuleLoadData(CUcontext ctx, CUmodule* m, const void* image, int* eager);
 CUresult weft_cuModuleGetFunction(CUcontext ctx, CUfunction* f, CUmodule m, const char* name);
 CUresult weft_cuModuleUnload(CUcontext ctx, CUmodule m);
 CUresult weft_cuFuncSetAttribute(CUcontext ctx, CUfunction f, int attr, int v);
@@ -76,3 +76,4 @@ CUresult weft_cuMemAddressFree(CUcontext ctx, CUdeviceptr p, size_t size);
 CUresult weft_cuMemMap(CUcontext ctx, CUdeviceptr p, size_t size, CUmemGenericAllocationHandle h);
 CUresult weft_cuMemUnmap(CUcontext ctx, CUdeviceptr p, size_t size);
 CUresult weft_cuMemSetAccess(CUcontext ctx, CUdeviceptr p, size_t size, const int* devices, int n);
+void* weft_cuCtxSetCurrent_addr(void);

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/weftccl/weft/internal/env"
 )
 
 var (
@@ -437,7 +439,12 @@ func (e Event) Destroy() error {
 	return newError("cuEventDestroy", Result(C.weft_cuEventDestroy(e.Ctx.c(), e.c())))
 }
 
-// ModuleLoadData loads a cubin (or PTX) image.
+var lazyOnce sync.Once
+
+// ModuleLoadData loads a cubin (or PTX) image and every function in it
+// (cuModuleEnumerateFunctions and cuFuncLoad, CUDA 12.4+), so that no
+// later launch loads code lazily: a lazy load can wait for kernels already
+// running, and weft's kernels spin until their peers' kernels run.
 func (c Context) ModuleLoadData(image []byte) (Module, error) {
 	if len(image) == 0 {
 		return Module{}, newError("cuModuleLoadData", ErrorInvalidValue)
@@ -447,8 +454,14 @@ func (c Context) ModuleLoadData(image []byte) (Module, error) {
 	img := C.CBytes(image)
 	defer C.free(img)
 	var m C.CUmodule
-	if err := newError("cuModuleLoadData", Result(C.weft_cuModuleLoadData(c.c(), &m, img))); err != nil {
+	var eager C.int
+	if err := newError("cuModuleLoadData", Result(C.weft_cuModuleLoadData(c.c(), &m, img, &eager))); err != nil {
 		return Module{}, err
+	}
+	if eager == 0 {
+		lazyOnce.Do(func() {
+			env.Logger("HAL").Warn("driver before CUDA 12.4: kernels load lazily at first launch, which can wait for running kernels")
+		})
 	}
 	return Module{Ctx: c, Handle: uintptr(unsafe.Pointer(m))}, nil
 }
@@ -577,4 +590,15 @@ func (c Context) MemSetAccess(p DevicePtr, size int64, devices []int) error {
 		ds[i] = C.int(d)
 	}
 	return newError("cuMemSetAccess", Result(C.weft_cuMemSetAccess(c.c(), C.CUdeviceptr(p), C.size_t(size), &ds[0], C.int(len(ds)))))
+}
+
+// SetCurrentProc returns the address of the driver's cuCtxSetCurrent
+// (CUresult (*)(CUcontext)), or 0 before Load. C code of other packages
+// calls it to make a context current in the same cgo call as a library
+// call that needs one.
+func SetCurrentProc() uintptr {
+	if !loaded() {
+		return 0
+	}
+	return uintptr(C.weft_cuCtxSetCurrent_addr())
 }

@@ -241,3 +241,7 @@ func (e *NVRTCError) Unwrap() []error {
 	}
 	return []error{hal.ErrDevice}
 }
+
+// ResultError returns the error of a driver call that returned r (nil for
+// Success), for code that calls the driver through other libraries.
+func ResultError(call string, r Result) error { return newError(call, r) }

@@ -256,6 +256,10 @@ func (c Context) MemSetAccess(p DevicePtr, size int64, devices []int) error {
 	return errNoCgo
 }
 
+func SetCurrentProc() uintptr {
+	return 0
+}
+
 func LoadNVRTC() error {
 	return errNoCgo
 }

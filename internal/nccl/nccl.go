@@ -1,0 +1,150 @@
+// Package nccl binds NCCL, loaded with dlopen at run time, so that
+// `weft bench --baseline nccl` measures NVIDIA's library in the same run as
+// weft. The library is WEFT_NCCL_LIB, else libnccl.so.2; nothing of NCCL is
+// needed to build. Communicators are bound to the CUDA context passed to
+// [CommInitRank] (hal/nvlink's (*Device).Context()); streams are CUstream
+// values as uintptr ((*nvlink.Stream).Native()).
+//
+// Errors are [*Error] values naming the call and NCCL's text, wrapping the
+// HAL sentinel of the ncclResult_t (hal.ErrDevice for
+// ncclUnhandledCudaError, hal.ErrInvalidArgument, …). Built without cgo,
+// every function returns an error wrapping hal.ErrNotSupported.
+package nccl
+
+import (
+	"fmt"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/env"
+)
+
+// DataType is an ncclDataType_t (values from nccl.h).
+type DataType int32
+
+const (
+	Int8     DataType = 0
+	Uint8    DataType = 1
+	Int32    DataType = 2
+	Uint32   DataType = 3
+	Int64    DataType = 4
+	Uint64   DataType = 5
+	Float16  DataType = 6
+	Float32  DataType = 7
+	Float64  DataType = 8
+	Bfloat16 DataType = 9
+)
+
+// Size is the element size in bytes.
+func (t DataType) Size() int {
+	switch t {
+	case Int8, Uint8:
+		return 1
+	case Float16, Bfloat16:
+		return 2
+	case Int32, Uint32, Float32:
+		return 4
+	case Int64, Uint64, Float64:
+		return 8
+	}
+	return 0
+}
+
+// RedOp is an ncclRedOp_t.
+type RedOp int32
+
+const (
+	Sum  RedOp = 0
+	Prod RedOp = 1
+	Max  RedOp = 2
+	Min  RedOp = 3
+	Avg  RedOp = 4
+)
+
+// UniqueIDBytes is NCCL_UNIQUE_ID_BYTES.
+const UniqueIDBytes = 128
+
+// UniqueID is an ncclUniqueId: made by one rank with GetUniqueID and sent
+// to the others out of band.
+type UniqueID [UniqueIDBytes]byte
+
+// Result is an ncclResult_t.
+type Result int32
+
+const (
+	Success            Result = 0
+	UnhandledCudaError Result = 1
+	SystemError        Result = 2
+	InternalError      Result = 3
+	InvalidArgument    Result = 4
+	InvalidUsage       Result = 5
+	RemoteError        Result = 6
+	InProgress         Result = 7
+)
+
+var resultNames = [...]string{"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+	"ncclInvalidArgument", "ncclInvalidUsage", "ncclRemoteError", "ncclInProgress"}
+
+func (r Result) String() string {
+	if r >= 0 && int(r) < len(resultNames) {
+		return resultNames[r]
+	}
+	return fmt.Sprintf("ncclResult_t(%d)", int32(r))
+}
+
+// Error is a failed NCCL call. It wraps the HAL sentinel of its result.
+type Error struct {
+	Call string // "ncclAllReduce"
+	Code Result
+	Text string // ncclGetErrorString, plus ncclGetLastError where known
+}
+
+func (e *Error) Error() string {
+	if e.Text == "" {
+		return fmt.Sprintf("%s: %s", e.Call, e.Code)
+	}
+	return fmt.Sprintf("%s: %s (%s)", e.Call, e.Code, e.Text)
+}
+
+func (e *Error) Unwrap() error {
+	switch e.Code {
+	case UnhandledCudaError:
+		return hal.ErrDevice
+	case InternalError:
+		return hal.ErrInternal
+	case InvalidArgument:
+		return hal.ErrInvalidArgument
+	case InvalidUsage:
+		return hal.ErrInvalidUsage
+	case RemoteError:
+		return hal.ErrRemote
+	}
+	return hal.ErrSystem
+}
+
+// LoadError says why NCCL could not be loaded; it wraps hal.ErrNotSupported.
+type LoadError struct {
+	Library string
+	Detail  string
+}
+
+func (e *LoadError) Error() string {
+	return e.Detail + ": NCCL not available (set WEFT_NCCL_LIB to libnccl.so.2)"
+}
+
+func (e *LoadError) Unwrap() error { return hal.ErrNotSupported }
+
+// Library is the library Load opens: WEFT_NCCL_LIB, else libnccl.so.2.
+func Library() string {
+	if p := env.String("WEFT_NCCL_LIB"); p != "" {
+		return p
+	}
+	return "libnccl.so.2"
+}
+
+// VersionString formats an ncclGetVersion code (22803) as "2.28.3".
+func VersionString(code int) string {
+	if code >= 10000 {
+		return fmt.Sprintf("%d.%d.%d", code/10000, code/100%100, code%100)
+	}
+	return fmt.Sprintf("%d.%d.%d", code/1000, code/100%10, code%100)
+}
