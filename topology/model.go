@@ -44,6 +44,8 @@ type System struct {
 	// Warnings are problems met while reading (a malformed sysfs file,
 	// named); discovery continued without the affected device.
 	Warnings []string `json:"warnings"`
+	// Measured is set by weft topo --measure.
+	Measured *Measurement `json:"measured,omitempty"`
 }
 
 // CPU describes the host processors.
@@ -329,4 +331,30 @@ func (s *System) Label(id string) string {
 		}
 	}
 	return strings.ToUpper(id)
+}
+
+// Measurement is a measured peer bandwidth and latency matrix (weft topo
+// --measure), taken through a HAL backend's memory-mapped capability.
+type Measurement struct {
+	Backend string `json:"backend"`
+	// Bytes is the size of one bandwidth transfer, Iterations how many were
+	// timed per pair, Blocks the thread blocks of the copy.
+	Bytes      int64 `json:"bytes"`
+	Iterations int   `json:"iterations"`
+	Blocks     int   `json:"blocks"`
+	// Pairs has one entry per ordered pair of devices: A writes into B.
+	Pairs []MeasuredPair `json:"pairs"`
+}
+
+// MeasuredPair is one direction between two devices.
+type MeasuredPair struct {
+	A string `json:"a"` // writer: a GPU ID, or the backend's device name
+	B string `json:"b"` // the device whose memory is written
+	// GBps is the achieved put bandwidth, 10^9 bytes/s.
+	GBps float64 `json:"gbps"`
+	// LatencyUS is the mean launch-to-completion time of a 16-byte put in
+	// microseconds, kernel launch included.
+	LatencyUS float64 `json:"latency_us"`
+	// Error says why the pair was not measured.
+	Error string `json:"error,omitempty"`
 }

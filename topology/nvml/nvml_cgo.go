@@ -263,4 +263,3 @@ func cString(b []byte) string {
 	}
 	return string(b)
 }
-
