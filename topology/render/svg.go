@@ -87,15 +87,20 @@ func SVG(w io.Writer, s *topology.System) error {
 			}
 			x1, y1 := upper.x, upper.y+upper.h
 			x2, y2 := lower.x, lower.y
-			width := 1.5
+			width, opacity := 1.5, 1.0
 			if lk.Type == topology.LinkNVLink || lk.Type == topology.LinkXGMI || lk.Type == topology.LinkC2C {
 				width = 2.5
 			}
-			fmt.Fprintf(ew, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="%.1f"/>`+"\n",
-				x1, y1, x2, y2, color, width)
+			if lower.row > upper.row+1 && lk.Type == topology.LinkPCIe {
+				// An NVSwitch's management link crosses the GPU row: keep it faint.
+				width, opacity = 1, 0.35
+			}
+			fmt.Fprintf(ew, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="%.1f" stroke-opacity="%.2f"/>`+"\n",
+				x1, y1, x2, y2, color, width, opacity)
 			if lk.Type == topology.LinkNVLink {
-				label = fmt.Sprintf("NV%d", lk.Count)
-				edgeLabel(ew, x2+(x1-x2)*0.18, y2-(y2-y1)*0.18, label, color)
+				if l.nvsEdges <= 8 {
+					edgeLabel(ew, x1+(x2-x1)*0.2, y1+(y2-y1)*0.2+4, fmt.Sprintf("NV%d", lk.Count), color)
+				}
 			} else if label != "" {
 				edgeLabel(ew, (x1+x2)/2, (y1+y2)/2, label, color)
 			}
@@ -144,7 +149,7 @@ func SVG(w io.Writer, s *topology.System) error {
 func legendName(t topology.LinkType) string {
 	switch t {
 	case topology.LinkNVLink:
-		return "NVLink"
+		return "NVLink (NV#: links)"
 	case topology.LinkXGMI:
 		return "xGMI"
 	case topology.LinkC2C:
@@ -170,6 +175,7 @@ func edgeLabel(w io.Writer, x, y float64, label, color string) {
 func esc(s string) string { return html.EscapeString(s) }
 
 type svgLayout struct {
+	nvsEdges      int // GPU–NVSwitch links; their labels are left out when many
 	nodes         map[string]*svgNode
 	order         []string
 	width, height float64
@@ -253,6 +259,11 @@ func layout(s *topology.System) *svgLayout {
 		visit(n.ID, 0)
 	}
 	l := &svgLayout{nodes: map[string]*svgNode{}}
+	for _, lk := range s.Links {
+		if lk.Type == topology.LinkNVLink && (kindPrefix(lk.A) == "nvs" || kindPrefix(lk.B) == "nvs") {
+			l.nvsEdges++
+		}
+	}
 	devRow := maxDepth + 1
 	rowOf := func(id string) int {
 		switch kindPrefix(id) {
@@ -276,7 +287,11 @@ func layout(s *topology.System) *svgLayout {
 			return n.x
 		}
 		kids := children[id]
-		x := (place(kids[0]) + place(kids[len(kids)-1])) / 2
+		xs := make([]float64, len(kids))
+		for i, k := range kids {
+			xs[i] = place(k)
+		}
+		x := (xs[0] + xs[len(xs)-1]) / 2
 		l.nodes[id] = &svgNode{id: id, x: x}
 		return x
 	}
