@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -207,9 +208,8 @@ func (c *Comm) launch(a *algo, in, out hal.Buffer, count int64, t plan.DataType,
 	prog, ok := a.programs[key]
 	if !ok {
 		var err error
-		prog, err = c.exec.Prepare(hal.PlanSpec{Plan: a.choice.Plan, Bindings: a.res.Bindings, DataType: t, RedOp: op, Library: a.library})
-		if err != nil {
-			return fmt.Errorf("weft: prepare %s for %v %v: %w", a.choice.Plan.Name, t, op, err)
+		if prog, err = c.prepare(a, t, op, count); err != nil {
+			return err
 		}
 		a.programs[key] = prog
 	}
@@ -236,6 +236,43 @@ func (c *Comm) launch(a *algo, in, out hal.Buffer, count int64, t plan.DataType,
 		}
 	}
 	return prog.Launch(s, args)
+}
+
+// prepare compiles a plan for a data type and operator on its first use,
+// then waits until every rank has done the same before anyone launches it:
+// loading a module can wait for kernels already running in the context, and
+// a kernel of this plan spins until its peers' kernels run. The exchange
+// also checks that every rank chose the same plan, type, operator and
+// count, and names the ranks that did not.
+func (c *Comm) prepare(a *algo, t plan.DataType, op plan.RedOp, count int64) (hal.Program, error) {
+	prog, err := c.exec.Prepare(hal.PlanSpec{Plan: a.choice.Plan, Bindings: a.res.Bindings, DataType: t, RedOp: op, Library: a.library})
+	status := "ok"
+	if err != nil {
+		status = err.Error()
+	}
+	me := fmt.Sprintf("%s %v %v count=%d", a.choice.Plan.Name, t, op, count)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	all, xerr := c.boot.AllGather(ctx, []byte(me+"\x00"+status))
+	if err != nil {
+		return nil, fmt.Errorf("weft: prepare %s for %v %v on rank %d: %w", a.choice.Plan.Name, t, op, c.cfg.Rank, err)
+	}
+	if xerr != nil {
+		prog.Close()
+		return nil, fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, xerr)
+	}
+	for r, b := range all {
+		theirs, st, _ := strings.Cut(string(b), "\x00")
+		if theirs != me {
+			prog.Close()
+			return nil, fmt.Errorf("weft: rank %d calls %s but rank %d calls %s: %w", c.cfg.Rank, me, r, theirs, hal.ErrInvalidUsage)
+		}
+		if st != "ok" {
+			prog.Close()
+			return nil, fmt.Errorf("weft: rank %d could not prepare %s: %s: %w", r, me, st, hal.ErrRemote)
+		}
+	}
+	return prog, nil
 }
 
 // register returns buf's registration, registering it collectively on

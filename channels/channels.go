@@ -182,18 +182,21 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 		mc := MemoryChannel{Peer: ch.Peer}
 		var pb plan.PeerBinding
 		if c.Scratch != nil {
-			if mc.RemoteScratch, err = mm.Import(c.Scratch); err != nil {
-				r.Channels = append(r.Channels, mc)
+			b, err := mm.Import(c.Scratch)
+			if err != nil {
 				return nil, fmt.Errorf("channels: setup %s: map scratch of rank %d: %w", p.Name, ch.Peer, err)
 			}
-			pb.Scratch = mc.RemoteScratch.Addr()
+			mc.RemoteScratch, pb.Scratch = b, b.Addr()
 		}
 		if c.Sems != nil {
-			if mc.RemoteSemaphores, err = mm.Import(c.Sems); err != nil {
-				r.Channels = append(r.Channels, mc)
+			b, err := mm.Import(c.Sems)
+			if err != nil {
+				if mc.RemoteScratch != nil {
+					mc.RemoteScratch.Free()
+				}
 				return nil, fmt.Errorf("channels: setup %s: map semaphores of rank %d: %w", p.Name, ch.Peer, err)
 			}
-			pb.Semaphores = mc.RemoteSemaphores.Addr()
+			mc.RemoteSemaphores, pb.Semaphores = b, b.Addr()
 		}
 		r.Channels = append(r.Channels, mc)
 		r.Bindings.Peers = append(r.Bindings.Peers, pb)

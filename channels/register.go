@@ -57,9 +57,11 @@ func Register(ctx context.Context, ex Exchanger, dev hal.Device, buf hal.Buffer)
 		if l := dev.Link(c.Endpoint); l.Caps&hal.CapMemoryMapped == 0 {
 			return nil, fmt.Errorf("channels: register: link to rank %d is not memory-mapped (%s): %w", rk, l.Reason, hal.ErrNotSupported)
 		}
-		if reg.Peers[rk], err = mm.Import(c.Handle); err != nil {
+		b, err := mm.Import(c.Handle)
+		if err != nil {
 			return nil, fmt.Errorf("channels: register: map buffer of rank %d: %w", rk, err)
 		}
+		reg.Peers[rk] = b
 	}
 	return reg, nil
 }

@@ -210,7 +210,7 @@ func runBench(cmd *cobra.Command, args []string) error {
 	if inJob {
 		bctx, cancel := context.WithTimeout(ctx, bootTimeout())
 		defer cancel()
-		if boot, err = bootstrap.Connect(bctx, launch.ID, launch.Rank, launch.Size); err != nil {
+		if boot, err = launch.Connect(bctx); err != nil {
 			return fmt.Errorf("bench: rank %d: %w", launch.Rank, err)
 		}
 		jobID = fmt.Sprintf("%016x", launch.ID.Magic)
