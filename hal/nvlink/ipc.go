@@ -202,7 +202,7 @@ func (d *Device) importLocal(h *handle, root *Buffer) (*Buffer, error) {
 	if err := root.live("import"); err != nil {
 		return nil, err
 	}
-	if root.dev != d {
+	if root.dev != d && root.dev.dev != d.dev { // the same GPU opened twice needs no peer access
 		ok, err := cuda.CanAccessPeer(d.dev, root.dev.dev)
 		if err != nil {
 			return nil, fmt.Errorf("import on %s: %w", d, err)
