@@ -280,3 +280,117 @@ func containsString(xs []string, s string) bool {
 	}
 	return false
 }
+
+// TestNCCLXML parses what weft writes with NCCL's grammar and checks what
+// NCCL reads from it: CPUs with the attributes ncclTopoAddCpu requires,
+// every GPU with dev, sm and rank, its NVLink count and target class, and
+// every NIC's net.
+func TestNCCLXML(t *testing.T) {
+	type gpu struct {
+		Busid, Dev, SM string
+		Links          int
+		TClass         string
+	}
+	tests := []struct {
+		fixture string
+		cpus    int
+		gpus    []gpu
+		nets    []string
+	}{
+		{"h200x4", 2, []gpu{{"0000:18:00.0", "0", "90", 18, "0x068000"}, {"0000:2a:00.0", "1", "90", 18, "0x068000"},
+			{"0000:9a:00.0", "2", "90", 18, "0x068000"}, {"0000:ab:00.0", "3", "90", 18, "0x068000"}}, []string{"eth0"}},
+		{"pcie-workstation", 1, []gpu{{"0000:03:00.0", "0", "86", 0, ""}, {"0000:04:00.0", "1", "86", 0, ""},
+			{"0000:23:00.0", "2", "86", 0, ""}, {"0000:24:00.0", "3", "86", 0, ""}}, []string{"enp5s0"}},
+		{"cpu-only", 1, nil, []string{"eno1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fixture, func(t *testing.T) {
+			s := discover(t, tt.fixture)
+			var b bytes.Buffer
+			if err := ncclxml.Write(&b, s); err != nil {
+				t.Fatal(err)
+			}
+			sys, err := ncclxml.Parse(&b)
+			if err != nil {
+				t.Fatalf("NCCL's grammar rejects weft's XML: %v\n%s", err, b.String())
+			}
+			var gpus []gpu
+			var nets []string
+			cpus := 0
+			var walk func(n *ncclxml.Node, busid string)
+			walk = func(n *ncclxml.Node, busid string) {
+				switch n.Name {
+				case "cpu":
+					cpus++
+					for _, k := range []string{"numaid", "arch", "vendor", "familyid", "modelid"} {
+						if _, ok := n.Get(k); !ok {
+							t.Errorf("<cpu> lacks %s", k)
+						}
+					}
+				case "pci":
+					busid, _ = n.Get("busid")
+					for _, k := range []string{"class", "link_speed", "link_width"} {
+						if _, ok := n.Get(k); !ok {
+							t.Errorf("<pci busid=%s> lacks %s", busid, k)
+						}
+					}
+				case "gpu":
+					g := gpu{Busid: busid}
+					g.Dev, _ = n.Get("dev")
+					g.SM, _ = n.Get("sm")
+					for _, l := range n.Subs {
+						c, _ := l.Get("count")
+						var k int
+						fmt.Sscan(c, &k)
+						g.Links += k
+						g.TClass, _ = l.Get("tclass")
+					}
+					gpus = append(gpus, g)
+				case "net":
+					name, _ := n.Get("name")
+					nets = append(nets, name)
+				}
+				for _, c := range n.Subs {
+					walk(c, busid)
+				}
+			}
+			walk(sys, "")
+			got := struct {
+				CPUs int
+				GPUs []gpu
+				Nets []string
+			}{cpus, gpus, nets}
+			want := struct {
+				CPUs int
+				GPUs []gpu
+				Nets []string
+			}{tt.cpus, tt.gpus, tt.nets}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMalformedSysfs: a broken attribute file becomes a warning that names
+// it; the rest of the machine is still described.
+func TestMalformedSysfs(t *testing.T) {
+	dir := t.TempDir()
+	fx := fixtures.Build(t, "h200x4", dir)
+	bad := filepath.Join(dir, "devices", "pci0000:98", "0000:98:01.0", "0000:9a:00.0", "class")
+	if err := os.WriteFile(bad, []byte("not-a-class\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := topology.Discover(fx.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := filepath.Join(dir, "bus", "pci", "devices", "0000:9a:00.0", "class")
+	if len(s.Warnings) != 1 || !strings.HasPrefix(s.Warnings[0], named+": ") {
+		t.Fatalf("warnings = %q, want one naming %s", s.Warnings, named)
+	}
+	// NVML still reports GPU2; it is kept, attached to its NUMA node.
+	if len(s.GPUs) != 4 || s.GPUs[2].Parent != "numa1" {
+		t.Errorf("GPUs = %d, GPU2 parent %q; want 4 and numa1", len(s.GPUs), s.GPUs[2].Parent)
+	}
+}

@@ -156,3 +156,7 @@ func (f *FS) ReadRDMADevices(l RDMALister) ([]RDMADevice, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, errors.Join(errs...)
 }
+
+// DirLister returns the lister that reads class/infiniband below f's root
+// directly; NewRDMALister uses it for every root but /sys.
+func DirLister(f *FS) RDMALister { return dirLister{f: f} }
