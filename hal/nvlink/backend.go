@@ -3,6 +3,7 @@ package nvlink
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/cuda"
@@ -31,7 +32,7 @@ func (backend) Probe() hal.Availability {
 		return hal.Availability{Reason: "no CUDA devices"}
 	}
 	if err := cuda.LoadNVRTC(); err != nil {
-		return hal.Availability{Reason: "NVRTC not found (it compiles the kernels that run plans): " + loadDetail(err)}
+		return hal.Availability{Reason: nvrtcReason(err)}
 	}
 	ma, mi, _ := cuda.NVRTCVersion()
 	return hal.Availability{Available: true, Reason: fmt.Sprintf("%d CUDA device(s), driver %s, NVRTC %d.%d", n, driverVersion(), ma, mi)}
@@ -51,12 +52,17 @@ func driverReason(err error) string {
 	return "no usable NVIDIA driver: " + err.Error()
 }
 
-func loadDetail(err error) string {
+// nvrtcReason turns a cuda.LoadNVRTC error into a probe reason.
+func nvrtcReason(err error) string {
+	detail := err.Error()
 	var le *cuda.LoadError
-	if errors.As(err, &le) && le.Hint != "" {
-		return le.Detail + " (" + le.Hint + ")"
+	if errors.As(err, &le) {
+		detail = le.Detail
+		if le.Hint != "" {
+			detail += " " + strings.TrimPrefix(le.Hint, "NVRTC not found ")
+		}
 	}
-	return err.Error()
+	return "NVRTC not found: " + detail + "; NVRTC compiles the kernels that run plans"
 }
 
 func driverVersion() string {

@@ -153,3 +153,20 @@ func TestLinkWithoutGPU(t *testing.T) {
 		})
 	}
 }
+
+func TestProbeReasons(t *testing.T) {
+	dl := &cuda.LoadError{Library: "libcuda.so.1", Detail: "libcuda.so.1: cannot open shared object file: No such file or directory", Hint: "no NVIDIA driver"}
+	if got, want := driverReason(dl), "no NVIDIA driver: libcuda.so.1: cannot open shared object file: No such file or directory"; got != want {
+		t.Errorf("driverReason(dlopen) = %q, want %q", got, want)
+	}
+	nodev := &cuda.LoadError{Library: "libcuda.so.1", Detail: "libcuda.so.1", Hint: "no CUDA devices", Err: cuda.ResultError("cuInit", cuda.ErrorNoDevice)}
+	if got := driverReason(nodev); got != "no CUDA devices" {
+		t.Errorf("driverReason(no device) = %q", got)
+	}
+	nv := &cuda.LoadError{Library: "libnvrtc.so.13", Detail: "libnvrtc.so: cannot open shared object file: No such file or directory",
+		Hint: "NVRTC not found (tried libnvrtc.so.13, libnvrtc.so; set WEFT_NVRTC_LIB to its path)"}
+	want := "NVRTC not found: libnvrtc.so: cannot open shared object file: No such file or directory (tried libnvrtc.so.13, libnvrtc.so; set WEFT_NVRTC_LIB to its path); NVRTC compiles the kernels that run plans"
+	if got := nvrtcReason(nv); got != want {
+		t.Errorf("nvrtcReason = %q\nwant %q", got, want)
+	}
+}

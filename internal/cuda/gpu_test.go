@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/weftccl/weft/hal"
@@ -214,4 +215,72 @@ func TestCompileErrorCarriesLog(t *testing.T) {
 	if !errors.Is(err, hal.ErrInvalidArgument) {
 		t.Error("compile error does not wrap ErrInvalidArgument")
 	}
+}
+
+// TestVirtualMemory maps a cuMemCreate allocation, exports it as a POSIX
+// file descriptor, imports that descriptor and maps it a second time: both
+// mappings see the same memory.
+func TestVirtualMemory(t *testing.T) {
+	d, ctx := gpu(t)
+	if v, _ := d.Attribute(AttrVirtualMemoryManagement); v == 0 {
+		t.Skip("device lacks virtual memory management")
+	}
+	if v, _ := d.Attribute(AttrHandleTypePosixFD); v == 0 {
+		t.Skip("device lacks POSIX fd handles")
+	}
+	gran, err := ctx.MemGetAllocationGranularity(0, HandleTypePosixFD, GranularityRecommended)
+	if err != nil || gran <= 0 {
+		t.Fatalf("granularity %d, %v", gran, err)
+	}
+	size := 2 * gran
+	h, err := ctx.MemCreate(size, 0, HandleTypePosixFD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := ctx.MemExportToFD(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := ctx.MemImportFromFD(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ptrs []DevicePtr
+	for _, hh := range []MemGenericAllocationHandle{h, h2} {
+		p, err := ctx.MemAddressReserve(size, gran)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ctx.MemMap(p, size, hh); err != nil {
+			t.Fatal(err)
+		}
+		if err := ctx.MemSetAccess(p, size, []int{0}); err != nil {
+			t.Fatal(err)
+		}
+		ptrs = append(ptrs, p)
+	}
+	want := []byte("weft virtual memory")
+	if err := ctx.MemcpyHtoD(ptrs[0]+100, want); err != nil {
+		t.Fatal(err)
+	}
+	ctx.Synchronize()
+	got := make([]byte, len(want))
+	if err := ctx.MemcpyDtoH(got, ptrs[1]+100); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("second mapping reads %q, want %q", got, want)
+	}
+	for i, hh := range []MemGenericAllocationHandle{h, h2} {
+		if err := ctx.MemUnmap(ptrs[i], size); err != nil {
+			t.Error(err)
+		}
+		if err := ctx.MemAddressFree(ptrs[i], size); err != nil {
+			t.Error(err)
+		}
+		if err := ctx.MemRelease(hh); err != nil {
+			t.Error(err)
+		}
+	}
+	syscall.Close(fd)
 }

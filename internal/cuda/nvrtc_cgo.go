@@ -54,7 +54,7 @@ func LoadNVRTC() error {
 		nvrtcErr = &LoadError{
 			Library: tried[0],
 			Detail:  last,
-			Hint:    "NVRTC not found (tried " + strings.Join(tried, ", ") + "; set WEFT_NVRTC_LIB)",
+			Hint:    "NVRTC not found (tried " + strings.Join(tried, ", ") + "; set WEFT_NVRTC_LIB to its path)",
 		}
 	})
 	return nvrtcErr
