@@ -804,6 +804,12 @@ func (b *builder) p2p() {
 		case ga.Vendor == VendorNVIDIA && hasKey(nvPair, k):
 			np := nvPair[k]
 			p.P2P = &P2P{Read: np.Read, Write: np.Write, Atomics: np.Atomics, Source: "nvml", Reason: np.Reason}
+			// NVML's common ancestor is a PCIe-only view; compare it where
+			// the path is PCIe too.
+			if want, ok := ancestorClass[np.Ancestor]; ok && p.Class >= PathPIX && p.Class != want {
+				b.note("NVML places the common ancestor of %s and %s at %s; weft's PCI model says %s",
+					strings.ToUpper(p.A), strings.ToUpper(p.B), np.Ancestor, p.Class)
+			}
 		case ga.Vendor == VendorAMD && hasKey(amdPair, k):
 			ap := amdPair[k]
 			dma := ap.Accessible && ap.DMA != amdsmi.No
@@ -821,6 +827,12 @@ func (b *builder) p2p() {
 			p.P2P = inferredP2P(p.Class)
 		}
 	}
+}
+
+// ancestorClass maps NVML's topology levels to path classes.
+var ancestorClass = map[nvml.Ancestor]PathClass{
+	nvml.AncestorSingle: PathPIX, nvml.AncestorMultiple: PathPXB, nvml.AncestorHostBridge: PathPHB,
+	nvml.AncestorNode: PathNODE, nvml.AncestorSystem: PathSYS,
 }
 
 func hasKey[V any](m map[pairKey]V, k pairKey) bool {

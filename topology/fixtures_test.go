@@ -15,6 +15,7 @@ import (
 	"github.com/weftccl/weft/topology"
 	"github.com/weftccl/weft/topology/fixtures"
 	"github.com/weftccl/weft/topology/ncclxml"
+	"github.com/weftccl/weft/topology/nvml"
 	"github.com/weftccl/weft/topology/render"
 )
 
@@ -392,5 +393,24 @@ func TestMalformedSysfs(t *testing.T) {
 	// NVML still reports GPU2; it is kept, attached to its NUMA node.
 	if len(s.GPUs) != 4 || s.GPUs[2].Parent != "numa1" {
 		t.Errorf("GPUs = %d, GPU2 parent %q; want 4 and numa1", len(s.GPUs), s.GPUs[2].Parent)
+	}
+}
+
+// TestNVMLAncestorMismatch: when NVML's common ancestor disagrees with the
+// PCI model, a note says so (a check for real hosts).
+func TestNVMLAncestorMismatch(t *testing.T) {
+	fx := fixtures.Build(t, "pcie-workstation", t.TempDir())
+	st := fx.NVML.(nvml.Static)
+	pairs := append([]nvml.Pair(nil), st.S.Pairs...)
+	pairs[0].Ancestor = nvml.AncestorSystem
+	st.S.Pairs = pairs
+	fx.NVML = st
+	s, err := topology.Discover(fx.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "NVML places the common ancestor of GPU0 and GPU1 at SYS; weft's PCI model says PIX"
+	if !containsString(s.Notes, want) {
+		t.Errorf("notes %q lack %q", s.Notes, want)
 	}
 }
