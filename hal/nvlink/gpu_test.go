@@ -682,6 +682,67 @@ func runChild() error {
 	if !bytes.Equal(got, pattern(n, uint32(*childSeed))) {
 		return errors.New("read back of the imported buffer differs")
 	}
+	// Another GPU of this process imports the same handle too, and a
+	// kernel there copies the data out of it.
+	if cnt, _ := cuda.DeviceCount(); cnt >= 2 {
+		// With three GPUs or more, one that neither the exporter (GPU 0)
+		// nor the first import uses: the mapping then needs peer access
+		// from this second context.
+		ord := 1 - *childOrdinal%2
+		if cnt >= 3 {
+			ord = 2
+		}
+		other, err := Open(hal.Config{Ordinal: ord, Rank: 2})
+		if err != nil {
+			return err
+		}
+		defer other.Close()
+		b3, err := other.Import(raw)
+		if err != nil {
+			return fmt.Errorf("import on a second GPU of the child: %w", err)
+		}
+		defer b3.Free()
+		m3, err := other.CompileModule(hal.KernelSource{Name: "nvlink_test.cu", Source: testKernels,
+			Headers: map[string]string{DeviceHeaderName: other.DeviceHeader()}})
+		if err != nil {
+			return err
+		}
+		defer m3.Close()
+		s3, err := other.NewCUDAStream()
+		if err != nil {
+			return err
+		}
+		defer s3.Close()
+		out, err := other.AllocDevice(int64(4 * n))
+		if err != nil {
+			return err
+		}
+		defer out.Free()
+		ctrl, err := other.AllocHostPinned(8)
+		if err != nil {
+			return err
+		}
+		defer ctrl.Free()
+		consume, err := m3.Kernel("consume")
+		if err != nil {
+			return err
+		}
+		cp := new(params).u64(b3.Addr()).u64(b3.Addr() + uint64(4*n)).u64(out.Addr()).u64(ctrl.Addr()).
+			u32(uint32(n)).u64(1).u64(uint64(10 * time.Second))
+		if err := consume.Launch(s3, 1, 512, 0, cp.bytes()); err != nil {
+			return err
+		}
+		if err := s3.Synchronize(time.Now().Add(30 * time.Second)); err != nil {
+			return err
+		}
+		if err := other.Read(got, out, 0); err != nil {
+			return err
+		}
+		if st := binary.LittleEndian.Uint32(ctrl.Host()); st != 1 || !bytes.Equal(got, pattern(n, uint32(*childSeed))) {
+			return fmt.Errorf("kernel on the child's second GPU read wrong data (status %d)", st)
+		}
+		fmt.Printf("also imported on %s at %#x (first import at %#x)\n", other, b3.Addr(), b1.Addr())
+	}
 	if err := b1.Free(); err != nil {
 		return err
 	}

@@ -61,8 +61,10 @@ func lookupExport(k exportKey) *Buffer {
 }
 
 // ipcMaps holds one cuIpcOpenMemHandle mapping per (context, allocation):
-// CUDA refuses to open the same handle twice in one process, so imports of
-// buffers of one allocation share the mapping, refcounted.
+// CUDA refuses to open the same handle twice in one context, so imports of
+// buffers of one allocation share the mapping, refcounted. A second
+// context (another GPU of this process) opens its own mapping, so that
+// peer access is enabled for it too, or shares the first if CUDA refuses.
 var ipcMaps struct {
 	sync.Mutex
 	m map[ipcKey]*ipcMapping
@@ -90,6 +92,15 @@ func openIPC(ctx cuda.Context, h cuda.IPCMemHandle) (*ipcMapping, error) {
 	}
 	base, err := ctx.IPCOpenMemHandle(h)
 	if err != nil {
+		// Another device of this process may have opened the handle
+		// already, and CUDA can refuse a second open in one process: share
+		// that mapping (the address is valid process-wide).
+		for ok, m := range ipcMaps.m {
+			if ok.h == h {
+				m.refs++
+				return m, nil
+			}
+		}
 		return nil, err
 	}
 	_, size, err := ctx.MemGetAddressRange(base)
