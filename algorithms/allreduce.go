@@ -32,8 +32,9 @@ import (
 type Config struct {
 	Rank, NRanks int
 	// Blocks is the number of thread blocks of bandwidth-bound plans (2PA);
-	// LLBlocks of latency-bound ones (1PA). Threads is per block.
-	Blocks, LLBlocks, Threads int
+	// LLBlocks of latency-bound ones (1PA). Threads is per block; Unroll the
+	// 16-byte vectors per thread per step of 2PA (0: the backend's default).
+	Blocks, LLBlocks, Threads, Unroll int
 	// LL is the packet format of 1PA: plan.LL16 or plan.LL8.
 	LL plan.Protocol
 	// LLMaxBytes is the largest message 1PA serves (the 1PA/2PA threshold).
@@ -44,7 +45,7 @@ type Config struct {
 // multiprocessors (GPUs) or cores (hal/host). The 1PA/2PA threshold and
 // block counts come from measurements on 4×H200 (docs/bench/notes.md).
 func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
-	c := Config{Rank: rank, NRanks: nranks, LL: plan.LL16, LLMaxBytes: 256 << 10}
+	c := Config{Rank: rank, NRanks: nranks, LL: plan.LL16, LLMaxBytes: 128 << 10}
 	if gpu {
 		c.Blocks, c.LLBlocks, c.Threads = min(sms/2, 64), 8, 1024
 	} else {
@@ -131,6 +132,7 @@ func AllReduce2PA(c Config) (*plan.Plan, error) {
 		NRanks:     c.NRanks,
 		Channels:   chs,
 		Threads:    c.Threads,
+		Unroll:     c.Unroll,
 		Semaphores: 2 * b,
 	}
 	barrier := func(sem int) []plan.Op {

@@ -31,7 +31,8 @@ type benchOptions struct {
 	hal                string
 	jsonFile           string
 	baseline           string
-	blocks             int
+	blocks, threads    int
+	unroll             int
 	llMax              string
 }
 
@@ -73,6 +74,8 @@ func init() {
 	f.StringVarP(&o.jsonFile, "output_file", "J", "", "also write results as JSON (nccl-tests keys) to this file")
 	f.StringVar(&o.baseline, "baseline", "", "measure a baseline in the same run: nccl")
 	f.IntVar(&o.blocks, "blocks", 0, "thread blocks of bandwidth-bound plans (0: default for the device)")
+	f.IntVar(&o.threads, "threads", 0, "threads per block (0: default for the device)")
+	f.IntVar(&o.unroll, "unroll", 0, "16-byte vectors per thread per step in bandwidth-bound plans (0: default)")
 	f.StringVar(&o.llMax, "ll-max", "", "largest message of the LL (1PA) AllReduce (0: default)")
 	rootCmd.AddCommand(benchCmd)
 }
@@ -102,21 +105,23 @@ func parseSize(s string) (int64, error) {
 
 // benchConfig is the validated form of the flags.
 type benchConfig struct {
-	collective     string
-	sizes          []int64
-	minB, maxB     int64
-	warmup, iters  int
-	check          bool
-	graphs         int
-	dtype          plan.DataType
-	op             plan.RedOp
-	halName        string
-	jsonFile       string
-	baseline       string
-	blocks         int
-	llMax          int64
-	stepFactor     int
-	stepBytes      int64
+	collective    string
+	sizes         []int64
+	minB, maxB    int64
+	warmup, iters int
+	check         bool
+	graphs        int
+	dtype         plan.DataType
+	op            plan.RedOp
+	halName       string
+	jsonFile      string
+	baseline      string
+	blocks        int
+	threads       int
+	unroll        int
+	llMax         int64
+	stepFactor    int
+	stepBytes     int64
 }
 
 func (o *benchOptions) validate(coll string) (*benchConfig, error) {
@@ -124,7 +129,7 @@ func (o *benchOptions) validate(coll string) (*benchConfig, error) {
 		return fmt.Errorf("bench: %s: %w", fmt.Sprintf(f, a...), hal.ErrInvalidArgument)
 	}
 	c := &benchConfig{collective: strings.ReplaceAll(strings.ToLower(coll), "_", ""), warmup: o.warmup, iters: o.iters,
-		check: o.check != 0, graphs: o.graphs, halName: o.hal, jsonFile: o.jsonFile, baseline: o.baseline, blocks: o.blocks,
+		check: o.check != 0, graphs: o.graphs, halName: o.hal, jsonFile: o.jsonFile, baseline: o.baseline, blocks: o.blocks, threads: o.threads, unroll: o.unroll,
 		stepFactor: o.factor}
 	if c.collective != "allreduce" {
 		return nil, bad("unknown collective %q (available: allreduce)", coll)

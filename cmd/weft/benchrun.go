@@ -92,7 +92,7 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 	defer dev.Close()
 	info := dev.Info()
 	opts := weft.Options{}
-	if cfg.blocks > 0 || cfg.llMax > 0 {
+	if cfg.blocks > 0 || cfg.llMax > 0 || cfg.threads > 0 || cfg.unroll > 0 {
 		c := algorithms.DefaultConfig(rank, size, info.Multiprocessors, info.Backend != "host")
 		if cfg.blocks > 0 {
 			c.Blocks = cfg.blocks
@@ -100,6 +100,10 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 		if cfg.llMax > 0 {
 			c.LLMaxBytes = cfg.llMax
 		}
+		if cfg.threads > 0 {
+			c.Threads = cfg.threads
+		}
+		c.Unroll = cfg.unroll
 		opts.Config = &c
 	}
 	comm, err := weft.NewComm(ctx, boot, dev, opts)

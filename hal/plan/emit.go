@@ -249,9 +249,9 @@ func (e *emitter) op(o Op) {
 	}
 	e.f("  {\n    weft_u64 off, len;\n    range<ES>(c, %d, %d, off, len);\n", o.Chunk, max(o.NChunks, 1))
 	if len(ks) == 0 && len(kd) == 0 {
-		unroll := 4
-		if len(ps) > 2 {
-			unroll = 2
+		unroll := e.p.Unroll
+		if unroll == 0 {
+			unroll = 4
 		}
 		e.f("    const char* const s[%d] = {%s};\n", len(ps), list(ps))
 		e.f("    char* const d[%d] = {%s};\n", len(pd), list(pd))

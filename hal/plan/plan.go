@@ -236,6 +236,10 @@ type Plan struct {
 	Groups   []Group
 	// Threads is the number of threads per block on GPU backends.
 	Threads int
+	// Unroll is how many 16-byte vectors each thread moves per step in
+	// plain transfers on GPU backends (loads in flight per source); 0
+	// means 4.
+	Unroll int
 	// Semaphores is the number of semaphore indices per peer the plan uses.
 	Semaphores int
 	// Scratch is the format of data in scratch slots; ScratchSlots how many
@@ -281,6 +285,9 @@ func (p *Plan) Validate() error {
 	}
 	if p.NRanks < 1 || p.Rank < 0 || p.Rank >= p.NRanks {
 		return bad("rank %d of %d", p.Rank, p.NRanks)
+	}
+	if p.Unroll < 0 || p.Unroll > 16 {
+		return bad("unroll %d (want 0 to 16)", p.Unroll)
 	}
 	if p.Threads <= 0 || p.Threads > 1024 || p.Threads%32 != 0 {
 		return bad("threads per block %d (want a multiple of 32 up to 1024)", p.Threads)

@@ -30,19 +30,13 @@ namespace hal {
 
 // ---- ordinary loads and stores -----------------------------------------
 
-WEFT_DEV weft_u32x4 ld16(const void* p) {
-  weft_u32x4 v;
-  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
+// Plain C++ accesses, not inline assembly: the compiler may then issue the
+// loads of several sources and unrolled steps before the first use, which
+// is what keeps enough NVLink reads in flight. Ordering against semaphore
+// waits comes from the block barrier that follows every wait.
+WEFT_DEV weft_u32x4 ld16(const void* p) { return *(const weft_u32x4*)p; }
 
-WEFT_DEV void st16(void* p, weft_u32x4 v) {
-  asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
-}
+WEFT_DEV void st16(void* p, weft_u32x4 v) { *(weft_u32x4*)p = v; }
 
 // ---- semaphores: 64-bit counters in local or peer memory ------------------
 
