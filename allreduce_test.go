@@ -21,6 +21,11 @@ import (
 // communicator, and returns their errors.
 func runRanks(t *testing.T, backend string, n int, f func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error) []error {
 	t.Helper()
+	return runRanksOpts(t, backend, n, weft.Options{}, f)
+}
+
+func runRanksOpts(t *testing.T, backend string, n int, opts weft.Options, f func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error) []error {
+	t.Helper()
 	boots := newLocal(n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -41,7 +46,7 @@ func runRanks(t *testing.T, backend string, n int, f func(rank int, c *weft.Comm
 				return
 			}
 			defer dev.Close()
-			c, err := weft.NewComm(context.Background(), boots[r], dev, weft.Options{})
+			c, err := weft.NewComm(context.Background(), boots[r], dev, opts)
 			if err != nil {
 				errs[r] = err
 				return

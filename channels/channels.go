@@ -201,6 +201,11 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 		r.Channels = append(r.Channels, mc)
 		r.Bindings.Peers = append(r.Bindings.Peers, pb)
 	}
+	// Nobody leaves (and may free what it exported) before every rank has
+	// mapped its peers' buffers.
+	if _, err := ex.AllGather(ctx, nil); err != nil {
+		return nil, fmt.Errorf("channels: setup %s: %w", p.Name, err)
+	}
 	return r, nil
 }
 

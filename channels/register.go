@@ -63,6 +63,9 @@ func Register(ctx context.Context, ex Exchanger, dev hal.Device, buf hal.Buffer)
 		}
 		reg.Peers[rk] = b
 	}
+	if _, err := ex.AllGather(ctx, nil); err != nil {
+		return nil, fmt.Errorf("channels: register: %w", err)
+	}
 	return reg, nil
 }
 
