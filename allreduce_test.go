@@ -12,9 +12,9 @@ import (
 	"github.com/weftccl/weft/hal"
 	_ "github.com/weftccl/weft/hal/host"
 	"github.com/weftccl/weft/hal/nvlink"
+	"github.com/weftccl/weft/hal/plan"
 	"github.com/weftccl/weft/internal/cuda"
 	"github.com/weftccl/weft/internal/env"
-	"github.com/weftccl/weft/hal/plan"
 )
 
 // runRanks runs f on n goroutine ranks, each with its own host device and

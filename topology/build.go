@@ -244,6 +244,7 @@ func (b *builder) pciTree() {
 		id := fmt.Sprintf("hb%d", i)
 		b.rootID[r] = id
 		n := b.rootNUMA[r]
+		assumed := n < 0
 		if n < 0 {
 			n = b.nodeOr(-1)
 			if len(b.sys.NUMANodes) > 1 {
@@ -251,7 +252,7 @@ func (b *builder) pciTree() {
 			}
 		}
 		b.rootNUMA[r] = b.nodeOr(n)
-		b.sys.PCIRoots = append(b.sys.PCIRoots, PCIRoot{ID: id, Name: r, NUMANode: b.rootNUMA[r]})
+		b.sys.PCIRoots = append(b.sys.PCIRoots, PCIRoot{ID: id, Name: r, NUMANode: b.rootNUMA[r], NUMAAssumed: assumed})
 	}
 	// Switches: one per upstream port, numbered in BDF order (sysfs order).
 	for i := range b.in.pci {
@@ -477,7 +478,7 @@ func (b *builder) nics() {
 			b.note("RDMA device %s has no PCI function (software RDMA); not listed as a NIC", r.Name)
 			continue
 		}
-		n := NIC{Name: r.Name, BDF: r.BDF, RDMA: true, GUID: fmt.Sprintf("0x%016x", r.NodeGUID)}
+		n := NIC{Name: r.Name, BDF: r.BDF, Bus: "pci", RDMA: true, GUID: fmt.Sprintf("0x%016x", r.NodeGUID)}
 		if r.NodeGUID == 0 {
 			n.GUID = ""
 		}
@@ -519,7 +520,7 @@ func (b *builder) nics() {
 			nics[i].Netdevs = append(nics[i].Netdevs, d.Name)
 			continue
 		}
-		n := NIC{Name: d.Name, BDF: d.BDF, Netdevs: []string{d.Name}, SpeedGbps: float64(d.SpeedMbps) / 1000}
+		n := NIC{Name: d.Name, BDF: d.BDF, Bus: d.Bus, Netdevs: []string{d.Name}, SpeedGbps: float64(d.SpeedMbps) / 1000}
 		byBDF[d.BDF] = len(nics)
 		nics = append(nics, n)
 	}

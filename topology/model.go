@@ -79,6 +79,9 @@ type PCIRoot struct {
 	ID       string `json:"id"`   // "hb0"
 	Name     string `json:"name"` // "pci0000:00"
 	NUMANode int    `json:"numa_node"`
+	// NUMAAssumed is set when no function below the bridge reports a NUMA
+	// node (numa_node -1, common in VMs) and NUMANode is weft's assumption.
+	NUMAAssumed bool `json:"numa_assumed"`
 }
 
 // PCISwitch is a PCIe switch: its upstream port and downstream ports.
@@ -184,6 +187,10 @@ type NIC struct {
 	ID   string `json:"id"`   // "nic0"
 	Name string `json:"name"` // RDMA device ("mlx5_0") or interface ("eth0")
 	BDF  string `json:"bdf"`
+	// Bus is "pci" when the NIC is the PCI function itself, or the bus
+	// between them ("virtio" for virtio-net, which NCCL attaches to the
+	// CPU rather than to the PCI function).
+	Bus string `json:"bus"`
 	// RDMA is true for InfiniBand and RoCE devices.
 	RDMA     bool      `json:"rdma"`
 	GUID     string    `json:"guid"` // node GUID, "0x0c42a10300160540"; "" without RDMA

@@ -107,28 +107,49 @@ func Build(s *topology.System) *Node {
 	for _, n := range s.NICs {
 		b.children[n.Parent] = append(b.children[n.Parent], n.ID)
 	}
-	for _, numa := range s.NUMANodes {
-		cpu := &Node{Name: "cpu"}
-		cpu.set("numaid", strconv.Itoa(numa.Node))
-		if numa.CPUCount > 0 {
-			cpu.set("affinity", numa.Affinity)
+	cpu := func(numaid, affinity string) *Node {
+		c := &Node{Name: "cpu"}
+		c.set("numaid", numaid)
+		if affinity != "" {
+			c.set("affinity", affinity)
 		}
-		cpu.set("arch", s.CPU.Arch)
+		c.set("arch", s.CPU.Arch)
 		if s.CPU.Vendor != "" {
-			cpu.set("vendor", s.CPU.Vendor)
-			cpu.set("familyid", strconv.Itoa(s.CPU.Family))
-			cpu.set("modelid", strconv.Itoa(s.CPU.Model))
+			c.set("vendor", s.CPU.Vendor)
+			c.set("familyid", strconv.Itoa(s.CPU.Family))
+			c.set("modelid", strconv.Itoa(s.CPU.Model))
 		}
-		var ids []string
-		ids = append(ids, b.children[numa.ID]...) // devices without a PCI path
+		return c
+	}
+	for _, numa := range s.NUMANodes {
+		aff := ""
+		if numa.CPUCount > 0 {
+			aff = numa.Affinity
+		}
+		c := cpu(strconv.Itoa(numa.Node), aff)
+		ids := append([]string(nil), b.children[numa.ID]...) // devices without a PCI path
 		for _, r := range s.PCIRoots {
-			if r.NUMANode == numa.Node {
+			if r.NUMANode == numa.Node && !r.NUMAAssumed {
 				ids = append(ids, b.children[r.ID]...)
 			}
 		}
-		b.attach(cpu, ids)
-		if len(cpu.Subs) > 0 {
-			root.Subs = append(root.Subs, cpu)
+		b.attach(c, ids)
+		if len(c.Subs) > 0 {
+			root.Subs = append(root.Subs, c)
+		}
+	}
+	// Host bridges whose functions report no NUMA node: NCCL puts them
+	// under a CPU with numaid -1 and no affinity, and so does weft.
+	var ids []string
+	for _, r := range s.PCIRoots {
+		if r.NUMAAssumed {
+			ids = append(ids, b.children[r.ID]...)
+		}
+	}
+	if c := cpu("-1", ""); len(ids) > 0 {
+		b.attach(c, ids)
+		if len(c.Subs) > 0 {
+			root.Subs = append(root.Subs, c)
 		}
 	}
 	return root
@@ -155,6 +176,13 @@ func (b *builder) attach(parent *Node, ids []string) {
 		return bi < bj
 	})
 	parent.Subs = append(parent.Subs, subs...)
+	// A NIC that is not itself a PCI function (virtio-net) hangs from the
+	// CPU, as ncclTopoFillNet attaches it; hoist it out of its <pci>.
+	for i, n := range parent.Subs {
+		if n.Name == "pci" && len(n.Subs) == 1 && n.Subs[0].Name == "nic" && n.Attrs[0].Value == "" {
+			parent.Subs[i] = n.Subs[0]
+		}
+	}
 }
 
 // pciNode makes the <pci> element of a function.
@@ -257,9 +285,11 @@ func (b *builder) gpu(g topology.GPU) *Node {
 	return n
 }
 
-// invisibleSwitch is the bus id NCCL treats as an NVSwitch outside the VM
-// (ncclTopoGetXmlFromGpu in src/graph/xml.cc).
-const invisibleSwitch = "fffffff:ffff:ff"
+// invisibleSwitch is the remote bus id NVML gives for an NVSwitch the VM
+// does not see, as NCCL's own dump on the 4×H200 host shows it; NCCL then
+// finds no sysfs path for it and assumes an NVSwitch (ncclTopoGetXmlFromGpu
+// in src/graph/xml.cc).
+const invisibleSwitch = "fffffff:ff:ff.0"
 
 // target returns the bus id and PCI class of an NVLink's far end: a GPU
 // (class 0x030200), an NVSwitch (0x068000) or the CPU (0x068001, NVLink to
@@ -286,6 +316,10 @@ func (b *builder) target(id string) (string, string) {
 
 func (b *builder) nic(index int, nic topology.NIC) *Node {
 	n := b.pciNode(nic.BDF, nic.PCIeLink, "0x020000")
+	if nic.Bus != "pci" {
+		// Marked for attach to hoist: an empty busid never comes from sysfs.
+		n = &Node{Name: "pci", Attrs: []Attr{{"busid", ""}}}
+	}
 	x := n.add("nic")
 	net := x.add("net")
 	net.set("name", nic.Name)
@@ -294,7 +328,7 @@ func (b *builder) nic(index int, nic topology.NIC) *Node {
 	if speed > 0 {
 		net.set("speed", strconv.Itoa(speed))
 	}
-	port := 1
+	port := 0 // NCCL's socket transport reports port 0
 	for _, p := range nic.Ports {
 		if p.State == "ACTIVE" {
 			port = p.Port

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // NetDevice is a network interface under class/net that belongs to a PCI
@@ -12,6 +13,9 @@ import (
 type NetDevice struct {
 	Name string
 	BDF  string // owning PCI function
+	// Bus is "pci" when the interface's device is the PCI function itself,
+	// or the bus of the device between them ("virtio" for virtio-net).
+	Bus string
 	// SpeedMbps is the negotiated speed; 0 when unknown (link down, or a
 	// driver that reports -1).
 	SpeedMbps int
@@ -40,7 +44,10 @@ func (f *FS) ReadNetDevices() ([]NetDevice, error) {
 		if !ok {
 			continue
 		}
-		d := NetDevice{Name: n, BDF: bdf}
+		d := NetDevice{Name: n, BDF: bdf, Bus: "pci"}
+		if real, err := f.Resolve(rel + "/device"); err == nil && !strings.HasSuffix(real, "/"+bdf) {
+			d.Bus = strings.TrimRight(real[strings.LastIndex(real, "/")+1:], "0123456789")
+		}
 		// Reading speed fails with EINVAL while the link is down; that is
 		// "unknown", not an error.
 		speed, err := optAttr(f, rel+"/speed", 0, ParseInt)
