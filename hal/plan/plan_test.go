@@ -1,0 +1,182 @@
+package plan
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+)
+
+// Chunks and parts tile the range exactly, start on 16-byte boundaries and
+// never overlap, for any count, element size and split.
+func TestRangesTile(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		count := rapid.Int64Range(0, 1<<40).Draw(t, "count")
+		esize := rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "esize")
+		n := rapid.IntRange(1, 9).Draw(t, "chunks")
+		parts := rapid.IntRange(1, 132).Draw(t, "parts")
+		var next int64
+		for c := 0; c < n; c++ {
+			off, l := ChunkRange(count, esize, c, n)
+			if off != next && l > 0 {
+				t.Fatalf("chunk %d starts at %d, want %d", c, off, next)
+			}
+			if l > 0 && off*int64(esize)%AlignBytes != 0 {
+				t.Fatalf("chunk %d at element %d is not 16-byte aligned", c, off)
+			}
+			pnext := off
+			for p := 0; p < parts; p++ {
+				po, pl := PartRange(off, l, esize, p, parts)
+				if pl > 0 && (po != pnext || po*int64(esize)%AlignBytes != 0) {
+					t.Fatalf("chunk %d part %d at %d, want %d (aligned)", c, p, po, pnext)
+				}
+				pnext += pl
+			}
+			if pnext != off+l {
+				t.Fatalf("parts of chunk %d cover %d elements, want %d", c, pnext-off, l)
+			}
+			next = off + l
+		}
+		if next != count {
+			t.Fatalf("chunks cover %d of %d elements", next, count)
+		}
+	})
+}
+
+func TestFlagNeverZeroAndDistinctFromTwoBefore(t *testing.T) {
+	for _, l := range []uint64{0, 1, 2, 0xFFFFFFFD, 0xFFFFFFFE, 0xFFFFFFFF, 0x100000000, 1 << 40} {
+		if Flag(l) == 0 {
+			t.Errorf("Flag(%d) = 0", l)
+		}
+		if l >= 2 && Flag(l) == Flag(l-2) {
+			t.Errorf("Flag(%d) = Flag(%d) = %d: a stale packet of the same half would look fresh", l, l-2, Flag(l))
+		}
+	}
+	if got := Flag(0xFFFFFFFE); got != 0xFFFFFFFF {
+		t.Errorf("Flag(2^32-2) = %#x, want 0xffffffff", got)
+	}
+	if got := Flag(0xFFFFFFFF); got != 1 {
+		t.Errorf("Flag(2^32-1) = %d, want 1 (wrap skips 0)", got)
+	}
+}
+
+func llPlan() *Plan {
+	return &Plan{Name: "t", Rank: 0, NRanks: 2, Channels: []Channel{{Peer: 1}}, Threads: 64,
+		Scratch: LL16, ScratchSlots: 2, Groups: []Group{{Blocks: 1, Ops: []Op{
+			Transfer(All, 0, []Ref{RS(0, 0)}, L(Input)),
+			Transfer(All, 0, []Ref{L(Output)}, L(Input), LS(0)),
+		}}}}
+}
+
+// The scratch layout depends on the capacity only, halves alternate by
+// launch, and a call that fits ScratchBytes stays inside the capacity.
+func TestScratchLayout(t *testing.T) {
+	p := llPlan()
+	const capacity = 1 << 20
+	stride := p.SlotStride(capacity)
+	if stride != capacity/2/2 {
+		t.Fatalf("stride %d, want %d", stride, capacity/4)
+	}
+	if a, b := p.HeaderOffset(capacity, 0, 1), p.HeaderOffset(capacity, 1, 1); b-a != capacity/2 {
+		t.Fatalf("halves %d apart, want %d", b-a, capacity/2)
+	}
+	count := int64(1000)
+	if need := p.ScratchBytes(count, 4); need > capacity {
+		t.Fatalf("ScratchBytes %d > capacity", need)
+	}
+	// The packet of the last element lies inside the slot.
+	last := p.ScratchOffset(capacity, 4, 1, 1, (count-1)/2*2)
+	if end := p.HeaderOffset(capacity, 1, 1) + p.SlotBytes(count, 4); last+16 > end {
+		t.Fatalf("last packet at %d ends past the slot end %d", last, end)
+	}
+	if got, want := p.ScratchOffset(capacity, 2, 0, 0, 8), int64(HeaderBytes+16*2); got != want {
+		t.Fatalf("element 8 of a half slot: offset %d, want %d (two LL16 packets in)", got, want)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(p *Plan)
+		want string
+	}{
+		{"ok", func(*Plan) {}, ""},
+		{"peer is self", func(p *Plan) { p.Channels[0].Peer = 0 }, "channel 0 has peer 0"},
+		{"threads", func(p *Plan) { p.Threads = 33 }, "threads per block"},
+		{"slot", func(p *Plan) { p.Groups[0].Ops[0].Dsts[0].Slot = 2 }, "scratch slot 2 of 2"},
+		{"remote packet source", func(p *Plan) { p.Groups[0].Ops[1].Srcs[1] = RS(0, 0) }, "local scratch only"},
+		{"semaphores", func(p *Plan) { p.Groups[0].Ops = append(p.Groups[0].Ops, Wait(0, 0)) }, "beyond 0"},
+		{"no sources", func(p *Plan) { p.Groups[0].Ops[0].Srcs = nil }, "needs sources"},
+		{"chunk", func(p *Plan) { p.Groups[0].Ops[0].Chunk, p.Groups[0].Ops[0].NChunks = 3, 2 }, "chunk 3 of 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := llPlan()
+			tc.edit(p)
+			err := p.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidPlan) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate = %v, want ErrInvalidPlan containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestOpNames(t *testing.T) {
+	p := llPlan()
+	var got []string
+	for _, o := range p.Groups[0].Ops {
+		got = append(got, o.Name())
+	}
+	got = append(got,
+		Transfer(0, 2, []Ref{R(0, Output)}, L(Input)).Name(),
+		Transfer(0, 2, []Ref{L(Output)}, R(0, Input)).Name(),
+		Transfer(0, 2, []Ref{L(Output)}, L(Input), R(0, Input)).Name(),
+		Transfer(0, 2, []Ref{L(Output)}, LS(0)).Name(),
+		Signal(0, 0).Name(), Wait(0, 0).Name(), Op{Kind: OpWait, Relaxed: true}.Name())
+	want := []string{"putPackets", "reducePackets", "put", "get", "readReduce", "unpackPackets", "signal", "wait", "relaxedWait"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("names (-want +got):\n%s", d)
+	}
+}
+
+// The generated source names every op and both include files, and the
+// parameter block has the documented size.
+func TestEmitCUDA(t *testing.T) {
+	p := llPlan()
+	src, err := EmitCUDA(p, BFloat16, Max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`#include "weft_hal.h"`, `#include "weft_channels.h"`, "DT = 9, OP = 2, ES = 2, PROTO = 1",
+		"put_header<PROTO>", "check_header<PROTO>", "xfer_ll<DT, OP, PROTO, 1, 0, 0, 1>", "xfer_ll<DT, OP, PROTO, 1, 1, 1, 0>",
+		"__launch_bounds__(64) weft_plan"} {
+		if !strings.Contains(src, want) {
+			t.Errorf("generated source lacks %q:\n%s", want, src)
+		}
+	}
+	params, err := PackParams(p, &Bindings{Peers: make([]PeerBinding, 1)}, &Args{Count: 7})
+	if err != nil || len(params) != ParamsBytes || ParamsBytes != 384 {
+		t.Fatalf("PackParams: %d bytes, %v; want 384", len(params), err)
+	}
+}
+
+func TestParseTypes(t *testing.T) {
+	for _, s := range []string{"float", "fp16", "bf16", "int32", "int64"} {
+		if _, err := ParseDataType(s); err != nil {
+			t.Errorf("ParseDataType(%q): %v", s, err)
+		}
+	}
+	if _, err := ParseDataType("float8"); err == nil {
+		t.Error("ParseDataType(float8) accepted")
+	}
+	if _, err := ParseRedOp("avg"); err == nil {
+		t.Error("ParseRedOp(avg) accepted")
+	}
+}
