@@ -66,7 +66,8 @@ def gpu_matrix(path, n=None):
         # nvidia-smi may colour its output; strip escapes.
         line = re.sub(r"\x1b\[[0-9;]*m", "", line)
         f = line.split()
-        if f and re.fullmatch(r"GPU\d+", f[0]) and "X" in f[1:]:
+        # The first matrix only: weft prints bandwidth and P2P ones after it.
+        if f and re.fullmatch(r"GPU\d+", f[0]) and "X" in f[1:] and f[0] not in rows:
             rows[f[0]] = f[1:]
     return rows
 a, b = gpu_matrix(sys.argv[1]), gpu_matrix(sys.argv[2])
@@ -128,4 +129,6 @@ fi
 timeout 300 "$WEFT" topo --measure > "$OUT/weft-measure.txt" 2>&1
 summary "weft topo --measure: exit $?"
 grep -A $((NGPU + 2)) 'Measured put bandwidth' "$OUT/weft-measure.txt" | tee -a "$OUT/summary.txt"
+# One archive as well, for tools that fetch a limited number of files.
+tar -C "$OUT" -czf "$OUT/../topo-gpu-check.tgz" . && mv "$OUT/../topo-gpu-check.tgz" "$OUT/"
 exit 0

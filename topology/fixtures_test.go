@@ -102,8 +102,8 @@ func TestPathClasses(t *testing.T) {
 		{"h200x4", "gpu0", "gpu1", "NV18"},
 		{"h200x4", "gpu0", "gpu3", "NV18"},
 		{"h200x4", "gpu2", "gpu3", "NV18"},
-		{"h200x4", "gpu0", "nic0", "NODE"},
-		{"h200x4", "gpu3", "nic0", "SYS"},
+		{"h200x4", "gpu0", "nic0", "PHB"},
+		{"h200x4", "gpu3", "nic0", "PHB"},
 		// DGX H100: NV18 through four NVSwitches; each GPU shares a switch
 		// with its NIC; other NICs of the socket are NODE, of the other SYS.
 		{"dgx-h100", "gpu0", "gpu7", "NV18"},
@@ -298,8 +298,8 @@ func TestNCCLXML(t *testing.T) {
 		gpus    []gpu
 		nets    []string
 	}{
-		{"h200x4", 2, []gpu{{"0000:18:00.0", "0", "90", 18, "0x068000"}, {"0000:2a:00.0", "1", "90", 18, "0x068000"},
-			{"0000:9a:00.0", "2", "90", 18, "0x068000"}, {"0000:ab:00.0", "3", "90", 18, "0x068000"}}, []string{"eth0"}},
+		{"h200x4", 1, []gpu{{"0000:00:06.0", "0", "90", 18, "0x068000"}, {"0000:00:07.0", "1", "90", 18, "0x068000"},
+			{"0000:00:08.0", "2", "90", 18, "0x068000"}, {"0000:00:09.0", "3", "90", 18, "0x068000"}}, []string{"eth0"}},
 		{"pcie-workstation", 1, []gpu{{"0000:03:00.0", "0", "86", 0, ""}, {"0000:04:00.0", "1", "86", 0, ""},
 			{"0000:23:00.0", "2", "86", 0, ""}, {"0000:24:00.0", "3", "86", 0, ""}}, []string{"enp5s0"}},
 		{"cpu-only", 1, nil, []string{"eno1"}},
@@ -378,7 +378,7 @@ func TestNCCLXML(t *testing.T) {
 func TestMalformedSysfs(t *testing.T) {
 	dir := t.TempDir()
 	fx := fixtures.Build(t, "h200x4", dir)
-	bad := filepath.Join(dir, "devices", "pci0000:98", "0000:98:01.0", "0000:9a:00.0", "class")
+	bad := filepath.Join(dir, "devices", "pci0000:00", "0000:00:08.0", "class")
 	if err := os.WriteFile(bad, []byte("not-a-class\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -386,13 +386,13 @@ func TestMalformedSysfs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	named := filepath.Join(dir, "bus", "pci", "devices", "0000:9a:00.0", "class")
+	named := filepath.Join(dir, "bus", "pci", "devices", "0000:00:08.0", "class")
 	if len(s.Warnings) != 1 || !strings.HasPrefix(s.Warnings[0], named+": ") {
 		t.Fatalf("warnings = %q, want one naming %s", s.Warnings, named)
 	}
 	// NVML still reports GPU2; it is kept, attached to its NUMA node.
-	if len(s.GPUs) != 4 || s.GPUs[2].Parent != "numa1" {
-		t.Errorf("GPUs = %d, GPU2 parent %q; want 4 and numa1", len(s.GPUs), s.GPUs[2].Parent)
+	if len(s.GPUs) != 4 || s.GPUs[2].Parent != "numa0" {
+		t.Errorf("GPUs = %d, GPU2 parent %q; want 4 and numa0", len(s.GPUs), s.GPUs[2].Parent)
 	}
 }
 

@@ -44,7 +44,7 @@ func TestTopoFixtureFormats(t *testing.T) {
 		want   []string
 	}{
 		{"text", []string{"GPU0  X     NV18  NV18  NV18", "NV#  = Connection traversing a bonded set of # NVLinks", "sysfs fixture:h200x4"}},
-		{"xml", []string{`<system version="1" name="weft:h200x4">`, `<nvlink target="fffffff:ffff:ff" count="18" tclass="0x068000"/>`}},
+		{"xml", []string{`<system version="1" name="weft:h200x4">`, `<nvlink target="fffffff:ff:ff.0" count="18" tclass="0x068000"/>`}},
 		{"dot", []string{`graph "weft topology: h200x4" {`, `"gpu0" -- "nvs0" [color="#76b900"`}},
 		{"svg", []string{`<svg xmlns="http://www.w3.org/2000/svg"`, "NVSwitch NVS0"}},
 	}

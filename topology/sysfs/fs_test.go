@@ -72,8 +72,8 @@ func TestReadTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantNets := []sysfs.NetDevice{
-		{Name: "ens2", BDF: "0000:00:02.0", SpeedMbps: 200000, OperState: "up", Type: 1},
-		{Name: "ens3", BDF: "0000:00:02.0", OperState: "down", Type: 1},
+		{Name: "ens2", BDF: "0000:00:02.0", Bus: "pci", SpeedMbps: 200000, OperState: "up", Type: 1},
+		{Name: "ens3", BDF: "0000:00:02.0", Bus: "pci", OperState: "down", Type: 1},
 	}
 	if diff := cmp.Diff(wantNets, nets); diff != "" {
 		t.Errorf("net (-want +got; lo is virtual and left out):\n%s", diff)
