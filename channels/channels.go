@@ -22,7 +22,8 @@
 //
 // Memory per plan and rank: scratch as the plan's ScratchBytes asks for its largest message, plus
 // 2×NRanks×Semaphores×8 bytes of semaphores, NRanks×Semaphores×8 of
-// expected values, 16 bytes of state and a 64-byte control block.
+// expected values, 8 bytes of state per thread block and a 64-byte control
+// block.
 package channels
 
 import (
@@ -129,16 +130,18 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 			return nil, err
 		}
 	}
-	if r.state, err = alloc(plan.StateBytes, false, "state"); err != nil {
+	if r.state, err = alloc(p.StateBytes(), false, "state"); err != nil {
 		return nil, err
 	}
 	if r.control, err = alloc(plan.ControlBytes, true, "control block"); err != nil {
 		return nil, err
 	}
 	if initialLaunch != 0 {
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], initialLaunch)
-		if err = dev.Write(r.state, 0, b[:]); err != nil {
+		b := make([]byte, p.StateBytes())
+		for i := 0; i < len(b); i += 8 {
+			binary.LittleEndian.PutUint64(b[i:], initialLaunch)
+		}
+		if err = dev.Write(r.state, 0, b); err != nil {
 			return nil, fmt.Errorf("channels: setup %s: state: %w", p.Name, err)
 		}
 	}

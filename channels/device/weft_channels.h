@@ -116,7 +116,7 @@ struct Deadline {
 WEFT_DEV Ctx begin(const weft_params& p, int part, int nparts) {
   Ctx c;
   c.p = &p;
-  c.launch = *(volatile weft_u64*)p.state;
+  c.launch = ((volatile weft_u64*)p.state)[blockIdx.x];
   c.flag = (weft_u32)(c.launch % 0xFFFFFFFFull) + 1;
   c.part = part;
   c.nparts = nparts;
@@ -126,16 +126,13 @@ WEFT_DEV Ctx begin(const weft_params& p, int part, int nparts) {
   return c;
 }
 
-// finish: the last block of the launch advances the launch counter.
+// finish: each block advances its own launch counter (plan.StateBytes);
+// the next launch on the stream starts after this one ends, so no
+// cross-block atomic is needed.
 WEFT_DEV void finish(const weft_params& p) {
-  __syncthreads();
   if (threadIdx.x == 0) {
-    weft_u64 launch = *(volatile weft_u64*)p.state;
-    weft_u32* done = (weft_u32*)(p.state + 8);
-    if (atomic_add_acq_rel_gpu32(done, 1) == gridDim.x - 1) {
-      *(volatile weft_u32*)done = 0;
-      *(volatile weft_u64*)p.state = launch + 1;
-    }
+    volatile weft_u64* mine = (volatile weft_u64*)p.state + blockIdx.x;
+    *mine = *mine + 1;
   }
 }
 
@@ -196,10 +193,13 @@ WEFT_DEV void signal_one(const Ctx& c, int ch, int sem, bool relaxed) {
   weft_u64 idx = (weft_u64)p.rank * p.semaphores + sem;
   weft_u64* base = (weft_u64*)p.peer_sems[ch];
   st_relaxed_sys(base + (weft_u64)p.nranks * p.semaphores + idx, p.count);
+  // The block barrier before this call orders the block's writes before
+  // this thread's; release at system scope is cumulative over them (PTX
+  // memory model: bar.sync is morally strong at CTA scope), so no separate
+  // fence is needed.
   if (relaxed) {
     red_add_relaxed_sys(base + idx, 1);
   } else {
-    fence_sys();
     red_add_release_sys(base + idx, 1);
   }
 }
@@ -523,17 +523,22 @@ WEFT_DEV bool xfer_ll(const Ctx& c, const char* const (&srcs)[NPS > 0 ? NPS : 1]
 
 // Headers: the count, written ahead of a slot's packets by part 0 and
 // checked by the receiver's part 0.
+// Headers are handled by the block's last threads (thread blockDim−1−i for
+// the i-th slot), which hold no data for small messages, so the check runs
+// beside the data instead of before it.
+WEFT_DEV bool header_thread(int i) { return threadIdx.x == blockDim.x - 1 - i; }
+
 template <int PROTO>
-WEFT_DEV void put_header(const Ctx& c, char* hdr) {
-  if (threadIdx.x != 0) return;
+WEFT_DEV void put_header(const Ctx& c, char* hdr, int i) {
+  if (!header_thread(i)) return;
   weft_u64 n = c.p->count;
   if (PROTO == PROTO_LL16) st_ll16(hdr, (weft_u32)n, (weft_u32)(n >> 32), c.flag);
   else st_ll8(hdr, (weft_u32)n, c.flag);
 }
 
 template <int PROTO>
-WEFT_DEV bool check_header(const Ctx& c, const char* hdr, int ch) {
-  if (threadIdx.x != 0) return true;
+WEFT_DEV bool check_header(const Ctx& c, const char* hdr, int ch, int i) {
+  if (!header_thread(i)) return true;
   weft_u64 n;
   if (!ld_unit<PROTO>(c, hdr, PROTO == PROTO_LL16 ? 8 : 4, ch, n)) return false;
   weft_u64 want = PROTO == PROTO_LL16 ? c.p->count : (c.p->count & 0xffffffffull);

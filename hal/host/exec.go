@@ -65,7 +65,7 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 	pr.scratch = res(b.Scratch, b.ScratchBytes, "scratch")
 	pr.sems = res(b.Semaphores, p.SemaphoreRegionBytes(), "semaphores")
 	pr.expected = res(b.Expected, p.ExpectedRegionBytes(), "expected values")
-	pr.state = res(b.State, plan.StateBytes, "state")
+	pr.state = res(b.State, p.StateBytes(), "state")
 	pr.control = res(b.Control, plan.ControlBytes, "control block")
 	for i, pb := range b.Peers {
 		pr.peers = append(pr.peers, peerMem{
@@ -196,7 +196,9 @@ func (l *launch) run() error {
 		}
 	}
 	wg.Wait()
-	atomic.StoreUint64(u64(l.state, 0), l.number+1)
+	for b := 0; b < l.p.Blocks(); b++ {
+		atomic.StoreUint64(u64(l.state, 8*int64(b)), l.number+1)
+	}
 	close(errs)
 	return <-errs
 }

@@ -259,19 +259,22 @@ func (e *emitter) op(o Op) {
 		return
 	}
 	e.f("    bool ok = true;\n    if (c.part == 0) {\n")
+	hi := 0
 	for _, r := range o.Dsts {
 		if r.Buf == Scratch {
-			e.f("      put_header<PROTO>(c, %s);\n", e.slotBase(r, false))
+			e.f("      put_header<PROTO>(c, %s, %d);\n", e.slotBase(r, false), hi)
+			hi++
 		}
 	}
-	for i, r := range o.Srcs {
+	hi = 0
+	for _, r := range o.Srcs {
 		if r.Buf == Scratch {
-			_ = i
 			ch := -1
 			if r.Slot < len(e.p.Channels) {
 				ch = r.Slot
 			}
-			e.f("      ok = ok && check_header<PROTO>(c, %s, %d);\n", e.slotBase(r, true), ch)
+			e.f("      ok = check_header<PROTO>(c, %s, %d, %d) && ok;\n", e.slotBase(r, true), ch, hi)
+			hi++
 		}
 	}
 	e.f("    }\n")

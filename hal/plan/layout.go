@@ -96,10 +96,11 @@ func (p *Plan) CountOffset(from, s int) int64 {
 // and advanced by the waits themselves, so graph replays stay in step.
 func (p *Plan) ExpectedRegionBytes() int64 { return int64(p.NRanks*p.Semaphores) * 8 }
 
-// StateBytes is the size of the per-plan device state: launch counter
-// (uint64) at 0, count of finished blocks (uint32) at 8. The last block of
-// a launch to finish resets the count and advances the launch counter.
-const StateBytes = 16
+// StateBytes is the size of the plan's device state: one launch counter
+// (uint64) per thread block, at 8 × block. Each block reads its own counter
+// at the start of a launch and advances it at the end; every launch runs
+// every block, so the counters move in step without any cross-block atomic.
+func (p *Plan) StateBytes() int64 { return 8 * int64(max(p.Blocks(), 1)) }
 
 // Control block: host-visible memory (hal.Device.AllocHost) through which
 // a launch reports a failure. The first failing block claims Status with a
@@ -178,7 +179,7 @@ type Bindings struct {
 	ScratchBytes int64  // its capacity
 	Semaphores   uint64 // local semaphore region (SemaphoreRegionBytes)
 	Expected     uint64 // local expected-value table (ExpectedRegionBytes)
-	State        uint64 // device state (StateBytes)
+	State        uint64 // device state (Plan.StateBytes)
 	Control      uint64 // host-visible control block (ControlBytes)
 	Peers        []PeerBinding
 }
