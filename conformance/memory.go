@@ -812,15 +812,6 @@ func testBadHandles(t *T) error {
 		{"a handle of zeros", make(hal.Handle, len(h)), hal.ErrInvalidArgument},
 		{"a handle with every bit flipped", not, hal.ErrInvalidArgument},
 	}
-	if t.Backend != "host" {
-		if fh, err := foreignHandle(); err == nil {
-			bad = append(bad, struct {
-				what string
-				h    hal.Handle
-				want error
-			}{"a handle of the host backend", fh, hal.ErrInvalidArgument})
-		}
-	}
 	for _, c := range bad {
 		m, err := mm.Import(c.h)
 		if err == nil {
@@ -829,6 +820,21 @@ func testBadHandles(t *T) error {
 		}
 		if !errors.Is(err, c.want) {
 			return t.Errorf("import of %s: error %q does not wrap %v", c.what, err, c.want)
+		}
+	}
+	// A handle of another backend (hal/host's, of another job) is refused
+	// as a bad argument or as one of another job (the contract's two
+	// sentinels for it).
+	if t.Backend != "host" {
+		if fh, err := foreignHandle(); err == nil {
+			m, err := mm.Import(fh)
+			if err == nil {
+				m.Free()
+				return t.Errorf("import of a handle of the host backend succeeded")
+			}
+			if !errors.Is(err, hal.ErrInvalidArgument) && !errors.Is(err, hal.ErrInvalidUsage) {
+				return t.Errorf("import of a handle of the host backend: error %q wraps neither %v nor %v", err, hal.ErrInvalidArgument, hal.ErrInvalidUsage)
+			}
 		}
 	}
 	// A buffer freed by its exporter can no longer be imported.
