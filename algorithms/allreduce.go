@@ -31,25 +31,40 @@ import (
 // Config shapes the plans of a communicator.
 type Config struct {
 	Rank, NRanks int
-	// Blocks is the number of thread blocks of bandwidth-bound plans (2PA);
-	// LLBlocks of latency-bound ones (1PA). Threads is per block; Unroll the
-	// 16-byte vectors per thread per step of 2PA (0: the backend's default).
-	Blocks, LLBlocks, Threads, Unroll int
+	// Mid and Large shape the 2PA plans for messages up to MidMaxBytes and
+	// beyond; LLBlocks and Threads the 1PA plan.
+	Mid, Large       Shape
+	LLBlocks, Threads int
 	// LL is the packet format of 1PA: plan.LL16 or plan.LL8.
 	LL plan.Protocol
-	// LLMaxBytes is the largest message 1PA serves (the 1PA/2PA threshold).
-	LLMaxBytes int64
+	// LLMaxBytes is the largest message 1PA serves (the 1PA/2PA threshold);
+	// MidMaxBytes the largest that the Mid-shaped 2PA serves.
+	LLMaxBytes, MidMaxBytes int64
+}
+
+// Shape is the launch shape of a bandwidth-bound plan: thread blocks,
+// threads per block, and 16-byte vectors per thread per step (loads in
+// flight per source; 0 is the backend's default).
+type Shape struct {
+	Blocks, Threads, Unroll int
 }
 
 // DefaultConfig returns the configuration for a device with sms
-// multiprocessors (GPUs) or cores (hal/host). The 1PA/2PA threshold and
-// block counts come from measurements on 4×H200 (docs/bench/notes.md).
+// multiprocessors (GPUs) or cores (hal/host). Thresholds and shapes come
+// from the sweeps on 4×H200 in docs/bench/notes.md: up to 16 MB, more loads
+// in flight per thread win (64 × 1024 threads, unroll 4: 265 GB/s at 8 MB
+// against 227 with unroll 2); beyond, fewer per thread and more blocks win
+// (128 × 512, unroll 2: 324 GB/s at 512 MB against 316).
 func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
-	c := Config{Rank: rank, NRanks: nranks, LL: plan.LL16, LLMaxBytes: 128 << 10}
+	c := Config{Rank: rank, NRanks: nranks, LL: plan.LL16, LLMaxBytes: 128 << 10, MidMaxBytes: 16 << 20}
 	if gpu {
-		c.Blocks, c.LLBlocks, c.Threads = min(sms/2, 64), 8, 1024
+		c.LLBlocks, c.Threads = 8, 1024
+		c.Mid = Shape{Blocks: min(sms/2, 64), Threads: 1024, Unroll: 4}
+		c.Large = Shape{Blocks: min(sms, 128), Threads: 512, Unroll: 2}
 	} else {
-		c.Blocks, c.LLBlocks, c.Threads = max(1, min(sms, 4)), 2, 32
+		c.LLBlocks, c.Threads = 2, 32
+		c.Mid = Shape{Blocks: max(1, min(sms, 4)), Threads: 32}
+		c.Large = c.Mid
 	}
 	return c
 }
@@ -58,8 +73,8 @@ func (c Config) validate() error {
 	if c.NRanks < 1 || c.NRanks > plan.MaxOperands-1 || c.Rank < 0 || c.Rank >= c.NRanks {
 		return fmt.Errorf("algorithms: rank %d of %d (supported: 1 to %d ranks)", c.Rank, c.NRanks, plan.MaxOperands-1)
 	}
-	if c.Blocks < 1 || c.LLBlocks < 1 {
-		return fmt.Errorf("algorithms: %d blocks, %d LL blocks", c.Blocks, c.LLBlocks)
+	if c.Mid.Blocks < 1 || c.Large.Blocks < 1 || c.LLBlocks < 1 {
+		return fmt.Errorf("algorithms: %d, %d and %d LL thread blocks: want at least 1 each", c.Mid.Blocks, c.Large.Blocks, c.LLBlocks)
 	}
 	return nil
 }
@@ -119,20 +134,25 @@ func AllReduce1PA(c Config) (*plan.Plan, error) {
 	return p, p.Validate()
 }
 
-// AllReduce2PA builds the two-phase all-pairs zero-copy AllReduce.
-func AllReduce2PA(c Config) (*plan.Plan, error) {
+// AllReduce2PA builds the two-phase all-pairs zero-copy AllReduce with
+// launch shape s.
+func AllReduce2PA(c Config, s Shape) (*plan.Plan, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	chs := c.channels()
-	b := c.Blocks
+	b := s.Blocks
+	threads := s.Threads
+	if threads == 0 {
+		threads = c.Threads
+	}
 	p := &plan.Plan{
-		Name:       "allreduce-2pa-hb",
+		Name:       fmt.Sprintf("allreduce-2pa-hb-%dx%d-u%d", b, threads, s.Unroll),
 		Rank:       c.Rank,
 		NRanks:     c.NRanks,
 		Channels:   chs,
-		Threads:    c.Threads,
-		Unroll:     c.Unroll,
+		Threads:    threads,
+		Unroll:     s.Unroll,
 		Semaphores: 2 * b,
 	}
 	barrier := func(sem int) []plan.Op {
@@ -172,11 +192,18 @@ func AllReducePlans(c Config) ([]Choice, error) {
 	if err != nil {
 		return nil, err
 	}
-	p2, err := AllReduce2PA(c)
+	mid, err := AllReduce2PA(c, c.Mid)
 	if err != nil {
 		return nil, err
 	}
-	return []Choice{{Plan: p1, MaxBytes: c.LLMaxBytes}, {Plan: p2}}, nil
+	if c.Large == c.Mid || c.MidMaxBytes <= c.LLMaxBytes {
+		return []Choice{{Plan: p1, MaxBytes: c.LLMaxBytes}, {Plan: mid}}, nil
+	}
+	large, err := AllReduce2PA(c, c.Large)
+	if err != nil {
+		return nil, err
+	}
+	return []Choice{{Plan: p1, MaxBytes: c.LLMaxBytes}, {Plan: mid, MaxBytes: c.MidMaxBytes}, {Plan: large}}, nil
 }
 
 // Select returns the index of the first choice that serves bytes.

@@ -94,16 +94,21 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 	opts := weft.Options{}
 	if cfg.blocks > 0 || cfg.llMax > 0 || cfg.threads > 0 || cfg.unroll > 0 {
 		c := algorithms.DefaultConfig(rank, size, info.Multiprocessors, info.Backend != "host")
-		if cfg.blocks > 0 {
-			c.Blocks = cfg.blocks
+		for _, s := range []*algorithms.Shape{&c.Mid, &c.Large} {
+			if cfg.blocks > 0 {
+				s.Blocks = cfg.blocks
+			}
+			if cfg.threads > 0 {
+				s.Threads = cfg.threads
+			}
+			if cfg.unroll > 0 {
+				s.Unroll = cfg.unroll
+			}
 		}
 		if cfg.llMax > 0 {
 			c.LLMaxBytes = cfg.llMax
 		}
-		if cfg.threads > 0 {
-			c.Threads = cfg.threads
-		}
-		c.Unroll = cfg.unroll
+
 		opts.Config = &c
 	}
 	comm, err := weft.NewComm(ctx, boot, dev, opts)
@@ -181,14 +186,14 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 			}
 		}
 		res.OutOfPlace, res.InPlace = ms[0][0], ms[0][1]
-		wrongTotal += res.OutOfPlace.Wrong + res.InPlace.Wrong
+		wrongTotal += checked(res.OutOfPlace.Wrong) + checked(res.InPlace.Wrong)
 		busSum += res.OutOfPlace.BusBW
 		if len(ms) > 1 {
 			b := &baselineRes{Name: impls[1].name(), OutOfPlace: ms[1][0], InPlace: ms[1][1]}
 			b.SpeedupOutOfPlace = ratio(b.OutOfPlace.TimeUS, res.OutOfPlace.TimeUS)
 			b.SpeedupInPlace = ratio(b.InPlace.TimeUS, res.InPlace.TimeUS)
 			res.Baseline = b
-			wrongTotal += b.OutOfPlace.Wrong + b.InPlace.Wrong
+			wrongTotal += checked(b.OutOfPlace.Wrong) + checked(b.InPlace.Wrong)
 		}
 		printRow(out, res)
 		results = append(results, res)
@@ -214,6 +219,9 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 	}
 	return nil
 }
+
+// checked is a #wrong figure as a count: -1 (not checked) counts as 0.
+func checked(w int64) int64 { return max(w, 0) }
 
 func ratio(a, b float64) float64 {
 	if b <= 0 {
