@@ -33,7 +33,7 @@ type Config struct {
 	Rank, NRanks int
 	// Mid and Large shape the 2PA plans for messages up to MidMaxBytes and
 	// beyond; LLBlocks and Threads the 1PA plan.
-	Mid, Large       Shape
+	Mid, Large        Shape
 	LLBlocks, Threads int
 	// LL is the packet format of 1PA: plan.LL16 or plan.LL8.
 	LL plan.Protocol
