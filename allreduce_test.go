@@ -181,3 +181,24 @@ func TestAllReduceNVLink(t *testing.T) {
 		}
 	}
 }
+
+// The largest size the issue names, 64 MB, on 4 goroutine ranks: float
+// through the zero-copy 2PA plan, bfloat16 in place.
+func TestAllReduceHost64MB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("64 MB per rank: not in -short")
+	}
+	for _, tc := range []struct {
+		dt      plan.DataType
+		inPlace bool
+	}{{plan.Float32, false}, {plan.BFloat16, true}} {
+		errs := runRanks(t, "host", 4, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+			return oneAllReduce(c, dev, s, (64<<20)/int64(tc.dt.Size()), tc.dt, plan.Sum, tc.inPlace)
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Errorf("%v rank %d: %v", tc.dt, r, err)
+			}
+		}
+	}
+}
