@@ -214,7 +214,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	o := r.Options
-	fmt.Fprintf(&b, "- options: %d ranks, wait deadline %gs, quick=%v, processes=%v", o.Ranks, o.TimeoutSeconds, o.Quick, o.Processes)
+	ranks := fmt.Sprint(o.Ranks)
+	if o.Ranks == 0 {
+		ranks = "one per device"
+	}
+	fmt.Fprintf(&b, "- options: ranks %s, wait deadline %gs, quick=%v, processes=%v", ranks, o.TimeoutSeconds, o.Quick, o.Processes)
 	if len(o.Require) > 0 {
 		fmt.Fprintf(&b, ", WEFT_REQUIRE=%s", strings.Join(o.Require, ","))
 	}
@@ -254,16 +258,39 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		ps := p.Summary
 		fmt.Fprintf(&b, "\n%d pass, %d fail, %d not supported, %d quality warnings.\n\n", ps.Pass, ps.Fail, ps.NotSupported, ps.QualityWarning)
 		b.WriteString("| test | status | time | figures | message |\n|---|---|---|---|---|\n")
+		var figured []Result
 		for _, res := range p.Results {
-			var figs []string
-			for _, f := range res.Figures {
-				figs = append(figs, f.String())
+			figs := "-"
+			if n := len(res.Figures); n > 0 {
+				figured = append(figured, res)
+				figs = fmt.Sprintf("%d (below)", n)
+				if n == 1 {
+					figs = res.Figures[0].String()
+				}
 			}
 			msg := res.Message
 			if len(msg) > 160 {
 				msg = msg[:157] + "…"
 			}
-			fmt.Fprintf(&b, "| `%s` | %s | %.2f s | %s | %s |\n", res.ID, badge(res.Status), res.Seconds, md(dash(strings.Join(figs, "; "))), md(dash(msg)))
+			fmt.Fprintf(&b, "| `%s` | %s | %.2f s | %s | %s |\n", res.ID, badge(res.Status), res.Seconds, md(figs), md(dash(msg)))
+		}
+		if len(figured) > 0 {
+			b.WriteString("\n### Figures\n\n| test | figure | value | floor | basis |\n|---|---|---|---|---|\n")
+			for _, res := range figured {
+				for _, f := range res.Figures {
+					floor := "-"
+					switch f.Better {
+					case "higher":
+						floor = "≥ " + trim(f.Floor)
+					case "lower":
+						floor = "≤ " + trim(f.Floor)
+					}
+					if f.Below() {
+						floor += " **(below)**"
+					}
+					fmt.Fprintf(&b, "| `%s` | %s | %s %s | %s | %s |\n", res.ID, md(f.Name), trim(f.Value), f.Unit, floor, md(dash(f.Basis)))
+				}
+			}
 		}
 		var fails []Result
 		for _, res := range p.Results {
@@ -379,7 +406,7 @@ func weftVersion() string {
 	switch {
 	case rev != "" && (v == "" || v == "(devel)"):
 		return rev + modified
-	case rev != "":
+	case rev != "" && !strings.Contains(v, rev):
 		return v + " (" + rev + modified + ")"
 	case v != "":
 		return v
@@ -426,17 +453,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		for _, res := range p.Results {
 			tag := map[Status]string{Pass: "PASS", Fail: "FAIL", NotSupported: "N/S ", QualityWarning: "WARN"}[res.Status]
 			fmt.Fprintf(&b, "  %s  %-44s %6.2fs", tag, res.ID, res.Seconds)
-			var figs []string
-			for _, f := range res.Figures {
-				figs = append(figs, f.String())
-			}
-			if len(figs) > 0 {
-				fmt.Fprintf(&b, "  %s", strings.Join(figs, "; "))
-			}
 			if res.Message != "" && res.Status != Pass {
 				fmt.Fprintf(&b, "  %s", strings.ReplaceAll(res.Message, "\n", "\n        "))
 			}
 			b.WriteString("\n")
+			for _, f := range res.Figures {
+				fmt.Fprintf(&b, "        %s\n", f)
+			}
 		}
 		s := p.Summary
 		fmt.Fprintf(&b, "%s: %d pass, %d fail, %d not supported, %d quality warnings\n", p.Backend, s.Pass, s.Fail, s.NotSupported, s.QualityWarning)
