@@ -64,6 +64,9 @@ func init() {
 	Register(Case{ID: "memory-mapped/ll8", Capability: mm, MinRanks: 2,
 		Title: "LL8 packets deliver every byte, across the 32-bit flag wrap-around",
 		Run:   func(t *T) error { return testLL(t, plan.LL8) }})
+	Register(Case{ID: "memory-mapped/graph-replay", Capability: mm, MinRanks: 2,
+		Title: "a captured LL launch replayed from a graph uses fresh flags every time (hal.GraphCapturer)",
+		Run:   testGraphReplay})
 	Register(Case{ID: "memory-mapped/relaxed", Capability: mm, MinRanks: 2,
 		Title: "relaxed signal and wait count exactly like the ordered ones",
 		Run:   testRelaxed})
@@ -515,6 +518,82 @@ func testLL(t *T, proto plan.Protocol) error {
 			if err := t.Barrier(); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// testGraphReplay captures one LL16 launch in a graph and replays it: the
+// flags are epochs the device advances itself, so every replay must deliver
+// that replay's data, across the flag wrap-around.
+func testGraphReplay(t *T) error {
+	gc, ok := t.Dev.(hal.GraphCapturer)
+	if !ok {
+		return t.NotSupported("the device does not implement hal.GraphCapturer")
+	}
+	rg := newRing(t.Rank, t.Size)
+	const size, replays = 4*kib + 3, 5
+	p := llPlan(rg, "conf-graph", plan.LL16, 2, 256)
+	res, err := t.Setup(p, p.ScratchBytes(size, 1), 1<<32-3)
+	if err != nil {
+		return err
+	}
+	in, err := t.Alloc(size)
+	if err != nil {
+		return err
+	}
+	out, err := t.Alloc(size)
+	if err != nil {
+		return err
+	}
+	prog, err := t.Prepare(p, res, plan.Uint8)
+	if err != nil {
+		return err
+	}
+	s, err := t.Stream()
+	if err != nil {
+		return err
+	}
+	if err := gc.BeginCapture(s); err != nil {
+		if errors.Is(err, hal.ErrNotSupported) {
+			return t.NotSupported("graph capture: %v", err)
+		}
+		return t.Errorf("begin capture: %w", err)
+	}
+	if err := t.Launch(prog, s, &plan.Args{Count: size, Input: in.Addr(), Output: out.Addr()}); err != nil {
+		gc.EndCapture(s)
+		return err
+	}
+	g, err := gc.EndCapture(s)
+	if err != nil {
+		return t.Errorf("end capture: %w", err)
+	}
+	t.Cleanup(g.Close)
+	for k := 0; k < replays; k++ {
+		if err := t.Write(in, 0, pattern(seed(t.Rank, k), size)); err != nil {
+			return err
+		}
+		if err := t.Write(out, 0, fill(size, poison)); err != nil {
+			return err
+		}
+		if err := t.Barrier(); err != nil {
+			return err
+		}
+		if err := g.Launch(s); err != nil {
+			return t.Errorf("graph launch %d: %w", k, err)
+		}
+		if err := t.Finish(s, res); err != nil {
+			return fmt.Errorf("replay %d: %w", k, err)
+		}
+		got, err := t.Read(out, 0, size)
+		if err != nil {
+			return err
+		}
+		if d := diff(fmt.Sprintf("replay %d: unpacked packets", k), got, pattern(seed(rg.prev, k), size)); d != "" {
+			return t.Errorf("from rank %d: %s", rg.prev, d)
+		}
+		if err := t.Barrier(); err != nil {
+			return err
 		}
 	}
 	return nil
