@@ -366,7 +366,9 @@ func combine(rs []rankResult) (Status, string, []Figure) {
 		figs = append(figs, r.Figures...)
 	}
 	msgs := first
-	if len(msgs) == 0 {
+	if len(msgs) == 0 && ns == "" {
+		// Only consequences of a rank that left: report them. (When a rank
+		// found the test not supported and left, they are expected.)
 		msgs = remote
 	}
 	if len(msgs) > 0 {
