@@ -176,11 +176,13 @@ type Handle []byte
 // MemoryMapped is the memory-mapped capability.
 type MemoryMapped interface {
 	// Export makes b importable by other processes of the job. Errors wrap
-	// ErrInvalidArgument (buffer of another device, freed buffer).
+	// ErrInvalidArgument for a buffer of another device and ErrInvalidUsage
+	// for a freed one.
 	Export(b Buffer) (Handle, error)
 	// Import maps a buffer exported by a peer into this device's address
-	// space. A handle of another backend, of the wrong size or of another
-	// job is refused with ErrInvalidArgument.
+	// space. A malformed handle (wrong size, another backend's) is refused
+	// with ErrInvalidArgument; a handle of another job or host, or of a
+	// buffer freed since, with ErrInvalidUsage.
 	Import(h Handle) (Buffer, error)
 	// DeviceHeader is the device-side primitive library (C++ source) that
 	// generated kernels include: system-scope release store / acquire load,

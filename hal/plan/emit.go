@@ -223,7 +223,10 @@ func (e *emitter) op(o Op) {
 		e.f("  if (!wait(c, %d, %d + c.part, %s)) return;\n", o.Chan, o.Sem, boolC(o.Relaxed))
 		return
 	case OpFlush:
-		e.f("  // flush: memory-channel stores are complete at the source once issued.\n")
+		// Stores are complete at the source once issued; the barrier makes
+		// every thread's earlier loads of the source happen before any
+		// thread's later writes to it (put; flush; reuse the source).
+		e.f("  __syncthreads();  // flush(ch%d)\n", o.Chan)
 		return
 	}
 	packets := e.p.Scratch != Simple
