@@ -205,9 +205,11 @@ WEFT_DEV void signal_one(const Ctx& c, int ch, int sem, bool relaxed) {
 }
 
 // wait_one waits until this rank's semaphore for the peer of channel ch
-// passes the next expected value (acquire unless relaxed), then checks the
-// count the peer stored. False when the wait failed (recorded).
-WEFT_DEV bool wait_one(const Ctx& c, int ch, int sem, bool relaxed) {
+// passes the next expected value, then (check) verifies the count the peer
+// stored. It polls with relaxed loads and makes one acquire load once the
+// value is reached (unless relaxed): an acquire on every poll costs more
+// than the poll. False when the wait failed (recorded).
+WEFT_DEV bool wait_one(const Ctx& c, int ch, int sem, bool relaxed, bool check) {
   const weft_params& p = *c.p;
   weft_u64 idx = (weft_u64)p.peers[ch] * p.semaphores + sem;
   weft_u64* inbound = (weft_u64*)p.sems + idx;
@@ -216,7 +218,7 @@ WEFT_DEV bool wait_one(const Ctx& c, int ch, int sem, bool relaxed) {
   *expected = want;
   Deadline d(c);
   weft_u64 v;
-  while ((v = relaxed ? ld_relaxed_sys(inbound) : ld_acquire_sys(inbound)) < want) {
+  while ((v = ld_relaxed_sys(inbound)) < want) {
     if (d.expired(c)) {
       v = ld_acquire_sys(inbound);
       if (v >= want) break;
@@ -224,6 +226,8 @@ WEFT_DEV bool wait_one(const Ctx& c, int ch, int sem, bool relaxed) {
       return false;
     }
   }
+  if (!relaxed) ld_acquire_sys(inbound);
+  if (!check) return true;
   weft_u64 theirs = ld_relaxed_sys((weft_u64*)p.sems + (weft_u64)p.nranks * p.semaphores + idx);
   if (theirs != p.count) {
     fail(c, STATUS_MISMATCH, WHAT_SEMAPHORE, ch, sem, p.count, theirs);
@@ -247,15 +251,15 @@ WEFT_DEV void signal_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N]
 
 // wait: one thread waits, the block follows. False when the block must
 // leave the kernel (this or another wait failed).
-WEFT_DEV bool wait(const Ctx& c, int ch, int sem, bool relaxed) {
-  bool ok = threadIdx.x != 0 || wait_one(c, ch, sem, relaxed);
+WEFT_DEV bool wait(const Ctx& c, int ch, int sem, bool relaxed, bool check) {
+  bool ok = threadIdx.x != 0 || wait_one(c, ch, sem, relaxed, check);
   return block_ok(ok);
 }
 
 // wait_all: N waits in parallel, thread k waiting on chs[k].
 template <int N>
-WEFT_DEV bool wait_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N], bool relaxed) {
-  bool ok = threadIdx.x >= N || wait_one(c, chs[threadIdx.x], sems[threadIdx.x], relaxed);
+WEFT_DEV bool wait_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N], const bool (&check)[N], bool relaxed) {
+  bool ok = threadIdx.x >= N || wait_one(c, chs[threadIdx.x], sems[threadIdx.x], relaxed, check[threadIdx.x]);
   return block_ok(ok);
 }
 

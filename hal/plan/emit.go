@@ -105,6 +105,7 @@ func EmitCUDA(p *Plan, t DataType, op RedOp) (string, error) {
 		e.f("// group %d: %d blocks\n", gi, g.Blocks)
 		e.f("__device__ __forceinline__ void group%d(const weft_params& P, int part) {\n", gi)
 		e.f("  Ctx c = begin(P, part, %d);\n", g.Blocks)
+		e.check = FirstWaits(g.Ops)
 		for oi := 0; oi < len(g.Ops); {
 			o := g.Ops[oi]
 			if oi > 0 && o.Kind == OpTransfer && g.Ops[oi-1].Kind == OpTransfer {
@@ -118,10 +119,10 @@ func EmitCUDA(p *Plan, t DataType, op RedOp) (string, error) {
 				n++
 			}
 			if n > 1 {
-				e.many(g.Ops[oi : oi+n])
+				e.many(g.Ops[oi:oi+n], e.check[oi:oi+n])
 			} else {
 				e.f("  // %s\n", o)
-				e.op(o)
+				e.op(o, e.check[oi])
 			}
 			oi += n
 		}
@@ -142,8 +143,9 @@ func EmitCUDA(p *Plan, t DataType, op RedOp) (string, error) {
 }
 
 type emitter struct {
-	b *strings.Builder
-	p *Plan
+	b     *strings.Builder
+	p     *Plan
+	check []bool // FirstWaits of the group being emitted
 }
 
 func (e *emitter) f(format string, a ...any) { fmt.Fprintf(e.b, format, a...) }
@@ -198,9 +200,10 @@ func list(xs []string) string {
 	return strings.Join(xs, ", ")
 }
 
-func (e *emitter) many(ops []Op) {
-	var chs, sems, names []string
-	for _, o := range ops {
+func (e *emitter) many(ops []Op, check []bool) {
+	var chs, sems, names, checks []string
+	for i, o := range ops {
+		checks = append(checks, boolC(check[i]))
 		chs = append(chs, fmt.Sprint(o.Chan))
 		sems = append(sems, fmt.Sprintf("%d + c.part", o.Sem))
 		names = append(names, o.String())
@@ -210,17 +213,18 @@ func (e *emitter) many(ops []Op) {
 	if ops[0].Kind == OpSignal {
 		e.f("    signal_all<%d>(c, chs, sems, %s);\n  }\n", len(ops), boolC(ops[0].Relaxed))
 	} else {
-		e.f("    if (!wait_all<%d>(c, chs, sems, %s)) return;\n  }\n", len(ops), boolC(ops[0].Relaxed))
+		e.f("    const bool check[%d] = {%s};\n", len(ops), list(checks))
+		e.f("    if (!wait_all<%d>(c, chs, sems, check, %s)) return;\n  }\n", len(ops), boolC(ops[0].Relaxed))
 	}
 }
 
-func (e *emitter) op(o Op) {
+func (e *emitter) op(o Op, check bool) {
 	switch o.Kind {
 	case OpSignal:
 		e.f("  signal(c, %d, %d + c.part, %s);\n", o.Chan, o.Sem, boolC(o.Relaxed))
 		return
 	case OpWait:
-		e.f("  if (!wait(c, %d, %d + c.part, %s)) return;\n", o.Chan, o.Sem, boolC(o.Relaxed))
+		e.f("  if (!wait(c, %d, %d + c.part, %s, %s)) return;\n", o.Chan, o.Sem, boolC(o.Relaxed), boolC(check))
 		return
 	case OpFlush:
 		// Stores are complete at the source once issued; the barrier makes

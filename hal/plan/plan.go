@@ -110,8 +110,10 @@ const (
 	// ordering guarantee.
 	OpSignal OpKind = iota + 1
 	// OpWait waits until this rank's semaphore Sem+part for the channel's
-	// peer has been signalled once more than at the previous wait (acquire),
-	// then checks the count the peer stored. Deadline-bound.
+	// peer has been signalled once more than at the previous wait (acquire).
+	// The first wait of a block on a channel in a launch also checks the
+	// count the peer stored (later ones skip that dependent load: a
+	// mismatch is caught before any data moves). Deadline-bound.
 	OpWait
 	// OpFlush returns when earlier puts of the channel are complete at the
 	// source. For memory channels stores are complete when issued.
@@ -145,6 +147,20 @@ func Flush(ch int) Op { return Op{Kind: OpFlush, Chan: ch} }
 // Transfer returns a transfer of chunk c of n (c == All: the whole range).
 func Transfer(c, n int, dsts []Ref, srcs ...Ref) Op {
 	return Op{Kind: OpTransfer, Chunk: c, NChunks: n, Dsts: dsts, Srcs: srcs}
+}
+
+// FirstWaits reports, for each op of ops, whether it is the group's first
+// wait on its channel: the waits that check the peer's count.
+func FirstWaits(ops []Op) []bool {
+	seen := map[int]bool{}
+	first := make([]bool, len(ops))
+	for i, o := range ops {
+		if o.Kind == OpWait && !seen[o.Chan] {
+			seen[o.Chan] = true
+			first[i] = true
+		}
+	}
+	return first
 }
 
 // Name is the MSCCL++-style name of the op: put, get, copy, reduce,
