@@ -95,21 +95,31 @@ WEFT_DEV void fail(const Ctx& c, weft_u32 status, weft_u32 what, int ch, int sem
   st_relaxed_sys32(control_u32(c, CTL_ABORT), 1);
 }
 
-// Deadline keeps the cost of polling low: the global timer and the
-// host-visible abort word are read once every 1024 polls.
+// Deadline keeps the cost of polling low. The global timer is read once
+// every 1024 polls. The abort word lives in host memory, and a read of it
+// crosses PCIe: it is read only once a wait has lasted ABORT_CHECK_NS, and
+// then at most once per ABORT_CHECK_NS per thread, so thousands of threads
+// in short waits never touch it (each one did, in v2, once every 1024 polls,
+// which stalled 32 KB LL launches by ~6 µs now and then).
+constexpr weft_u64 ABORT_CHECK_NS = 20000;
+
 struct Deadline {
-  weft_u64 end;
+  weft_u64 end, next_abort_check;
   weft_u32 polls;
-  WEFT_DEV explicit Deadline(const Ctx& c) : end(0), polls(0) {}
+  WEFT_DEV explicit Deadline(const Ctx& c) : end(0), next_abort_check(0), polls(0) {}
   // expired returns true when the wait must give up (deadline or abort).
   WEFT_DEV bool expired(const Ctx& c) {
     if ((++polls & 1023) != 0) return false;
     weft_u64 now = globaltimer_ns();
     if (end == 0) {
       end = now + c.p->timeout_ns;
-      return aborted(c);
+      next_abort_check = now + ABORT_CHECK_NS;
+      return false;
     }
-    return now >= end || aborted(c);
+    if (now >= end) return true;
+    if (now < next_abort_check) return false;
+    next_abort_check = now + ABORT_CHECK_NS;
+    return aborted(c);
   }
 };
 
