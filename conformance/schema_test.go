@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -16,127 +14,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/weftccl/weft/conformance"
+	"github.com/weftccl/weft/internal/jsonschema"
 )
 
 const schemaPath = "../docs/conformance/schema.json"
-
-// validate checks doc against the subset of JSON Schema (2020-12) that
-// docs/conformance/schema.json uses: type, const, enum, required,
-// properties, additionalProperties: false, items, minimum, pattern and
-// local $ref. It returns every violation, with its JSON path.
-func validate(schema, doc any) []string {
-	root := schema.(map[string]any)
-	var errs []string
-	var walk func(s map[string]any, v any, path string)
-	walk = func(s map[string]any, v any, path string) {
-		if ref, ok := s["$ref"].(string); ok {
-			name := strings.TrimPrefix(ref, "#/$defs/")
-			def, ok := root["$defs"].(map[string]any)[name].(map[string]any)
-			if !ok {
-				errs = append(errs, fmt.Sprintf("%s: unresolvable $ref %s", path, ref))
-				return
-			}
-			walk(def, v, path)
-			return
-		}
-		if c, ok := s["const"]; ok && !cmp.Equal(c, v) {
-			errs = append(errs, fmt.Sprintf("%s: %v, want %v", path, v, c))
-		}
-		if e, ok := s["enum"].([]any); ok {
-			found := false
-			for _, x := range e {
-				found = found || cmp.Equal(x, v)
-			}
-			if !found {
-				errs = append(errs, fmt.Sprintf("%s: %v is not one of %v", path, v, e))
-			}
-		}
-		if t, ok := s["type"].(string); ok && !hasType(v, t) {
-			errs = append(errs, fmt.Sprintf("%s: %T is not a JSON %s", path, v, t))
-			return
-		}
-		if m, ok := s["minimum"].(float64); ok {
-			if f, ok := v.(float64); ok && f < m {
-				errs = append(errs, fmt.Sprintf("%s: %v below the minimum %v", path, f, m))
-			}
-		}
-		if p, ok := s["pattern"].(string); ok {
-			if str, ok := v.(string); ok && !regexp.MustCompile(p).MatchString(str) {
-				errs = append(errs, fmt.Sprintf("%s: %q does not match %s", path, str, p))
-			}
-		}
-		if obj, ok := v.(map[string]any); ok {
-			props, _ := s["properties"].(map[string]any)
-			for _, r := range asStrings(s["required"]) {
-				if _, ok := obj[r]; !ok {
-					errs = append(errs, fmt.Sprintf("%s: missing %q", path, r))
-				}
-			}
-			keys := make([]string, 0, len(obj))
-			for k := range obj {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				ps, ok := props[k].(map[string]any)
-				if !ok {
-					if ap, ok := s["additionalProperties"].(bool); ok && !ap {
-						errs = append(errs, fmt.Sprintf("%s: property %q is not in the schema", path, k))
-					}
-					continue
-				}
-				walk(ps, obj[k], path+"."+k)
-			}
-		}
-		if arr, ok := v.([]any); ok {
-			if is, ok := s["items"].(map[string]any); ok {
-				for i, x := range arr {
-					walk(is, x, fmt.Sprintf("%s[%d]", path, i))
-				}
-			}
-		}
-	}
-	walk(root, doc, "$")
-	return errs
-}
-
-func hasType(v any, t string) bool {
-	switch t {
-	case "object":
-		_, ok := v.(map[string]any)
-		return ok
-	case "array":
-		_, ok := v.([]any)
-		return ok
-	case "string":
-		_, ok := v.(string)
-		return ok
-	case "number":
-		_, ok := v.(float64)
-		return ok
-	case "integer":
-		f, ok := v.(float64)
-		return ok && f == float64(int64(f))
-	case "boolean":
-		_, ok := v.(bool)
-		return ok
-	case "null":
-		return v == nil
-	}
-	return false
-}
-
-func asStrings(v any) []string {
-	var out []string
-	for _, x := range asSlice(v) {
-		if s, ok := x.(string); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func asSlice(v any) []any { s, _ := v.([]any); return s }
 
 func loadJSON(t *testing.T, b []byte) any {
 	t.Helper()
@@ -170,7 +51,7 @@ func TestReportSchema(t *testing.T) {
 	if err := rep.WriteJSON(&buf); err != nil {
 		t.Fatal(err)
 	}
-	if errs := validate(schema, loadJSON(t, buf.Bytes())); len(errs) > 0 {
+	if errs := jsonschema.Validate(schema, loadJSON(t, buf.Bytes())); len(errs) > 0 {
 		t.Errorf("report does not follow %s:\n%s", schemaPath, strings.Join(errs, "\n"))
 	}
 	examples, _ := filepath.Glob("../docs/conformance/*.json")
@@ -182,7 +63,7 @@ func TestReportSchema(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if errs := validate(schema, loadJSON(t, b)); len(errs) > 0 {
+		if errs := jsonschema.Validate(schema, loadJSON(t, b)); len(errs) > 0 {
 			t.Errorf("%s does not follow the schema:\n%s", f, strings.Join(errs, "\n"))
 		}
 	}
@@ -194,7 +75,7 @@ func TestReportSchema(t *testing.T) {
 	r0["status"] = "passed"
 	delete(p0, "backend")
 	bad["extra"] = 1
-	got := validate(schema, bad)
+	got := jsonschema.Validate(schema, bad)
 	want := []string{
 		`$: property "extra" is not in the schema`,
 		`$.platforms[0]: missing "backend"`,
@@ -232,7 +113,7 @@ func TestCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if errs := validate(loadSchema(t), loadJSON(t, b)); len(errs) > 0 {
+	if errs := jsonschema.Validate(loadSchema(t), loadJSON(t, b)); len(errs) > 0 {
 		t.Errorf("report.json does not follow the schema:\n%s", strings.Join(errs, "\n"))
 	}
 	m, err := os.ReadFile(md)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/weftccl/weft/internal/jsonschema"
 	"github.com/weftccl/weft/topology"
 	"github.com/weftccl/weft/topology/fixtures"
 	"github.com/weftccl/weft/topology/ncclxml"
@@ -231,7 +232,7 @@ func TestJSONSchema(t *testing.T) {
 			if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
 				t.Fatal(err)
 			}
-			if errs := validate(schema, schema, doc, "$"); len(errs) > 0 {
+			if errs := jsonschema.Validate(schema, doc); len(errs) > 0 {
 				t.Errorf("JSON does not match docs/topology/schema.json:\n%s", strings.Join(errs, "\n"))
 			}
 		})
@@ -254,18 +255,18 @@ func TestValidatorRejects(t *testing.T) {
 		mutate func(map[string]any)
 		want   string
 	}{
-		{"unknown field", func(d map[string]any) { d["extra"] = 1 }, "$.extra: not in the schema"},
-		{"missing field", func(d map[string]any) { delete(d, "paths") }, "$: missing required paths"},
+		{"unknown field", func(d map[string]any) { d["extra"] = 1 }, `$: property "extra" is not in the schema`},
+		{"missing field", func(d map[string]any) { delete(d, "paths") }, `$: missing "paths"`},
 		{"bad enum", func(d map[string]any) { d["paths"].([]any)[0].(map[string]any)["class"] = "FAST" }, `$.paths[0].class: "FAST" not in enum`},
-		{"bad type", func(d map[string]any) { d["gpus"].([]any)[0].(map[string]any)["index"] = "0" }, "$.gpus[0].index: want integer, got string"},
-		{"negative", func(d map[string]any) { d["links"].([]any)[0].(map[string]any)["gbps"] = -1.0 }, "$.links[0].gbps: -1 below minimum 0"},
+		{"bad type", func(d map[string]any) { d["gpus"].([]any)[0].(map[string]any)["index"] = "0" }, "$.gpus[0].index: string is not a JSON integer"},
+		{"negative", func(d map[string]any) { d["links"].([]any)[0].(map[string]any)["gbps"] = -1.0 }, "$.links[0].gbps: -1 below the minimum 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var doc map[string]any
 			json.Unmarshal(b.Bytes(), &doc)
 			tt.mutate(doc)
-			errs := validate(schema, schema, doc, "$")
+			errs := jsonschema.Validate(schema, doc)
 			if !containsString(errs, tt.want) {
 				t.Errorf("errors %q do not include %q", errs, tt.want)
 			}
