@@ -257,7 +257,7 @@ func TestValidatorRejects(t *testing.T) {
 	}{
 		{"unknown field", func(d map[string]any) { d["extra"] = 1 }, `$: property "extra" is not in the schema`},
 		{"missing field", func(d map[string]any) { delete(d, "paths") }, `$: missing "paths"`},
-		{"bad enum", func(d map[string]any) { d["paths"].([]any)[0].(map[string]any)["class"] = "FAST" }, "$.paths[0].class: FAST is not one of"},
+		{"bad enum", func(d map[string]any) { d["paths"].([]any)[0].(map[string]any)["class"] = "FAST" }, "$.paths[0].class: FAST is not one of [LOC NVL NVB C2C PIX PXB PHB NODE SYS NET]"},
 		{"bad type", func(d map[string]any) { d["gpus"].([]any)[0].(map[string]any)["index"] = "0" }, "$.gpus[0].index: string is not a JSON integer"},
 		{"negative", func(d map[string]any) { d["links"].([]any)[0].(map[string]any)["gbps"] = -1.0 }, "$.links[0].gbps: -1 below the minimum 0"},
 	}
