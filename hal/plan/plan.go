@@ -66,7 +66,10 @@ func (b BufferKind) String() string {
 
 // Ref is one operand of a transfer: a buffer of this rank (Chan == Local) or
 // of the peer of channel Chan, at the element range of the operation. For
-// Scratch, Slot selects the slot; slots are laid out as in SlotStride and ScratchOffset.
+// Scratch, Slot selects the slot; slots are laid out as in SlotStride and
+// ScratchOffset. By convention, slot i of a rank's scratch receives from the
+// peer of its channel i (when i < len(Channels)): executors name that
+// channel and peer when a packet wait in the slot times out.
 type Ref struct {
 	Buf  BufferKind
 	Chan int
