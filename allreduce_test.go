@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/weftccl/weft"
+	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/check"
 	"github.com/weftccl/weft/hal"
 	_ "github.com/weftccl/weft/hal/host"
@@ -26,7 +27,7 @@ func runRanks(t *testing.T, backend string, n int, f func(rank int, c *weft.Comm
 
 func runRanksOpts(t *testing.T, backend string, n int, opts weft.Options, f func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error) []error {
 	t.Helper()
-	boots := newLocal(n)
+	boots := bootstrap.NewLocal(n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	job := fmt.Sprintf("t%d-%s", n, t.Name())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/weftccl/weft/bootstrap"
 	"io"
 	"os"
 	"sort"
@@ -229,7 +230,7 @@ func topoPutPlan(rank, blocks int) *plan.Plan {
 }
 
 func (m *halMeter) Measure(ctx context.Context, a, b int) topology.MeasuredPair {
-	ex := newTopoExchange(2)
+	boots := bootstrap.NewLocal(2)
 	var wg sync.WaitGroup
 	var res topology.MeasuredPair
 	errs := make([]error, 2)
@@ -237,7 +238,7 @@ func (m *halMeter) Measure(ctx context.Context, a, b int) topology.MeasuredPair 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := m.rank(ctx, ex.member(rank), dev)
+			r, err := m.rank(ctx, boots[rank], dev)
 			errs[rank] = err
 			if rank == 0 {
 				res = r
@@ -253,7 +254,7 @@ func (m *halMeter) Measure(ctx context.Context, a, b int) topology.MeasuredPair 
 
 // rank runs one side of a pair; rank 0 writes, rank 1 only lends its
 // output buffer. Both call the collective setup steps in the same order.
-func (m *halMeter) rank(ctx context.Context, ex *topoMember, dev hal.Device) (res topology.MeasuredPair, err error) {
+func (m *halMeter) rank(ctx context.Context, ex bootstrap.Bootstrap, dev hal.Device) (res topology.MeasuredPair, err error) {
 	rank := ex.Rank()
 	p := topoPutPlan(rank, m.blocks)
 	resources, err := channels.Setup(ctx, ex, dev, p, 0, 0)
@@ -342,68 +343,6 @@ func (m *halMeter) time(dev hal.Device, r *channels.Resources, in, out, peerOut 
 	}
 	res.LatencyUS = d.Seconds() * 1e6 / float64(m.iters)
 	return res, nil
-}
-
-// topoExchange is an in-process AllGather among goroutines, standing in
-// for the bootstrap when one process drives every rank.
-type topoExchange struct {
-	mu    sync.Mutex
-	cond  *sync.Cond
-	size  int
-	round []int      // rounds each member has entered
-	data  [][][]byte // per round, per member
-}
-
-func newTopoExchange(size int) *topoExchange {
-	e := &topoExchange{size: size, round: make([]int, size)}
-	e.cond = sync.NewCond(&e.mu)
-	return e
-}
-
-func (e *topoExchange) member(rank int) *topoMember { return &topoMember{e: e, rank: rank} }
-
-type topoMember struct {
-	e    *topoExchange
-	rank int
-}
-
-func (m *topoMember) Rank() int { return m.rank }
-func (m *topoMember) Size() int { return m.e.size }
-
-// AllGather waits until every member has contributed to this round. A
-// context that ends first gives its error wrapping hal.ErrTimeout.
-func (m *topoMember) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
-	e := m.e
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	r := e.round[m.rank]
-	e.round[m.rank]++
-	for len(e.data) <= r {
-		e.data = append(e.data, make([][]byte, e.size))
-	}
-	e.data[r][m.rank] = append([]byte{}, data...)
-	e.cond.Broadcast()
-	stop := context.AfterFunc(ctx, func() {
-		e.mu.Lock()
-		e.cond.Broadcast()
-		e.mu.Unlock()
-	})
-	defer stop()
-	for {
-		done := true
-		for _, n := range e.round {
-			if n <= r {
-				done = false
-			}
-		}
-		if done {
-			return e.data[r], nil
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("in-process exchange, rank %d: %v: %w", m.rank, err, hal.ErrTimeout)
-		}
-		e.cond.Wait()
-	}
 }
 
 // topoWriteMeasurement prints the measured matrices after the text report.

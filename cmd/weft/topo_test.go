@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
@@ -149,37 +147,5 @@ func TestTopoBackendChoice(t *testing.T) {
 	}
 	if name, _ := topoBackend("host"); name != "host" {
 		t.Errorf("topoBackend(host) = %q", name)
-	}
-}
-
-func TestTopoExchange(t *testing.T) {
-	e := newTopoExchange(3)
-	var wg sync.WaitGroup
-	got := make([][][]byte, 3)
-	for r := 0; r < 3; r++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m := e.member(r)
-			for round := 0; round < 2; round++ {
-				all, err := m.AllGather(context.Background(), []byte{byte(10*round + r)})
-				if err != nil {
-					t.Error(err)
-				}
-				got[r] = all
-			}
-		}()
-	}
-	wg.Wait()
-	want := [][]byte{{10}, {11}, {12}}
-	for r := range got {
-		if diff := cmp.Diff(want, got[r]); diff != "" {
-			t.Errorf("rank %d (-want +got):\n%s", r, diff)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	if _, err := newTopoExchange(2).member(0).AllGather(ctx, nil); err == nil {
-		t.Error("AllGather without the other member returned")
 	}
 }
