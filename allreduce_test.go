@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/weftccl/weft"
+	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/check"
 	"github.com/weftccl/weft/hal"
@@ -202,4 +203,76 @@ func TestAllReduceHost64MB(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The store-only 2PA (push) on hal/host, with 4 KiB windows so that one call
+// runs through many windows and both scratch halves: 2–8 ranks, every data
+// type, in and out of place, sizes below, at and far above one window.
+func TestAllReduce2PAPushHost(t *testing.T) {
+	sizes := []int64{0, 3, 17, 4096 + 3, 64 << 10, 300000 + 4}
+	for _, n := range []int{2, 3, 4, 8} {
+		for _, dt := range plan.DataTypes {
+			t.Run(fmt.Sprintf("n%d-%v", n, dt), func(t *testing.T) {
+				errs := runRanksConfig(t, n, func(c *algorithms.Config) {
+					c.LLMaxBytes, c.MidMaxBytes = 16, 16
+					c.Large = algorithms.Shape{Blocks: 3, Threads: 32, Push: true, Window: 4096}
+				}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+					for _, bytes := range sizes {
+						count := bytes / int64(dt.Size())
+						for _, inPlace := range []bool{false, true} {
+							if err := oneAllReduce(c, dev, s, count, dt, plan.Sum, inPlace); err != nil {
+								return fmt.Errorf("%d bytes in-place=%v: %w", bytes, inPlace, err)
+							}
+						}
+					}
+					return nil
+				})
+				for r, err := range errs {
+					if err != nil {
+						t.Errorf("rank %d: %v", r, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// runRanksConfig is runRanks on hal/host with an edited default algorithm
+// configuration.
+func runRanksConfig(t *testing.T, n int, edit func(*algorithms.Config), f func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error) []error {
+	t.Helper()
+	cfgs := make([]algorithms.Config, n)
+	errs := make([]error, n)
+	boots := bootstrap.NewLocal(n)
+	var wg sync.WaitGroup
+	job := sanitize(fmt.Sprintf("cfg%d-%s", n, t.Name()))
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			dev, err := hal.Open("host", hal.Config{Ordinal: r, Rank: r, JobID: job})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer dev.Close()
+			cfgs[r] = algorithms.DefaultConfig(r, n, dev.Info().Multiprocessors, false)
+			edit(&cfgs[r])
+			c, err := weft.NewComm(context.Background(), boots[r], dev, weft.Options{Config: &cfgs[r]})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer c.Close()
+			s, err := dev.NewStream()
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer s.Close()
+			errs[r] = f(r, c, dev, s)
+		}(r)
+	}
+	wg.Wait()
+	return errs
 }

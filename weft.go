@@ -109,10 +109,12 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 	}
 	for _, ch := range choices {
 		var scratch int64
-		for _, t := range plan.DataTypes {
-			if ch.MaxBytes > 0 {
-				s := ch.Plan.ScratchBytes(ch.MaxBytes/int64(t.Size()), t.Size())
-				scratch = max(scratch, s)
+		switch {
+		case ch.Plan.Windowed():
+			scratch = ch.Plan.ScratchBytes(0, 1) // window-sized, whatever the count
+		case ch.MaxBytes > 0:
+			for _, t := range plan.DataTypes {
+				scratch = max(scratch, ch.Plan.ScratchBytes(ch.MaxBytes/int64(t.Size()), t.Size()))
 			}
 		}
 		res, err := channels.Setup(ctx, boot, dev, ch.Plan, scratch, 0)

@@ -44,9 +44,12 @@ type Config struct {
 
 // Shape is the launch shape of a bandwidth-bound plan: thread blocks,
 // threads per block, and 16-byte vectors per thread per step (loads in
-// flight per source; 0 is the backend's default).
+// flight per source; 0 is the backend's default). Push selects the
+// store-only 2PA (AllReduce2PAPush) with windows of Window bytes.
 type Shape struct {
 	Blocks, Threads, Unroll int
+	Push                    bool
+	Window                  int64
 }
 
 // DefaultConfig returns the configuration for a device with sms
@@ -179,6 +182,90 @@ func AllReduce2PA(c Config, s Shape) (*plan.Plan, error) {
 	return p, p.Validate()
 }
 
+// AllReduce2PAPush builds the store-only two-phase all-pairs AllReduce: no
+// NVLink reads. Each chunk is moved in windows of s.Window bytes; in window
+// w, rank r pushes window w of its input chunk p into its slot of peer p's
+// scratch (reduce-scatter by stores), signals, waits for every peer's push,
+// reduces window w of chunk r from its input and the n−1 slots, writes the
+// result into chunk r of every rank's output (all-gather by stores), and
+// tells each peer its slot is free again. Scratch is two halves of n−1
+// window-sized slots, alternating by window, so pushing window w+1 overlaps
+// reducing window w; a push into a half waits for the "free" signal of the
+// window two before. A closing barrier orders the last all-gather stores
+// before the kernel ends. In place is safe: peer q's result lands in chunk
+// q of this rank's buffer only after this rank has pushed that window.
+//
+// Memory: 2·(n−1)·Window bytes of scratch per rank, independent of the
+// message size.
+func AllReduce2PAPush(c Config, s Shape) (*plan.Plan, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if s.Window <= 0 || s.Window%plan.AlignBytes != 0 {
+		return nil, fmt.Errorf("algorithms: 2PA push window %d bytes: want a positive multiple of %d", s.Window, plan.AlignBytes)
+	}
+	chs := c.channels()
+	b := s.Blocks
+	threads := s.Threads
+	if threads == 0 {
+		threads = c.Threads
+	}
+	// Semaphores per block: data, slot free, done.
+	semData, semFree, semDone := 0, b, 2*b
+	p := &plan.Plan{
+		Name:         fmt.Sprintf("allreduce-2pa-push-%dx%d-u%d-w%d", b, threads, s.Unroll, s.Window),
+		Rank:         c.Rank,
+		NRanks:       c.NRanks,
+		Channels:     chs,
+		Threads:      threads,
+		Unroll:       s.Unroll,
+		Semaphores:   3 * b,
+		Scratch:      plan.Simple,
+		ScratchSlots: len(chs),
+	}
+	var ops []plan.Op
+	for ci, ch := range chs {
+		w := plan.Wait(ci, semFree)
+		w.SkipFirst = 2
+		ops = append(ops, w, plan.Transfer(ch.Peer, c.NRanks, []plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input)))
+	}
+	for ci := range chs {
+		ops = append(ops, plan.Signal(ci, semData))
+	}
+	for ci := range chs {
+		ops = append(ops, plan.Wait(ci, semData))
+	}
+	dsts := []plan.Ref{plan.L(plan.Output)}
+	srcs := []plan.Ref{plan.L(plan.Input)}
+	for ci := range chs {
+		dsts = append(dsts, plan.R(ci, plan.Output))
+		srcs = append(srcs, plan.LS(ci))
+	}
+	ops = append(ops, plan.Transfer(c.Rank, c.NRanks, dsts, srcs...))
+	for ci := range chs {
+		f := plan.Signal(ci, semFree)
+		f.SkipLast = 2
+		ops = append(ops, f)
+	}
+	var after []plan.Op
+	for ci := range chs {
+		after = append(after, plan.Signal(ci, semDone))
+	}
+	for ci := range chs {
+		after = append(after, plan.Wait(ci, semDone))
+	}
+	p.Groups = []plan.Group{{Blocks: b, Ops: ops, Window: s.Window, NChunks: c.NRanks, After: after}}
+	return p, p.Validate()
+}
+
+// build2PA builds the 2PA variant that shape s names.
+func build2PA(c Config, s Shape) (*plan.Plan, error) {
+	if s.Push {
+		return AllReduce2PAPush(c, s)
+	}
+	return AllReduce2PA(c, s)
+}
+
 // Choice is one plan of a collective with the message sizes it serves.
 type Choice struct {
 	Plan     *plan.Plan
@@ -192,18 +279,19 @@ func AllReducePlans(c Config) ([]Choice, error) {
 	if err != nil {
 		return nil, err
 	}
-	mid, err := AllReduce2PA(c, c.Mid)
+	choices := []Choice{{Plan: p1, MaxBytes: c.LLMaxBytes}}
+	if c.Mid != c.Large && c.MidMaxBytes > c.LLMaxBytes {
+		mid, err := build2PA(c, c.Mid)
+		if err != nil {
+			return nil, err
+		}
+		choices = append(choices, Choice{Plan: mid, MaxBytes: c.MidMaxBytes})
+	}
+	large, err := build2PA(c, c.Large)
 	if err != nil {
 		return nil, err
 	}
-	if c.Large == c.Mid || c.MidMaxBytes <= c.LLMaxBytes {
-		return []Choice{{Plan: p1, MaxBytes: c.LLMaxBytes}, {Plan: mid}}, nil
-	}
-	large, err := AllReduce2PA(c, c.Large)
-	if err != nil {
-		return nil, err
-	}
-	return []Choice{{Plan: p1, MaxBytes: c.LLMaxBytes}, {Plan: mid, MaxBytes: c.MidMaxBytes}, {Plan: large}}, nil
+	return append(choices, Choice{Plan: large}), nil
 }
 
 // Select returns the index of the first choice that serves bytes.

@@ -205,39 +205,54 @@ func (l *launch) run() error {
 
 type blockCtx struct {
 	*launch
-	g     *plan.Group
-	part  int
-	block int
+	g      *plan.Group
+	part   int
+	block  int
+	window int64 // window of a windowed group; -1 outside the loop
+	wstart int64 // first element of the current op's window
 }
 
 func (l *launch) runBlock(g *plan.Group, part, block int) error {
 	b := &blockCtx{launch: l, g: g, part: part, block: block}
+	nwin := g.Windows(l.count, l.esize)
 	check := plan.FirstWaits(g.Ops)
-	for i, o := range g.Ops {
-		if b.aborted() {
-			return nil
+	for b.window = 0; b.window < nwin; b.window++ {
+		for i, o := range g.Ops {
+			if !o.Runs(b.window, nwin) {
+				continue
+			}
+			if ok, err := b.run(o, check[i] && b.window == 0); !ok || err != nil {
+				return err // a failure is recorded in the control block
+			}
 		}
-		var ok bool
-		var err error
-		switch o.Kind {
-		case plan.OpSignal:
-			b.signal(o)
-			ok = true
-		case plan.OpWait:
-			ok = b.wait(o, check[i])
-		case plan.OpFlush:
-			ok = true // memory-channel stores are complete when issued
-		case plan.OpTransfer:
-			ok, err = b.transfer(o)
-		}
-		if err != nil {
+	}
+	b.window = -1
+	check = plan.FirstWaits(g.After)
+	for i, o := range g.After {
+		if ok, err := b.run(o, check[i]); !ok || err != nil {
 			return err
-		}
-		if !ok {
-			return nil // failure recorded in the control block
 		}
 	}
 	return nil
+}
+
+// run executes one op; false when the block must stop.
+func (b *blockCtx) run(o plan.Op, checkCount bool) (bool, error) {
+	if b.aborted() {
+		return false, nil
+	}
+	switch o.Kind {
+	case plan.OpSignal:
+		b.signal(o)
+		return true, nil
+	case plan.OpWait:
+		return b.wait(o, checkCount), nil
+	case plan.OpFlush:
+		return true, nil // memory-channel stores are complete when issued
+	case plan.OpTransfer:
+		return b.transfer(o)
+	}
+	return false, fmt.Errorf("host: unknown op kind %d: %w", o.Kind, hal.ErrInternal)
 }
 
 func (b *blockCtx) aborted() bool { return atomic.LoadUint32(u32(b.control, plan.CtlAbort)) != 0 }
@@ -330,7 +345,12 @@ func (b *blockCtx) plain(r plan.Ref, off, n int64) []byte {
 		if r.Chan != plan.Local {
 			sc = b.peers[r.Chan].scratch
 		}
-		o := b.p.ScratchOffset(int64(len(b.scratch)), b.esize, b.number, r.Slot, off)
+		var o int64
+		if b.g.Window > 0 && b.window >= 0 {
+			o = b.p.WindowScratchOffset(int64(len(b.scratch)), b.esize, b.window, r.Slot, off-b.wstart)
+		} else {
+			o = b.p.ScratchOffset(int64(len(b.scratch)), b.esize, b.number, r.Slot, off)
+		}
 		return sc[o : o+n*es]
 	}
 	return buf[off*es : (off+n)*es]
@@ -345,7 +365,11 @@ func (b *blockCtx) packetSlot(r plan.Ref) []byte {
 
 func (b *blockCtx) transfer(o plan.Op) (bool, error) {
 	off, n := plan.ChunkRange(b.count, b.esize, o.Chunk, o.NChunks)
-	off, n = plan.PartRange(off, n, b.esize, b.part, b.g.Blocks)
+	if b.g.Window > 0 && b.window >= 0 {
+		b.wstart, off, n = b.g.WindowPart(off, n, b.esize, b.window, b.part, b.g.Blocks)
+	} else {
+		off, n = plan.PartRange(off, n, b.esize, b.part, b.g.Blocks)
+	}
 	packets := b.p.Scratch != plan.Simple
 	// Headers: block 0 of the group writes the element count ahead of the
 	// packets of every destination slot and checks it on every source slot.

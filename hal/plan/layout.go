@@ -16,10 +16,29 @@ import (
 // one packet per PayloadBytes of data.
 
 func (p *Plan) halves() int64 {
-	if p.Scratch == Simple {
+	if p.Scratch == Simple && !p.Windowed() {
 		return 1
 	}
 	return 2
+}
+
+// Windowed reports whether a group of the plan runs in windows.
+func (p *Plan) Windowed() bool {
+	for _, g := range p.Groups {
+		if g.Window > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// WindowScratchOffset is the byte offset, in a windowed plan's scratch of
+// capacity bytes, of element elem (counted from the window's start) of slot
+// s in window w: windows alternate between the two halves, so a peer may
+// fill window w+1 while this rank still reduces window w.
+func (p *Plan) WindowScratchOffset(capacity int64, esize int, w int64, s int, elem int64) int64 {
+	stride := p.SlotStride(capacity)
+	return ((w&1)*int64(p.ScratchSlots)+int64(s))*stride + elem*int64(esize)
 }
 
 // SlotBytes is the size a slot needs for count elements of esize bytes.
@@ -32,10 +51,18 @@ func (p *Plan) SlotBytes(count int64, esize int) int64 {
 	return roundUp(HeaderBytes+packets*int64(p.Scratch.PacketBytes()), 16)
 }
 
-// ScratchBytes is the scratch capacity a call of count elements needs.
+// ScratchBytes is the scratch capacity a call of count elements needs; for
+// a windowed plan, two halves of slots one window long, whatever the count.
 func (p *Plan) ScratchBytes(count int64, esize int) int64 {
 	if p.ScratchSlots == 0 {
 		return 0
+	}
+	if p.Windowed() {
+		var w int64
+		for _, g := range p.Groups {
+			w = max(w, g.Window)
+		}
+		return 2 * int64(p.ScratchSlots) * w
 	}
 	return p.halves() * int64(p.ScratchSlots) * p.SlotBytes(count, esize)
 }
@@ -206,7 +233,7 @@ type Args struct {
 // Needs reports which peer buffers the plan reads or writes directly.
 func (p *Plan) Needs() (peerInput, peerOutput bool) {
 	for _, g := range p.Groups {
-		for _, o := range g.Ops {
+		for _, o := range append(append([]Op{}, g.Ops...), g.After...) {
 			for _, r := range append(append([]Ref{}, o.Srcs...), o.Dsts...) {
 				if r.Remote() && r.Buf == Input {
 					peerInput = true

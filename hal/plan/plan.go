@@ -130,6 +130,10 @@ const (
 type Op struct {
 	Kind    OpKind
 	Chan    int  // OpSignal, OpWait, OpFlush
+	// SkipFirst and SkipLast leave the op out of the first and last windows
+	// of a windowed group (flow control: "slot free" waits start at window
+	// 2, the matching signals stop 2 windows before the end).
+	SkipFirst, SkipLast int
 	Sem     int  // OpSignal, OpWait: base semaphore index; block p uses Sem+p
 	Relaxed bool // OpSignal, OpWait
 	// Chunk and NChunks select the element range: chunk Chunk of NChunks
@@ -152,13 +156,14 @@ func Transfer(c, n int, dsts []Ref, srcs ...Ref) Op {
 	return Op{Kind: OpTransfer, Chunk: c, NChunks: n, Dsts: dsts, Srcs: srcs}
 }
 
-// FirstWaits reports, for each op of ops, whether it is the group's first
-// wait on its channel: the waits that check the peer's count.
+// FirstWaits reports, for each op of ops, whether it is the first wait on
+// its channel that runs in every window: the waits that check the peer's
+// count (in a windowed group, in the first window only).
 func FirstWaits(ops []Op) []bool {
 	seen := map[int]bool{}
 	first := make([]bool, len(ops))
 	for i, o := range ops {
-		if o.Kind == OpWait && !seen[o.Chan] {
+		if o.Kind == OpWait && o.SkipFirst == 0 && !seen[o.Chan] {
 			seen[o.Chan] = true
 			first[i] = true
 		}
@@ -166,8 +171,36 @@ func FirstWaits(ops []Op) []bool {
 	return first
 }
 
+// OpName is o.Name() for this plan: with plain (HB) scratch, a transfer
+// through scratch is a put, copy or reduce, not a packet operation.
+func (p *Plan) OpName(o Op) string {
+	n := o.Name()
+	if p.Scratch == Simple {
+		switch n {
+		case "putPackets":
+			return "put"
+		case "unpackPackets":
+			return "copy"
+		case "reducePackets":
+			return "reduce"
+		}
+	}
+	return n
+}
+
+// OpString is o.String() with the plan's op name.
+func (p *Plan) OpString(o Op) string {
+	s := o.String()
+	if n := o.Name(); n != p.OpName(o) {
+		s = p.OpName(o) + strings.TrimPrefix(s, n)
+	}
+	return s
+}
+
 // Name is the MSCCL++-style name of the op: put, get, copy, reduce,
 // readReduce, putPackets, unpackPackets, reducePackets, signal, wait, flush.
+// Transfers through scratch are named as packet operations; Plan.OpName
+// names them by the plan's scratch protocol.
 func (o Op) Name() string {
 	switch o.Kind {
 	case OpSignal:
@@ -236,9 +269,52 @@ func (o Op) String() string {
 }
 
 // Group is a set of identical thread blocks running the same ops.
+//
+// A windowed group (Window > 0) runs Ops once per window: every transfer's
+// chunk (all of them chunks of NChunks) is cut into windows of Window bytes,
+// and window w of a launch moves the w-th window of each chunk. Scratch
+// operands then address the window, not the whole chunk (WindowScratchOffset),
+// so scratch stays Window-sized whatever the message size. Ops with SkipFirst
+// or SkipLast run in only some windows. After runs once, after the last
+// window (or after Ops in a group without windows).
 type Group struct {
-	Blocks int // thread blocks in the group, ≥ 1
-	Ops    []Op
+	Blocks  int // thread blocks in the group, ≥ 1
+	Ops     []Op
+	Window  int64 // bytes per chunk per window; 0: no windows
+	NChunks int   // chunks of a windowed group's transfers
+	After   []Op
+}
+
+// Windows is the number of windows of a windowed group for count elements
+// of esize bytes: enough windows of Window bytes to cover the largest chunk,
+// at least one. 1 for a group without windows.
+func (g *Group) Windows(count int64, esize int) int64 {
+	if g.Window <= 0 {
+		return 1
+	}
+	_, per := ChunkRange(count, esize, 0, g.NChunks)
+	return max(1, ceilDiv(per, g.windowElems(esize)))
+}
+
+func (g *Group) windowElems(esize int) int64 { return g.Window / int64(esize) }
+
+// WindowPart is block part's share of window w of chunk range [off,
+// off+length): the nominal full window is split among nparts blocks, then
+// the share is clipped to the range. Splitting the nominal window, not the
+// clipped one, gives every block the same scratch region in every window,
+// the last and partial one included, which the slot-free flow control
+// relies on (each block waits only for its own region to be released).
+func (g *Group) WindowPart(off, length int64, esize int, w int64, part, nparts int) (start, o, l int64) {
+	we := g.windowElems(esize)
+	start = off + w*we
+	po, pl := split(we, AlignElems(esize), part, nparts)
+	o = min(start+po, off+length)
+	return start, o, max(0, min(start+po+pl, off+length)-o)
+}
+
+// Runs reports whether op o runs in window w of nwin.
+func (o Op) Runs(w, nwin int64) bool {
+	return w >= int64(o.SkipFirst) && w < nwin-int64(o.SkipLast)
 }
 
 // Channel is one memory channel of the plan: a connection to a peer rank.
@@ -286,9 +362,20 @@ func (p *Plan) String() string {
 	fmt.Fprintf(&b, "plan %s rank %d/%d, %d channels, %d blocks × %d threads, scratch %d×%s\n",
 		p.Name, p.Rank, p.NRanks, len(p.Channels), p.Blocks(), p.Threads, p.ScratchSlots, p.Scratch)
 	for gi, g := range p.Groups {
-		fmt.Fprintf(&b, " group %d (%d blocks)\n", gi, g.Blocks)
+		fmt.Fprintf(&b, " group %d (%d blocks)", gi, g.Blocks)
+		if g.Window > 0 {
+			fmt.Fprintf(&b, ", per window of %d bytes of each of %d chunks", g.Window, g.NChunks)
+		}
+		b.WriteString("\n")
 		for _, o := range g.Ops {
-			fmt.Fprintf(&b, "  %s\n", o)
+			fmt.Fprintf(&b, "  %s", p.OpString(o))
+			if o.SkipFirst > 0 || o.SkipLast > 0 {
+				fmt.Fprintf(&b, " (skip first %d, last %d windows)", o.SkipFirst, o.SkipLast)
+			}
+			b.WriteString("\n")
+		}
+		for _, o := range g.After {
+			fmt.Fprintf(&b, "  after: %s\n", p.OpString(o))
 		}
 	}
 	return b.String()
@@ -327,7 +414,22 @@ func (p *Plan) Validate() error {
 		if g.Blocks < 1 {
 			return bad("group %d has %d blocks", gi, g.Blocks)
 		}
-		for oi, o := range g.Ops {
+		if g.Window < 0 || (g.Window > 0 && (g.Window%AlignBytes != 0 || g.NChunks < 1)) {
+			return bad("group %d: window %d bytes over %d chunks (want a multiple of %d bytes and chunks ≥ 1)", gi, g.Window, g.NChunks, AlignBytes)
+		}
+		if g.Window > 0 && p.Scratch != Simple {
+			return bad("group %d: windowed groups use plain (HB) scratch", gi)
+		}
+		all := append(append([]Op{}, g.Ops...), g.After...)
+		for oi, o := range all {
+			if o.SkipFirst < 0 || o.SkipLast < 0 || ((o.SkipFirst > 0 || o.SkipLast > 0) && (g.Window == 0 || oi >= len(g.Ops))) {
+				return bad("group %d op %d: SkipFirst/SkipLast apply to the ops of a windowed group only", gi, oi)
+			}
+			if g.Window > 0 && oi < len(g.Ops) && o.Kind == OpTransfer && (o.Chunk == All || o.NChunks != g.NChunks) {
+				return bad("group %d op %d: the transfers of a windowed group move chunks of %d", gi, oi, g.NChunks)
+			}
+		}
+		for oi, o := range all {
 			where := fmt.Sprintf("group %d op %d (%s)", gi, oi, o.Name())
 			switch o.Kind {
 			case OpSignal, OpWait:
