@@ -135,6 +135,20 @@ func (c *Comm) Size() int { return c.cfg.NRanks }
 // Device is the communicator's device.
 func (c *Comm) Device() hal.Device { return c.dev }
 
+// Plans describes the AllReduce plans and the message sizes each serves,
+// smallest first ("allreduce-1pa-LL16 ≤ 131072 B").
+func (c *Comm) Plans() []string {
+	var out []string
+	for _, a := range c.allreduce {
+		if a.choice.MaxBytes > 0 {
+			out = append(out, fmt.Sprintf("%s ≤ %d B", a.choice.Plan.Name, a.choice.MaxBytes))
+		} else {
+			out = append(out, a.choice.Plan.Name+" above")
+		}
+	}
+	return out
+}
+
 // MemoryBytes is the device memory the communicator holds on this rank for
 // scratch, semaphores and state (registered user buffers not counted).
 func (c *Comm) MemoryBytes() int64 {

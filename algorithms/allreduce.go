@@ -224,10 +224,13 @@ func AllReduce2PAPush(c Config, s Shape) (*plan.Plan, error) {
 		ScratchSlots: len(chs),
 	}
 	var ops []plan.Op
-	for ci, ch := range chs {
-		w := plan.Wait(ci, semFree)
+	for ci := range chs {
+		w := plan.Wait(ci, semFree) // the slot half this window uses is free again
 		w.SkipFirst = 2
-		ops = append(ops, w, plan.Transfer(ch.Peer, c.NRanks, []plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input)))
+		ops = append(ops, w)
+	}
+	for ci, ch := range chs {
+		ops = append(ops, plan.Transfer(ch.Peer, c.NRanks, []plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input)))
 	}
 	for ci := range chs {
 		ops = append(ops, plan.Signal(ci, semData))

@@ -173,6 +173,42 @@ WEFT_DEV void range(const Ctx& c, int chunk, int nchunks, weft_u64& off, weft_u6
   len = pl;
 }
 
+// ---- windowed groups (plan.Group.Windows, WindowPart, WindowScratchOffset) ----
+
+template <int ES>
+WEFT_DEV weft_u64 windows(const Ctx& c, weft_u64 window_bytes, int nchunks) {
+  weft_u64 o, per;
+  split(c.p->count, 16 / ES, 0, nchunks, o, per);
+  const weft_u64 we = window_bytes / ES;
+  const weft_u64 n = (per + we - 1) / we;
+  return n ? n : 1;
+}
+
+// range_w: this block's share of window w of chunk `chunk`; the nominal
+// window is split among the blocks, then clipped to the chunk, so a block
+// owns the same scratch region in every window.
+template <int ES>
+WEFT_DEV void range_w(const Ctx& c, int chunk, int nchunks, weft_u64 w, weft_u64 window_bytes, weft_u64& start, weft_u64& off,
+                      weft_u64& len) {
+  weft_u64 co, cl, po, pl;
+  split(c.p->count, 16 / ES, chunk, nchunks, co, cl);
+  const weft_u64 we = window_bytes / ES;
+  split(we, 16 / ES, c.part, c.nparts, po, pl);
+  const weft_u64 end = co + cl;
+  start = co + w * we;
+  off = start + po < end ? start + po : end;
+  const weft_u64 e = start + po + pl < end ? start + po + pl : end;
+  len = e > off ? e - off : 0;
+}
+
+// wslot_at: element elem (from the window's start) of slot `slot` in window
+// w; windows alternate between the two halves of the scratch.
+template <int ES>
+WEFT_DEV char* wslot_at(const Ctx& c, weft_u64 scratch, int slot, weft_u64 w, weft_u64 elem) {
+  const weft_u64 stride = c.p->scratch_bytes / 2 / c.p->scratch_slots / 16 * 16;
+  return (char*)(scratch + ((w & 1) * c.p->scratch_slots + slot) * stride + elem * ES);
+}
+
 // ---- scratch layout (plan.SlotStride, HeaderOffset, ScratchOffset) ----------
 
 template <int PROTO>

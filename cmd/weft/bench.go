@@ -34,6 +34,7 @@ type benchOptions struct {
 	blocks, threads    int
 	unroll             int
 	llMax              string
+	pushWindow         string
 }
 
 var benchOpts benchOptions
@@ -77,6 +78,7 @@ func init() {
 	f.IntVar(&o.threads, "threads", 0, "threads per block (0: default for the device)")
 	f.IntVar(&o.unroll, "unroll", 0, "16-byte vectors per thread per step in bandwidth-bound plans (0: default)")
 	f.StringVar(&o.llMax, "ll-max", "", "largest message of the LL (1PA) AllReduce (0: default)")
+	f.StringVar(&o.pushWindow, "push-window", "", "use the store-only 2PA above 16 MB with windows of this many bytes per chunk (e.g. 8M; default: the read-based 2PA)")
 	rootCmd.AddCommand(benchCmd)
 }
 
@@ -120,6 +122,7 @@ type benchConfig struct {
 	threads       int
 	unroll        int
 	llMax         int64
+	pushWindow    int64
 	stepFactor    int
 	stepBytes     int64
 }
@@ -171,6 +174,11 @@ func (o *benchOptions) validate(coll string) (*benchConfig, error) {
 	if o.llMax != "" {
 		if c.llMax, err = parseSize(o.llMax); err != nil {
 			return nil, err
+		}
+	}
+	if o.pushWindow != "" {
+		if c.pushWindow, err = parseSize(o.pushWindow); err != nil || c.pushWindow%16 != 0 || c.pushWindow == 0 {
+			return nil, bad("--push-window %q: want a positive multiple of 16 bytes", o.pushWindow)
 		}
 	}
 	es := int64(c.dtype.Size())

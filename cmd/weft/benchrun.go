@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/weftccl/weft"
@@ -92,7 +93,7 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 	defer dev.Close()
 	info := dev.Info()
 	opts := weft.Options{}
-	if cfg.blocks > 0 || cfg.llMax > 0 || cfg.threads > 0 || cfg.unroll > 0 {
+	if cfg.blocks > 0 || cfg.llMax > 0 || cfg.threads > 0 || cfg.unroll > 0 || cfg.pushWindow > 0 {
 		c := algorithms.DefaultConfig(rank, size, info.Multiprocessors, info.Backend != "host")
 		for _, s := range []*algorithms.Shape{&c.Mid, &c.Large} {
 			if cfg.blocks > 0 {
@@ -107,6 +108,9 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 		}
 		if cfg.llMax > 0 {
 			c.LLMaxBytes = cfg.llMax
+		}
+		if cfg.pushWindow > 0 {
+			c.Large.Push, c.Large.Window = true, cfg.pushWindow
 		}
 
 		opts.Config = &c
@@ -151,7 +155,7 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 	if err != nil {
 		return err
 	}
-	printHeader(out, cfg, size, hdr)
+	printHeader(out, cfg, size, hdr, comm.Plans())
 	var results []sizeResult
 	var wrongTotal int64
 	var busSum float64
@@ -408,7 +412,7 @@ func gatherDevices(ctx context.Context, boot bootstrap.Bootstrap, dev hal.Device
 	return lines, nil
 }
 
-func printHeader(w io.Writer, cfg *benchConfig, n int, devs []deviceLine) {
+func printHeader(w io.Writer, cfg *benchConfig, n int, devs []deviceLine, plans []string) {
 	step := fmt.Sprintf("%d(factor)", cfg.stepFactor)
 	if cfg.stepBytes > 0 {
 		step = fmt.Sprintf("%d(bytes)", cfg.stepBytes)
@@ -423,7 +427,7 @@ func printHeader(w io.Writer, cfg *benchConfig, n int, devs []deviceLine) {
 		maxMem = max(maxMem, d.WeftBytes)
 	}
 	fmt.Fprintf(w, "# weft device memory per rank (scratch, semaphores, state): %.2f MiB at most\n", float64(maxMem)/(1<<20))
-	fmt.Fprintf(w, "#\n")
+	fmt.Fprintf(w, "# weft plans: %s\n#\n", strings.Join(plans, ", "))
 	base := cfg.baseline != ""
 	if base {
 		fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %-34s  %-34s  %-30s  %-30s  %s\n", "", "", "", "", "",

@@ -128,14 +128,14 @@ const (
 
 // Op is one operation of a thread-block group.
 type Op struct {
-	Kind    OpKind
-	Chan    int  // OpSignal, OpWait, OpFlush
+	Kind OpKind
+	Chan int // OpSignal, OpWait, OpFlush
 	// SkipFirst and SkipLast leave the op out of the first and last windows
 	// of a windowed group (flow control: "slot free" waits start at window
 	// 2, the matching signals stop 2 windows before the end).
 	SkipFirst, SkipLast int
-	Sem     int  // OpSignal, OpWait: base semaphore index; block p uses Sem+p
-	Relaxed bool // OpSignal, OpWait
+	Sem                 int  // OpSignal, OpWait: base semaphore index; block p uses Sem+p
+	Relaxed             bool // OpSignal, OpWait
 	// Chunk and NChunks select the element range: chunk Chunk of NChunks
 	// (ChunkRange), or the whole count when Chunk == All.
 	Chunk, NChunks int
