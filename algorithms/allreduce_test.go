@@ -121,3 +121,40 @@ func TestPlansValidateForEverySize(t *testing.T) {
 		t.Error("9 ranks accepted; GPU plans support 8")
 	}
 }
+
+// The store-only 2PA generates a window loop whose pushes and reduction
+// address the window-sized scratch, with the slot-free handshake skipped in
+// the first two windows and the last two.
+func TestAllReduce2PAPushCodegen(t *testing.T) {
+	c := algorithms.DefaultConfig(1, 4, 132, true)
+	s := c.Large
+	s.Push, s.Window = true, 8<<20
+	p, err := algorithms.AllReduce2PAPush(c, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.ScratchBytes(1<<30, 4), int64(2*3*8<<20); got != want {
+		t.Errorf("scratch %d bytes, want %d (two halves of 3 window slots, whatever the count)", got, want)
+	}
+	src, err := plan.EmitCUDA(p, plan.Float32, plan.Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"const weft_u64 nwin = windows<ES>(c, 8388608, 4);",
+		"for (weft_u64 w = 0; w < nwin; ++w) {",
+		"if (w >= 2 && w + 0 < nwin) {", "if (w >= 0 && w + 2 < nwin) {",
+		"range_w<ES>(c, 1, 4, w, 8388608, wstart, off, len);",
+		"wslot_at<ES>(c, P.peer_scratch[0], 0, w, off - wstart)", "wslot_at<ES>(c, P.peer_scratch[1], 1, w, off - wstart)",
+		"wslot_at<ES>(c, P.scratch, 2, w, off - wstart)",
+		"const bool check[3] = {w == 0, w == 0, w == 0};",
+		"xfer_plain<DT, OP, 4, 4, 2>(s, d, len);",
+	} {
+		if !strings.Contains(src, want) {
+			t.Errorf("generated source lacks %q", want)
+		}
+	}
+	if _, err := algorithms.AllReduce2PAPush(c, algorithms.Shape{Blocks: 4, Push: true, Window: 100}); err == nil {
+		t.Error("a window that is not a multiple of 16 bytes was accepted")
+	}
+}
