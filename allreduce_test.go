@@ -28,11 +28,18 @@ func runRanks(t *testing.T, backend string, n int, f func(rank int, c *weft.Comm
 
 func runRanksOpts(t *testing.T, backend string, n int, opts weft.Options, f func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error) []error {
 	t.Helper()
+	return runRanksWith(t, backend, n, func(int, hal.Device) weft.Options { return opts }, f)
+}
+
+// runRanksWith runs f on n goroutine ranks, each with its own device of
+// backend, communicator (options from optsFor) and stream, and returns
+// their errors.
+func runRanksWith(t *testing.T, backend string, n int, optsFor func(rank int, dev hal.Device) weft.Options, f func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error) []error {
+	t.Helper()
 	boots := bootstrap.NewLocal(n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	job := fmt.Sprintf("t%d-%s", n, t.Name())
-	job = sanitize(job)
+	job := sanitize(fmt.Sprintf("t%d-%s", n, t.Name()))
 	for r := 0; r < n; r++ {
 		wg.Add(1)
 		go func(r int) {
@@ -48,7 +55,7 @@ func runRanksOpts(t *testing.T, backend string, n int, opts weft.Options, f func
 				return
 			}
 			defer dev.Close()
-			c, err := weft.NewComm(context.Background(), boots[r], dev, opts)
+			c, err := weft.NewComm(context.Background(), boots[r], dev, optsFor(r, dev))
 			if err != nil {
 				errs[r] = err
 				return
@@ -241,38 +248,9 @@ func TestAllReduce2PAPushHost(t *testing.T) {
 // configuration.
 func runRanksConfig(t *testing.T, n int, edit func(*algorithms.Config), f func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error) []error {
 	t.Helper()
-	cfgs := make([]algorithms.Config, n)
-	errs := make([]error, n)
-	boots := bootstrap.NewLocal(n)
-	var wg sync.WaitGroup
-	job := sanitize(fmt.Sprintf("cfg%d-%s", n, t.Name()))
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			dev, err := hal.Open("host", hal.Config{Ordinal: r, Rank: r, JobID: job})
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			defer dev.Close()
-			cfgs[r] = algorithms.DefaultConfig(r, n, dev.Info().Multiprocessors, false)
-			edit(&cfgs[r])
-			c, err := weft.NewComm(context.Background(), boots[r], dev, weft.Options{Config: &cfgs[r]})
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			defer c.Close()
-			s, err := dev.NewStream()
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			defer s.Close()
-			errs[r] = f(r, c, dev, s)
-		}(r)
-	}
-	wg.Wait()
-	return errs
+	return runRanksWith(t, "host", n, func(r int, dev hal.Device) weft.Options {
+		cfg := algorithms.DefaultConfig(r, n, dev.Info().Multiprocessors, false)
+		edit(&cfg)
+		return weft.Options{Config: &cfg}
+	}, f)
 }
