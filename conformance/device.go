@@ -185,11 +185,7 @@ func testBadInput(t *T) error {
 	if err != nil {
 		return err
 	}
-	prog, err := t.Prepare(p, res, plan.Uint8)
-	if err != nil {
-		return err
-	}
-	s, err := t.Stream()
+	prog, s, err := t.PrepareStream(p, res)
 	if err != nil {
 		return err
 	}

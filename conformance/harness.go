@@ -108,6 +108,20 @@ func (t *T) Stream() (hal.Stream, error) {
 	return s, nil
 }
 
+// PrepareStream prepares p for raw bytes (plan.Uint8) and opens a stream
+// to launch it on: the two steps every data test takes after its setup.
+func (t *T) PrepareStream(p *plan.Plan, res *channels.Resources) (hal.Program, hal.Stream, error) {
+	prog, err := t.Prepare(p, res, plan.Uint8)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := t.Stream()
+	if err != nil {
+		return nil, nil, err
+	}
+	return prog, s, nil
+}
+
 // Sync synchronises s with a deadline of the wait deadline plus a margin.
 func (t *T) Sync(s hal.Stream) error {
 	if err := s.Synchronize(time.Now().Add(t.cfg.timeout + 30*time.Second)); err != nil {
@@ -234,11 +248,7 @@ func (t *T) copy(dst, src uint64, n int64) error {
 		if err != nil {
 			return err
 		}
-		prog, err := t.Prepare(p, res, plan.Uint8)
-		if err != nil {
-			return err
-		}
-		s, err := t.Stream()
+		prog, s, err := t.PrepareStream(p, res)
 		if err != nil {
 			return err
 		}

@@ -131,11 +131,7 @@ func runXfer(t *T, xc xferCase) error {
 	if err != nil {
 		return err
 	}
-	prog, err := t.Prepare(p, res, plan.Uint8)
-	if err != nil {
-		return err
-	}
-	s, err := t.Stream()
+	prog, s, err := t.PrepareStream(p, res)
 	if err != nil {
 		return err
 	}
@@ -290,11 +286,7 @@ func testGet(t *T) error {
 	if err != nil {
 		return err
 	}
-	prog, err := t.Prepare(p, res, plan.Uint8)
-	if err != nil {
-		return err
-	}
-	s, err := t.Stream()
+	prog, s, err := t.PrepareStream(p, res)
 	if err != nil {
 		return err
 	}
@@ -396,11 +388,7 @@ func testManyChannels(t *T) error {
 	if err != nil {
 		return err
 	}
-	prog, err := t.Prepare(p, res, plan.Uint8)
-	if err != nil {
-		return err
-	}
-	s, err := t.Stream()
+	prog, s, err := t.PrepareStream(p, res)
 	if err != nil {
 		return err
 	}
@@ -477,11 +465,7 @@ func testLL(t *T, proto plan.Protocol) error {
 	if err != nil {
 		return err
 	}
-	prog, err := t.Prepare(p, res, plan.Uint8)
-	if err != nil {
-		return err
-	}
-	s, err := t.Stream()
+	prog, s, err := t.PrepareStream(p, res)
 	if err != nil {
 		return err
 	}
@@ -546,11 +530,7 @@ func testGraphReplay(t *T) error {
 	if err != nil {
 		return err
 	}
-	prog, err := t.Prepare(p, res, plan.Uint8)
-	if err != nil {
-		return err
-	}
-	s, err := t.Stream()
+	prog, s, err := t.PrepareStream(p, res)
 	if err != nil {
 		return err
 	}
@@ -615,11 +595,7 @@ func testRelaxed(t *T) error {
 	if err != nil {
 		return err
 	}
-	prog, err := t.Prepare(p, res, plan.Uint8)
-	if err != nil {
-		return err
-	}
-	s, err := t.Stream()
+	prog, s, err := t.PrepareStream(p, res)
 	if err != nil {
 		return err
 	}
@@ -700,11 +676,7 @@ func testDeadlineSemaphore(t *T) error {
 	if err != nil {
 		return err
 	}
-	prog, err := t.Prepare(p, res, plan.Uint8)
-	if err != nil {
-		return err
-	}
-	s, err := t.Stream()
+	prog, s, err := t.PrepareStream(p, res)
 	if err != nil {
 		return err
 	}
@@ -735,11 +707,7 @@ func testDeadlinePacket(t *T) error {
 	if err != nil {
 		return err
 	}
-	prog, err := t.Prepare(p, res, plan.Uint8)
-	if err != nil {
-		return err
-	}
-	s, err := t.Stream()
+	prog, s, err := t.PrepareStream(p, res)
 	if err != nil {
 		return err
 	}

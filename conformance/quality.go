@@ -131,11 +131,7 @@ func testPutBandwidth(t *T) error {
 	if t.Rank != 0 {
 		return nil // the receiver only lends its memory
 	}
-	prog, err := t.Prepare(p, res, plan.Uint8)
-	if err != nil {
-		return err
-	}
-	s, err := t.Stream()
+	prog, s, err := t.PrepareStream(p, res)
 	if err != nil {
 		return err
 	}
@@ -212,11 +208,7 @@ func testSignalLatency(t *T) error {
 	if err != nil {
 		return err
 	}
-	prog, err := t.Prepare(p, res, plan.Uint8)
-	if err != nil {
-		return err
-	}
-	s, err := t.Stream()
+	prog, s, err := t.PrepareStream(p, res)
 	if err != nil {
 		return err
 	}
