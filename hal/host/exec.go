@@ -514,7 +514,9 @@ func (b *blockCtx) unpack(o plan.Op, r plan.Ref, off int64, dst []byte) bool {
 	var tmp [8]byte
 	for k := 0; k*pay < len(dst); k++ {
 		pkt := slot[base+int64(k)*pb:]
-		if !b.spin(func() bool { return b.loadPacket(pkt, tmp[:]) }) {
+		// Most packets have landed by the time they are read: try once
+		// before building the polling closure.
+		if !b.loadPacket(pkt, tmp[:]) && !b.spin(func() bool { return b.loadPacket(pkt, tmp[:]) }) {
 			if atomic.LoadUint32(u32(b.control, plan.CtlStatus)) == 0 {
 				b.fail(plan.StatusTimeout, plan.WhatPacket, b.headerChannel(o, r), -1, uint64(b.flag), uint64(b.observedFlag(pkt)))
 			}
