@@ -329,7 +329,10 @@ func (c *Comm) Deregister(buf hal.Buffer) error {
 // Synchronize waits for the work queued on s and returns the first failure
 // any launch recorded, or the loss of a peer. When the bootstrap reports a
 // lost peer first, the device's waits are aborted at once, and the error
-// names that peer.
+// names that peer. It gives up (ErrTimeout, after aborting the device's
+// waits) when the stream is still busy Options.Timeout + 5 s after the
+// call: callers that queue longer work on the stream synchronise it
+// themselves first, or raise the timeout.
 func (c *Comm) Synchronize(s hal.Stream) error {
 	deadline := time.Now().Add(c.timeout + 5*time.Second)
 	for {
