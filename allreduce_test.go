@@ -92,22 +92,8 @@ func TestAllReduceHost(t *testing.T) {
 	for _, n := range []int{2, 3, 4, 8} {
 		for _, dt := range plan.DataTypes {
 			t.Run(fmt.Sprintf("n%d-%v", n, dt), func(t *testing.T) {
-				errs := runRanks(t, "host", n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-					for _, bytes := range sizes {
-						count := bytes / int64(dt.Size())
-						for _, inPlace := range []bool{false, true} {
-							if err := oneAllReduce(c, dev, s, count, dt, plan.Sum, inPlace); err != nil {
-								return fmt.Errorf("%d bytes in-place=%v: %w", bytes, inPlace, err)
-							}
-						}
-					}
-					return nil
-				})
-				for r, err := range errs {
-					if err != nil {
-						t.Errorf("rank %d: %v", r, err)
-					}
-				}
+				errs := runRanks(t, "host", n, sweep(sizes, dt, plan.Sum))
+				reportRanks(t, errs)
 			})
 		}
 	}
@@ -170,22 +156,8 @@ func TestAllReduceNVLink(t *testing.T) {
 	for _, dt := range plan.DataTypes {
 		for _, op := range plan.RedOps {
 			t.Run(fmt.Sprintf("%v-%v", dt, op), func(t *testing.T) {
-				errs := runRanks(t, nvlink.Name, ranks, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-					for _, bytes := range sizes {
-						count := bytes / int64(dt.Size())
-						for _, inPlace := range []bool{false, true} {
-							if err := oneAllReduce(c, dev, s, count, dt, op, inPlace); err != nil {
-								return fmt.Errorf("%d bytes in-place=%v: %w", bytes, inPlace, err)
-							}
-						}
-					}
-					return nil
-				})
-				for r, err := range errs {
-					if err != nil {
-						t.Errorf("rank %d: %v", r, err)
-					}
-				}
+				errs := runRanks(t, nvlink.Name, ranks, sweep(sizes, dt, op))
+				reportRanks(t, errs)
 			})
 		}
 	}
@@ -223,22 +195,8 @@ func TestAllReduce2PAPushHost(t *testing.T) {
 				errs := runRanksConfig(t, n, func(c *algorithms.Config) {
 					c.LLMaxBytes, c.MidMaxBytes = 16, 16
 					c.Large = algorithms.Shape{Blocks: 3, Threads: 32, Push: true, Window: 4096}
-				}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-					for _, bytes := range sizes {
-						count := bytes / int64(dt.Size())
-						for _, inPlace := range []bool{false, true} {
-							if err := oneAllReduce(c, dev, s, count, dt, plan.Sum, inPlace); err != nil {
-								return fmt.Errorf("%d bytes in-place=%v: %w", bytes, inPlace, err)
-							}
-						}
-					}
-					return nil
-				})
-				for r, err := range errs {
-					if err != nil {
-						t.Errorf("rank %d: %v", r, err)
-					}
-				}
+				}, sweep(sizes, dt, plan.Sum))
+				reportRanks(t, errs)
 			})
 		}
 	}
@@ -253,4 +211,31 @@ func runRanksConfig(t *testing.T, n int, edit func(*algorithms.Config), f func(r
 		edit(&cfg)
 		return weft.Options{Config: &cfg}
 	}, f)
+}
+
+// sweep returns a rank body that runs AllReduce of type dt and operator op
+// at every size of sizes (bytes), out of place and in place, checking
+// every element.
+func sweep(sizes []int64, dt plan.DataType, op plan.RedOp) func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+	return func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		for _, bytes := range sizes {
+			count := bytes / int64(dt.Size())
+			for _, inPlace := range []bool{false, true} {
+				if err := oneAllReduce(c, dev, s, count, dt, op, inPlace); err != nil {
+					return fmt.Errorf("%d bytes in-place=%v: %w", bytes, inPlace, err)
+				}
+			}
+		}
+		return nil
+	}
+}
+
+// reportRanks fails t for every rank that returned an error.
+func reportRanks(t *testing.T, errs []error) {
+	t.Helper()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
 }

@@ -7,9 +7,8 @@
 // include path: no CUDA toolkit header is used, and half/bfloat16
 // arithmetic is written in inline PTX.
 //
-// Scopes are explicit on every atomic: ".sys" where the other side is a
-// peer GPU or the host (memory reached through NVLink or PCIe), ".gpu" for
-// counters shared only by the blocks of one launch.
+// Scopes are explicit on every atomic: ".sys", because the other side is a
+// peer GPU or the host (memory reached through NVLink or PCIe).
 #pragma once
 
 typedef unsigned char weft_u8;
@@ -81,14 +80,6 @@ WEFT_DEV void red_add_relaxed_sys(weft_u64* p, weft_u64 v) {
   asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
-// Atomic add at device scope, acq_rel, returning the old value: the
-// completion counter of one launch's blocks.
-WEFT_DEV weft_u32 atomic_add_acq_rel_gpu32(weft_u32* p, weft_u32 v) {
-  weft_u32 old;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
-  return old;
-}
-
 WEFT_DEV weft_u32 atomic_cas_sys32(weft_u32* p, weft_u32 cmp, weft_u32 val) {
   weft_u32 old;
   asm volatile("atom.acq_rel.sys.global.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(cmp), "r"(val) : "memory");
@@ -96,7 +87,6 @@ WEFT_DEV weft_u32 atomic_cas_sys32(weft_u32* p, weft_u32 cmp, weft_u32 val) {
 }
 
 WEFT_DEV void fence_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
-WEFT_DEV void fence_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 
 // ---- LL packets: data and flags in one single-instruction store ----------
 
