@@ -228,6 +228,35 @@ type Args struct {
 	PeerInput, PeerOutput []uint64
 	// Timeout bounds every device-side wait; 0 means DefaultTimeout.
 	Timeout time.Duration
+	// Scalar is the PreMulSum multiplier: the bits of one element of the
+	// data type, little-endian in the low bytes. ScalarPtr, when not 0, is
+	// the address of that element in device memory instead, read by the
+	// launch when it runs (ncclScalarDevice).
+	Scalar    uint64
+	ScalarPtr uint64
+	// Groups are the per-group arguments of groups with Arg ≥ 1
+	// (Groups[Arg−1]); missing entries leave the group out.
+	Groups []GroupArgs
+}
+
+// GroupArgs are one group's count and buffers. Skip leaves the group's
+// blocks idle in this launch.
+type GroupArgs struct {
+	Count         int64
+	Input, Output uint64
+	Skip          bool
+}
+
+// GroupArgs returns the count and buffers of group g for launch a, and
+// whether the group runs.
+func (a *Args) GroupArgs(g *Group) (GroupArgs, bool) {
+	if g.Arg == 0 {
+		return GroupArgs{Count: a.Count, Input: a.Input, Output: a.Output}, true
+	}
+	if g.Arg > len(a.Groups) || a.Groups[g.Arg-1].Skip {
+		return GroupArgs{}, false
+	}
+	return a.Groups[g.Arg-1], true
 }
 
 // Needs reports which peer buffers the plan reads or writes directly.

@@ -70,10 +70,16 @@ func (b BufferKind) String() string {
 // ScratchOffset. By convention, slot i of a rank's scratch receives from the
 // peer of its channel i (when i < len(Channels)): executors name that
 // channel and peer when a packet wait in the slot times out.
+//
+// Seg displaces an input or output operand by Seg × count elements (count
+// is the launch's, or the group's, element count): the segment of a buffer
+// that holds several ranks' data, as the output of AllGather or the input
+// of ReduceScatter and AllToAll. It is 0 for scratch operands.
 type Ref struct {
 	Buf  BufferKind
 	Chan int
 	Slot int
+	Seg  int
 }
 
 // L is a local reference to buf.
@@ -88,6 +94,9 @@ func LS(s int) Ref { return Ref{Buf: Scratch, Chan: Local, Slot: s} }
 // RS is slot s of the scratch of the peer of channel ch.
 func RS(ch, s int) Ref { return Ref{Buf: Scratch, Chan: ch, Slot: s} }
 
+// At returns r displaced to segment seg (see Ref.Seg).
+func (r Ref) At(seg int) Ref { r.Seg = seg; return r }
+
 func (r Ref) String() string {
 	where := "local"
 	if r.Chan != Local {
@@ -95,6 +104,9 @@ func (r Ref) String() string {
 	}
 	if r.Buf == Scratch {
 		return fmt.Sprintf("%s.scratch[%d]", where, r.Slot)
+	}
+	if r.Seg != 0 {
+		return fmt.Sprintf("%s.%s@%d", where, r.Buf, r.Seg)
 	}
 	return where + "." + r.Buf.String()
 }
@@ -140,6 +152,13 @@ type Op struct {
 	// (ChunkRange), or the whole count when Chunk == All.
 	Chunk, NChunks int
 	Srcs, Dsts     []Ref // OpTransfer
+	// Combine marks the transfer whose sources are the ranks'
+	// contributions to a reduction, one each: with PreMulSum every source
+	// is multiplied by the scalar before the sum, with Avg every source of a
+	// floating type by 1/NRanks, and an integer Avg sum is divided by
+	// NRanks. Plans serve Avg and PreMulSum only if they combine all
+	// contributions in such one transfer.
+	Combine bool
 }
 
 // Signal returns a signal on channel ch, semaphore base sem.
@@ -277,8 +296,14 @@ func (o Op) String() string {
 // so scratch stays Window-sized whatever the message size. Ops with SkipFirst
 // or SkipLast run in only some windows. After runs once, after the last
 // window (or after Ops in a group without windows).
+//
+// Arg selects the group's count and buffers: 0, the launch's (Args.Count,
+// Input, Output); k ≥ 1, Args.Groups[k−1], which may also leave the group
+// out of a launch (point-to-point plans give every peer and direction a
+// group of its own and run those a call needs).
 type Group struct {
 	Blocks  int // thread blocks in the group, ≥ 1
+	Arg     int
 	Ops     []Op
 	Window  int64 // bytes per chunk per window; 0: no windows
 	NChunks int   // chunks of a windowed group's transfers
@@ -414,6 +439,9 @@ func (p *Plan) Validate() error {
 		if g.Blocks < 1 {
 			return bad("group %d has %d blocks", gi, g.Blocks)
 		}
+		if g.Arg < 0 || g.Arg > MaxGroupArgs {
+			return bad("group %d: argument slot %d (want 0 to %d)", gi, g.Arg, MaxGroupArgs)
+		}
 		if g.Window < 0 || (g.Window > 0 && (g.Window%AlignBytes != 0 || g.NChunks < 1)) {
 			return bad("group %d: window %d bytes over %d chunks (want a multiple of %d bytes and chunks ≥ 1)", gi, g.Window, g.NChunks, AlignBytes)
 		}
@@ -463,6 +491,9 @@ func (p *Plan) Validate() error {
 					if r.Buf == Scratch && (r.Slot < 0 || r.Slot >= p.ScratchSlots) {
 						return bad("%s: scratch slot %d of %d", where, r.Slot, p.ScratchSlots)
 					}
+					if r.Seg < 0 || (r.Buf == Scratch && r.Seg != 0) || r.Seg > MaxSegments {
+						return bad("%s: operand %s: segment %d (scratch has none; at most %d)", where, r, r.Seg, MaxSegments)
+					}
 				}
 				if p.Scratch != Simple {
 					for _, r := range o.Srcs {
@@ -478,6 +509,14 @@ func (p *Plan) Validate() error {
 	}
 	return nil
 }
+
+// MaxSegments bounds Ref.Seg (the largest segmented buffer holds one
+// segment per rank).
+const MaxSegments = MaxOperands
+
+// MaxGroupArgs is the number of per-group argument slots (Args.Groups): a
+// send and a receive group per peer, and one for a rank's send to itself.
+const MaxGroupArgs = 2*MaxPeers + 1
 
 // MaxOperands bounds the sources and destinations of one transfer
 // (8 ranks: own buffer plus 7 peers, plus one).

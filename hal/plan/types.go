@@ -5,34 +5,42 @@ import (
 	"strings"
 )
 
-// DataType is the element type of a collective. Values match ncclDataType_t
-// where NCCL has the type (nccl.h, NCCL 2.28): ncclInt32=2, ncclInt64=4,
-// ncclFloat16=6, ncclFloat32=7, ncclBfloat16=9. Uint8 is weft's raw-byte
-// type for channel transfers (ncclUint8=1).
+// DataType is the element type of a collective. Values are those of
+// ncclDataType_t (nccl.h, NCCL 2.28): ncclInt8=0, ncclUint8=1, ncclInt32=2,
+// ncclUint32=3, ncclInt64=4, ncclUint64=5, ncclFloat16=6, ncclFloat32=7,
+// ncclFloat64=8, ncclBfloat16=9, ncclFloat8e4m3=10, ncclFloat8e5m2=11.
+// Uint8 is also the raw-byte type of channel transfers and point-to-point
+// operations.
 type DataType uint8
 
 const (
-	Uint8    DataType = 1
-	Int32    DataType = 2
-	Int64    DataType = 4
-	Float16  DataType = 6
-	Float32  DataType = 7
-	BFloat16 DataType = 9
+	Int8       DataType = 0
+	Uint8      DataType = 1
+	Int32      DataType = 2
+	Uint32     DataType = 3
+	Int64      DataType = 4
+	Uint64     DataType = 5
+	Float16    DataType = 6
+	Float32    DataType = 7
+	Float64    DataType = 8
+	BFloat16   DataType = 9
+	Float8E4M3 DataType = 10
+	Float8E5M2 DataType = 11
 )
 
-// DataTypes lists the types collectives accept, in a stable order.
-var DataTypes = []DataType{Float32, Float16, BFloat16, Int32, Int64}
+// DataTypes lists every type collectives accept, in a stable order.
+var DataTypes = []DataType{Float32, Float16, BFloat16, Int32, Int64, Int8, Uint8, Uint32, Uint64, Float64, Float8E4M3, Float8E5M2}
 
-// Size is the element size in bytes.
+// Size is the element size in bytes; 0 for an unknown type.
 func (t DataType) Size() int {
 	switch t {
-	case Uint8:
+	case Int8, Uint8, Float8E4M3, Float8E5M2:
 		return 1
 	case Float16, BFloat16:
 		return 2
-	case Int32, Float32:
+	case Int32, Uint32, Float32:
 		return 4
-	case Int64:
+	case Int64, Uint64, Float64:
 		return 8
 	}
 	return 0
@@ -41,27 +49,31 @@ func (t DataType) Size() int {
 // Valid reports whether t is a known type.
 func (t DataType) Valid() bool { return t.Size() != 0 }
 
-// String is the nccl-tests spelling ("float", "half", "bfloat16", "int32", "int64").
-func (t DataType) String() string {
+// Float reports whether t is a floating-point type.
+func (t DataType) Float() bool {
 	switch t {
-	case Uint8:
-		return "uint8"
-	case Int32:
-		return "int32"
-	case Int64:
-		return "int64"
-	case Float16:
-		return "half"
-	case Float32:
-		return "float"
-	case BFloat16:
-		return "bfloat16"
+	case Float16, Float32, Float64, BFloat16, Float8E4M3, Float8E5M2:
+		return true
+	}
+	return false
+}
+
+var typeNames = map[DataType]string{
+	Int8: "int8", Uint8: "uint8", Int32: "int32", Uint32: "uint32", Int64: "int64", Uint64: "uint64",
+	Float16: "half", Float32: "float", Float64: "double", BFloat16: "bfloat16", Float8E4M3: "f8e4m3", Float8E5M2: "f8e5m2",
+}
+
+// String is the nccl-tests spelling ("float", "half", "bfloat16", "int32",
+// "double", "f8e4m3", …).
+func (t DataType) String() string {
+	if n, ok := typeNames[t]; ok {
+		return n
 	}
 	return fmt.Sprintf("datatype(%d)", uint8(t))
 }
 
 // ParseDataType accepts the nccl-tests spellings and common aliases
-// (float32, fp32, float16, fp16, bf16, int, int32, int64, uint8).
+// (float32, fp32, float16, fp16, bf16, int, float64, fp64, e4m3, e5m2, …).
 func ParseDataType(s string) (DataType, error) {
 	switch strings.ToLower(s) {
 	case "float", "float32", "fp32", "f32":
@@ -70,17 +82,31 @@ func ParseDataType(s string) (DataType, error) {
 		return Float16, nil
 	case "bfloat16", "bf16":
 		return BFloat16, nil
+	case "double", "float64", "fp64", "f64":
+		return Float64, nil
 	case "int", "int32", "i32":
 		return Int32, nil
+	case "uint32", "u32":
+		return Uint32, nil
 	case "int64", "i64":
 		return Int64, nil
+	case "uint64", "u64":
+		return Uint64, nil
+	case "int8", "i8", "char":
+		return Int8, nil
 	case "uint8", "u8", "byte":
 		return Uint8, nil
+	case "f8e4m3", "fp8_e4m3", "e4m3", "float8e4m3":
+		return Float8E4M3, nil
+	case "f8e5m2", "fp8_e5m2", "e5m2", "float8e5m2":
+		return Float8E5M2, nil
 	}
-	return 0, fmt.Errorf("unknown data type %q (want float, half, bfloat16, int32 or int64)", s)
+	return 0, fmt.Errorf("unknown data type %q (want int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3 or f8e5m2)", s)
 }
 
-// RedOp is a reduction operator. Values match ncclRedOp_t.
+// RedOp is a reduction operator. Sum to Avg are the values of ncclRedOp_t;
+// PreMulSum is weft's code for the operators ncclRedOpCreatePreMulSum
+// makes (NCCL numbers those dynamically from ncclNumOps = 5 up).
 type RedOp uint8
 
 const (
@@ -88,10 +114,18 @@ const (
 	Prod RedOp = 1
 	Max  RedOp = 2
 	Min  RedOp = 3
+	// Avg is the sum divided by the number of ranks. As in NCCL, floating
+	// types multiply every contribution by 1/nranks before summing
+	// (PreMulSum with that scalar); integer types sum, then divide
+	// (truncating towards zero).
+	Avg RedOp = 4
+	// PreMulSum multiplies every contribution by a scalar (Args.Scalar, of
+	// the data type) before summing.
+	PreMulSum RedOp = 5
 )
 
 // RedOps lists the supported operators.
-var RedOps = []RedOp{Sum, Prod, Max, Min}
+var RedOps = []RedOp{Sum, Prod, Max, Min, Avg, PreMulSum}
 
 func (o RedOp) String() string {
 	switch o {
@@ -103,21 +137,34 @@ func (o RedOp) String() string {
 		return "max"
 	case Min:
 		return "min"
+	case Avg:
+		return "avg"
+	case PreMulSum:
+		return "premulsum"
 	}
 	return fmt.Sprintf("redop(%d)", uint8(o))
 }
 
 // Valid reports whether o is a known operator.
-func (o RedOp) Valid() bool { return o <= Min }
+func (o RedOp) Valid() bool { return o <= PreMulSum }
 
-// ParseRedOp accepts sum, prod, max and min.
+// Base is the element-wise operator that combines two values: Sum for Avg
+// and PreMulSum, o itself otherwise.
+func (o RedOp) Base() RedOp {
+	if o == Avg || o == PreMulSum {
+		return Sum
+	}
+	return o
+}
+
+// ParseRedOp accepts sum, prod, max, min, avg and premulsum.
 func ParseRedOp(s string) (RedOp, error) {
 	for _, o := range RedOps {
 		if strings.EqualFold(s, o.String()) {
 			return o, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown reduction op %q (want sum, prod, max or min)", s)
+	return 0, fmt.Errorf("unknown reduction op %q (want sum, prod, max, min, avg or premulsum)", s)
 }
 
 // Protocol is the wire format of data written into scratch buffers.
