@@ -1,6 +1,8 @@
 package weft
 
 import (
+	"fmt"
+
 	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
@@ -71,3 +73,18 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 
 // PlanName names the plan that serves call ("all_gather-ll16", …).
 func (c *Comm) PlanName(call Call) string { return c.planName(call) }
+
+// AsyncError returns, without waiting, the first failure any launch has
+// recorded or the loss of a peer (an error wrapping hal.ErrRemote that
+// names the rank), or nil. It is what ncclCommGetAsyncError reports.
+func (c *Comm) AsyncError() error {
+	if err := c.boot.Err(); err != nil {
+		return fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, err)
+	}
+	return c.Check()
+}
+
+// Abort makes every wait of running and later launches give up at once,
+// so that streams drain; the communicator is unusable afterwards except
+// for Close. It does not block.
+func (c *Comm) Abort() { c.abort() }
