@@ -15,6 +15,8 @@ type Stream struct {
 	dev    *Device
 	stream cuda.Stream
 	closed atomic.Bool
+	// foreign streams belong to the caller (WrapStream): Close leaves them.
+	foreign bool
 }
 
 var _ hal.Stream = (*Stream)(nil)
@@ -110,6 +112,9 @@ func (s *Stream) Record() (hal.Event, error) {
 func (s *Stream) Close() error {
 	if s.closed.Swap(true) {
 		return fmt.Errorf("close stream of %s: already closed: %w", s.dev, hal.ErrInvalidUsage)
+	}
+	if s.foreign {
+		return nil
 	}
 	if err := s.stream.Destroy(); err != nil {
 		return fmt.Errorf("close stream of %s: %w", s.dev, err)
