@@ -1,7 +1,23 @@
 // Package nccl binds NCCL, loaded with dlopen at run time, so that
 // `weft bench --baseline nccl` measures NVIDIA's library in the same run as
-// weft. The library is WEFT_NCCL_LIB, else libnccl.so.2; nothing of NCCL is
-// needed to build. Communicators are bound to the CUDA context passed to
+// weft and weft's NCCL drop-in (nccl/) can forward what weft does not
+// serve. The library is WEFT_NCCL_LIB, else libnccl.so.2; nothing of NCCL
+// is needed to build.
+//
+// The binding covers the calls of NCCL 2.28 that weft benchmarks and
+// forwards: communicator setup ([CommInitRank], [CommInitRankConfig],
+// Destroy, Abort, AsyncError), every collective (AllReduce, AllGather,
+// ReduceScatter, Broadcast, Reduce, AlltoAll), point-to-point Send and
+// Recv, [GroupStart] / [GroupEnd], and PreMulSum operators
+// (RedOpCreatePreMulSum, RedOpDestroy). Entry points that older releases
+// lack (ncclAlltoAll before 2.28, ncclCommInitRankConfig, PreMulSum) are
+// optional: [Has] reports them, and calling a missing one returns an
+// error wrapping hal.ErrNotSupported; AlltoAll then runs as a group of
+// sends and receives instead.
+//
+// Counts are elements, as in nccl.h; addresses are device pointers as
+// uint64 (hal.Buffer.Addr), streams CUstream values as uintptr. Calls
+// between GroupStart and GroupEnd are issued together by GroupEnd. Communicators are bound to the CUDA context passed to
 // [CommInitRank] (hal/nvlink's (*Device).Context()); streams are CUstream
 // values as uintptr ((*nvlink.Stream).Native()).
 //
@@ -12,6 +28,7 @@
 package nccl
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/weftccl/weft/hal"
@@ -32,12 +49,15 @@ const (
 	Float32  DataType = 7
 	Float64  DataType = 8
 	Bfloat16 DataType = 9
+	// Float8e4m3 and Float8e5m2 exist from NCCL 2.24 (on sm_90 and newer).
+	Float8e4m3 DataType = 10
+	Float8e5m2 DataType = 11
 )
 
 // Size is the element size in bytes.
 func (t DataType) Size() int {
 	switch t {
-	case Int8, Uint8:
+	case Int8, Uint8, Float8e4m3, Float8e5m2:
 		return 1
 	case Float16, Bfloat16:
 		return 2
@@ -59,6 +79,34 @@ const (
 	Min  RedOp = 3
 	Avg  RedOp = 4
 )
+
+// ScalarResidence says where the scalar of a PreMulSum operator lives
+// (ncclScalarResidence_t).
+type ScalarResidence int32
+
+const (
+	// ScalarDevice: the scalar is an element in device memory, read by
+	// every collective that uses the operator.
+	ScalarDevice ScalarResidence = 0
+	// ScalarHostImmediate: the scalar is a host value, copied when the
+	// operator is created.
+	ScalarHostImmediate ScalarResidence = 1
+)
+
+// Config is the part of ncclConfig_t that CommInitRankConfig passes (the
+// attributes NCCL 2.18 defined; newer ones keep NCCL's defaults). Zero
+// values mean "NCCL's default" (NCCL_CONFIG_UNDEF_INT): NCCL_COMM_BLOCKING
+// and the other NCCL_* variables still apply to them.
+type Config struct {
+	// NonBlocking makes calls on the communicator return ncclInProgress
+	// instead of blocking; poll AsyncError until it is nil.
+	NonBlocking    bool
+	CGAClusterSize int
+	MinCTAs        int
+	MaxCTAs        int
+	NetName        string
+	SplitShare     bool
+}
 
 // UniqueIDBytes is NCCL_UNIQUE_ID_BYTES.
 const UniqueIDBytes = 128
@@ -83,6 +131,13 @@ const (
 
 var resultNames = [...]string{"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
 	"ncclInvalidArgument", "ncclInvalidUsage", "ncclRemoteError", "ncclInProgress"}
+
+// IsInProgress reports whether err is an NCCL call's ncclInProgress, the
+// state of a non-blocking communicator whose operation is still running.
+func IsInProgress(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == InProgress
+}
 
 func (r Result) String() string {
 	if r >= 0 && int(r) < len(resultNames) {
@@ -132,6 +187,19 @@ func (e *LoadError) Error() string {
 }
 
 func (e *LoadError) Unwrap() error { return hal.ErrNotSupported }
+
+// MissingError is the error of a call to an entry point that the loaded
+// NCCL does not export; it wraps hal.ErrNotSupported.
+type MissingError struct {
+	Call    string
+	Library string
+}
+
+func (e *MissingError) Error() string {
+	return fmt.Sprintf("%s: not exported by %s (an older NCCL)", e.Call, e.Library)
+}
+
+func (e *MissingError) Unwrap() error { return hal.ErrNotSupported }
 
 // Library is the library Load opens: WEFT_NCCL_LIB, else libnccl.so.2.
 func Library() string {

@@ -11,6 +11,7 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"unsafe"
@@ -45,9 +46,16 @@ func Load() error {
 	return loadErr
 }
 
+// missing is what nccl.c's wrappers of optional entry points return when
+// the library lacks them (WEFT_NCCL_MISSING).
+const missing = -1
+
 func check(call string, r C.ncclResult_t, comm uintptr) error {
 	if r == 0 {
 		return nil
+	}
+	if r == missing {
+		return &MissingError{Call: call, Library: Library()}
 	}
 	e := &Error{Call: call, Code: Result(r)}
 	if s := C.weft_ncclGetErrorString(r); s != nil {
@@ -66,6 +74,19 @@ func ensure(call string) error {
 		return fmt.Errorf("%s: %w", call, err)
 	}
 	return nil
+}
+
+// Has reports whether the loaded NCCL exports the optional entry point
+// name: ncclAlltoAll, ncclCommInitRankConfig, ncclRedOpCreatePreMulSum,
+// ncclRedOpDestroy or ncclGetLastError. It is false when NCCL is not
+// loaded (call Load first) and for any other name.
+func Has(name string) bool {
+	if Load() != nil {
+		return false
+	}
+	p := C.CString(name)
+	defer C.free(unsafe.Pointer(p))
+	return C.weft_nccl_has(p) != 0
 }
 
 // Version returns NCCL's version code (22803 for 2.28.3).
@@ -96,23 +117,76 @@ type Comm struct {
 
 // CommInitRank joins rank of an nranks communicator on the GPU of ctx, a
 // CUcontext (hal/nvlink's (*Device).Context()), which is made current on
-// the calling thread within the same call. Between GroupStart and GroupEnd
-// one thread may initialise several ranks, one per GPU.
+// the calling thread within the same call; ctx 0 uses the thread's current
+// context (as a C caller of ncclCommInitRank does). Between GroupStart and
+// GroupEnd one thread may initialise several ranks, one per GPU.
 func CommInitRank(ctx uintptr, nranks int, id UniqueID, rank int) (*Comm, error) {
-	if err := ensure("ncclCommInitRank"); err != nil {
+	return commInit("ncclCommInitRank", ctx, nranks, id, rank, nil)
+}
+
+// CommInitRankConfig is CommInitRank with the attributes of cfg. With
+// cfg.NonBlocking the call may return before the communicator is ready:
+// AsyncError then reports ncclInProgress (see IsInProgress) until it is.
+// Returns an error wrapping hal.ErrNotSupported when NCCL lacks
+// ncclCommInitRankConfig (before 2.14).
+func CommInitRankConfig(ctx uintptr, nranks int, id UniqueID, rank int, cfg Config) (*Comm, error) {
+	return commInit("ncclCommInitRankConfig", ctx, nranks, id, rank, &cfg)
+}
+
+// undef is NCCL_CONFIG_UNDEF_INT: the attribute keeps NCCL's default.
+const undef = math.MinInt32
+
+func orUndef(v int) C.int {
+	if v == 0 {
+		return undef
+	}
+	return C.int(v)
+}
+
+func commInit(call string, ctx uintptr, nranks int, id UniqueID, rank int, cfg *Config) (*Comm, error) {
+	if err := ensure(call); err != nil {
 		return nil, err
 	}
-	if err := cuda.Load(); err != nil {
-		return nil, fmt.Errorf("ncclCommInitRank: %w", err)
+	setCurrent := uintptr(0)
+	if ctx != 0 {
+		if err := cuda.Load(); err != nil {
+			return nil, fmt.Errorf("%s: %w", call, err)
+		}
+		setCurrent = cuda.SetCurrentProc()
 	}
 	var h C.uintptr_t
 	var cu C.int
-	r := C.weft_ncclCommInitRank(C.uintptr_t(cuda.SetCurrentProc()), C.uintptr_t(ctx), &h, C.int(nranks),
-		unsafe.Pointer(&id[0]), C.int(rank), &cu)
-	if cu != 0 {
-		return nil, fmt.Errorf("ncclCommInitRank rank %d of %d: %w", rank, nranks, cuda.ResultError("cuCtxSetCurrent", cuda.Result(cu)))
+	var r C.ncclResult_t
+	if cfg == nil {
+		r = C.weft_ncclCommInitRank(C.uintptr_t(setCurrent), C.uintptr_t(ctx), &h, C.int(nranks),
+			unsafe.Pointer(&id[0]), C.int(rank), &cu)
+	} else {
+		c := (*C.weft_ncclConfig)(C.calloc(1, C.sizeof_weft_ncclConfig))
+		defer C.free(unsafe.Pointer(c))
+		c.size = C.sizeof_weft_ncclConfig
+		c.magic = 0xcafebeef // NCCL_API_MAGIC
+		c.version = 21800    // NCCL_VERSION(2,18,0): the layout of weft_ncclConfig
+		c.blocking = undef
+		if cfg.NonBlocking {
+			c.blocking = 0
+		}
+		c.cgaClusterSize, c.minCTAs, c.maxCTAs = orUndef(cfg.CGAClusterSize), orUndef(cfg.MinCTAs), orUndef(cfg.MaxCTAs)
+		c.splitShare = undef
+		if cfg.SplitShare {
+			c.splitShare = 1
+		}
+		if cfg.NetName != "" {
+			c.netName = C.CString(cfg.NetName)
+			defer C.free(unsafe.Pointer(c.netName))
+		}
+		r = C.weft_ncclCommInitRankConfig(C.uintptr_t(setCurrent), C.uintptr_t(ctx), &h, C.int(nranks),
+			unsafe.Pointer(&id[0]), C.int(rank), c, &cu)
 	}
-	if err := check("ncclCommInitRank", r, 0); err != nil {
+	if cu != 0 {
+		return nil, fmt.Errorf("%s rank %d of %d: %w", call, rank, nranks, cuda.ResultError("cuCtxSetCurrent", cuda.Result(cu)))
+	}
+	// A non-blocking init returns ncclInProgress with a usable handle.
+	if err := check(call, r, uintptr(h)); err != nil && !(r == C.ncclResult_t(InProgress) && h != 0) {
 		return nil, fmt.Errorf("rank %d of %d: %w", rank, nranks, err)
 	}
 	return &Comm{h: uintptr(h), ctx: ctx, rank: rank, nranks: nranks}, nil
@@ -125,6 +199,9 @@ func (c *Comm) Rank() int { return c.rank }
 func (c *Comm) Size() int { return c.nranks }
 
 func (c *Comm) ch() C.uintptr_t { return C.uintptr_t(c.h) }
+
+// Handle is the ncclComm_t, for C code that calls NCCL itself.
+func (c *Comm) Handle() uintptr { return c.h }
 
 // Destroy frees the communicator after its operations complete.
 func (c *Comm) Destroy() error { return check("ncclCommDestroy", C.weft_ncclCommDestroy(c.ch()), 0) }
@@ -167,6 +244,50 @@ func (c *Comm) ReduceScatter(send, recv uint64, recvcount int, dt DataType, op R
 func (c *Comm) Broadcast(send, recv uint64, count int, dt DataType, root int, stream uintptr) error {
 	return check("ncclBroadcast", C.weft_ncclBroadcast(C.uintptr_t(send), C.uintptr_t(recv), C.size_t(count),
 		C.int(dt), C.int(root), c.ch(), C.uintptr_t(stream)), c.h)
+}
+
+// Reduce reduces count elements of send across ranks into recv of rank
+// root (recv is not used on other ranks). In place when send == recv.
+func (c *Comm) Reduce(send, recv uint64, count int, dt DataType, op RedOp, root int, stream uintptr) error {
+	return check("ncclReduce", C.weft_ncclReduce(C.uintptr_t(send), C.uintptr_t(recv), C.size_t(count),
+		C.int(dt), C.int(op), C.int(root), c.ch(), C.uintptr_t(stream)), c.h)
+}
+
+// AlltoAll sends block j (count elements at send + j×count×size) to rank j
+// and receives rank i's block into recv + i×count×size; both buffers hold
+// count × Size elements and must not overlap. It calls ncclAlltoAll where
+// NCCL exports it (2.28 and later) and otherwise issues one group of a
+// Send and a Recv per peer, as nccl-tests does. The group form may itself
+// be called between GroupStart and GroupEnd (NCCL groups nest).
+func (c *Comm) AlltoAll(send, recv uint64, count int, dt DataType, stream uintptr) error {
+	if Has("ncclAlltoAll") {
+		return check("ncclAlltoAll", C.weft_ncclAlltoAll(C.uintptr_t(send), C.uintptr_t(recv), C.size_t(count),
+			C.int(dt), c.ch(), C.uintptr_t(stream)), c.h)
+	}
+	if dt.Size() == 0 {
+		return &Error{Call: "ncclAlltoAll (grouped send/recv)", Code: InvalidArgument, Text: fmt.Sprintf("data type %d", dt)}
+	}
+	return check("ncclAlltoAll (grouped send/recv)", C.weft_ncclAlltoAllGrouped(C.uintptr_t(send), C.uintptr_t(recv),
+		C.size_t(count), C.int(dt), C.size_t(dt.Size()), C.int(c.nranks), c.ch(), C.uintptr_t(stream)), c.h)
+}
+
+// RedOpCreatePreMulSum makes a PreMulSum operator of the communicator:
+// every contribution is multiplied by a scalar of type dt before the sum.
+// With ScalarHostImmediate, scalar is the element's bits (little-endian,
+// in the low bytes: math.Float32bits for float, a half's 16 bits for
+// half); with ScalarDevice, scalar is the device address of the element.
+// Free the operator with RedOpDestroy. Returns an error wrapping
+// hal.ErrNotSupported when NCCL lacks PreMulSum (before 2.11).
+func (c *Comm) RedOpCreatePreMulSum(scalar uint64, dt DataType, residence ScalarResidence) (RedOp, error) {
+	var op C.int
+	err := check("ncclRedOpCreatePreMulSum", C.weft_ncclRedOpCreatePreMulSum(&op, C.uintptr_t(scalar), C.int(dt),
+		C.int(residence), c.ch()), c.h)
+	return RedOp(op), err
+}
+
+// RedOpDestroy frees an operator made by RedOpCreatePreMulSum.
+func (c *Comm) RedOpDestroy(op RedOp) error {
+	return check("ncclRedOpDestroy", C.weft_ncclRedOpDestroy(C.int(op), c.ch()), c.h)
 }
 
 // Send sends count elements to peer (pair it with the peer's Recv, inside

@@ -62,6 +62,28 @@ func TestVersionAndTypes(t *testing.T) {
 	}
 }
 
+func TestMissingAndInProgress(t *testing.T) {
+	err := fmt.Errorf("forward: %w", &MissingError{Call: "ncclAlltoAll", Library: "libnccl.so.2"})
+	if !errors.Is(err, hal.ErrNotSupported) {
+		t.Errorf("%v does not wrap ErrNotSupported", err)
+	}
+	if want := "forward: ncclAlltoAll: not exported by libnccl.so.2 (an older NCCL)"; err.Error() != want {
+		t.Errorf("Error() = %q, want %q", err.Error(), want)
+	}
+	if !IsInProgress(fmt.Errorf("x: %w", &Error{Call: "ncclCommGetAsyncError (async)", Code: InProgress})) {
+		t.Error("IsInProgress(ncclInProgress) = false")
+	}
+	if IsInProgress(&Error{Code: RemoteError}) || IsInProgress(err) {
+		t.Error("IsInProgress true for another error")
+	}
+	if Has("ncclNoSuchCall") {
+		t.Error(`Has("ncclNoSuchCall") = true`)
+	}
+	if Float8e4m3.Size() != 1 || Float8e5m2.Size() != 1 || DataType(12).Size() != 0 {
+		t.Error("fp8 sizes")
+	}
+}
+
 func requireOrSkip(t *testing.T, reason string) {
 	t.Helper()
 	if env.Required("nccl") || env.Required("nvlink") {
@@ -236,6 +258,35 @@ func TestCollectivesSingleProcess(t *testing.T) {
 		for r, st := range ranks {
 			prev := (r + n - 1) % n
 			check(fmt.Sprintf("Recv rank %d", r), st, recv[r], count, func(i int) float32 { return input(prev, i) })
+		}
+	}
+	run("Reduce", func(r int, st *rankState) error {
+		return st.comm.Reduce(uint64(send[r]), uint64(recv[r]), count, Float32, Sum, root, st.stream.Handle)
+	})
+	check("Reduce root", ranks[root], recv[root], count, func(i int) float32 { return tri * float32(i%7+1) })
+	t.Logf("ncclAlltoAll exported: %v", Has("ncclAlltoAll"))
+	run("AlltoAll", func(r int, st *rankState) error {
+		return st.comm.AlltoAll(uint64(send[r]), uint64(recv[r]), count, Float32, st.stream.Handle)
+	})
+	for r, st := range ranks {
+		// Block i of rank r's output is block r of rank i's input.
+		check(fmt.Sprintf("AlltoAll rank %d", r), st, recv[r], count*n, func(i int) float32 { return input(i/count, r*count+i%count) })
+	}
+	if Has("ncclRedOpCreatePreMulSum") {
+		ops := make([]RedOp, n)
+		for r, st := range ranks {
+			if ops[r], err = st.comm.RedOpCreatePreMulSum(uint64(math.Float32bits(2)), Float32, ScalarHostImmediate); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run("AllReduce PreMulSum ×2", func(r int, st *rankState) error {
+			return st.comm.AllReduce(uint64(send[r]), uint64(recv[r]), count, Float32, ops[r], st.stream.Handle)
+		})
+		for r, st := range ranks {
+			check(fmt.Sprintf("PreMulSum rank %d", r), st, recv[r], count, func(i int) float32 { return 2 * tri * float32(i%7+1) })
+			if err := st.comm.RedOpDestroy(ops[r]); err != nil {
+				t.Error(err)
+			}
 		}
 	}
 	// A bad call is an error naming the call, wrapping the HAL sentinel.

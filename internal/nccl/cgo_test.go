@@ -1,0 +1,5 @@
+//go:build cgo
+
+package nccl
+
+const cgoEnabled = true
