@@ -1,6 +1,8 @@
-// Package half converts between float32 and the 16-bit float formats
-// (IEEE 754 binary16 and bfloat16), rounding to nearest even as the GPU's
-// cvt.rn instructions do.
+// Package half converts between float32 and the narrow float formats of
+// GPU collectives: IEEE 754 binary16 and bfloat16 (rounding to nearest even,
+// as the GPU's cvt.rn instructions do), and the two 8-bit formats of the OCP
+// FP8 specification, E4M3 and E5M2 (rounding to nearest even and saturating
+// to the largest finite value, as cvt.rn.satfinite does).
 package half
 
 import "math"
@@ -75,4 +77,108 @@ func BF16FromFloat32(f float32) uint16 {
 	}
 	b += 0x7fff + (b>>16)&1
 	return uint16(b >> 16)
+}
+
+// The 8-bit formats (OCP 8-bit Floating Point Specification, 2023):
+//
+//	E4M3: sign, 4 exponent bits (bias 7), 3 mantissa bits. No infinity;
+//	      S.1111.111 is NaN; largest finite ±448, smallest subnormal 2^-9.
+//	E5M2: sign, 5 exponent bits (bias 15), 2 mantissa bits, IEEE-like:
+//	      exponent 31 is ±Inf (mantissa 0) or NaN; largest finite ±57344,
+//	      smallest subnormal 2^-16. An E5M2 value is the high byte of the
+//	      binary16 value it equals.
+//
+// Conversions from float32 round to nearest even and saturate (the
+// .satfinite behaviour of the GPU's cvt.rn.satfinite.e4m3x2/e5m2x2): a
+// magnitude above the largest finite value, infinity included, becomes
+// the largest finite value with the same sign, so E5M2FromFloat32(±Inf) is
+// ±57344 (0x7b/0xfb), not ±Inf. NaN becomes the NaN code 0x7f.
+const (
+	e4m3Mant, e4m3Bias, e4m3Max = 3, 7, 0x7e  // 0x7e = 1.75 × 2^8 = 448
+	e5m2Mant, e5m2Bias, e5m2Max = 2, 15, 0x7b // 0x7b = 1.75 × 2^15 = 57344
+	f8NaN                       = 0x7f
+)
+
+// E4M3ToFloat32 converts FP8 E4M3 bits to float32 (exactly).
+func E4M3ToFloat32(c uint8) float32 {
+	if c&0x7f == 0x7f {
+		return f8NaNFloat(c)
+	}
+	return f8ToFloat32(c, e4m3Mant, e4m3Bias)
+}
+
+// E5M2ToFloat32 converts FP8 E5M2 bits to float32 (exactly).
+func E5M2ToFloat32(c uint8) float32 {
+	switch {
+	case c&0x7f == 0x7c:
+		return float32(math.Inf(1 - 2*int(c>>7)))
+	case c&0x7f > 0x7c:
+		return f8NaNFloat(c)
+	}
+	return f8ToFloat32(c, e5m2Mant, e5m2Bias)
+}
+
+// E4M3FromFloat32 converts to FP8 E4M3, rounding to nearest even and
+// saturating to ±448.
+func E4M3FromFloat32(f float32) uint8 { return f8FromFloat32(f, e4m3Mant, e4m3Bias, e4m3Max) }
+
+// E5M2FromFloat32 converts to FP8 E5M2, rounding to nearest even and
+// saturating to ±57344 (infinities included).
+func E5M2FromFloat32(f float32) uint8 { return f8FromFloat32(f, e5m2Mant, e5m2Bias, e5m2Max) }
+
+func f8NaNFloat(c uint8) float32 { return math.Float32frombits(uint32(c>>7)<<31 | 0x7fc00000) }
+
+// f8ToFloat32 decodes a finite code with mant mantissa bits and the given
+// exponent bias.
+func f8ToFloat32(c uint8, mant, bias uint32) float32 {
+	sign := uint32(c>>7) << 31
+	exp := uint32(c&0x7f) >> mant
+	m := uint32(c) & (1<<mant - 1)
+	if exp == 0 { // zero or subnormal: m × 2^(1-bias-mant), exact in float32
+		v := float32(math.Ldexp(float64(m), 1-int(bias)-int(mant)))
+		return math.Float32frombits(sign | math.Float32bits(v))
+	}
+	return math.Float32frombits(sign | (exp-bias+127)<<23 | m<<(23-mant))
+}
+
+// f8FromFloat32 encodes f with mant mantissa bits and the given exponent
+// bias, rounding to nearest even; magnitudes above the code maxCode
+// saturate to it.
+func f8FromFloat32(f float32, mant, bias uint32, maxCode uint8) uint8 {
+	b := math.Float32bits(f)
+	sign := uint8(b>>24) & 0x80
+	a := b & 0x7fffffff
+	if a > 0x7f800000 {
+		return f8NaN
+	}
+	exp := int32(a >> 23) // biased float32 exponent
+	if exp == 0 {         // float32 zero or subnormal: far below half the smallest fp8 subnormal
+		return sign
+	}
+	e := exp - 127 + int32(bias) // biased fp8 exponent
+	if e >= 1<<(7-mant) {
+		return sign | maxCode
+	}
+	m := a&0x7fffff | 0x800000 // 24-bit significand
+	shift := uint32(23 - mant)
+	code := uint32(e) << mant
+	if e <= 0 { // subnormal in fp8: shift the implicit bit in
+		shift += uint32(1 - e)
+		if shift > 24 {
+			return sign // below half the smallest subnormal
+		}
+		code = 0
+	} else {
+		m &= 0x7fffff
+	}
+	code |= m >> shift
+	rem := m & (1<<shift - 1)
+	mid := uint32(1) << (shift - 1)
+	if rem > mid || (rem == mid && code&1 == 1) {
+		code++ // may carry into the exponent, which is right
+	}
+	if code > uint32(maxCode) {
+		code = uint32(maxCode)
+	}
+	return sign | uint8(code)
 }
