@@ -62,7 +62,9 @@ type Comm struct {
 	cfg     algorithms.Config
 	timeout time.Duration
 
-	allreduce []*algo
+	allreduce []*algo             // zero-copy AllReduce (Comm.AllReduce)
+	p2p       *algo               // point-to-point (LaunchP2P)
+	colls     map[collKey][]*algo // scratch-based plans (Launch), set up on first use
 
 	mu   sync.Mutex
 	regs map[uint64]*channels.Registration
@@ -94,7 +96,7 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 	if opts.Config != nil {
 		cfg = *opts.Config
 	}
-	c := &Comm{boot: boot, dev: dev, exec: exec, cfg: cfg, timeout: opts.Timeout, regs: map[uint64]*channels.Registration{}}
+	c := &Comm{boot: boot, dev: dev, exec: exec, cfg: cfg, timeout: opts.Timeout, regs: map[uint64]*channels.Registration{}, colls: map[collKey][]*algo{}}
 	if c.timeout <= 0 {
 		c.timeout = env.Timeout()
 	}
@@ -107,21 +109,22 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 	if err != nil {
 		return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
 	}
-	for _, ch := range choices {
-		var scratch int64
-		switch {
-		case ch.Plan.Windowed():
-			scratch = ch.Plan.ScratchBytes(0, 1) // window-sized, whatever the count
-		case ch.MaxBytes > 0:
-			for _, t := range plan.DataTypes {
-				scratch = max(scratch, ch.Plan.ScratchBytes(ch.MaxBytes/int64(t.Size()), t.Size()))
-			}
-		}
-		res, err := channels.Setup(ctx, boot, dev, ch.Plan, scratch, 0)
-		if err != nil {
-			return nil, fmt.Errorf("weft: %w", err)
-		}
-		c.allreduce = append(c.allreduce, &algo{choice: ch, res: res, library: channels.DeviceLibrary(), programs: map[progKey]hal.Program{}})
+	if c.allreduce, err = c.setupAlgos(choices); err != nil {
+		return nil, err
+	}
+	// Point-to-point operations involve only some ranks, so their plan is
+	// set up and compiled here, where every rank takes part.
+	p2p, err := algorithms.Plans(cfg, algorithms.SendRecv, 0)
+	if err != nil {
+		return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
+	}
+	algos, err := c.setupAlgos(p2p)
+	if err != nil {
+		return nil, err
+	}
+	c.p2p = algos[0]
+	if _, err := c.program(c.p2p, plan.Uint8, plan.Sum, 0); err != nil {
+		return nil, err
 	}
 	env.Logger("INIT").Info("communicator ready", "rank", cfg.Rank, "nranks", cfg.NRanks, "backend", info.Backend,
 		"device", info.Name, "memory", c.MemoryBytes())
@@ -153,7 +156,7 @@ func (c *Comm) Plans() []string {
 // scratch, semaphores and state (registered user buffers not counted).
 func (c *Comm) MemoryBytes() int64 {
 	var n int64
-	for _, a := range c.allreduce {
+	for _, a := range c.allAlgos() {
 		n += a.res.Bytes()
 	}
 	return n
@@ -196,10 +199,12 @@ func (c *Comm) checkArgs(coll string, in, out hal.Buffer, count int64, t plan.Da
 		return bad("output buffer is nil")
 	case s == nil:
 		return bad("stream is nil")
-	case !t.Valid() || t == plan.Uint8:
-		return bad("unsupported data type %v (want float, half, bfloat16, int32 or int64)", t)
+	case !t.Valid():
+		return bad("unsupported data type %v", t)
 	case !op.Valid():
 		return bad("unsupported reduction op %v", op)
+	case op == plan.PreMulSum:
+		return bad("PreMulSum needs a scalar: use Launch with Call.Scalar")
 	case count < 0:
 		return bad("negative count %d", count)
 	}
@@ -220,16 +225,14 @@ func (c *Comm) checkArgs(coll string, in, out hal.Buffer, count int64, t plan.Da
 }
 
 func (c *Comm) launch(a *algo, in, out hal.Buffer, count int64, t plan.DataType, op plan.RedOp, s hal.Stream) error {
-	key := progKey{t, op}
-	prog, ok := a.programs[key]
-	if !ok {
-		var err error
-		if prog, err = c.prepare(a, t, op, count); err != nil {
-			return err
-		}
-		a.programs[key] = prog
+	prog, err := c.program(a, t, op, count)
+	if err != nil {
+		return err
 	}
 	args := &plan.Args{Count: count, Input: in.Addr(), Output: out.Addr(), Timeout: c.timeout}
+	if op == plan.Avg && t.Float() {
+		args.Scalar = plan.AvgScalar(t, c.cfg.NRanks)
+	}
 	needIn, needOut := a.choice.Plan.Needs()
 	if needIn || needOut {
 		args.PeerInput = make([]uint64, len(a.choice.Plan.Channels))
@@ -364,7 +367,7 @@ func (c *Comm) Synchronize(s hal.Stream) error {
 // Check returns the first failure recorded by any launch (see
 // channels.Resources.Check) without waiting.
 func (c *Comm) Check() error {
-	for _, a := range c.allreduce {
+	for _, a := range c.allAlgos() {
 		if err := a.res.Check(); err != nil {
 			if berr := c.boot.Err(); berr != nil {
 				return fmt.Errorf("weft: %w (%v)", berr, err)
@@ -376,7 +379,7 @@ func (c *Comm) Check() error {
 }
 
 func (c *Comm) abort() {
-	for _, a := range c.allreduce {
+	for _, a := range c.allAlgos() {
 		a.res.Abort()
 	}
 }
@@ -384,13 +387,15 @@ func (c *Comm) abort() {
 // Close releases programs, channels and registrations.
 func (c *Comm) Close() error {
 	var errs []error
-	for _, a := range c.allreduce {
+	for _, a := range c.allAlgos() {
 		for _, p := range a.programs {
 			errs = append(errs, p.Close())
 		}
 		errs = append(errs, a.res.Close())
 	}
-	c.allreduce = nil
+	c.mu.Lock()
+	c.allreduce, c.p2p, c.colls = nil, nil, map[collKey][]*algo{}
+	c.mu.Unlock()
 	c.mu.Lock()
 	for k, r := range c.regs {
 		errs = append(errs, r.Close())

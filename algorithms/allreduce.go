@@ -40,6 +40,12 @@ type Config struct {
 	// LLMaxBytes is the largest message 1PA serves (the 1PA/2PA threshold);
 	// MidMaxBytes the largest that the Mid-shaped 2PA serves.
 	LLMaxBytes, MidMaxBytes int64
+	// CollLLMaxBytes is the largest segment (count × element size) the LL
+	// plans of the other collectives serve; HB shapes their windowed plans
+	// (Blocks per group, Window bytes per chunk per window) and P2P the
+	// point-to-point plan.
+	CollLLMaxBytes int64
+	HB, P2P        Shape
 }
 
 // Shape is the launch shape of a bandwidth-bound plan: thread blocks,
@@ -60,14 +66,23 @@ type Shape struct {
 // (128 × 512, unroll 2: 324 GB/s at 512 MB against 316).
 func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 	c := Config{Rank: rank, NRanks: nranks, LL: plan.LL16, LLMaxBytes: 128 << 10, MidMaxBytes: 16 << 20}
+	c.CollLLMaxBytes = 64 << 10
+	// Point-to-point groups (two per peer and one more) must all be
+	// resident at once: a waiting block holds its SM.
+	p2pBlocks := max(1, min(8, sms/(2*nranks-1)))
 	if gpu {
 		c.LLBlocks, c.Threads = 8, 1024
 		c.Mid = Shape{Blocks: min(sms/2, 64), Threads: 1024, Unroll: 4}
 		c.Large = Shape{Blocks: min(sms, 128), Threads: 512, Unroll: 2}
+		c.HB = Shape{Blocks: max(1, min(16, sms/3)), Threads: 1024, Unroll: 4, Window: 2 << 20}
+		c.P2P = Shape{Blocks: p2pBlocks, Threads: 512, Unroll: 4, Window: 1 << 20}
 	} else {
 		c.LLBlocks, c.Threads = 2, 32
 		c.Mid = Shape{Blocks: max(1, min(sms, 4)), Threads: 32}
 		c.Large = c.Mid
+		// Small windows, so that tests of moderate sizes cross many.
+		c.HB = Shape{Blocks: max(1, min(sms, 2)), Threads: 32, Window: 16 << 10}
+		c.P2P = Shape{Blocks: 1, Threads: 32, Window: 16 << 10}
 	}
 	return c
 }
@@ -78,6 +93,15 @@ func (c Config) validate() error {
 	}
 	if c.Mid.Blocks < 1 || c.Large.Blocks < 1 || c.LLBlocks < 1 {
 		return fmt.Errorf("algorithms: %d, %d and %d LL thread blocks: want at least 1 each", c.Mid.Blocks, c.Large.Blocks, c.LLBlocks)
+	}
+	return nil
+}
+
+// validShape checks the shape of a windowed plan.
+func validShape(name string, s Shape) error {
+	if s.Blocks < 1 || s.Threads < 32 || s.Window <= 0 || s.Window%plan.AlignBytes != 0 {
+		return fmt.Errorf("algorithms: %s shape %d blocks × %d threads, window %d bytes: want blocks ≥ 1, threads ≥ 32 and a window that is a positive multiple of %d",
+			name, s.Blocks, s.Threads, s.Window, plan.AlignBytes)
 	}
 	return nil
 }
@@ -129,7 +153,9 @@ func AllReduce1PA(c Config) (*plan.Plan, error) {
 	if len(chs) > 0 {
 		ops = append(ops, plan.Transfer(plan.All, 0, puts, plan.L(plan.Input)))
 	}
-	ops = append(ops, plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, reduceSrcs...))
+	red := plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, reduceSrcs...)
+	red.Combine = true
+	ops = append(ops, red)
 	p.Groups = []plan.Group{{Blocks: c.LLBlocks, Ops: ops}}
 	if len(chs) == 0 {
 		p.Scratch, p.ScratchSlots = plan.Simple, 0
@@ -176,7 +202,9 @@ func AllReduce2PA(c Config, s Shape) (*plan.Plan, error) {
 	}
 	var ops []plan.Op
 	ops = append(ops, barrier(0)...)
-	ops = append(ops, plan.Transfer(c.Rank, c.NRanks, dsts, srcs...))
+	red := plan.Transfer(c.Rank, c.NRanks, dsts, srcs...)
+	red.Combine = true
+	ops = append(ops, red)
 	ops = append(ops, barrier(b)...)
 	p.Groups = []plan.Group{{Blocks: b, Ops: ops}}
 	return p, p.Validate()
@@ -244,7 +272,9 @@ func AllReduce2PAPush(c Config, s Shape) (*plan.Plan, error) {
 		dsts = append(dsts, plan.R(ci, plan.Output))
 		srcs = append(srcs, plan.LS(ci))
 	}
-	ops = append(ops, plan.Transfer(c.Rank, c.NRanks, dsts, srcs...))
+	red := plan.Transfer(c.Rank, c.NRanks, dsts, srcs...)
+	red.Combine = true
+	ops = append(ops, red)
 	for ci := range chs {
 		f := plan.Signal(ci, semFree)
 		f.SkipLast = 2

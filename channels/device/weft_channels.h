@@ -22,6 +22,10 @@
 #ifndef WEFT_MAX_PEERS
 #define WEFT_MAX_PEERS 8
 #endif
+#ifndef WEFT_MAX_GROUP_ARGS
+#define WEFT_MAX_GROUP_ARGS (2 * WEFT_MAX_PEERS + 1)
+#endif
+#define WEFT_SKIP_COUNT (~0ull)
 
 // Kernel parameters: plan bindings and launch arguments, passed by value.
 // The Go side (hal/plan PackParams) writes exactly this layout.
@@ -33,6 +37,10 @@ struct weft_params {
   weft_u64 peer_input[WEFT_MAX_PEERS];
   weft_u64 peer_output[WEFT_MAX_PEERS];
   weft_u64 timeout_ns;
+  weft_u64 scalar, scalar_ptr;  // PreMulSum multiplier: bits of one element, or its device address
+  // Per-group arguments (plan.Group.Arg k ≥ 1 uses entry k−1); a count of
+  // WEFT_SKIP_COUNT leaves the group out of the launch.
+  weft_u64 gcount[WEFT_MAX_GROUP_ARGS], ginput[WEFT_MAX_GROUP_ARGS], goutput[WEFT_MAX_GROUP_ARGS];
   weft_i32 rank, nranks, semaphores, scratch_slots;
   weft_i32 peers[WEFT_MAX_PEERS];  // peer rank of each channel
 };
@@ -66,6 +74,8 @@ template <> struct dtype_size<DT_BF16> { static constexpr int value = 2; };
 
 struct Ctx {
   const weft_params* p;
+  weft_u64 count, input, output;  // the group's element count and buffers
+  weft_u64 scalar;                // PreMulSum multiplier (bits of one element)
   weft_u64 launch;  // launch number (plan state word 0)
   weft_u32 flag;    // LL flag of this launch: launch mod (2^32-1) + 1
   int part, nparts, block;
@@ -123,9 +133,15 @@ struct Deadline {
   }
 };
 
-WEFT_DEV Ctx begin(const weft_params& p, int part, int nparts) {
+WEFT_DEV Ctx begin(const weft_params& p, int part, int nparts, int arg) {
   Ctx c;
   c.p = &p;
+  if (arg == 0) {
+    c.count = p.count, c.input = p.input, c.output = p.output;
+  } else {
+    c.count = p.gcount[arg - 1], c.input = p.ginput[arg - 1], c.output = p.goutput[arg - 1];
+  }
+  c.scalar = p.scalar;
   c.launch = ((volatile weft_u64*)p.state)[blockIdx.x];
   c.flag = (weft_u32)(c.launch % 0xFFFFFFFFull) + 1;
   c.part = part;
@@ -165,8 +181,8 @@ WEFT_DEV void split(weft_u64 count, weft_u64 align, weft_u64 i, weft_u64 n, weft
 
 template <int ES>
 WEFT_DEV void range(const Ctx& c, int chunk, int nchunks, weft_u64& off, weft_u64& len) {
-  weft_u64 o = 0, l = c.p->count;
-  if (chunk >= 0) split(c.p->count, 16 / ES, chunk, nchunks, o, l);
+  weft_u64 o = 0, l = c.count;
+  if (chunk >= 0) split(c.count, 16 / ES, chunk, nchunks, o, l);
   weft_u64 po, pl;
   split(l, 16 / ES, c.part, c.nparts, po, pl);
   off = o + po;
@@ -178,7 +194,7 @@ WEFT_DEV void range(const Ctx& c, int chunk, int nchunks, weft_u64& off, weft_u6
 template <int ES>
 WEFT_DEV weft_u64 windows(const Ctx& c, weft_u64 window_bytes, int nchunks) {
   weft_u64 o, per;
-  split(c.p->count, 16 / ES, 0, nchunks, o, per);
+  split(c.count, 16 / ES, 0, nchunks, o, per);
   const weft_u64 we = window_bytes / ES;
   const weft_u64 n = (per + we - 1) / we;
   return n ? n : 1;
@@ -191,7 +207,7 @@ template <int ES>
 WEFT_DEV void range_w(const Ctx& c, int chunk, int nchunks, weft_u64 w, weft_u64 window_bytes, weft_u64& start, weft_u64& off,
                       weft_u64& len) {
   weft_u64 co, cl, po, pl;
-  split(c.p->count, 16 / ES, chunk, nchunks, co, cl);
+  split(c.count, 16 / ES, chunk, nchunks, co, cl);
   const weft_u64 we = window_bytes / ES;
   split(we, 16 / ES, c.part, c.nparts, po, pl);
   const weft_u64 end = co + cl;
@@ -238,7 +254,7 @@ WEFT_DEV void signal_one(const Ctx& c, int ch, int sem, bool relaxed) {
   const weft_params& p = *c.p;
   weft_u64 idx = (weft_u64)p.rank * p.semaphores + sem;
   weft_u64* base = (weft_u64*)p.peer_sems[ch];
-  st_relaxed_sys(base + (weft_u64)p.nranks * p.semaphores + idx, p.count);
+  st_relaxed_sys(base + (weft_u64)p.nranks * p.semaphores + idx, c.count);
   // The block barrier before this call orders the block's writes before
   // this thread's; release at system scope is cumulative over them (PTX
   // memory model: bar.sync is morally strong at CTA scope), so no separate
@@ -275,8 +291,8 @@ WEFT_DEV bool wait_one(const Ctx& c, int ch, int sem, bool relaxed, bool check) 
   if (!relaxed) ld_acquire_sys(inbound);
   if (!check) return true;
   weft_u64 theirs = ld_relaxed_sys((weft_u64*)p.sems + (weft_u64)p.nranks * p.semaphores + idx);
-  if (theirs != p.count) {
-    fail(c, STATUS_MISMATCH, WHAT_SEMAPHORE, ch, sem, p.count, theirs);
+  if (theirs != c.count) {
+    fail(c, STATUS_MISMATCH, WHAT_SEMAPHORE, ch, sem, c.count, theirs);
     return false;
   }
   return true;
@@ -394,11 +410,25 @@ WEFT_DEV void st_bytes(char* p, weft_u64 v, int n) {
 
 // ---- plain transfers (HB): 16-byte vectors, unrolled ---------------------------
 
-// xfer_plain: for every byte range of len elements, dsts[j] = ⊕ srcs[i].
-// Pointers point at the first element of this block's part. All threads of
-// the block take part.
-template <int DT, int OP, int NS, int ND, int UNROLL>
-WEFT_DEV void xfer_plain(const char* const (&srcs)[NS], char* const (&dsts)[ND], weft_u64 len) {
+// Combine modes of a transfer (plan.Op.Combine, plan.CombineMode): none,
+// scale every source by the scalar before reducing (PreMulSum, floating
+// Avg), divide the reduced value by the number of ranks (integer Avg).
+enum { CMB_NONE = 0, CMB_SCALE = 1, CMB_DIV = 2 };
+
+template <int DT, int CMB>
+WEFT_DEV weft_u32x4 pre128(const Ctx& c, weft_u32x4 v) { return CMB == CMB_SCALE ? scale128<DT>(v, c.scalar) : v; }
+template <int DT, int CMB>
+WEFT_DEV weft_u64 pre64(const Ctx& c, weft_u64 v) { return CMB == CMB_SCALE ? scale64<DT>(v, c.scalar) : v; }
+template <int DT, int CMB>
+WEFT_DEV weft_u32x4 post128(const Ctx& c, weft_u32x4 v) { return CMB == CMB_DIV ? div128<DT>(v, c.p->nranks) : v; }
+template <int DT, int CMB>
+WEFT_DEV weft_u64 post64(const Ctx& c, weft_u64 v) { return CMB == CMB_DIV ? div64<DT>(v, c.p->nranks) : v; }
+
+// xfer_plain: for every byte range of len elements, dsts[j] = ⊕ srcs[i]
+// (with the combine mode CMB applied). Pointers point at the first element
+// of this block's part. All threads of the block take part.
+template <int DT, int OP, int NS, int ND, int UNROLL, int CMB>
+WEFT_DEV void xfer_plain(const Ctx& c, const char* const (&srcs)[NS], char* const (&dsts)[ND], weft_u64 len) {
   constexpr int ES = dtype_size<DT>::value;
   const weft_u64 bytes = len * ES;
   bool aligned = true;
@@ -414,24 +444,27 @@ WEFT_DEV void xfer_plain(const char* const (&srcs)[NS], char* const (&dsts)[ND],
     for (; v + (UNROLL - 1) * blockDim.x < nvec; v += stride) {
       weft_u32x4 acc[UNROLL];
 #pragma unroll
-      for (int u = 0; u < UNROLL; u++) acc[u] = ld16(srcs[0] + (v + u * blockDim.x) * 16);
+      for (int u = 0; u < UNROLL; u++) acc[u] = pre128<DT, CMB>(c, ld16(srcs[0] + (v + u * blockDim.x) * 16));
 #pragma unroll
       for (int i = 1; i < NS; i++) {
         weft_u32x4 x[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) x[u] = ld16(srcs[i] + (v + u * blockDim.x) * 16);
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) acc[u] = red128<DT, OP>(acc[u], x[u]);
+        for (int u = 0; u < UNROLL; u++) acc[u] = red128<DT, OP>(acc[u], pre128<DT, CMB>(c, x[u]));
       }
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) acc[u] = post128<DT, CMB>(c, acc[u]);
 #pragma unroll
       for (int j = 0; j < ND; j++)
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) st16(dsts[j] + (v + u * blockDim.x) * 16, acc[u]);
     }
     for (; v < nvec; v += blockDim.x) {
-      weft_u32x4 acc = ld16(srcs[0] + v * 16);
+      weft_u32x4 acc = pre128<DT, CMB>(c, ld16(srcs[0] + v * 16));
 #pragma unroll
-      for (int i = 1; i < NS; i++) acc = red128<DT, OP>(acc, ld16(srcs[i] + v * 16));
+      for (int i = 1; i < NS; i++) acc = red128<DT, OP>(acc, pre128<DT, CMB>(c, ld16(srcs[i] + v * 16)));
+      acc = post128<DT, CMB>(c, acc);
 #pragma unroll
       for (int j = 0; j < ND; j++) st16(dsts[j] + v * 16, acc);
     }
@@ -444,12 +477,13 @@ WEFT_DEV void xfer_plain(const char* const (&srcs)[NS], char* const (&dsts)[ND],
 #pragma unroll
   for (int j = 0; j < ND; j++) elem_aligned &= ((weft_u64)dsts[j] % ES) == 0;
   for (weft_u64 b = head + (weft_u64)threadIdx.x * ES; b < bytes; b += (weft_u64)blockDim.x * ES) {
-    weft_u64 acc = elem_aligned ? ld_elem<ES>(srcs[0] + b) : ld_bytes(srcs[0] + b, ES);
+    weft_u64 acc = pre64<DT, CMB>(c, elem_aligned ? ld_elem<ES>(srcs[0] + b) : ld_bytes(srcs[0] + b, ES));
 #pragma unroll
     for (int i = 1; i < NS; i++) {
       weft_u64 x = elem_aligned ? ld_elem<ES>(srcs[i] + b) : ld_bytes(srcs[i] + b, ES);
-      acc = red64<DT, OP>(acc, x);
+      acc = red64<DT, OP>(acc, pre64<DT, CMB>(c, x));
     }
+    acc = post64<DT, CMB>(c, acc);
 #pragma unroll
     for (int j = 0; j < ND; j++) {
       if (elem_aligned) st_elem<ES>(dsts[j] + b, acc);
@@ -538,7 +572,7 @@ WEFT_DEV void st_plain_unit(char* p, weft_u64 v, int valid) {
 // destinations written as LL packets (pkt_dsts). Packet pointers point at
 // the packet holding the part's first element. One 8-byte unit per thread
 // per step. Returns false (for this thread) when a packet wait expired.
-template <int DT, int OP, int PROTO, int NPS, int NKS, int NPD, int NKD>
+template <int DT, int OP, int PROTO, int NPS, int NKS, int NPD, int NKD, int CMB>
 WEFT_DEV bool xfer_ll(const Ctx& c, const char* const (&srcs)[NPS > 0 ? NPS : 1], const char* const (&pkt_srcs)[NKS > 0 ? NKS : 1],
                       const int (&pkt_ch)[NKS > 0 ? NKS : 1], char* const (&dsts)[NPD > 0 ? NPD : 1],
                       char* const (&pkt_dsts)[NKD > 0 ? NKD : 1], weft_u64 len) {
@@ -552,7 +586,7 @@ WEFT_DEV bool xfer_ll(const Ctx& c, const char* const (&srcs)[NPS > 0 ? NPS : 1]
     bool first = true;
 #pragma unroll
     for (int i = 0; i < NPS; i++) {
-      weft_u64 x = ld_plain_unit<ES>(srcs[i] + u * 8, valid);
+      weft_u64 x = pre64<DT, CMB>(c, ld_plain_unit<ES>(srcs[i] + u * 8, valid));
       acc = first ? x : red64<DT, OP>(acc, x);
       first = false;
     }
@@ -560,9 +594,11 @@ WEFT_DEV bool xfer_ll(const Ctx& c, const char* const (&srcs)[NPS > 0 ? NPS : 1]
     for (int i = 0; i < NKS; i++) {
       weft_u64 x;
       if (!ld_unit<PROTO>(c, pkt_srcs[i] + u * PKT_PER_UNIT, valid, pkt_ch[i], x)) return false;
+      x = pre64<DT, CMB>(c, x);
       acc = first ? x : red64<DT, OP>(acc, x);
       first = false;
     }
+    acc = post64<DT, CMB>(c, acc);
 #pragma unroll
     for (int j = 0; j < NPD; j++) st_plain_unit<ES>(dsts[j] + u * 8, acc, valid);
 #pragma unroll
@@ -581,7 +617,7 @@ WEFT_DEV bool header_thread(int i) { return threadIdx.x == blockDim.x - 1 - i; }
 template <int PROTO>
 WEFT_DEV void put_header(const Ctx& c, char* hdr, int i) {
   if (!header_thread(i)) return;
-  weft_u64 n = c.p->count;
+  weft_u64 n = c.count;
   if (PROTO == PROTO_LL16) st_ll16(hdr, (weft_u32)n, (weft_u32)(n >> 32), c.flag);
   else st_ll8(hdr, (weft_u32)n, c.flag);
 }
@@ -591,7 +627,7 @@ WEFT_DEV bool check_header(const Ctx& c, const char* hdr, int ch, int i) {
   if (!header_thread(i)) return true;
   weft_u64 n;
   if (!ld_unit<PROTO>(c, hdr, PROTO == PROTO_LL16 ? 8 : 4, ch, n)) return false;
-  weft_u64 want = PROTO == PROTO_LL16 ? c.p->count : (c.p->count & 0xffffffffull);
+  weft_u64 want = PROTO == PROTO_LL16 ? c.count : (c.count & 0xffffffffull);
   if (n != want) {
     fail(c, STATUS_MISMATCH, WHAT_PACKET, ch, -1, want, n);
     return false;

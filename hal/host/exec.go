@@ -87,12 +87,20 @@ func (pr *Program) Close() error { return nil }
 // launch is one execution's resolved arguments.
 type launch struct {
 	*Program
-	count           int64
-	in, out         []byte
+	groups          []groupRun // by group index
 	peerIn, peerOut [][]byte
 	timeout         time.Duration
 	number          uint64
 	flag            uint32
+	scalar          uint64 // PreMulSum multiplier (bits of one element)
+	scalarPtr       uint64 // or its address, read when the launch runs
+}
+
+// groupRun is one group's count and buffers in a launch.
+type groupRun struct {
+	count   int64
+	in, out []byte
+	skip    bool
 }
 
 // Launch checks the arguments and queues one execution on s.
@@ -123,11 +131,11 @@ func (pr *Program) resolveArgs(a *plan.Args) (*launch, error) {
 	if need := p.ScratchBytes(a.Count, pr.esize); need > int64(len(pr.scratch)) {
 		return nil, bad("needs %d bytes of scratch, has %d", need, len(pr.scratch))
 	}
-	l := &launch{Program: pr, count: a.Count, timeout: a.Timeout}
+	l := &launch{Program: pr, timeout: a.Timeout, scalar: a.Scalar, scalarPtr: a.ScalarPtr}
 	if l.timeout <= 0 {
 		l.timeout = plan.DefaultTimeout
 	}
-	res := func(addr uint64, what string) ([]byte, error) {
+	res := func(addr uint64, bytes int64, what string) ([]byte, error) {
 		if bytes == 0 {
 			return nil, nil
 		}
@@ -141,11 +149,26 @@ func (pr *Program) resolveArgs(a *plan.Args) (*launch, error) {
 		return b, nil
 	}
 	var err error
-	if l.in, err = res(a.Input, "input"); err != nil {
-		return nil, err
-	}
-	if l.out, err = res(a.Output, "output"); err != nil {
-		return nil, err
+	for gi := range p.Groups {
+		g := &p.Groups[gi]
+		ga, ok := a.GroupArgs(g)
+		if !ok {
+			l.groups = append(l.groups, groupRun{skip: true})
+			continue
+		}
+		if ga.Count < 0 {
+			return nil, bad("group %d: negative count %d", gi, ga.Count)
+		}
+		gr := groupRun{count: ga.Count}
+		segIn, segOut := g.Extent()
+		gb := ga.Count * int64(pr.esize)
+		if gr.in, err = res(ga.Input, int64(segIn)*gb, fmt.Sprintf("group %d input", gi)); err != nil {
+			return nil, err
+		}
+		if gr.out, err = res(ga.Output, int64(segOut)*gb, fmt.Sprintf("group %d output", gi)); err != nil {
+			return nil, err
+		}
+		l.groups = append(l.groups, gr)
 	}
 	needIn, needOut := p.Needs()
 	l.peerIn = make([][]byte, len(p.Channels))
@@ -155,7 +178,7 @@ func (pr *Program) resolveArgs(a *plan.Args) (*launch, error) {
 			if ch >= len(a.PeerInput) {
 				return nil, bad("no registered input buffer of channel %d (peer rank %d)", ch, p.Channels[ch].Peer)
 			}
-			if l.peerIn[ch], err = res(a.PeerInput[ch], fmt.Sprintf("channel %d peer input", ch)); err != nil {
+			if l.peerIn[ch], err = res(a.PeerInput[ch], bytes, fmt.Sprintf("channel %d peer input", ch)); err != nil {
 				return nil, err
 			}
 		}
@@ -163,7 +186,7 @@ func (pr *Program) resolveArgs(a *plan.Args) (*launch, error) {
 			if ch >= len(a.PeerOutput) {
 				return nil, bad("no registered output buffer of channel %d (peer rank %d)", ch, p.Channels[ch].Peer)
 			}
-			if l.peerOut[ch], err = res(a.PeerOutput[ch], fmt.Sprintf("channel %d peer output", ch)); err != nil {
+			if l.peerOut[ch], err = res(a.PeerOutput[ch], bytes, fmt.Sprintf("channel %d peer output", ch)); err != nil {
 				return nil, err
 			}
 		}
@@ -179,6 +202,15 @@ func u64(b []byte, off int64) *uint64 { return (*uint64)(unsafe.Pointer(&b[off])
 func (l *launch) run() error {
 	l.number = atomic.LoadUint64(u64(l.state, 0))
 	l.flag = plan.Flag(l.number)
+	if l.scalarPtr != 0 {
+		s, err := l.dev.resolve(l.scalarPtr, int64(l.esize))
+		if err != nil {
+			return fmt.Errorf("host: launch %s: PreMulSum scalar: %w", l.p.Name, err)
+		}
+		var v [8]byte
+		copy(v[:], s)
+		l.scalar = binary.LittleEndian.Uint64(v[:])
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, l.p.Blocks())
 	block := 0
@@ -205,16 +237,25 @@ func (l *launch) run() error {
 
 type blockCtx struct {
 	*launch
-	g      *plan.Group
-	part   int
-	block  int
-	window int64 // window of a windowed group; -1 outside the loop
-	wstart int64 // first element of the current op's window
+	groupRun // the group's count and buffers
+	g        *plan.Group
+	part     int
+	block    int
+	window   int64 // window of a windowed group; -1 outside the loop
+	wstart   int64 // first element of the current op's window
 }
 
 func (l *launch) runBlock(g *plan.Group, part, block int) error {
 	b := &blockCtx{launch: l, g: g, part: part, block: block}
-	nwin := g.Windows(l.count, l.esize)
+	for gi := range l.p.Groups {
+		if &l.p.Groups[gi] == g {
+			b.groupRun = l.groups[gi]
+		}
+	}
+	if b.skip {
+		return nil
+	}
+	nwin := g.Windows(b.count, l.esize)
 	check := plan.FirstWaits(g.Ops)
 	for b.window = 0; b.window < nwin; b.window++ {
 		for i, o := range g.Ops {
@@ -353,6 +394,7 @@ func (b *blockCtx) plain(r plan.Ref, off, n int64) []byte {
 		}
 		return sc[o : o+n*es]
 	}
+	off += int64(r.Seg) * b.count
 	return buf[off*es : (off+n)*es]
 }
 
@@ -389,6 +431,10 @@ func (b *blockCtx) transfer(o plan.Op) (bool, error) {
 		return true, nil
 	}
 	bytes := n * int64(b.esize)
+	scale, div := false, false
+	if o.Combine {
+		scale, div = plan.CombineMode(b.t, b.op)
+	}
 	var acc []byte
 	for i, r := range o.Srcs {
 		var src []byte
@@ -399,16 +445,25 @@ func (b *blockCtx) transfer(o plan.Op) (bool, error) {
 			}
 		} else {
 			src = b.plain(r, off, n)
+			if scale {
+				src = append([]byte(nil), src...)
+			}
+		}
+		if scale {
+			scaleInto(src, b.t, b.scalar)
 		}
 		if i == 0 {
-			if len(o.Srcs) == 1 {
+			if len(o.Srcs) == 1 && !div {
 				acc = src
 			} else {
 				acc = append([]byte(nil), src...)
 			}
 			continue
 		}
-		reduceInto(acc, src, b.t, b.op)
+		reduceInto(acc, src, b.t, b.op.Base())
+	}
+	if div {
+		divInto(acc, b.t, b.p.NRanks)
 	}
 	for _, r := range o.Dsts {
 		if packets && r.Buf == plan.Scratch {

@@ -259,6 +259,32 @@ func (a *Args) GroupArgs(g *Group) (GroupArgs, bool) {
 	return a.Groups[g.Arg-1], true
 }
 
+// Extent returns how many count-element segments of the local input and
+// output buffers group g addresses (1 + the largest Ref.Seg; 0 when the
+// group does not address that buffer): a launch's buffers must hold that
+// many segments of the group's count.
+func (g *Group) Extent() (in, out int) {
+	for _, o := range append(append([]Op{}, g.Ops...), g.After...) {
+		for _, r := range append(append([]Ref{}, o.Srcs...), o.Dsts...) {
+			switch r.Buf {
+			case Input:
+				in = max(in, r.Seg+1)
+			case Output:
+				out = max(out, r.Seg+1)
+			}
+		}
+	}
+	return in, out
+}
+
+// CombineMode says what a Combine transfer does for type t and operator
+// op: scale every contribution by the scalar (PreMulSum; Avg of floating
+// types, whose scalar is AvgScalar), or divide the sum by the number of
+// ranks (Avg of integer types).
+func CombineMode(t DataType, op RedOp) (scale, div bool) {
+	return op == PreMulSum || (op == Avg && t.Float()), op == Avg && !t.Float()
+}
+
 // Needs reports which peer buffers the plan reads or writes directly.
 func (p *Plan) Needs() (peerInput, peerOutput bool) {
 	for _, g := range p.Groups {

@@ -1,0 +1,506 @@
+package algorithms
+
+import (
+	"fmt"
+
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// The collectives other than the zero-copy AllReduce move data through the
+// communicator's scratch buffers, so user buffers need no registration (the
+// NCCL API never registers them). Each has two plans:
+//
+//   - LL (one-phase all-pairs, LL packets): every rank writes what a peer
+//     needs as LL packets into its slot of the peer's scratch, and each
+//     receiver unpacks (or reduces) the slots it needs. The packets' flags
+//     are the only synchronisation, so a call costs one one-way trip. Where
+//     data flows one way only (Broadcast, Reduce), the receivers signal the
+//     senders at the end, so a sender never runs two launches ahead into a
+//     scratch half that a receiver still reads. Scratch grows with the
+//     count: LL plans serve segments up to Config.CollLLMaxBytes.
+//   - HB (windowed, plain data): each segment moves in windows of
+//     Shape.Window bytes through two halves of window-sized slots. Sending
+//     and receiving run in separate thread-block groups so they pipeline:
+//     a sender pushes window w and signals "data", then goes on with w+1;
+//     it waits for the receiver's "free" of window w−2 before reusing that
+//     half. A closing "done" from every receiver ends a launch, so the next
+//     launch may start in either half. Scratch is 2 × slots × Window bytes
+//     whatever the message size.
+//
+// The reducing collectives combine all n contributions in one transfer
+// (plan.Op.Combine), so every operator, Avg and PreMulSum included, is
+// served.
+
+// Semaphore bases of windowed plans (per block: base + part).
+const (
+	semData = iota
+	semFree
+	semDone
+	semData2
+	semFree2
+	semDone2
+)
+
+// sem returns the base of semaphore s for groups of b blocks.
+func sem(s, b int) int { return s * b }
+
+// others returns the channel indices 0..n−2 (one per peer).
+func (c Config) others() []int {
+	chs := make([]int, c.NRanks-1)
+	for i := range chs {
+		chs[i] = i
+	}
+	return chs
+}
+
+// chanOf is the index of the channel to peer in this rank's channel list.
+func (c Config) chanOf(peer int) int { return slotOf(peer, c.Rank) }
+
+func signals(chs []int, s int) []plan.Op {
+	var ops []plan.Op
+	for _, ci := range chs {
+		ops = append(ops, plan.Signal(ci, s))
+	}
+	return ops
+}
+
+func waits(chs []int, s int) []plan.Op {
+	var ops []plan.Op
+	for _, ci := range chs {
+		ops = append(ops, plan.Wait(ci, s))
+	}
+	return ops
+}
+
+// skip sets SkipFirst/SkipLast on ops.
+func skip(ops []plan.Op, first, last int) []plan.Op {
+	for i := range ops {
+		ops[i].SkipFirst, ops[i].SkipLast = first, last
+	}
+	return ops
+}
+
+func cat(parts ...[]plan.Op) []plan.Op {
+	var ops []plan.Op
+	for _, p := range parts {
+		ops = append(ops, p...)
+	}
+	return ops
+}
+
+// newPlan starts a plan of this rank with one channel per peer.
+func (c Config) newPlan(name string, threads int) *plan.Plan {
+	return &plan.Plan{Name: name, Rank: c.Rank, NRanks: c.NRanks, Channels: c.channels(), Threads: threads}
+}
+
+// llPlan finishes an LL plan: one group of LLBlocks, one scratch slot per
+// peer (slot i receives from channel i's peer).
+func (c Config) llPlan(name string, ops []plan.Op, sems int) (*plan.Plan, error) {
+	p := c.newPlan(name+"-"+c.LL.String(), c.Threads)
+	p.Scratch, p.ScratchSlots, p.MaxBytes, p.Semaphores = c.LL, c.NRanks-1, c.CollLLMaxBytes, sems*c.LLBlocks
+	if c.NRanks == 1 {
+		p.Scratch, p.ScratchSlots = plan.Simple, 0
+	}
+	p.Groups = []plan.Group{{Blocks: c.LLBlocks, Ops: ops}}
+	return p, p.Validate()
+}
+
+// hbPlan finishes a windowed plan with the given groups; slots are
+// scratch slots per half.
+func (c Config) hbPlan(name string, slots, sems int, groups ...plan.Group) (*plan.Plan, error) {
+	s := c.HB
+	if err := validShape("HB", s); err != nil {
+		return nil, err
+	}
+	p := c.newPlan(fmt.Sprintf("%s-hb-%dx%d-w%d", name, s.Blocks, s.Threads, s.Window), s.Threads)
+	p.Unroll, p.Scratch, p.ScratchSlots, p.Semaphores = s.Unroll, plan.Simple, slots, sems*s.Blocks
+	for _, g := range groups {
+		if len(g.Ops) > 0 || len(g.After) > 0 {
+			p.Groups = append(p.Groups, g)
+		}
+	}
+	if len(p.Groups) == 0 { // one rank: nothing moves between ranks
+		p.Groups = []plan.Group{{Blocks: 1, Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}}}
+	}
+	if slots == 0 {
+		p.Scratch, p.ScratchSlots = plan.Simple, 0
+		for i := range p.Groups {
+			p.Groups[i].Window, p.Groups[i].NChunks = 0, 0
+		}
+	}
+	return p, p.Validate()
+}
+
+// group is a windowed group of the HB shape over nchunks chunks.
+func (c Config) group(nchunks int, ops, after []plan.Op) plan.Group {
+	return plan.Group{Blocks: c.HB.Blocks, Window: c.HB.Window, NChunks: nchunks, Ops: ops, After: after}
+}
+
+// xfer is a transfer of the whole count (chunk 0 of 1: windowed groups
+// move chunks).
+func xfer(dsts []plan.Ref, srcs ...plan.Ref) plan.Op { return plan.Transfer(0, 1, dsts, srcs...) }
+
+// AllGatherLL: rank r's input goes as packets into slot r of every peer
+// and into segment r of its own output; each rank unpacks slot i into
+// segment peer(i).
+func AllGatherLL(c Config) (*plan.Plan, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	chs := c.channels()
+	dsts := []plan.Ref{plan.L(plan.Output).At(c.Rank)}
+	for ci, ch := range chs {
+		dsts = append(dsts, plan.RS(ci, slotOf(c.Rank, ch.Peer)))
+	}
+	ops := []plan.Op{plan.Transfer(plan.All, 0, dsts, plan.L(plan.Input))}
+	for ci, ch := range chs {
+		ops = append(ops, plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output).At(ch.Peer)}, plan.LS(ci)))
+	}
+	return c.llPlan("all_gather", ops, 0)
+}
+
+// AllGatherHB is the windowed AllGather: a send group pushes the input
+// into every peer's slot (and the own output segment), a receive group
+// copies each slot into its segment.
+func AllGatherHB(c Config) (*plan.Plan, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	chs, all := c.channels(), c.others()
+	b := c.HB.Blocks
+	dsts := []plan.Ref{plan.L(plan.Output).At(c.Rank)}
+	var copies []plan.Op
+	for ci, ch := range chs {
+		dsts = append(dsts, plan.RS(ci, slotOf(c.Rank, ch.Peer)))
+		copies = append(copies, xfer([]plan.Ref{plan.L(plan.Output).At(ch.Peer)}, plan.LS(ci)))
+	}
+	send := c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), []plan.Op{xfer(dsts, plan.L(plan.Input))}, signals(all, sem(semData, b))),
+		waits(all, sem(semDone, b)))
+	recv := c.group(1, cat(waits(all, sem(semData, b)), copies, skip(signals(all, sem(semFree, b)), 0, 2)), signals(all, sem(semDone, b)))
+	if c.NRanks == 1 {
+		send.Ops, send.After = []plan.Op{xfer(dsts, plan.L(plan.Input))}, nil
+	}
+	return c.hbPlan("all_gather", len(chs), 3, send, recv)
+}
+
+// AllToAllLL: segment p of rank r's input goes as packets into slot r of
+// peer p; each rank unpacks slot i into segment peer(i) and copies its own
+// segment.
+func AllToAllLL(c Config) (*plan.Plan, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	chs := c.channels()
+	ops := []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output).At(c.Rank)}, plan.L(plan.Input).At(c.Rank))}
+	for ci, ch := range chs {
+		ops = append(ops, plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input).At(ch.Peer)))
+	}
+	for ci, ch := range chs {
+		ops = append(ops, plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output).At(ch.Peer)}, plan.LS(ci)))
+	}
+	return c.llPlan("alltoall", ops, 0)
+}
+
+// AllToAllHB is the windowed AllToAll (AllGatherHB with one input segment
+// per peer).
+func AllToAllHB(c Config) (*plan.Plan, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	chs, all := c.channels(), c.others()
+	b := c.HB.Blocks
+	puts := []plan.Op{xfer([]plan.Ref{plan.L(plan.Output).At(c.Rank)}, plan.L(plan.Input).At(c.Rank))}
+	var copies []plan.Op
+	for ci, ch := range chs {
+		puts = append(puts, xfer([]plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input).At(ch.Peer)))
+		copies = append(copies, xfer([]plan.Ref{plan.L(plan.Output).At(ch.Peer)}, plan.LS(ci)))
+	}
+	send := c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))), waits(all, sem(semDone, b)))
+	recv := c.group(1, cat(waits(all, sem(semData, b)), copies, skip(signals(all, sem(semFree, b)), 0, 2)), signals(all, sem(semDone, b)))
+	return c.hbPlan("alltoall", len(chs), 3, send, recv)
+}
+
+// ReduceScatterLL: segment p of rank r's input goes as packets into slot r
+// of peer p; each rank combines its own segment with its slots.
+func ReduceScatterLL(c Config) (*plan.Plan, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	chs := c.channels()
+	var ops []plan.Op
+	srcs := []plan.Ref{plan.L(plan.Input).At(c.Rank)}
+	for ci, ch := range chs {
+		ops = append(ops, plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input).At(ch.Peer)))
+		srcs = append(srcs, plan.LS(ci))
+	}
+	red := plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, srcs...)
+	red.Combine = true
+	return c.llPlan("reduce_scatter", append(ops, red), 0)
+}
+
+// ReduceScatterHB is the windowed ReduceScatter: the send group pushes
+// segment p into peer p's slot, the receive group combines the own segment
+// with the slots.
+func ReduceScatterHB(c Config) (*plan.Plan, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	chs, all := c.channels(), c.others()
+	b := c.HB.Blocks
+	var puts []plan.Op
+	srcs := []plan.Ref{plan.L(plan.Input).At(c.Rank)}
+	for ci, ch := range chs {
+		puts = append(puts, xfer([]plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input).At(ch.Peer)))
+		srcs = append(srcs, plan.LS(ci))
+	}
+	red := xfer([]plan.Ref{plan.L(plan.Output)}, srcs...)
+	red.Combine = true
+	send := c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))), waits(all, sem(semDone, b)))
+	recv := c.group(1, cat(waits(all, sem(semData, b)), []plan.Op{red}, skip(signals(all, sem(semFree, b)), 0, 2)), signals(all, sem(semDone, b)))
+	if c.NRanks == 1 {
+		recv.Ops, recv.After = []plan.Op{red}, nil
+	}
+	return c.hbPlan("reduce_scatter", len(chs), 3, send, recv)
+}
+
+// BroadcastLL: the root writes its input as packets into its slot of every
+// peer (and into its output); the others unpack it, then signal the root,
+// which waits for every peer before it ends.
+func BroadcastLL(c Config, root int) (*plan.Plan, error) {
+	if err := c.validateRoot(root); err != nil {
+		return nil, err
+	}
+	chs, all := c.channels(), c.others()
+	var ops []plan.Op
+	if c.Rank == root {
+		dsts := []plan.Ref{plan.L(plan.Output)}
+		for ci, ch := range chs {
+			dsts = append(dsts, plan.RS(ci, slotOf(root, ch.Peer)))
+		}
+		ops = cat([]plan.Op{plan.Transfer(plan.All, 0, dsts, plan.L(plan.Input))}, waits(all, 0))
+	} else {
+		rc := c.chanOf(root)
+		ops = []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.LS(rc)), plan.Signal(rc, 0)}
+	}
+	return c.llPlan(fmt.Sprintf("broadcast-r%d", root), ops, 1)
+}
+
+// BroadcastHB is the windowed Broadcast: the root pushes each window into
+// every peer's slot, the others copy it out.
+func BroadcastHB(c Config, root int) (*plan.Plan, error) {
+	if err := c.validateRoot(root); err != nil {
+		return nil, err
+	}
+	chs, all := c.channels(), c.others()
+	b := c.HB.Blocks
+	var g plan.Group
+	if c.Rank == root {
+		dsts := []plan.Ref{plan.L(plan.Output)}
+		for ci, ch := range chs {
+			dsts = append(dsts, plan.RS(ci, slotOf(root, ch.Peer)))
+		}
+		g = c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), []plan.Op{xfer(dsts, plan.L(plan.Input))}, signals(all, sem(semData, b))),
+			waits(all, sem(semDone, b)))
+		if c.NRanks == 1 {
+			g.After = nil
+		}
+	} else {
+		rc := []int{c.chanOf(root)}
+		g = c.group(1, cat(waits(rc, sem(semData, b)), []plan.Op{xfer([]plan.Ref{plan.L(plan.Output)}, plan.LS(rc[0]))},
+			skip(signals(rc, sem(semFree, b)), 0, 2)), signals(rc, sem(semDone, b)))
+	}
+	return c.hbPlan(fmt.Sprintf("broadcast-r%d", root), len(chs), 3, g)
+}
+
+// ReduceLL: every other rank writes its input as packets into its slot of
+// the root's scratch; the root combines its input with the slots and
+// signals every peer, which waits for it before it ends.
+func ReduceLL(c Config, root int) (*plan.Plan, error) {
+	if err := c.validateRoot(root); err != nil {
+		return nil, err
+	}
+	all := c.others()
+	var ops []plan.Op
+	if c.Rank == root {
+		srcs := []plan.Ref{plan.L(plan.Input)}
+		for _, ci := range all {
+			srcs = append(srcs, plan.LS(ci))
+		}
+		red := plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, srcs...)
+		red.Combine = true
+		ops = cat([]plan.Op{red}, signals(all, 0))
+	} else {
+		rc := c.chanOf(root)
+		ops = []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(rc, slotOf(c.Rank, root))}, plan.L(plan.Input)), plan.Wait(rc, 0)}
+	}
+	return c.llPlan(fmt.Sprintf("reduce-r%d", root), ops, 1)
+}
+
+// ReduceHB is the windowed Reduce: the others push each window into their
+// slot of the root's scratch; the root combines.
+func ReduceHB(c Config, root int) (*plan.Plan, error) {
+	if err := c.validateRoot(root); err != nil {
+		return nil, err
+	}
+	all := c.others()
+	b := c.HB.Blocks
+	var g plan.Group
+	if c.Rank == root {
+		srcs := []plan.Ref{plan.L(plan.Input)}
+		for _, ci := range all {
+			srcs = append(srcs, plan.LS(ci))
+		}
+		red := xfer([]plan.Ref{plan.L(plan.Output)}, srcs...)
+		red.Combine = true
+		g = c.group(1, cat(waits(all, sem(semData, b)), []plan.Op{red}, skip(signals(all, sem(semFree, b)), 0, 2)), signals(all, sem(semDone, b)))
+		if c.NRanks == 1 {
+			g.Ops, g.After = []plan.Op{red}, nil
+		}
+	} else {
+		rc := []int{c.chanOf(root)}
+		g = c.group(1, cat(skip(waits(rc, sem(semFree, b)), 2, 0), []plan.Op{xfer([]plan.Ref{plan.RS(rc[0], slotOf(c.Rank, root))}, plan.L(plan.Input))},
+			signals(rc, sem(semData, b))), waits(rc, sem(semDone, b)))
+	}
+	return c.hbPlan(fmt.Sprintf("reduce-r%d", root), len(all), 3, g)
+}
+
+// AllReduceHB is the windowed two-phase all-pairs AllReduce through
+// scratch (no registered buffers): in each window, a send group pushes
+// chunk p of the input into peer p's first slot set (reduce-scatter); a
+// reduce group combines chunk r from the input and those slots, writes the
+// result into chunk r of the output and into this rank's slot of every
+// peer's second set (all-gather); a gather group copies the second set
+// into the output chunks of the peers. Scratch: 2 × 2(n−1) window-sized
+// slots.
+func AllReduceHB(c Config) (*plan.Plan, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	chs, all := c.channels(), c.others()
+	n, b := c.NRanks, c.HB.Blocks
+	m := len(chs) // slots per set
+	var puts, copies []plan.Op
+	srcs := []plan.Ref{plan.L(plan.Input)}
+	outs := []plan.Ref{plan.L(plan.Output)}
+	for ci, ch := range chs {
+		puts = append(puts, plan.Transfer(ch.Peer, n, []plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input)))
+		srcs = append(srcs, plan.LS(ci))
+		outs = append(outs, plan.RS(ci, m+slotOf(c.Rank, ch.Peer)))
+		copies = append(copies, plan.Transfer(ch.Peer, n, []plan.Ref{plan.L(plan.Output)}, plan.LS(m+ci)))
+	}
+	red := plan.Transfer(c.Rank, n, outs, srcs...)
+	red.Combine = true
+	if n == 1 {
+		p, err := c.hbPlan("all_reduce", 0, 0, plan.Group{Blocks: b, Ops: []plan.Op{red}})
+		return p, err
+	}
+	send := c.group(n, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))), waits(all, sem(semDone, b)))
+	reduce := c.group(n, cat(waits(all, sem(semData, b)), skip(waits(all, sem(semFree2, b)), 2, 0), []plan.Op{red},
+		skip(signals(all, sem(semFree, b)), 0, 2), signals(all, sem(semData2, b))),
+		cat(signals(all, sem(semDone, b)), waits(all, sem(semDone2, b))))
+	gather := c.group(n, cat(waits(all, sem(semData2, b)), copies, skip(signals(all, sem(semFree2, b)), 0, 2)), signals(all, sem(semDone2, b)))
+	return c.hbPlan("all_reduce", 2*m, 6, send, reduce, gather)
+}
+
+// P2PPlan is the point-to-point plan of a rank: for channel i a send
+// group (argument slot 2i+1) and a receive group (2i+2), and a copy group
+// for a send to itself (2n−1), each windowed through the channel's scratch
+// slot. A launch runs the groups its operations need (plan.GroupArgs) and
+// leaves the others idle; the data type is raw bytes (plan.Uint8), so one
+// compiled plan serves every point-to-point pattern of the communicator.
+func P2PPlan(c Config) (*plan.Plan, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	s := c.P2P
+	if err := validShape("point-to-point", s); err != nil {
+		return nil, err
+	}
+	chs := c.channels()
+	b := s.Blocks
+	p := c.newPlan(fmt.Sprintf("sendrecv-hb-%dx%d-w%d", b, s.Threads, s.Window), s.Threads)
+	p.Unroll, p.Scratch, p.ScratchSlots, p.Semaphores = s.Unroll, plan.Simple, len(chs), 3*b
+	for ci, ch := range chs {
+		one := []int{ci}
+		put := xfer([]plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input))
+		get := xfer([]plan.Ref{plan.L(plan.Output)}, plan.LS(ci))
+		p.Groups = append(p.Groups,
+			plan.Group{Blocks: b, Arg: 2*ci + 1, Window: s.Window, NChunks: 1,
+				Ops: cat(skip(waits(one, sem(semFree, b)), 2, 0), []plan.Op{put}, signals(one, sem(semData, b))), After: waits(one, sem(semDone, b))},
+			plan.Group{Blocks: b, Arg: 2*ci + 2, Window: s.Window, NChunks: 1,
+				Ops: cat(waits(one, sem(semData, b)), []plan.Op{get}, skip(signals(one, sem(semFree, b)), 0, 2)), After: signals(one, sem(semDone, b))})
+	}
+	p.Groups = append(p.Groups, plan.Group{Blocks: b, Arg: 2*len(chs) + 1, Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}})
+	if len(chs) == 0 {
+		p.Scratch, p.ScratchSlots = plan.Simple, 0
+	}
+	return p, p.Validate()
+}
+
+// SendArg and RecvArg are the argument slots (plan.Args.Groups index + 1)
+// of P2PPlan's groups for peer rank `peer` of rank `rank`; SelfArg is the
+// slot of a rank's copy to itself.
+func SendArg(rank, peer int) int { return 2*slotOf(peer, rank) + 1 }
+func RecvArg(rank, peer int) int { return 2*slotOf(peer, rank) + 2 }
+func SelfArg(nranks int) int     { return 2*(nranks-1) + 1 }
+
+func (c Config) validateRoot(root int) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
+	if root < 0 || root >= c.NRanks {
+		return fmt.Errorf("algorithms: root %d of %d ranks", root, c.NRanks)
+	}
+	return nil
+}
+
+// Plans returns the plans of a collective for a rank (with root for
+// Broadcast and Reduce), smallest messages first: the LL plan up to
+// Config.CollLLMaxBytes (AllReduce: LLMaxBytes) per segment, then the HB
+// plan. AllReduce here is the scratch-based pair (1PA-LL, windowed 2PA)
+// that serves unregistered buffers; AllReducePlans gives the zero-copy
+// ones.
+func Plans(c Config, coll Collective, root int) ([]Choice, error) {
+	type builder func(Config) (*plan.Plan, error)
+	rooted := func(f func(Config, int) (*plan.Plan, error)) builder {
+		return func(c Config) (*plan.Plan, error) { return f(c, root) }
+	}
+	var ll, hb builder
+	llMax := c.CollLLMaxBytes
+	switch coll {
+	case AllReduce:
+		ll, hb, llMax = AllReduce1PA, AllReduceHB, c.LLMaxBytes
+	case AllGather:
+		ll, hb = AllGatherLL, AllGatherHB
+	case ReduceScatter:
+		ll, hb = ReduceScatterLL, ReduceScatterHB
+	case AllToAll:
+		ll, hb = AllToAllLL, AllToAllHB
+	case Broadcast:
+		ll, hb = rooted(BroadcastLL), rooted(BroadcastHB)
+	case Reduce:
+		ll, hb = rooted(ReduceLL), rooted(ReduceHB)
+	case SendRecv:
+		p, err := P2PPlan(c)
+		if err != nil {
+			return nil, err
+		}
+		return []Choice{{Plan: p}}, nil
+	default:
+		return nil, fmt.Errorf("algorithms: no plans for %v", coll)
+	}
+	var out []Choice
+	if llMax > 0 {
+		p, err := ll(c)
+		if err != nil {
+			return nil, err
+		}
+		p.MaxBytes = llMax
+		out = append(out, Choice{Plan: p, MaxBytes: llMax})
+	}
+	p, err := hb(c)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, Choice{Plan: p}), nil
+}

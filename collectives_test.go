@@ -1,0 +1,298 @@
+package weft_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weftccl/weft"
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/check"
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// collCase is one collective call checked element by element.
+type collCase struct {
+	coll    algorithms.Collective
+	t       plan.DataType
+	op      plan.RedOp
+	root    int
+	count   int64
+	inPlace bool
+}
+
+func (k collCase) String() string {
+	place := "out"
+	if k.inPlace {
+		place = "in"
+	}
+	return fmt.Sprintf("%v/%v/%v/root%d/count%d/%s-place", k.coll, k.t, k.op, k.root, k.count, place)
+}
+
+// runColl runs k on one rank and returns the number of wrong elements.
+func runColl(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, k collCase) (int64, error) {
+	n := c.Size()
+	es := int64(k.t.Size())
+	sendSeg, recvSeg := k.coll.Segments(n)
+	send := check.Send(k.coll, k.t, k.op, n, rank, k.count)
+	want := check.Expected(k.coll, k.t, k.op, n, rank, k.root, k.count)
+	sendBytes, recvBytes := int64(sendSeg)*k.count*es, int64(recvSeg)*k.count*es
+	size := max(sendBytes, recvBytes, 16)
+	sb, err := dev.Alloc(size)
+	if err != nil {
+		return 0, err
+	}
+	defer sb.Free()
+	rb := sb
+	if !k.inPlace {
+		if rb, err = dev.Alloc(size); err != nil {
+			return 0, err
+		}
+		defer rb.Free()
+	}
+	call := weft.Call{Coll: k.coll, Send: sb.Addr(), Recv: rb.Addr(), Count: k.count, Type: k.t, Op: k.op, Root: k.root}
+	if k.op == plan.PreMulSum {
+		call.Scalar = check.PreMulScalar(k.t)
+	}
+	// In place as NCCL defines it: AllGather sends from its segment of the
+	// receive buffer, ReduceScatter receives into its segment of the send
+	// buffer.
+	sendOff, recvOff := int64(0), int64(0)
+	if k.inPlace {
+		switch k.coll {
+		case algorithms.AllGather:
+			sendOff = int64(rank) * k.count * es
+		case algorithms.ReduceScatter:
+			recvOff = int64(rank) * k.count * es
+		}
+	}
+	call.Send += uint64(sendOff)
+	call.Recv += uint64(recvOff)
+	if err := dev.Write(sb, sendOff, send); err != nil {
+		return 0, err
+	}
+	if err := c.Launch(call, s); err != nil {
+		return 0, err
+	}
+	if err := c.Synchronize(s); err != nil {
+		return 0, err
+	}
+	if want == nil {
+		return 0, nil
+	}
+	got := make([]byte, len(want))
+	if err := dev.Read(got, rb, recvOff); err != nil {
+		return 0, err
+	}
+	return check.Wrong(k.t, got, want), nil
+}
+
+// runCases runs every case on n goroutine ranks of hal/host, one
+// communicator for all of them, and reports each wrong result by case and
+// rank.
+func runCases(t *testing.T, n int, cases []collCase) {
+	t.Helper()
+	errs := runRanksOpts(t, "host", n, weft.Options{Timeout: 20 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		for _, k := range cases {
+			wrong, err := runColl(rank, c, dev, s, k)
+			if err != nil {
+				return fmt.Errorf("%v: %w", k, err)
+			}
+			if wrong != 0 {
+				return fmt.Errorf("%v: %d wrong elements on rank %d", k, wrong, rank)
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("%d ranks, rank %d: %v", n, r, err)
+		}
+	}
+}
+
+// TestCollectivesTypesOps: every collective × data type × operator ×
+// in/out of place, at an odd count that the LL plans serve and one that
+// crosses several windows of the HB plans (hal/host windows are 16 KiB).
+func TestCollectivesTypesOps(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
+			var cases []collCase
+			for _, coll := range algorithms.Collectives {
+				if coll == algorithms.SendRecv {
+					continue
+				}
+				ops := []plan.RedOp{plan.Sum}
+				if coll.Reduces() {
+					ops = plan.RedOps
+				}
+				for _, typ := range plan.DataTypes {
+					for _, op := range ops {
+						for _, count := range []int64{37, 9001} {
+							for _, in := range []bool{false, true} {
+								if in && coll == algorithms.AllToAll {
+									continue
+								}
+								root := 0
+								if coll.Rooted() {
+									root = n - 1
+								}
+								cases = append(cases, collCase{coll: coll, t: typ, op: op, root: root, count: count, inPlace: in})
+							}
+						}
+					}
+				}
+			}
+			runCases(t, n, cases)
+		})
+	}
+}
+
+// TestCollectivesRanksSizes: 1 to 8 ranks, sizes from 0 through the LL/HB
+// threshold to many windows, every root.
+func TestCollectivesRanksSizes(t *testing.T) {
+	for _, n := range []int{1, 2, 4, 5, 8} {
+		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
+			var cases []collCase
+			for _, coll := range algorithms.Collectives {
+				if coll == algorithms.SendRecv {
+					continue
+				}
+				roots := []int{0}
+				if coll.Rooted() {
+					roots = nil
+					for r := 0; r < n; r++ {
+						roots = append(roots, r)
+					}
+				}
+				for _, root := range roots {
+					for _, count := range []int64{0, 1, 5, 16383, 16384, 16385, 70001} {
+						cases = append(cases, collCase{coll: coll, t: plan.Float32, op: plan.Sum, root: root, count: count, inPlace: count%2 == 1 && coll != algorithms.AllToAll})
+					}
+				}
+			}
+			runCases(t, n, cases)
+		})
+	}
+}
+
+// TestCollectivesLarge: 64 MiB messages through the windowed plans.
+func TestCollectivesLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("64 MiB collectives: not in -short")
+	}
+	const count = 16 << 20 // float32: 64 MiB
+	runCases(t, 2, []collCase{
+		{coll: algorithms.AllReduce, t: plan.Float32, op: plan.Sum, count: count},
+		{coll: algorithms.ReduceScatter, t: plan.Float32, op: plan.Sum, count: count / 2, inPlace: true},
+		{coll: algorithms.AllGather, t: plan.Float32, op: plan.Sum, count: count / 2},
+	})
+}
+
+// TestP2P: grouped sends and receives — a ring, all-to-all-v with uneven
+// sizes (including zero and the own rank), several operations to the same
+// peer in one group — checked byte by byte.
+func TestP2P(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 4} {
+		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
+			errs := runRanks(t, "host", n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+				// bytesFrom is what src sends to dst in the all-to-all-v.
+				bytesFrom := func(src, dst int) int64 { return int64((src*7+dst*13)%5) * 9973 }
+				payload := func(src, dst int, k int64) []byte {
+					b := make([]byte, k)
+					for i := range b {
+						b[i] = byte(src*31 + dst*17 + i*7)
+					}
+					return b
+				}
+				type op struct {
+					peer int
+					send bool
+					k    int64
+					buf  hal.Buffer
+				}
+				var ops []op
+				for p := 0; p < n; p++ {
+					ops = append(ops, op{peer: p, send: true, k: bytesFrom(rank, p)}, op{peer: p, k: bytesFrom(p, rank)})
+				}
+				// A ring, twice in the same group (second round).
+				for round := 0; round < 2; round++ {
+					ops = append(ops, op{peer: (rank + 1) % n, send: true, k: 1000 + int64(round)}, op{peer: (rank + n - 1) % n, k: 1000 + int64(round)})
+				}
+				var p2p []weft.P2P
+				for i := range ops {
+					b, err := dev.Alloc(max(ops[i].k, 1))
+					if err != nil {
+						return err
+					}
+					defer b.Free()
+					ops[i].buf = b
+					if ops[i].send {
+						if err := dev.Write(b, 0, payload(rank, ops[i].peer, ops[i].k)); err != nil {
+							return err
+						}
+					}
+					p2p = append(p2p, weft.P2P{Peer: ops[i].peer, Send: ops[i].send, Buf: b.Addr(), Bytes: ops[i].k})
+				}
+				if err := c.LaunchP2P(p2p, s); err != nil {
+					return err
+				}
+				if err := c.Synchronize(s); err != nil {
+					return err
+				}
+				for _, o := range ops {
+					if o.send {
+						continue
+					}
+					got := make([]byte, o.k)
+					if err := dev.Read(got, o.buf, 0); err != nil {
+						return err
+					}
+					want := payload(o.peer, rank, o.k)
+					for i := range got {
+						if got[i] != want[i] {
+							return fmt.Errorf("receive of %d bytes from rank %d: byte %d is %d, want %d", o.k, o.peer, i, got[i], want[i])
+						}
+					}
+				}
+				return nil
+			})
+			for r, err := range errs {
+				if err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+		})
+	}
+}
+
+// TestP2PMismatch: a send whose size differs from the receive is reported
+// by both sides as a count mismatch naming the peer, not computed.
+func TestP2PMismatch(t *testing.T) {
+	errs := runRanksOpts(t, "host", 2, weft.Options{Timeout: 5 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		b, err := dev.Alloc(4096)
+		if err != nil {
+			return err
+		}
+		defer b.Free()
+		op := weft.P2P{Peer: 1, Send: true, Buf: b.Addr(), Bytes: 1000}
+		if rank == 1 {
+			op = weft.P2P{Peer: 0, Buf: b.Addr(), Bytes: 2000}
+		}
+		if err := c.LaunchP2P([]weft.P2P{op}, s); err != nil {
+			return err
+		}
+		return c.Synchronize(s)
+	})
+	// The receiver sees the mismatch; the sender, whose receiver gave up,
+	// times out waiting for it, naming it.
+	if err := errs[1]; err == nil || !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "rank 0") {
+		t.Errorf("rank 1: got %v, want a count mismatch with rank 0 (ErrInvalidUsage)", err)
+	}
+	if err := errs[0]; err == nil || !strings.Contains(err.Error(), "rank 1") {
+		t.Errorf("rank 0: got %v, want an error naming rank 1", err)
+	}
+}
