@@ -148,7 +148,7 @@ func TestAllReduce2PAPushCodegen(t *testing.T) {
 		"wslot_at<ES>(c, P.peer_scratch[0], 0, w, off - wstart)", "wslot_at<ES>(c, P.peer_scratch[1], 1, w, off - wstart)",
 		"wslot_at<ES>(c, P.scratch, 2, w, off - wstart)",
 		"const bool check[3] = {w == 0, w == 0, w == 0};",
-		"xfer_plain<DT, OP, 4, 4, 2>(s, d, len);",
+		"xfer_plain<DT, OP, 4, 4, 2, CMB>(c, s, d, len);",
 	} {
 		if !strings.Contains(src, want) {
 			t.Errorf("generated source lacks %q", want)

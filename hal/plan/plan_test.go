@@ -155,20 +155,23 @@ func TestEmitCUDA(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`#include "weft_hal.h"`, `#include "weft_channels.h"`, "DT = 9, OP = 2, ES = 2, PROTO = 1",
-		"put_header<PROTO>", "check_header<PROTO>", "xfer_ll<DT, OP, PROTO, 1, 0, 0, 1>", "xfer_ll<DT, OP, PROTO, 1, 1, 1, 0>",
+		"put_header<PROTO>", "check_header<PROTO>", "xfer_ll<DT, OP, PROTO, 1, 0, 0, 1, 0>", "xfer_ll<DT, OP, PROTO, 1, 1, 1, 0, 0>",
 		"__launch_bounds__(64) weft_plan"} {
 		if !strings.Contains(src, want) {
 			t.Errorf("generated source lacks %q:\n%s", want, src)
 		}
 	}
 	params, err := PackParams(p, &Bindings{Peers: make([]PeerBinding, 1)}, &Args{Count: 7})
-	if err != nil || len(params) != ParamsBytes || ParamsBytes != 384 {
-		t.Fatalf("PackParams: %d bytes, %v; want 384", len(params), err)
+	// 6 bindings, 2×8 peer bindings, count/input/output, 2×8 peer buffers,
+	// timeout, scalar and its address, 3×17 group arguments (8 bytes each),
+	// then rank, nranks, semaphores, slots and 8 peer ranks (4 bytes each).
+	if err != nil || len(params) != ParamsBytes || ParamsBytes != 808 {
+		t.Fatalf("PackParams: %d bytes, %v; want 808", len(params), err)
 	}
 }
 
 func TestParseTypes(t *testing.T) {
-	for _, s := range []string{"float", "fp16", "bf16", "int32", "int64"} {
+	for _, s := range []string{"float", "fp16", "bf16", "int32", "int64", "int8", "uint8", "uint32", "uint64", "double", "f8e4m3", "e5m2"} {
 		if _, err := ParseDataType(s); err != nil {
 			t.Errorf("ParseDataType(%q): %v", s, err)
 		}
@@ -176,8 +179,13 @@ func TestParseTypes(t *testing.T) {
 	if _, err := ParseDataType("float8"); err == nil {
 		t.Error("ParseDataType(float8) accepted")
 	}
-	if _, err := ParseRedOp("avg"); err == nil {
-		t.Error("ParseRedOp(avg) accepted")
+	for _, s := range []string{"avg", "premulsum", "SUM"} {
+		if _, err := ParseRedOp(s); err != nil {
+			t.Errorf("ParseRedOp(%q): %v", s, err)
+		}
+	}
+	if _, err := ParseRedOp("mean"); err == nil {
+		t.Error("ParseRedOp(mean) accepted")
 	}
 }
 
