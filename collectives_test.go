@@ -11,7 +11,10 @@ import (
 	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/check"
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/nvlink"
 	"github.com/weftccl/weft/hal/plan"
+	"github.com/weftccl/weft/internal/cuda"
+	"github.com/weftccl/weft/internal/env"
 )
 
 // collCase is one collective call checked element by element.
@@ -95,7 +98,12 @@ func runColl(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, k collCase) (
 // rank.
 func runCases(t *testing.T, n int, cases []collCase) {
 	t.Helper()
-	errs := runRanksOpts(t, "host", n, weft.Options{Timeout: 20 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+	runCasesOn(t, "host", n, cases)
+}
+
+func runCasesOn(t *testing.T, backend string, n int, cases []collCase) {
+	t.Helper()
+	errs := runRanksOpts(t, backend, n, weft.Options{Timeout: 20 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 		for _, k := range cases {
 			wrong, err := runColl(rank, c, dev, s, k)
 			if err != nil {
@@ -192,13 +200,81 @@ func TestCollectivesLarge(t *testing.T) {
 	})
 }
 
+// TestCollectivesNVLink runs the collectives on the GPUs of the machine
+// (one goroutine rank per GPU): every collective and data type, the
+// operators on float, bfloat16 and int32 (sum and max on the others), LL
+// and HB plans (several windows), in and out of place. It skips without
+// GPUs, unless WEFT_REQUIRE names nvlink.
+func TestCollectivesNVLink(t *testing.T) {
+	n := requireGPUs(t)
+	if n < 2 {
+		t.Skipf("%d GPU: collectives need 2", n)
+	}
+	var cases []collCase
+	for _, coll := range algorithms.Collectives {
+		if coll == algorithms.SendRecv {
+			continue
+		}
+		for _, typ := range plan.DataTypes {
+			ops := []plan.RedOp{plan.Sum}
+			if coll.Reduces() {
+				ops = []plan.RedOp{plan.Sum, plan.Max}
+				if typ == plan.Float32 || typ == plan.BFloat16 || typ == plan.Int32 {
+					ops = plan.RedOps
+				}
+			}
+			for _, op := range ops {
+				for _, count := range []int64{37, 70001, 3<<20 + 5} {
+					for _, in := range []bool{false, true} {
+						if in && coll == algorithms.AllToAll {
+							continue
+						}
+						cases = append(cases, collCase{coll: coll, t: typ, op: op, root: n - 1, count: count, inPlace: in})
+					}
+				}
+			}
+		}
+	}
+	runCasesOn(t, nvlink.Name, n, cases)
+}
+
+// requireGPUs returns the number of GPUs nvlink can use; it skips the test
+// without GPUs, unless WEFT_REQUIRE names nvlink.
+func requireGPUs(t *testing.T) int {
+	t.Helper()
+	a, err := hal.Probe(nvlink.Name)
+	if err != nil || !a.Available {
+		if env.Required(nvlink.Name) {
+			t.Fatalf("WEFT_REQUIRE=nvlink but the backend is unavailable: %v %s", err, a.Reason)
+		}
+		t.Skipf("nvlink backend unavailable: %s", a.Reason)
+	}
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // TestP2P: grouped sends and receives — a ring, all-to-all-v with uneven
 // sizes (including zero and the own rank), several operations to the same
 // peer in one group — checked byte by byte.
 func TestP2P(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 4} {
-		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
-			errs := runRanks(t, "host", n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) { testP2P(t, "host", n) })
+	}
+}
+
+// TestP2PNVLink is TestP2P on the GPUs.
+func TestP2PNVLink(t *testing.T) {
+	n := requireGPUs(t)
+	testP2P(t, nvlink.Name, n)
+}
+
+func testP2P(t *testing.T, backend string, n int) {
+	{
+		{
+			errs := runRanks(t, backend, n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 				// bytesFrom is what src sends to dst in the all-to-all-v.
 				bytesFrom := func(src, dst int) int64 { return int64((src*7+dst*13)%5) * 9973 }
 				payload := func(src, dst int, k int64) []byte {
@@ -265,7 +341,7 @@ func TestP2P(t *testing.T) {
 					t.Errorf("rank %d: %v", r, err)
 				}
 			}
-		})
+		}
 	}
 }
 
