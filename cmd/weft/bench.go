@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/bootstrap"
+	"github.com/weftccl/weft/check"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
 	"github.com/weftccl/weft/internal/env"
@@ -35,25 +37,49 @@ type benchOptions struct {
 	unroll             int
 	llMax              string
 	pushWindow         string
+	root               int
+	blocking           int
+	raw                bool
 }
 
 var benchOpts benchOptions
 
 var benchCmd = &cobra.Command{
-	Use:   "bench allreduce [flags]",
+	Use:   "bench <collective> [flags]",
 	Short: "benchmark a collective the way nccl-tests does, optionally beside NCCL",
 	Long: `bench runs a collective over a range of message sizes and prints, for each
 size, the time and bandwidth of out-of-place and in-place runs and the number
-of wrong elements, as nccl-tests does (same columns and bus-bandwidth factors:
-AllReduce busbw = algbw × 2(n−1)/n). Every element is checked exactly: inputs
-are built from rank and index so the result is exact in every data type.
+of wrong elements, as nccl-tests does. The collective is one of all_reduce,
+all_gather, reduce_scatter, broadcast, reduce, alltoall and sendrecv
+(nccl-tests' names; allreduce, allgather, … also work).
+
+Sizes, columns and bus-bandwidth factors are nccl-tests': the size is the
+largest buffer of a rank (for all_gather, reduce_scatter and alltoall the
+n×count buffer, each rank's share a multiple of 16 bytes), count is NCCL's
+count argument, algbw = size / time and busbw = algbw × 2(n−1)/n for
+all_reduce, × (n−1)/n for all_gather, reduce_scatter and alltoall, × 1 for
+broadcast, reduce and sendrecv. In place is NCCL's definition for each
+collective (all_gather sends from its own slot of the receive buffer,
+reduce_scatter receives into its own slot of the send buffer); an in-place
+call that weft does not take shows N/A. sendrecv is a ring: every rank
+sends to rank+1 and receives from rank−1 in one group. -r picks the root
+of broadcast and reduce.
+
+Every element is checked exactly: inputs are built from rank and index so
+the result is exact in every data type. all_reduce runs through the
+zero-copy Comm.AllReduce (plans listed in the header); --raw, and every
+other collective, runs through Comm.Launch, and a last column names the
+plan that served each size.
 
 With --nproc N it starts N processes, one per device (as mpirun would); under
 mpirun, srun or torchrun it joins the job that the launcher started. With
 --baseline nccl every size is also run through the system's libnccl.so.2 on
 the same buffers, streams and ranks, and a ratio column compares the two.`,
+	Example: `  weft bench allreduce -b 8 -e 1G -f 4 --nproc 2 --baseline nccl
+  weft bench all_gather -b 1K -e 64M -f 4 -G 20 --nproc 2
+  weft bench reduce -r 1 -d bfloat16 -o max --nproc 4 --hal host`,
 	Args:      cobra.ExactArgs(1),
-	ValidArgs: []string{"allreduce"},
+	ValidArgs: []string{"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv", "allreduce"},
 	RunE:      runBench,
 }
 
@@ -68,8 +94,11 @@ func init() {
 	f.IntVarP(&o.iters, "iters", "n", 20, "timed iterations per size")
 	f.IntVarP(&o.check, "check", "c", 1, "check results: 1 checks every element, 0 skips")
 	f.IntVarP(&o.graphs, "cudagraph", "G", 0, "capture the timed iterations in a graph and replay it this many times (0: plain launches)")
-	f.StringVarP(&o.dtype, "datatype", "d", "float", "data type: float, half, bfloat16, int32, int64")
-	f.StringVarP(&o.op, "op", "o", "sum", "reduction: sum, prod, max, min")
+	f.StringVarP(&o.dtype, "datatype", "d", "float", "data type: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2")
+	f.StringVarP(&o.op, "op", "o", "sum", "reduction: sum, prod, max, min, avg, premulsum")
+	f.IntVarP(&o.root, "root", "r", 0, "root rank of broadcast and reduce")
+	f.IntVarP(&o.blocking, "blocking", "z", 0, "1: wait for every call to complete before the next (nccl-tests' -z)")
+	f.BoolVar(&o.raw, "raw", false, "all_reduce through Comm.Launch instead of the zero-copy Comm.AllReduce")
 	f.IntVar(&o.nproc, "nproc", 1, "processes to start, one per device")
 	f.StringVar(&o.hal, "hal", "", "HAL backend (default: WEFT_HAL, else the first available of nvlink, xgmi, pcie, host)")
 	f.StringVarP(&o.jsonFile, "output_file", "J", "", "also write results as JSON (nccl-tests keys) to this file")
@@ -107,7 +136,12 @@ func parseSize(s string) (int64, error) {
 
 // benchConfig is the validated form of the flags.
 type benchConfig struct {
-	collective    string
+	collective    string // the name as given, lower case without underscores ("allreduce")
+	coll          algorithms.Collective
+	root          int
+	blocking      bool
+	raw           bool
+	scalar        uint64 // PreMulSum multiplier
 	sizes         []int64
 	minB, maxB    int64
 	warmup, iters int
@@ -127,17 +161,25 @@ type benchConfig struct {
 	stepBytes     int64
 }
 
+// planColumn reports whether rows name the plan of each size: for every
+// call through Comm.Launch (the zero-copy AllReduce lists its plans in the
+// header instead).
+func (c *benchConfig) planColumn() bool { return c.coll != algorithms.AllReduce || c.raw }
+
 func (o *benchOptions) validate(coll string) (*benchConfig, error) {
 	bad := func(f string, a ...any) error {
 		return fmt.Errorf("bench: %s: %w", fmt.Sprintf(f, a...), hal.ErrInvalidArgument)
 	}
 	c := &benchConfig{collective: strings.ReplaceAll(strings.ToLower(coll), "_", ""), warmup: o.warmup, iters: o.iters,
 		check: o.check != 0, graphs: o.graphs, halName: o.hal, jsonFile: o.jsonFile, baseline: o.baseline, blocks: o.blocks, threads: o.threads, unroll: o.unroll,
-		stepFactor: o.factor}
-	if c.collective != "allreduce" {
-		return nil, bad("unknown collective %q (available: allreduce)", coll)
-	}
+		stepFactor: o.factor, root: o.root, blocking: o.blocking != 0, raw: o.raw}
 	var err error
+	if c.coll, err = algorithms.ParseCollective(coll); err != nil {
+		return nil, bad("%v", err)
+	}
+	if o.root < 0 {
+		return nil, bad("-r %d: want a rank", o.root)
+	}
 	if c.minB, err = parseSize(o.minBytes); err != nil {
 		return nil, err
 	}
@@ -157,11 +199,14 @@ func (o *benchOptions) validate(coll string) (*benchConfig, error) {
 	if o.warmup < 0 || o.iters < 1 || o.graphs < 0 {
 		return nil, bad("-w %d -n %d -G %d: want -w ≥ 0, -n ≥ 1, -G ≥ 0", o.warmup, o.iters, o.graphs)
 	}
-	if c.dtype, err = plan.ParseDataType(o.dtype); err != nil || c.dtype == plan.Uint8 {
-		return nil, bad("-d %q: unsupported data type (want float, half, bfloat16, int32 or int64)", o.dtype)
+	if c.dtype, err = plan.ParseDataType(o.dtype); err != nil {
+		return nil, bad("-d %q: %v", o.dtype, err)
 	}
 	if c.op, err = plan.ParseRedOp(o.op); err != nil {
 		return nil, bad("-o %q: %v", o.op, err)
+	}
+	if c.op == plan.PreMulSum {
+		c.scalar = check.PreMulScalar(c.dtype)
 	}
 	if o.nproc < 1 {
 		return nil, bad("--nproc %d: want at least 1", o.nproc)

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
@@ -19,6 +21,9 @@ import (
 type ncclColl struct {
 	comm    *nccl.Comm
 	timeout time.Duration
+	// premul holds the PreMulSum operators made so far, by type and
+	// scalar bits (ncclRedOpCreatePreMulSum with a host scalar).
+	premul map[[2]uint64]nccl.RedOp
 }
 
 func newNCCLBaseline(ctx context.Context, boot bootstrap.Bootstrap, dev hal.Device) (collective, error) {
@@ -52,7 +57,7 @@ func newNCCLBaseline(ctx context.Context, boot bootstrap.Bootstrap, dev hal.Devi
 	if err != nil {
 		return nil, err
 	}
-	return &ncclColl{comm: c, timeout: env.Timeout()}, nil
+	return &ncclColl{comm: c, timeout: env.Timeout(), premul: map[[2]uint64]nccl.RedOp{}}, nil
 }
 
 func (n *ncclColl) name() string {
@@ -68,12 +73,71 @@ func native(s hal.Stream) (uintptr, error) {
 	return ns.Native(), nil
 }
 
-func (n *ncclColl) allReduce(in, out hal.Buffer, count int64, t plan.DataType, op plan.RedOp, s hal.Stream) error {
+// redOp is NCCL's operator for op: the same value for sum … avg, an
+// operator made once per type and scalar for PreMulSum.
+func (n *ncclColl) redOp(c *collCall) (nccl.RedOp, error) {
+	if c.op != plan.PreMulSum {
+		return nccl.RedOp(c.op), nil
+	}
+	k := [2]uint64{uint64(c.dtype), c.scalar}
+	if op, ok := n.premul[k]; ok {
+		return op, nil
+	}
+	op, err := n.comm.RedOpCreatePreMulSum(c.scalar, nccl.DataType(c.dtype), nccl.ScalarHostImmediate)
+	if err != nil {
+		return 0, err
+	}
+	n.premul[k] = op
+	return op, nil
+}
+
+func (n *ncclColl) run(c *collCall, s hal.Stream) error {
 	st, err := native(s)
 	if err != nil {
 		return err
 	}
-	return n.comm.AllReduce(in.Addr(), out.Addr(), int(count), nccl.DataType(t), nccl.RedOp(op), st)
+	send, recv := c.send.Addr()+uint64(c.sendOff), c.recv.Addr()+uint64(c.recvOff)
+	count, dt := int(c.count), nccl.DataType(c.dtype)
+	var op nccl.RedOp
+	if c.coll.Reduces() {
+		if op, err = n.redOp(c); err != nil {
+			return err
+		}
+	}
+	switch c.coll {
+	case algorithms.AllReduce:
+		return n.comm.AllReduce(send, recv, count, dt, op, st)
+	case algorithms.AllGather:
+		return n.comm.AllGather(send, recv, count, dt, st)
+	case algorithms.ReduceScatter:
+		return n.comm.ReduceScatter(send, recv, count, dt, op, st)
+	case algorithms.Broadcast:
+		return n.comm.Broadcast(send, recv, count, dt, c.root, st)
+	case algorithms.Reduce:
+		return n.comm.Reduce(send, recv, count, dt, op, c.root, st)
+	case algorithms.AllToAll:
+		return n.comm.AlltoAll(send, recv, count, dt, st)
+	case algorithms.SendRecv:
+		ops := c.p2p
+		if ops == nil {
+			ops = ring(n.comm.Rank(), n.comm.Size(), c.count*c.es())
+		}
+		if err := nccl.GroupStart(); err != nil {
+			return err
+		}
+		for _, o := range ops {
+			if o.send {
+				err = n.comm.Send(c.send.Addr()+uint64(c.sendOff+o.off), int(o.bytes), nccl.Uint8, o.peer, st)
+			} else {
+				err = n.comm.Recv(c.recv.Addr()+uint64(c.recvOff+o.off), int(o.bytes), nccl.Uint8, o.peer, st)
+			}
+			if err != nil {
+				break
+			}
+		}
+		return errors.Join(err, nccl.GroupEnd())
+	}
+	return fmt.Errorf("nccl baseline: %v: %w", c.coll, hal.ErrNotSupported)
 }
 
 func (n *ncclColl) synchronize(s hal.Stream) error {
@@ -83,4 +147,10 @@ func (n *ncclColl) synchronize(s hal.Stream) error {
 	return n.comm.AsyncError()
 }
 
-func (n *ncclColl) close() error { return n.comm.Destroy() }
+func (n *ncclColl) close() error {
+	var err error
+	for _, op := range n.premul {
+		err = errors.Join(err, n.comm.RedOpDestroy(op))
+	}
+	return errors.Join(err, n.comm.Destroy())
+}

@@ -14,7 +14,6 @@ import (
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/bootstrap"
-	"github.com/weftccl/weft/check"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
 	"github.com/weftccl/weft/internal/env"
@@ -23,21 +22,13 @@ import (
 // collective is one implementation under test: weft, or the baseline.
 type collective interface {
 	name() string
-	allReduce(in, out hal.Buffer, count int64, t plan.DataType, op plan.RedOp, s hal.Stream) error
+	run(c *collCall, s hal.Stream) error
 	synchronize(s hal.Stream) error
 	close() error
 }
 
-type weftColl struct{ c *weft.Comm }
-
-func (w weftColl) name() string { return "weft" }
-func (w weftColl) allReduce(in, out hal.Buffer, count int64, t plan.DataType, op plan.RedOp, s hal.Stream) error {
-	return w.c.AllReduce(in, out, count, t, op, s)
-}
-func (w weftColl) synchronize(s hal.Stream) error { return w.c.Synchronize(s) }
-func (w weftColl) close() error                   { return w.c.Close() }
-
-// measurement of one implementation at one size.
+// measurement of one implementation at one size. TimeUS < 0: the
+// implementation does not take the call (N/A); Wrong < 0: not checked.
 type measurement struct {
 	TimeUS float64 `json:"time"`
 	AlgBW  float64 `json:"alg_bw"`
@@ -56,6 +47,8 @@ type sizeResult struct {
 	Baseline   *baselineRes `json:"baseline,omitempty"`
 	Iterations int          `json:"actual_iterations"`
 	Name       string       `json:"experiment_name"`
+	// Plan is the weft plan that served the out-of-place call (PlanName).
+	Plan string `json:"plan,omitempty"`
 }
 
 type baselineRes struct {
@@ -67,12 +60,19 @@ type baselineRes struct {
 	SpeedupInPlace    float64 `json:"speedup_in_place"`
 }
 
-func busFactor(coll string, n int) float64 {
+// benchCount is NCCL's count argument for a size of bytes as nccl-tests
+// sizes it (its *GetCollByteCount): the whole size for AllReduce,
+// Broadcast, Reduce and SendRecv; for AllGather, ReduceScatter and
+// AllToAll the per-rank share, rounded down to a multiple of 16 bytes, so
+// that the n×count buffer is the size printed.
+func benchCount(coll algorithms.Collective, bytes int64, t plan.DataType, n int) int64 {
+	es := int64(t.Size())
 	switch coll {
-	case "allreduce":
-		return 2 * float64(n-1) / float64(n)
+	case algorithms.AllGather, algorithms.ReduceScatter, algorithms.AllToAll:
+		per := 16 / es
+		return bytes / es / int64(n) / per * per
 	}
-	return 1
+	return bytes / es
 }
 
 func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, localRank int, jobID string, out io.Writer) (err error) {
@@ -119,7 +119,7 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 	if err != nil {
 		return fmt.Errorf("bench: rank %d: %w", rank, err)
 	}
-	impls := []collective{weftColl{comm}}
+	impls := []collective{weftColl{c: comm, raw: cfg.raw}}
 	defer func() {
 		for _, c := range impls {
 			err = errors.Join(err, c.close())
@@ -151,25 +151,50 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 	defer comm.Deregister(in)
 	defer comm.Deregister(outBuf)
 
+	if cfg.coll.Rooted() && cfg.root >= size {
+		return fmt.Errorf("bench: -r %d: the root must be a rank below %d: %w", cfg.root, size, hal.ErrInvalidArgument)
+	}
 	hdr, err := gatherDevices(ctx, boot, dev, comm)
 	if err != nil {
 		return err
 	}
-	printHeader(out, cfg, size, hdr, comm.Plans())
+	var plans []string
+	if cfg.coll == algorithms.AllReduce {
+		plans = comm.Plans()
+	}
+	printHeader(out, cfg, size, hdr, plans)
 	var results []sizeResult
 	var wrongTotal int64
 	var busSum float64
+	redop, root := "none", "-1"
+	if cfg.coll.Reduces() {
+		redop = cfg.op.String()
+	}
+	if cfg.coll.Rooted() {
+		root = fmt.Sprint(cfg.root)
+	}
 	for _, bytes := range cfg.sizes {
-		count := bytes / int64(cfg.dtype.Size())
-		res := sizeResult{Size: bytes, Count: count, Type: cfg.dtype.String(), Redop: cfg.op.String(), Root: "-1",
+		count := benchCount(cfg.coll, bytes, cfg.dtype, size)
+		probe := layout(cfg.coll, in, outBuf, rank, count, cfg.dtype, false)
+		bytes = max(probe.sendBytes(size), probe.recvBytes(size))
+		res := sizeResult{Size: bytes, Count: count, Type: cfg.dtype.String(), Redop: redop, Root: root,
 			Iterations: cfg.iters, Name: "weft-" + cfg.collective}
 		var ms [][2]measurement
-		for _, impl := range impls {
+		for i, impl := range impls {
 			var pair [2]measurement
 			for k, inPlace := range []bool{false, true} {
-				m, err := measure(ctx, cfg, boot, dev, impl, s, in, outBuf, count, inPlace)
+				c := layout(cfg.coll, in, outBuf, rank, count, cfg.dtype, inPlace)
+				c.op, c.root, c.scalar = cfg.op, cfg.root, cfg.scalar
+				if i == 0 && !inPlace {
+					res.Plan = impls[0].(weftColl).planName(&c)
+				}
+				m, err := measure(ctx, cfg, boot, dev, impl, s, &c)
 				if err != nil {
-					return fmt.Errorf("bench: rank %d: %s %s %d bytes: %w", rank, impl.name(), cfg.collective, bytes, err)
+					return fmt.Errorf("bench: rank %d: %s %s: %w", rank, impl.name(), describe(&c), err)
+				}
+				// nccl-tests does not check NCCL's in-place AllToAll.
+				if i > 0 && inPlace && cfg.coll == algorithms.AllToAll {
+					m.Wrong = -1
 				}
 				pair[k] = m
 			}
@@ -186,7 +211,7 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 				if t > 0 {
 					ms[i][k].AlgBW = float64(bytes) / (t * 1e-6) / 1e9
 				}
-				ms[i][k].BusBW = ms[i][k].AlgBW * busFactor(cfg.collective, size)
+				ms[i][k].BusBW = ms[i][k].AlgBW * cfg.coll.BusFactor(size)
 			}
 		}
 		res.OutOfPlace, res.InPlace = ms[0][0], ms[0][1]
@@ -199,7 +224,7 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 			res.Baseline = b
 			wrongTotal += checked(b.OutOfPlace.Wrong) + checked(b.InPlace.Wrong)
 		}
-		printRow(out, res)
+		printRow(out, cfg, res)
 		results = append(results, res)
 	}
 	avgBus := 0.0
@@ -228,7 +253,7 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 func checked(w int64) int64 { return max(w, 0) }
 
 func ratio(a, b float64) float64 {
-	if b <= 0 {
+	if a <= 0 || b <= 0 {
 		return 0
 	}
 	return a / b
@@ -236,16 +261,26 @@ func ratio(a, b float64) float64 {
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
-// measure times one implementation at one size and checks its result.
+// measure times one implementation on one call and checks its result.
+// An implementation that does not take the call (ErrNotSupported, as
+// in-place AllToAll may be) gives N/A.
 func measure(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, dev hal.Device, impl collective, s hal.Stream,
-	in, out hal.Buffer, count int64, inPlace bool) (measurement, error) {
-	src := in
-	if inPlace {
-		src = out
+	c *collCall) (measurement, error) {
+	run := func() error { return impl.run(c, s) }
+	if cfg.blocking {
+		run = func() error {
+			if err := impl.run(c, s); err != nil {
+				return err
+			}
+			return impl.synchronize(s)
+		}
 	}
-	run := func() error { return impl.allReduce(src, out, count, cfg.dtype, cfg.op, s) }
+	na := measurement{TimeUS: -1, Wrong: -1}
 	for i := 0; i < cfg.warmup; i++ {
 		if err := run(); err != nil {
+			if i == 0 && unsupported(c, err) {
+				return na, boot.Barrier(ctx)
+			}
 			return measurement{}, err
 		}
 	}
@@ -271,10 +306,13 @@ func measure(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, de
 		}
 		var runErr error
 		for i := 0; i < cfg.iters && runErr == nil; i++ {
-			runErr = run()
+			runErr = impl.run(c, s)
 		}
 		g, err := gc.EndCapture(s)
 		if err := errors.Join(runErr, err); err != nil {
+			if cfg.warmup == 0 && unsupported(c, runErr) {
+				return na, boot.Barrier(ctx)
+			}
 			return m, err
 		}
 		defer g.Close()
@@ -292,6 +330,9 @@ func measure(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, de
 	} else {
 		for i := 0; i < cfg.iters; i++ {
 			if err := run(); err != nil {
+				if i == 0 && cfg.warmup == 0 && unsupported(c, err) {
+					return na, boot.Barrier(ctx)
+				}
 				return m, err
 			}
 		}
@@ -310,62 +351,41 @@ func measure(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, de
 	start.Close()
 	end.Close()
 	m.TimeUS = float64(el) / float64(time.Microsecond) / float64(ops)
+	m.Wrong = -1
 	if cfg.check {
-		w, err := checkOnce(cfg, boot, dev, impl, s, in, out, count, inPlace)
-		if err != nil {
+		if m.Wrong, err = checkOnce(dev, impl, s, c, boot.Rank(), boot.Size()); err != nil {
 			return m, err
 		}
-		m.Wrong = w
-	} else {
-		m.Wrong = -1
 	}
 	return m, nil
 }
 
-// checkOnce fills the inputs from rank and index, runs the collective once
-// and counts the output elements that differ from the exact result.
-func checkOnce(cfg *benchConfig, boot bootstrap.Bootstrap, dev hal.Device, impl collective, s hal.Stream,
-	in, out hal.Buffer, count int64, inPlace bool) (int64, error) {
-	data := check.Input(cfg.dtype, cfg.op, boot.Rank(), count)
-	src := in
-	if inPlace {
-		src = out
-	}
-	if err := dev.Write(src, 0, data); err != nil {
+// checkOnce writes the inputs of c (check.Send), poisons its output, runs
+// it once and counts the output elements that differ from the exact
+// result (check.Expected).
+func checkOnce(dev hal.Device, impl collective, s hal.Stream, c *collCall, rank, n int) (int64, error) {
+	if err := prepare(dev, c, rank, n); err != nil {
 		return 0, err
 	}
-	if !inPlace {
-		// Poison the output so an unwritten element counts as wrong.
-		poison := make([]byte, len(data))
-		for i := range poison {
-			poison[i] = 0xA5
-		}
-		if err := dev.Write(out, 0, poison); err != nil {
-			return 0, err
-		}
-	}
-	if err := impl.allReduce(src, out, count, cfg.dtype, cfg.op, s); err != nil {
+	if err := impl.run(c, s); err != nil {
 		return 0, err
 	}
 	if err := impl.synchronize(s); err != nil {
 		return 0, err
 	}
-	got := make([]byte, len(data))
-	if err := dev.Read(got, out, 0); err != nil {
-		return 0, err
-	}
-	return check.Wrong(cfg.dtype, got, check.AllReduce(cfg.dtype, cfg.op, boot.Size(), count)), nil
+	w, _, err := verify(dev, c, rank, n)
+	return w, err
 }
 
 // worstAcrossRanks returns the largest time and the sum of wrong elements
-// over all ranks.
+// over all ranks (−1, not checked, when any rank did not check).
 func worstAcrossRanks(ctx context.Context, boot bootstrap.Bootstrap, t float64, wrong int64) (float64, int64, error) {
 	b, _ := json.Marshal([2]float64{t, float64(wrong)})
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
 		return 0, 0, err
 	}
-	var worst float64
+	worst := math.Inf(-1)
 	var total int64
 	for r, x := range all {
 		var v [2]float64
@@ -427,22 +447,34 @@ func printHeader(w io.Writer, cfg *benchConfig, n int, devs []deviceLine, plans 
 		maxMem = max(maxMem, d.WeftBytes)
 	}
 	fmt.Fprintf(w, "# weft device memory per rank (scratch, semaphores, state): %.2f MiB at most\n", float64(maxMem)/(1<<20))
-	fmt.Fprintf(w, "# weft plans: %s\n#\n", strings.Join(plans, ", "))
+	if len(plans) > 0 {
+		fmt.Fprintf(w, "# weft plans: %s\n", strings.Join(plans, ", "))
+	}
+	if cfg.planColumn() {
+		fmt.Fprintf(w, "# plan: the weft plan that served the out-of-place call of each size\n")
+	}
+	fmt.Fprintf(w, "#\n")
+	planHdr := func(s string) string {
+		if cfg.planColumn() {
+			return "  " + s
+		}
+		return ""
+	}
 	base := cfg.baseline != ""
 	if base {
 		fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %-34s  %-34s  %-30s  %-30s  %s\n", "", "", "", "", "",
 			"weft out-of-place", "weft in-place", cfg.baseline+" out-of-place", cfg.baseline+" in-place", "speedup")
 		fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %7s  %6s  %6s  %5s  %5s\n",
 			"size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong",
-			"time", "busbw", "#wrong", "time", "busbw", "#wrong", "oop", "ip")
+			"time", "busbw", "#wrong", "time", "busbw", "#wrong", "oop", "ip"+planHdr("plan"))
 		fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %7s  %6s  %6s  %5s  %5s\n",
 			"(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
 			"(us)", "(GB/s)", "", "(us)", "(GB/s)", "", "(x)", "(x)")
 		return
 	}
 	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "", "", "", "")
-	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop", "root",
-		"time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong")
+	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s\n", "size", "count", "type", "redop", "root",
+		"time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", planHdr("plan"))
 	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
 		"(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "")
 }
@@ -474,16 +506,31 @@ func wrongStr(w int64) string {
 	return fmt.Sprint(w)
 }
 
-func printRow(w io.Writer, r sizeResult) {
+// numNA is num, or N/A for a call the implementation does not take.
+func numNA(v float64, width int, m measurement) string {
+	if m.TimeUS < 0 {
+		return fmt.Sprintf("%*s", width, "N/A")
+	}
+	return num(v, width)
+}
+
+func printRow(w io.Writer, cfg *benchConfig, r sizeResult) {
 	fmt.Fprintf(w, "%12d  %12d  %8s  %6s  %6s", r.Size, r.Count, r.Type, r.Redop, r.Root)
 	for _, m := range []measurement{r.OutOfPlace, r.InPlace} {
-		fmt.Fprintf(w, "  %7s  %6s  %6s  %6s", num(m.TimeUS, 7), num(m.AlgBW, 6), num(m.BusBW, 6), wrongStr(m.Wrong))
+		fmt.Fprintf(w, "  %7s  %6s  %6s  %6s", numNA(m.TimeUS, 7, m), numNA(m.AlgBW, 6, m), numNA(m.BusBW, 6, m), wrongStr(m.Wrong))
 	}
 	if b := r.Baseline; b != nil {
 		for _, m := range []measurement{b.OutOfPlace, b.InPlace} {
-			fmt.Fprintf(w, "  %7s  %6s  %6s", num(m.TimeUS, 7), num(m.BusBW, 6), wrongStr(m.Wrong))
+			fmt.Fprintf(w, "  %7s  %6s  %6s", numNA(m.TimeUS, 7, m), numNA(m.BusBW, 6, m), wrongStr(m.Wrong))
 		}
 		fmt.Fprintf(w, "  %5s  %5s", num(b.SpeedupOutOfPlace, 5), num(b.SpeedupInPlace, 5))
+	}
+	if cfg.planColumn() {
+		p := r.Plan
+		if p == "" {
+			p = "-"
+		}
+		fmt.Fprintf(w, "  %s", p)
 	}
 	fmt.Fprintln(w)
 }
@@ -494,6 +541,7 @@ func writeJSON(cfg *benchConfig, devs []deviceLine, results []sizeResult, wrong 
 			"nranks": len(devs), "minimum_bytes": cfg.minB, "maximum_bytes": cfg.maxB, "step_factor": cfg.stepFactor,
 			"step_bytes": cfg.stepBytes, "warmup_iters": cfg.warmup, "iterations": cfg.iters, "validation": b2i(cfg.check),
 			"graph": cfg.graphs, "baseline": cfg.baseline, "collective": cfg.collective, "date": time.Now().UTC().Format(time.RFC3339),
+			"root": cfg.root, "blocking": b2i(cfg.blocking), "raw": cfg.raw,
 		},
 		"devices":               devs,
 		"results":               results,
