@@ -1,0 +1,473 @@
+/* cbench: an NCCL client in C that sweeps message sizes for each collective, the way
+ * nccl-tests does, so that the same binary can be timed against the system's libnccl.so.2 and,
+ * unchanged, with LD_PRELOAD=libweft_nccl.so.
+ *
+ * Build (GPU host):  make -C examples/cbench      (gcc + /usr/include/nccl.h + -lnccl -lcudart)
+ * Run, one process per GPU, started by cbench itself (fork + exec of itself):
+ *   examples/cbench/cbench -g 2 -t allreduce,allgather -b 8 -e 256M -f 4 -G 20 -c 1
+ * or by a launcher (mpirun, torchrun-style RANK/WORLD_SIZE):
+ *   mpirun -np 2 examples/cbench/cbench -b 8 -e 256M -f 4 -G 20
+ * MPI is not linked: rank 0 writes the ncclUniqueId to a file that the other ranks read
+ * (-u PATH, default /tmp/cbench.<job>.id with <job> from PMIX_NAMESPACE, MASTER_PORT or the
+ * launching cbench's pid).
+ *
+ * Columns: size in bytes (nccl-tests' convention: allgather the received total, reducescatter
+ * the sent total, alltoall each rank's send buffer), time in us per operation (the largest over
+ * ranks), algbw = size/time, busbw = algbw x factor: allreduce 2(n-1)/n; allgather,
+ * reducescatter and alltoall (n-1)/n; broadcast, reduce and sendrecv 1. #wrong counts wrong
+ * elements over all ranks after one checked run per size (-c 1); inputs are small integers so
+ * every result is exact in every type. -G N captures the -n iterations in a CUDA graph and
+ * replays it N times (time = total / (n x N)); -G 0 times plain launches.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#define CUDACHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+  fprintf(stderr, "[rank %d] %s:%d %s: %s\n", g_rank, __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(2); } } while (0)
+#define NCCLCHECK(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) { \
+  fprintf(stderr, "[rank %d] %s:%d %s: %s (%s)\n", g_rank, __FILE__, __LINE__, #x, ncclGetErrorString(r_), \
+          ncclGetLastError(g_comm)); exit(3); } } while (0)
+
+enum { AR, AG, RS, BC, RD, A2A, SR, NCOLL };
+static const char *coll_name[NCOLL] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv"};
+
+static int g_rank, g_n, g_dev;
+static ncclComm_t g_comm;
+static cudaStream_t g_stream;
+static ncclDataType_t g_dt = ncclFloat;
+static ncclRedOp_t g_op = ncclSum;
+static size_t g_tsize = 4;
+static int g_root = 0;
+static enum cudaStreamCaptureMode g_capmode = cudaStreamCaptureModeGlobal; /* PyTorch's default */
+static const char *g_tname = "float", *g_oname = "sum";
+typedef ncclResult_t (*alltoall_fn)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+static alltoall_fn g_alltoall; /* ncclAlltoAll where the library has it (NCCL >= 2.28), else grouped p2p */
+
+static double busfactor(int c) {
+  if (c == AR) return 2.0 * (g_n - 1) / g_n;
+  if (c == AG || c == RS || c == A2A) return (double)(g_n - 1) / g_n;
+  return 1.0;
+}
+
+/* ---------------------------------------------------------------- element conversions */
+static uint16_t f2h(float f) { /* round to nearest even; our values are small integers */
+  uint32_t x; memcpy(&x, &f, 4);
+  uint16_t sign = (x >> 16) & 0x8000;
+  int e = (int)((x >> 23) & 0xff) - 127 + 15;
+  uint32_t m = x & 0x7fffff;
+  if (((x >> 23) & 0xff) == 0 || e <= 0) return sign;
+  if (e >= 31) return sign | 0x7c00;
+  uint16_t h = sign | (uint16_t)(e << 10) | (uint16_t)(m >> 13);
+  uint32_t rest = m & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++;
+  return h;
+}
+static float h2f(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
+  if (e == 0) { float f = ldexpf((float)m, -24); return sign ? -f : f; }
+  x = e == 31 ? (sign | 0x7f800000 | (m << 13)) : (sign | ((e - 15 + 127) << 23) | (m << 13));
+  float f; memcpy(&f, &x, 4); return f;
+}
+static uint16_t f2b(float f) {
+  uint32_t x; memcpy(&x, &f, 4);
+  return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+}
+static float b2f(uint16_t b) { uint32_t x = (uint32_t)b << 16; float f; memcpy(&f, &x, 4); return f; }
+
+static void put(void *p, size_t i, double v) {
+  switch (g_dt) {
+  case ncclFloat: ((float *)p)[i] = (float)v; break;
+  case ncclDouble: ((double *)p)[i] = v; break;
+  case ncclHalf: ((uint16_t *)p)[i] = f2h((float)v); break;
+  case ncclBfloat16: ((uint16_t *)p)[i] = f2b((float)v); break;
+  case ncclInt32: ((int32_t *)p)[i] = (int32_t)v; break;
+  case ncclInt64: ((int64_t *)p)[i] = (int64_t)v; break;
+  default: ((uint8_t *)p)[i] = (uint8_t)v; break;
+  }
+}
+static double get(const void *p, size_t i) {
+  switch (g_dt) {
+  case ncclFloat: return ((const float *)p)[i];
+  case ncclDouble: return ((const double *)p)[i];
+  case ncclHalf: return h2f(((const uint16_t *)p)[i]);
+  case ncclBfloat16: return b2f(((const uint16_t *)p)[i]);
+  case ncclInt32: return ((const int32_t *)p)[i];
+  case ncclInt64: return (double)((const int64_t *)p)[i];
+  default: return ((const uint8_t *)p)[i];
+  }
+}
+
+/* Rank s's input element i: a small integer, exact in every type, sums exact too. */
+static double val(int s, size_t i) {
+  int64_t v = (int64_t)((i * 7 + (size_t)s * 13 + 3) % 17) - 8;
+  return g_dt == ncclUint8 ? (double)(v + 8) : (double)v;
+}
+static double red(size_t i, size_t off) { /* reduction of element off+i over the ranks */
+  double a = val(0, off + i);
+  for (int s = 1; s < g_n; s++) {
+    double b = val(s, off + i);
+    a = g_op == ncclSum ? a + b : g_op == ncclMax ? (a > b ? a : b) : (a < b ? a : b);
+  }
+  return a;
+}
+
+/* ---------------------------------------------------------------- one operation */
+/* count: elements of the size column (see the header comment). */
+static void issue(int c, const void *s, void *r, size_t count) {
+  size_t part = count / g_n;
+  switch (c) {
+  case AR: NCCLCHECK(ncclAllReduce(s, r, count, g_dt, g_op, g_comm, g_stream)); break;
+  case AG: NCCLCHECK(ncclAllGather(s, r, part, g_dt, g_comm, g_stream)); break;
+  case RS: NCCLCHECK(ncclReduceScatter(s, r, part, g_dt, g_op, g_comm, g_stream)); break;
+  case BC: NCCLCHECK(ncclBroadcast(s, r, count, g_dt, g_root, g_comm, g_stream)); break;
+  case RD: NCCLCHECK(ncclReduce(s, r, count, g_dt, g_op, g_root, g_comm, g_stream)); break;
+  case A2A:
+    if (g_alltoall) { NCCLCHECK(g_alltoall(s, r, part, g_dt, g_comm, g_stream)); break; }
+    NCCLCHECK(ncclGroupStart());
+    for (int p = 0; p < g_n; p++) {
+      NCCLCHECK(ncclSend((const char *)s + p * part * g_tsize, part, g_dt, p, g_comm, g_stream));
+      NCCLCHECK(ncclRecv((char *)r + p * part * g_tsize, part, g_dt, p, g_comm, g_stream));
+    }
+    NCCLCHECK(ncclGroupEnd());
+    break;
+  case SR:
+    NCCLCHECK(ncclGroupStart());
+    NCCLCHECK(ncclSend(s, count, g_dt, (g_rank + 1) % g_n, g_comm, g_stream));
+    NCCLCHECK(ncclRecv(r, count, g_dt, (g_rank - 1 + g_n) % g_n, g_comm, g_stream));
+    NCCLCHECK(ncclGroupEnd());
+    break;
+  }
+}
+
+/* The send and receive pointers of collective c in or out of place. */
+static void buffers(int c, int inplace, char *S, char *R, size_t count, const void **s, void **r) {
+  size_t part = count / g_n * g_tsize;
+  *s = S; *r = R;
+  if (!inplace) return;
+  if (c == AG) { *r = R; *s = R + g_rank * part; }
+  else if (c == RS) { *s = S; *r = S + g_rank * part; }
+  else { *s = R; *r = R; }
+}
+
+/* One run on known inputs; returns this rank's wrong elements. */
+static size_t check(int c, int inplace, char *S, char *R, size_t count, void *h) {
+  size_t part = count / g_n, nin = (c == AG) ? part : count, nout = (c == RS) ? part : count;
+  const void *s; void *r;
+  buffers(c, inplace, S, R, count, &s, &r);
+  CUDACHECK(cudaMemset(R, 0xff, count * g_tsize)); /* NaN / -1: a result not written shows */
+  for (size_t i = 0; i < nin; i++) put(h, i, val(g_rank, i));
+  CUDACHECK(cudaMemcpy((void *)s, h, nin * g_tsize, cudaMemcpyHostToDevice));
+  issue(c, s, r, count);
+  CUDACHECK(cudaStreamSynchronize(g_stream));
+  CUDACHECK(cudaMemcpy(h, r, nout * g_tsize, cudaMemcpyDeviceToHost));
+  if (c == RD && g_rank != g_root) return 0;
+  size_t wrong = 0;
+  for (size_t i = 0; i < nout; i++) {
+    double want;
+    switch (c) {
+    case AR: case RD: want = red(i, 0); break;
+    case AG: want = val((int)(i / part), i % part); break;
+    case RS: want = red(i, g_rank * part); break;
+    case BC: want = val(g_root, i); break;
+    case A2A: want = val((int)(i / part), g_rank * part + i % part); break;
+    default: want = val((g_rank - 1 + g_n) % g_n, i); break;
+    }
+    wrong += get(h, i) != want;
+  }
+  return wrong;
+}
+
+/* Microseconds per operation on this rank. */
+static double timeit(int c, int inplace, char *S, char *R, size_t count, int warmup, int iters, int graphs) {
+  const void *s; void *r;
+  cudaEvent_t e0, e1;
+  float ms;
+  buffers(c, inplace, S, R, count, &s, &r);
+  for (int i = 0; i < warmup; i++) issue(c, s, r, count);
+  CUDACHECK(cudaStreamSynchronize(g_stream));
+  CUDACHECK(cudaEventCreate(&e0));
+  CUDACHECK(cudaEventCreate(&e1));
+  if (graphs > 0) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CUDACHECK(cudaStreamBeginCapture(g_stream, g_capmode));
+    for (int i = 0; i < iters; i++) issue(c, s, r, count);
+    CUDACHECK(cudaStreamEndCapture(g_stream, &g));
+    CUDACHECK(cudaGraphInstantiate(&ge, g, 0));
+    CUDACHECK(cudaGraphLaunch(ge, g_stream)); /* warm the graph */
+    CUDACHECK(cudaStreamSynchronize(g_stream));
+    CUDACHECK(cudaEventRecord(e0, g_stream));
+    for (int k = 0; k < graphs; k++) CUDACHECK(cudaGraphLaunch(ge, g_stream));
+    CUDACHECK(cudaEventRecord(e1, g_stream));
+    CUDACHECK(cudaStreamSynchronize(g_stream));
+    CUDACHECK(cudaGraphExecDestroy(ge));
+    CUDACHECK(cudaGraphDestroy(g));
+  } else {
+    CUDACHECK(cudaEventRecord(e0, g_stream));
+    for (int i = 0; i < iters; i++) issue(c, s, r, count);
+    CUDACHECK(cudaEventRecord(e1, g_stream));
+    CUDACHECK(cudaStreamSynchronize(g_stream));
+  }
+  CUDACHECK(cudaEventElapsedTime(&ms, e0, e1));
+  CUDACHECK(cudaEventDestroy(e0));
+  CUDACHECK(cudaEventDestroy(e1));
+  return ms * 1e3 / ((double)iters * (graphs > 0 ? graphs : 1));
+}
+
+/* Element-wise sum (wrong) or max (time) over ranks, through the library under test. */
+static double across(double v, ncclRedOp_t op, double *dev) {
+  CUDACHECK(cudaMemcpy(dev, &v, sizeof v, cudaMemcpyHostToDevice));
+  NCCLCHECK(ncclAllReduce(dev, dev, 1, ncclDouble, op, g_comm, g_stream));
+  CUDACHECK(cudaStreamSynchronize(g_stream));
+  CUDACHECK(cudaMemcpy(&v, dev, sizeof v, cudaMemcpyDeviceToHost));
+  return v;
+}
+
+/* ---------------------------------------------------------------- ranks and the unique id */
+static size_t parse_size(const char *a) {
+  char *end;
+  double v = strtod(a, &end);
+  switch (*end) {
+  case 'K': case 'k': v *= 1 << 10; break;
+  case 'M': case 'm': v *= 1 << 20; break;
+  case 'G': case 'g': v *= 1 << 30; break;
+  }
+  return (size_t)v;
+}
+static int env_int(const char *const *names, int dflt) {
+  for (; *names; names++) { const char *v = getenv(*names); if (v && *v) return atoi(v); }
+  return dflt;
+}
+
+/* Start n copies of this program, one rank each; returns the worst exit status. */
+static int self_launch(int n, char **argv) {
+  char idfile[256], buf[32];
+  pid_t pids[64];
+  int worst = 0, left = n;
+  snprintf(idfile, sizeof idfile, "/tmp/cbench.%d.id", (int)getpid());
+  unlink(idfile);
+  setenv("CBENCH_ID_FILE", idfile, 1);
+  snprintf(buf, sizeof buf, "%d", n);
+  setenv("CBENCH_NRANKS", buf, 1);
+  for (int i = 0; i < n; i++) {
+    snprintf(buf, sizeof buf, "%d", i);
+    setenv("CBENCH_RANK", buf, 1);
+    if ((pids[i] = fork()) == 0) {
+      execv("/proc/self/exe", argv);
+      perror("execv");
+      _exit(127);
+    }
+  }
+  while (left > 0) {
+    int st;
+    pid_t p = wait(&st);
+    if (p < 0) break;
+    left--;
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (rc && !worst) { /* one rank failed: the others would wait for it forever */
+      fprintf(stderr, "cbench: rank process %d ended with %d; stopping the others\n", (int)p, rc);
+      for (int i = 0; i < n; i++) if (pids[i] != p) kill(pids[i], SIGTERM);
+    }
+    if (rc > worst) worst = rc;
+  }
+  unlink(idfile);
+  return worst;
+}
+
+static void exchange_id(ncclUniqueId *id, const char *path) {
+  if (g_rank == 0) {
+    char tmp[300];
+    NCCLCHECK(ncclGetUniqueId(id));
+    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
+      fprintf(stderr, "cbench: cannot write %s: %s\n", path, strerror(errno));
+      exit(4);
+    }
+    return;
+  }
+  for (int t = 0; t < 6000; t++) { /* 60 s */
+    FILE *f = fopen(path, "rb");
+    if (f) {
+      size_t ok = fread(id, sizeof *id, 1, f);
+      fclose(f);
+      if (ok == 1) return;
+    }
+    usleep(10000);
+  }
+  fprintf(stderr, "[rank %d] cbench: no unique id in %s after 60 s\n", g_rank, path);
+  exit(4);
+}
+
+static void usage(void) {
+  fprintf(stderr,
+    "usage: cbench [-g nprocs] [-t colls] [-b min] [-e max] [-f factor] [-w warmup] [-n iters] [-G graphs]\n"
+    "              [-c 0|1] [-p 0|1] [-d float|half|bfloat16|double|int32|int64|uint8] [-o sum|max|min]\n"
+    "              [-r root] [-a auto|p2p] [-u idfile] [-C global|thread|relaxed]\n"
+    "  colls: comma list of allreduce,allgather,reducescatter,broadcast,reduce,alltoall,sendrecv (default all)\n"
+    "  -p 0: out-of-place only; -a p2p: alltoall as grouped send/recv even where ncclAlltoAll exists\n"
+    "  -C: the graph capture mode (default global, as PyTorch)\n");
+  exit(1);
+}
+
+int main(int argc, char **argv) {
+  size_t minb = 8, maxb = 32 << 20;
+  int factor = 2, warmup = 5, iters = 20, graphs = 0, docheck = 1, inplace = 1, nprocs = 0, a2a_p2p = 0;
+  const char *colls = "allreduce,allgather,reducescatter,broadcast,reduce,alltoall,sendrecv", *idfile = NULL;
+  int opt;
+  while ((opt = getopt(argc, argv, "g:t:b:e:f:w:n:G:c:p:d:o:r:a:u:C:h")) != -1) {
+    switch (opt) {
+    case 'g': nprocs = atoi(optarg); break;
+    case 't': colls = optarg; break;
+    case 'b': minb = parse_size(optarg); break;
+    case 'e': maxb = parse_size(optarg); break;
+    case 'f': factor = atoi(optarg); break;
+    case 'w': warmup = atoi(optarg); break;
+    case 'n': iters = atoi(optarg); break;
+    case 'G': graphs = atoi(optarg); break;
+    case 'c': docheck = atoi(optarg); break;
+    case 'p': inplace = atoi(optarg); break;
+    case 'r': g_root = atoi(optarg); break;
+    case 'a': a2a_p2p = !strcmp(optarg, "p2p"); break;
+    case 'u': idfile = optarg; break;
+    case 'C':
+      g_capmode = !strcmp(optarg, "thread") ? cudaStreamCaptureModeThreadLocal
+                : !strcmp(optarg, "relaxed") ? cudaStreamCaptureModeRelaxed : cudaStreamCaptureModeGlobal;
+      break;
+    case 'd':
+      g_tname = optarg;
+      if (!strcmp(optarg, "float")) g_dt = ncclFloat, g_tsize = 4;
+      else if (!strcmp(optarg, "half")) g_dt = ncclHalf, g_tsize = 2;
+      else if (!strcmp(optarg, "bfloat16")) g_dt = ncclBfloat16, g_tsize = 2;
+      else if (!strcmp(optarg, "double")) g_dt = ncclDouble, g_tsize = 8;
+      else if (!strcmp(optarg, "int32")) g_dt = ncclInt32, g_tsize = 4;
+      else if (!strcmp(optarg, "int64")) g_dt = ncclInt64, g_tsize = 8;
+      else if (!strcmp(optarg, "uint8")) g_dt = ncclUint8, g_tsize = 1;
+      else usage();
+      break;
+    case 'o':
+      g_oname = optarg;
+      if (!strcmp(optarg, "sum")) g_op = ncclSum;
+      else if (!strcmp(optarg, "max")) g_op = ncclMax;
+      else if (!strcmp(optarg, "min")) g_op = ncclMin;
+      else usage();
+      break;
+    default: usage();
+    }
+  }
+  if (factor < 2 || iters < 1 || minb < 1 || minb > maxb) usage();
+
+  static const char *rank_vars[] = {"CBENCH_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK", NULL};
+  static const char *size_vars[] = {"CBENCH_NRANKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE", NULL};
+  static const char *local_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "LOCAL_RANK", NULL};
+  g_rank = env_int(rank_vars, -1);
+  if (g_rank < 0 && nprocs > 1) {
+    if (nprocs > 64) usage();
+    return self_launch(nprocs, argv);
+  }
+  if (g_rank < 0) g_rank = 0;
+  g_n = env_int(size_vars, 1);
+  int ndev = 0;
+  CUDACHECK(cudaGetDeviceCount(&ndev));
+  g_dev = env_int(local_vars, g_rank) % (ndev > 0 ? ndev : 1);
+  CUDACHECK(cudaSetDevice(g_dev));
+  CUDACHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+
+  char path[256];
+  if (!idfile) idfile = getenv("CBENCH_ID_FILE");
+  if (!idfile) {
+    const char *job = getenv("PMIX_NAMESPACE");
+    if (!job) job = getenv("MASTER_PORT");
+    snprintf(path, sizeof path, "/tmp/cbench.%s.id", job ? job : "default");
+    for (char *p = path + 5; *p; p++) if (*p == '/') *p = '_';
+    idfile = path;
+  }
+  ncclUniqueId id;
+  exchange_id(&id, idfile);
+  NCCLCHECK(ncclCommInitRank(&g_comm, g_n, id, g_rank));
+  if (g_rank == 0) unlink(idfile); /* every rank has joined once init returns */
+
+  if (!a2a_p2p) g_alltoall = (alltoall_fn)dlsym(RTLD_DEFAULT, "ncclAlltoAll");
+  if (g_rank == 0) {
+    int ver = 0;
+    Dl_info info;
+    ncclGetVersion(&ver);
+    const char *lib = dladdr((void *)ncclAllReduce, &info) && info.dli_fname ? info.dli_fname : "?";
+    printf("# cbench: %d ranks, type %s, op %s, root %d, warmup %d, iters %d, graph %d, check %d\n",
+           g_n, g_tname, g_oname, g_root, warmup, iters, graphs, docheck);
+    printf("# ncclGetVersion %d; ncclAllReduce from %s; alltoall via %s\n", ver, lib,
+           g_alltoall ? "ncclAlltoAll" : "grouped ncclSend/ncclRecv");
+    fflush(stdout);
+  }
+
+  size_t cap = maxb < 64 ? 64 : maxb;
+  char *S, *R;
+  double *dev1;
+  void *h = NULL;
+  CUDACHECK(cudaMalloc((void **)&S, cap));
+  CUDACHECK(cudaMalloc((void **)&R, cap));
+  CUDACHECK(cudaMalloc((void **)&dev1, sizeof(double)));
+  CUDACHECK(cudaMemset(S, 0, cap));
+  CUDACHECK(cudaMemset(R, 0, cap));
+  if (docheck && !(h = malloc(cap))) { fprintf(stderr, "cbench: out of host memory\n"); return 5; }
+
+  double total_wrong = 0;
+  for (int c = 0; c < NCOLL; c++) {
+    const char *p = strstr(colls, coll_name[c]);
+    size_t L = strlen(coll_name[c]);
+    if (!p || (p != colls && p[-1] != ',') || (p[L] && p[L] != ',')) continue;
+    int ip_ok = inplace && c != A2A && c != SR;
+    if (g_rank == 0) {
+      printf("#\n# %s\n#%12s %12s %9s %6s %5s %10s %8s %8s %7s %10s %8s %8s %7s\n", coll_name[c], "size(B)", "count",
+             "type", "redop", "root", "oop(us)", "algbw", "busbw", "#wrong", "ip(us)", "algbw", "busbw", "#wrong");
+      fflush(stdout);
+    }
+    for (size_t bytes = minb; bytes <= maxb; bytes *= factor) {
+      size_t count = bytes / g_tsize;
+      if (c == AG || c == RS || c == A2A) count -= count % g_n;
+      if (count == 0) continue;
+      size_t sz = count * g_tsize;
+      double t[2] = {0, 0}, wrong[2] = {0, 0};
+      for (int m = 0; m < 1 + ip_ok; m++) {
+        if (docheck) wrong[m] = across((double)check(c, m, S, R, count, h), ncclSum, dev1);
+        t[m] = across(timeit(c, m, S, R, count, warmup, iters, graphs), ncclMax, dev1);
+        total_wrong += wrong[m];
+      }
+      if (g_rank == 0) {
+        double bw0 = sz / t[0] / 1e3;
+        printf(" %12zu %12zu %9s %6s %5d %10.2f %8.2f %8.2f %7.0f", sz, count, g_tname,
+               (c == AR || c == RS || c == RD) ? g_oname : "none", (c == BC || c == RD) ? g_root : -1,
+               t[0], bw0, bw0 * busfactor(c), docheck ? wrong[0] : -1.0);
+        if (ip_ok) {
+          double bw1 = sz / t[1] / 1e3;
+          printf(" %10.2f %8.2f %8.2f %7.0f\n", t[1], bw1, bw1 * busfactor(c), docheck ? wrong[1] : -1.0);
+        } else {
+          printf(" %10s %8s %8s %7s\n", "-", "-", "-", "-");
+        }
+        fflush(stdout);
+      }
+      if (bytes > maxb / factor) break; /* no overflow past maxb */
+    }
+  }
+  if (g_rank == 0) printf("# cbench: %.0f wrong elements in all\n", total_wrong);
+  CUDACHECK(cudaFree(S));
+  CUDACHECK(cudaFree(R));
+  CUDACHECK(cudaFree(dev1));
+  free(h);
+  NCCLCHECK(ncclCommDestroy(g_comm));
+  return total_wrong > 0 ? 6 : 0;
+}
