@@ -29,6 +29,9 @@ type collCall struct {
 	scalar           uint64 // PreMulSum multiplier (element bits)
 	inPlace          bool
 	p2p              []p2pOp
+	// matrix, for a drawn p2p pattern, holds the elements every rank
+	// sends to every rank: matrix[src][dst].
+	matrix [][]int64
 }
 
 // p2pOp is one send or receive of a group: bytes at off in the call's
@@ -38,6 +41,14 @@ type p2pOp struct {
 	send  bool
 	off   int64
 	bytes int64
+}
+
+func (o p2pOp) String() string {
+	dir := "recv←"
+	if o.send {
+		dir = "send→"
+	}
+	return fmt.Sprintf("%s%d %dB@%d", dir, o.peer, o.bytes, o.off)
 }
 
 // ring returns the p2p operations of nccl-tests' sendrecv for rank of n.
@@ -212,8 +223,8 @@ func describe(c *collCall) string {
 	if c.inPlace {
 		s += " in-place"
 	}
-	if c.p2p != nil {
-		s += fmt.Sprintf(" p2p=%v", c.p2p)
+	if c.matrix != nil {
+		s = fmt.Sprintf("sendrecv type=%s group=%v matrix=%v", c.dtype, c.p2p, c.matrix)
 	}
 	return s
 }

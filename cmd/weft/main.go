@@ -1,6 +1,7 @@
 // Command weft is weft's command-line tool: bench (collective benchmarks in
-// the style of nccl-tests), topo (topology inspection), conformance (the HAL
-// conformance suite) and run (a local launcher of one process per rank).
+// the style of nccl-tests), soak (randomized collectives, every element
+// checked), topo (topology inspection), conformance (the HAL conformance
+// suite) and run (a local launcher of one process per rank).
 package main
 
 import (
