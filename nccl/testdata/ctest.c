@@ -1,0 +1,557 @@
+// ctest.c: a C program that uses weft's NCCL ABI as any NCCL client does.
+// The Go test (ctest_test.go) compiles it against include/nccl.h, links it
+// with libweft_nccl.so and runs it as several processes on hal/host:
+//
+//   RANK, WORLD_SIZE  this process's rank and the number of ranks
+//   WEFT_ID_FILE      where rank 0 writes the unique id for the others
+//
+// On hal/host, memory from ncclMemAlloc is host memory, so the program
+// fills and checks buffers directly; stream arguments are NULL. It prints
+// "N passed, M failed" and exits 1 when anything failed.
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nccl.h"
+
+static int rank, nranks, passed, failed;
+
+#define CHECK(cond, ...)                                     \
+  do {                                                       \
+    if (cond) {                                              \
+      passed++;                                              \
+    } else {                                                 \
+      failed++;                                              \
+      fprintf(stderr, "rank %d: FAIL %s:%d: ", rank, __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                          \
+      fprintf(stderr, "\n");                                 \
+    }                                                        \
+  } while (0)
+
+// CALL checks that an NCCL call succeeded and says which otherwise.
+#define CALL(call)                                                                                   \
+  do {                                                                                               \
+    ncclResult_t r_ = (call);                                                                        \
+    CHECK(r_ == ncclSuccess, "%s = %d (%s): %s", #call, r_, ncclGetErrorString(r_), ncclGetLastError(NULL)); \
+  } while (0)
+
+static size_t typeSize(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    default: return 8;
+  }
+}
+
+// Values are small integers, exact in every type used here.
+static void put(void* buf, ncclDataType_t t, size_t i, double v) {
+  switch (t) {
+    case ncclUint8: ((uint8_t*)buf)[i] = (uint8_t)v; break;
+    case ncclInt32: ((int32_t*)buf)[i] = (int32_t)v; break;
+    case ncclInt64: ((int64_t*)buf)[i] = (int64_t)v; break;
+    case ncclFloat32: ((float*)buf)[i] = (float)v; break;
+    case ncclFloat64: ((double*)buf)[i] = v; break;
+    default: abort();
+  }
+}
+
+static double get(const void* buf, ncclDataType_t t, size_t i) {
+  switch (t) {
+    case ncclUint8: return ((const uint8_t*)buf)[i];
+    case ncclInt32: return ((const int32_t*)buf)[i];
+    case ncclInt64: return (double)((const int64_t*)buf)[i];
+    case ncclFloat32: return ((const float*)buf)[i];
+    case ncclFloat64: return ((const double*)buf)[i];
+    default: abort();
+  }
+}
+
+// in(r, i): rank r's input element i.
+static double in(int r, size_t i) { return (double)((r + 1) * (int)(i % 7 + 1)); }
+
+static int isInt(ncclDataType_t t) { return t == ncclUint8 || t == ncclInt32 || t == ncclInt64; }
+
+static double avgTolerance(ncclRedOp_t op, ncclDataType_t t) {
+  if (op != ncclAvg || isInt(t)) return 0;
+  return t == ncclFloat32 ? 1e-6 : 1e-14;
+}
+
+// reduced(op, i): the exact reduction of in(0..n-1, i).
+static double reduced(ncclRedOp_t op, ncclDataType_t t, size_t i, double scalar) {
+  double m = (double)(i % 7 + 1), acc;
+  int n = nranks;
+  switch (op) {
+    case ncclSum: return m * n * (n + 1) / 2;
+    case ncclProd: acc = 1; for (int r = 1; r <= n; r++) acc *= r * m; return acc;
+    case ncclMax: return m * n;
+    case ncclMin: return m;
+    case ncclAvg: acc = m * n * (n + 1) / 2; return isInt(t) ? floor(acc / n) : acc / n;
+    default: return scalar * m * n * (n + 1) / 2;  // PreMulSum
+  }
+}
+
+static void* alloc(size_t bytes) {
+  void* p = NULL;
+  ncclResult_t r = ncclMemAlloc(&p, bytes ? bytes : 1);
+  if (r != ncclSuccess) {
+    fprintf(stderr, "rank %d: ncclMemAlloc(%zu) = %d: %s\n", rank, bytes, r, ncclGetLastError(NULL));
+    exit(2);
+  }
+  return p;
+}
+
+// tolerance is the relative error accepted: 0 (exact) except for ncclAvg
+// of floating types, which NCCL (and weft) compute as a PreMulSum by
+// 1/nranks, rounded in the element type.
+static double tolerance;
+
+static int wrong(const void* buf, ncclDataType_t t, size_t off, size_t n, double (*want)(size_t, void*), void* ctx) {
+  int bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    double w = want(i, ctx), g = get(buf, t, off + i);
+    if (g != w && !(tolerance > 0 && fabs(g - w) <= tolerance * fabs(w))) {
+      if (bad < 3) fprintf(stderr, "rank %d:   element %zu: got %g, want %g\n", rank, off + i, g, w);
+      bad++;
+    }
+  }
+  return bad;
+}
+
+struct redCtx { ncclRedOp_t op; ncclDataType_t t; double scalar; size_t base; };
+static double wantReduced(size_t i, void* p) {
+  struct redCtx* c = p;
+  return reduced(c->op, c->t, c->base + i, c->scalar);
+}
+struct srcCtx { int r; size_t base; };
+static double wantFrom(size_t i, void* p) {
+  struct srcCtx* c = p;
+  return in(c->r, c->base + i);
+}
+
+static const ncclDataType_t types[] = {ncclInt32, ncclFloat32, ncclInt64, ncclFloat64, ncclUint8};
+static const char* typeNames[] = {"int32", "float", "int64", "double", "uint8"};
+static const size_t counts[] = {0, 1, 7, 1000, 65537};
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static void testAllReduce(ncclComm_t comm) {
+  for (size_t ti = 0; ti < N(types); ti++) {
+    ncclDataType_t t = types[ti];
+    for (int op = 0; op < ncclNumOps; op++) {
+      if (op == ncclProd && t == ncclUint8) continue;  // 3! * 7^3 overflows uint8
+      for (size_t ci = 0; ci < N(counts); ci++) {
+        size_t n = counts[ci];
+        for (int inplace = 0; inplace < 2; inplace++) {
+          void* s = alloc(n * typeSize(t));
+          void* d = inplace ? s : alloc(n * typeSize(t));
+          for (size_t i = 0; i < n; i++) put(s, t, i, in(rank, i));
+          CALL(ncclAllReduce(s, d, n, t, op, comm, NULL));
+          struct redCtx c = {op, t, 0, 0};
+          tolerance = avgTolerance(op, t);
+          int bad = wrong(d, t, 0, n, wantReduced, &c);
+          tolerance = 0;
+          CHECK(bad == 0, "AllReduce %s op %d count %zu inplace %d: %d wrong", typeNames[ti], op, n, inplace, bad);
+          if (!inplace) ncclMemFree(d);
+          ncclMemFree(s);
+        }
+      }
+    }
+  }
+}
+
+static void testPreMulSum(ncclComm_t comm) {
+  float fs = 2.0f;
+  int32_t is = 3;
+  struct { ncclDataType_t t; void* scalar; double v; } cases[] = {{ncclFloat32, &fs, 2}, {ncclInt32, &is, 3}};
+  for (size_t k = 0; k < N(cases); k++) {
+    ncclRedOp_t op;
+    CALL(ncclRedOpCreatePreMulSum(&op, cases[k].scalar, cases[k].t, ncclScalarHostImmediate, comm));
+    CHECK(op >= ncclNumOps, "PreMulSum op handle %d, want >= ncclNumOps", op);
+    size_t n = 1000;
+    void* s = alloc(n * typeSize(cases[k].t));
+    void* d = alloc(n * typeSize(cases[k].t));
+    for (size_t i = 0; i < n; i++) put(s, cases[k].t, i, in(rank, i));
+    CALL(ncclAllReduce(s, d, n, cases[k].t, op, comm, NULL));
+    struct redCtx c = {ncclNumOps, cases[k].t, cases[k].v, 0};
+    int bad = wrong(d, cases[k].t, 0, n, wantReduced, &c);
+    CHECK(bad == 0, "AllReduce PreMulSum type %d: %d wrong", cases[k].t, bad);
+    // Another datatype than the operator's is refused.
+    ncclResult_t r = ncclAllReduce(s, d, n, ncclInt64, op, comm, NULL);
+    CHECK(r == ncclInvalidArgument, "PreMulSum with another datatype = %d, want ncclInvalidArgument", r);
+    CALL(ncclRedOpDestroy(op, comm));
+    r = ncclAllReduce(s, d, n, cases[k].t, op, comm, NULL);
+    CHECK(r == ncclInvalidArgument, "destroyed op = %d, want ncclInvalidArgument", r);
+    ncclMemFree(s);
+    ncclMemFree(d);
+  }
+}
+
+static void testAllGather(ncclComm_t comm) {
+  for (size_t ti = 0; ti < 2; ti++) {
+    ncclDataType_t t = types[ti];
+    size_t es = typeSize(t);
+    for (size_t ci = 0; ci < N(counts); ci++) {
+      size_t n = counts[ci];
+      for (int inplace = 0; inplace < 2; inplace++) {
+        char* d = alloc(n * nranks * es);
+        char* s = inplace ? d + rank * n * es : alloc(n * es);
+        for (size_t i = 0; i < n; i++) put(s, t, i, in(rank, i));
+        CALL(ncclAllGather(s, d, n, t, comm, NULL));
+        int bad = 0;
+        for (int r = 0; r < nranks; r++) {
+          struct srcCtx c = {r, 0};
+          bad += wrong(d + r * n * es, t, 0, n, wantFrom, &c);
+        }
+        CHECK(bad == 0, "AllGather %s count %zu inplace %d: %d wrong", typeNames[ti], n, inplace, bad);
+        if (!inplace) ncclMemFree(s);
+        ncclMemFree(d);
+      }
+    }
+  }
+}
+
+static void testReduceScatter(ncclComm_t comm) {
+  ncclRedOp_t ops[] = {ncclSum, ncclMax, ncclAvg};
+  for (size_t ti = 0; ti < 2; ti++) {
+    ncclDataType_t t = types[ti];
+    size_t es = typeSize(t);
+    for (size_t oi = 0; oi < N(ops); oi++) {
+      for (size_t ci = 0; ci < N(counts); ci++) {
+        size_t n = counts[ci];
+        for (int inplace = 0; inplace < 2; inplace++) {
+          char* s = alloc(n * nranks * es);
+          char* d = inplace ? s + rank * n * es : alloc(n * es);
+          for (size_t i = 0; i < n * nranks; i++) put(s, t, i, in(rank, i));
+          CALL(ncclReduceScatter(s, d, n, t, ops[oi], comm, NULL));
+          struct redCtx c = {ops[oi], t, 0, rank * n};
+          tolerance = avgTolerance(ops[oi], t);
+          int bad = wrong(d, t, 0, n, wantReduced, &c);
+          tolerance = 0;
+          CHECK(bad == 0, "ReduceScatter %s op %d count %zu inplace %d: %d wrong", typeNames[ti], ops[oi], n, inplace, bad);
+          if (!inplace) ncclMemFree(d);
+          ncclMemFree(s);
+        }
+      }
+    }
+  }
+}
+
+static void testBroadcastReduce(ncclComm_t comm) {
+  ncclDataType_t t = ncclInt32;
+  size_t es = typeSize(t);
+  for (int root = 0; root < nranks; root += nranks - 1) {
+    for (size_t ci = 0; ci < N(counts); ci++) {
+      size_t n = counts[ci];
+      for (int inplace = 0; inplace < 3; inplace++) {  // 2: ncclBcast
+        char* s = alloc(n * es);
+        char* d = inplace ? s : alloc(n * es);
+        for (size_t i = 0; i < n; i++) put(s, t, i, in(rank, i));
+        if (inplace == 2) {
+          CALL(ncclBcast(s, n, t, root, comm, NULL));
+        } else {
+          CALL(ncclBroadcast(s, d, n, t, root, comm, NULL));
+        }
+        struct srcCtx c = {root, 0};
+        int bad = wrong(d, t, 0, n, wantFrom, &c);
+        CHECK(bad == 0, "Broadcast root %d count %zu mode %d: %d wrong", root, n, inplace, bad);
+        if (inplace == 0) ncclMemFree(d);
+        ncclMemFree(s);
+
+        if (inplace == 2) continue;
+        s = alloc(n * es);
+        d = inplace ? s : alloc(n * es);
+        for (size_t i = 0; i < n; i++) put(s, t, i, in(rank, i));
+        CALL(ncclReduce(s, d, n, t, ncclSum, root, comm, NULL));
+        if (rank == root) {
+          struct redCtx rc = {ncclSum, t, 0, 0};
+          bad = wrong(d, t, 0, n, wantReduced, &rc);
+          CHECK(bad == 0, "Reduce root %d count %zu inplace %d: %d wrong", root, n, inplace, bad);
+        }
+        if (!inplace) ncclMemFree(d);
+        ncclMemFree(s);
+      }
+      if (nranks == 1) break;
+    }
+    if (nranks == 1) break;
+  }
+}
+
+static double wantA2A(size_t i, void* p) {
+  struct srcCtx* c = p;  // element i of the block rank c->r sent to this rank
+  return in(c->r, (size_t)rank * c->base + i);
+}
+
+static void testAlltoAllGatherScatter(ncclComm_t comm) {
+  ncclDataType_t t = ncclFloat32;
+  size_t es = typeSize(t);
+  size_t sizes[] = {0, 1, 333};
+  for (size_t k = 0; k < N(sizes); k++) {
+    size_t n = sizes[k];
+    char* s = alloc(n * nranks * es);
+    char* d = alloc(n * nranks * es);
+    for (size_t i = 0; i < n * nranks; i++) put(s, t, i, in(rank, i));
+    CALL(ncclAlltoAll(s, d, n, t, comm, NULL));
+    int bad = 0;
+    for (int r = 0; r < nranks; r++) {
+      struct srcCtx c = {r, n};
+      bad += wrong(d + r * n * es, t, 0, n, wantA2A, &c);
+    }
+    CHECK(bad == 0, "AlltoAll count %zu: %d wrong", n, bad);
+
+    int root = nranks - 1;
+    memset(d, 0, n * nranks * es);
+    CALL(ncclGather(s, d, n, t, root, comm, NULL));
+    if (rank == root) {
+      bad = 0;
+      for (int r = 0; r < nranks; r++) {
+        struct srcCtx c = {r, 0};
+        bad += wrong(d + r * n * es, t, 0, n, wantFrom, &c);
+      }
+      CHECK(bad == 0, "Gather count %zu: %d wrong", n, bad);
+    }
+    memset(d, 0, n * nranks * es);
+    CALL(ncclScatter(s, d, n, t, root, comm, NULL));
+    struct srcCtx c = {root, (size_t)rank * n};
+    bad = wrong(d, t, 0, n, wantFrom, &c);
+    CHECK(bad == 0, "Scatter count %zu: %d wrong", n, bad);
+    ncclMemFree(s);
+    ncclMemFree(d);
+  }
+}
+
+// a2avCount is the number of elements rank from sends to rank to.
+static size_t a2avCount(int from, int to) { return (size_t)((from + 2 * to) % 3 + 1) * 5; }
+
+static void testSendRecv(ncclComm_t comm) {
+  ncclDataType_t t = ncclInt64;
+  size_t es = typeSize(t), n = 4099;
+  // A ring: send to the next rank, receive from the previous one.
+  char* s = alloc(n * es);
+  char* d = alloc(n * es);
+  for (size_t i = 0; i < n; i++) put(s, t, i, in(rank, i));
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  CALL(ncclGroupStart());
+  CALL(ncclSend(s, n, t, next, comm, NULL));
+  CALL(ncclRecv(d, n, t, prev, comm, NULL));
+  CALL(ncclGroupEnd());
+  struct srcCtx c = {prev, 0};
+  int bad = wrong(d, t, 0, n, wantFrom, &c);
+  CHECK(bad == 0, "ring send/recv: %d wrong", bad);
+  ncclMemFree(s);
+  ncclMemFree(d);
+
+  // All-to-all-v: uneven counts between every pair (self included), in a
+  // nested group.
+  size_t soff[64], roff[64], stot = 0, rtot = 0;
+  for (int p = 0; p < nranks; p++) {
+    soff[p] = stot;
+    stot += a2avCount(rank, p);
+    roff[p] = rtot;
+    rtot += a2avCount(p, rank);
+  }
+  s = alloc(stot * es);
+  d = alloc(rtot * es);
+  for (int p = 0; p < nranks; p++)
+    for (size_t i = 0; i < a2avCount(rank, p); i++) put(s, t, soff[p] + i, rank * 1000 + p * 100 + (double)i);
+  CALL(ncclGroupStart());
+  CALL(ncclGroupStart());
+  for (int p = 0; p < nranks; p++) CALL(ncclSend(s + soff[p] * es, a2avCount(rank, p), t, p, comm, NULL));
+  CALL(ncclGroupEnd());
+  for (int p = nranks - 1; p >= 0; p--) CALL(ncclRecv(d + roff[p] * es, a2avCount(p, rank), t, p, comm, NULL));
+  CALL(ncclGroupEnd());
+  bad = 0;
+  for (int p = 0; p < nranks; p++)
+    for (size_t i = 0; i < a2avCount(p, rank); i++)
+      if (get(d, t, roff[p] + i) != p * 1000 + rank * 100 + (double)i) bad++;
+  CHECK(bad == 0, "all-to-all-v send/recv: %d wrong", bad);
+  ncclMemFree(s);
+  ncclMemFree(d);
+}
+
+static int mentions(const char* text, const char* word) { return text != NULL && strstr(text, word) != NULL; }
+
+static void testBadInput(ncclComm_t comm) {
+  void* s = alloc(64);
+  void* d = alloc(64);
+  ncclResult_t r = ncclAllReduce(s, d, 4, ncclFloat32, ncclSum, NULL, NULL);
+  CHECK(r == ncclInvalidArgument, "NULL comm = %d, want ncclInvalidArgument", r);
+  CHECK(mentions(ncclGetLastError(NULL), "comm"), "NULL comm: last error %s does not name comm", ncclGetLastError(NULL));
+  r = ncclAllReduce(s, d, 4, (ncclDataType_t)99, ncclSum, comm, NULL);
+  CHECK(r == ncclInvalidArgument, "bad datatype = %d, want ncclInvalidArgument", r);
+  CHECK(mentions(ncclGetLastError(comm), "datatype"), "bad datatype: last error %s", ncclGetLastError(comm));
+  r = ncclAllReduce(s, d, 4, ncclFloat32, (ncclRedOp_t)42, comm, NULL);
+  CHECK(r == ncclInvalidArgument, "bad op = %d, want ncclInvalidArgument", r);
+  CHECK(mentions(ncclGetLastError(comm), "op"), "bad op: last error %s", ncclGetLastError(comm));
+  r = ncclBroadcast(s, d, 4, ncclFloat32, nranks, comm, NULL);
+  CHECK(r == ncclInvalidArgument, "root out of range = %d, want ncclInvalidArgument", r);
+  CHECK(mentions(ncclGetLastError(comm), "root"), "bad root: last error %s", ncclGetLastError(comm));
+  r = ncclSend(s, 4, ncclFloat32, -1, comm, NULL);
+  CHECK(r == ncclInvalidArgument, "peer out of range = %d, want ncclInvalidArgument", r);
+  CHECK(mentions(ncclGetLastError(comm), "peer"), "bad peer: last error %s", ncclGetLastError(comm));
+  r = ncclAllReduce(NULL, d, 4, ncclFloat32, ncclSum, comm, NULL);
+  CHECK(r == ncclInvalidArgument, "NULL sendbuff = %d, want ncclInvalidArgument", r);
+  CHECK(mentions(ncclGetLastError(comm), "sendbuff"), "NULL sendbuff: last error %s", ncclGetLastError(comm));
+  char stack[64];
+  r = ncclAllReduce(stack, d, 4, ncclFloat32, ncclSum, comm, NULL);
+  CHECK(r == ncclInvalidArgument, "non-ncclMemAlloc buffer on hal/host = %d, want ncclInvalidArgument", r);
+  r = ncclAllReduce(s, d, 4, ncclFloat32, ncclSum, comm, (cudaStream_t)0x1234);
+  CHECK(r == ncclInvalidArgument, "stream on hal/host = %d, want ncclInvalidArgument", r);
+  CHECK(mentions(ncclGetLastError(comm), "stream"), "stream: last error %s", ncclGetLastError(comm));
+  r = ncclGroupEnd();
+  CHECK(r == ncclInvalidUsage, "ncclGroupEnd without start = %d, want ncclInvalidUsage", r);
+  ncclUniqueId junk;
+  memset(&junk, 7, sizeof junk);
+  ncclComm_t c2 = NULL;
+  r = ncclCommInitRank(&c2, 2, junk, 0);
+  CHECK(r == ncclInvalidArgument, "init with a foreign unique id = %d, want ncclInvalidArgument", r);
+  CHECK(strcmp(ncclGetErrorString(ncclSuccess), "no error") == 0, "ncclGetErrorString(ncclSuccess) = %s", ncclGetErrorString(ncclSuccess));
+  CHECK(ncclGetErrorString((ncclResult_t)1000) != NULL, "ncclGetErrorString(1000) is NULL");
+  ncclMemFree(s);
+  ncclMemFree(d);
+}
+
+static void testSplit(ncclComm_t comm) {
+  ncclComm_t sub = NULL;
+  int color = rank % 2;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 1;
+  CALL(ncclCommSplit(comm, color, -rank, &sub, &cfg));
+  if (sub == NULL) {
+    CHECK(0, "ncclCommSplit gave no communicator");
+    return;
+  }
+  int n = 0, me = -1;
+  CALL(ncclCommCount(sub, &n));
+  CALL(ncclCommUserRank(sub, &me));
+  int want = 0, wantMe = 0;
+  for (int r = 0; r < nranks; r++)
+    if (r % 2 == color) {
+      want++;
+      if (r > rank) wantMe++;  // keys are -rank: higher ranks first
+    }
+  CHECK(n == want && me == wantMe, "split: count %d rank %d, want %d and %d", n, me, want, wantMe);
+  int32_t* b = alloc(sizeof(int32_t));
+  b[0] = rank;
+  CALL(ncclAllReduce(b, b, 1, ncclInt32, ncclSum, sub, NULL));
+  int sum = 0;
+  for (int r = 0; r < nranks; r++)
+    if (r % 2 == color) sum += r;
+  CHECK(b[0] == sum, "split allreduce: %d, want %d", b[0], sum);
+  ncclMemFree(b);
+  // Without a config the new communicator inherits the parent's: it is
+  // non-blocking, so the split may return ncclInProgress.
+  ncclComm_t none = (ncclComm_t)1;
+  ncclResult_t r = ncclCommSplit(comm, rank == 0 ? NCCL_SPLIT_NOCOLOR : 0, 0, &none, NULL);
+  CHECK(r == ncclSuccess || r == ncclInProgress, "ncclCommSplit(NOCOLOR on rank 0) = %d: %s", r, ncclGetLastError(NULL));
+  if (rank == 0) CHECK(none == NULL, "NCCL_SPLIT_NOCOLOR gave a communicator");
+  if (rank != 0 && none != NULL) {
+    ncclResult_t async = ncclInProgress;
+    for (int i = 0; i < 60000 && async == ncclInProgress; i++) {
+      CALL(ncclCommGetAsyncError(none, &async));
+      if (async == ncclInProgress) usleep(1000);
+    }
+    CHECK(async == ncclSuccess, "split without config: async error %d", async);
+    CALL(ncclCommCount(none, &n));
+    CHECK(n == nranks - 1, "split without rank 0: count %d, want %d", n, nranks - 1);
+    CALL(ncclCommDestroy(none));
+  }
+  CALL(ncclCommDestroy(sub));
+}
+
+static void readID(const char* path, ncclUniqueId* id) {
+  for (int tries = 0; tries < 6000; tries++) {
+    FILE* f = fopen(path, "rb");
+    if (f != NULL) {
+      size_t n = fread(id, 1, sizeof *id, f);
+      fclose(f);
+      if (n == sizeof *id) return;
+    }
+    usleep(10000);
+  }
+  fprintf(stderr, "rank %d: no unique id in %s\n", rank, path);
+  exit(2);
+}
+
+int main(void) {
+  const char* rs = getenv("RANK");
+  const char* ns = getenv("WORLD_SIZE");
+  const char* idFile = getenv("WEFT_ID_FILE");
+  if (rs == NULL || ns == NULL || idFile == NULL) {
+    fprintf(stderr, "set RANK, WORLD_SIZE and WEFT_ID_FILE\n");
+    return 2;
+  }
+  rank = atoi(rs);
+  nranks = atoi(ns);
+
+  int v = 0;
+  CALL(ncclGetVersion(&v));
+  CHECK(v == NCCL_VERSION_CODE, "ncclGetVersion = %d, want %d", v, NCCL_VERSION_CODE);
+
+  ncclUniqueId id;
+  if (rank == 0) {
+    CALL(ncclGetUniqueId(&id));
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", idFile);
+    FILE* f = fopen(tmp, "wb");
+    fwrite(&id, 1, sizeof id, f);
+    fclose(f);
+    rename(tmp, idFile);
+  } else {
+    readID(idFile, &id);
+  }
+
+  // A non-blocking communicator, as PyTorch makes them: init returns
+  // ncclInProgress until ncclCommGetAsyncError says it is done.
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  cfg.commName = "ctest";
+  ncclComm_t comm = NULL;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, nranks, id, rank, &cfg);
+  CHECK(r == ncclSuccess || r == ncclInProgress, "ncclCommInitRankConfig = %d: %s", r, ncclGetLastError(NULL));
+  ncclResult_t async = ncclInProgress;
+  for (int i = 0; i < 60000 && async == ncclInProgress; i++) {
+    CALL(ncclCommGetAsyncError(comm, &async));
+    if (async == ncclInProgress) usleep(1000);
+  }
+  CHECK(async == ncclSuccess, "init: async error %d: %s", async, ncclGetLastError(comm));
+  if (async != ncclSuccess) {
+    printf("rank %d: %d passed, %d failed\n", rank, passed, failed);
+    return 1;
+  }
+  int n = 0, me = -1, dev = -1;
+  CALL(ncclCommCount(comm, &n));
+  CALL(ncclCommUserRank(comm, &me));
+  CALL(ncclCommCuDevice(comm, &dev));
+  CHECK(n == nranks && me == rank, "count %d rank %d, want %d and %d", n, me, nranks, rank);
+
+  testBadInput(comm);
+  testAllReduce(comm);
+  testPreMulSum(comm);
+  testAllGather(comm);
+  testReduceScatter(comm);
+  testBroadcastReduce(comm);
+  testAlltoAllGatherScatter(comm);
+  testSendRecv(comm);
+  if (nranks >= 2) testSplit(comm);
+
+  void* h = NULL;
+  void* buf = alloc(256);
+  CALL(ncclCommRegister(comm, buf, 256, &h));
+  CALL(ncclCommDeregister(comm, h));
+  ncclMemFree(buf);
+
+  CALL(ncclCommGetAsyncError(comm, &async));
+  CHECK(async == ncclSuccess, "async error after the tests: %d: %s", async, ncclGetLastError(comm));
+  CALL(ncclCommFinalize(comm));
+  CALL(ncclCommDestroy(comm));
+  r = ncclCommCount(comm, &n);
+  CHECK(r == ncclInvalidArgument, "use after destroy = %d, want ncclInvalidArgument", r);
+
+  printf("rank %d: %d passed, %d failed\n", rank, passed, failed);
+  return failed ? 1 : 0;
+}
