@@ -1,17 +1,21 @@
 # weft — see README.md. Targets:
 #   make run         weft's main job: AllReduce benchmark, 4 ranks (GPUs if present, else hal/host)
 #   make test        vet and every test (CPU-only machines run hal/host; GPU tests skip with a reason)
-#   make build       the weft CLI into bin/
+#   make build       the weft CLI and libweft_nccl.so into bin/
+#   make nccl        libweft_nccl.so (weft's NCCL 2.28 C ABI) into bin/; see docs/nccl.md
 #   make gpu-bundle  CLI + GPU test binaries + runner script into .gpu/ (ignored by git)
 GO ?= go
 NPROC ?= 4
 BENCH_ARGS ?= -b 8 -e 64M -f 4
 
-.PHONY: build test run gpu-bundle nocgo fuzz-smoke
+.PHONY: build test run gpu-bundle nocgo fuzz-smoke nccl
 
-build:
+build: nccl
 	$(GO) build ./...
 	$(GO) build -o bin/weft ./cmd/weft
+
+nccl:
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o bin/libweft_nccl.so ./nccl
 
 nocgo:
 	CGO_ENABLED=0 $(GO) build ./...
