@@ -142,5 +142,26 @@ WEFT_DEV weft_u32 bf16x2_mul(weft_u32 a, weft_u32 b) { weft_u32 r; asm("mul.rn.b
 WEFT_DEV weft_u32 bf16x2_min(weft_u32 a, weft_u32 b) { weft_u32 r; asm("min.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
 WEFT_DEV weft_u32 bf16x2_max(weft_u32 a, weft_u32 b) { weft_u32 r; asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
 
+// ---- FP8 pairs <-> packed half (sm_89 and later) --------------------------
+//
+// Two FP8 values in a 16-bit word convert exactly to two binary16 lanes
+// (lane order kept: the low byte becomes the low half); the way back
+// rounds to nearest even and saturates to the largest finite FP8 value
+// (.satfinite: ±448 for E4M3, ±57344 for E5M2, infinities included); NaN
+// stays NaN. These instructions exist from sm_89 (PTX ISA 7.8) on.
+
+WEFT_DEV weft_u32 e4m3x2_to_f16x2(weft_u16 v) { weft_u32 r; asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(v)); return r; }
+WEFT_DEV weft_u32 e5m2x2_to_f16x2(weft_u16 v) { weft_u32 r; asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(r) : "h"(v)); return r; }
+WEFT_DEV weft_u16 f16x2_to_e4m3x2(weft_u32 v) { weft_u16 r; asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(r) : "r"(v)); return r; }
+WEFT_DEV weft_u16 f16x2_to_e5m2x2(weft_u32 v) { weft_u16 r; asm("cvt.rn.satfinite.e5m2x2.f16x2 %0, %1;" : "=h"(r) : "r"(v)); return r; }
+
+// ---- multiplies that are never fused ----------------------------------------
+
+// A multiply with an explicit rounding modifier is never contracted with a
+// following add into an FMA, so a scaled contribution is rounded before it
+// is summed, as hal/host does.
+WEFT_DEV float f32_mul_rn(float a, float b) { float r; asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
+WEFT_DEV double f64_mul_rn(double a, double b) { double r; asm("mul.rn.f64 %0, %1, %2;" : "=d"(r) : "d"(a), "d"(b)); return r; }
+
 }  // namespace hal
 }  // namespace weft
