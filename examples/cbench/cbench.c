@@ -282,7 +282,7 @@ static int self_launch(int n, char **argv) {
       fprintf(stderr, "cbench: rank process %d ended with %d; stopping the others\n", (int)p, rc);
       for (int i = 0; i < n; i++) if (pids[i] != p) kill(pids[i], SIGTERM);
     }
-    if (rc > worst) worst = rc;
+    if (rc && !worst) worst = rc; /* the first failure, not the SIGTERM of the others */
   }
   unlink(idfile);
   return worst;

@@ -470,7 +470,7 @@ class Runner:
 
     def sample(self, t):
         t = t.reshape(-1)
-        step = max(1, -(-t.numel() // 65536))
+        step = max(1, -(-t.numel() // 16384))
         return t[::step].cpu().clone()
 
     def check(self, name, dtype, cnt, mode, make, replays=3):
