@@ -541,21 +541,37 @@ func initRank(fn string, nranks int, rawID [uniqueIDBytes]byte, rank int, cfg co
 	}
 	c := newComm(rank, nranks, b, ord, cfg.blocking, cfg.name)
 	h := registerComm(c)
-	return h, startInit(fn, c, func() { c.init(id) })
+	return started(h, startInit(fn, c, func() error { c.init(id); return c.initErr }))
 }
 
-// startInit runs init now, at the group's end, or in the background.
-func startInit(fn string, c *comm, init func()) result {
+// started returns the handle of a communicator whose init was started,
+// or NULL when the init failed at once.
+func started(h uintptr, r result) (uintptr, result) {
+	if r != ncclSuccess && r != ncclInProgress {
+		return 0, r
+	}
+	return h, r
+}
+
+// startInit runs init now, at the group's end, or in the background (a
+// non-blocking communicator). c, when not nil, is the communicator init
+// makes; init must close c.ready whatever happens.
+func startInit(fn string, c *comm, init func() error) result {
 	if g := threadGroup(); g != nil && g.depth > 0 {
+		if c != nil {
+			c.pending.Store(true)
+		}
 		groups.Lock()
 		g.inits = append(g.inits, func() error {
-			init()
-			return c.initErr
+			if c != nil {
+				defer c.pending.Store(false)
+			}
+			return init()
 		})
 		groups.Unlock()
 		return ncclSuccess
 	}
-	if !c.blocking {
+	if c != nil && !c.blocking {
 		go func() {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
@@ -563,10 +579,11 @@ func startInit(fn string, c *comm, init func()) result {
 		}()
 		return ncclInProgress
 	}
-	init()
-	if c.initErr != nil {
-		forgetComm(c)
-		return failErr(fn, c.initErr)
+	if err := init(); err != nil {
+		if c != nil {
+			forgetComm(c)
+		}
+		return failErr(fn, err)
 	}
 	return ncclSuccess
 }
@@ -619,12 +636,56 @@ func initAll(fn string, ndev int, devlist []int) ([]uintptr, result) {
 // form a communicator ordered by key (then parent rank), on the parent's
 // device. Two all-gathers over the parent's bootstrap carry the colors and
 // keys, then each new communicator's bootstrap id, made by its rank 0.
+// Inside a group the whole split runs at the group's end, so that one
+// thread can split the communicators of several GPUs.
 func split(fn string, parent *comm, color, key int, cfg config) (uintptr, result) {
 	if color < splitNoColor {
 		return 0, fail(ncclInvalidArgument, "%s: color %d is negative (argument color; NCCL_SPLIT_NOCOLOR is -1)", fn, color)
 	}
+	if parent.pending.Load() {
+		return 0, fail(ncclInvalidUsage, "%s: the parent communicator is still being created in this group", fn)
+	}
+	if g := threadGroup(); g == nil || g.depth == 0 {
+		// The exchanges run now, on the caller's thread, so that they never
+		// overlap the parent's other bootstrap traffic; only the new
+		// communicator's init may run in the background.
+		rank, size, id, err := splitExchange(parent, color, key)
+		if err != nil {
+			return 0, failErr(fn, err)
+		}
+		if color == splitNoColor {
+			return 0, ncclSuccess
+		}
+		c := newComm(rank, size, parent.backend, parent.ordinal, cfg.blocking, cfg.name)
+		h := registerComm(c)
+		return started(h, startInit(fn, c, func() error { c.init(id); return c.initErr }))
+	}
+	if color == splitNoColor {
+		return 0, startInit(fn, nil, func() error {
+			_, _, _, err := splitExchange(parent, color, key)
+			return err
+		})
+	}
+	c := newComm(-1, 0, parent.backend, parent.ordinal, cfg.blocking, cfg.name)
+	h := registerComm(c)
+	return started(h, startInit(fn, c, func() error {
+		rank, size, id, err := splitExchange(parent, color, key)
+		if err != nil {
+			c.initErr = err
+			close(c.ready)
+			return err
+		}
+		c.rank, c.size = rank, size
+		c.init(id)
+		return c.initErr
+	}))
+}
+
+// splitExchange runs the split's exchanges over the parent's bootstrap and
+// returns this rank's place in its color and the new bootstrap's id.
+func splitExchange(parent *comm, color, key int) (rank, size int, id bootstrap.UniqueID, err error) {
 	if err := parent.usable(); err != nil {
-		return 0, failErr(fn, err)
+		return 0, 0, id, err
 	}
 	ctx := context.Background()
 	var me [8]byte
@@ -632,13 +693,13 @@ func split(fn string, parent *comm, color, key int, cfg config) (uintptr, result
 	binary.LittleEndian.PutUint32(me[4:], uint32(int32(key)))
 	all, err := parent.boot.AllGather(ctx, me[:])
 	if err != nil {
-		return 0, failErr(fn, err)
+		return 0, 0, id, err
 	}
 	colors := make([]int, len(all))
 	keys := make([]int, len(all))
 	for r, b := range all {
 		if len(b) != 8 {
-			return 0, fail(ncclInternalError, "%s: rank %d sent %d bytes of color and key", fn, r, len(b))
+			return 0, 0, id, fmt.Errorf("split: rank %d sent %d bytes of color and key: %w", r, len(b), hal.ErrInternal)
 		}
 		colors[r] = int(int32(binary.LittleEndian.Uint32(b[:4])))
 		keys[r] = int(int32(binary.LittleEndian.Uint32(b[4:])))
@@ -650,39 +711,34 @@ func split(fn string, parent *comm, color, key int, cfg config) (uintptr, result
 		}
 	}
 	sortMembers(members, keys)
-	newRank := -1
+	rank = -1
 	for i, r := range members {
 		if r == parent.rank {
-			newRank = i
+			rank = i
 		}
 	}
 	idText := ""
-	if color != splitNoColor && newRank == 0 {
-		id, err := bootstrap.NewUniqueID()
+	if color != splitNoColor && rank == 0 {
+		nid, err := bootstrap.NewUniqueID()
 		if err != nil {
 			idText = "error: " + err.Error()
 		} else {
-			idText = id.String()
+			idText = nid.String()
 		}
 	}
 	ids, err := parent.boot.AllGather(ctx, []byte(idText))
 	if err != nil {
-		return 0, failErr(fn, err)
+		return 0, 0, id, err
 	}
 	if color == splitNoColor {
-		return 0, ncclSuccess
+		return -1, 0, id, nil
 	}
 	leader := string(ids[members[0]])
 	if strings.HasPrefix(leader, "error: ") {
-		return 0, fail(ncclSystemError, "%s: rank %d (new rank 0 of color %d) could not make a bootstrap id: %s", fn, members[0], color, leader)
+		return 0, 0, id, fmt.Errorf("split: rank %d (new rank 0 of color %d) could not make a bootstrap id: %s: %w", members[0], color, leader, hal.ErrSystem)
 	}
-	id, err := bootstrap.ParseUniqueID(leader)
-	if err != nil {
-		return 0, failErr(fn, err)
-	}
-	c := newComm(newRank, len(members), parent.backend, parent.ordinal, cfg.blocking, cfg.name)
-	h := registerComm(c)
-	return h, startInit(fn, c, func() { c.init(id) })
+	id, err = bootstrap.ParseUniqueID(leader)
+	return rank, len(members), id, err
 }
 
 // createPreMulSum is ncclRedOpCreatePreMulSum; scalar holds the host

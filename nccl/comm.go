@@ -67,6 +67,7 @@ type comm struct {
 
 	ready   chan struct{} // closed when init has finished (initErr set)
 	initErr error
+	pending atomic.Bool // init queued in a group that has not ended
 
 	boot bootstrap.Bootstrap
 	dev  hal.Device
@@ -95,7 +96,7 @@ func newComm(rank, size int, backend string, ordinal int, blocking bool, name st
 	return &comm{
 		rank: rank, size: size, backend: backend, ordinal: ordinal, blocking: blocking, name: name,
 		ready: make(chan struct{}), streams: map[uintptr]hal.Stream{}, ops: map[int32]*preMulSum{}, nextOp: 5,
-		log: newLogger("INIT").With("rank", rank, "nranks", size),
+		log: newLogger("INIT"),
 	}
 }
 
@@ -112,6 +113,9 @@ func (c *comm) isReady() bool {
 // usable waits for init and returns its error, or an error for an aborted
 // or destroyed communicator.
 func (c *comm) usable() error {
+	if c.pending.Load() {
+		return fmt.Errorf("communicator is created by the group this call is in; end the group first: %w", hal.ErrInvalidUsage)
+	}
 	<-c.ready
 	switch {
 	case c.initErr != nil:
@@ -128,6 +132,7 @@ func (c *comm) usable() error {
 // c.ready whatever happens.
 func (c *comm) init(id bootstrap.UniqueID) {
 	defer close(c.ready)
+	c.log = newLogger("INIT").With("rank", c.rank, "nranks", c.size)
 	c.initErr = c.connect(id)
 	if c.initErr != nil {
 		c.log.Warn("weft: communicator init failed", "err", c.initErr)

@@ -463,6 +463,46 @@ static void testSplit(ncclComm_t comm) {
   CALL(ncclCommDestroy(sub));
 }
 
+// One thread driving two ranks: ncclCommInitAll, and ncclCommInitRank of
+// two ranks inside a group, then collectives of both communicators in one
+// group (weft runs them in parallel; one after the other would deadlock).
+static void testOneThreadTwoRanks(void) {
+  ncclComm_t all[2] = {NULL, NULL};
+  CALL(ncclCommInitAll(all, 2, NULL));
+  ncclUniqueId id;
+  CALL(ncclGetUniqueId(&id));
+  ncclComm_t grouped[2] = {NULL, NULL};
+  CALL(ncclGroupStart());
+  for (int r = 0; r < 2; r++) CALL(ncclCommInitRank(&grouped[r], 2, id, r));
+  CALL(ncclGroupEnd());
+  ncclComm_t* sets[2] = {all, grouped};
+  for (int k = 0; k < 2; k++) {
+    if (sets[k][0] == NULL || sets[k][1] == NULL) {
+      CHECK(0, "set %d: no communicators", k);
+      continue;
+    }
+    int32_t* b[2];
+    for (int r = 0; r < 2; r++) {
+      int me = -1;
+      CALL(ncclCommUserRank(sets[k][r], &me));
+      CHECK(me == r, "set %d: comm %d has rank %d", k, r, me);
+      b[r] = alloc(100 * sizeof(int32_t));
+      for (int i = 0; i < 100; i++) b[r][i] = (r + 1) * i;
+    }
+    CALL(ncclGroupStart());
+    for (int r = 0; r < 2; r++) CALL(ncclAllReduce(b[r], b[r], 100, ncclInt32, ncclSum, sets[k][r], NULL));
+    CALL(ncclGroupEnd());
+    int bad = 0;
+    for (int r = 0; r < 2; r++)
+      for (int i = 0; i < 100; i++) bad += b[r][i] != 3 * i;
+    CHECK(bad == 0, "set %d: grouped AllReduce of two communicators: %d wrong", k, bad);
+    for (int r = 0; r < 2; r++) {
+      ncclMemFree(b[r]);
+      CALL(ncclCommDestroy(sets[k][r]));
+    }
+  }
+}
+
 static void readID(const char* path, ncclUniqueId* id) {
   for (int tries = 0; tries < 6000; tries++) {
     FILE* f = fopen(path, "rb");
@@ -538,6 +578,7 @@ int main(void) {
   testAlltoAllGatherScatter(comm);
   testSendRecv(comm);
   if (nranks >= 2) testSplit(comm);
+  if (rank == 0) testOneThreadTwoRanks();
 
   void* h = NULL;
   void* buf = alloc(256);
