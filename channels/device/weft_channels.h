@@ -18,6 +18,7 @@
 // host-visible control block (first failure wins) and leaves the kernel.
 #pragma once
 #include "weft_hal.h"
+#include "weft_reduce.h"
 
 #ifndef WEFT_MAX_PEERS
 #define WEFT_MAX_PEERS 8
@@ -57,18 +58,8 @@ enum {
 };
 enum { STATUS_TIMEOUT = 1, STATUS_MISMATCH = 2, STATUS_ABORTED = 3 };
 enum { WHAT_SEMAPHORE = 1, WHAT_PACKET = 2 };
-enum { OP_SUM = 0, OP_PROD = 1, OP_MAX = 2, OP_MIN = 3 };
-// Data type codes (plan.DataType).
-enum { DT_U8 = 1, DT_I32 = 2, DT_I64 = 4, DT_F16 = 6, DT_F32 = 7, DT_BF16 = 9 };
 enum { PROTO_SIMPLE = 0, PROTO_LL16 = 1, PROTO_LL8 = 2 };
 
-template <int DT> struct dtype_size;
-template <> struct dtype_size<DT_U8> { static constexpr int value = 1; };
-template <> struct dtype_size<DT_I32> { static constexpr int value = 4; };
-template <> struct dtype_size<DT_I64> { static constexpr int value = 8; };
-template <> struct dtype_size<DT_F16> { static constexpr int value = 2; };
-template <> struct dtype_size<DT_F32> { static constexpr int value = 4; };
-template <> struct dtype_size<DT_BF16> { static constexpr int value = 2; };
 
 // ---- per-launch context ------------------------------------------------------
 
@@ -323,61 +314,6 @@ template <int N>
 WEFT_DEV bool wait_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N], const bool (&check)[N], bool relaxed) {
   bool ok = threadIdx.x >= N || wait_one(c, chs[threadIdx.x], sems[threadIdx.x], relaxed, check[threadIdx.x]);
   return block_ok(ok);
-}
-
-// ---- element-wise reduction ---------------------------------------------------
-
-// red32 reduces one 32-bit word holding 4/ES lanes (ES ≤ 4).
-template <int DT, int OP>
-WEFT_DEV weft_u32 red32(weft_u32 a, weft_u32 b) {
-  if (DT == DT_F32) {
-    float x = __int_as_float(a), y = __int_as_float(b);
-    float r = OP == OP_SUM ? x + y : OP == OP_PROD ? x * y : OP == OP_MAX ? fmaxf(x, y) : fminf(x, y);
-    return __float_as_uint(r);
-  } else if (DT == DT_I32) {
-    int x = (int)a, y = (int)b;
-    int r = OP == OP_SUM ? x + y : OP == OP_PROD ? x * y : OP == OP_MAX ? (x > y ? x : y) : (x < y ? x : y);
-    return (weft_u32)r;
-  } else if (DT == DT_F16) {
-    return OP == OP_SUM ? f16x2_add(a, b) : OP == OP_PROD ? f16x2_mul(a, b) : OP == OP_MAX ? f16x2_max(a, b) : f16x2_min(a, b);
-  } else if (DT == DT_BF16) {
-    return OP == OP_SUM ? bf16x2_add(a, b) : OP == OP_PROD ? bf16x2_mul(a, b) : OP == OP_MAX ? bf16x2_max(a, b) : bf16x2_min(a, b);
-  } else {  // DT_U8: four byte lanes
-    weft_u32 r = 0;
-#pragma unroll
-    for (int i = 0; i < 32; i += 8) {
-      weft_u32 x = (a >> i) & 0xff, y = (b >> i) & 0xff;
-      weft_u32 v = OP == OP_SUM ? x + y : OP == OP_PROD ? x * y : OP == OP_MAX ? (x > y ? x : y) : (x < y ? x : y);
-      r |= (v & 0xff) << i;
-    }
-    return r;
-  }
-}
-
-// red64 reduces 8 bytes of lanes.
-template <int DT, int OP>
-WEFT_DEV weft_u64 red64(weft_u64 a, weft_u64 b) {
-  if (DT == DT_I64) {
-    long long x = (long long)a, y = (long long)b;
-    long long r = OP == OP_SUM ? x + y : OP == OP_PROD ? x * y : OP == OP_MAX ? (x > y ? x : y) : (x < y ? x : y);
-    return (weft_u64)r;
-  }
-  weft_u32 lo = red32<DT, OP>((weft_u32)a, (weft_u32)b);
-  weft_u32 hi = red32<DT, OP>((weft_u32)(a >> 32), (weft_u32)(b >> 32));
-  return ((weft_u64)hi << 32) | lo;
-}
-
-WEFT_DEV weft_u64 lo64(weft_u32x4 v) { return ((weft_u64)v.y << 32) | v.x; }
-WEFT_DEV weft_u64 hi64(weft_u32x4 v) { return ((weft_u64)v.w << 32) | v.z; }
-WEFT_DEV weft_u32x4 mk128(weft_u64 lo, weft_u64 hi) {
-  weft_u32x4 v;
-  v.x = (weft_u32)lo; v.y = (weft_u32)(lo >> 32); v.z = (weft_u32)hi; v.w = (weft_u32)(hi >> 32);
-  return v;
-}
-
-template <int DT, int OP>
-WEFT_DEV weft_u32x4 red128(weft_u32x4 a, weft_u32x4 b) {
-  return mk128(red64<DT, OP>(lo64(a), lo64(b)), red64<DT, OP>(hi64(a), hi64(b)));
 }
 
 // Scalar element access for unaligned buffers and tails: an element of ES

@@ -1,0 +1,95 @@
+package channels_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/channels"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// kernelPrelude declares, for a host C++ compiler, what NVRTC provides to
+// generated kernels besides the HAL header.
+const kernelPrelude = `
+struct weft_dim3 { unsigned x, y, z; };
+extern weft_dim3 threadIdx, blockIdx, blockDim;
+__device__ void __syncthreads();
+__device__ int __syncthreads_or(int);
+#define __launch_bounds__(n)
+#define __grid_constant__
+`
+
+// TestGeneratedKernelsCompile generates the CUDA source of every
+// collective's plans (LL, HB, point-to-point, both rooted forms) for
+// several types and operators and compiles it against the channel library
+// and the NVIDIA HAL header, with the same compilers as
+// TestReduceHeaderCompiles. It catches code generation that NVRTC would
+// refuse before a GPU run does.
+func TestGeneratedKernelsCompile(t *testing.T) {
+	hal, err := os.ReadFile(filepath.Join("..", "hal", "nvlink", "device", "weft_hal.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cc *exec.Cmd
+	switch {
+	case lookPath("clang++") != "":
+		cc = exec.Command(lookPath("clang++"), "-x", "cuda", "--cuda-gpu-arch=sm_90", "-nocudainc", "-nocudalib", "-std=c++17", "-fsyntax-only", "-Wno-unknown-pragmas")
+	case lookPath("g++") != "":
+		cc = exec.Command(lookPath("g++"), "-x", "c++", "-std=c++17", "-fsyntax-only", "-Wno-unknown-pragmas")
+	default:
+		t.Skip("no clang++ or g++ to check generated kernels with")
+	}
+	dir := t.TempDir()
+	files := map[string]string{"prelude.h": devicePrelude + kernelPrelude, "weft_hal.h": string(hal)}
+	for name, src := range channels.DeviceLibrary() {
+		files[name] = src
+	}
+	cfg := algorithms.DefaultConfig(0, 3, 132, true)
+	var srcs []string
+	for _, coll := range algorithms.Collectives {
+		for _, root := range []int{0, 2} {
+			if root != 0 && !coll.Rooted() {
+				continue
+			}
+			choices, err := algorithms.Plans(cfg, coll, root)
+			if err != nil {
+				t.Fatalf("%v: %v", coll, err)
+			}
+			for _, ch := range choices {
+				for _, k := range []struct {
+					t  plan.DataType
+					op plan.RedOp
+				}{{plan.Float32, plan.Sum}, {plan.BFloat16, plan.PreMulSum}, {plan.Int32, plan.Avg}, {plan.Float8E4M3, plan.Max}, {plan.Uint8, plan.Sum}} {
+					src, err := plan.EmitCUDA(ch.Plan, k.t, k.op)
+					if err != nil {
+						t.Fatalf("%s: %v", ch.Plan.Name, err)
+					}
+					name := fmt.Sprintf("k%d.cu", len(srcs))
+					files[name] = "#include \"prelude.h\"\n" + src
+					srcs = append(srcs, name)
+				}
+			}
+		}
+	}
+	for name, src := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One compiler run per source, several at a time would need more cores
+	// than CI has; the sources are small.
+	for _, s := range srcs {
+		cmd := exec.Command(cc.Path, append(append([]string{}, cc.Args[1:]...), s)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			head, _, _ := strings.Cut(files[s], "\n#define")
+			t.Fatalf("%s (%s): %v\n%s", s, head, err, out)
+		}
+	}
+	t.Logf("%d kernels checked with %s", len(srcs), cc.Path)
+}
