@@ -272,11 +272,18 @@ func (c *Comm) launchP2P(ops []P2P, s hal.Stream) error {
 		return err
 	}
 	n, me := c.cfg.NRanks, c.cfg.Rank
-	for _, round := range rounds {
+	newArgs := func() *plan.Args {
 		args := &plan.Args{Timeout: c.timeout, Groups: make([]plan.GroupArgs, plan.MaxGroupArgs)}
 		for i := range args.Groups {
 			args.Groups[i].Skip = true
 		}
+		return args
+	}
+	for _, round := range rounds {
+		if err := c.stageOverlapping(round, prog, s, newArgs); err != nil {
+			return err
+		}
+		args := newArgs()
 		for _, o := range round {
 			var slot int
 			switch {
@@ -300,6 +307,75 @@ func (c *Comm) launchP2P(ops []P2P, s hal.Stream) error {
 		}
 	}
 	return nil
+}
+
+// stageOverlapping copies the data of every send of round that overlaps a
+// receive of the round (in place, as nccl-tests' sendrecv does) into the
+// communicator's staging buffer first, with the plan's self-copy group,
+// and points the send there: the fused launch reads sends and writes
+// receives concurrently.
+func (c *Comm) stageOverlapping(round []P2P, prog hal.Program, s hal.Stream, newArgs func() *plan.Args) error {
+	var need int64
+	for i, o := range round {
+		if o.Send && c.overlapsRecv(round, i) {
+			need += (o.Bytes + 15) &^ 15
+		}
+	}
+	if need == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	if c.staging == nil || c.staging.Size() < need {
+		// Launches queued earlier may still read the old buffer: it is
+		// kept until Close.
+		if c.staging != nil {
+			c.retired = append(c.retired, c.staging)
+		}
+		b, err := c.dev.Alloc(max(need, 2*sizeOf(c.staging)))
+		if err != nil {
+			c.mu.Unlock()
+			return fmt.Errorf("weft: point-to-point on rank %d: staging buffer of %d bytes for sends that overlap receives: %w", c.cfg.Rank, need, err)
+		}
+		c.staging = b
+	}
+	base := c.staging.Addr()
+	c.mu.Unlock()
+	self := algorithms.SelfArg(c.cfg.NRanks) - 1
+	var off uint64
+	for i := range round {
+		o := &round[i]
+		if !o.Send || !c.overlapsRecv(round, i) {
+			continue
+		}
+		args := newArgs()
+		args.Groups[self] = plan.GroupArgs{Count: o.Bytes, Input: o.Buf, Output: base + off}
+		if err := prog.Launch(s, args); err != nil {
+			return fmt.Errorf("weft: point-to-point on rank %d: staging a send to rank %d: %w", c.cfg.Rank, o.Peer, err)
+		}
+		o.Buf = base + off
+		off += uint64((o.Bytes + 15) &^ 15)
+	}
+	return nil
+}
+
+// overlapsRecv reports whether operation i (a send) overlaps a receive of
+// round from another peer, or from the same peer when it is this rank.
+func (c *Comm) overlapsRecv(round []P2P, i int) bool {
+	o := round[i]
+	for j, r := range round {
+		if j != i && !r.Send && r.Bytes > 0 && o.Bytes > 0 && overlaps(o.Buf, uint64(o.Bytes), r.Buf, uint64(r.Bytes)) &&
+			(r.Peer != c.cfg.Rank || o.Peer != c.cfg.Rank) {
+			return true
+		}
+	}
+	return false
+}
+
+func sizeOf(b hal.Buffer) int64 {
+	if b == nil {
+		return 0
+	}
+	return b.Size()
 }
 
 // p2pProgram returns the compiled point-to-point plan. It is prepared in

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/check"
@@ -370,5 +371,53 @@ func TestP2PMismatch(t *testing.T) {
 	}
 	if err := errs[0]; err == nil || !strings.Contains(err.Error(), "rank 1") {
 		t.Errorf("rank 0: got %v, want an error naming rank 1", err)
+	}
+}
+
+// TestP2PInPlace: each rank sends a buffer to rank+1 and receives into the
+// same buffer from rank−1 in one group (nccl-tests' in-place sendrecv): the
+// send must leave with the data the buffer held before the group.
+func TestP2PInPlace(t *testing.T) {
+	const k = 100_003
+	for _, n := range []int{2, 3} {
+		errs := runRanks(t, "host", n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+			b, err := dev.Alloc(k)
+			if err != nil {
+				return err
+			}
+			defer b.Free()
+			fill := func(r int) []byte {
+				v := make([]byte, k)
+				for i := range v {
+					v[i] = byte(r*41 + i*3 + i>>8)
+				}
+				return v
+			}
+			for iter := 0; iter < 3; iter++ {
+				if err := dev.Write(b, 0, fill(rank+iter)); err != nil {
+					return err
+				}
+				ops := []weft.P2P{{Peer: (rank + 1) % n, Send: true, Buf: b.Addr(), Bytes: k}, {Peer: (rank + n - 1) % n, Buf: b.Addr(), Bytes: k}}
+				if err := c.LaunchP2P(ops, s); err != nil {
+					return err
+				}
+				if err := c.Synchronize(s); err != nil {
+					return err
+				}
+				got := make([]byte, k)
+				if err := dev.Read(got, b, 0); err != nil {
+					return err
+				}
+				if d := cmp.Diff(fill((rank+n-1)%n+iter), got); d != "" {
+					return fmt.Errorf("iteration %d: received data differs from rank %d's:\n%.400s", iter, (rank+n-1)%n, d)
+				}
+			}
+			return nil
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Errorf("%d ranks, rank %d: %v", n, r, err)
+			}
+		}
 	}
 }

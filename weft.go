@@ -68,6 +68,10 @@ type Comm struct {
 
 	mu   sync.Mutex
 	regs map[uint64]*channels.Registration
+	// staging holds the data of sends that overlap receives of the same
+	// group; retired are earlier, smaller staging buffers, freed at Close.
+	staging hal.Buffer
+	retired []hal.Buffer
 }
 
 // algo is one plan with its resources and compiled programs.
@@ -401,6 +405,12 @@ func (c *Comm) Close() error {
 		errs = append(errs, r.Close())
 		delete(c.regs, k)
 	}
+	for _, b := range append(c.retired, c.staging) {
+		if b != nil {
+			errs = append(errs, b.Free())
+		}
+	}
+	c.staging, c.retired = nil, nil
 	c.mu.Unlock()
 	return errors.Join(errs...)
 }

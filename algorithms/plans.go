@@ -72,6 +72,15 @@ func waits(chs []int, s int) []plan.Op {
 	return ops
 }
 
+// acks are waits that only order (plan.Op.Ack).
+func acks(chs []int, s int) []plan.Op {
+	ops := waits(chs, s)
+	for i := range ops {
+		ops[i].Ack = true
+	}
+	return ops
+}
+
 // skip sets SkipFirst/SkipLast on ops.
 func skip(ops []plan.Op, first, last int) []plan.Op {
 	for i := range ops {
@@ -277,7 +286,7 @@ func BroadcastLL(c Config, root int) (*plan.Plan, error) {
 		for ci, ch := range chs {
 			dsts = append(dsts, plan.RS(ci, slotOf(root, ch.Peer)))
 		}
-		ops = cat([]plan.Op{plan.Transfer(plan.All, 0, dsts, plan.L(plan.Input))}, waits(all, 0))
+		ops = cat([]plan.Op{plan.Transfer(plan.All, 0, dsts, plan.L(plan.Input))}, acks(all, 0))
 	} else {
 		rc := c.chanOf(root)
 		ops = []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.LS(rc)), plan.Signal(rc, 0)}
@@ -331,7 +340,7 @@ func ReduceLL(c Config, root int) (*plan.Plan, error) {
 		ops = cat([]plan.Op{red}, signals(all, 0))
 	} else {
 		rc := c.chanOf(root)
-		ops = []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(rc, slotOf(c.Rank, root))}, plan.L(plan.Input)), plan.Wait(rc, 0)}
+		ops = cat([]plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(rc, slotOf(c.Rank, root))}, plan.L(plan.Input))}, acks([]int{rc}, 0))
 	}
 	return c.llPlan(fmt.Sprintf("reduce-r%d", root), ops, 1)
 }

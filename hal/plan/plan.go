@@ -148,6 +148,12 @@ type Op struct {
 	SkipFirst, SkipLast int
 	Sem                 int  // OpSignal, OpWait: base semaphore index; block p uses Sem+p
 	Relaxed             bool // OpSignal, OpWait
+	// Ack marks a wait that only orders (a receiver telling a sender that
+	// it has read): it never checks the peer's count. A peer block with
+	// nothing to receive in a launch may signal the next launch's ack
+	// before this wait runs, overwriting the count word; LL plans check
+	// counts in their packet headers instead.
+	Ack bool
 	// Chunk and NChunks select the element range: chunk Chunk of NChunks
 	// (ChunkRange), or the whole count when Chunk == All.
 	Chunk, NChunks int
@@ -176,13 +182,13 @@ func Transfer(c, n int, dsts []Ref, srcs ...Ref) Op {
 }
 
 // FirstWaits reports, for each op of ops, whether it is the first wait on
-// its channel that runs in every window: the waits that check the peer's
-// count (in a windowed group, in the first window only).
+// its channel that runs in every window and is not an Ack: the waits that
+// check the peer's count (in a windowed group, in the first window only).
 func FirstWaits(ops []Op) []bool {
 	seen := map[int]bool{}
 	first := make([]bool, len(ops))
 	for i, o := range ops {
-		if o.Kind == OpWait && o.SkipFirst == 0 && !seen[o.Chan] {
+		if o.Kind == OpWait && o.SkipFirst == 0 && !o.Ack && !seen[o.Chan] {
 			seen[o.Chan] = true
 			first[i] = true
 		}
