@@ -33,9 +33,10 @@ GPU_PKGS = ./hal/nvlink ./internal/cuda ./internal/nccl ./conformance .
 gpu-bundle:
 	mkdir -p .gpu
 	CGO_ENABLED=1 $(GO) build -o .gpu/weft ./cmd/weft
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o .gpu/libweft_nccl.so ./nccl
 	for p in $(GPU_PKGS); do \
 	  name=$$(echo $$p | sed 's#^\./##; s#/#_#g; s#^\.$$#weft#'); \
 	  CGO_ENABLED=1 $(GO) test -c -o .gpu/$$name.test $$p || exit 1; \
 	done
-	cp scripts/gpu-check.sh .gpu/
+	cp scripts/gpu-check.sh scripts/gpu-dropin.sh .gpu/
 	@ls -la .gpu
