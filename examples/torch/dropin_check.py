@@ -502,7 +502,10 @@ class Runner:
                     case.fill(200 + k)  # new inputs in the captured buffers
                     g.replay()
                     torch.cuda.synchronize()
-                    rounds.append((200 + k, case.results()))
+                    # results() names the live buffers: keep this replay's values
+                    # before the next replay overwrites them.
+                    res = [(lab, got.clone(), *rest) for lab, got, *rest in case.results()]
+                    rounds.append((200 + k, res))
             ok, worst, tag = True, 0.0, None
             for tag, res in rounds:
                 o, w, outs = self.compare(res)
