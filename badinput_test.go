@@ -35,7 +35,7 @@ func TestAllReduceBadInput(t *testing.T) {
 			{"count beyond buffer", buf, buf, 17, plan.Float32, plan.Sum, s, "exceeds the 64-byte input buffer"},
 			{"count overflow", buf, buf, 1 << 62, plan.Int64, plan.Sum, s, "overflows"},
 			{"unsupported type", buf, buf, 4, plan.DataType(42), plan.Sum, s, "unsupported data type"},
-			{"raw bytes are not a collective type", buf, buf, 4, plan.Uint8, plan.Sum, s, "unsupported data type"},
+			{"PreMulSum without its scalar", buf, buf, 4, plan.Float32, plan.PreMulSum, s, "PreMulSum needs a scalar"},
 			{"unsupported op", buf, buf, 4, plan.Float32, plan.RedOp(9), s, "unsupported reduction op"},
 		}
 		for _, tc := range cases {
