@@ -140,7 +140,7 @@ func TestCollectivesTypesOps(t *testing.T) {
 				}
 				for _, typ := range plan.DataTypes {
 					for _, op := range ops {
-						for _, count := range []int64{37, 9001} {
+						for _, count := range []int64{37, 70001} {
 							for _, in := range []bool{false, true} {
 								if in && coll == algorithms.AllToAll {
 									continue

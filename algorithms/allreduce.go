@@ -66,16 +66,20 @@ type Shape struct {
 // (128 × 512, unroll 2: 324 GB/s at 512 MB against 316).
 func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 	c := Config{Rank: rank, NRanks: nranks, LL: plan.LL16, LLMaxBytes: 128 << 10, MidMaxBytes: 16 << 20}
-	c.CollLLMaxBytes = 64 << 10
+	// v2 (2×H200, docs/bench/notes-collectives.md): LL still beat NCCL at
+	// 64 KiB segments while the 16-block HB plan lost at 256 KiB; HB and
+	// point-to-point plans with 16 and 8 blocks peaked at 230–245 and
+	// 184 GB/s, so both get more blocks.
+	c.CollLLMaxBytes = 256 << 10
 	// Point-to-point groups (two per peer and one more) must all be
 	// resident at once: a waiting block holds its SM.
-	p2pBlocks := max(1, min(8, sms/(2*nranks-1)))
+	p2pBlocks := max(1, min(16, sms/(2*nranks-1)))
 	if gpu {
 		c.LLBlocks, c.Threads = 8, 1024
 		c.Mid = Shape{Blocks: min(sms/2, 64), Threads: 1024, Unroll: 4}
 		c.Large = Shape{Blocks: min(sms, 128), Threads: 512, Unroll: 2}
-		c.HB = Shape{Blocks: max(1, min(16, sms/3)), Threads: 1024, Unroll: 4, Window: 2 << 20}
-		c.P2P = Shape{Blocks: p2pBlocks, Threads: 512, Unroll: 4, Window: 1 << 20}
+		c.HB = Shape{Blocks: max(1, min(32, sms/3)), Threads: 1024, Unroll: 4, Window: 4 << 20}
+		c.P2P = Shape{Blocks: p2pBlocks, Threads: 1024, Unroll: 4, Window: 2 << 20}
 	} else {
 		c.LLBlocks, c.Threads = 2, 32
 		c.Mid = Shape{Blocks: max(1, min(sms, 4)), Threads: 32}
