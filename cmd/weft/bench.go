@@ -1,19 +1,13 @@
 package main
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/weftccl/weft/algorithms"
-	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/check"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
@@ -246,45 +240,12 @@ func runBench(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	launch, inJob, err := bootstrap.FromEnv()
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+	job, err := joinJob(cmd, "bench", benchOpts.nproc)
+	if job == nil || err != nil {
+		return err
 	}
-	if !inJob && benchOpts.nproc > 1 {
-		// Start one process per rank: this same command, joined through the
-		// bootstrap variables that Run sets.
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("bench: find own executable: %v: %w", err, hal.ErrSystem)
-		}
-		return bootstrap.Run(cmd.Context(), benchOpts.nproc, append([]string{exe}, os.Args[1:]...), nil, os.Stdout, os.Stderr)
-	}
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	var boot bootstrap.Bootstrap
-	jobID := ""
-	if inJob {
-		bctx, cancel := context.WithTimeout(ctx, bootTimeout())
-		defer cancel()
-		if boot, err = launch.Connect(bctx); err != nil {
-			return fmt.Errorf("bench: rank %d: %w", launch.Rank, err)
-		}
-		jobID = fmt.Sprintf("%016x", launch.ID.Magic)
-	} else {
-		boot = bootstrap.NewLocal(1)[0]
-		launch.LocalRank = 0
-		var b [8]byte
-		rand.Read(b[:])
-		jobID = hex.EncodeToString(b[:])
-	}
-	defer boot.Close()
-	var out io.Writer = io.Discard
-	if boot.Rank() == 0 {
-		out = cmd.OutOrStdout()
-	}
-	return benchRank(ctx, cfg, boot, launch.LocalRank, jobID, out)
+	defer job.boot.Close()
+	return benchRank(job.ctx, cfg, job.boot, job.localRank, job.jobID, job.out)
 }
 
 func bootTimeout() time.Duration {

@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	mrand "math/rand/v2"
-	"os"
 	"strings"
 	"time"
 
@@ -127,43 +125,12 @@ func runSoak(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	launch, inJob, err := bootstrap.FromEnv()
-	if err != nil {
-		return fmt.Errorf("soak: %w", err)
+	job, err := joinJob(cmd, "soak", soakOpts.nproc)
+	if job == nil || err != nil {
+		return err
 	}
-	if !inJob && soakOpts.nproc > 1 {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("soak: find own executable: %v: %w", err, hal.ErrSystem)
-		}
-		return bootstrap.Run(cmd.Context(), soakOpts.nproc, append([]string{exe}, os.Args[1:]...), nil, os.Stdout, os.Stderr)
-	}
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	var boot bootstrap.Bootstrap
-	jobID := ""
-	if inJob {
-		bctx, cancel := context.WithTimeout(ctx, bootTimeout())
-		defer cancel()
-		if boot, err = launch.Connect(bctx); err != nil {
-			return fmt.Errorf("soak: rank %d: %w", launch.Rank, err)
-		}
-		jobID = fmt.Sprintf("%016x", launch.ID.Magic)
-	} else {
-		boot = bootstrap.NewLocal(1)[0]
-		launch.LocalRank = 0
-		var b [8]byte
-		rand.Read(b[:])
-		jobID = hex.EncodeToString(b[:])
-	}
-	defer boot.Close()
-	var out io.Writer = io.Discard
-	if boot.Rank() == 0 {
-		out = cmd.OutOrStdout()
-	}
-	_, err = soakRank(ctx, cfg, boot, launch.LocalRank, jobID, weft.Options{}, out)
+	defer job.boot.Close()
+	_, err = soakRank(job.ctx, cfg, job.boot, job.localRank, job.jobID, weft.Options{}, job.out)
 	return err
 }
 
