@@ -273,75 +273,71 @@ func TestP2PNVLink(t *testing.T) {
 }
 
 func testP2P(t *testing.T, backend string, n int) {
-	{
-		{
-			errs := runRanks(t, backend, n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-				// bytesFrom is what src sends to dst in the all-to-all-v.
-				bytesFrom := func(src, dst int) int64 { return int64((src*7+dst*13)%5) * 9973 }
-				payload := func(src, dst int, k int64) []byte {
-					b := make([]byte, k)
-					for i := range b {
-						b[i] = byte(src*31 + dst*17 + i*7)
-					}
-					return b
-				}
-				type op struct {
-					peer int
-					send bool
-					k    int64
-					buf  hal.Buffer
-				}
-				var ops []op
-				for p := 0; p < n; p++ {
-					ops = append(ops, op{peer: p, send: true, k: bytesFrom(rank, p)}, op{peer: p, k: bytesFrom(p, rank)})
-				}
-				// A ring, twice in the same group (second round).
-				for round := 0; round < 2; round++ {
-					ops = append(ops, op{peer: (rank + 1) % n, send: true, k: 1000 + int64(round)}, op{peer: (rank + n - 1) % n, k: 1000 + int64(round)})
-				}
-				var p2p []weft.P2P
-				for i := range ops {
-					b, err := dev.Alloc(max(ops[i].k, 1))
-					if err != nil {
-						return err
-					}
-					defer b.Free()
-					ops[i].buf = b
-					if ops[i].send {
-						if err := dev.Write(b, 0, payload(rank, ops[i].peer, ops[i].k)); err != nil {
-							return err
-						}
-					}
-					p2p = append(p2p, weft.P2P{Peer: ops[i].peer, Send: ops[i].send, Buf: b.Addr(), Bytes: ops[i].k})
-				}
-				if err := c.LaunchP2P(p2p, s); err != nil {
+	errs := runRanks(t, backend, n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		// bytesFrom is what src sends to dst in the all-to-all-v.
+		bytesFrom := func(src, dst int) int64 { return int64((src*7+dst*13)%5) * 9973 }
+		payload := func(src, dst int, k int64) []byte {
+			b := make([]byte, k)
+			for i := range b {
+				b[i] = byte(src*31 + dst*17 + i*7)
+			}
+			return b
+		}
+		type op struct {
+			peer int
+			send bool
+			k    int64
+			buf  hal.Buffer
+		}
+		var ops []op
+		for p := 0; p < n; p++ {
+			ops = append(ops, op{peer: p, send: true, k: bytesFrom(rank, p)}, op{peer: p, k: bytesFrom(p, rank)})
+		}
+		// A ring, twice in the same group (second round).
+		for round := 0; round < 2; round++ {
+			ops = append(ops, op{peer: (rank + 1) % n, send: true, k: 1000 + int64(round)}, op{peer: (rank + n - 1) % n, k: 1000 + int64(round)})
+		}
+		var p2p []weft.P2P
+		for i := range ops {
+			b, err := dev.Alloc(max(ops[i].k, 1))
+			if err != nil {
+				return err
+			}
+			defer b.Free()
+			ops[i].buf = b
+			if ops[i].send {
+				if err := dev.Write(b, 0, payload(rank, ops[i].peer, ops[i].k)); err != nil {
 					return err
-				}
-				if err := c.Synchronize(s); err != nil {
-					return err
-				}
-				for _, o := range ops {
-					if o.send {
-						continue
-					}
-					got := make([]byte, o.k)
-					if err := dev.Read(got, o.buf, 0); err != nil {
-						return err
-					}
-					want := payload(o.peer, rank, o.k)
-					for i := range got {
-						if got[i] != want[i] {
-							return fmt.Errorf("receive of %d bytes from rank %d: byte %d is %d, want %d", o.k, o.peer, i, got[i], want[i])
-						}
-					}
-				}
-				return nil
-			})
-			for r, err := range errs {
-				if err != nil {
-					t.Errorf("rank %d: %v", r, err)
 				}
 			}
+			p2p = append(p2p, weft.P2P{Peer: ops[i].peer, Send: ops[i].send, Buf: b.Addr(), Bytes: ops[i].k})
+		}
+		if err := c.LaunchP2P(p2p, s); err != nil {
+			return err
+		}
+		if err := c.Synchronize(s); err != nil {
+			return err
+		}
+		for _, o := range ops {
+			if o.send {
+				continue
+			}
+			got := make([]byte, o.k)
+			if err := dev.Read(got, o.buf, 0); err != nil {
+				return err
+			}
+			want := payload(o.peer, rank, o.k)
+			for i := range got {
+				if got[i] != want[i] {
+					return fmt.Errorf("receive of %d bytes from rank %d: byte %d is %d, want %d", o.k, o.peer, i, got[i], want[i])
+				}
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
 		}
 	}
 }
