@@ -71,7 +71,9 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 	return c.launchP2P(ops, s)
 }
 
-// PlanName names the plan that serves call ("all_gather-ll16", …).
+// PlanName names the plan that Launch uses for call ("all_gather-LL16",
+// …; for SendRecv, LaunchP2P's plan), or "" for a call Launch refuses. It
+// is local: it sets nothing up.
 func (c *Comm) PlanName(call Call) string { return c.planName(call) }
 
 // AsyncError returns, without waiting, the first failure any launch has

@@ -187,18 +187,20 @@ func (c *Comm) program(a *algo, t plan.DataType, op plan.RedOp, count int64) (ha
 }
 
 func (c *Comm) planName(call Call) string {
+	if call.Coll == algorithms.SendRecv {
+		return c.p2p.choice.Plan.Name
+	}
 	k, err := c.checkCall(call)
 	if err != nil {
 		return ""
 	}
-	if call.Coll == algorithms.AllReduce && call.Send == 0 && call.Recv == 0 {
-		return c.allreduce[algorithms.Select(c.choices(), call.Count*int64(call.Type.Size()))].choice.Plan.Name
-	}
-	algos, err := c.collAlgos(k)
+	// The choice is computed, not set up: naming a plan is no collective
+	// call, so it must not allocate or exchange anything.
+	choices, err := algorithms.Plans(c.cfg, k.coll, k.root)
 	if err != nil {
 		return ""
 	}
-	return algos[algorithms.Select(choicesOf(algos), call.Count*int64(call.Type.Size()))].choice.Plan.Name
+	return choices[algorithms.Select(choices, call.Count*int64(call.Type.Size()))].Plan.Name
 }
 
 // p2pRounds splits a group's operations into rounds in which each peer

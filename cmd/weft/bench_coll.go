@@ -134,11 +134,8 @@ func (w weftColl) call(c *collCall) weft.Call {
 // planName names the plan that serves c ("" for the zero-copy AllReduce,
 // whose plans the header lists).
 func (w weftColl) planName(c *collCall) string {
-	switch {
-	case w.zeroCopy(c):
+	if w.zeroCopy(c) {
 		return ""
-	case c.coll == algorithms.SendRecv:
-		return "p2p" // LaunchP2P's fused point-to-point plan
 	}
 	return w.c.PlanName(w.call(c))
 }
