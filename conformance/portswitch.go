@@ -29,10 +29,6 @@ func testEngine(t *T) error {
 	if !ok {
 		return t.Errorf("links offer %s but the device does not implement hal.PortMapped", hal.CapPortMapped)
 	}
-	mm, ok := t.Dev.(hal.MemoryMapped)
-	if !ok {
-		return t.NotSupported("the test exchanges buffers through hal.MemoryMapped handles, which the device does not implement")
-	}
 	const n = 4*kib + 3
 	rg := newRing(t.Rank, t.Size)
 	src, err := t.Alloc(n)
@@ -56,10 +52,10 @@ func testEngine(t *T) error {
 	}
 	var me card
 	me.Endpoint = t.Dev.Endpoint()
-	if me.Dst, err = mm.Export(dst); err != nil {
+	if me.Dst, err = pm.ExportPort(dst); err != nil {
 		return t.Errorf("export: %w", err)
 	}
-	if me.Sem, err = mm.Export(sem); err != nil {
+	if me.Sem, err = pm.ExportPort(sem); err != nil {
 		return t.Errorf("export: %w", err)
 	}
 	blob, _ := json.Marshal(me)
@@ -71,12 +67,12 @@ func testEngine(t *T) error {
 	if err := json.Unmarshal(all[rg.next], &next); err != nil {
 		return t.Errorf("card of rank %d: %v", rg.next, err)
 	}
-	rdst, err := mm.Import(next.Dst)
+	rdst, err := pm.ImportPort(next.Dst)
 	if err != nil {
 		return t.Errorf("import: %w", err)
 	}
 	t.Cleanup(rdst.Free)
-	rsem, err := mm.Import(next.Sem)
+	rsem, err := pm.ImportPort(next.Sem)
 	if err != nil {
 		return t.Errorf("import: %w", err)
 	}
@@ -86,14 +82,28 @@ func testEngine(t *T) error {
 		return t.Errorf("new engine to rank %d: %w", rg.next, err)
 	}
 	t.Cleanup(e.Close)
-	if err := e.Put(rdst, 0, src, 0, n); err != nil {
+	if err := e.Put(rdst.Addr(), src.Addr(), n); err != nil {
 		return t.Errorf("put: %w", err)
 	}
-	if err := e.Signal(rsem, 0); err != nil {
+	if err := e.Signal(rsem.Addr(), 0, 0); err != nil {
 		return t.Errorf("signal: %w", err)
 	}
-	if err := e.Flush(time.Now().Add(t.Timeout())); err != nil {
-		return t.Errorf("flush: %w", err)
+	tk, err := e.Mark()
+	if err != nil {
+		return t.Errorf("mark: %w", err)
+	}
+	for fd := time.Now().Add(t.Timeout()); ; {
+		done, err := e.Completed()
+		if err != nil {
+			return t.Errorf("completed: %w", err)
+		}
+		if done >= tk {
+			break
+		}
+		if time.Now().After(fd) {
+			return t.Errorf("flush: puts not complete within %v", t.Timeout())
+		}
+		time.Sleep(10 * time.Microsecond)
 	}
 	deadline := time.Now().Add(t.Timeout())
 	for {

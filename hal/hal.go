@@ -191,21 +191,58 @@ type MemoryMapped interface {
 	DeviceHeader() string
 }
 
-// PortMapped is the port-mapped capability: an engine that executes
-// requests drained from a FIFO by a CPU proxy (package channels).
+// PortMapped is the port-mapped capability: an engine (copy engine, RDMA
+// NIC, host copy) moves bytes and applies signals on requests that a CPU
+// proxy (package channels) drains from a FIFO; no SM thread spends its time
+// on the transfer. It is the only capability of links that are not
+// memory-mapped (PCIe without peer access, networks).
 type PortMapped interface {
-	// NewEngine creates an engine bound to the link to peer.
+	// ExportPort makes b a destination of peers' engines and returns its
+	// handle. Errors as MemoryMapped.Export.
+	ExportPort(b Buffer) (Handle, error)
+	// ImportPort makes a peer's exported buffer addressable by this
+	// device's engines. The buffer's Addr is the address engines take as a
+	// Put destination or a Signal target; on memory-mapped links it is the
+	// mapping's address, elsewhere it may not be dereferenceable on this
+	// device (Host returns nil). Errors as MemoryMapped.Import.
+	ImportPort(h Handle) (Buffer, error)
+	// NewEngine creates an engine bound to the link to peer. peer may be
+	// this device's own endpoint: that engine moves bytes within the
+	// device (Copy) and signals local semaphores.
 	NewEngine(peer Endpoint) (Engine, error)
 }
 
-// Engine executes port-channel requests. Put copies bytes from a local
-// buffer into a peer buffer; Signal adds one to a peer semaphore after every
-// earlier Put of this engine is visible; Flush returns when earlier Puts are
-// complete at the source.
+// Engine executes port-channel requests in the order they are issued.
+// Requests are asynchronous: a method returns once the request is queued
+// on the engine, not when its bytes have moved. Methods are called from one
+// goroutine at a time (the proxy's).
+//
+// Addresses are device addresses: src and local destinations in this
+// device's address space, remote destinations as ImportPort gives them.
 type Engine interface {
-	Put(dst Buffer, dstOff int64, src Buffer, srcOff int64, bytes int64) error
-	Signal(sem Buffer, semOff int64) error
-	Flush(deadline time.Time) error
+	// Put queues a copy of bytes from local address src to remote address
+	// dst (inside a buffer imported with ImportPort from the engine's peer).
+	Put(dst, src uint64, bytes int64) error
+	// Copy queues a copy of bytes between two local addresses, ordered with
+	// this engine's other requests (the receiver's scratch-to-output copy
+	// of a port-channel plan, so that its "slot free" signal follows it).
+	Copy(dst, src uint64, bytes int64) error
+	// Signal queues: once every earlier request of this engine is complete
+	// and its data visible at the destination, store count at the 64-bit
+	// word countAddr and then add one to the 64-bit semaphore at semAddr
+	// (release: a receiver that observes the new value also observes the
+	// data and the count). Both addresses are remote addresses (local ones
+	// for an engine bound to the own endpoint); countAddr 0 stores nothing.
+	Signal(semAddr, countAddr, count uint64) error
+	// Mark returns a ticket for the requests issued so far. Completed
+	// returns the largest ticket whose requests are all complete at the
+	// source (source buffers reusable, local copies done). Tickets start at
+	// 1 and increase by one per Mark. Neither blocks nor allocates, so the
+	// proxy can flush without stalling other channels.
+	Mark() (uint64, error)
+	Completed() (uint64, error)
+	// Close waits for queued requests (bounded by the default deadline) and
+	// releases the engine.
 	Close() error
 }
 

@@ -39,6 +39,7 @@ struct weft_params {
   weft_u64 peer_output[WEFT_MAX_PEERS];
   weft_u64 timeout_ns;
   weft_u64 scalar, scalar_ptr;  // PreMulSum multiplier: bits of one element, or its device address
+  weft_u64 fifo, fifo_head;     // port-channel FIFO (host memory) and its head counter (device memory)
   // Per-group arguments (plan.Group.Arg k ≥ 1 uses entry k−1); a count of
   // WEFT_SKIP_COUNT leaves the group out of the launch.
   weft_u64 gcount[WEFT_MAX_GROUP_ARGS], ginput[WEFT_MAX_GROUP_ARGS], goutput[WEFT_MAX_GROUP_ARGS];
@@ -313,6 +314,94 @@ WEFT_DEV bool wait(const Ctx& c, int ch, int sem, bool relaxed, bool check) {
 template <int N>
 WEFT_DEV bool wait_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N], const bool (&check)[N], bool relaxed) {
   bool ok = threadIdx.x >= N || wait_one(c, chs[threadIdx.x], sems[threadIdx.x], relaxed, check[threadIdx.x]);
+  return block_ok(ok);
+}
+
+// ---- port channels (plan/port.go) --------------------------------------------
+
+// Triggers are 32 bytes in the host-memory FIFO at p.fifo: words A, B, C,
+// then the tag ((position + 1) << 16 | kind << 8 | channel), stored last
+// with release semantics so that the proxy, which polls the tag, reads
+// complete words. FIFO_* mirror plan.Fifo*, TRIG_* plan.Trigger*.
+enum { FIFO_SLOTS = 1024, FIFO_CTL = 64, FIFO_TAIL = 0, FIFO_FLUSHED = 8, FIFO_ERROR = 16 };
+enum { TRIG_PUT = 1, TRIG_COPY = 2, TRIG_SIGNAL = 3, TRIG_FLUSH = 4 };
+enum { WHAT_FIFO = 3, WHAT_FLUSH = 4 };
+
+// port_push pushes one trigger (one thread) and returns its position + 1,
+// or 0 when the FIFO stayed full past the deadline or the launch failed
+// (recorded). A full FIFO is back-pressure: the pusher waits for the proxy.
+WEFT_DEV weft_u64 port_push(const Ctx& c, int ch, int kind, weft_u64 a, weft_u64 b, weft_u64 cc) {
+  const weft_params& p = *c.p;
+  weft_u64* ctl = (weft_u64*)p.fifo;
+  const weft_u64 pos = atomic_add_gpu64((weft_u64*)p.fifo_head, 1);
+  weft_u64 tail;
+  Deadline d(c);
+  while (pos >= (tail = ld_relaxed_sys(ctl + FIFO_TAIL / 8)) + FIFO_SLOTS) {
+    if (d.expired(c)) {
+      if (*(volatile weft_u32*)(p.control + CTL_STATUS) == 0) fail(c, STATUS_TIMEOUT, WHAT_FIFO, ch, -1, pos + 1, tail);
+      return 0;
+    }
+  }
+  weft_u64* slot = (weft_u64*)(p.fifo + FIFO_CTL + (pos % FIFO_SLOTS) * 32);
+  st_relaxed_sys(slot + 0, a);
+  st_relaxed_sys(slot + 1, b);
+  st_relaxed_sys(slot + 2, cc);
+  st_release_sys(slot + 3, (pos + 1) << 16 | (weft_u64)kind << 8 | (weft_u64)ch);
+  return pos + 1;
+}
+
+// port_signal: the block's earlier pushes are ordered before this one by the
+// barrier; the engine applies the signal after the channel's earlier
+// requests. The count word sits beside the semaphore (plan.CountOffset).
+WEFT_DEV bool port_signal_one(const Ctx& c, int ch, int sem) {
+  const weft_params& p = *c.p;
+  weft_u64 idx = (weft_u64)p.rank * p.semaphores + sem;
+  weft_u64 base = p.peer_sems[ch];
+  return port_push(c, ch, TRIG_SIGNAL, c.count, base + idx * 8, base + ((weft_u64)p.nranks * p.semaphores + idx) * 8) != 0;
+}
+
+WEFT_DEV bool port_signal(const Ctx& c, int ch, int sem) {
+  __syncthreads();
+  bool ok = threadIdx.x != 0 || port_signal_one(c, ch, sem);
+  return block_ok(ok);
+}
+
+template <int N>
+WEFT_DEV bool port_signal_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N]) {
+  __syncthreads();
+  bool ok = threadIdx.x >= N || port_signal_one(c, chs[threadIdx.x], sems[threadIdx.x]);
+  return block_ok(ok);
+}
+
+// port_xfer: one put (remote dst) or engine copy (local dst) of len elements
+// from this block's part. The barrier orders the block's earlier writes of
+// the source before the release store of the tag, so the engine reads them.
+template <int ES>
+WEFT_DEV bool port_xfer(const Ctx& c, int ch, int kind, const char* src, char* dst, weft_u64 len) {
+  __syncthreads();
+  bool ok = true;
+  if (threadIdx.x == 0 && len != 0) ok = port_push(c, ch, kind, (weft_u64)src, (weft_u64)dst, len * ES) != 0;
+  return block_ok(ok);
+}
+
+// port_flush: push a flush and wait until the proxy reports it done (every
+// earlier request of the channel complete at the source).
+WEFT_DEV bool port_flush(const Ctx& c, int ch) {
+  __syncthreads();
+  bool ok = true;
+  if (threadIdx.x == 0) {
+    const weft_u64 me = port_push(c, ch, TRIG_FLUSH, 0, 0, 0);
+    ok = me != 0;
+    weft_u64* ctl = (weft_u64*)c.p->fifo;
+    Deadline d(c);
+    weft_u64 v;
+    while (ok && (v = ld_acquire_sys(ctl + FIFO_FLUSHED / 8)) < me) {
+      if (d.expired(c)) {
+        if (*(volatile weft_u32*)(c.p->control + CTL_STATUS) == 0) fail(c, STATUS_TIMEOUT, WHAT_FLUSH, ch, -1, me, v);
+        ok = false;
+      }
+    }
+  }
   return block_ok(ok);
 }
 

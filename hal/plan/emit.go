@@ -12,7 +12,7 @@ import (
 const MaxPeers = 8
 
 // ParamsBytes is the size of the kernel parameter struct weft_params.
-const ParamsBytes = (6+2*MaxPeers+3+2*MaxPeers+1+2+3*MaxGroupArgs)*8 + (4+MaxPeers)*4
+const ParamsBytes = (6+2*MaxPeers+3+2*MaxPeers+1+2+2+3*MaxGroupArgs)*8 + (4+MaxPeers)*4
 
 // SkipCount as a group's count in the kernel parameters leaves the group
 // out of the launch.
@@ -69,6 +69,8 @@ func PackParams(p *Plan, b *Bindings, a *Args) ([]byte, error) {
 	u64(uint64(t / time.Nanosecond))
 	u64(a.Scalar)
 	u64(a.ScalarPtr)
+	u64(b.Fifo)
+	u64(b.FifoHead)
 	if len(a.Groups) > MaxGroupArgs {
 		return nil, fmt.Errorf("plan %s: %d group arguments, at most %d: %w", p.Name, len(a.Groups), MaxGroupArgs, ErrInvalidPlan)
 	}
@@ -194,7 +196,8 @@ func (e *emitter) ops(ops []Op) {
 		}
 		n := 1
 		for oi+n < len(ops) && n < e.p.Threads && (o.Kind == OpSignal || o.Kind == OpWait) && ops[oi+n].Kind == o.Kind &&
-			ops[oi+n].Relaxed == o.Relaxed && ops[oi+n].SkipFirst == o.SkipFirst && ops[oi+n].SkipLast == o.SkipLast {
+			ops[oi+n].Relaxed == o.Relaxed && ops[oi+n].SkipFirst == o.SkipFirst && ops[oi+n].SkipLast == o.SkipLast &&
+			e.port(ops[oi+n].Chan) == e.port(o.Chan) {
 			n++
 		}
 		cond := ""
@@ -298,7 +301,9 @@ func (e *emitter) many(ops []Op, check []bool) {
 	}
 	e.f("  // %s\n", strings.Join(names, ", "))
 	e.f("  {\n    const int chs[%d] = {%s};\n    const int sems[%d] = {%s};\n", len(ops), list(chs), len(ops), list(sems))
-	if ops[0].Kind == OpSignal {
+	if ops[0].Kind == OpSignal && e.port(ops[0].Chan) {
+		e.f("    if (!port_signal_all<%d>(c, chs, sems)) return;\n  }\n", len(ops))
+	} else if ops[0].Kind == OpSignal {
 		e.f("    signal_all<%d>(c, chs, sems, %s);\n  }\n", len(ops), boolC(ops[0].Relaxed))
 	} else {
 		e.f("    const bool check[%d] = {%s};\n", len(ops), list(checks))
@@ -315,7 +320,38 @@ func (e *emitter) cmb(o Op) string {
 	return "0"
 }
 
+// port reports whether channel ch is a port channel.
+func (e *emitter) port(ch int) bool {
+	return ch >= 0 && ch < len(e.p.Channels) && e.p.Channels[ch].Port
+}
+
+// rangeC opens a block that computes the part's element range (off, len)
+// of transfer o.
+func (e *emitter) rangeC(o Op) {
+	if e.win {
+		e.f("  {\n    weft_u64 wstart, off, len;\n    range_w<ES>(c, %d, %d, w, %d, wstart, off, len);\n", o.Chunk, o.NChunks, e.g.Window)
+	} else {
+		e.f("  {\n    weft_u64 off, len;\n    range<ES>(c, %d, %d, off, len);\n", o.Chunk, max(o.NChunks, 1))
+	}
+}
+
 func (e *emitter) op(o Op, check bool) {
+	switch {
+	case o.Kind == OpSignal && e.port(o.Chan):
+		e.f("  if (!port_signal(c, %d, %d + c.part)) return;\n", o.Chan, o.Sem)
+		return
+	case o.Kind == OpFlush && e.port(o.Chan):
+		e.f("  if (!port_flush(c, %d)) return;\n", o.Chan)
+		return
+	case o.Kind == OpTransfer && o.Port:
+		kind := "TRIG_COPY"
+		if o.Dsts[0].Remote() {
+			kind = "TRIG_PUT"
+		}
+		e.rangeC(o)
+		e.f("    if (!port_xfer<ES>(c, %d, %s, %s, %s, len)) return;\n  }\n", o.Chan, kind, e.ptr(o.Srcs[0], true), e.ptr(o.Dsts[0], false))
+		return
+	}
 	switch o.Kind {
 	case OpSignal:
 		e.f("  signal(c, %d, %d + c.part, %s);\n", o.Chan, o.Sem, boolC(o.Relaxed))
@@ -351,11 +387,7 @@ func (e *emitter) op(o Op, check bool) {
 			pd = append(pd, e.ptr(r, false))
 		}
 	}
-	if e.win {
-		e.f("  {\n    weft_u64 wstart, off, len;\n    range_w<ES>(c, %d, %d, w, %d, wstart, off, len);\n", o.Chunk, o.NChunks, e.g.Window)
-	} else {
-		e.f("  {\n    weft_u64 off, len;\n    range<ES>(c, %d, %d, off, len);\n", o.Chunk, max(o.NChunks, 1))
-	}
+	e.rangeC(o)
 	if len(ks) == 0 && len(kd) == 0 {
 		unroll := e.p.Unroll
 		if unroll == 0 {

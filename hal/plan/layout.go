@@ -148,6 +148,9 @@ const (
 	CtlLaunch      = 48 // uint64: launch number that failed
 	WhatSemaphore  = 1
 	WhatPacket     = 2
+	WhatFifo       = 3 // a port-channel FIFO stayed full (the proxy did not drain it)
+	WhatFlush      = 4 // a port-channel flush did not complete
+	WhatProxy      = 5 // the proxy's engine failed a request (Expected: FIFO position + 1)
 	StatusOK       = 0
 	StatusTimeout  = 1
 	StatusMismatch = 2 // a peer's element count differs from ours
@@ -184,8 +187,18 @@ func DecodeControl(b []byte) (f Failure, ok bool) {
 
 func (f Failure) String() string {
 	what := "semaphore"
-	if f.What == WhatPacket {
+	switch f.What {
+	case WhatPacket:
 		what = "LL packet"
+	case WhatFifo:
+		return fmt.Sprintf("rank %d: port-channel FIFO full past the deadline (channel %d to peer rank %d, block %d): trigger %d, proxy at %d",
+			f.Rank, f.Channel, f.Peer, f.Block, f.Expected, f.Observed)
+	case WhatFlush:
+		return fmt.Sprintf("rank %d: port-channel flush not completed by the proxy (channel %d to peer rank %d, block %d): flush %d, proxy at %d",
+			f.Rank, f.Channel, f.Peer, f.Block, f.Expected, f.Observed)
+	case WhatProxy:
+		return fmt.Sprintf("rank %d: the proxy's engine failed trigger %d of channel %d (peer rank %d); the error is in the proxy's log",
+			f.Rank, f.Expected, f.Channel, f.Peer)
 	}
 	switch f.Status {
 	case StatusMismatch:
@@ -208,10 +221,16 @@ type Bindings struct {
 	Expected     uint64 // local expected-value table (ExpectedRegionBytes)
 	State        uint64 // device state (Plan.StateBytes)
 	Control      uint64 // host-visible control block (ControlBytes)
-	Peers        []PeerBinding
+	// Fifo (host memory the device reaches, FifoBytes) and FifoHead (a
+	// uint64 in device memory) are the port-channel FIFO of a plan with
+	// port channels (port.go); 0 otherwise.
+	Fifo, FifoHead uint64
+	Peers          []PeerBinding
 }
 
-// PeerBinding is the peer side of one channel, mapped locally.
+// PeerBinding is the peer side of one channel: mapped locally for a memory
+// channel, the addresses its engine takes (hal.PortMapped.ImportPort) for
+// a port channel.
 type PeerBinding struct {
 	Scratch    uint64 // the peer's scratch
 	Semaphores uint64 // the peer's semaphore region

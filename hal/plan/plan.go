@@ -165,6 +165,10 @@ type Op struct {
 	// NRanks. Plans serve Avg and PreMulSum only if they combine all
 	// contributions in such one transfer.
 	Combine bool
+	// Port makes a transfer a request to the engine of port channel Chan: a
+	// put (remote destination) or a copy between local buffers, moved by
+	// the engine instead of the block's threads (see port.go).
+	Port bool
 }
 
 // Signal returns a signal on channel ch, semaphore base sem.
@@ -290,7 +294,11 @@ func (o Op) String() string {
 	for _, r := range o.Srcs {
 		s = append(s, r.String())
 	}
-	return fmt.Sprintf("%s[%s] %s <- %s", o.Name(), rng, strings.Join(d, ","), strings.Join(s, ","))
+	port := ""
+	if o.Port {
+		port = fmt.Sprintf(" (engine of ch%d)", o.Chan)
+	}
+	return fmt.Sprintf("%s[%s] %s <- %s%s", o.Name(), rng, strings.Join(d, ","), strings.Join(s, ","), port)
 }
 
 // Group is a set of identical thread blocks running the same ops.
@@ -348,9 +356,12 @@ func (o Op) Runs(w, nwin int64) bool {
 	return w >= int64(o.SkipFirst) && w < nwin-int64(o.SkipLast)
 }
 
-// Channel is one memory channel of the plan: a connection to a peer rank.
+// Channel is one channel of the plan: a connection to a peer rank, over the
+// memory-mapped capability (a MemoryChannel) or, with Port, over the
+// port-mapped one (a PortChannel; see port.go).
 type Channel struct {
 	Peer int
+	Port bool
 }
 
 // Plan is the program one rank runs for one collective call.
@@ -478,6 +489,9 @@ func (p *Plan) Validate() error {
 					return bad("%s: channel %d", where, o.Chan)
 				}
 			case OpTransfer:
+				if msg := p.validatePort(o); msg != "" {
+					return bad("%s: %s", where, msg)
+				}
 				if o.Chunk != All && (o.NChunks < 1 || o.Chunk < 0 || o.Chunk >= o.NChunks) {
 					return bad("%s: chunk %d of %d", where, o.Chunk, o.NChunks)
 				}

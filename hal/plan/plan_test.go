@@ -165,8 +165,8 @@ func TestEmitCUDA(t *testing.T) {
 	// 6 bindings, 2×8 peer bindings, count/input/output, 2×8 peer buffers,
 	// timeout, scalar and its address, 3×17 group arguments (8 bytes each),
 	// then rank, nranks, semaphores, slots and 8 peer ranks (4 bytes each).
-	if err != nil || len(params) != ParamsBytes || ParamsBytes != 808 {
-		t.Fatalf("PackParams: %d bytes, %v; want 808", len(params), err)
+	if err != nil || len(params) != ParamsBytes || ParamsBytes != 824 {
+		t.Fatalf("PackParams: %d bytes, %v; want 824", len(params), err)
 	}
 }
 

@@ -86,6 +86,14 @@ WEFT_DEV weft_u32 atomic_cas_sys32(weft_u32* p, weft_u32 cmp, weft_u32 val) {
   return old;
 }
 
+// Atomic add at GPU scope returning the old value: the head counter of a
+// port-channel FIFO, which only this device's blocks push to.
+WEFT_DEV weft_u64 atomic_add_gpu64(weft_u64* p, weft_u64 v) {
+  weft_u64 old;
+  asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+  return old;
+}
+
 WEFT_DEV void fence_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 
 // ---- LL packets: data and flags in one single-instruction store ----------

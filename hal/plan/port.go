@@ -1,0 +1,154 @@
+package plan
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Port channels. A channel with Port set reaches its peer through the
+// port-mapped capability (hal.PortMapped): its transfers are requests that
+// the executing device pushes as triggers into the plan's FIFO, and that a
+// CPU proxy (package channels) hands to the channel's engine (a copy
+// engine, a NIC, a host copy). No thread moves the bytes.
+//
+// On a port channel:
+//   - a put (a transfer with Port set, one local source and one remote
+//     destination on the channel) is one trigger per thread block, covering
+//     the block's part of the op's range;
+//   - a copy (a Port transfer between two local buffers) runs on the
+//     channel's engine, ordered with its puts and signals: a receiver
+//     copies a scratch slot out, then signals "slot free" on the same
+//     engine, which applies the signal only after the copy;
+//   - signal is a trigger: the engine stores the count beside the peer's
+//     semaphore and adds one to it after every earlier request of the
+//     channel is visible at the peer;
+//   - wait is unchanged: the engine writes the waiting rank's semaphores in
+//     its own memory;
+//   - flush pushes a trigger and waits until the proxy reports every
+//     earlier request of the channel complete at the source (sources
+//     reusable, copies done). A plan flushes its port channels before it
+//     ends, so that the stream's next work sees the copies done.
+
+// FIFO layout. A plan with port channels owns one FIFO in host memory that
+// the device can reach (hal.Device.AllocHost): FifoCtlBytes of control
+// words, then FifoSlots triggers of TriggerBytes. The device side holds a
+// 64-bit head counter in device memory (Bindings.FifoHead): a pusher takes
+// position pos with an atomic add on it, waits (with a deadline) until
+// pos < tail + FifoSlots, writes words 0–2 of slot pos mod FifoSlots and
+// then, with release semantics, word 3, the tag. The proxy reads slot
+// tail mod FifoSlots until its tag is TriggerTag(tail, …), handles the
+// trigger and publishes tail+1. Triggers are 32 bytes, not MSCCL++'s 16,
+// so that addresses, byte counts and element counts keep 64 bits.
+const (
+	FifoSlots    = 1024
+	TriggerBytes = 32
+	FifoCtlBytes = 64
+	FifoBytes    = FifoCtlBytes + FifoSlots*TriggerBytes
+	// Control words (uint64, written by the proxy, read by the device).
+	FifoTail    = 0  // triggers consumed
+	FifoFlushed = 8  // position + 1 of the last flush completed
+	FifoError   = 16 // non-zero: the proxy failed (its error is on the host)
+)
+
+// TriggerKind is the request a trigger carries.
+type TriggerKind uint8
+
+const (
+	TriggerPut    TriggerKind = 1 // A: source address, B: remote destination address, C: bytes
+	TriggerCopy   TriggerKind = 2 // A: source address, B: local destination address, C: bytes
+	TriggerSignal TriggerKind = 3 // A: count, B: semaphore address, C: count-word address
+	TriggerFlush  TriggerKind = 4
+)
+
+func (k TriggerKind) String() string {
+	switch k {
+	case TriggerPut:
+		return "put"
+	case TriggerCopy:
+		return "copy"
+	case TriggerSignal:
+		return "signal"
+	case TriggerFlush:
+		return "flush"
+	}
+	return fmt.Sprintf("trigger(%d)", uint8(k))
+}
+
+// Trigger is one decoded FIFO entry.
+type Trigger struct {
+	Kind    TriggerKind
+	Chan    int // channel index in the plan
+	A, B, C uint64
+}
+
+// TriggerTag is word 3 of the trigger at FIFO position pos: (pos+1) in the
+// high 48 bits, the kind and channel in the low 16. The position makes a
+// stale slot (the previous lap's trigger) distinguishable from a fresh one.
+func TriggerTag(pos uint64, k TriggerKind, ch int) uint64 {
+	return (pos+1)<<16 | uint64(k)<<8 | uint64(uint8(ch))
+}
+
+// TagPosition returns the FIFO position + 1 a tag carries (0: never written).
+func TagPosition(tag uint64) uint64 { return tag >> 16 }
+
+// DecodeTrigger decodes the 32 bytes of a slot whose tag was read as tag.
+func DecodeTrigger(slot []byte, tag uint64) Trigger {
+	le := binary.LittleEndian
+	return Trigger{Kind: TriggerKind(tag >> 8), Chan: int(uint8(tag)),
+		A: le.Uint64(slot[0:]), B: le.Uint64(slot[8:]), C: le.Uint64(slot[16:])}
+}
+
+// SlotOffset is the byte offset of FIFO position pos's slot in the FIFO.
+func SlotOffset(pos uint64) int64 { return FifoCtlBytes + int64(pos%FifoSlots)*TriggerBytes }
+
+// HasPorts reports whether the plan has a port channel (and so needs a FIFO
+// and a proxy).
+func (p *Plan) HasPorts() bool {
+	for _, c := range p.Channels {
+		if c.Port {
+			return true
+		}
+	}
+	return false
+}
+
+// PortPut is a put on port channel ch of chunk c of n (windowed groups: of
+// the window) from local src to remote dst.
+func PortPut(ch, c, n int, dst, src Ref) Op {
+	o := Transfer(c, n, []Ref{dst}, src)
+	o.Port, o.Chan = true, ch
+	return o
+}
+
+// PortCopy is a local copy of chunk c of n run by port channel ch's engine.
+func PortCopy(ch, c, n int, dst, src Ref) Op { return PortPut(ch, c, n, dst, src) }
+
+// validatePort checks a Port transfer and any transfer that names a port
+// channel's buffers.
+func (p *Plan) validatePort(o Op) string {
+	isPort := func(ch int) bool { return ch >= 0 && ch < len(p.Channels) && p.Channels[ch].Port }
+	if !o.Port {
+		for _, r := range append(append([]Ref{}, o.Srcs...), o.Dsts...) {
+			if r.Remote() && isPort(r.Chan) {
+				return fmt.Sprintf("operand %s is on port channel %d: only port transfers (puts) reach it", r, r.Chan)
+			}
+		}
+		return ""
+	}
+	if !isPort(o.Chan) {
+		return fmt.Sprintf("port transfer on channel %d, which is not a port channel", o.Chan)
+	}
+	if len(o.Srcs) != 1 || len(o.Dsts) != 1 || o.Combine {
+		return "a port transfer has one source and one destination and does not reduce"
+	}
+	if o.Srcs[0].Remote() {
+		return "a port transfer reads local memory (engines put; they do not get)"
+	}
+	if d := o.Dsts[0]; d.Remote() && d.Chan != o.Chan {
+		return fmt.Sprintf("a put on channel %d writes %s, a buffer of another channel", o.Chan, d)
+	}
+	if p.Scratch != Simple {
+		return "port transfers move plain data (HB scratch), not LL packets"
+	}
+	return ""
+}
