@@ -45,9 +45,12 @@ type Exchanger interface {
 	AllGather(ctx context.Context, data []byte) ([][]byte, error)
 }
 
-// MemoryChannel is the host-side view of one memory channel of a plan.
+// MemoryChannel is the host-side view of one channel of a plan.
 type MemoryChannel struct {
 	Peer int
+	// Port: a port channel (plan.Channel.Port), whose peer buffers are
+	// imported for its engine (hal.PortMapped.ImportPort), not mapped.
+	Port bool
 	// RemoteScratch and RemoteSemaphores are the peer's buffers mapped on
 	// this device (nil when the plan has no scratch).
 	RemoteScratch, RemoteSemaphores hal.Buffer
@@ -61,6 +64,13 @@ type Resources struct {
 
 	dev                                     hal.Device
 	scratch, sems, expected, state, control hal.Buffer
+
+	// Port channels: the plan's FIFO, its head counter, one engine per
+	// port channel (nil for memory channels), and the shared proxy.
+	fifoBuf, fifoHead hal.Buffer
+	engines           []hal.Engine
+	fifo              *fifo
+	proxy             *Proxy
 }
 
 // Bytes is the device memory the resources hold on this rank (local
@@ -94,9 +104,23 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 		return nil, fmt.Errorf("channels: setup %s: plan is for rank %d of %d, bootstrap is rank %d of %d: %w",
 			p.Name, p.Rank, p.NRanks, ex.Rank(), ex.Size(), hal.ErrInvalidArgument)
 	}
-	mm, ok := dev.(hal.MemoryMapped)
-	if !ok {
-		return nil, fmt.Errorf("channels: setup %s: backend %s offers no memory-mapped capability: %w", p.Name, dev.Info().Backend, hal.ErrNotSupported)
+	var mm hal.MemoryMapped
+	var pm hal.PortMapped
+	memory, port := false, p.HasPorts()
+	for _, c := range p.Channels {
+		memory = memory || !c.Port
+	}
+	if memory {
+		var ok bool
+		if mm, ok = dev.(hal.MemoryMapped); !ok {
+			return nil, fmt.Errorf("channels: setup %s: backend %s offers no memory-mapped capability: %w", p.Name, dev.Info().Backend, hal.ErrNotSupported)
+		}
+	}
+	if port {
+		var ok bool
+		if pm, ok = dev.(hal.PortMapped); !ok {
+			return nil, fmt.Errorf("channels: setup %s: backend %s offers no port-mapped capability: %w", p.Name, dev.Info().Backend, hal.ErrNotSupported)
+		}
 	}
 	r := &Resources{Plan: p, dev: dev}
 	defer func() {
@@ -136,6 +160,14 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 	if r.control, err = alloc(plan.ControlBytes, true, "control block"); err != nil {
 		return nil, err
 	}
+	if port {
+		if r.fifoBuf, err = alloc(plan.FifoBytes, true, "port-channel FIFO"); err != nil {
+			return nil, err
+		}
+		if r.fifoHead, err = alloc(8, false, "port-channel FIFO head"); err != nil {
+			return nil, err
+		}
+	}
 	if initialLaunch != 0 {
 		b := make([]byte, p.StateBytes())
 		for i := 0; i < len(b); i += 8 {
@@ -149,14 +181,22 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 	// Exchange: every rank publishes its endpoint, its view of the plan and
 	// handles of its scratch and semaphores.
 	me := card{Plan: p.Name, Semaphores: p.Semaphores, ScratchBytes: scratchBytes, Endpoint: dev.Endpoint()}
-	if r.scratch != nil {
-		if me.Scratch, err = mm.Export(r.scratch); err != nil {
-			return nil, fmt.Errorf("channels: setup %s: export scratch: %w", p.Name, err)
+	for _, x := range []struct {
+		b      hal.Buffer
+		export func(hal.Buffer) (hal.Handle, error)
+		h      *hal.Handle
+		what   string
+	}{
+		{r.scratch, exportOf(mm), &me.Scratch, "scratch"},
+		{r.sems, exportOf(mm), &me.Sems, "semaphores"},
+		{r.scratch, exportPortOf(pm), &me.PortScratch, "scratch for engines"},
+		{r.sems, exportPortOf(pm), &me.PortSems, "semaphores for engines"},
+	} {
+		if x.b == nil || x.export == nil {
+			continue
 		}
-	}
-	if r.sems != nil {
-		if me.Sems, err = mm.Export(r.sems); err != nil {
-			return nil, fmt.Errorf("channels: setup %s: export semaphores: %w", p.Name, err)
+		if *x.h, err = x.export(x.b); err != nil {
+			return nil, fmt.Errorf("channels: setup %s: export %s: %w", p.Name, x.what, err)
 		}
 	}
 	cards, err := gatherCards(ctx, ex, me)
@@ -176,23 +216,38 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 	if r.sems != nil {
 		r.Bindings.Semaphores, r.Bindings.Expected = r.sems.Addr(), r.expected.Addr()
 	}
+	if port {
+		r.Bindings.Fifo, r.Bindings.FifoHead = r.fifoBuf.Addr(), r.fifoHead.Addr()
+		r.engines = make([]hal.Engine, len(p.Channels))
+	}
 	for ci, ch := range p.Channels {
 		c := cards[ch.Peer]
-		if l := dev.Link(c.Endpoint); l.Caps&hal.CapMemoryMapped == 0 {
-			return nil, fmt.Errorf("channels: setup %s: channel %d to rank %d: link is not memory-mapped (%s): %w",
-				p.Name, ci, ch.Peer, l.Reason, hal.ErrNotSupported)
+		need, kind, imp := hal.CapMemoryMapped, "memory-mapped", importOf(mm)
+		scratchH, semsH := c.Scratch, c.Sems
+		if ch.Port {
+			need, kind, imp = hal.CapPortMapped, "port-mapped", importPortOf(pm)
+			scratchH, semsH = c.PortScratch, c.PortSems
 		}
-		mc := MemoryChannel{Peer: ch.Peer}
+		if l := dev.Link(c.Endpoint); l.Caps&need == 0 {
+			return nil, fmt.Errorf("channels: setup %s: channel %d to rank %d: link is not %s (%s): %w",
+				p.Name, ci, ch.Peer, kind, l.Reason, hal.ErrNotSupported)
+		}
+		mc := MemoryChannel{Peer: ch.Peer, Port: ch.Port}
 		var pb plan.PeerBinding
-		if c.Scratch != nil {
-			b, err := mm.Import(c.Scratch)
+		if ch.Port {
+			if r.engines[ci], err = pm.NewEngine(c.Endpoint); err != nil {
+				return nil, fmt.Errorf("channels: setup %s: engine of channel %d to rank %d: %w", p.Name, ci, ch.Peer, err)
+			}
+		}
+		if scratchH != nil {
+			b, err := imp(scratchH)
 			if err != nil {
 				return nil, fmt.Errorf("channels: setup %s: map scratch of rank %d: %w", p.Name, ch.Peer, err)
 			}
 			mc.RemoteScratch, pb.Scratch = b, b.Addr()
 		}
-		if c.Sems != nil {
-			b, err := mm.Import(c.Sems)
+		if semsH != nil {
+			b, err := imp(semsH)
 			if err != nil {
 				if mc.RemoteScratch != nil {
 					mc.RemoteScratch.Free()
@@ -203,6 +258,21 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 		}
 		r.Channels = append(r.Channels, mc)
 		r.Bindings.Peers = append(r.Bindings.Peers, pb)
+	}
+	if port {
+		peers := make([]int, len(p.Channels))
+		for i, c := range p.Channels {
+			peers[i] = c.Peer
+		}
+		r.proxy = acquireProxy(dev, p.Rank)
+		f, err := newFifo(p.Name, r.fifoBuf.Host(), r.engines, peers, p.Rank, r.control.Host(), 0, r.proxy.log)
+		if err != nil {
+			return nil, fmt.Errorf("channels: setup %s: %w", p.Name, err)
+		}
+		if err := r.proxy.add(f); err != nil {
+			return nil, fmt.Errorf("channels: setup %s: %w", p.Name, err)
+		}
+		r.fifo = f
 	}
 	// Nobody leaves (and may free what it exported) before every rank has
 	// mapped its peers' buffers.
@@ -217,6 +287,11 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 // for a wait that passed its deadline, an error wrapping ErrInvalidUsage
 // for an element count that differs between ranks (naming both), or nil.
 func (r *Resources) Check() error {
+	if r.fifo != nil {
+		if err := r.fifo.Err(); err != nil {
+			return fmt.Errorf("%s: %w", r.Plan.Name, err)
+		}
+	}
 	f, failed := plan.DecodeControl(r.control.Host())
 	if !failed {
 		return nil
@@ -228,8 +303,13 @@ func (r *Resources) Check() error {
 		return fmt.Errorf("%s: %s: %w", r.Plan.Name, f, hal.ErrRemote)
 	}
 	what := "semaphore"
-	if f.What == plan.WhatPacket {
+	switch f.What {
+	case plan.WhatPacket:
 		what = "LL packet"
+	case plan.WhatFifo:
+		what = "port-channel FIFO space"
+	case plan.WhatFlush:
+		what = "port-channel flush"
 	}
 	return fmt.Errorf("%s: %w", r.Plan.Name, &hal.TimeoutError{
 		Rank: f.Rank, Peer: f.Peer, Channel: f.Channel, Semaphore: f.Semaphore, Block: f.Block,
@@ -248,6 +328,18 @@ func (r *Resources) Abort() {
 // error.
 func (r *Resources) Close() error {
 	var errs []error
+	if r.fifo != nil {
+		r.proxy.remove(r.fifo)
+		r.fifo = nil
+	}
+	if r.engines != nil {
+		errs = append(errs, closeEngines(r.engines))
+		r.engines = nil
+	}
+	if r.proxy != nil {
+		errs = append(errs, releaseProxy(r.dev))
+		r.proxy = nil
+	}
 	for _, c := range r.Channels {
 		for _, b := range []hal.Buffer{c.RemoteScratch, c.RemoteSemaphores} {
 			if b != nil {
@@ -256,7 +348,7 @@ func (r *Resources) Close() error {
 		}
 	}
 	r.Channels = nil
-	for _, b := range []*hal.Buffer{&r.scratch, &r.sems, &r.expected, &r.state, &r.control} {
+	for _, b := range []*hal.Buffer{&r.scratch, &r.sems, &r.expected, &r.state, &r.control, &r.fifoBuf, &r.fifoHead} {
 		if *b != nil {
 			errs = append(errs, (*b).Free())
 			*b = nil
@@ -273,6 +365,38 @@ type card struct {
 	Endpoint     hal.Endpoint
 	Scratch      hal.Handle
 	Sems         hal.Handle
+	// Handles for peers' engines (plans with port channels).
+	PortScratch, PortSems hal.Handle
+}
+
+// exportOf and friends give nil for a capability the device lacks, so that
+// Setup exports and imports only what the plan's channels use.
+func exportOf(mm hal.MemoryMapped) func(hal.Buffer) (hal.Handle, error) {
+	if mm == nil {
+		return nil
+	}
+	return mm.Export
+}
+
+func exportPortOf(pm hal.PortMapped) func(hal.Buffer) (hal.Handle, error) {
+	if pm == nil {
+		return nil
+	}
+	return pm.ExportPort
+}
+
+func importOf(mm hal.MemoryMapped) func(hal.Handle) (hal.Buffer, error) {
+	if mm == nil {
+		return nil
+	}
+	return mm.Import
+}
+
+func importPortOf(pm hal.PortMapped) func(hal.Handle) (hal.Buffer, error) {
+	if pm == nil {
+		return nil
+	}
+	return pm.ImportPort
 }
 
 func gatherCards(ctx context.Context, ex Exchanger, me card) ([]card, error) {

@@ -1,0 +1,447 @@
+package channels
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+	"github.com/weftccl/weft/internal/env"
+)
+
+// Proxy drains the port-channel FIFOs of one device and hands their
+// triggers to the channels' engines (architecture.md §3). It is one
+// goroutine locked to an OS thread. Its polling loop reads the FIFOs'
+// memory with atomic loads and calls the engines, nothing else: no
+// allocation, no system call. When no FIFO has had work for SpinFor it
+// backs off, sleeping longer each idle round up to MaxSleep, and a new
+// registration wakes it. MSCCL++ runs one such proxy per rank; so does
+// weft (one per opened device and process).
+//
+// Triggers of one FIFO are handled in FIFO order. A flush does not stop the
+// FIFO: the proxy takes the engine's ticket (hal.Engine.Mark), goes on with
+// later triggers, and publishes the flush as done (plan.FifoFlushed) when
+// the ticket completes, in FIFO order among flushes.
+type Proxy struct {
+	dev  hal.Device
+	rank int
+	log  *slog.Logger
+
+	mu      sync.Mutex // registration
+	fifos   atomic.Pointer[[]*fifo]
+	version atomic.Uint64 // bumped by every registration change
+	seen    atomic.Uint64 // version the loop has started an iteration with
+	wake    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	stopped atomic.Bool
+}
+
+// Back-off of an idle proxy.
+const (
+	// SpinFor is how long the proxy polls without sleeping after its last
+	// trigger: launches that push triggers come in bursts, and a sleeping
+	// proxy adds its wake-up latency to the first trigger of the next one.
+	SpinFor = 20 * time.Millisecond
+	// MaxSleep bounds the sleep of an idle proxy.
+	MaxSleep = 1 * time.Millisecond
+)
+
+// maxPendingFlush is how many flushes of one FIFO may await their engines;
+// the proxy stops reading that FIFO while the queue is full.
+const maxPendingFlush = 64
+
+// NewProxy starts the proxy of dev. rank is used in messages only. Close
+// stops it.
+func NewProxy(dev hal.Device, rank int) *Proxy {
+	p := &Proxy{dev: dev, rank: rank, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	p.log = env.Logger("PROXY").With("rank", rank)
+	empty := []*fifo{}
+	p.fifos.Store(&empty)
+	go p.loop()
+	return p
+}
+
+// Close stops the proxy once its FIFOs are unregistered. Triggers still in
+// a registered FIFO are dropped; it returns an error naming those FIFOs.
+func (p *Proxy) Close() error {
+	if p.stopped.Swap(true) {
+		return nil
+	}
+	close(p.stop)
+	<-p.done
+	var names []string
+	for _, f := range *p.fifos.Load() {
+		names = append(names, f.name)
+	}
+	if len(names) > 0 {
+		return fmt.Errorf("channels: proxy of rank %d closed with FIFOs still registered: %v: %w", p.rank, names, hal.ErrInvalidUsage)
+	}
+	return nil
+}
+
+func (p *Proxy) add(f *fifo) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped.Load() {
+		return fmt.Errorf("channels: proxy of rank %d is closed: %w", p.rank, hal.ErrInvalidUsage)
+	}
+	list := append(append([]*fifo{}, *p.fifos.Load()...), f)
+	p.fifos.Store(&list)
+	p.version.Add(1)
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// remove unregisters f and returns once the loop no longer touches it.
+func (p *Proxy) remove(f *fifo) {
+	p.mu.Lock()
+	var list []*fifo
+	for _, g := range *p.fifos.Load() {
+		if g != f {
+			list = append(list, g)
+		}
+	}
+	p.fifos.Store(&list)
+	v := p.version.Add(1)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	deadline := time.Now().Add(plan.DefaultTimeout)
+	for p.seen.Load() < v && !p.stopped.Load() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+func (p *Proxy) loop() {
+	runtime.LockOSThread()
+	defer close(p.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	lastWork := time.Now()
+	sleep := time.Duration(0)
+	for polls := 0; ; polls++ {
+		p.seen.Store(p.version.Load())
+		list := *p.fifos.Load()
+		work := false
+		for _, f := range list {
+			if f.poll() {
+				work = true
+			}
+		}
+		if work {
+			sleep, lastWork = 0, time.Now()
+			continue
+		}
+		if polls&255 != 0 {
+			continue
+		}
+		select {
+		case <-p.stop:
+			return
+		default:
+		}
+		now := time.Now()
+		if sleep == 0 && now.Sub(lastWork) < SpinFor {
+			continue
+		}
+		if sleep == 0 {
+			sleep = 10 * time.Microsecond
+		} else {
+			sleep = min(2*sleep, MaxSleep)
+		}
+		timer.Reset(sleep)
+		select {
+		case <-p.stop:
+			timer.Stop()
+			return
+		case <-p.wake:
+			timer.Stop()
+			sleep, lastWork = 0, time.Now()
+		case <-timer.C:
+		}
+	}
+}
+
+// fifo is one FIFO the proxy drains: a plan's (the device pushes) or a host
+// port group's (Go code pushes).
+type fifo struct {
+	name    string
+	mem     []byte // plan.FifoBytes, 8-byte aligned
+	engines []hal.Engine
+	peers   []int
+	rank    int
+	control []byte // the plan's control block, for failures; nil for host FIFOs
+	timeout time.Duration
+	log     *slog.Logger
+
+	tail                 uint64
+	pend                 [maxPendingFlush]pendingFlush
+	pendHead, pendCount  int
+	err                  atomic.Pointer[proxyError]
+	hostMu               sync.Mutex // host pushers
+	hostHead             uint64
+	triggers, flushWaits atomic.Uint64 // statistics
+}
+
+type pendingFlush struct {
+	pos     uint64 // FIFO position + 1
+	ch      int
+	ticket  uint64
+	started time.Time
+}
+
+type proxyError struct {
+	err error
+}
+
+func newFifo(name string, mem []byte, engines []hal.Engine, peers []int, rank int, control []byte, timeout time.Duration, log *slog.Logger) (*fifo, error) {
+	if len(mem) < plan.FifoBytes || uintptr(unsafe.Pointer(&mem[0]))%8 != 0 {
+		return nil, fmt.Errorf("channels: FIFO %s: %d bytes at an address not 8-byte aligned or short of %d: %w", name, len(mem), plan.FifoBytes, hal.ErrInvalidArgument)
+	}
+	if timeout <= 0 {
+		timeout = plan.DefaultTimeout
+	}
+	return &fifo{name: name, mem: mem, engines: engines, peers: peers, rank: rank, control: control, timeout: timeout, log: log}, nil
+}
+
+func (f *fifo) word(off int64) *uint64 { return (*uint64)(unsafe.Pointer(&f.mem[off])) }
+
+// poll handles what is ready in the FIFO and reports whether it did work.
+func (f *fifo) poll() bool {
+	if f.err.Load() != nil {
+		return false
+	}
+	work := f.completeFlushes()
+	for n := 0; n < 64 && f.pendCount < maxPendingFlush; n++ {
+		off := plan.SlotOffset(f.tail)
+		tag := atomic.LoadUint64(f.word(off + 24))
+		if plan.TagPosition(tag) != f.tail+1 {
+			break
+		}
+		t := plan.Trigger{Kind: plan.TriggerKind(tag >> 8), Chan: int(uint8(tag)),
+			A: atomic.LoadUint64(f.word(off)), B: atomic.LoadUint64(f.word(off + 8)), C: atomic.LoadUint64(f.word(off + 16))}
+		pos := f.tail + 1
+		f.tail++
+		atomic.StoreUint64(f.word(plan.FifoTail), f.tail)
+		f.triggers.Add(1)
+		work = true
+		if err := f.handle(t, pos); err != nil {
+			f.fail(t, pos, err)
+			return true
+		}
+	}
+	return work
+}
+
+func (f *fifo) handle(t plan.Trigger, pos uint64) error {
+	if t.Chan >= len(f.engines) || f.engines[t.Chan] == nil {
+		return fmt.Errorf("trigger %d (%v) names channel %d, which has no engine (%d channels): %w", pos, t.Kind, t.Chan, len(f.engines), hal.ErrInvalidUsage)
+	}
+	e := f.engines[t.Chan]
+	switch t.Kind {
+	case plan.TriggerPut:
+		return e.Put(t.B, t.A, int64(t.C))
+	case plan.TriggerCopy:
+		return e.Copy(t.B, t.A, int64(t.C))
+	case plan.TriggerSignal:
+		return e.Signal(t.B, t.C, t.A)
+	case plan.TriggerFlush:
+		tk, err := e.Mark()
+		if err != nil {
+			return err
+		}
+		i := (f.pendHead + f.pendCount) % maxPendingFlush
+		f.pend[i] = pendingFlush{pos: pos, ch: t.Chan, ticket: tk, started: time.Now()}
+		f.pendCount++
+		f.flushWaits.Add(1)
+		f.completeFlushes()
+		return nil
+	}
+	return fmt.Errorf("trigger %d has unknown kind %d: %w", pos, t.Kind, hal.ErrInvalidUsage)
+}
+
+// completeFlushes publishes the flushes whose tickets completed, oldest
+// first, so that FifoFlushed only moves forward.
+func (f *fifo) completeFlushes() bool {
+	work := false
+	for f.pendCount > 0 {
+		pf := &f.pend[f.pendHead]
+		done, err := f.engines[pf.ch].Completed()
+		if err != nil {
+			f.fail(plan.Trigger{Kind: plan.TriggerFlush, Chan: pf.ch}, pf.pos, err)
+			return true
+		}
+		if done < pf.ticket {
+			if time.Since(pf.started) > f.timeout {
+				f.fail(plan.Trigger{Kind: plan.TriggerFlush, Chan: pf.ch}, pf.pos,
+					fmt.Errorf("engine did not complete the requests before flush %d within %v (ticket %d, completed %d): %w",
+						pf.pos, f.timeout, pf.ticket, done, hal.ErrTimeout))
+				return true
+			}
+			return work
+		}
+		atomic.StoreUint64(f.word(plan.FifoFlushed), pf.pos)
+		f.pendHead = (f.pendHead + 1) % maxPendingFlush
+		f.pendCount--
+		work = true
+	}
+	return work
+}
+
+// fail records the first failure, in the plan's control block too, so that
+// the device's waits give up and Resources.Check reports it.
+func (f *fifo) fail(t plan.Trigger, pos uint64, err error) {
+	peer := -1
+	if t.Chan >= 0 && t.Chan < len(f.peers) {
+		peer = f.peers[t.Chan]
+	}
+	pe := &proxyError{err: fmt.Errorf("rank %d: proxy: %s: %v of channel %d (peer rank %d), trigger %d: %w", f.rank, f.name, t.Kind, t.Chan, peer, pos, err)}
+	if !f.err.CompareAndSwap(nil, pe) {
+		return
+	}
+	f.log.Error("port-channel request failed", "fifo", f.name, "err", pe.err)
+	atomic.StoreUint64(f.word(plan.FifoError), 1)
+	if c := f.control; c != nil {
+		st := (*uint32)(unsafe.Pointer(&c[plan.CtlStatus]))
+		if atomic.CompareAndSwapUint32(st, plan.StatusOK, plan.StatusTimeout) {
+			le32 := func(off int, v int) { atomic.StoreUint32((*uint32)(unsafe.Pointer(&c[off])), uint32(int32(v))) }
+			le32(plan.CtlRank, f.rank)
+			le32(plan.CtlPeer, peer)
+			le32(plan.CtlChannel, t.Chan)
+			le32(plan.CtlSemaphore, -1)
+			le32(plan.CtlBlock, -1)
+			le32(plan.CtlWhat, plan.WhatProxy)
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&c[plan.CtlExpected])), pos)
+		}
+		atomic.StoreUint32((*uint32)(unsafe.Pointer(&c[plan.CtlAbort])), 1)
+	}
+}
+
+// Err returns the FIFO's first failure, or nil.
+func (f *fifo) Err() error {
+	if pe := f.err.Load(); pe != nil {
+		return pe.err
+	}
+	return nil
+}
+
+// push appends a trigger from the host (a PortChannel), waiting while the
+// FIFO is full, and returns its position + 1.
+func (f *fifo) push(k plan.TriggerKind, ch int, a, b, c uint64, deadline time.Time) (uint64, error) {
+	f.hostMu.Lock()
+	defer f.hostMu.Unlock()
+	pos := f.hostHead
+	for {
+		if err := f.Err(); err != nil {
+			return 0, err
+		}
+		tail := atomic.LoadUint64(f.word(plan.FifoTail))
+		if pos < tail+plan.FifoSlots {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, &hal.TimeoutError{Rank: f.rank, Peer: f.peer(ch), Channel: ch, Semaphore: -1, Block: -1,
+				What: "port-channel FIFO space (the proxy does not drain it)", Expected: pos + 1, Observed: tail}
+		}
+		runtime.Gosched()
+	}
+	f.hostHead++
+	off := plan.SlotOffset(pos)
+	atomic.StoreUint64(f.word(off), a)
+	atomic.StoreUint64(f.word(off+8), b)
+	atomic.StoreUint64(f.word(off+16), c)
+	atomic.StoreUint64(f.word(off+24), plan.TriggerTag(pos, k, ch))
+	return pos + 1, nil
+}
+
+// waitFlushed waits until flush position me is published.
+func (f *fifo) waitFlushed(me uint64, ch int, deadline time.Time) error {
+	for spins := 0; ; spins++ {
+		v := atomic.LoadUint64(f.word(plan.FifoFlushed))
+		if v >= me {
+			return nil
+		}
+		if err := f.Err(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return &hal.TimeoutError{Rank: f.rank, Peer: f.peer(ch), Channel: ch, Semaphore: -1, Block: -1,
+				What: "port-channel flush", Expected: me, Observed: v}
+		}
+		if spins > 1000 {
+			time.Sleep(5 * time.Microsecond)
+		} else {
+			runtime.Gosched()
+		}
+	}
+}
+
+func (f *fifo) peer(ch int) int {
+	if ch >= 0 && ch < len(f.peers) {
+		return f.peers[ch]
+	}
+	return -1
+}
+
+// closeEngines closes the FIFO's engines (after the proxy dropped it).
+func closeEngines(engines []hal.Engine) error {
+	var errs []error
+	for _, e := range engines {
+		if e != nil {
+			errs = append(errs, e.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// shared proxies: plans set up by Setup share one proxy per device.
+var shared struct {
+	sync.Mutex
+	m map[hal.Device]*sharedProxy
+}
+
+type sharedProxy struct {
+	p    *Proxy
+	refs int
+}
+
+func acquireProxy(dev hal.Device, rank int) *Proxy {
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.m == nil {
+		shared.m = map[hal.Device]*sharedProxy{}
+	}
+	sp := shared.m[dev]
+	if sp == nil {
+		sp = &sharedProxy{p: NewProxy(dev, rank)}
+		shared.m[dev] = sp
+	}
+	sp.refs++
+	return sp.p
+}
+
+func releaseProxy(dev hal.Device) error {
+	shared.Lock()
+	defer shared.Unlock()
+	sp := shared.m[dev]
+	if sp == nil {
+		return nil
+	}
+	if sp.refs--; sp.refs > 0 {
+		return nil
+	}
+	delete(shared.m, dev)
+	return sp.p.Close()
+}
