@@ -17,7 +17,8 @@
 
 // X(name, return type, parameter list). Every entry point is resolved at
 // CUDA version 12000: the newest ABI variant that CUDA 12.0 defines
-// (cuMemAlloc_v2, cuIpcOpenMemHandle_v2, cuStreamBeginCapture_v2, …).
+// (cuMemAlloc_v2, cuIpcOpenMemHandle_v2, cuStreamBeginCapture_v2,
+// cuMemHostRegister_v2, cuStreamWriteValue64_v2, …).
 #define WEFT_CUDA_FUNCS(X)                                                                          \
   X(cuInit, CUresult, (unsigned int))                                                          \
   X(cuDriverGetVersion, CUresult, (int*))                                                      \
@@ -44,6 +45,11 @@
   X(cuMemcpyHtoD, CUresult, (CUdeviceptr, const void*, size_t))                                \
   X(cuMemcpyDtoH, CUresult, (void*, CUdeviceptr, size_t))                                      \
   X(cuMemcpyDtoD, CUresult, (CUdeviceptr, CUdeviceptr, size_t))                                \
+  X(cuMemcpyAsync, CUresult, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                     \
+  X(cuMemcpyDtoHAsync, CUresult, (void*, CUdeviceptr, size_t, CUstream))                       \
+  X(cuMemcpyHtoDAsync, CUresult, (CUdeviceptr, const void*, size_t, CUstream))                 \
+  X(cuMemHostRegister, CUresult, (void*, size_t, unsigned int))                                \
+  X(cuMemHostUnregister, CUresult, (void*))                                                    \
   X(cuMemsetD8, CUresult, (CUdeviceptr, unsigned char, size_t))                                \
   X(cuMemGetAddressRange, CUresult, (CUdeviceptr*, size_t*, CUdeviceptr))                      \
   X(cuPointerGetAttribute, CUresult, (void*, int, CUdeviceptr))                                \
@@ -54,6 +60,8 @@
   X(cuStreamQuery, CUresult, (CUstream))                                                       \
   X(cuStreamSynchronize, CUresult, (CUstream))                                                 \
   X(cuStreamDestroy, CUresult, (CUstream))                                                     \
+  X(cuStreamWaitEvent, CUresult, (CUstream, CUevent, unsigned int))                            \
+  X(cuStreamWriteValue64, CUresult, (CUstream, CUdeviceptr, cuuint64_t, unsigned int))         \
   X(cuEventCreate, CUresult, (CUevent*, unsigned int))                                         \
   X(cuEventRecord, CUresult, (CUevent, CUstream))                                              \
   X(cuEventQuery, CUresult, (CUevent))                                                         \
@@ -222,6 +230,28 @@ CUresult weft_cuMemcpyDtoD(CUcontext ctx, CUdeviceptr dst, CUdeviceptr src, size
   return p_cuMemcpyDtoD(dst, src, n);
 }
 
+CUresult weft_cuMemcpyAsync(CUcontext ctx, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  CUR(ctx);
+  return p_cuMemcpyAsync(dst, src, n, s);
+}
+
+CUresult weft_cuMemcpyDtoHAsync(CUcontext ctx, void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  CUR(ctx);
+  return p_cuMemcpyDtoHAsync(dst, src, n, s);
+}
+
+CUresult weft_cuMemcpyHtoDAsync(CUcontext ctx, CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  CUR(ctx);
+  return p_cuMemcpyHtoDAsync(dst, src, n, s);
+}
+
+CUresult weft_cuMemHostRegister(CUcontext ctx, void* p, size_t n, unsigned int flags) {
+  CUR(ctx);
+  return p_cuMemHostRegister(p, n, flags);
+}
+
+CUresult weft_cuMemHostUnregister(CUcontext ctx, void* p) { CUR(ctx); return p_cuMemHostUnregister(p); }
+
 CUresult weft_cuMemsetD8(CUcontext ctx, CUdeviceptr dst, unsigned char v, size_t n) {
   CUR(ctx);
   return p_cuMemsetD8(dst, v, n);
@@ -258,6 +288,23 @@ CUresult weft_cuStreamCreate(CUcontext ctx, CUstream* s, unsigned int flags) {
 CUresult weft_cuStreamQuery(CUcontext ctx, CUstream s) { CUR(ctx); return p_cuStreamQuery(s); }
 CUresult weft_cuStreamSynchronize(CUcontext ctx, CUstream s) { CUR(ctx); return p_cuStreamSynchronize(s); }
 CUresult weft_cuStreamDestroy(CUcontext ctx, CUstream s) { CUR(ctx); return p_cuStreamDestroy(s); }
+CUresult weft_cuStreamWaitEvent(CUcontext ctx, CUstream s, CUevent e) { CUR(ctx); return p_cuStreamWaitEvent(s, e, 0); }
+CUresult weft_cuStreamWriteValue64(CUcontext ctx, CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned int flags) {
+  CUR(ctx);
+  return p_cuStreamWriteValue64(s, addr, v, flags);
+}
+
+// weft_signal64 queues the two stream writes of a port-channel signal in
+// one call: value0 at addr0 (skipped when addr0 is 0), then value1 at addr1.
+CUresult weft_signal64(CUcontext ctx, CUstream s, CUdeviceptr addr0, cuuint64_t value0, CUdeviceptr addr1,
+                       cuuint64_t value1) {
+  CUR(ctx);
+  if (addr0 != 0) {
+    CUresult r = p_cuStreamWriteValue64(s, addr0, value0, 0);
+    if (r != 0) return r;
+  }
+  return p_cuStreamWriteValue64(s, addr1, value1, 0);
+}
 
 CUresult weft_cuEventCreate(CUcontext ctx, CUevent* e, unsigned int flags) { CUR(ctx); return p_cuEventCreate(e, flags); }
 CUresult weft_cuEventRecord(CUcontext ctx, CUevent e, CUstream s) { CUR(ctx); return p_cuEventRecord(e, s); }

@@ -283,6 +283,19 @@ func (c Context) MemcpyDtoD(dst, src DevicePtr, bytes int64) error {
 	return newError("cuMemcpyDtoD", Result(C.weft_cuMemcpyDtoD(c.c(), C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(bytes))))
 }
 
+// MemHostRegister page-locks host memory that Go did not allocate (an
+// mmap of a shared-memory file) and maps it for the device (flags such as
+// MemHostRegisterPortable|MemHostRegisterDeviceMap); undo it with
+// MemHostUnregister before unmapping.
+func (c Context) MemHostRegister(p unsafe.Pointer, bytes int64, flags uint) error {
+	return newError("cuMemHostRegister", Result(C.weft_cuMemHostRegister(c.c(), p, C.size_t(bytes), C.uint(flags))))
+}
+
+// MemHostUnregister undoes MemHostRegister.
+func (c Context) MemHostUnregister(p unsafe.Pointer) error {
+	return newError("cuMemHostUnregister", Result(C.weft_cuMemHostUnregister(c.c(), p)))
+}
+
 // MemsetD8 sets n bytes at dst to v.
 func (c Context) MemsetD8(dst DevicePtr, v byte, n int64) error {
 	return newError("cuMemsetD8", Result(C.weft_cuMemsetD8(c.c(), C.CUdeviceptr(dst), C.uchar(v), C.size_t(n))))
@@ -353,6 +366,46 @@ func (s Stream) Synchronize() error {
 // Destroy destroys s.
 func (s Stream) Destroy() error {
 	return newError("cuStreamDestroy", Result(C.weft_cuStreamDestroy(s.Ctx.c(), s.c())))
+}
+
+// MemcpyAsync queues a copy of bytes from src to dst on s. Both are
+// unified addresses (device memory, peer memory mapped by IPC, mapped host
+// memory); the driver infers the direction. It is one cgo call.
+func (s Stream) MemcpyAsync(dst, src DevicePtr, bytes int64) error {
+	return newError("cuMemcpyAsync", Result(C.weft_cuMemcpyAsync(s.Ctx.c(), C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(bytes), s.c())))
+}
+
+// MemcpyDtoHAsync queues a copy of bytes from device address src to host
+// memory dst on s. dst must stay valid until the copy has run: page-locked
+// memory (MemHostAlloc, MemHostRegister) that is not Go's.
+func (s Stream) MemcpyDtoHAsync(dst unsafe.Pointer, src DevicePtr, bytes int64) error {
+	return newError("cuMemcpyDtoHAsync", Result(C.weft_cuMemcpyDtoHAsync(s.Ctx.c(), dst, C.CUdeviceptr(src), C.size_t(bytes), s.c())))
+}
+
+// MemcpyHtoDAsync queues a copy of bytes from host memory src to device
+// address dst on s; src as for MemcpyDtoHAsync.
+func (s Stream) MemcpyHtoDAsync(dst DevicePtr, src unsafe.Pointer, bytes int64) error {
+	return newError("cuMemcpyHtoDAsync", Result(C.weft_cuMemcpyHtoDAsync(s.Ctx.c(), C.CUdeviceptr(dst), src, C.size_t(bytes), s.c())))
+}
+
+// WaitEvent makes later work on s wait for e (cuStreamWaitEvent).
+func (s Stream) WaitEvent(e Event) error {
+	return newError("cuStreamWaitEvent", Result(C.weft_cuStreamWaitEvent(s.Ctx.c(), s.c(), e.c())))
+}
+
+// WriteValue64 queues a store of v at the 64-bit word addr on s
+// (cuStreamWriteValue64_v2). With flags 0 the store follows a memory
+// barrier, so it is ordered after the writes of earlier work on s. The
+// device must report AttrCanUse64BitStreamMemOps.
+func (s Stream) WriteValue64(addr DevicePtr, v uint64, flags uint) error {
+	return newError("cuStreamWriteValue64", Result(C.weft_cuStreamWriteValue64(s.Ctx.c(), s.c(), C.CUdeviceptr(addr), C.cuuint64_t(v), C.uint(flags))))
+}
+
+// Signal64 queues, in one cgo call, WriteValue64(addr0, v0, 0) (skipped
+// when addr0 is 0) and then WriteValue64(addr1, v1, 0): the two stores of
+// a port-channel signal.
+func (s Stream) Signal64(addr0 DevicePtr, v0 uint64, addr1 DevicePtr, v1 uint64) error {
+	return newError("cuStreamWriteValue64", Result(C.weft_signal64(s.Ctx.c(), s.c(), C.CUdeviceptr(addr0), C.cuuint64_t(v0), C.CUdeviceptr(addr1), C.cuuint64_t(v1))))
 }
 
 // BeginCapture starts capturing s into a graph (mode: StreamCaptureMode*).

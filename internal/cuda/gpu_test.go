@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/env"
@@ -283,4 +284,79 @@ func TestVirtualMemory(t *testing.T) {
 		}
 	}
 	syscall.Close(fd)
+}
+
+// TestAsyncCopiesAndStreamWrites moves bytes host → device → device → host
+// on a stream with the asynchronous copies, through host memory that Go
+// did not allocate and that MemHostRegister pins, and orders a 64-bit
+// stream write after them.
+func TestAsyncCopiesAndStreamWrites(t *testing.T) {
+	d, ctx := gpu(t)
+	const n = 1 << 20
+	mem, err := syscall.Mmap(-1, 0, 2*n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(mem)
+	hp := unsafe.Pointer(&mem[0])
+	if err := ctx.MemHostRegister(hp, 2*n, MemHostRegisterPortable|MemHostRegisterDeviceMap); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := ctx.MemHostUnregister(hp); err != nil {
+			t.Error(err)
+		}
+	}()
+	for i := 0; i < n; i++ {
+		mem[i] = byte(i*13 + 1)
+	}
+	a, _ := ctx.MemAlloc(n)
+	defer ctx.MemFree(a)
+	b, _ := ctx.MemAlloc(n + 8)
+	defer ctx.MemFree(b)
+	s, err := ctx.StreamCreate(StreamNonBlocking)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	if err := s.MemcpyHtoDAsync(a, hp, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MemcpyAsync(b, a, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MemcpyDtoHAsync(unsafe.Add(hp, n), b, n); err != nil {
+		t.Fatal(err)
+	}
+	ops, err := d.Attribute(AttrCanUse64BitStreamMemOps)
+	t.Logf("CAN_USE_64_BIT_STREAM_MEM_OPS = %d (%v)", ops, err)
+	if ops != 0 {
+		if err := s.Signal64(b+n, 0x1122334455667788, b+n, 0x99); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev, _ := ctx.EventCreate(EventDisableTiming)
+	defer ev.Destroy()
+	ev.Record(s)
+	s2, _ := ctx.StreamCreate(StreamNonBlocking)
+	defer s2.Destroy()
+	if err := s2.WaitEvent(ev); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := ev.Query(); !done || err != nil {
+		t.Errorf("event after a stream that waited for it: done %v, %v", done, err)
+	}
+	if !bytes.Equal(mem[:n], mem[n:]) {
+		t.Error("host → device → device → host round trip differs")
+	}
+	if ops != 0 {
+		w := make([]byte, 8)
+		ctx.MemcpyDtoH(w, b+n)
+		if v := binary.LittleEndian.Uint64(w); v != 0x99 {
+			t.Errorf("stream writes left %#x, want 0x99 (the second write)", v)
+		}
+	}
 }

@@ -101,6 +101,14 @@ func (c Context) MemcpyDtoD(dst, src DevicePtr, bytes int64) error {
 	return errNoCgo
 }
 
+func (c Context) MemHostRegister(p unsafe.Pointer, bytes int64, flags uint) error {
+	return errNoCgo
+}
+
+func (c Context) MemHostUnregister(p unsafe.Pointer) error {
+	return errNoCgo
+}
+
 func (c Context) MemsetD8(dst DevicePtr, v byte, n int64) error {
 	return errNoCgo
 }
@@ -140,6 +148,30 @@ func (s Stream) Synchronize() error {
 }
 
 func (s Stream) Destroy() error {
+	return errNoCgo
+}
+
+func (s Stream) MemcpyAsync(dst, src DevicePtr, bytes int64) error {
+	return errNoCgo
+}
+
+func (s Stream) MemcpyDtoHAsync(dst unsafe.Pointer, src DevicePtr, bytes int64) error {
+	return errNoCgo
+}
+
+func (s Stream) MemcpyHtoDAsync(dst DevicePtr, src unsafe.Pointer, bytes int64) error {
+	return errNoCgo
+}
+
+func (s Stream) WaitEvent(e Event) error {
+	return errNoCgo
+}
+
+func (s Stream) WriteValue64(addr DevicePtr, v uint64, flags uint) error {
+	return errNoCgo
+}
+
+func (s Stream) Signal64(addr0 DevicePtr, v0 uint64, addr1 DevicePtr, v1 uint64) error {
 	return errNoCgo
 }
 

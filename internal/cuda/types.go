@@ -84,16 +84,20 @@ const (
 	AttrPCIDomainID                  DeviceAttribute = 50
 	AttrComputeCapabilityMajor       DeviceAttribute = 75
 	AttrComputeCapabilityMinor       DeviceAttribute = 76
+	AttrCanUse64BitStreamMemOps      DeviceAttribute = 93
 	AttrMaxSharedMemoryPerBlockOptin DeviceAttribute = 97
 	AttrVirtualMemoryManagement      DeviceAttribute = 102
 	AttrHandleTypePosixFD            DeviceAttribute = 103
 )
 
-// Flags of cuMemHostAlloc, cuStreamCreate, cuEventCreate, cuIpcOpenMemHandle
+// Flags of cuMemHostAlloc, cuMemHostRegister, cuStreamCreate, cuEventCreate, cuIpcOpenMemHandle
 // and cuStreamBeginCapture (values from cuda.h).
 const (
 	MemHostAllocPortable  = 0x1 // CU_MEMHOSTALLOC_PORTABLE
 	MemHostAllocDeviceMap = 0x2 // CU_MEMHOSTALLOC_DEVICEMAP
+
+	MemHostRegisterPortable  = 0x1 // CU_MEMHOSTREGISTER_PORTABLE
+	MemHostRegisterDeviceMap = 0x2 // CU_MEMHOSTREGISTER_DEVICEMAP
 
 	StreamNonBlocking = 0x1 // CU_STREAM_NON_BLOCKING
 
