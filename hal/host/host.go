@@ -95,7 +95,9 @@ func (d *Device) Endpoint() hal.Endpoint {
 	return hal.Endpoint{Backend: Name, Hostname: h, HostID: d.host, Ordinal: d.cfg.Ordinal, PID: os.Getpid()}
 }
 
-// Link offers memory-mapped access to every peer of the same host.
+// Link offers memory-mapped and port-mapped access to every peer of the
+// same host, this device's own endpoint included (its engine copies within
+// the device).
 func (d *Device) Link(peer hal.Endpoint) hal.Link {
 	switch {
 	case peer.Backend != Name:
@@ -103,7 +105,7 @@ func (d *Device) Link(peer hal.Endpoint) hal.Link {
 	case peer.HostID != d.host:
 		return hal.Link{Reason: fmt.Sprintf("peer is on another host (%s)", peer.Hostname)}
 	}
-	return hal.Link{Caps: hal.CapMemoryMapped}
+	return hal.Link{Caps: hal.CapMemoryMapped | hal.CapPortMapped}
 }
 
 // Close unmaps every buffer still mapped and removes the files it owns.
