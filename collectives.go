@@ -2,6 +2,7 @@ package weft
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/weftccl/weft/algorithms"
@@ -54,6 +55,9 @@ func (c *Comm) collAlgos(k collKey) ([]*algo, error) {
 		return algos, nil
 	}
 	choices, err := algorithms.Plans(c.cfg, k.coll, k.root)
+	if errors.Is(err, algorithms.ErrNoPlan) {
+		return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrNotSupported)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
 	}
@@ -188,6 +192,9 @@ func (c *Comm) program(a *algo, t plan.DataType, op plan.RedOp, count int64) (ha
 
 func (c *Comm) planName(call Call) string {
 	if call.Coll == algorithms.SendRecv {
+		if c.p2p == nil {
+			return ""
+		}
 		return c.p2p.choice.Plan.Name
 	}
 	k, err := c.checkCall(call)
@@ -260,6 +267,9 @@ func b2i(b bool) int {
 func (c *Comm) launchP2P(ops []P2P, s hal.Stream) error {
 	if s == nil {
 		return fmt.Errorf("weft: point-to-point on rank %d: stream is nil: %w", c.cfg.Rank, hal.ErrInvalidArgument)
+	}
+	if c.p2p == nil {
+		return fmt.Errorf("weft: point-to-point on rank %d: no plan: the links are not memory-mapped and point-to-point has no port-channel plan yet: %w", c.cfg.Rank, hal.ErrNotSupported)
 	}
 	rounds, err := c.p2pRounds(ops)
 	if err != nil {

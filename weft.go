@@ -21,8 +21,10 @@ package weft
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -99,6 +101,11 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 	cfg := algorithms.DefaultConfig(boot.Rank(), boot.Size(), info.Multiprocessors, info.Backend != "host")
 	if opts.Config != nil {
 		cfg = *opts.Config
+	} else if cfg.Algo, err = algoFromEnv(); err != nil {
+		return nil, err
+	}
+	if cfg.PortOnly, err = portOnly(ctx, boot, dev); err != nil {
+		return nil, err
 	}
 	c := &Comm{boot: boot, dev: dev, exec: exec, cfg: cfg, timeout: opts.Timeout, regs: map[uint64]*channels.Registration{}, colls: map[collKey][]*algo{}}
 	if c.timeout <= 0 {
@@ -109,26 +116,32 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 			c.Close()
 		}
 	}()
-	choices, err := algorithms.AllReducePlans(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
-	}
-	if c.allreduce, err = c.setupAlgos(choices); err != nil {
-		return nil, err
-	}
-	// Point-to-point operations involve only some ranks, so their plan is
-	// set up and compiled here, where every rank takes part.
-	p2p, err := algorithms.Plans(cfg, algorithms.SendRecv, 0)
-	if err != nil {
-		return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
-	}
-	algos, err := c.setupAlgos(p2p)
-	if err != nil {
-		return nil, err
-	}
-	c.p2p = algos[0]
-	if _, err := c.program(c.p2p, plan.Uint8, plan.Sum, 0); err != nil {
-		return nil, err
+	if !cfg.PortOnly {
+		// The zero-copy AllReduce and point-to-point plans use memory
+		// channels; where links are port-mapped only, AllReduce goes
+		// through Launch's port-channel plan and point-to-point is not
+		// served.
+		choices, err := algorithms.AllReducePlans(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
+		}
+		if c.allreduce, err = c.setupAlgos(choices); err != nil {
+			return nil, err
+		}
+		// Point-to-point operations involve only some ranks, so their plan
+		// is set up and compiled here, where every rank takes part.
+		p2p, err := algorithms.Plans(cfg, algorithms.SendRecv, 0)
+		if err != nil {
+			return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
+		}
+		algos, err := c.setupAlgos(p2p)
+		if err != nil {
+			return nil, err
+		}
+		c.p2p = algos[0]
+		if _, err := c.program(c.p2p, plan.Uint8, plan.Sum, 0); err != nil {
+			return nil, err
+		}
 	}
 	env.Logger("INIT").Info("communicator ready", "rank", cfg.Rank, "nranks", cfg.NRanks, "backend", info.Backend,
 		"device", info.Name, "memory", c.MemoryBytes())
@@ -179,9 +192,57 @@ func (c *Comm) AllReduce(in, out hal.Buffer, count int64, t plan.DataType, op pl
 	if err := c.checkArgs("allreduce", in, out, count, t, op, s); err != nil {
 		return err
 	}
+	if len(c.allreduce) == 0 || c.cfg.Algo == algorithms.PortFamily {
+		// Port-mapped links, or WEFT_ALGO=port: the scratch-based plans.
+		return c.launchCall(Call{Coll: algorithms.AllReduce, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: t, Op: op}, s)
+	}
 	bytes := count * int64(t.Size())
 	a := c.allreduce[algorithms.Select(c.choices(), bytes)]
 	return c.launch(a, in, out, count, t, op, s)
+}
+
+// algoFromEnv reads WEFT_ALGO.
+func algoFromEnv() (string, error) {
+	v := strings.ToLower(env.String("WEFT_ALGO"))
+	if v == "" || slices.Contains(algorithms.Families, v) {
+		return v, nil
+	}
+	return "", fmt.Errorf("weft: WEFT_ALGO=%q: want one of %s: %w", v, strings.Join(algorithms.Families, ", "), hal.ErrInvalidArgument)
+}
+
+// portOnly exchanges endpoints and reports whether every link to a peer is
+// port-mapped but not memory-mapped. A link with neither capability is
+// ErrNotSupported, naming the peer; links of mixed kinds use memory
+// channels where they can, which needs all links memory-mapped.
+func portOnly(ctx context.Context, boot Bootstrap, dev hal.Device) (bool, error) {
+	if boot.Size() == 1 {
+		return false, nil
+	}
+	blob, err := json.Marshal(dev.Endpoint())
+	if err != nil {
+		return false, fmt.Errorf("weft: %w", err)
+	}
+	all, err := boot.AllGather(ctx, blob)
+	if err != nil {
+		return false, fmt.Errorf("weft: exchange endpoints: %w", err)
+	}
+	memory, port := true, true
+	for r, b := range all {
+		if r == boot.Rank() {
+			continue
+		}
+		var ep hal.Endpoint
+		if err := json.Unmarshal(b, &ep); err != nil {
+			return false, fmt.Errorf("weft: rank %d sent a malformed endpoint: %v: %w", r, err, hal.ErrRemote)
+		}
+		l := dev.Link(ep)
+		if l.Caps&(hal.CapMemoryMapped|hal.CapPortMapped) == 0 {
+			return false, fmt.Errorf("weft: rank %d: no memory- or port-mapped link to rank %d (%s): %w", boot.Rank(), r, l.Reason, hal.ErrNotSupported)
+		}
+		memory = memory && l.Caps&hal.CapMemoryMapped != 0
+		port = port && l.Caps&hal.CapPortMapped != 0
+	}
+	return !memory && port, nil
 }
 
 func (c *Comm) choices() []algorithms.Choice {

@@ -46,7 +46,22 @@ type Config struct {
 	// point-to-point plan.
 	CollLLMaxBytes int64
 	HB, P2P        Shape
+	// Port shapes the port-channel plans (port.go): blocks of the groups
+	// that reduce (the others have one), threads, window bytes.
+	Port Shape
+	// PortMinBytes is the smallest segment (count × element size) the
+	// port-channel plans serve; 0 leaves them out of selection.
+	PortMinBytes int64
+	// PortOnly: the links are port-mapped but not memory-mapped (hal/pcie
+	// without peer access, networks), so only port-channel plans can run.
+	PortOnly bool
+	// Algo forces one plan family for the collectives of Plans: "ll",
+	// "hb" or "port" (WEFT_ALGO); "" selects by size.
+	Algo string
 }
+
+// Algorithm families Config.Algo names.
+var Families = []string{"ll", "hb", PortFamily}
 
 // Shape is the launch shape of a bandwidth-bound plan: thread blocks,
 // threads per block, and 16-byte vectors per thread per step (loads in
@@ -80,6 +95,11 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		c.Large = Shape{Blocks: min(sms, 128), Threads: 512, Unroll: 2}
 		c.HB = Shape{Blocks: max(1, min(32, sms/3)), Threads: 1024, Unroll: 4, Window: 4 << 20}
 		c.P2P = Shape{Blocks: p2pBlocks, Threads: 1024, Unroll: 4, Window: 2 << 20}
+		// Port plans: few blocks (they push triggers; only reductions use
+		// SMs), windows large enough that a copy engine's per-copy cost and
+		// the proxy's latency stay small beside the transfer (8 MiB moves
+		// in about 22 µs at 370 GB/s).
+		c.Port = Shape{Blocks: 4, Threads: 512, Unroll: 4, Window: 8 << 20}
 	} else {
 		c.LLBlocks, c.Threads = 2, 32
 		c.Mid = Shape{Blocks: max(1, min(sms, 4)), Threads: 32}
@@ -87,6 +107,7 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		// Small windows, so that tests of moderate sizes cross many.
 		c.HB = Shape{Blocks: max(1, min(sms, 2)), Threads: 32, Window: 16 << 10}
 		c.P2P = Shape{Blocks: 1, Threads: 32, Window: 16 << 10}
+		c.Port = Shape{Blocks: max(1, min(sms, 2)), Threads: 32, Window: 16 << 10}
 	}
 	return c
 }

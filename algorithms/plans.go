@@ -1,6 +1,7 @@
 package algorithms
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/weftccl/weft/hal/plan"
@@ -466,10 +467,45 @@ func (c Config) validateRoot(root int) error {
 // Plans returns the plans of a collective for a rank (with root for
 // Broadcast and Reduce), smallest messages first: the LL plan up to
 // Config.CollLLMaxBytes (AllReduce: LLMaxBytes) per segment, then the HB
-// plan. AllReduce here is the scratch-based pair (1PA-LL, windowed 2PA)
-// that serves unregistered buffers; AllReducePlans gives the zero-copy
-// ones.
+// plan, then, from Config.PortMinBytes, the port-channel plan where the
+// collective has one. AllReduce here is the scratch-based set (1PA-LL,
+// windowed 2PA, 2PA over port channels) that serves unregistered buffers;
+// AllReducePlans gives the zero-copy ones. Config.Algo keeps one family
+// (collectives without a port-channel plan ignore "port"); Config.PortOnly
+// keeps the port-channel plan, the only one that runs on
+// links without memory mapping (an error wrapping ErrNoPlan for a
+// collective that has none).
 func Plans(c Config, coll Collective, root int) ([]Choice, error) {
+	if c.PortOnly || c.Algo == PortFamily {
+		p, err := PortPlan(c, coll)
+		switch {
+		case err != nil:
+			return nil, err
+		case p != nil:
+			return []Choice{{Plan: p}}, nil
+		case c.PortOnly:
+			return nil, fmt.Errorf("algorithms: %v has no port-channel plan (%d ranks), and the links are not memory-mapped: %w", coll, c.NRanks, ErrNoPlan)
+		}
+		c.Algo = "" // collectives without a port-channel plan keep their own
+	}
+	out, err := memoryPlans(c, coll, root)
+	if err != nil || c.PortMinBytes <= 0 || c.Algo != "" {
+		return out, err
+	}
+	p, err := PortPlan(c, coll)
+	if err != nil || p == nil {
+		return out, err
+	}
+	out[len(out)-1].MaxBytes = c.PortMinBytes - 1
+	return append(out, Choice{Plan: p}), nil
+}
+
+// ErrNoPlan is wrapped by Plans when no plan of the collective can run
+// with the configuration.
+var ErrNoPlan = errors.New("no plan")
+
+// memoryPlans are the LL and HB plans of Plans, filtered by Config.Algo.
+func memoryPlans(c Config, coll Collective, root int) ([]Choice, error) {
 	type builder func(Config) (*plan.Plan, error)
 	rooted := func(f func(Config, int) (*plan.Plan, error)) builder {
 		return func(c Config) (*plan.Plan, error) { return f(c, root) }
@@ -499,10 +535,13 @@ func Plans(c Config, coll Collective, root int) ([]Choice, error) {
 		return nil, fmt.Errorf("algorithms: no plans for %v", coll)
 	}
 	var out []Choice
-	if llMax > 0 {
+	if llMax > 0 && c.Algo != "hb" {
 		p, err := ll(c)
 		if err != nil {
 			return nil, err
+		}
+		if c.Algo == "ll" {
+			return []Choice{{Plan: p, MaxBytes: llMax}}, nil
 		}
 		p.MaxBytes = llMax
 		out = append(out, Choice{Plan: p, MaxBytes: llMax})

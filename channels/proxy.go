@@ -19,7 +19,8 @@ import (
 // triggers to the channels' engines (architecture.md §3). It is one
 // goroutine locked to an OS thread. Its polling loop reads the FIFOs'
 // memory with atomic loads and calls the engines, nothing else: no
-// allocation, no system call. When no FIFO has had work for SpinFor it
+// allocation, no system call; it yields the processor between idle polls.
+// When no FIFO has had work for SpinFor it
 // backs off, sleeping longer each idle round up to MaxSleep, and a new
 // registration wakes it. MSCCL++ runs one such proxy per rank; so does
 // weft (one per opened device and process).
@@ -144,6 +145,10 @@ func (p *Proxy) loop() {
 			sleep, lastWork = 0, time.Now()
 			continue
 		}
+		// Yield the processor between idle polls: on hosts with few cores
+		// (hal/host ranks are goroutines of one process) a proxy that spins
+		// without yielding starves the work it waits for.
+		runtime.Gosched()
 		if polls&255 != 0 {
 			continue
 		}

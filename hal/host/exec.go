@@ -27,6 +27,8 @@ type Program struct {
 	state    []byte
 	control  []byte
 	peers    []peerMem
+	fifo     []byte // port-channel FIFO (plans with port channels)
+	fifoHead []byte
 }
 
 type peerMem struct {
@@ -67,6 +69,13 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 	pr.expected = res(b.Expected, p.ExpectedRegionBytes(), "expected values")
 	pr.state = res(b.State, p.StateBytes(), "state")
 	pr.control = res(b.Control, plan.ControlBytes, "control block")
+	if p.HasPorts() {
+		pr.fifo = res(b.Fifo, plan.FifoBytes, "port-channel FIFO")
+		pr.fifoHead = res(b.FifoHead, 8, "port-channel FIFO head")
+		if err == nil && (pr.fifo == nil || pr.fifoHead == nil) {
+			return nil, fmt.Errorf("host: prepare %s: a plan with port channels needs a FIFO: %w", p.Name, hal.ErrInvalidArgument)
+		}
+	}
 	for i, pb := range b.Peers {
 		pr.peers = append(pr.peers, peerMem{
 			scratch: res(pb.Scratch, b.ScratchBytes, fmt.Sprintf("channel %d scratch", i)),
@@ -282,6 +291,14 @@ func (b *blockCtx) run(o plan.Op, checkCount bool) (bool, error) {
 	if b.aborted() {
 		return false, nil
 	}
+	switch {
+	case o.Kind == plan.OpSignal && b.port(o.Chan):
+		return b.portSignal(o), nil
+	case o.Kind == plan.OpFlush && b.port(o.Chan):
+		return b.portFlush(o), nil
+	case o.Kind == plan.OpTransfer && o.Port:
+		return b.portTransfer(o), nil
+	}
 	switch o.Kind {
 	case plan.OpSignal:
 		b.signal(o)
@@ -405,13 +422,20 @@ func (b *blockCtx) packetSlot(r plan.Ref) []byte {
 	return b.scratch
 }
 
-func (b *blockCtx) transfer(o plan.Op) (bool, error) {
-	off, n := plan.ChunkRange(b.count, b.esize, o.Chunk, o.NChunks)
+// partRange is the block's element range of transfer o (in the current
+// window of a windowed group, whose start it records in b.wstart).
+func (b *blockCtx) partRange(o plan.Op) (off, n int64) {
+	off, n = plan.ChunkRange(b.count, b.esize, o.Chunk, o.NChunks)
 	if b.g.Window > 0 && b.window >= 0 {
 		b.wstart, off, n = b.g.WindowPart(off, n, b.esize, b.window, b.part, b.g.Blocks)
 	} else {
 		off, n = plan.PartRange(off, n, b.esize, b.part, b.g.Blocks)
 	}
+	return off, n
+}
+
+func (b *blockCtx) transfer(o plan.Op) (bool, error) {
+	off, n := b.partRange(o)
 	packets := b.p.Scratch != plan.Simple
 	// Headers: block 0 of the group writes the element count ahead of the
 	// packets of every destination slot and checks it on every source slot.

@@ -42,6 +42,7 @@ var Table = []Var{
 	{"WEFT_CUDA_LIB", "libcuda.so.1", "CUDA driver library"},
 	{"WEFT_NVRTC_LIB", "libnvrtc.so (newest found)", "NVRTC library"},
 	{"WEFT_SYSFS_ROOT", "/sys", "root of the sysfs tree read by topology discovery"},
+	{"WEFT_ALGO", "", "plan family for the collectives of the NCCL API and Launch: ll, hb or port (port-channel plans through copy engines or the host engine; collectives without one keep their plans); unset selects by size"},
 	{"WEFT_NVLS", "", "set to 1 to allow NVLink SHARP multicast (hal/nvswitch); never on shared hosts"},
 }
 

@@ -1,0 +1,74 @@
+package host
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// Port-channel ops of the interpreter: a block pushes triggers into the
+// plan's FIFO exactly as a GPU block does (plan/port.go), and the proxy of
+// package channels hands them to the engines. The interpreter never moves
+// the bytes of a port transfer itself.
+
+func (b *blockCtx) port(ch int) bool { return ch >= 0 && ch < len(b.p.Channels) && b.p.Channels[ch].Port }
+
+// addr is the address of the first byte of s (len(s) > 0): interpreter
+// operands are slices of mapped memory, whose addresses engines resolve.
+func addr(s []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&s[0]))) }
+
+// push takes the next FIFO position, waits while the FIFO is full, writes
+// the trigger and publishes its tag last. It returns the position + 1, or
+// 0 after recording a failure.
+func (b *blockCtx) push(k plan.TriggerKind, ch int, a, bw, c uint64) uint64 {
+	pos := atomic.AddUint64(u64(b.fifoHead, 0), 1) - 1
+	tail := u64(b.fifo, plan.FifoTail)
+	if !b.spin(func() bool { return pos < atomic.LoadUint64(tail)+plan.FifoSlots }) {
+		if atomic.LoadUint32(u32(b.control, plan.CtlStatus)) == 0 {
+			b.fail(plan.StatusTimeout, plan.WhatFifo, ch, -1, pos+1, atomic.LoadUint64(tail))
+		}
+		return 0
+	}
+	off := plan.SlotOffset(pos)
+	atomic.StoreUint64(u64(b.fifo, off), a)
+	atomic.StoreUint64(u64(b.fifo, off+8), bw)
+	atomic.StoreUint64(u64(b.fifo, off+16), c)
+	atomic.StoreUint64(u64(b.fifo, off+24), plan.TriggerTag(pos, k, ch))
+	return pos + 1
+}
+
+func (b *blockCtx) portSignal(o plan.Op) bool {
+	s := o.Sem + b.part
+	sems := b.peers[o.Chan].sems
+	return b.push(plan.TriggerSignal, o.Chan, uint64(b.count),
+		addr(sems[b.p.InboundOffset(b.p.Rank, s):]), addr(sems[b.p.CountOffset(b.p.Rank, s):])) != 0
+}
+
+func (b *blockCtx) portFlush(o plan.Op) bool {
+	me := b.push(plan.TriggerFlush, o.Chan, 0, 0, 0)
+	if me == 0 {
+		return false
+	}
+	flushed := u64(b.fifo, plan.FifoFlushed)
+	if !b.spin(func() bool { return atomic.LoadUint64(flushed) >= me }) {
+		if atomic.LoadUint32(u32(b.control, plan.CtlStatus)) == 0 {
+			b.fail(plan.StatusTimeout, plan.WhatFlush, o.Chan, -1, me, atomic.LoadUint64(flushed))
+		}
+		return false
+	}
+	return true
+}
+
+func (b *blockCtx) portTransfer(o plan.Op) bool {
+	off, n := b.partRange(o)
+	if n == 0 {
+		return true
+	}
+	k := plan.TriggerCopy
+	if o.Dsts[0].Remote() {
+		k = plan.TriggerPut
+	}
+	src, dst := b.plain(o.Srcs[0], off, n), b.plain(o.Dsts[0], off, n)
+	return b.push(k, o.Chan, addr(src), addr(dst), uint64(len(src))) != 0
+}
