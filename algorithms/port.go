@@ -43,7 +43,6 @@ func (c Config) portChannels() []plan.Channel {
 	return chs
 }
 
-
 func flushes(chs []int) []plan.Op {
 	var ops []plan.Op
 	for _, ci := range chs {

@@ -12,7 +12,9 @@ import (
 // package channels hands them to the engines. The interpreter never moves
 // the bytes of a port transfer itself.
 
-func (b *blockCtx) port(ch int) bool { return ch >= 0 && ch < len(b.p.Channels) && b.p.Channels[ch].Port }
+func (b *blockCtx) port(ch int) bool {
+	return ch >= 0 && ch < len(b.p.Channels) && b.p.Channels[ch].Port
+}
 
 // addr is the address of the first byte of s (len(s) > 0): interpreter
 // operands are slices of mapped memory, whose addresses engines resolve.
