@@ -200,9 +200,12 @@ type fifo struct {
 	triggers, flushWaits atomic.Uint64 // statistics
 }
 
+// pendingFlush is a flush, or a counter increment (counter ≥ 0), waiting
+// for its engine's ticket.
 type pendingFlush struct {
 	pos     uint64 // FIFO position + 1
 	ch      int
+	counter int // -1: a flush
 	ticket  uint64
 	started time.Time
 }
@@ -262,13 +265,20 @@ func (f *fifo) handle(t plan.Trigger, pos uint64) error {
 		return e.Copy(t.B, t.A, int64(t.C))
 	case plan.TriggerSignal:
 		return e.Signal(t.B, t.C, t.A)
-	case plan.TriggerFlush:
+	case plan.TriggerFlush, plan.TriggerCounter:
+		counter := -1
+		if t.Kind == plan.TriggerCounter {
+			if t.C >= plan.FifoCounters {
+				return fmt.Errorf("trigger %d names counter %d of %d: %w", pos, t.C, plan.FifoCounters, hal.ErrInvalidUsage)
+			}
+			counter = int(t.C)
+		}
 		tk, err := e.Mark()
 		if err != nil {
 			return err
 		}
 		i := (f.pendHead + f.pendCount) % maxPendingFlush
-		f.pend[i] = pendingFlush{pos: pos, ch: t.Chan, ticket: tk, started: time.Now()}
+		f.pend[i] = pendingFlush{pos: pos, ch: t.Chan, counter: counter, ticket: tk, started: time.Now()}
 		f.pendCount++
 		f.flushWaits.Add(1)
 		f.completeFlushes()
@@ -297,7 +307,11 @@ func (f *fifo) completeFlushes() bool {
 			}
 			return work
 		}
-		atomic.StoreUint64(f.word(plan.FifoFlushed), pf.pos)
+		if pf.counter >= 0 {
+			atomic.AddUint64(f.word(plan.CounterOffset(pf.counter)), 1)
+		} else {
+			atomic.StoreUint64(f.word(plan.FifoFlushed), pf.pos)
+		}
 		f.pendHead = (f.pendHead + 1) % maxPendingFlush
 		f.pendCount--
 		work = true

@@ -323,8 +323,9 @@ WEFT_DEV bool wait_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N], 
 // then the tag ((position + 1) << 16 | kind << 8 | channel), stored last
 // with release semantics so that the proxy, which polls the tag, reads
 // complete words. FIFO_* mirror plan.Fifo*, TRIG_* plan.Trigger*.
-enum { FIFO_SLOTS = 1024, FIFO_CTL = 64, FIFO_TAIL = 0, FIFO_FLUSHED = 8, FIFO_ERROR = 16 };
-enum { TRIG_PUT = 1, TRIG_COPY = 2, TRIG_SIGNAL = 3, TRIG_FLUSH = 4 };
+enum { FIFO_SLOTS = 1024, FIFO_COUNTERS = 64, FIFO_COUNTER_OFF = 64, FIFO_CTL = 64 + 8 * FIFO_COUNTERS };
+enum { FIFO_TAIL = 0, FIFO_FLUSHED = 8, FIFO_ERROR = 16 };
+enum { TRIG_PUT = 1, TRIG_COPY = 2, TRIG_SIGNAL = 3, TRIG_FLUSH = 4, TRIG_COUNTER = 5 };
 enum { WHAT_FIFO = 3, WHAT_FLUSH = 4 };
 
 // port_push pushes one trigger (one thread) and returns its position + 1,

@@ -42,8 +42,14 @@ import (
 const (
 	FifoSlots    = 1024
 	TriggerBytes = 32
-	FifoCtlBytes = 64
+	FifoCtlBytes = 64 + 8*FifoCounters
 	FifoBytes    = FifoCtlBytes + FifoSlots*TriggerBytes
+	// FifoCounters are local counters (GIN's "counters"): a TriggerCounter
+	// adds one to counter C once every earlier request of its channel is
+	// complete at the source, so a kernel learns without a flush round
+	// trip that it may reuse what it put. They follow the control words.
+	FifoCounters   = 64
+	FifoCounterOff = 64
 	// Control words (uint64, written by the proxy, read by the device).
 	FifoTail    = 0  // triggers consumed
 	FifoFlushed = 8  // position + 1 of the last flush completed
@@ -54,11 +60,15 @@ const (
 type TriggerKind uint8
 
 const (
-	TriggerPut    TriggerKind = 1 // A: source address, B: remote destination address, C: bytes
-	TriggerCopy   TriggerKind = 2 // A: source address, B: local destination address, C: bytes
-	TriggerSignal TriggerKind = 3 // A: count, B: semaphore address, C: count-word address
-	TriggerFlush  TriggerKind = 4
+	TriggerPut     TriggerKind = 1 // A: source address, B: remote destination address, C: bytes
+	TriggerCopy    TriggerKind = 2 // A: source address, B: local destination address, C: bytes
+	TriggerSignal  TriggerKind = 3 // A: count, B: semaphore address, C: count-word address
+	TriggerFlush   TriggerKind = 4
+	TriggerCounter TriggerKind = 5 // C: counter index (FifoCounters)
 )
+
+// CounterOffset is the byte offset of local counter i in the FIFO region.
+func CounterOffset(i int) int64 { return FifoCounterOff + 8*int64(i) }
 
 func (k TriggerKind) String() string {
 	switch k {
@@ -70,6 +80,8 @@ func (k TriggerKind) String() string {
 		return "signal"
 	case TriggerFlush:
 		return "flush"
+	case TriggerCounter:
+		return "counter"
 	}
 	return fmt.Sprintf("trigger(%d)", uint8(k))
 }
