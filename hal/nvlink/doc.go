@@ -4,16 +4,18 @@
 //
 //	import _ "github.com/weftccl/weft/hal/nvlink"
 //
-// A [Device] is one GPU of this process, opened on its primary CUDA context
-// through package internal/cuda (driver API and NVRTC loaded at run time;
-// nothing of the CUDA toolkit is needed to build). It implements
-// [hal.Device], [hal.MemoryMapped] (CUDA IPC handles; peers map each other's
-// buffers and kernels load and store to them), [hal.GraphCapturer] and
-// [hal.KernelCompiler] (NVRTC for the device's exact architecture, binaries
-// cached on disk). Streams are non-blocking CUDA streams whose
-// Synchronize polls with a deadline, so no wait is unbounded.
+// A [Device] is one GPU of this process. The GPU itself — primary context,
+// memory, streams, events, graph capture, NVRTC kernels, plan execution and
+// CUDA IPC export and import — is the device core that weft's CUDA backends
+// share (package internal/cudadev, embedded in [Device]). This package adds
+// the backend's registration and its link policy: a peer GPU on the same
+// host that this GPU can access (cuDeviceCanAccessPeer), or the same GPU, is
+// memory-mapped (peers map each other's buffers; kernels load and store to
+// them) and port-mapped. The port-mapped engine is a copy engine: a CUDA
+// stream of asynchronous copies whose signals are stream-ordered 64-bit
+// writes ([Device.NewEngine]); port handles are the CUDA IPC handles.
 //
 // The device-side primitives generated kernels use (system-scope
-// release/acquire, atomics, LL packet stores) are in device/weft_hal.h,
-// returned by [Device.DeviceHeader].
+// release/acquire, atomics, LL packet stores) are weft_hal.h, returned by
+// DeviceHeader (device/weft_hal.h links to the core's copy).
 package nvlink

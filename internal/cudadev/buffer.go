@@ -1,4 +1,4 @@
-package nvlink
+package cudadev
 
 import (
 	"fmt"
@@ -188,7 +188,7 @@ func (d *Device) legacyStream() cuda.Stream { return cuda.Stream{Ctx: d.ctx} }
 func (d *Device) buffer(op string, b hal.Buffer) (*Buffer, error) {
 	nb, ok := b.(*Buffer)
 	if !ok || nb == nil {
-		return nil, fmt.Errorf("%s on %s: buffer %T is not an nvlink buffer: %w", op, d, b, hal.ErrInvalidArgument)
+		return nil, fmt.Errorf("%s on %s: buffer %T is not a %s buffer: %w", op, d, b, d.backend, hal.ErrInvalidArgument)
 	}
 	if nb.dev != d {
 		return nil, fmt.Errorf("%s on %s: %s belongs to another device: %w", op, d, nb, hal.ErrInvalidArgument)

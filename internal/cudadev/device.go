@@ -1,4 +1,4 @@
-package nvlink
+package cudadev
 
 import (
 	"fmt"
@@ -12,11 +12,15 @@ import (
 	"github.com/weftccl/weft/internal/env"
 )
 
-// Device is one GPU opened by this process on its primary CUDA context. It
-// implements hal.Device, hal.MemoryMapped, hal.GraphCapturer and
-// hal.KernelCompiler. Methods are safe for concurrent use.
+// Device is one GPU opened by this process on its primary CUDA context:
+// the part of a CUDA backend that does not depend on how GPUs are linked.
+// It implements every method of hal.Device except Link, and
+// hal.MemoryMapped, hal.GraphCapturer, hal.KernelCompiler and
+// hal.Executor; a backend embeds it and adds its link policy. Methods are
+// safe for concurrent use.
 type Device struct {
 	cfg     hal.Config
+	backend string // "nvlink", "pcie": in Info, Endpoint and messages
 	ordinal int
 	dev     cuda.Device
 	ctx     cuda.Context
@@ -28,9 +32,14 @@ type Device struct {
 
 	maxThreadsPerBlock int
 	maxSharedOptin     int
+	// streamMemOps64: cuStreamWriteValue64 is usable
+	// (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS).
+	streamMemOps64 bool
+
+	peerAccess bool // Options.PeerAccess
 
 	// visible maps the UUID of every device visible to this process to its
-	// CUDA device, for Link.
+	// CUDA device, for Peer.
 	visible map[string]int
 
 	closed atomic.Bool
@@ -41,11 +50,21 @@ type Device struct {
 }
 
 var (
-	_ hal.Device         = (*Device)(nil)
 	_ hal.MemoryMapped   = (*Device)(nil)
 	_ hal.GraphCapturer  = (*Device)(nil)
 	_ hal.KernelCompiler = (*Device)(nil)
 )
+
+// Options are what a backend chooses when it opens a Device.
+type Options struct {
+	// Backend is the backend's registry name; it appears in Info, in the
+	// Endpoint peers see, and in messages ("nvlink GPU 0 (rank 3)").
+	Backend string
+	// PeerAccess enables CUDA peer access, both ways, between this device
+	// and every other open device of this process that set it too, where
+	// cuDeviceCanAccessPeer allows.
+	PeerAccess bool
+}
 
 // openDevices are the devices this process has open, so that opening a
 // second GPU enables peer access in both directions with the first. Peer
@@ -58,32 +77,40 @@ var openDevices struct {
 }
 
 // Open opens GPU cfg.Ordinal (a CUDA ordinal, as CUDA_VISIBLE_DEVICES
-// numbers them): it retains the primary context and enables peer access
-// with the other GPUs this process has open where cuDeviceCanAccessPeer
-// allows. Errors wrap hal.ErrNotSupported (no driver), hal.ErrInvalidArgument
-// (ordinal out of range) or hal.ErrDevice.
-func Open(cfg hal.Config) (*Device, error) {
+// numbers them) for backend opt.Backend: it retains the primary context
+// and, with opt.PeerAccess, enables peer access with the other GPUs this
+// process has open where cuDeviceCanAccessPeer allows. Errors wrap
+// hal.ErrNotSupported (no driver), hal.ErrInvalidArgument (ordinal out of
+// range) or hal.ErrDevice.
+func Open(cfg hal.Config, opt Options) (*Device, error) {
 	if err := cuda.Load(); err != nil {
-		return nil, fmt.Errorf("open nvlink GPU %d: %w", cfg.Ordinal, err)
+		return nil, fmt.Errorf("open %s GPU %d: %w", opt.Backend, cfg.Ordinal, err)
 	}
 	n, err := cuda.DeviceCount()
 	if err != nil {
-		return nil, fmt.Errorf("open nvlink GPU %d: %w", cfg.Ordinal, err)
+		return nil, fmt.Errorf("open %s GPU %d: %w", opt.Backend, cfg.Ordinal, err)
 	}
 	if cfg.Ordinal < 0 || cfg.Ordinal >= n {
-		return nil, fmt.Errorf("open nvlink GPU %d: ordinal out of range (%d CUDA devices visible): %w", cfg.Ordinal, n, hal.ErrInvalidArgument)
+		return nil, fmt.Errorf("open %s GPU %d: ordinal out of range (%d CUDA devices visible): %w", opt.Backend, cfg.Ordinal, n, hal.ErrInvalidArgument)
 	}
-	d := &Device{cfg: cfg, ordinal: cfg.Ordinal, visible: map[string]int{}}
-	d.log = env.Logger("HAL").With("backend", Name, "gpu", cfg.Ordinal, "rank", cfg.Rank)
+	d := &Device{cfg: cfg, backend: opt.Backend, ordinal: cfg.Ordinal, peerAccess: opt.PeerAccess, visible: map[string]int{}}
+	d.log = env.Logger("HAL").With("backend", opt.Backend, "gpu", cfg.Ordinal, "rank", cfg.Rank)
 	if err := d.query(n); err != nil {
-		return nil, fmt.Errorf("open nvlink GPU %d: %w", cfg.Ordinal, err)
+		return nil, fmt.Errorf("open %s GPU %d: %w", opt.Backend, cfg.Ordinal, err)
 	}
 	if d.ctx, err = d.dev.PrimaryCtxRetain(); err != nil {
-		return nil, fmt.Errorf("open nvlink GPU %d: %w", cfg.Ordinal, err)
+		return nil, fmt.Errorf("open %s GPU %d: %w", opt.Backend, cfg.Ordinal, err)
 	}
 	d.enablePeers()
-	d.log.Info("opened", "name", d.info.Name, "arch", d.arch, "uuid", d.ep.UUID, "bus", d.ep.PCIBusID)
+	d.log.Info("opened", "name", d.info.Name, "arch", d.arch, "uuid", d.ep.UUID, "bus", d.ep.PCIBusID, "stream_mem_ops_64", d.streamMemOps64)
 	return d, nil
+}
+
+// Fake returns a Device with the identity ep and no GPU behind it, for
+// tests of backends' link policy: Peer works for peers that need no CUDA
+// call to classify, every other method fails or must not be called.
+func Fake(ep hal.Endpoint) *Device {
+	return &Device{backend: ep.Backend, ordinal: ep.Ordinal, ep: ep, visible: map[string]int{}}
 }
 
 // query fills in the device's identity and properties.
@@ -121,6 +148,10 @@ func (d *Device) query(count int) error {
 	if d.maxSharedOptin, err = d.dev.Attribute(cuda.AttrMaxSharedMemoryPerBlockOptin); err != nil {
 		return err
 	}
+	// A driver that does not know the attribute leaves the fallback on.
+	if v, err := d.dev.Attribute(cuda.AttrCanUse64BitStreamMemOps); err == nil {
+		d.streamMemOps64 = v != 0
+	}
 	for i := 0; i < count; i++ {
 		other, err := cuda.DeviceGet(i)
 		if err != nil {
@@ -138,7 +169,7 @@ func (d *Device) query(count int) error {
 		runtime = fmt.Sprintf("NVRTC %d.%d", ma, mi)
 	}
 	d.info = hal.DeviceInfo{
-		Backend:         Name,
+		Backend:         d.backend,
 		Ordinal:         d.ordinal,
 		Name:            name,
 		Arch:            cuda.ArchFamily(major, minor),
@@ -146,12 +177,12 @@ func (d *Device) query(count int) error {
 		PCIBusID:        bus,
 		MemoryBytes:     mem,
 		Multiprocessors: sms,
-		Driver:          driverVersion(),
+		Driver:          DriverVersion(),
 		Runtime:         runtime,
 	}
 	host, _ := os.Hostname()
 	d.ep = hal.Endpoint{
-		Backend:  Name,
+		Backend:  d.backend,
 		Hostname: host,
 		HostID:   hostID(),
 		Ordinal:  d.ordinal,
@@ -168,7 +199,7 @@ func (d *Device) enablePeers() {
 	openDevices.Lock()
 	defer openDevices.Unlock()
 	for _, o := range openDevices.list {
-		if o.dev == d.dev {
+		if o.dev == d.dev || !d.peerAccess || !o.peerAccess {
 			continue
 		}
 		for _, pair := range [][2]*Device{{d, o}, {o, d}} {
@@ -192,36 +223,60 @@ func (d *Device) Info() hal.DeviceInfo { return d.info }
 // Endpoint identifies the device to peers.
 func (d *Device) Endpoint() hal.Endpoint { return d.ep }
 
-// Link reports CapMemoryMapped towards a peer GPU on the same host (same
-// HostID) that this GPU can access (cuDeviceCanAccessPeer), or the same GPU.
-func (d *Device) Link(peer hal.Endpoint) hal.Link {
+// PeerLink classifies a peer endpoint for a backend's link policy.
+type PeerLink struct {
+	// Unreachable says why this backend cannot link to the peer at all
+	// (another backend, another host); empty when it can.
+	Unreachable string
+	// SameGPU: the peer is this GPU (possibly opened by another process).
+	SameGPU bool
+	// Visible: the peer's GPU is visible to this process, as CUDA device
+	// Ordinal.
+	Visible bool
+	Ordinal int
+	// PeerAccess: cuDeviceCanAccessPeer says this GPU can map the peer's
+	// memory (always true for SameGPU).
+	PeerAccess bool
+	// Reason explains a false Visible or PeerAccess.
+	Reason string
+}
+
+// Peer classifies the link to peer: reachable when peer is a device of the
+// same backend on the same host (same HostID); the same GPU; another GPU
+// visible to this process, with or without peer access.
+func (d *Device) Peer(peer hal.Endpoint) PeerLink {
 	switch {
-	case peer.Backend != Name:
-		return hal.Link{Reason: fmt.Sprintf("peer uses backend %q, not %q", peer.Backend, Name)}
+	case peer.Backend != d.backend:
+		return PeerLink{Unreachable: fmt.Sprintf("peer uses backend %q, not %q", peer.Backend, d.backend)}
 	case peer.HostID != d.ep.HostID:
 		if peer.Hostname != d.ep.Hostname {
-			return hal.Link{Reason: fmt.Sprintf("different hosts (%s and %s)", d.ep.Hostname, peer.Hostname)}
+			return PeerLink{Unreachable: fmt.Sprintf("different hosts (%s and %s)", d.ep.Hostname, peer.Hostname)}
 		}
-		return hal.Link{Reason: "different hosts (same hostname, different boot id or IPC namespace)"}
+		return PeerLink{Unreachable: "different hosts (same hostname, different boot id or IPC namespace)"}
 	case peer.UUID == d.ep.UUID:
-		return hal.Link{Caps: hal.CapMemoryMapped, Reason: "same GPU"}
+		return PeerLink{SameGPU: true, Visible: true, Ordinal: d.ordinal, PeerAccess: true, Reason: "same GPU"}
 	}
 	idx, ok := d.visible[peer.UUID]
 	if !ok {
-		return hal.Link{Reason: fmt.Sprintf("peer GPU %s is not visible to this process (CUDA_VISIBLE_DEVICES differs between ranks?)", peer.UUID)}
+		return PeerLink{Reason: fmt.Sprintf("peer GPU %s is not visible to this process (CUDA_VISIBLE_DEVICES differs between ranks?)", peer.UUID)}
 	}
+	pl := PeerLink{Visible: true, Ordinal: idx}
 	other, err := cuda.DeviceGet(idx)
 	if err != nil {
-		return hal.Link{Reason: err.Error()}
+		pl.Reason = err.Error()
+		return pl
 	}
 	can, err := cuda.CanAccessPeer(d.dev, other)
 	if err != nil {
-		return hal.Link{Reason: err.Error()}
+		pl.Reason = err.Error()
+		return pl
 	}
 	if !can {
-		return hal.Link{Reason: fmt.Sprintf("GPU %d cannot access GPU %d (cuDeviceCanAccessPeer=0)", d.ordinal, idx)}
+		pl.Reason = fmt.Sprintf("GPU %d cannot access GPU %d (cuDeviceCanAccessPeer=0)", d.ordinal, idx)
+		return pl
 	}
-	return hal.Link{Caps: hal.CapMemoryMapped}
+	pl.PeerAccess = true
+	return pl
 }
 
 // Close releases the primary context. Buffers, streams, modules and graphs
@@ -246,8 +301,21 @@ func (d *Device) Close() error {
 
 // String names the device in messages: "nvlink GPU 0 (rank 3)".
 func (d *Device) String() string {
-	return fmt.Sprintf("nvlink GPU %d (rank %d)", d.ordinal, d.cfg.Rank)
+	return fmt.Sprintf("%s GPU %d (rank %d)", d.backend, d.ordinal, d.cfg.Rank)
 }
+
+// Backend is the registry name of the backend that opened the device.
+func (d *Device) Backend() string { return d.backend }
+
+// Config is the configuration the device was opened with.
+func (d *Device) Config() hal.Config { return d.cfg }
+
+// Logger is the device's logger (subsystem HAL).
+func (d *Device) Logger() *slog.Logger { return d.log }
+
+// StreamMemOps64 reports whether cuStreamWriteValue64 is usable on the
+// device (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS).
+func (d *Device) StreamMemOps64() bool { return d.streamMemOps64 }
 
 // Ordinal is the CUDA ordinal of the device.
 func (d *Device) Ordinal() int { return d.ordinal }

@@ -1,4 +1,4 @@
-package nvlink
+package cudadev
 
 import (
 	"fmt"
@@ -25,17 +25,17 @@ type Program struct {
 func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 	p := spec.Plan
 	if p == nil {
-		return nil, fmt.Errorf("nvlink: prepare: nil plan: %w", hal.ErrInvalidArgument)
+		return nil, fmt.Errorf("%s: prepare: nil plan: %w", d.backend, hal.ErrInvalidArgument)
 	}
 	if p.Threads > d.MaxThreadsPerBlock() {
-		return nil, fmt.Errorf("nvlink: prepare %s: %d threads per block, device allows %d: %w", p.Name, p.Threads, d.MaxThreadsPerBlock(), hal.ErrInvalidArgument)
+		return nil, fmt.Errorf("%s: prepare %s: %d threads per block, device allows %d: %w", d.backend, p.Name, p.Threads, d.MaxThreadsPerBlock(), hal.ErrInvalidArgument)
 	}
 	if len(spec.Bindings.Peers) != len(p.Channels) {
-		return nil, fmt.Errorf("nvlink: prepare %s: %d peer bindings for %d channels: %w", p.Name, len(spec.Bindings.Peers), len(p.Channels), hal.ErrInvalidArgument)
+		return nil, fmt.Errorf("%s: prepare %s: %d peer bindings for %d channels: %w", d.backend, p.Name, len(spec.Bindings.Peers), len(p.Channels), hal.ErrInvalidArgument)
 	}
 	src, err := plan.EmitCUDA(p, spec.DataType, spec.RedOp)
 	if err != nil {
-		return nil, fmt.Errorf("nvlink: prepare: %v: %w", err, hal.ErrInvalidArgument)
+		return nil, fmt.Errorf("%s: prepare: %v: %w", d.backend, err, hal.ErrInvalidArgument)
 	}
 	headers := map[string]string{"weft_hal.h": d.DeviceHeader()}
 	for k, v := range spec.Library {
@@ -43,12 +43,12 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 	}
 	mod, err := d.Compile(hal.KernelSource{Name: fmt.Sprintf("%s-%v-%v", p.Name, spec.DataType, spec.RedOp), Source: src, Headers: headers})
 	if err != nil {
-		return nil, fmt.Errorf("nvlink: prepare %s: %w", p.Name, err)
+		return nil, fmt.Errorf("%s: prepare %s: %w", d.backend, p.Name, err)
 	}
 	fn, err := mod.Function(plan.KernelName)
 	if err != nil {
 		mod.Close()
-		return nil, fmt.Errorf("nvlink: prepare %s: %w", p.Name, err)
+		return nil, fmt.Errorf("%s: prepare %s: %w", d.backend, p.Name, err)
 	}
 	return &Program{dev: d, p: p, b: spec.Bindings, mod: mod, fn: fn}, nil
 }
@@ -59,20 +59,20 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 func (pr *Program) Launch(s hal.Stream, a *plan.Args) error {
 	p := pr.p
 	if a.Count < 0 {
-		return fmt.Errorf("nvlink: launch %s: negative count %d: %w", p.Name, a.Count, hal.ErrInvalidArgument)
+		return fmt.Errorf("%s: launch %s: negative count %d: %w", pr.dev.backend, p.Name, a.Count, hal.ErrInvalidArgument)
 	}
 	if a.Count > 0 && (a.Input == 0 || a.Output == 0) {
-		return fmt.Errorf("nvlink: launch %s: null input or output buffer: %w", p.Name, hal.ErrInvalidArgument)
+		return fmt.Errorf("%s: launch %s: null input or output buffer: %w", pr.dev.backend, p.Name, hal.ErrInvalidArgument)
 	}
 	needIn, needOut := p.Needs()
 	for ci := range p.Channels {
 		if a.Count > 0 && ((needIn && (ci >= len(a.PeerInput) || a.PeerInput[ci] == 0)) || (needOut && (ci >= len(a.PeerOutput) || a.PeerOutput[ci] == 0))) {
-			return fmt.Errorf("nvlink: launch %s: channel %d (peer rank %d) has no registered buffer: %w", p.Name, ci, p.Channels[ci].Peer, hal.ErrInvalidArgument)
+			return fmt.Errorf("%s: launch %s: channel %d (peer rank %d) has no registered buffer: %w", pr.dev.backend, p.Name, ci, p.Channels[ci].Peer, hal.ErrInvalidArgument)
 		}
 	}
 	params, err := plan.PackParams(p, &pr.b, a)
 	if err != nil {
-		return fmt.Errorf("nvlink: launch: %v: %w", err, hal.ErrInvalidArgument)
+		return fmt.Errorf("%s: launch: %v: %w", pr.dev.backend, err, hal.ErrInvalidArgument)
 	}
 	return pr.fn.Launch(s, p.Blocks(), p.Threads, 0, params)
 }

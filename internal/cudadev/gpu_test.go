@@ -1,4 +1,4 @@
-package nvlink
+package cudadev
 
 import (
 	"bytes"
@@ -23,10 +23,10 @@ import (
 // Flags of the child process that TestExportImportAcrossProcesses starts
 // (the test binary re-executed).
 var (
-	childRole    = flag.String("nvlink.child", "", "run as the child of a cross-process test (role: produce)")
-	childHandle  = flag.String("nvlink.handle", "", "hex handle the child imports")
-	childOrdinal = flag.Int("nvlink.ordinal", 0, "GPU the child opens")
-	childSeed    = flag.Uint("nvlink.seed", 0, "pattern seed the child writes")
+	childRole    = flag.String("cudadev.child", "", "run as the child of a cross-process test (role: produce)")
+	childHandle  = flag.String("cudadev.handle", "", "hex handle the child imports")
+	childOrdinal = flag.Int("cudadev.ordinal", 0, "GPU the child opens")
+	childSeed    = flag.Uint("cudadev.seed", 0, "pattern seed the child writes")
 )
 
 func TestMain(m *testing.M) {
@@ -42,14 +42,26 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// requireOrSkip skips the test, or fails it when WEFT_REQUIRE names nvlink:
-// a run on GPU hardware must not pass by skipping.
+// testBackend is the backend name the tests open devices for: the core's
+// behaviour does not depend on it beyond names in messages.
+const testBackend = "nvlink"
+
+// requireOrSkip skips the test, or fails it when WEFT_REQUIRE names a CUDA
+// backend (nvlink or pcie, both built on this core): a run on GPU hardware
+// must not pass by skipping.
 func requireOrSkip(t testing.TB, reason string) {
 	t.Helper()
-	if env.Required(Name) {
-		t.Fatalf("WEFT_REQUIRE=%s but: %s", Name, reason)
+	for _, b := range []string{"nvlink", "pcie"} {
+		if env.Required(b) {
+			t.Fatalf("WEFT_REQUIRE=%s but: %s", b, reason)
+		}
 	}
 	t.Skip(reason)
+}
+
+// openDev opens a device for the tests' backend with peer access.
+func openDev(cfg hal.Config) (*Device, error) {
+	return Open(cfg, Options{Backend: testBackend, PeerAccess: true})
 }
 
 // openTest opens GPU ordinal with a private kernel cache, skipping (with
@@ -58,8 +70,8 @@ func requireOrSkip(t testing.TB, reason string) {
 // even under WEFT_REQUIRE: hosts with one GPU are legitimate.
 func openTest(t *testing.T, ordinal int) *Device {
 	t.Helper()
-	if a := (backend{}).Probe(); !a.Available {
-		requireOrSkip(t, "nvlink unavailable: "+a.Reason)
+	if a := Probe(); !a.Available {
+		requireOrSkip(t, "CUDA unavailable: "+a.Reason)
 	}
 	if n, _ := cuda.DeviceCount(); ordinal >= n {
 		t.Skipf("needs %d GPUs, host has %d", ordinal+1, n)
@@ -67,7 +79,7 @@ func openTest(t *testing.T, ordinal int) *Device {
 	if os.Getenv("WEFT_CACHE_DIR") == "" {
 		t.Setenv("WEFT_CACHE_DIR", t.TempDir())
 	}
-	d, err := Open(hal.Config{Ordinal: ordinal, Rank: ordinal})
+	d, err := openDev(hal.Config{Ordinal: ordinal, Rank: ordinal})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +155,7 @@ extern "C" __global__ void spin(SpinParams a) {
 func compileTestKernels(t testing.TB, d *Device) *Module {
 	t.Helper()
 	m, err := d.CompileModule(hal.KernelSource{
-		Name:    "nvlink_test.cu",
+		Name:    "cudadev_test.cu",
 		Source:  testKernels,
 		Headers: map[string]string{DeviceHeaderName: d.DeviceHeader()},
 	})
@@ -212,8 +224,8 @@ func waitStream(t testing.TB, s *Stream) {
 	}
 }
 
-func TestProbe(t *testing.T) {
-	a := (backend{}).Probe()
+func TestProbeWithoutGPU(t *testing.T) {
+	a := Probe()
 	t.Logf("probe: %+v", a)
 	if a.Available {
 		return
@@ -225,20 +237,17 @@ func TestProbe(t *testing.T) {
 	if !ok {
 		t.Errorf("unexpected probe reason %q", a.Reason)
 	}
-	if _, err := hal.Open(Name, hal.Config{}); !errors.Is(err, hal.ErrNotSupported) {
-		t.Errorf("hal.Open(nvlink) without GPU = %v, want ErrNotSupported", err)
-	}
-	if _, err := Open(hal.Config{}); !errors.Is(err, hal.ErrNotSupported) && !strings.Contains(a.Reason, "NVRTC") {
+	if _, err := openDev(hal.Config{}); !errors.Is(err, hal.ErrNotSupported) && !strings.Contains(a.Reason, "NVRTC") {
 		t.Errorf("Open without driver = %v, want ErrNotSupported", err)
 	}
-	requireOrSkip(t, "nvlink unavailable: "+a.Reason)
+	requireOrSkip(t, "CUDA unavailable: "+a.Reason)
 }
 
 func TestDeviceInfo(t *testing.T) {
 	d := openTest(t, 0)
 	info, ep := d.Info(), d.Endpoint()
 	t.Logf("info %+v endpoint %+v", info, ep)
-	if info.Backend != Name || !strings.HasPrefix(info.Arch, "sm_") || info.Multiprocessors <= 0 || info.MemoryBytes <= 0 ||
+	if info.Backend != testBackend || !strings.HasPrefix(info.Arch, "sm_") || info.Multiprocessors <= 0 || info.MemoryBytes <= 0 ||
 		!strings.HasPrefix(info.UUID, "GPU-") || info.PCIBusID == "" || info.Name == "" {
 		t.Errorf("incomplete info %+v", info)
 	}
@@ -248,18 +257,18 @@ func TestDeviceInfo(t *testing.T) {
 	if d.Context() == 0 || d.MaxThreadsPerBlock() < 256 {
 		t.Errorf("Context %#x MaxThreadsPerBlock %d", d.Context(), d.MaxThreadsPerBlock())
 	}
-	if l := d.Link(ep); l.Caps != hal.CapMemoryMapped {
-		t.Errorf("Link(self) = %+v", l)
+	if p := d.Peer(ep); !p.SameGPU || !p.PeerAccess {
+		t.Errorf("Peer(self) = %+v", p)
 	}
 	if gpuCount(t) >= 2 {
 		d1 := openTest(t, 1)
-		l := d.Link(d1.Endpoint())
+		p := d.Peer(d1.Endpoint())
 		can, _ := cuda.CanAccessPeer(d.dev, d1.dev)
-		if (l.Caps == hal.CapMemoryMapped) != can {
-			t.Errorf("Link(GPU 1) = %+v, cuDeviceCanAccessPeer = %v", l, can)
+		if !p.Visible || p.Ordinal != 1 || p.SameGPU || p.PeerAccess != can {
+			t.Errorf("Peer(GPU 1) = %+v, cuDeviceCanAccessPeer = %v", p, can)
 		}
 	}
-	if _, err := Open(hal.Config{Ordinal: 99}); !errors.Is(err, hal.ErrInvalidArgument) {
+	if _, err := openDev(hal.Config{Ordinal: 99}); !errors.Is(err, hal.ErrInvalidArgument) {
 		t.Errorf("Open(99) = %v, want ErrInvalidArgument", err)
 	}
 }
@@ -604,8 +613,8 @@ func TestExportImportAcrossProcesses(t *testing.T) {
 	if gpuCount(t) >= 2 {
 		childGPU = 1
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-nvlink.child=produce", "-nvlink.handle="+hex.EncodeToString(h),
-		fmt.Sprintf("-nvlink.ordinal=%d", childGPU), "-nvlink.seed=1234")
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-cudadev.child=produce", "-cudadev.handle="+hex.EncodeToString(h),
+		fmt.Sprintf("-cudadev.ordinal=%d", childGPU), "-cudadev.seed=1234")
 	outb, err := cmd.CombinedOutput()
 	t.Logf("child on GPU %d: %s", childGPU, strings.TrimSpace(string(outb)))
 	if err != nil {
@@ -632,7 +641,7 @@ func runChild() error {
 	if err != nil {
 		return err
 	}
-	d, err := Open(hal.Config{Ordinal: *childOrdinal, Rank: 1})
+	d, err := openDev(hal.Config{Ordinal: *childOrdinal, Rank: 1})
 	if err != nil {
 		return err
 	}
@@ -653,7 +662,7 @@ func runChild() error {
 		return err
 	}
 	n := int((b1.Size() - 64) / 4)
-	m, err := d.CompileModule(hal.KernelSource{Name: "nvlink_test.cu", Source: testKernels,
+	m, err := d.CompileModule(hal.KernelSource{Name: "cudadev_test.cu", Source: testKernels,
 		Headers: map[string]string{DeviceHeaderName: d.DeviceHeader()}})
 	if err != nil {
 		return err
@@ -692,7 +701,7 @@ func runChild() error {
 		if cnt >= 3 {
 			ord = 2
 		}
-		other, err := Open(hal.Config{Ordinal: ord, Rank: 2})
+		other, err := openDev(hal.Config{Ordinal: ord, Rank: 2})
 		if err != nil {
 			return err
 		}
@@ -702,7 +711,7 @@ func runChild() error {
 			return fmt.Errorf("import on a second GPU of the child: %w", err)
 		}
 		defer b3.Free()
-		m3, err := other.CompileModule(hal.KernelSource{Name: "nvlink_test.cu", Source: testKernels,
+		m3, err := other.CompileModule(hal.KernelSource{Name: "cudadev_test.cu", Source: testKernels,
 			Headers: map[string]string{DeviceHeaderName: other.DeviceHeader()}})
 		if err != nil {
 			return err

@@ -1,4 +1,4 @@
-package nvlink
+package cudadev
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ const (
 	handleMagic   = "WEFTNVL1"
 	handleVersion = 1
 	kindCUDAIPC   = 1
-	// HandleSize is the length of an nvlink handle in bytes.
+	// HandleSize is the length of a CUDA IPC handle in bytes.
 	HandleSize = 136
 )
 
@@ -71,14 +71,14 @@ func (h handle) encode() hal.Handle {
 // format version, or with inconsistent sizes.
 func decodeHandle(b []byte) (*handle, error) {
 	if len(b) != HandleSize {
-		return nil, fmt.Errorf("nvlink handle is %d bytes, want %d: %w", len(b), HandleSize, hal.ErrInvalidArgument)
+		return nil, fmt.Errorf("CUDA IPC handle is %d bytes, want %d: %w", len(b), HandleSize, hal.ErrInvalidArgument)
 	}
 	if !bytes.Equal(b[0:8], []byte(handleMagic)) {
-		return nil, fmt.Errorf("not an nvlink handle (magic %q, want %q; exported by another backend?): %w", b[0:8], handleMagic, hal.ErrInvalidArgument)
+		return nil, fmt.Errorf("not a CUDA IPC handle (magic %q, want %q; exported by another backend?): %w", b[0:8], handleMagic, hal.ErrInvalidArgument)
 	}
 	le := binary.LittleEndian
 	if v := le.Uint16(b[8:]); v != handleVersion {
-		return nil, fmt.Errorf("nvlink handle format version %d, this build reads version %d (mixed weft versions in one job?): %w", v, handleVersion, hal.ErrInvalidArgument)
+		return nil, fmt.Errorf("CUDA IPC handle format version %d, this build reads version %d (mixed weft versions in one job?): %w", v, handleVersion, hal.ErrInvalidArgument)
 	}
 	h := &handle{
 		kind:      le.Uint16(b[10:]),
@@ -92,10 +92,10 @@ func decodeHandle(b []byte) (*handle, error) {
 	copy(h.uuid[:], b[24:40])
 	copy(h.ipc[:], b[72:136])
 	if h.kind != kindCUDAIPC {
-		return nil, fmt.Errorf("nvlink handle of unknown kind %d: %w", h.kind, hal.ErrInvalidArgument)
+		return nil, fmt.Errorf("CUDA IPC handle of unknown kind %d: %w", h.kind, hal.ErrInvalidArgument)
 	}
 	if h.size == 0 || h.offset > h.allocSize || h.size > h.allocSize-h.offset || h.allocSize > 1<<62 {
-		return nil, fmt.Errorf("nvlink handle is inconsistent: buffer of %d bytes at offset %d in an allocation of %d bytes: %w",
+		return nil, fmt.Errorf("CUDA IPC handle is inconsistent: buffer of %d bytes at offset %d in an allocation of %d bytes: %w",
 			h.size, h.offset, h.allocSize, hal.ErrInvalidArgument)
 	}
 	return h, nil

@@ -1,4 +1,4 @@
-package nvlink
+package cudadev
 
 import (
 	"encoding/binary"
@@ -58,10 +58,10 @@ func TestHandleRejects(t *testing.T) {
 		b       []byte
 		errText string
 	}{
-		{"empty", nil, "nvlink handle is 0 bytes, want 136"},
-		{"short", good[:64], "nvlink handle is 64 bytes, want 136"},
-		{"long", append(append([]byte(nil), good...), 0), "nvlink handle is 137 bytes, want 136"},
-		{"host backend handle", mod(func(b []byte) []byte { copy(b, "WEFTHOST"); return b }), `not an nvlink handle (magic "WEFTHOST"`},
+		{"empty", nil, "CUDA IPC handle is 0 bytes, want 136"},
+		{"short", good[:64], "CUDA IPC handle is 64 bytes, want 136"},
+		{"long", append(append([]byte(nil), good...), 0), "CUDA IPC handle is 137 bytes, want 136"},
+		{"host backend handle", mod(func(b []byte) []byte { copy(b, "WEFTHOST"); return b }), `not a CUDA IPC handle (magic "WEFTHOST"`},
 		{"version 2", mod(func(b []byte) []byte { binary.LittleEndian.PutUint16(b[8:], 2); return b }), "format version 2, this build reads version 1"},
 		{"unknown kind", mod(func(b []byte) []byte { binary.LittleEndian.PutUint16(b[10:], 9); return b }), "unknown kind 9"},
 		{"zero size", mod(func(b []byte) []byte { binary.LittleEndian.PutUint64(b[64:], 0); return b }), "inconsistent"},
@@ -123,34 +123,31 @@ func TestReadHostID(t *testing.T) {
 	}
 }
 
-// fakeDevice is a Device with an identity and no GPU, for Link.
-func fakeDevice() *Device {
-	d := &Device{ordinal: 0, visible: map[string]int{}}
-	d.ep = hal.Endpoint{Backend: Name, Hostname: "node1", HostID: "boot-a/ipc:[1]", Ordinal: 0, UUID: "GPU-aaaa", PID: 10}
-	return d
-}
-
-func TestLinkWithoutGPU(t *testing.T) {
-	d := fakeDevice()
+func TestPeerWithoutGPU(t *testing.T) {
+	d := Fake(hal.Endpoint{Backend: "nvlink", Hostname: "node1", HostID: "boot-a/ipc:[1]", Ordinal: 0, UUID: "GPU-aaaa", PID: 10})
 	tests := []struct {
-		name   string
-		peer   hal.Endpoint
-		caps   hal.Capability
-		reason string
+		name string
+		peer hal.Endpoint
+		want PeerLink
 	}{
-		{"other backend", hal.Endpoint{Backend: "host", HostID: d.ep.HostID}, 0, `peer uses backend "host"`},
-		{"other host", hal.Endpoint{Backend: Name, Hostname: "node2", HostID: "boot-b/ipc:[1]", UUID: "GPU-bbbb"}, 0, "different hosts (node1 and node2)"},
-		{"other container", hal.Endpoint{Backend: Name, Hostname: "node1", HostID: "boot-a/ipc:[2]", UUID: "GPU-bbbb"}, 0, "different hosts"},
-		{"same GPU", hal.Endpoint{Backend: Name, Hostname: "node1", HostID: d.ep.HostID, UUID: "GPU-aaaa", PID: 11}, hal.CapMemoryMapped, "same GPU"},
-		{"invisible GPU", hal.Endpoint{Backend: Name, Hostname: "node1", HostID: d.ep.HostID, UUID: "GPU-cccc"}, 0, "not visible to this process"},
+		{"other backend", hal.Endpoint{Backend: "host", HostID: d.ep.HostID}, PeerLink{Unreachable: `peer uses backend "host", not "nvlink"`}},
+		{"other host", hal.Endpoint{Backend: "nvlink", Hostname: "node2", HostID: "boot-b/ipc:[1]", UUID: "GPU-bbbb"}, PeerLink{Unreachable: "different hosts (node1 and node2)"}},
+		{"other container", hal.Endpoint{Backend: "nvlink", Hostname: "node1", HostID: "boot-a/ipc:[2]", UUID: "GPU-bbbb"},
+			PeerLink{Unreachable: "different hosts (same hostname, different boot id or IPC namespace)"}},
+		{"same GPU", hal.Endpoint{Backend: "nvlink", Hostname: "node1", HostID: d.ep.HostID, UUID: "GPU-aaaa", PID: 11},
+			PeerLink{SameGPU: true, Visible: true, PeerAccess: true, Reason: "same GPU"}},
+		{"invisible GPU", hal.Endpoint{Backend: "nvlink", Hostname: "node1", HostID: d.ep.HostID, UUID: "GPU-cccc"},
+			PeerLink{Reason: "peer GPU GPU-cccc is not visible to this process (CUDA_VISIBLE_DEVICES differs between ranks?)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := d.Link(tt.peer)
-			if l.Caps != tt.caps || !strings.Contains(l.Reason, tt.reason) {
-				t.Errorf("Link = %+v, want caps %v and a reason containing %q", l, tt.caps, tt.reason)
+			if diff := cmp.Diff(tt.want, d.Peer(tt.peer)); diff != "" {
+				t.Errorf("Peer (-want +got):\n%s", diff)
 			}
 		})
+	}
+	if got := d.String(); got != "nvlink GPU 0 (rank 0)" {
+		t.Errorf("String() = %q", got)
 	}
 }
 

@@ -1,4 +1,4 @@
-package nvlink
+package cudadev
 
 import (
 	"fmt"

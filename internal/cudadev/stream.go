@@ -1,4 +1,4 @@
-package nvlink
+package cudadev
 
 import (
 	"fmt"
@@ -133,7 +133,7 @@ func (s *Stream) check(op string) error {
 func (d *Device) stream(op string, hs hal.Stream) (*Stream, error) {
 	s, ok := hs.(*Stream)
 	if !ok || s == nil {
-		return nil, fmt.Errorf("%s on %s: stream %T is not an nvlink stream: %w", op, d, hs, hal.ErrInvalidArgument)
+		return nil, fmt.Errorf("%s on %s: stream %T is not a %s stream: %w", op, d, hs, d.backend, hal.ErrInvalidArgument)
 	}
 	if s.dev.ctx != d.ctx {
 		return nil, fmt.Errorf("%s on %s: stream belongs to %s: %w", op, d, s.dev, hal.ErrInvalidArgument)
@@ -154,7 +154,7 @@ var _ hal.Event = (*Event)(nil)
 func (e *Event) Elapsed(start hal.Event) (time.Duration, error) {
 	se, ok := start.(*Event)
 	if !ok || se == nil {
-		return 0, fmt.Errorf("event elapsed on %s: start event %T is not an nvlink event: %w", e.dev, start, hal.ErrInvalidArgument)
+		return 0, fmt.Errorf("event elapsed on %s: start event %T is not a %s event: %w", e.dev, start, e.dev.backend, hal.ErrInvalidArgument)
 	}
 	if e.closed.Load() || se.closed.Load() {
 		return 0, fmt.Errorf("event elapsed on %s: event used after Close: %w", e.dev, hal.ErrInvalidUsage)

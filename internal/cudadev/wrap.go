@@ -1,4 +1,4 @@
-package nvlink
+package cudadev
 
 import "github.com/weftccl/weft/internal/cuda"
 

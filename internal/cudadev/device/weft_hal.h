@@ -1,8 +1,8 @@
 // weft_hal.h: the device-side primitives of weft's NVIDIA backends.
 //
-// This is the HAL device header of hal/nvlink (architecture.md §2): the
-// memory-model primitives that channels/ and generated plan kernels are
-// written against. A backend for other hardware (hal/xgmi) provides the same
+// This is the HAL device header of weft's CUDA backends, hal/nvlink and
+// hal/pcie (architecture.md §2): the memory-model primitives that channels/
+// and generated plan kernels are written against. A backend for other hardware (hal/xgmi) provides the same
 // names in its own header. Everything here compiles under NVRTC with no
 // include path: no CUDA toolkit header is used, and half/bfloat16
 // arithmetic is written in inline PTX.

@@ -1,0 +1,86 @@
+package nvlink
+
+import (
+	"fmt"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/cudadev"
+)
+
+// DeviceHeaderName is the include name generated kernels use for
+// DeviceHeader: #include "weft_hal.h".
+const DeviceHeaderName = cudadev.DeviceHeaderName
+
+// Device is one GPU opened by this process on its primary CUDA context.
+// The GPU itself (memory, streams, kernels, CUDA IPC) is the embedded
+// cudadev.Device; this backend adds its link policy and the copy-engine
+// engines. It implements hal.Device, hal.MemoryMapped, hal.PortMapped,
+// hal.GraphCapturer, hal.KernelCompiler and hal.Executor. Methods are safe
+// for concurrent use.
+type Device struct {
+	*cudadev.Device
+}
+
+var (
+	_ hal.Device         = (*Device)(nil)
+	_ hal.MemoryMapped   = (*Device)(nil)
+	_ hal.PortMapped     = (*Device)(nil)
+	_ hal.GraphCapturer  = (*Device)(nil)
+	_ hal.KernelCompiler = (*Device)(nil)
+	_ hal.Executor       = (*Device)(nil)
+)
+
+// Open opens GPU cfg.Ordinal (a CUDA ordinal, as CUDA_VISIBLE_DEVICES
+// numbers them): it retains the primary context and enables peer access
+// with the other GPUs this process has open where cuDeviceCanAccessPeer
+// allows. Errors wrap hal.ErrNotSupported (no driver), hal.ErrInvalidArgument
+// (ordinal out of range) or hal.ErrDevice.
+func Open(cfg hal.Config) (*Device, error) {
+	d, err := cudadev.Open(cfg, cudadev.Options{Backend: Name, PeerAccess: true})
+	if err != nil {
+		return nil, err
+	}
+	return &Device{d}, nil
+}
+
+// Link reports CapMemoryMapped|CapPortMapped towards a peer GPU on the same
+// host (same HostID) that this GPU can access (cuDeviceCanAccessPeer), and
+// towards the same GPU; nothing otherwise, with the reason.
+func (d *Device) Link(peer hal.Endpoint) hal.Link {
+	p := d.Peer(peer)
+	switch {
+	case p.Unreachable != "":
+		return hal.Link{Reason: p.Unreachable}
+	case !p.PeerAccess:
+		return hal.Link{Reason: p.Reason}
+	}
+	return hal.Link{Caps: hal.CapMemoryMapped | hal.CapPortMapped, Reason: p.Reason}
+}
+
+// ExportPort is Export: on NVLink a port destination is a CUDA IPC export,
+// and engines write to the importer's mapping.
+func (d *Device) ExportPort(b hal.Buffer) (hal.Handle, error) { return d.Export(b) }
+
+// ImportPort is Import: the buffer's Addr is the mapping in this GPU's
+// address space, the address engines take as a Put destination or a Signal
+// target.
+func (d *Device) ImportPort(h hal.Handle) (hal.Buffer, error) { return d.Import(h) }
+
+// NewEngine creates a copy engine (cudadev.CopyEngine: a CUDA stream of
+// asynchronous copies and stream-ordered semaphore writes) for the link to
+// peer, which may be this GPU's own endpoint. Errors wrap
+// hal.ErrNotSupported when the link is not port-mapped.
+func (d *Device) NewEngine(peer hal.Endpoint) (hal.Engine, error) {
+	l := d.Link(peer)
+	if l.Caps&hal.CapPortMapped == 0 {
+		return nil, fmt.Errorf("nvlink: engine of %s to %s GPU %d: %s: %w", d, peer.Backend, peer.Ordinal, l.Reason, hal.ErrNotSupported)
+	}
+	name := fmt.Sprintf("GPU %d", peer.Ordinal)
+	if peer.UUID == d.Endpoint().UUID {
+		name = "itself"
+	}
+	if peer.PID != d.Endpoint().PID {
+		name += fmt.Sprintf(" of pid %d", peer.PID)
+	}
+	return d.NewCopyEngine(name)
+}

@@ -1,0 +1,1 @@
+../../../internal/cudadev/device/weft_hal.h
