@@ -76,6 +76,17 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 // is local: it sets nothing up.
 func (c *Comm) PlanName(call Call) string { return c.planName(call) }
 
+// PlanSMs reports, for the plan PlanName names, the thread blocks a launch
+// occupies (at most one SM each) and how many of them move data; the
+// others only push port-channel triggers and wait (plan.Plan.DataBlocks).
+// Both are 0 for a call Launch refuses.
+func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
+	if p := c.planFor(call); p != nil {
+		return p.Blocks(), p.DataBlocks()
+	}
+	return 0, 0
+}
+
 // AsyncError returns, without waiting, the first failure any launch has
 // recorded or the loss of a peer (an error wrapping hal.ErrRemote that
 // names the rank), or nil. It is what ncclCommGetAsyncError reports.

@@ -191,23 +191,31 @@ func (c *Comm) program(a *algo, t plan.DataType, op plan.RedOp, count int64) (ha
 }
 
 func (c *Comm) planName(call Call) string {
+	if p := c.planFor(call); p != nil {
+		return p.Name
+	}
+	return ""
+}
+
+// planFor is the plan Launch would use for call, or nil.
+func (c *Comm) planFor(call Call) *plan.Plan {
 	if call.Coll == algorithms.SendRecv {
 		if c.p2p == nil {
-			return ""
+			return nil
 		}
-		return c.p2p.choice.Plan.Name
+		return c.p2p.choice.Plan
 	}
 	k, err := c.checkCall(call)
 	if err != nil {
-		return ""
+		return nil
 	}
 	// The choice is computed, not set up: naming a plan is no collective
 	// call, so it must not allocate or exchange anything.
 	choices, err := algorithms.Plans(c.cfg, k.coll, k.root)
 	if err != nil {
-		return ""
+		return nil
 	}
-	return choices[algorithms.Select(choices, call.Count*int64(call.Type.Size()))].Plan.Name
+	return choices[algorithms.Select(choices, call.Count*int64(call.Type.Size()))].Plan
 }
 
 // p2pRounds splits a group's operations into rounds in which each peer

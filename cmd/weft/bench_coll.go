@@ -137,7 +137,12 @@ func (w weftColl) planName(c *collCall) string {
 	if w.zeroCopy(c) {
 		return ""
 	}
-	return w.c.PlanName(w.call(c))
+	name := w.c.PlanName(w.call(c))
+	if name == "" {
+		return ""
+	}
+	blocks, moving := w.c.PlanSMs(w.call(c))
+	return fmt.Sprintf("%s sm=%d/%d", name, blocks, moving)
 }
 
 func (w weftColl) synchronize(s hal.Stream) error { return w.c.Synchronize(s) }

@@ -164,3 +164,19 @@ func (p *Plan) validatePort(o Op) string {
 	}
 	return ""
 }
+
+// DataBlocks is the number of thread blocks whose groups move data with
+// their threads (a transfer that is not a port transfer); the other blocks
+// only push triggers, signal and wait. A port-channel AllGather has none.
+func (p *Plan) DataBlocks() int {
+	n := 0
+	for _, g := range p.Groups {
+		for _, o := range append(append([]Op{}, g.Ops...), g.After...) {
+			if o.Kind == OpTransfer && !o.Port {
+				n += g.Blocks
+				break
+			}
+		}
+	}
+	return n
+}
