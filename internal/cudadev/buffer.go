@@ -184,6 +184,18 @@ func (d *Device) AllocHostPinned(bytes int64) (*Buffer, error) {
 // memory calls run.
 func (d *Device) legacyStream() cuda.Stream { return cuda.Stream{Ctx: d.ctx} }
 
+// Own returns b as a buffer of d that is still live; errors wrap
+// hal.ErrInvalidArgument (another device's or backend's buffer) or
+// hal.ErrInvalidUsage (freed). op names the caller in messages.
+func (d *Device) Own(op string, b hal.Buffer) (*Buffer, error) { return d.buffer(op, b) }
+
+// Exportable reports whether Export accepts b: device memory allocated on
+// its device by Alloc, or a slice of it.
+func (b *Buffer) Exportable() bool {
+	root := rootOf(b)
+	return root.kind == deviceMemory && root.dev == b.dev
+}
+
 // buffer returns b as a *Buffer of d that is still live.
 func (d *Device) buffer(op string, b hal.Buffer) (*Buffer, error) {
 	nb, ok := b.(*Buffer)

@@ -51,7 +51,7 @@ type CopyEngine struct {
 	completed uint64 // last ticket known complete
 	dirty     bool   // requests queued since the last recorded mark
 
-	values *valueRing // nil when cuStreamWriteValue64 is usable
+	signals *SignalWriter
 
 	err    error // first failure (sticky)
 	closed bool
@@ -79,12 +79,9 @@ func (d *Device) NewCopyEngine(peer string) (*CopyEngine, error) {
 		e.destroy()
 		return nil, err
 	}
-	if !d.streamMemOps64 {
-		if e.values, err = d.newValueRing(); err != nil {
-			e.destroy()
-			return nil, fmt.Errorf("engine of %s to %s: %w", d, peer, err)
-		}
-		d.log.Info("no 64-bit stream memory operations: signals are 8-byte host-to-device copies")
+	if e.signals, err = d.NewSignalWriter(s); err != nil {
+		e.destroy()
+		return nil, fmt.Errorf("engine of %s to %s: %w", d, peer, err)
 	}
 	return e, nil
 }
@@ -144,18 +141,7 @@ func (e *CopyEngine) Signal(semAddr, countAddr, count uint64) error {
 		return fmt.Errorf("signal on %s: semaphore %#x and count word %#x must be non-null (semaphore) and 8-byte aligned: %w", e, semAddr, countAddr, hal.ErrInvalidArgument)
 	}
 	v := e.mirrors[semAddr] + 1
-	var err error
-	if e.values == nil {
-		err = e.stream.Signal64(cuda.DevicePtr(countAddr), count, cuda.DevicePtr(semAddr), v)
-	} else {
-		if countAddr != 0 {
-			err = e.values.write(e.stream, cuda.DevicePtr(countAddr), count)
-		}
-		if err == nil {
-			err = e.values.write(e.stream, cuda.DevicePtr(semAddr), v)
-		}
-	}
-	if err != nil {
+	if err := e.signals.Signal(countAddr, count, semAddr, v); err != nil {
 		return e.fail(fmt.Errorf("signal of semaphore %#x on %s: %w", semAddr, e, err))
 	}
 	e.mirrors[semAddr] = v
@@ -283,8 +269,8 @@ func (e *CopyEngine) destroy() error {
 		errs = append(errs, ev.Destroy())
 	}
 	e.events = nil
-	if e.values != nil {
-		errs = append(errs, e.values.close())
+	if e.signals != nil {
+		errs = append(errs, e.signals.Close())
 	}
 	if e.stream.Handle != 0 {
 		errs = append(errs, e.stream.Destroy())
@@ -293,6 +279,51 @@ func (e *CopyEngine) destroy() error {
 		return fmt.Errorf("close %s: %w", e, err)
 	}
 	return nil
+}
+
+// SignalWriter queues the stores of a port-channel signal on a stream:
+// cuStreamWriteValue64 where the device has 64-bit stream memory
+// operations, else 8-byte cuMemcpyHtoDAsync copies from a small pinned
+// ring. Either way the stores follow the earlier work of the stream. One
+// goroutine at a time uses a writer.
+type SignalWriter struct {
+	stream cuda.Stream
+	values *valueRing // nil when cuStreamWriteValue64 is usable
+}
+
+// NewSignalWriter returns a writer for stream s of d.
+func (d *Device) NewSignalWriter(s cuda.Stream) (*SignalWriter, error) {
+	w := &SignalWriter{stream: s}
+	if !d.streamMemOps64 {
+		var err error
+		if w.values, err = d.newValueRing(); err != nil {
+			return nil, err
+		}
+		d.log.Info("no 64-bit stream memory operations: signals are 8-byte host-to-device copies")
+	}
+	return w, nil
+}
+
+// Signal queues value0 stored at addr0 (skipped when addr0 is 0), then
+// value1 at addr1, after the earlier work of the stream.
+func (w *SignalWriter) Signal(addr0, value0, addr1, value1 uint64) error {
+	if w.values == nil {
+		return w.stream.Signal64(cuda.DevicePtr(addr0), value0, cuda.DevicePtr(addr1), value1)
+	}
+	if addr0 != 0 {
+		if err := w.values.write(w.stream, cuda.DevicePtr(addr0), value0); err != nil {
+			return err
+		}
+	}
+	return w.values.write(w.stream, cuda.DevicePtr(addr1), value1)
+}
+
+// Close releases the fallback ring; the stream's queued work must be done.
+func (w *SignalWriter) Close() error {
+	if w.values == nil {
+		return nil
+	}
+	return w.values.close()
 }
 
 // valueRing is the fallback for cuStreamWriteValue64: 64-bit values are
