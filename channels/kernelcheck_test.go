@@ -25,7 +25,7 @@ __device__ int __syncthreads_or(int);
 `
 
 // TestGeneratedKernelsCompile generates the CUDA source of every
-// collective's plans (LL, HB, point-to-point, both rooted forms) for
+// collective's plans (LL, HB, port-channel, point-to-point, both rooted forms) for
 // several types and operators and compiles it against the channel library
 // and the NVIDIA HAL header, with the same compilers as
 // TestReduceHeaderCompiles. It catches code generation that NVRTC would
@@ -59,6 +59,11 @@ func TestGeneratedKernelsCompile(t *testing.T) {
 			choices, err := algorithms.Plans(cfg, coll, root)
 			if err != nil {
 				t.Fatalf("%v: %v", coll, err)
+			}
+			if pp, err := algorithms.PortPlan(cfg, coll); err != nil {
+				t.Fatalf("%v over port channels: %v", coll, err)
+			} else if pp != nil {
+				choices = append(choices, algorithms.Choice{Plan: pp})
 			}
 			for _, ch := range choices {
 				for _, k := range []struct {
