@@ -1,0 +1,2 @@
+// Package pcie is weft's HAL backend for NVIDIA GPUs over PCIe.
+package pcie
