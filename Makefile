@@ -29,7 +29,7 @@ run: build
 
 # Binaries for a GPU host (no Go toolchain there). Run with:
 #   .gpu/gpu-check.sh   (WEFT_REQUIRE=nvlink is set inside)
-GPU_PKGS = ./hal/nvlink ./internal/cuda ./internal/nccl ./conformance .
+GPU_PKGS = ./hal/nvlink ./hal/pcie ./internal/cudadev ./internal/cuda ./internal/nccl ./conformance .
 gpu-bundle:
 	mkdir -p .gpu
 	CGO_ENABLED=1 $(GO) build -o .gpu/weft ./cmd/weft
@@ -38,5 +38,5 @@ gpu-bundle:
 	  name=$$(echo $$p | sed 's#^\./##; s#/#_#g; s#^\.$$#weft#'); \
 	  CGO_ENABLED=1 $(GO) test -c -o .gpu/$$name.test $$p || exit 1; \
 	done
-	cp scripts/gpu-check.sh scripts/gpu-dropin.sh .gpu/
+	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/steps.sh .gpu/
 	@ls -la .gpu

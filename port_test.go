@@ -2,6 +2,8 @@ package weft_test
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/weftccl/weft/algorithms"
@@ -50,11 +52,14 @@ func TestCollectivesPort(t *testing.T) {
 
 // TestCollectivesPortNVLink runs the port-channel plans on the GPUs:
 // copy engines move the data. It skips without GPUs, unless WEFT_REQUIRE
-// names nvlink.
+// names nvlink; WEFT_TEST_RANKS sets the number of ranks (GPUs shared).
 func TestCollectivesPortNVLink(t *testing.T) {
 	n := requireGPUs(t)
+	if v, err := strconv.Atoi(os.Getenv("WEFT_TEST_RANKS")); err == nil && v > 1 {
+		n = v // ranks share GPUs round-robin (a one-GPU machine checks the engine path too)
+	}
 	if n < 2 {
-		t.Skipf("%d GPU: collectives need 2", n)
+		t.Skipf("%d GPU: collectives need 2 (WEFT_TEST_RANKS=2 runs 2 ranks on one)", n)
 	}
 	t.Setenv("WEFT_ALGO", "port")
 	runCasesOn(t, nvlink.Name, n, portCases([]int64{1, 37, 70001, 3<<20 + 5}, []plan.DataType{plan.Float32, plan.BFloat16, plan.Float8E4M3, plan.Int64}))

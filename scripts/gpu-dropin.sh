@@ -43,37 +43,9 @@ SOAK_N=${SOAK_N:-100000}
 PORT=29700
 TORCHRUN="python3 -m torch.distributed.run --nproc-per-node $NP --master-addr 127.0.0.1"
 
-rows=()
-nbad=0
-want() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
-save() { # what comes back even if the device call is cut short
-  printf '%s\n' "${rows[@]}" >"$OUT/summary.txt"
-  tar -C "$WORK" -czf "$OUT/logs.tar.gz" --exclude='*.pt' logs 2>/dev/null
-}
-# step NAME LIMIT_S NOTE_CMD -- COMMAND...: runs COMMAND with a timeout of LIMIT_S (or what is left
-# of the budget), its output in logs/NAME.log; NOTE_CMD (a shell snippet reading $log) gives the
-# summary's note.
-step() {
-  local name=$1 limit=$2 note=$3; shift 4
-  local log=$L/$name.log rem t0 rc res
-  rem=$(left)
-  if [ "$rem" -lt 20 ]; then
-    rows+=("$(printf '%-20s %-7s %5s  %s' "$name" SKIPPED 0 "no time left in BUDGET=$BUDGET")")
-    nbad=$((nbad + 1)); save; return 1
-  fi
-  [ "$limit" -gt "$rem" ] && limit=$rem
-  echo "== $name (limit ${limit}s): $*" | tee -a "$L/steps.txt"
-  t0=$(date +%s)
-  timeout -k 10 "$limit" "$@" >"$log" 2>&1
-  rc=$?
-  case $rc in 0) res=ok;; 124|137) res=TIMEOUT;; *) res="FAIL($rc)";; esac
-  [ "$rc" -ne 0 ] && nbad=$((nbad + 1))
-  rows+=("$(printf '%-20s %-7s %5s  %s' "$name" "$res" $(( $(date +%s) - t0 )) "$(log=$log; eval "$note" 2>/dev/null | tr '\n' ' ' | cut -c1-110)")")
-  tail -n 3 "$log" | sed "s/^/   /"
-  save
-  return $rc
-}
+# shellcheck source=scripts/steps.sh
+source "$(dirname "$0")/steps.sh"
+
 # Command prefixes (timeout cannot run shell functions): weft preloaded with its log on, or the real NCCL.
 WEFT_ENV=(env LD_PRELOAD="$LIB" WEFT_DEBUG=INFO NCCL_DEBUG=INFO)
 REF_ENV=(env -u LD_PRELOAD NCCL_DEBUG=WARN)
