@@ -63,6 +63,7 @@ const (
 	rxErrCorrupt = 1 + iota // a descriptor out of protocol
 	rxErrRange              // a destination outside the buffers the receiver exported for ports
 	rxErrDevice             // a CUDA call of the receiver failed
+	rxErrClosed             // the receiving device was closed
 )
 
 func rxErrText(code uint64) string {
@@ -73,6 +74,8 @@ func rxErrText(code uint64) string {
 		return "a destination is outside the buffers it exported for ports"
 	case rxErrDevice:
 		return "a copy or signal failed on its GPU"
+	case rxErrClosed:
+		return "it was closed"
 	}
 	return fmt.Sprintf("failure code %d", code)
 }
@@ -246,7 +249,7 @@ type sender struct {
 	st   stager
 	name string // for messages
 
-	ops            []op // ring
+	ops             []op // ring
 	opHead, opCount int
 
 	fl              [sendFlights]flight

@@ -20,7 +20,9 @@ type fakeMem struct {
 	words []uint64
 }
 
-func newFakeMem(base uint64, n int) *fakeMem { return &fakeMem{base: base, words: make([]uint64, (n+7)/8)} }
+func newFakeMem(base uint64, n int) *fakeMem {
+	return &fakeMem{base: base, words: make([]uint64, (n+7)/8)}
+}
 
 func (m *fakeMem) bytes() []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&m.words[0])), 8*len(m.words))

@@ -304,6 +304,9 @@ func (d *Device) String() string {
 	return fmt.Sprintf("%s GPU %d (rank %d)", d.backend, d.ordinal, d.cfg.Rank)
 }
 
+// UUID is the GPU's UUID.
+func (d *Device) UUID() cuda.UUID { return d.uuid }
+
 // Backend is the registry name of the backend that opened the device.
 func (d *Device) Backend() string { return d.backend }
 

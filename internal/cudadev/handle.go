@@ -106,3 +106,7 @@ func hostHash(hostID string) uint64 {
 	sum := sha256.Sum256([]byte(hostID))
 	return binary.LittleEndian.Uint64(sum[:8])
 }
+
+// HostHash condenses a HostID (or any identity string, such as a job id)
+// into the 64 bits that handles carry: the first 8 bytes of its SHA-256.
+func HostHash(id string) uint64 { return hostHash(id) }

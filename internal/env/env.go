@@ -44,6 +44,7 @@ var Table = []Var{
 	{"WEFT_SYSFS_ROOT", "/sys", "root of the sysfs tree read by topology discovery"},
 	{"WEFT_ALGO", "", "plan family for the collectives of the NCCL API and Launch: ll, hb or port (port-channel plans through copy engines or the host engine; collectives without one keep their plans); unset selects by size"},
 	{"WEFT_NVLS", "", "set to 1 to allow NVLink SHARP multicast (hal/nvswitch); never on shared hosts"},
+	{"WEFT_PCIE_P2P", "1", "hal/pcie: set to 0 to turn CUDA peer access off, so that every link between GPUs is host-staged through shared memory"},
 }
 
 func lookup(name string) Var {
