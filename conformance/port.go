@@ -157,7 +157,7 @@ func waitWord(t *T, sems hal.Buffer, off int64, want uint64, peer int) (uint64, 
 			return v, nil
 		}
 		if time.Now().After(deadline) {
-			return v, t.Errorf("%w", &hal.TimeoutError{Rank: t.Rank, Peer: peer, Channel: -1, Semaphore: -1, Block: -1,
+			return v, fmt.Errorf("%w", &hal.TimeoutError{Rank: t.Rank, Peer: peer, Channel: -1, Semaphore: -1, Block: -1,
 				What: "port-mapped semaphore (polled by the host)", Expected: want, Observed: v})
 		}
 		if spins > 100 {
@@ -182,7 +182,7 @@ func waitTicket(t *T, e hal.Engine, ticket uint64, peer int) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return t.Errorf("%w", &hal.TimeoutError{Rank: t.Rank, Peer: peer, Channel: -1, Semaphore: -1, Block: -1,
+			return fmt.Errorf("%w", &hal.TimeoutError{Rank: t.Rank, Peer: peer, Channel: -1, Semaphore: -1, Block: -1,
 				What: "port-mapped flush (engine ticket)", Expected: ticket, Observed: done})
 		}
 		if spins > 100 {
@@ -601,9 +601,6 @@ func testPortFifoFull(t *T) error {
 			}
 		}
 	}
-	if err := out.Flush(time.Now().Add(t.Timeout())); err != nil {
-		return t.Errorf("flush after %d puts: %w", puts, err)
-	}
 	deadline := time.Now().Add(t.Timeout())
 	for k := 0; k < puts/perSignal; k++ {
 		if err := in.Wait(deadline); err != nil {
@@ -622,6 +619,9 @@ func testPortFifoFull(t *T) error {
 	}
 	if d := diff(fmt.Sprintf("receive half after %d puts", puts), got, want); d != "" {
 		return t.Errorf("from rank %d: %s", rg.prev, d)
+	}
+	if err := out.Flush(time.Now().Add(t.Timeout())); err != nil {
+		return t.Errorf("flush after %d puts: %w", puts, err)
 	}
 	if err := t.Barrier(); err != nil { // every rank has pushed all it will
 		return err

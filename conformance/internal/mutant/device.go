@@ -9,11 +9,12 @@ import (
 )
 
 // Device wraps a hal/host device. The embedded hal.Device gives the
-// methods the mutant does not change; MemoryMapped and Executor are
-// implemented here, GraphCapturer is not offered.
+// methods the mutant does not change; MemoryMapped, PortMapped (port.go)
+// and Executor are implemented here, GraphCapturer is not offered.
 type Device struct {
 	hal.Device
 	mm   hal.MemoryMapped
+	pm   hal.PortMapped
 	exec hal.Executor
 	kind Kind
 	name string

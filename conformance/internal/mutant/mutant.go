@@ -48,7 +48,8 @@ const (
 	WrongExport Kind = "wrong-export"
 )
 
-// Kinds lists every mutant.
+// Kinds lists the mutants of the memory-mapped capability and plans;
+// PortKinds (port.go) those of the port-mapped capability.
 var Kinds = []Kind{SignalOvertakesData, FlushEarly, TornPackets, LostSignal, StaleRead, WrongExport}
 
 // Delay is how late the timing mutants let data land: long enough that a
@@ -69,18 +70,18 @@ const prefix = "mutant-"
 // Backend returns the mutant backend of kind k, named "mutant-<k>".
 func Backend(k Kind) hal.Backend { return backend{k} }
 
-// All returns every mutant backend.
+// All returns every mutant backend, Kinds then PortKinds.
 func All() []hal.Backend {
-	out := make([]hal.Backend, len(Kinds))
-	for i, k := range Kinds {
-		out[i] = Backend(k)
+	var out []hal.Backend
+	for _, k := range append(append([]Kind{}, Kinds...), PortKinds...) {
+		out = append(out, Backend(k))
 	}
 	return out
 }
 
 // Lookup returns the mutant backend called name.
 func Lookup(name string) (hal.Backend, bool) {
-	for _, k := range Kinds {
+	for _, k := range append(append([]Kind{}, Kinds...), PortKinds...) {
 		if prefix+string(k) == name {
 			return Backend(k), true
 		}
@@ -105,7 +106,7 @@ func (b backend) Open(cfg hal.Config) (hal.Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Device{Device: inner, mm: inner.(hal.MemoryMapped), exec: inner.(hal.Executor), kind: b.kind, name: b.Name(),
+	return &Device{Device: inner, mm: inner.(hal.MemoryMapped), pm: inner.(hal.PortMapped), exec: inner.(hal.Executor), kind: b.kind, name: b.Name(),
 		live: map[*buffer]struct{}{}, decoys: map[*buffer]hal.Buffer{}}, nil
 }
 
