@@ -668,14 +668,22 @@ func testPortDeadline(t *T) error {
 	if err := check("a wait for a signal rank "+fmt.Sprint(rg.prev)+" never sends", err, rg.prev, time.Since(start), d); err != nil {
 		return err
 	}
-	for i := 0; i < 32; i++ {
-		if err := out.Put(chunk, 0, chunk); err != nil {
-			return t.Errorf("put %d to rank %d: %w", i, rg.next, err)
+	// An engine may, rarely, finish 128 MiB before the flush first looks:
+	// that is no failure, so try a few times.
+	for attempt := 1; ; attempt++ {
+		for i := 0; i < 32; i++ {
+			if err := out.Put(chunk, 0, chunk); err != nil {
+				return t.Errorf("put %d to rank %d: %w", i, rg.next, err)
+			}
 		}
-	}
-	err = out.Flush(time.Now())
-	if err := check("a flush past its deadline behind 128 MiB of puts", err, rg.next, 0, 0); err != nil {
-		return err
+		err = out.Flush(time.Now())
+		if err == nil && attempt < 3 {
+			continue
+		}
+		if err := check("a flush past its deadline behind 128 MiB of puts", err, rg.next, 0, 0); err != nil {
+			return err
+		}
+		break
 	}
 	if err := out.Flush(time.Now().Add(t.Timeout())); err != nil {
 		return t.Errorf("a flush after the timed-out one: %w", err)
