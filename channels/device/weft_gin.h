@@ -195,8 +195,10 @@ WEFT_DEV void copy_block(char* dst, const char* src, weft_u64 bytes) {
 // Block-collective.
 WEFT_DEV bool put(const Comm& g, int peer, weft_u64 dst_off, const void* src, weft_u64 bytes, int signal_id) {
   bool ok = true;
+  // The block's writes of src precede the copy (memory) or the trigger's
+  // release (port).
+  __syncthreads();
   if (g.mode[peer] == GIN_PORT) {
-    __syncthreads();  // the block's writes of src precede the trigger's release
     if (threadIdx.x == 0) {
       if (bytes != 0) ok = push(g, peer, TRIG_PUT, (weft_u64)src, g.peer_window[peer] + dst_off, bytes) != 0;
       if (ok && signal_id >= 0) ok = signal_one(g, peer, signal_id);
