@@ -18,6 +18,7 @@ import (
 	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/nvlink"
+	_ "github.com/weftccl/weft/hal/pcie"
 	"github.com/weftccl/weft/hal/plan"
 	"github.com/weftccl/weft/internal/env"
 )

@@ -4,4 +4,5 @@ package main
 import (
 	_ "github.com/weftccl/weft/hal/host"
 	_ "github.com/weftccl/weft/hal/nvlink"
+	_ "github.com/weftccl/weft/hal/pcie"
 )
