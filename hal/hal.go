@@ -219,6 +219,11 @@ type PortMapped interface {
 //
 // Addresses are device addresses: src and local destinations in this
 // device's address space, remote destinations as ImportPort gives them.
+//
+// A semaphore word an engine signals must be signalled by that engine only,
+// and hold 0 before its first signal: an engine may implement the add as a
+// store of a counter it keeps per semaphore (a copy engine writes the new
+// value with a stream-ordered store; a host-staged one sends it).
 type Engine interface {
 	// Put queues a copy of bytes from local address src to remote address
 	// dst (inside a buffer imported with ImportPort from the engine's peer).
