@@ -97,7 +97,12 @@ func mapShm(path string, size int64, create bool, p pinner) (*shmMap, error) {
 }
 
 // release drops a reference; the last one unpins and unmaps.
-func (m *shmMap) release() error {
+func (m *shmMap) release() error { return m.releaseWith(nil) }
+
+// releaseWith is release, unpinning with p (when not nil) rather than the
+// pinner that pinned: a registration is process-wide (PORTABLE), and the
+// GPU that made it may have been closed since.
+func (m *shmMap) releaseWith(p pinner) error {
 	shmMaps.Lock()
 	defer shmMaps.Unlock()
 	if m.refs--; m.refs > 0 {
@@ -106,7 +111,10 @@ func (m *shmMap) release() error {
 	delete(shmMaps.m, m.path)
 	var errs []error
 	if m.pin != nil {
-		errs = append(errs, m.pin.unpin(m.mem))
+		if p == nil {
+			p = m.pin
+		}
+		errs = append(errs, p.unpin(m.mem))
 	}
 	if err := syscall.Munmap(m.mem); err != nil {
 		errs = append(errs, fmt.Errorf("pcie: unmap %s: %v: %w", m.path, err, hal.ErrSystem))

@@ -181,7 +181,8 @@ func (e *stagedEngine) Close() error {
 	if werr := waitStream(e.stream.s, deadline); werr != nil {
 		return errors.Join(err, fmt.Errorf("close %s: %w", e.name, werr))
 	}
-	return errors.Join(err, e.stream.destroy(), e.m.release())
+	_, ctx := e.dev.CUDA()
+	return errors.Join(err, e.stream.destroy(), e.m.releaseWith(ctxPinner{ctx}))
 }
 
 // rxInbox is an inbox the receive loop serves.
@@ -336,7 +337,8 @@ func (rx *rxLoop) closeInbox(in *rxInbox, deadline time.Time) {
 		rx.log("inbox copies did not finish", "sender_pid", in.a.senderPID, "err", err)
 		return
 	}
-	if err := errors.Join(in.w.Close(), in.stream.destroy(), in.a.m.release()); err != nil {
+	_, ctx := rx.dev.CUDA()
+	if err := errors.Join(in.w.Close(), in.stream.destroy(), in.a.m.releaseWith(ctxPinner{ctx})); err != nil {
 		rx.log("closing an inbox", "sender_pid", in.a.senderPID, "err", err)
 	}
 	rx.index.free(in.a.entry)
