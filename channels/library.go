@@ -10,7 +10,9 @@ import (
 var deviceFS embed.FS
 
 // DeviceLibrary returns the channel device library: the C++ headers
-// (include name -> source) that generated plan kernels include. They are
+// (include name -> source) that generated plan kernels include, and the
+// device API that hand-written kernels include (weft_gin.h; see
+// ConnectDevice and docs/device-api.md). They are
 // written against the backend's HAL device header (weft_hal.h) and compile
 // under NVRTC and hipRTC with no toolkit headers.
 func DeviceLibrary() map[string]string {

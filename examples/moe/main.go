@@ -54,6 +54,7 @@ type options struct {
 	warmup, iters int
 	baseline      bool
 	check         bool
+	ordinal       int
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
@@ -74,6 +75,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&o.iters, "iters", 20, "timed iterations")
 	fs.BoolVar(&o.baseline, "nccl", true, "time the same exchange with NCCL (GPU backends)")
 	fs.BoolVar(&o.check, "check", true, "compare the output with the host reference")
+	fs.IntVar(&o.ordinal, "ordinal", -1, "device ordinal of every rank (-1: the rank's local rank); ranks may share a GPU")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -121,6 +123,9 @@ func runRank(ctx context.Context, boot bootstrap.Bootstrap, localRank int, jobID
 	}
 	if name != "host" && env.String("WEFT_NVLS") != "1" {
 		os.Setenv("NCCL_NVLS_ENABLE", "0") // architecture.md §8
+	}
+	if o.ordinal >= 0 {
+		localRank = o.ordinal
 	}
 	dev, err := hal.Open(name, hal.Config{Ordinal: localRank, Rank: rank, JobID: jobID})
 	if err != nil {
