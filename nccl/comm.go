@@ -17,9 +17,10 @@ import (
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/hal"
-	"github.com/weftccl/weft/hal/nvlink"
+	_ "github.com/weftccl/weft/hal/nvlink"
 	_ "github.com/weftccl/weft/hal/pcie"
 	"github.com/weftccl/weft/hal/plan"
+	"github.com/weftccl/weft/internal/cudadev"
 	"github.com/weftccl/weft/internal/env"
 )
 
@@ -190,7 +191,7 @@ func (c *comm) stream(h uintptr) (hal.Stream, error) {
 	}
 	var s hal.Stream
 	switch d := c.dev.(type) {
-	case *nvlink.Device:
+	case cudaStreams:
 		s = d.WrapStream(h)
 	default:
 		if h != 0 {
@@ -210,8 +211,14 @@ func (c *comm) stream(h uintptr) (hal.Stream, error) {
 // backends without CUDA streams (hal/host) there is no stream to order
 // later work after them.
 func (c *comm) synchronous() bool {
-	_, ok := c.dev.(*nvlink.Device)
+	_, ok := c.dev.(cudaStreams)
 	return !ok
+}
+
+// cudaStreams is implemented by the CUDA backends (hal/nvlink, hal/pcie):
+// a cudaStream_t of the caller becomes a hal stream.
+type cudaStreams interface {
+	WrapStream(h uintptr) *cudadev.Stream
 }
 
 // syncStreams waits, with weft's deadline, for the work queued on every
