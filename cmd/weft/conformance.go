@@ -32,9 +32,11 @@ var conformanceCmd = &cobra.Command{
 	Use:   "conformance [flags]",
 	Short: "run the HAL conformance suite on the registered backends",
 	Long: `conformance runs weft's HAL conformance suite: contract tests of every
-capability a backend offers on the links between its devices (memory-mapped
-today: export/import across processes, put/signal/wait, get, flush, LL16 and
-LL8 packets, relaxed variants, deadlines, bad input), and quality tests that
+capability a backend offers on the links between its devices (memory-mapped:
+export/import across processes, put/signal/wait, get, flush, LL16 and LL8
+packets, relaxed variants, deadlines, bad input; port-mapped: engine puts,
+signals, flushes and copies, the PortChannel API through the proxy, a full
+FIFO, deadlines), and quality tests that
 compare measured put bandwidth and signal round-trip latency with floors.
 
 Each test ends Pass, Fail, NotSupported (the backend does not offer what it
