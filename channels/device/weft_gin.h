@@ -115,6 +115,12 @@ struct Deadline {
   }
 };
 
+// all_ok synchronises the block and reports whether every thread
+// succeeded. It keeps no state in shared memory, so a kernel need not
+// initialise anything before its first call (weft_channels.h's block_ok
+// relies on begin()).
+WEFT_DEV bool all_ok(bool ok) { return __syncthreads_or(!ok) == 0; }
+
 // ---- addresses -------------------------------------------------------------
 
 WEFT_DEV weft_u64 sig_index(const Comm& g, int id, int src) { return (weft_u64)id * g.nranks + src; }
@@ -208,7 +214,7 @@ WEFT_DEV bool put(const Comm& g, int peer, weft_u64 dst_off, const void* src, we
     __syncthreads();
     if (threadIdx.x == 0 && signal_id >= 0) ok = signal_one(g, peer, signal_id);
   }
-  return block_ok(ok);
+  return all_ok(ok);
 }
 
 // signal adds one to peer's word of signal id from this rank, after the
@@ -216,7 +222,7 @@ WEFT_DEV bool put(const Comm& g, int peer, weft_u64 dst_off, const void* src, we
 WEFT_DEV bool signal(const Comm& g, int peer, int id) {
   __syncthreads();
   bool ok = threadIdx.x != 0 || signal_one(g, peer, id);
-  return block_ok(ok);
+  return all_ok(ok);
 }
 
 // read_signal: signal id from peer since its last reset, with acquire
@@ -246,7 +252,7 @@ WEFT_DEV bool wait_signal(const Comm& g, int peer, int id, weft_u64 value) {
     }
     if (ok) ld_acquire_sys(w);
   }
-  return block_ok(ok);
+  return all_ok(ok);
 }
 
 // reset_signal makes read_signal(g, peer, id) 0 by recording the current
@@ -277,7 +283,7 @@ WEFT_DEV bool counter_put(const Comm& g, int peer, int counter) {
     if (g.mode[peer] == GIN_PORT) ok = push(g, peer, TRIG_COUNTER, 0, 0, (weft_u64)counter) != 0;
     else red_add_release_sys((weft_u64*)g.counters + counter, 1);
   }
-  return block_ok(ok);
+  return all_ok(ok);
 }
 
 // read_counter: counter i since its last reset. One thread.
@@ -299,7 +305,7 @@ WEFT_DEV bool wait_counter(const Comm& g, int i, weft_u64 value) {
       }
     }
   }
-  return block_ok(ok);
+  return all_ok(ok);
 }
 
 // reset_counter makes read_counter(g, i) 0. Valid only while no
@@ -325,7 +331,7 @@ WEFT_DEV bool flush(const Comm& g, int peer) {
       }
     }
   }
-  return block_ok(ok);
+  return all_ok(ok);
 }
 
 }  // namespace gin

@@ -30,6 +30,7 @@ const prelude = `#if defined(__clang__) && defined(__CUDA__)
 struct weft_dim3 { unsigned x, y, z; };
 extern __device__ weft_dim3 threadIdx, blockIdx, blockDim, gridDim;
 __device__ void __syncthreads();
+__device__ int __syncthreads_or(int);
 __device__ void __nanosleep(unsigned);
 __device__ float __int_as_float(int);
 __device__ unsigned __float_as_uint(float);

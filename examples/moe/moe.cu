@@ -150,7 +150,7 @@ extern "C" __global__ void __launch_bounds__(512) moe_combine(const __grid_const
       }
       if (ok) ld_acquire_sys(w);
     }
-    if (!block_ok(ok)) return;
+    if (!gin::all_ok(ok)) return;
   }
   const char* win = (const char*)g.window;
   const weft_u64 vpr = l.R / 16;
