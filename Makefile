@@ -34,6 +34,7 @@ gpu-bundle:
 	mkdir -p .gpu
 	CGO_ENABLED=1 $(GO) build -o .gpu/weft ./cmd/weft
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o .gpu/libweft_nccl.so ./nccl
+	CGO_ENABLED=1 $(GO) build -o .gpu/moe ./examples/moe
 	for p in $(GPU_PKGS); do \
 	  name=$$(echo $$p | sed 's#^\./##; s#/#_#g; s#^\.$$#weft#'); \
 	  CGO_ENABLED=1 $(GO) test -c -o .gpu/$$name.test $$p || exit 1; \

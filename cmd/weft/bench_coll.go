@@ -142,7 +142,7 @@ func (w weftColl) planName(c *collCall) string {
 		return ""
 	}
 	blocks, moving := w.c.PlanSMs(w.call(c))
-	return fmt.Sprintf("%s sm=%d/%d", name, blocks, moving)
+	return fmt.Sprintf("%s(sm=%d/%d)", name, blocks, moving)
 }
 
 func (w weftColl) synchronize(s hal.Stream) error { return w.c.Synchronize(s) }

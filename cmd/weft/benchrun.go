@@ -454,7 +454,7 @@ func printHeader(w io.Writer, cfg *benchConfig, n int, devs []deviceLine, plans 
 		fmt.Fprintf(w, "# weft plans: %s\n", strings.Join(plans, ", "))
 	}
 	if cfg.planColumn() {
-		fmt.Fprintf(w, "# plan: the weft plan that served the out-of-place call of each size; sm=B/D: thread blocks (SMs) it occupied / those moving data\n")
+		fmt.Fprintf(w, "# plan: the weft plan that served the out-of-place call of each size; (sm=B/D): thread blocks (SMs) it occupied / those moving data\n")
 	}
 	fmt.Fprintf(w, "#\n")
 	planHdr := func(s string) string {
