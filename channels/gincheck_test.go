@@ -45,20 +45,15 @@ __global__ void __launch_bounds__(256) gin_every_call(const __grid_constant__ ch
 }
 `
 
-// halHeader reads the NVIDIA HAL device header (hal/nvlink's, or where
-// the CUDA backends keep it).
+// halHeader reads the NVIDIA HAL device header (internal/cudadev's, shared
+// by hal/nvlink and hal/pcie).
 func halHeader(t *testing.T) string {
 	t.Helper()
-	for _, p := range []string{
-		filepath.Join("..", "hal", "nvlink", "device", "weft_hal.h"),
-		filepath.Join("..", "internal", "cudadev", "device", "weft_hal.h"),
-	} {
-		if b, err := os.ReadFile(p); err == nil {
-			return string(b)
-		}
+	b, err := os.ReadFile(filepath.Join("..", "internal", "cudadev", "device", "weft_hal.h"))
+	if err != nil {
+		t.Fatalf("the CUDA HAL device header: %v", err)
 	}
-	t.Fatal("no weft_hal.h under hal/nvlink/device or internal/cudadev/device")
-	return ""
+	return string(b)
 }
 
 // TestGinHeaderCompiles compiles a kernel that calls every function of the

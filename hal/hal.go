@@ -251,18 +251,64 @@ type Engine interface {
 	Close() error
 }
 
-// SwitchMapped is the switch-mapped capability (NVLink SHARP and the like).
+// SwitchMapped is the switch-mapped capability (NVLink SHARP, MSCCL++'s
+// SwitchChannel, NCCL's NVLS and Multimem): a multicast group spans the
+// same range of memory on several devices; a store through the group's
+// address reaches every member, and a load-reduce through it returns the
+// element-wise reduction of every member's copy, computed in the switch.
+//
+// Setting a group up takes three steps separated by barriers among its
+// members (package channels runs them over the bootstrap):
+//
+//  1. one member calls NewMulticast and sends Handle to the others, who
+//     call ImportMulticast; either call adds the caller's device to the
+//     group;
+//  2. after every member has joined, each calls Bind with local memory;
+//  3. after every member has bound, Addr is valid on each and kernels use
+//     it with the device header's multimem primitives.
+//
+// On shared NVIDIA hosts the hardware path stays disabled unless
+// WEFT_NVLS=1 (architecture.md §8): there NewMulticast returns an error
+// wrapping ErrNotSupported with that reason.
 type SwitchMapped interface {
-	// NewMulticast creates a multicast group of size devices, bytes long.
-	// On shared NVIDIA hosts this must stay disabled unless WEFT_NVLS=1.
-	NewMulticast(bytes int64, size int) (Multicast, error)
+	// MulticastGranularity is the size in bytes that a group's length, and
+	// the length and alignment of memory bound to it, are multiples of.
+	MulticastGranularity() (int64, error)
+	// NewMulticast creates a group of ranks devices (this one included),
+	// bytes long (rounded up to the granularity). Errors wrap
+	// ErrInvalidArgument for bytes ≤ 0 or ranks < 1, ErrNotSupported where
+	// the device or the host policy does not allow multicast.
+	NewMulticast(bytes int64, ranks int) (Multicast, error)
+	// ImportMulticast joins the group whose Handle another process of the
+	// job exported. A malformed handle is refused with ErrInvalidArgument;
+	// a group of another job, or one already full or closed, with
+	// ErrInvalidUsage.
+	ImportMulticast(h Handle) (Multicast, error)
+	// SwitchHeader is the device-side multimem library (C++ source, include
+	// name "weft_switch_hal.h") that kernels of switch plans include:
+	// load-reduce and store through a multicast address. Empty for backends
+	// that execute plans in software.
+	SwitchHeader() string
 }
 
-// Multicast is a multicast group.
+// Multicast is one device's membership of a multicast group.
 type Multicast interface {
+	// Handle is the exportable description of the group, for
+	// ImportMulticast on the other members.
 	Handle() (Handle, error)
+	// Size is the group's length in bytes.
+	Size() int64
+	// Bind backs this member's copy of the group with local device memory b
+	// (from Device.Alloc, at least Size bytes). Every member must have
+	// joined first; errors wrap ErrInvalidUsage for a second Bind or a
+	// group still missing members, ErrInvalidArgument for a buffer of
+	// another device or one too small.
 	Bind(b Buffer) error
+	// Addr is the group's multicast address on this device, 0 before Bind.
+	// Plain loads and stores through it are undefined; the device header's
+	// multimem primitives use it (hal/host: the plan interpreter).
 	Addr() uint64
+	// Close unbinds and leaves the group; the last member to leave frees it.
 	Close() error
 }
 

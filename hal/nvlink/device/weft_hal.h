@@ -1,1 +1,0 @@
-../../../internal/cudadev/device/weft_hal.h
