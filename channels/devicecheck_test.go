@@ -69,7 +69,7 @@ __global__ void every_type(weft_u32x4* p, weft_u64* q, weft_u64 s, int n) {
 // sm_90 when clang++ is installed (inline PTX constraints included), else
 // as host C++ with g++ (templates and types only), else it skips.
 func TestReduceHeaderCompiles(t *testing.T) {
-	hal, err := os.ReadFile(filepath.Join("..", "hal", "nvlink", "device", "weft_hal.h"))
+	hal, err := os.ReadFile(filepath.Join("..", "internal", "cudadev", "device", "weft_hal.h"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ __device__ int __syncthreads_or(int);
 // TestReduceHeaderCompiles. It catches code generation that NVRTC would
 // refuse before a GPU run does.
 func TestGeneratedKernelsCompile(t *testing.T) {
-	hal, err := os.ReadFile(filepath.Join("..", "hal", "nvlink", "device", "weft_hal.h"))
+	hal, err := os.ReadFile(filepath.Join("..", "internal", "cudadev", "device", "weft_hal.h"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,6 @@ __device__ double fmin(double, double);
 func TestKernelCompiles(t *testing.T) {
 	var hal []byte
 	for _, p := range []string{
-		filepath.Join("..", "..", "hal", "nvlink", "device", "weft_hal.h"),
 		filepath.Join("..", "..", "internal", "cudadev", "device", "weft_hal.h"),
 	} {
 		if b, err := os.ReadFile(p); err == nil {
