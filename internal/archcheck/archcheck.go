@@ -1,0 +1,266 @@
+// Package archcheck checks weft's layering rules (architecture.md §1) on the
+// source tree and measures what each hardware backend costs in lines:
+//
+//   - a backend (a package under hal/ other than hal/plan) imports no other
+//     backend, and neither channels nor algorithms, directly or through
+//     other packages of the module;
+//   - channels and algorithms import no backend, directly or indirectly;
+//   - topology imports no backend.
+//
+// Only non-test Go files count: tests may wire several layers together.
+// Build constraints are ignored (every file of a package is read), so a
+// forbidden import behind a cgo or OS tag is still found. The test in this
+// package prints the table of backends and their line counts and fails on
+// any violation; `weft`'s porting guide (docs/porting.md) quotes it.
+package archcheck
+
+import (
+	"bufio"
+	"fmt"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Graph is the import graph of a module's packages, by import path, from
+// their non-test Go files.
+type Graph struct {
+	Module string
+	Root   string              // directory of go.mod
+	Dirs   map[string]string   // import path -> directory
+	Deps   map[string][]string // import path -> imported paths (module packages only), sorted
+}
+
+// Load parses every non-test Go file under root (a module root holding
+// go.mod), skipping testdata, hidden directories and directories named
+// vendor. Errors name the file that could not be read or parsed.
+func Load(root string) (*Graph, error) {
+	mod, err := modulePath(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return nil, err
+	}
+	g := &Graph{Module: mod, Root: root, Dirs: map[string]string{}, Deps: map[string][]string{}}
+	deps := map[string]map[string]bool{}
+	fset := token.NewFileSet()
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(p))
+		if err != nil {
+			return err
+		}
+		pkg := mod
+		if rel != "." {
+			pkg = mod + "/" + filepath.ToSlash(rel)
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+		if err != nil {
+			return fmt.Errorf("archcheck: parse %s: %w", p, err)
+		}
+		g.Dirs[pkg] = filepath.Dir(p)
+		if deps[pkg] == nil {
+			deps[pkg] = map[string]bool{}
+		}
+		for _, im := range f.Imports {
+			ip, err := strconv.Unquote(im.Path.Value)
+			if err != nil {
+				return fmt.Errorf("archcheck: %s: import %s: %w", p, im.Path.Value, err)
+			}
+			if ip == mod || strings.HasPrefix(ip, mod+"/") {
+				deps[pkg][ip] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for pkg, set := range deps {
+		list := make([]string, 0, len(set))
+		for ip := range set {
+			list = append(list, ip)
+		}
+		sort.Strings(list)
+		g.Deps[pkg] = list
+	}
+	return g, nil
+}
+
+func modulePath(gomod string) (string, error) {
+	f, err := os.Open(gomod)
+	if err != nil {
+		return "", fmt.Errorf("archcheck: %w", err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(s.Text()), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`), nil
+		}
+	}
+	return "", fmt.Errorf("archcheck: no module line in %s", gomod)
+}
+
+// Backends returns the import paths of the hardware backends: the packages
+// directly under hal/ except hal/plan (the plan IR shared by all), sorted.
+func (g *Graph) Backends() []string {
+	var out []string
+	for pkg := range g.Dirs {
+		rel := strings.TrimPrefix(pkg, g.Module+"/")
+		dir, name := path.Split(rel)
+		if dir == "hal/" && name != "plan" {
+			out = append(out, pkg)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Path returns a chain of imports from pkg to a package for which bad
+// returns true (pkg first, the bad package last), or nil if none is
+// reachable. The search is breadth-first, so the chain is a shortest one.
+func (g *Graph) Path(pkg string, bad func(string) bool) []string {
+	prev := map[string]string{pkg: ""}
+	queue := []string{pkg}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, d := range g.Deps[cur] {
+			if _, seen := prev[d]; seen {
+				continue
+			}
+			prev[d] = cur
+			if bad(d) {
+				chain := []string{d}
+				for at := cur; at != ""; at = prev[at] {
+					chain = append([]string{at}, chain...)
+				}
+				return chain
+			}
+			queue = append(queue, d)
+		}
+	}
+	return nil
+}
+
+// Violations lists every breach of the layering rules, one line each with
+// the import chain that causes it, sorted.
+func (g *Graph) Violations() []string {
+	backends := g.Backends()
+	isBackend := map[string]bool{}
+	for _, b := range backends {
+		isBackend[b] = true
+	}
+	short := func(chain []string) string {
+		parts := make([]string, len(chain))
+		for i, c := range chain {
+			parts[i] = strings.TrimPrefix(c, g.Module+"/")
+		}
+		return strings.Join(parts, " -> ")
+	}
+	var out []string
+	upper := func(p string) bool {
+		rel := strings.TrimPrefix(p, g.Module+"/")
+		for _, top := range []string{"channels", "algorithms"} {
+			if rel == top || strings.HasPrefix(rel, top+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, b := range backends {
+		if c := g.Path(b, func(p string) bool { return p != b && (isBackend[p] || upper(p)) }); c != nil {
+			out = append(out, "backend imports another backend or an upper layer: "+short(c))
+		}
+	}
+	for pkg := range g.Dirs {
+		rel := strings.TrimPrefix(pkg, g.Module+"/")
+		top := strings.SplitN(rel, "/", 2)[0]
+		if top != "channels" && top != "algorithms" && top != "topology" {
+			continue
+		}
+		if c := g.Path(pkg, func(p string) bool { return isBackend[p] }); c != nil {
+			out = append(out, top+" imports a backend: "+short(c))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Lines counts the lines of a backend's non-test Go files and of the files
+// under its device/ directory (its device headers), which is what a vendor
+// writes to port weft.
+type Lines struct {
+	Package string
+	Go      int
+	Device  int
+}
+
+// Total is Go + Device.
+func (l Lines) Total() int { return l.Go + l.Device }
+
+// Count returns the line counts of pkg (a package of g).
+func (g *Graph) Count(pkg string) (Lines, error) {
+	dir := g.Dirs[pkg]
+	l := Lines{Package: strings.TrimPrefix(pkg, g.Module+"/")}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return l, fmt.Errorf("archcheck: %w", err)
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() || !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") {
+			continue
+		}
+		c, err := countLines(filepath.Join(dir, n))
+		if err != nil {
+			return l, err
+		}
+		l.Go += c
+	}
+	devDir := filepath.Join(dir, "device")
+	ents, err = os.ReadDir(devDir)
+	if err != nil && !os.IsNotExist(err) {
+		return l, fmt.Errorf("archcheck: %w", err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		c, err := countLines(filepath.Join(devDir, e.Name()))
+		if err != nil {
+			return l, err
+		}
+		l.Device += c
+	}
+	return l, nil
+}
+
+func countLines(p string) (int, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, fmt.Errorf("archcheck: %w", err)
+	}
+	n := strings.Count(string(b), "\n")
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		n++
+	}
+	return n, nil
+}

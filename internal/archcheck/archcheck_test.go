@@ -1,0 +1,119 @@
+package archcheck
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// xgmiBudget is issue 10's limit on hal/xgmi (Go and device header): the
+// porting proof is that a second vendor fits in fewer lines than MSCCL++'s
+// AMD port took (about 1,300).
+const xgmiBudget = 1300
+
+// TestLayering checks weft's own tree: it prints every backend's line
+// count (go test -v) and fails on any import that breaks the layering, or
+// if hal/xgmi outgrows its budget.
+func TestLayering(t *testing.T) {
+	g, err := Load(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := g.Backends()
+	if len(backends) < 2 {
+		t.Fatalf("found %d backends under hal/ (%v): the walk is broken", len(backends), backends)
+	}
+	t.Logf("%-14s %6s %7s %6s  %s", "backend", "go", "device", "total", "runtime packages it builds on")
+	for _, b := range backends {
+		l, err := g.Count(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rt []string
+		for _, d := range g.Deps[b] {
+			if rel := strings.TrimPrefix(d, g.Module+"/"); strings.HasPrefix(rel, "internal/") {
+				rt = append(rt, rel)
+			}
+		}
+		t.Logf("%-14s %6d %7d %6d  %s", l.Package, l.Go, l.Device, l.Total(), strings.Join(rt, " "))
+		if l.Package == "hal/xgmi" && l.Total() > xgmiBudget {
+			t.Errorf("hal/xgmi is %d lines (Go %d + device %d), over its budget of %d", l.Total(), l.Go, l.Device, xgmiBudget)
+		}
+	}
+	for _, v := range g.Violations() {
+		t.Error(v)
+	}
+}
+
+// writeModule lays out a module from a map of relative path -> contents.
+func writeModule(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for rel, src := range files {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// TestViolationsFound builds a small module that breaks every rule once,
+// directly and through an intermediate package, and checks that each
+// breach is reported with its chain and nothing else is.
+func TestViolationsFound(t *testing.T) {
+	root := writeModule(t, map[string]string{
+		"go.mod":                  "module example.com/m\n\ngo 1.22\n",
+		"hal/hal.go":              "package hal\n",
+		"hal/plan/plan.go":        "package plan\nimport _ \"example.com/m/hal\"\n",
+		"hal/a/a.go":              "package a\nimport _ \"example.com/m/internal/shared\"\n",
+		"hal/a/device/weft_hal.h": "// one\n// two\n",
+		"hal/b/b.go":              "package b\n\nimport _ \"example.com/m/channels\"\n",
+		"hal/c/c.go":              "package c\nimport _ \"example.com/m/hal/plan\"\n",
+		"hal/c/c_test.go":         "package c\nimport _ \"example.com/m/hal/a\"\n",
+		"internal/shared/s.go":    "package shared\nimport _ \"example.com/m/hal/c\"\n",
+		"channels/ch.go":          "package channels\nimport _ \"example.com/m/hal\"\n",
+		"algorithms/al.go":        "package algorithms\nimport _ \"example.com/m/internal/shared\"\n",
+		"topology/topo.go":        "package topology\nimport _ \"example.com/m/hal/b\"\n",
+		"testdata/x/x.go":         "package x\nimport _ \"example.com/m/hal/a\"\n",
+	})
+	g, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"example.com/m/hal/a", "example.com/m/hal/b", "example.com/m/hal/c"}, g.Backends()); diff != "" {
+		t.Errorf("backends (-want +got):\n%s", diff)
+	}
+	want := []string{
+		"algorithms imports a backend: algorithms -> internal/shared -> hal/c",
+		"backend imports another backend or an upper layer: hal/a -> internal/shared -> hal/c",
+		"backend imports another backend or an upper layer: hal/b -> channels",
+		"topology imports a backend: topology -> hal/b",
+	}
+	if diff := cmp.Diff(want, g.Violations()); diff != "" {
+		t.Errorf("violations (-want +got):\n%s", diff)
+	}
+	l, err := g.Count("example.com/m/hal/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Go != 2 || l.Device != 2 || l.Total() != 4 {
+		t.Errorf("hal/a counted %+v, want Go 2 Device 2", l)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "go.mod") {
+		t.Errorf("no go.mod: err = %v, want one naming go.mod", err)
+	}
+	root := writeModule(t, map[string]string{"go.mod": "module example.com/m\n", "bad/b.go": "package b\nimport (\n"})
+	if _, err := Load(root); err == nil || !strings.Contains(err.Error(), "b.go") {
+		t.Errorf("broken file: err = %v, want one naming b.go", err)
+	}
+}
