@@ -104,6 +104,13 @@ type Endpoint struct {
 	UUID     string `json:"uuid,omitempty"`
 	PCIBusID string `json:"pci_bus_id,omitempty"`
 	PID      int    `json:"pid"`
+	// Node is the node the device belongs to: HostID unless WEFT_NODE_ID
+	// names an emulated node. Devices of different nodes reach each other
+	// only through a Network.
+	Node string `json:"node,omitempty"`
+	// Net holds this rank's Address on each opened network, by network
+	// name (package channels fills it before the endpoints are exchanged).
+	Net map[string][]byte `json:"net,omitempty"`
 }
 
 // Link describes what a device can do on the link to one peer.

@@ -1,0 +1,123 @@
+package hal
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Network is a transport between devices that share no memory-mapped or
+// port-mapped link: devices on different nodes (or on emulated nodes of one
+// host, WEFT_NODE_ID). It is the port-mapped capability carried over a
+// network: RDMA verbs (hal/ib) or TCP sockets (hal/socket), as NCCL's net
+// plugins are. A network registers itself from init with RegisterNetwork;
+// package channels opens it for the local device and uses its engines
+// exactly as it uses a device's [PortMapped] engines, through the same
+// proxy and FIFO.
+type Network interface {
+	// Name is the short name used by WEFT_NET and in reports ("ib",
+	// "socket").
+	Name() string
+	// Probe reports whether the transport can run here ("no RDMA device",
+	// "no interface matches WEFT_SOCKET_IFNAME=eth9"). Cheap; never fails;
+	// leaves nothing behind.
+	Probe() Availability
+	// Open readies the transport for dev, the device whose memory its
+	// engines read and write (directly where the NIC reaches it, else
+	// staged through host memory with dev's copies). cfg names this rank
+	// and the job.
+	Open(dev Device, cfg NetConfig) (NetDevice, error)
+}
+
+// NetConfig is what a Network needs to open.
+type NetConfig struct {
+	Rank   int    // this process's rank, for messages and frames
+	NRanks int    // ranks of the job, ≥ 1
+	JobID  string // the job; frames and handles of another job are refused
+}
+
+// NetDevice is one rank's side of a Network. It is port-mapped: ExportPort
+// registers local memory as a destination of peers' engines (an RDMA
+// memory region, a socket receiver's window), ImportPort resolves a peer's
+// registration to the remote address an engine takes, NewEngine connects
+// to a peer. The peer's Endpoint must carry its Address under the
+// network's name in Endpoint.Net (package channels exchanges them through
+// the bootstrap before connecting).
+//
+// Received puts and signals are applied by the NetDevice itself (a
+// receiver goroutine per connection for sockets; the NIC for RDMA) in the
+// order each engine issued them: a signal's semaphore is stored only after
+// the data of earlier puts of that engine is visible in the destination
+// device's memory.
+type NetDevice interface {
+	PortMapped
+	// Address is this rank's connection information (listening addresses,
+	// queue-pair numbers), opaque to everything but the network itself.
+	Address() []byte
+	// Close stops receiving, closes every connection and engine, and
+	// releases registrations. Errors of a peer lost earlier are not
+	// repeated here.
+	Close() error
+}
+
+var (
+	netRegistry   = map[string]Network{}
+	netPreference = []string{"ib", "socket"}
+)
+
+// RegisterNetwork adds a network to the registry; it panics if the name is
+// taken (a programming error found at init).
+func RegisterNetwork(n Network) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := netRegistry[n.Name()]; dup {
+		panic(fmt.Sprintf("hal: network %q registered twice", n.Name()))
+	}
+	netRegistry[n.Name()] = n
+}
+
+// Networks returns the registered networks sorted by name.
+func Networks() []Network {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	out := make([]Network, 0, len(netRegistry))
+	for _, n := range netRegistry {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out
+}
+
+// LookupNetwork returns the network called name; the error wraps
+// ErrInvalidArgument and lists the registered names.
+func LookupNetwork(name string) (Network, error) {
+	registryMu.Lock()
+	n, ok := netRegistry[name]
+	registryMu.Unlock()
+	if !ok {
+		var names []string
+		for _, n := range Networks() {
+			names = append(names, n.Name())
+		}
+		return nil, fmt.Errorf("unknown network %q (registered: %s): %w", name, strings.Join(names, ", "), ErrInvalidArgument)
+	}
+	return n, nil
+}
+
+// AutoNetwork returns the first available registered network in the order
+// ib, socket, with the reasons the others were skipped.
+func AutoNetwork() (Network, []string, error) {
+	var skipped []string
+	for _, name := range netPreference {
+		n, err := LookupNetwork(name)
+		if err != nil {
+			continue
+		}
+		if a := n.Probe(); a.Available {
+			return n, skipped, nil
+		} else {
+			skipped = append(skipped, name+": "+a.Reason)
+		}
+	}
+	return nil, skipped, fmt.Errorf("no network transport available (%s): %w", strings.Join(skipped, "; "), ErrNotSupported)
+}
