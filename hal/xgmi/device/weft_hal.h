@@ -1,0 +1,352 @@
+// weft_hal.h: the device-side primitives of weft's AMD backend (hal/xgmi).
+//
+// The HIP twin of internal/cudadev/device/weft_hal.h: the same names and the
+// same semantics, so channels/device/*.h and generated plan kernels compile
+// unchanged for AMD Instinct GPUs (gfx90a = MI200, gfx942 = MI300). It is
+// written with clang's AMDGPU builtins and compiles in two modes:
+//   - under hipRTC at run time (__HIPCC_RTC__ defined): the HIP runtime
+//     declarations (threadIdx, __syncthreads_or, fmaxf, __int_as_float, …)
+//     are already there and this header adds nothing of them;
+//   - under the system clang's HIP front end with no ROCm installed
+//     (-nogpuinc -nogpulib, hal/xgmi/hipcc_test.go): the block below
+//     declares the few of them that the channel library uses.
+//
+// What each primitive maps to, and why it is right (the memory model is the
+// one of LLVM's AMDGPU backend, AMDGPUUsage "Memory Model GFX90A/GFX942"):
+//   - Scopes: "system" (__HIP_MEMORY_SCOPE_SYSTEM, fence scope "") reaches
+//     peer GPUs over xGMI and the host; "agent" is this GPU. The backend
+//     turns a system-scope acquire into the load followed by an L1/L2
+//     invalidate (gfx942: sc0 sc1 + buffer_inv sc0 sc1; gfx90a: glc +
+//     buffer_invl2/buffer_wbinvl1_vol) and a release into an L2 writeback
+//     plus s_waitcnt before the store (buffer_wbl2). System-scope atomics
+//     are coherent only on fine-grained memory (or memory the backend maps
+//     uncached); hal/xgmi allocates semaphores, scratch and FIFOs so.
+//   - ld_acquire_sys/st_release_sys/…: __hip_atomic_load/store with the
+//     matching order and system scope; red_add_*: __hip_atomic_fetch_add
+//     with the result unused (global_atomic_add_x2 without return);
+//     atomic_cas_sys32: __hip_atomic_compare_exchange_strong (acq_rel);
+//     atomic_add_gpu64: fetch_add at agent scope; fence_sys:
+//     __builtin_amdgcn_fence(acq_rel, system).
+//   - LL packets: one volatile global_store_dwordx4 (LL16) or dwordx2 (LL8)
+//     of {data, flag} words, and one volatile load of the same width.
+//     Volatile global accesses bypass the non-coherent caches (gfx942:
+//     sc0 sc1; gfx90a: glc) and are followed by s_waitcnt vmcnt(0), so a
+//     poll sees a peer's store. LL needs only each naturally aligned 8-byte
+//     {data, flag} half to be single-copy atomic (LL16 carries a flag in
+//     both halves and the reader checks both): the AMDGPU backend lowers
+//     64-bit atomic loads and stores to plain dwordx2 instructions, i.e. the
+//     hardware makes aligned 8-byte accesses single-copy atomic, which is
+//     also what RCCL's LL protocol relies on. A 16-byte access is one
+//     instruction here, but nothing depends on it landing as a whole.
+//   - globaltimer_ns: s_memrealtime, the 64-bit "REFCLK" counter shared by
+//     the whole device, constant 100 MHz on gfx90a and gfx942 (HIP's
+//     wall_clock64, hipDeviceAttributeWallClockRate = 100000 kHz);
+//     WEFT_HIP_WALLCLOCK_MHZ overrides the rate. backoff: s_sleep 2
+//     (about 2 × 64 clocks).
+//   - f16x2: packed v_pk_* instructions on binary16 vectors (round to
+//     nearest even). bf16x2: no packed bf16 math before gfx950, so each
+//     lane is widened exactly to float, operated on and rounded back to
+//     nearest even; float has 24 ≥ 2·8+2 significand bits, so the double
+//     rounding is innocuous and the result is the correctly rounded one.
+//   - FP8 (OCP E4M3/E5M2, the encodings of NVIDIA's cvt): gfx942's FP8
+//     instructions use the FNUZ encodings, so the conversions are exact
+//     integer code, round to nearest even, saturate to the largest finite
+//     value (infinities included), and turn NaN into 0x7f (as internal/half).
+//   - f32_mul_rn/f64_mul_rn (and f16x2_mul): inline v_mul_*; the compiler
+//     cannot contract an asm result with a following add into an FMA,
+//     whatever -ffp-contract the run-time compiler uses.
+//
+// Wavefronts are 64 lanes wide on these GPUs; nothing here or in the channel
+// library depends on the width (no warp-synchronous code, no shuffles).
+#pragma once
+
+#if !defined(__HIPCC_RTC__)
+// ---- what the HIP runtime would declare (compiling without ROCm) ----------
+#define __host__ __attribute__((host))
+#define __device__ __attribute__((device))
+#define __global__ __attribute__((global))
+#define __shared__ __attribute__((shared))
+#define __forceinline__ __inline__ __attribute__((always_inline))
+#define __launch_bounds__(n) __attribute__((amdgpu_flat_work_group_size(1, n)))
+
+struct weft_hip_dim3 {
+  unsigned x, y, z;
+};
+__device__ __forceinline__ weft_hip_dim3 weft_hip_thread_idx() {
+  return {__builtin_amdgcn_workitem_id_x(), __builtin_amdgcn_workitem_id_y(), __builtin_amdgcn_workitem_id_z()};
+}
+__device__ __forceinline__ weft_hip_dim3 weft_hip_block_idx() {
+  return {__builtin_amdgcn_workgroup_id_x(), __builtin_amdgcn_workgroup_id_y(), __builtin_amdgcn_workgroup_id_z()};
+}
+__device__ __forceinline__ weft_hip_dim3 weft_hip_block_dim() {
+  return {__builtin_amdgcn_workgroup_size_x(), __builtin_amdgcn_workgroup_size_y(), __builtin_amdgcn_workgroup_size_z()};
+}
+#define threadIdx (weft_hip_thread_idx())
+#define blockIdx (weft_hip_block_idx())
+#define blockDim (weft_hip_block_dim())
+
+// Block barrier with workgroup-scope release/acquire, as HIP's __syncthreads.
+__device__ __forceinline__ void __syncthreads() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+  __builtin_amdgcn_s_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+}
+
+// Non-zero when pred is non-zero in any thread of the block. One word of
+// LDS, cleared by thread 0 between two barriers, so that back-to-back calls
+// never see each other's votes.
+__device__ __forceinline__ int __syncthreads_or(int pred) {
+  __shared__ int vote;
+  __syncthreads();
+  if (__builtin_amdgcn_workitem_id_x() == 0 && __builtin_amdgcn_workitem_id_y() == 0 &&
+      __builtin_amdgcn_workitem_id_z() == 0)
+    vote = 0;
+  __syncthreads();
+  if (pred) __hip_atomic_store(&vote, 1, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP);
+  __syncthreads();
+  return vote;
+}
+
+__device__ __forceinline__ float __int_as_float(int x) { return __builtin_bit_cast(float, x); }
+__device__ __forceinline__ unsigned __float_as_uint(float x) { return __builtin_bit_cast(unsigned, x); }
+__device__ __forceinline__ double __longlong_as_double(long long x) { return __builtin_bit_cast(double, x); }
+__device__ __forceinline__ long long __double_as_longlong(double x) { return __builtin_bit_cast(long long, x); }
+__device__ __forceinline__ float fmaxf(float a, float b) { return __builtin_fmaxf(a, b); }
+__device__ __forceinline__ float fminf(float a, float b) { return __builtin_fminf(a, b); }
+__device__ __forceinline__ double fmax(double a, double b) { return __builtin_fmax(a, b); }
+__device__ __forceinline__ double fmin(double a, double b) { return __builtin_fmin(a, b); }
+#endif  // !__HIPCC_RTC__
+
+// Neither HIP nor hipRTC defines these two.
+#ifndef __align__
+#define __align__(n) __attribute__((aligned(n)))
+#endif
+#ifndef __grid_constant__
+#define __grid_constant__
+#endif
+
+// Older compilers name the scopes only in HIP's headers.
+#ifndef __HIP_MEMORY_SCOPE_WORKGROUP
+#define __HIP_MEMORY_SCOPE_WORKGROUP 3
+#endif
+#ifndef __HIP_MEMORY_SCOPE_AGENT
+#define __HIP_MEMORY_SCOPE_AGENT 4
+#endif
+#ifndef __HIP_MEMORY_SCOPE_SYSTEM
+#define __HIP_MEMORY_SCOPE_SYSTEM 5
+#endif
+
+#ifndef WEFT_HIP_WALLCLOCK_MHZ
+#define WEFT_HIP_WALLCLOCK_MHZ 100
+#endif
+
+typedef unsigned char weft_u8;
+typedef unsigned short weft_u16;
+typedef unsigned int weft_u32;
+typedef int weft_i32;
+typedef unsigned long long weft_u64;
+typedef long long weft_i64;
+
+#ifndef WEFT_DEV
+#define WEFT_DEV __device__ __forceinline__
+#endif
+
+struct __align__(16) weft_u32x4 {
+  weft_u32 x, y, z, w;
+};
+
+namespace weft {
+namespace hal {
+
+// Global-memory (address space 1) pointers: semaphores, packets and FIFOs
+// never live in LDS, and global_* instructions skip the flat-address check.
+#define WEFT_GLOBAL __attribute__((address_space(1)))
+typedef weft_u32 v2u32 __attribute__((ext_vector_type(2)));
+typedef weft_u32 v4u32 __attribute__((ext_vector_type(4)));
+typedef _Float16 v2f16 __attribute__((ext_vector_type(2)));
+
+template <typename T>
+WEFT_DEV WEFT_GLOBAL T* global(const T* p) { return (WEFT_GLOBAL T*)(weft_u64)p; }
+
+// ---- ordinary loads and stores -----------------------------------------
+
+// Plain accesses, so that the compiler keeps many loads in flight; ordering
+// against semaphore waits comes from the block barrier after every wait.
+WEFT_DEV weft_u32x4 ld16(const void* p) { return *(const weft_u32x4*)p; }
+
+WEFT_DEV void st16(void* p, weft_u32x4 v) { *(weft_u32x4*)p = v; }
+
+// ---- semaphores: 64-bit counters in local or peer memory ------------------
+
+WEFT_DEV weft_u64 ld_acquire_sys(const weft_u64* p) {
+  return __hip_atomic_load(global(p), __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+WEFT_DEV weft_u64 ld_relaxed_sys(const weft_u64* p) {
+  return __hip_atomic_load(global(p), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+WEFT_DEV weft_u32 ld_relaxed_sys32(const weft_u32* p) {
+  return __hip_atomic_load(global(p), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+WEFT_DEV void st_release_sys(weft_u64* p, weft_u64 v) {
+  __hip_atomic_store(global(p), v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+WEFT_DEV void st_relaxed_sys(weft_u64* p, weft_u64 v) {
+  __hip_atomic_store(global(p), v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+WEFT_DEV void st_relaxed_sys32(weft_u32* p, weft_u32 v) {
+  __hip_atomic_store(global(p), v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+
+// Atomic add at system scope, result unused.
+WEFT_DEV void red_add_release_sys(weft_u64* p, weft_u64 v) {
+  (void)__hip_atomic_fetch_add(global(p), v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+WEFT_DEV void red_add_relaxed_sys(weft_u64* p, weft_u64 v) {
+  (void)__hip_atomic_fetch_add(global(p), v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+
+// Returns the old value (cmp when the swap happened).
+WEFT_DEV weft_u32 atomic_cas_sys32(weft_u32* p, weft_u32 cmp, weft_u32 val) {
+  __hip_atomic_compare_exchange_strong(global(p), &cmp, val, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+  return cmp;
+}
+
+// Atomic add at agent (GPU) scope returning the old value: the head counter
+// of a port-channel FIFO, which only this device's blocks push to.
+WEFT_DEV weft_u64 atomic_add_gpu64(weft_u64* p, weft_u64 v) {
+  return __hip_atomic_fetch_add(global(p), v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+
+WEFT_DEV void fence_sys() { __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, ""); }
+
+// ---- LL packets: data and flags in one single-instruction store ----------
+
+// LL16: {data0, flag, data1, flag}, one global_store_dwordx4.
+WEFT_DEV void st_ll16(void* p, weft_u32 d0, weft_u32 d1, weft_u32 flag) {
+  *(volatile WEFT_GLOBAL v4u32*)global(p) = v4u32{d0, flag, d1, flag};
+}
+
+// Returns true and the data when both flags equal flag.
+WEFT_DEV bool ld_ll16(const void* p, weft_u32 flag, weft_u32& d0, weft_u32& d1) {
+  v4u32 v = *(const volatile WEFT_GLOBAL v4u32*)global(p);
+  d0 = v.x;
+  d1 = v.z;
+  return v.y == flag && v.w == flag;
+}
+
+// LL8: {data, flag}, one global_store_dwordx2.
+WEFT_DEV void st_ll8(void* p, weft_u32 d, weft_u32 flag) {
+  *(volatile WEFT_GLOBAL v2u32*)global(p) = v2u32{d, flag};
+}
+
+WEFT_DEV bool ld_ll8(const void* p, weft_u32 flag, weft_u32& d) {
+  v2u32 v = *(const volatile WEFT_GLOBAL v2u32*)global(p);
+  d = v.x;
+  return v.y == flag;
+}
+
+// ---- time -------------------------------------------------------------------
+
+// Nanoseconds of the device-wide constant clock: used only for deadlines.
+WEFT_DEV weft_u64 globaltimer_ns() { return __builtin_amdgcn_s_memrealtime() * (1000 / WEFT_HIP_WALLCLOCK_MHZ); }
+
+WEFT_DEV void backoff() { __builtin_amdgcn_s_sleep(2); }
+
+// ---- packed half and bfloat16 arithmetic (two lanes per 32-bit word) -------
+
+WEFT_DEV v2f16 h2(weft_u32 a) { return __builtin_bit_cast(v2f16, a); }
+WEFT_DEV weft_u32 u32(v2f16 a) { return __builtin_bit_cast(weft_u32, a); }
+
+WEFT_DEV weft_u32 f16x2_add(weft_u32 a, weft_u32 b) { return u32(h2(a) + h2(b)); }
+WEFT_DEV weft_u32 f16x2_mul(weft_u32 a, weft_u32 b) {
+  weft_u32 r;
+  asm("v_pk_mul_f16 %0, %1, %2" : "=v"(r) : "v"(a), "v"(b));
+  return r;
+}
+WEFT_DEV weft_u32 f16x2_min(weft_u32 a, weft_u32 b) { return u32(__builtin_elementwise_min(h2(a), h2(b))); }
+WEFT_DEV weft_u32 f16x2_max(weft_u32 a, weft_u32 b) { return u32(__builtin_elementwise_max(h2(a), h2(b))); }
+
+// bfloat16 lanes widened exactly to float, and float rounded to nearest
+// even (NaN stays NaN, quietened), as internal/half.BF16FromFloat32.
+WEFT_DEV float bf16_lo(weft_u32 v) { return __builtin_bit_cast(float, v << 16); }
+WEFT_DEV float bf16_hi(weft_u32 v) { return __builtin_bit_cast(float, v & 0xffff0000u); }
+WEFT_DEV weft_u32 f32_to_bf16(float f) {
+  weft_u32 b = __builtin_bit_cast(weft_u32, f);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return (b >> 16) | 0x40;
+  return (b + 0x7fffu + ((b >> 16) & 1)) >> 16;
+}
+WEFT_DEV weft_u32 bf16x2(float lo, float hi) { return f32_to_bf16(hi) << 16 | f32_to_bf16(lo); }
+
+WEFT_DEV weft_u32 bf16x2_add(weft_u32 a, weft_u32 b) { return bf16x2(bf16_lo(a) + bf16_lo(b), bf16_hi(a) + bf16_hi(b)); }
+WEFT_DEV weft_u32 bf16x2_mul(weft_u32 a, weft_u32 b) { return bf16x2(bf16_lo(a) * bf16_lo(b), bf16_hi(a) * bf16_hi(b)); }
+WEFT_DEV weft_u32 bf16x2_min(weft_u32 a, weft_u32 b) {
+  return bf16x2(__builtin_fminf(bf16_lo(a), bf16_lo(b)), __builtin_fminf(bf16_hi(a), bf16_hi(b)));
+}
+WEFT_DEV weft_u32 bf16x2_max(weft_u32 a, weft_u32 b) {
+  return bf16x2(__builtin_fmaxf(bf16_lo(a), bf16_lo(b)), __builtin_fmaxf(bf16_hi(a), bf16_hi(b)));
+}
+
+// ---- FP8 pairs <-> packed half ----------------------------------------------
+//
+// Two FP8 codes in a 16-bit word convert exactly to two binary16 lanes (the
+// low byte becomes the low half); the way back rounds to nearest even and
+// saturates to ±448 (E4M3) or ±57344 (E5M2); NaN becomes 0x7f.
+
+// One E4M3 code (S.EEEE.MMM, bias 7, S.1111.111 NaN) to binary16 bits.
+WEFT_DEV weft_u32 e4m3_to_f16(weft_u32 c) {
+  const weft_u32 s = (c & 0x80) << 8, a = c & 0x7f;
+  if (a == 0x7f) return s | 0x7e00;
+  if (a >= 0x08) return s | ((a << 7) + 0x2000);  // normal: exponent bias 7 → 15
+  if (a == 0) return s;
+  const int n = __builtin_clz(a) - 28;  // subnormal a·2^-9: normalise the 3-bit a
+  return s | (weft_u32)(9 - n) << 10 | ((a << n) & 7) << 7;
+}
+
+// binary16 bits to E4M3.
+WEFT_DEV weft_u32 f16_to_e4m3(weft_u32 h) {
+  const weft_u32 s = (h >> 8) & 0x80, a = h & 0x7fff;
+  if (a > 0x7c00) return 0x7f;
+  if (a >= 0x2400) {  // 2^-6 and up: normal in E4M3; rebias and round off 7 bits
+    weft_u32 r = a - 0x2000;
+    r = (r + 0x3f + ((r >> 7) & 1)) >> 7;
+    return s | (r > 0x7e ? 0x7e : r);
+  }
+  if (a < 0x0400) return s;  // binary16 subnormal: below 2^-10, half the E4M3 quantum
+  const weft_u32 sh = 16 - (a >> 10), m = (a & 0x3ff) | 0x400;  // E4M3 subnormal: m·2^(E-25) in units of 2^-9
+  const weft_u32 r = m >> sh, rem = m & ((1u << sh) - 1), half = 1u << (sh - 1);
+  return s | (r + (rem > half || (rem == half && (r & 1))));
+}
+
+// E5M2 is the high byte of binary16 (same exponent): widening is a shift,
+// narrowing rounds off the low 8 bits.
+WEFT_DEV weft_u32 e5m2_to_f16(weft_u32 c) { return (c & 0xff) << 8; }
+WEFT_DEV weft_u32 f16_to_e5m2(weft_u32 h) {
+  const weft_u32 s = (h >> 8) & 0x80, a = h & 0x7fff;
+  if (a > 0x7c00) return 0x7f;
+  const weft_u32 r = (a + 0x7f + ((a >> 8) & 1)) >> 8;
+  return s | (r > 0x7b ? 0x7b : r);
+}
+
+WEFT_DEV weft_u32 e4m3x2_to_f16x2(weft_u16 v) { return e4m3_to_f16(v >> 8) << 16 | e4m3_to_f16(v & 0xff); }
+WEFT_DEV weft_u32 e5m2x2_to_f16x2(weft_u16 v) { return e5m2_to_f16(v >> 8) << 16 | e5m2_to_f16(v & 0xff); }
+WEFT_DEV weft_u16 f16x2_to_e4m3x2(weft_u32 v) { return (weft_u16)(f16_to_e4m3(v >> 16) << 8 | f16_to_e4m3(v & 0xffff)); }
+WEFT_DEV weft_u16 f16x2_to_e5m2x2(weft_u32 v) { return (weft_u16)(f16_to_e5m2(v >> 16) << 8 | f16_to_e5m2(v & 0xffff)); }
+
+// ---- multiplies that are never fused ----------------------------------------
+
+// A multiply in inline assembly is never contracted with the add that
+// follows it, so a scaled contribution is rounded before it is summed, as
+// hal/host does. Denormals follow the kernel's FP mode (IEEE by default).
+WEFT_DEV float f32_mul_rn(float a, float b) {
+  float r;
+  asm("v_mul_f32 %0, %1, %2" : "=v"(r) : "v"(a), "v"(b));
+  return r;
+}
+WEFT_DEV double f64_mul_rn(double a, double b) {
+  double r;
+  asm("v_mul_f64 %0, %1, %2" : "=v"(r) : "v"(a), "v"(b));
+  return r;
+}
+
+}  // namespace hal
+}  // namespace weft
