@@ -1,0 +1,40 @@
+package hip
+
+import (
+	"time"
+
+	"github.com/weftccl/weft/internal/env"
+)
+
+// Poll calls query until it reports done, fails, or the deadline passes
+// (a zero deadline is now + WEFT_TIMEOUT): it spins for 50 µs, then sleeps
+// with a backoff of at most 100 µs. On failure it returns fail(err, waited)
+// with the query's error, or fail(nil, waited) at the deadline, so that
+// the caller words the error (and wraps hal.ErrTimeout). No wait of weft
+// on a GPU is unbounded.
+func Poll(deadline time.Time, query func() (bool, error), fail func(err error, waited time.Duration) error) error {
+	start := time.Now()
+	if deadline.IsZero() {
+		deadline = start.Add(env.Timeout())
+	}
+	const spin = 50 * time.Microsecond
+	sleep := time.Microsecond
+	for {
+		done, err := query()
+		if err != nil {
+			return fail(err, time.Since(start))
+		}
+		if done {
+			return nil
+		}
+		now := time.Now()
+		if !now.Before(deadline) {
+			return fail(nil, now.Sub(start))
+		}
+		if now.Sub(start) < spin {
+			continue
+		}
+		time.Sleep(min(sleep, deadline.Sub(now)))
+		sleep = min(2*sleep, 100*time.Microsecond)
+	}
+}
