@@ -16,6 +16,7 @@ import (
 	"github.com/weftccl/weft/hal/nvlink"
 	_ "github.com/weftccl/weft/hal/pcie"
 	"github.com/weftccl/weft/hal/plan"
+	_ "github.com/weftccl/weft/hal/xgmi"
 	"github.com/weftccl/weft/internal/cuda"
 	"github.com/weftccl/weft/internal/env"
 )

@@ -5,4 +5,5 @@ import (
 	_ "github.com/weftccl/weft/hal/host"
 	_ "github.com/weftccl/weft/hal/nvlink"
 	_ "github.com/weftccl/weft/hal/pcie"
+	_ "github.com/weftccl/weft/hal/xgmi"
 )

@@ -54,6 +54,11 @@ func FormatVersion(v int) string {
 // "gfx942:sramecc+:xnack-").
 type Source = cuda.Source
 
+// KernelCache is internal/cuda's on-disk cache of compiled kernels, which
+// keeps HIP code objects as well (keys include the compiler version, so
+// NVRTC and hipRTC entries never collide).
+type KernelCache = cuda.KernelCache
+
 // CompilerVersion is the hipRTC identity that kernel cache keys include:
 // "hiprtc-6.3/hip-6.3.42134" (the runtime's version as well, because
 // hiprtcVersion gives no patch level).
@@ -72,12 +77,12 @@ func CompilerVersion() (string, error) {
 // NewKernelCache returns a cache of code objects compiled by Compile, in
 // internal/cuda's DefaultCacheDir (WEFT_CACHE_DIR, else
 // $XDG_CACHE_HOME/weft or ~/.cache/weft). Errors are those of LoadRTC.
-func NewKernelCache() (*cuda.KernelCache, error) {
+func NewKernelCache() (*KernelCache, error) {
 	cv, err := CompilerVersion()
 	if err != nil {
 		return nil, err
 	}
-	return &cuda.KernelCache{Dir: cuda.DefaultCacheDir(), CompilerVersion: cv, Compile: Compile}, nil
+	return &KernelCache{Dir: cuda.DefaultCacheDir(), CompilerVersion: cv, Compile: Compile}, nil
 }
 
 // BaseArch returns the processor of an offload target:
