@@ -1,0 +1,861 @@
+package socket
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weftccl/weft/hal"
+)
+
+// ringSize is the number of requests an engine holds that are not yet
+// complete at the source; Put, Copy and Signal wait (bounded by the
+// timeout) while it is full. It covers four proxy FIFOs (plan.FifoSlots).
+const ringSize = 4096
+
+// sendQueue is the capacity of a connection's queue of staged frames.
+const sendQueue = 1024
+
+// Engine is an engine to a peer over TCP. The proxy's calls only queue
+// requests; three kinds of goroutines do the work:
+//
+//   - the stager takes requests in order, copies each chunk of a put into
+//     a staging slot with the device's own engine (Copy, then Mark), numbers
+//     the frames 0, 1, 2, … and hands frame s to connection s mod Conns;
+//     Copy requests go to the own engine in the same order, and a Signal
+//     takes a ticket of the own engine covering every earlier request;
+//   - the completer polls the own engine and publishes how far it got;
+//     a request is complete at the source when its last own-engine ticket
+//     is, which is what Mark and Completed report;
+//   - a sender per connection writes its frames once their staging is
+//     complete, and returns the slot; a reader per connection takes the
+//     receiver's replies (refusals, goodbyes).
+//
+// So staging of chunk k+1 overlaps the sending of chunk k, and no call of
+// the proxy waits for the network; only a full request ring makes it wait.
+type Engine struct {
+	nd      *NetDevice
+	peer    int
+	nonce   uint64 // the peer's incarnation
+	remote  string // the peer's listen address, for messages
+	id      uint64
+	chunk   int
+	timeout time.Duration
+	log     *slog.Logger
+
+	conns   []*sendConn
+	own     hal.Engine // the device's own engine
+	ownMu   sync.Mutex
+	staging hal.Buffer
+	slots   chan int // free staging slots
+
+	// issue side (the proxy's goroutine)
+	mu     sync.Mutex
+	ring   [ringSize]request
+	head   uint64 // requests issued
+	taken  uint64 // requests the stager has taken
+	closed bool
+
+	wakeStager    chan struct{}
+	wakeCompleter chan struct{}
+	progress      notifier // any of the counters below advanced
+
+	// stager → completer
+	retMu     sync.Mutex
+	ret       [ringSize]retireEntry
+	retHead   int
+	retCount  int
+	ownIssued atomic.Uint64 // last own-engine ticket taken
+	ownDone   atomic.Uint64 // own-engine tickets complete
+	srcDone   atomic.Uint64 // requests complete at the source
+	nextSeq   atomic.Uint64 // next frame sequence number
+	queued    atomic.Uint64 // frames handed to senders
+	written   atomic.Uint64 // frames written
+
+	// tickets (see hal/host's engine: marks with the same request count
+	// merge, so at most ringSize+2 are outstanding)
+	markMu    sync.Mutex
+	tickets   uint64
+	completed uint64
+	marks     [ringSize + 2]mark
+	markHead  int
+	markCount int
+
+	err          atomic.Pointer[error]
+	reported     atomic.Bool // err was returned by a call
+	dead         chan struct{}
+	stop         chan struct{}
+	remoteClosed atomic.Bool
+	closeOnce    sync.Once
+	closeErr     error
+	wg           sync.WaitGroup
+}
+
+type reqKind uint8
+
+const (
+	reqPut reqKind = iota + 1
+	reqCopy
+	reqSignal
+)
+
+// request is one ring entry; for a signal dst is the semaphore, src the
+// count word and n the count.
+type request struct {
+	kind     reqKind
+	dst, src uint64
+	n        uint64
+}
+
+type retireEntry struct{ req, ticket uint64 }
+
+type mark struct{ ticket, req uint64 }
+
+// sendConn is one connection of an engine.
+type sendConn struct {
+	e      *Engine
+	index  int
+	conn   net.Conn
+	q      chan outFrame
+	acked  atomic.Bool // the receiver acknowledged the goodbye
+}
+
+// outFrame is a frame staged for a connection: slot is the staging slot
+// holding a put's payload (−1: none), ticket the own-engine ticket that
+// must complete before it is written.
+type outFrame struct {
+	f      frame
+	slot   int
+	ticket uint64
+}
+
+var _ hal.Engine = (*Engine)(nil)
+
+// dial connects an engine to the NetDevice at a.
+func (nd *NetDevice) dial(a address) (*Engine, error) {
+	o := nd.opts
+	e := &Engine{
+		nd: nd, peer: a.rank, nonce: a.nonce, remote: a.addrs[0], id: rand.Uint64(), chunk: o.Chunk, timeout: o.Timeout,
+		wakeStager: make(chan struct{}, 1), wakeCompleter: make(chan struct{}, 1),
+		dead: make(chan struct{}), stop: make(chan struct{}),
+	}
+	e.log = nd.log.With("peer", a.rank)
+	nslots := max(4, 2*o.Conns)
+	var err error
+	if e.staging, err = nd.dev.AllocHost(int64(nslots) * int64(o.Chunk)); err != nil {
+		return nil, fmt.Errorf("%s: staging memory: %w", e.describe(), err)
+	}
+	undo := func() {
+		for _, c := range e.conns {
+			c.conn.Close()
+		}
+		if e.own != nil {
+			e.own.Close()
+		}
+		e.staging.Free()
+	}
+	if len(e.staging.Host()) < nslots*o.Chunk {
+		undo()
+		return nil, fmt.Errorf("%s: the device's host allocations are not host-accessible (Host() is nil): %w", e.describe(), hal.ErrNotSupported)
+	}
+	e.slots = make(chan int, nslots)
+	for i := range nslots {
+		e.slots <- i
+	}
+	if e.own, err = nd.pm.NewEngine(nd.dev.Endpoint()); err != nil {
+		undo()
+		return nil, fmt.Errorf("%s: the device's own engine: %w", e.describe(), err)
+	}
+	for i := range o.Conns {
+		c, err := e.connect(a, i, o.Conns)
+		if err != nil {
+			undo()
+			return nil, err
+		}
+		e.conns = append(e.conns, c)
+	}
+	nd.mu.Lock()
+	if nd.closed {
+		nd.mu.Unlock()
+		undo()
+		return nil, fmt.Errorf("%s: the NetDevice is closed: %w", e.describe(), hal.ErrInvalidUsage)
+	}
+	nd.engines[e] = struct{}{}
+	nd.mu.Unlock()
+	e.wg.Add(2 + 2*len(e.conns))
+	go e.stager()
+	go e.completer()
+	for _, c := range e.conns {
+		go c.sender()
+		go c.reader()
+	}
+	e.log.Info("socket engine connected", "remote", e.remote, "conns", len(e.conns), "chunk", e.chunk, "engine", e.id)
+	return e, nil
+}
+
+func (e *Engine) describe() string {
+	return fmt.Sprintf("socket: rank %d: engine to rank %d (%s)", e.nd.cfg.Rank, e.peer, e.remote)
+}
+
+// connect opens connection index of conns: dial, handshake, wait for the
+// receiver's answer.
+func (e *Engine) connect(a address, index, conns int) (*sendConn, error) {
+	var (
+		c       net.Conn
+		lastErr error
+	)
+	d := net.Dialer{Timeout: e.timeout}
+	for _, addr := range a.addrs {
+		if c, lastErr = d.Dial("tcp", addr); lastErr == nil {
+			e.remote = addr
+			break
+		}
+	}
+	if c == nil {
+		return nil, fmt.Errorf("%s: connection %d: %v: %w", e.describe(), index, lastErr, hal.ErrRemote)
+	}
+	fail := func(err error) (*sendConn, error) {
+		c.Close()
+		return nil, fmt.Errorf("%s: connection %d: %w", e.describe(), index, err)
+	}
+	c.SetDeadline(time.Now().Add(e.timeout))
+	h := hello{index: index, conns: conns, job: e.nd.job, nonce: a.nonce, src: e.nd.cfg.Rank, dst: a.rank, engine: e.id, chunk: e.chunk}
+	if _, err := c.Write(encodeHello(h)); err != nil {
+		return fail(fmt.Errorf("handshake: %v: %w", err, hal.ErrRemote))
+	}
+	k, reason, err := readReply(c)
+	if err != nil {
+		return fail(fmt.Errorf("handshake answer: %v: %w", err, hal.ErrRemote))
+	}
+	if k != replyAccept {
+		return fail(fmt.Errorf("refused: %s: %w", reason, hal.ErrRemote))
+	}
+	c.SetDeadline(time.Time{})
+	return &sendConn{e: e, index: index, conn: c, q: make(chan outFrame, sendQueue)}, nil
+}
+
+// readReply reads one reply frame.
+func readReply(r io.Reader) (replyKind, string, error) {
+	var b [replySize]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return 0, "", err
+	}
+	k, n, err := decodeReplyHeader(b[:])
+	if err != nil {
+		return 0, "", err
+	}
+	reason := make([]byte, n)
+	if _, err := io.ReadFull(r, reason); err != nil {
+		return 0, "", err
+	}
+	return k, string(reason), nil
+}
+
+// Put queues a copy of bytes from local address src to dst, an address
+// inside a buffer imported from this engine's peer. The range must lie in
+// that buffer (else hal.ErrInvalidArgument, returned at once).
+func (e *Engine) Put(dst, src uint64, bytes int64) error {
+	if bytes < 0 {
+		return fmt.Errorf("%s: put of %d bytes: %w", e.describe(), bytes, hal.ErrInvalidArgument)
+	}
+	if bytes > 0 {
+		if err := e.nd.checkRemote(e.peer, e.nonce, dst, uint64(bytes), "put destination"); err != nil {
+			return fmt.Errorf("%s: %w", e.describe(), err)
+		}
+	}
+	return e.issue(request{kind: reqPut, dst: dst, src: src, n: uint64(bytes)})
+}
+
+// Copy queues a copy between two local addresses of the device, ordered
+// with the engine's other requests: it starts after the staging of every
+// earlier put, and a later Signal is sent after it has finished.
+func (e *Engine) Copy(dst, src uint64, bytes int64) error {
+	if bytes < 0 {
+		return fmt.Errorf("%s: copy of %d bytes: %w", e.describe(), bytes, hal.ErrInvalidArgument)
+	}
+	if dst&addrTag != 0 || src&addrTag != 0 {
+		return fmt.Errorf("%s: copy %#x -> %#x: a copy takes local addresses, not remote ones: %w", e.describe(), src, dst, hal.ErrInvalidArgument)
+	}
+	return e.issue(request{kind: reqCopy, dst: dst, src: src, n: uint64(bytes)})
+}
+
+// Signal queues: once the data of every earlier put has been applied at
+// the peer and every earlier copy has finished, store count at countAddr
+// (0: nothing) and add one to the semaphore at semAddr, both 8-byte words
+// in buffers imported from the peer.
+func (e *Engine) Signal(semAddr, countAddr, count uint64) error {
+	if err := e.nd.checkRemote(e.peer, e.nonce, semAddr, 8, "semaphore"); err != nil {
+		return fmt.Errorf("%s: signal: %w", e.describe(), err)
+	}
+	if countAddr != 0 {
+		if err := e.nd.checkRemote(e.peer, e.nonce, countAddr, 8, "count word"); err != nil {
+			return fmt.Errorf("%s: signal: %w", e.describe(), err)
+		}
+	}
+	return e.issue(request{kind: reqSignal, dst: semAddr, src: countAddr, n: count})
+}
+
+// issue puts r in the ring, waiting (at most the timeout without progress)
+// while ringSize requests are not complete at the source.
+func (e *Engine) issue(r request) error {
+	if err := e.check(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return fmt.Errorf("%s is closed: %w", e.describe(), hal.ErrInvalidUsage)
+	}
+	h := e.head
+	if h-e.srcDone.Load() >= ringSize {
+		e.mu.Unlock()
+		if err := e.await("request ring full", func() bool { return h-e.srcDone.Load() < ringSize }); err != nil {
+			return e.report(err)
+		}
+		e.mu.Lock()
+	}
+	e.ring[h%ringSize] = r
+	e.head = h + 1
+	e.mu.Unlock()
+	select {
+	case e.wakeStager <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// check returns the engine's sticky error, failing the engine first if
+// the NetDevice has recorded a failure of its peer.
+func (e *Engine) check() error {
+	if p := e.err.Load(); p != nil {
+		return e.report(*p)
+	}
+	if e.remoteClosed.Load() {
+		e.fail(fmt.Errorf("%s: rank %d closed its socket transport: %w", e.describe(), e.peer, hal.ErrRemote), false)
+		return e.report(*e.err.Load())
+	}
+	if e.nd.failedPeers.Load() == 0 {
+		return nil
+	}
+	if err := e.nd.PeerErr(e.peer); err != nil {
+		e.fail(fmt.Errorf("%s: rank %d failed: %w", e.describe(), e.peer, err), false)
+		return e.report(*e.err.Load())
+	}
+	return nil
+}
+
+func (e *Engine) report(err error) error {
+	if p := e.err.Load(); p != nil && *p == err {
+		e.reported.Store(true)
+	}
+	return err
+}
+
+// Err returns the engine's failure, or nil.
+func (e *Engine) Err() error {
+	if p := e.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fail records the engine's first failure and closes its connections, so
+// that every goroutine of the engine stops. peerFault also records it as
+// the peer's failure on the NetDevice.
+func (e *Engine) fail(err error, peerFault bool) {
+	if !e.err.CompareAndSwap(nil, &err) {
+		return
+	}
+	close(e.dead)
+	for _, c := range e.conns {
+		c.conn.Close()
+	}
+	e.progress.notify()
+	if peerFault {
+		e.nd.failPeer(e.peer, err)
+	} else {
+		e.log.Warn("socket engine failed", "err", err)
+	}
+}
+
+// await waits until ready holds, the engine fails or stops, or nothing
+// advances for the timeout.
+func (e *Engine) await(what string, ready func() bool) error {
+	if ready() {
+		return nil
+	}
+	timer := time.NewTimer(e.timeout)
+	defer timer.Stop()
+	for {
+		ch := e.progress.wait()
+		if ready() {
+			return nil
+		}
+		if err := e.Err(); err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+			timer.Reset(e.timeout)
+		case <-e.dead:
+			return e.Err()
+		case <-e.stop:
+			return errStopped
+		case <-timer.C:
+			return fmt.Errorf("%s: %s: no progress within %v: %w", e.describe(), what, e.timeout, hal.ErrTimeout)
+		}
+	}
+}
+
+// Mark returns a ticket covering the requests issued so far.
+func (e *Engine) Mark() (uint64, error) {
+	if err := e.check(); err != nil {
+		return 0, err
+	}
+	e.mu.Lock()
+	req, closed := e.head, e.closed
+	e.mu.Unlock()
+	if closed {
+		return 0, fmt.Errorf("%s is closed: %w", e.describe(), hal.ErrInvalidUsage)
+	}
+	e.markMu.Lock()
+	defer e.markMu.Unlock()
+	e.tickets++
+	t := e.tickets
+	last := (e.markHead + e.markCount - 1) % len(e.marks)
+	switch {
+	case req <= e.srcDone.Load() && e.markCount == 0:
+		e.completed = t
+	case e.markCount > 0 && e.marks[last].req == req:
+		e.marks[last].ticket = t
+	default:
+		e.advanceLocked()
+		if e.markCount == len(e.marks) { // cannot happen: at most ringSize requests are not done
+			return 0, fmt.Errorf("%s: mark: %d tickets outstanding: %w", e.describe(), e.markCount, hal.ErrInternal)
+		}
+		e.marks[(e.markHead+e.markCount)%len(e.marks)] = mark{ticket: t, req: req}
+		e.markCount++
+	}
+	return t, nil
+}
+
+func (e *Engine) advanceLocked() {
+	done := e.srcDone.Load()
+	for e.markCount > 0 && e.marks[e.markHead].req <= done {
+		e.completed = e.marks[e.markHead].ticket
+		e.markHead = (e.markHead + 1) % len(e.marks)
+		e.markCount--
+	}
+}
+
+// Completed returns the largest ticket whose requests are complete at the
+// source (put sources staged, copies done), or the engine's failure.
+func (e *Engine) Completed() (uint64, error) {
+	err := e.check()
+	e.markMu.Lock()
+	defer e.markMu.Unlock()
+	e.advanceLocked()
+	return e.completed, err
+}
+
+// stager takes requests in order and stages them.
+func (e *Engine) stager() {
+	defer e.wg.Done()
+	for {
+		e.mu.Lock()
+		for e.taken == e.head {
+			e.mu.Unlock()
+			select {
+			case <-e.wakeStager:
+			case <-e.stop:
+				return
+			case <-e.dead:
+				return
+			}
+			e.mu.Lock()
+		}
+		r := e.ring[e.taken%ringSize]
+		e.taken++
+		idx := e.taken
+		e.mu.Unlock()
+		if err := e.stage(r, idx); err != nil {
+			if !errors.Is(err, errStopped) {
+				e.fail(err, false)
+			}
+			return
+		}
+	}
+}
+
+// stage issues request number idx to the own engine and the senders.
+func (e *Engine) stage(r request, idx uint64) error {
+	var t uint64
+	var err error
+	switch r.kind {
+	case reqPut:
+		if r.n == 0 {
+			t, err = e.ownOp(nil)
+			break
+		}
+		for off := uint64(0); off < r.n; off += uint64(e.chunk) {
+			l := min(uint64(e.chunk), r.n-off)
+			slot, err := e.takeSlot()
+			if err != nil {
+				return err
+			}
+			dst := e.staging.Addr() + uint64(slot*e.chunk)
+			if t, err = e.ownOp(func(own hal.Engine) error { return own.Copy(dst, r.src+off, int64(l)) }); err != nil {
+				return err
+			}
+			seq := e.nextSeq.Add(1) - 1
+			if err := e.send(outFrame{f: frame{kind: framePut, seq: seq, a: r.dst + off, b: l}, slot: slot, ticket: t}); err != nil {
+				return err
+			}
+		}
+	case reqCopy:
+		t, err = e.ownOp(func(own hal.Engine) error {
+			if r.n == 0 {
+				return nil
+			}
+			return own.Copy(r.dst, r.src, int64(r.n))
+		})
+	case reqSignal:
+		if t, err = e.ownOp(nil); err == nil {
+			seq := e.nextSeq.Add(1) - 1
+			err = e.send(outFrame{f: frame{kind: frameSignal, seq: seq, a: r.dst, b: r.src, c: r.n}, slot: -1, ticket: t})
+		}
+	}
+	if err != nil {
+		return err
+	}
+	e.retMu.Lock()
+	e.ret[(e.retHead+e.retCount)%ringSize] = retireEntry{req: idx, ticket: t}
+	e.retCount++
+	e.retMu.Unlock()
+	select {
+	case e.wakeCompleter <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// ownOp runs op (nil: none) on the own engine and returns a ticket
+// covering it and everything before it.
+func (e *Engine) ownOp(op func(hal.Engine) error) (uint64, error) {
+	e.ownMu.Lock()
+	var err error
+	if op != nil {
+		err = op(e.own)
+	}
+	var t uint64
+	if err == nil {
+		t, err = e.own.Mark()
+	}
+	e.ownMu.Unlock()
+	if err != nil {
+		return 0, fmt.Errorf("%s: the device's own engine: %w", e.describe(), err)
+	}
+	if t > e.ownIssued.Load() {
+		e.ownIssued.Store(t)
+		select {
+		case e.wakeCompleter <- struct{}{}:
+		default:
+		}
+	}
+	return t, nil
+}
+
+func (e *Engine) takeSlot() (int, error) {
+	select {
+	case s := <-e.slots:
+		return s, nil
+	default:
+	}
+	timer := time.NewTimer(e.timeout)
+	defer timer.Stop()
+	select {
+	case s := <-e.slots:
+		return s, nil
+	case <-e.dead:
+		return 0, errStopped
+	case <-e.stop:
+		return 0, errStopped
+	case <-timer.C:
+		return 0, fmt.Errorf("%s: no staging slot was freed within %v (connections stalled): %w", e.describe(), e.timeout, hal.ErrTimeout)
+	}
+}
+
+// send hands a frame to its connection.
+func (e *Engine) send(of outFrame) error {
+	c := e.conns[of.f.seq%uint64(len(e.conns))]
+	e.queued.Add(1)
+	select {
+	case c.q <- of:
+		return nil
+	case <-e.dead:
+		return errStopped
+	case <-e.stop:
+		return errStopped
+	}
+}
+
+// completer publishes the own engine's progress.
+func (e *Engine) completer() {
+	defer e.wg.Done()
+	round := 0
+	last := time.Now()
+	for {
+		e.retire(e.ownDone.Load())
+		done := e.ownDone.Load()
+		if done >= e.ownIssued.Load() {
+			select {
+			case <-e.wakeCompleter:
+			case <-e.stop:
+				return
+			case <-e.dead:
+				return
+			}
+			round, last = 0, time.Now()
+			continue
+		}
+		e.ownMu.Lock()
+		d, err := e.own.Completed()
+		e.ownMu.Unlock()
+		if err != nil {
+			e.fail(fmt.Errorf("%s: the device's own engine: %w", e.describe(), err), false)
+			return
+		}
+		if d > done {
+			e.ownDone.Store(d)
+			e.progress.notify()
+			round, last = 0, time.Now()
+			continue
+		}
+		if time.Since(last) > e.timeout {
+			e.fail(fmt.Errorf("%s: the device's own engine did not finish staging within %v (ticket %d, completed %d): %w",
+				e.describe(), e.timeout, e.ownIssued.Load(), d, hal.ErrTimeout), false)
+			return
+		}
+		select {
+		case <-e.stop:
+			return
+		default:
+		}
+		backoff(round)
+		round++
+	}
+}
+
+// retire advances srcDone over the requests whose tickets are complete.
+func (e *Engine) retire(done uint64) {
+	e.retMu.Lock()
+	moved := false
+	for e.retCount > 0 && e.ret[e.retHead].ticket <= done {
+		e.srcDone.Store(e.ret[e.retHead].req)
+		e.retHead = (e.retHead + 1) % ringSize
+		e.retCount--
+		moved = true
+	}
+	e.retMu.Unlock()
+	if moved {
+		e.progress.notify()
+	}
+}
+
+// sender writes a connection's frames in order.
+func (c *sendConn) sender() {
+	e := c.e
+	defer e.wg.Done()
+	hdr := make([]byte, headerSize)
+	hooks := e.nd.opts.hooks
+	for {
+		var of outFrame
+		select {
+		case of = <-c.q:
+		case <-e.stop:
+			return
+		case <-e.dead:
+			return
+		}
+		if err := e.await("staging a chunk", func() bool { return e.ownDone.Load() >= of.ticket }); err != nil {
+			if !errors.Is(err, errStopped) {
+				e.fail(err, false)
+			}
+			return
+		}
+		if hooks != nil && hooks.beforeSend != nil {
+			hooks.beforeSend(c.index, of.f.seq)
+		}
+		encodeHeader(hdr, of.f)
+		bufs := net.Buffers{hdr}
+		if of.slot >= 0 {
+			off := of.slot * e.chunk
+			bufs = append(bufs, e.staging.Host()[off:off+int(of.f.b)])
+		}
+		c.conn.SetWriteDeadline(time.Now().Add(e.timeout))
+		if _, err := bufs.WriteTo(c.conn); err != nil {
+			e.fail(c.lost(err, fmt.Sprintf("writing %v frame %d", of.f.kind, of.f.seq)), true)
+			return
+		}
+		if of.slot >= 0 {
+			e.slots <- of.slot
+		}
+		e.written.Add(1)
+		e.progress.notify()
+	}
+}
+
+// lost is the error of a connection that broke.
+func (c *sendConn) lost(err error, where string) error {
+	e := c.e
+	if p := e.err.Load(); p != nil {
+		return *p
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("%s: connection %d: no progress within %v %s (peer lost?): %w", e.describe(), c.index, e.timeout, where, hal.ErrTimeout)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%s: connection %d closed by the peer %s (peer lost): %w", e.describe(), c.index, where, hal.ErrRemote)
+	}
+	return fmt.Errorf("%s: connection %d lost %s: %v: %w", e.describe(), c.index, where, err, hal.ErrRemote)
+}
+
+// reader takes the receiver's replies.
+func (c *sendConn) reader() {
+	e := c.e
+	defer e.wg.Done()
+	for {
+		k, reason, err := readReply(c.conn)
+		if err != nil {
+			select {
+			case <-e.stop:
+				return
+			default:
+			}
+			if c.acked.Load() || e.remoteClosed.Load() {
+				return
+			}
+			if errors.Is(err, errMagic) || errors.Is(err, errMalformed) {
+				e.fail(fmt.Errorf("%s: connection %d: bad reply: %v: %w", e.describe(), c.index, err, hal.ErrRemote), true)
+				return
+			}
+			e.fail(c.lost(err, "while waiting for replies"), true)
+			return
+		}
+		switch k {
+		case replyReject:
+			e.fail(fmt.Errorf("%s: connection %d: the receiver refused: %s: %w", e.describe(), c.index, reason, hal.ErrRemote), true)
+			return
+		case replyByeAck:
+			c.acked.Store(true)
+			e.progress.notify()
+		case replyClosing:
+			e.remoteClosed.Store(true)
+			if e.pending() {
+				e.fail(fmt.Errorf("%s: rank %d closed its socket transport with requests of this engine in flight: %w", e.describe(), e.peer, hal.ErrRemote), true)
+			}
+			e.progress.notify()
+			return
+		default:
+			e.fail(fmt.Errorf("%s: connection %d: unexpected %d reply: %w", e.describe(), c.index, k, hal.ErrRemote), true)
+			return
+		}
+	}
+}
+
+// pending reports whether requests are not yet written to the network.
+func (e *Engine) pending() bool {
+	e.mu.Lock()
+	h := e.head
+	e.mu.Unlock()
+	return e.srcDone.Load() < h || e.written.Load() < e.queued.Load()
+}
+
+// Close waits until every queued request is written (at most the timeout
+// without progress), says goodbye on every connection and waits for the
+// receiver's acknowledgement (every frame applied or queued on its
+// device), then closes the connections and releases staging. It returns
+// the engine's failure, naming the peer, if it had one.
+func (e *Engine) Close() error {
+	first := false
+	e.closeOnce.Do(func() { first = true; e.closeErr = e.shutdown() })
+	if !first {
+		return fmt.Errorf("%s: closed twice: %w", e.describe(), hal.ErrInvalidUsage)
+	}
+	if e.closeErr != nil {
+		e.reported.Store(true)
+	}
+	return e.closeErr
+}
+
+// closeQuiet closes for NetDevice.Close: a second close is no error, and
+// a failure already returned by a call is not repeated.
+func (e *Engine) closeQuiet() error {
+	e.closeOnce.Do(func() { e.closeErr = e.shutdown() })
+	if e.closeErr == nil || e.reported.Swap(true) {
+		return nil
+	}
+	return e.closeErr
+}
+
+func (e *Engine) shutdown() error {
+	e.mu.Lock()
+	e.closed = true
+	h := e.head
+	e.mu.Unlock()
+	err := e.Err()
+	if err == nil {
+		err = e.await("close: draining the queue", func() bool {
+			return e.srcDone.Load() >= h && e.written.Load() >= e.queued.Load() || e.remoteClosed.Load()
+		})
+	}
+	if err == nil && !e.remoteClosed.Load() {
+		next := e.nextSeq.Load()
+		n := uint64(len(e.conns))
+		for _, c := range e.conns {
+			seq := next + (uint64(c.index)+n-next%n)%n
+			e.queued.Add(1)
+			select {
+			case c.q <- outFrame{f: frame{kind: frameBye, seq: seq}, slot: -1}:
+			case <-e.dead:
+			}
+		}
+		for _, c := range e.conns {
+			if err = e.await("close: waiting for the receiver's goodbye", func() bool { return c.acked.Load() || e.remoteClosed.Load() }); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = e.Err()
+	}
+	if err != nil && e.Err() == nil {
+		e.fail(err, false)
+	}
+	close(e.stop)
+	for _, c := range e.conns {
+		c.conn.Close()
+	}
+	e.wg.Wait()
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if cerr := e.own.Close(); cerr != nil && err == nil {
+		errs = append(errs, fmt.Errorf("%s: close the device's own engine: %w", e.describe(), cerr))
+	}
+	if ferr := e.staging.Free(); ferr != nil {
+		errs = append(errs, fmt.Errorf("%s: free staging: %w", e.describe(), ferr))
+	}
+	e.nd.mu.Lock()
+	delete(e.nd.engines, e)
+	e.nd.mu.Unlock()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,154 @@
+package socket
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/env"
+)
+
+// Name is the network's registry name (WEFT_NET=socket).
+const Name = "socket"
+
+// Defaults of the options.
+const (
+	DefaultConns = 2
+	DefaultChunk = 512 << 10
+)
+
+func init() { hal.RegisterNetwork(network{}) }
+
+type network struct{}
+
+func (network) Name() string { return Name }
+
+// Probe reports the interface Open would listen on, or why there is none.
+func (network) Probe() hal.Availability {
+	ifs, err := systemInterfaces()
+	if err != nil {
+		return hal.Availability{Reason: err.Error()}
+	}
+	_, _, reason, ok := chooseInterface(env.String("WEFT_SOCKET_IFNAME"), ifs)
+	return hal.Availability{Available: ok, Reason: reason}
+}
+
+// Open opens the transport for dev with the options of the environment
+// (OptionsFromEnv).
+func (network) Open(dev hal.Device, cfg hal.NetConfig) (hal.NetDevice, error) {
+	opts, err := OptionsFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return Open(dev, cfg, opts)
+}
+
+// Options configure a NetDevice. Zero fields take their defaults.
+type Options struct {
+	// Conns is the number of TCP connections an engine opens to its peer,
+	// 1 to MaxConns; chunk k of an engine goes on connection k mod Conns.
+	// WEFT_SOCKET_NSOCKS, default 2.
+	Conns int
+	// Chunk is the largest payload of one frame in bytes, MinChunk to
+	// MaxChunk: puts are cut into chunks of this size, each staged and
+	// sent on its own. WEFT_SOCKET_CHUNK, default 512 KiB.
+	Chunk int
+	// IfName selects the interface to listen on, with NCCL_SOCKET_IFNAME's
+	// syntax. WEFT_SOCKET_IFNAME; unset picks the first interface that is
+	// up and neither loopback nor docker, else loopback.
+	IfName string
+	// Timeout bounds every wait: a connection without progress, a frame
+	// waiting for its predecessors, staging, Close. WEFT_TIMEOUT, 10 s.
+	Timeout time.Duration
+
+	hooks *testHooks // tests only
+}
+
+// testHooks let tests of this package disturb the transport.
+type testHooks struct {
+	// beforeSend runs on a connection's sender goroutine before it writes
+	// the frame with sequence number seq.
+	beforeSend func(conn int, seq uint64)
+}
+
+// OptionsFromEnv reads WEFT_SOCKET_NSOCKS, WEFT_SOCKET_CHUNK,
+// WEFT_SOCKET_IFNAME and WEFT_TIMEOUT. A malformed or out-of-range value is
+// an error wrapping hal.ErrInvalidArgument that names the variable.
+func OptionsFromEnv() (Options, error) {
+	var o Options
+	n, ok, err := env.Int("WEFT_SOCKET_NSOCKS")
+	if err != nil {
+		return o, fmt.Errorf("socket: %v: %w", err, hal.ErrInvalidArgument)
+	}
+	if ok {
+		if n < 1 || n > MaxConns {
+			return o, fmt.Errorf("socket: WEFT_SOCKET_NSOCKS=%d: want 1 to %d: %w", n, MaxConns, hal.ErrInvalidArgument)
+		}
+		o.Conns = n
+	}
+	if s := env.String("WEFT_SOCKET_CHUNK"); s != "" {
+		c, err := parseBytes(s)
+		if err != nil || c < MinChunk || c > MaxChunk {
+			return o, fmt.Errorf("socket: WEFT_SOCKET_CHUNK=%q: want a size from 1KiB to 64MiB such as 512KiB: %w", s, hal.ErrInvalidArgument)
+		}
+		o.Chunk = int(c)
+	}
+	o.IfName = env.String("WEFT_SOCKET_IFNAME")
+	o.Timeout = env.Timeout()
+	return o, nil
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Conns == 0 {
+		o.Conns = DefaultConns
+	}
+	if o.Chunk == 0 {
+		o.Chunk = DefaultChunk
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = env.Timeout()
+	}
+	if o.Conns < 1 || o.Conns > MaxConns {
+		return o, fmt.Errorf("socket: %d connections per engine: want 1 to %d: %w", o.Conns, MaxConns, hal.ErrInvalidArgument)
+	}
+	if o.Chunk < MinChunk || o.Chunk > MaxChunk {
+		return o, fmt.Errorf("socket: chunk of %d bytes: want %d to %d: %w", o.Chunk, MinChunk, MaxChunk, hal.ErrInvalidArgument)
+	}
+	return o, nil
+}
+
+// parseBytes parses a byte count: a decimal integer with an optional
+// binary unit, K/KB/KiB, M/MB/MiB or G/GB/GiB (case-insensitive; all
+// powers of 1024, as NCCL's sizes).
+func parseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return 0, fmt.Errorf("size %q: no number", s)
+	}
+	n, err := strconv.ParseInt(t[:i], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("size %q: %v", s, err)
+	}
+	var shift uint
+	switch strings.ToLower(strings.TrimSpace(t[i:])) {
+	case "", "b":
+	case "k", "kb", "kib":
+		shift = 10
+	case "m", "mb", "mib":
+		shift = 20
+	case "g", "gb", "gib":
+		shift = 30
+	default:
+		return 0, fmt.Errorf("size %q: unknown unit %q", s, t[i:])
+	}
+	if n > (1<<62)>>shift {
+		return 0, fmt.Errorf("size %q: too large", s)
+	}
+	return n << shift, nil
+}

@@ -1,0 +1,417 @@
+package socket
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weftccl/weft/hal"
+)
+
+// The receiving side. Every connection that passes the handshake belongs
+// to the session of its engine (source rank, engine id). The session
+// applies the engine's frames in sequence order whatever connection they
+// came on: a reader holding frame s waits until frames 0 … s−1 have been
+// applied. Applying a put chunk queues a copy from the connection's
+// staging memory to the destination on the session's own device engine;
+// applying a signal queues the signal on the same engine, which executes
+// in order: the semaphore is stored after the data of every earlier put.
+
+type sessionKey struct {
+	src    int
+	engine uint64
+}
+
+type session struct {
+	nd    *NetDevice
+	key   sessionKey
+	conns int
+	chunk int
+	own   hal.Engine // the device's own engine; calls under mu
+
+	mu       sync.Mutex
+	next     uint64 // next sequence number to apply
+	members  []*recvConn
+	joined   int
+	ended    int
+	failed   error
+	stopped  bool // the NetDevice closes
+	finished bool
+	progress notifier
+
+	waited        atomic.Uint64 // frames that arrived before an earlier frame (statistics, tests)
+	signalsWaited atomic.Uint64 // of which signals
+}
+
+// recvConn is one connection of a session.
+type recvConn struct {
+	s      *session
+	index  int
+	conn   net.Conn
+	remote string
+	br     *bufio.Reader
+	stage  hal.Buffer // two halves of chunk bytes
+	busy   [2]uint64  // own-engine ticket of the last copy out of each half
+	wmu    sync.Mutex // replies
+}
+
+// serve runs one accepted connection: handshake, then frames.
+func (nd *NetDevice) serve(c net.Conn) {
+	defer nd.wg.Done()
+	defer nd.forgetConn(c)
+	remote := c.RemoteAddr().String()
+	c.SetDeadline(time.Now().Add(nd.opts.Timeout))
+	var hb [helloSize]byte
+	if n, err := io.ReadFull(c, hb[:]); err != nil {
+		if !nd.closing.Load() {
+			nd.refuse(fmt.Errorf("socket: rank %d: connection from %s: handshake cut short after %d of %d bytes: %v: %w", nd.cfg.Rank, remote, n, helloSize, err, hal.ErrRemote))
+		}
+		c.Close()
+		return
+	}
+	h, err := decodeHello(hb[:])
+	if err == nil {
+		err = nd.checkHello(h)
+	}
+	var rc *recvConn
+	if err == nil {
+		rc, err = nd.join(h, c, remote)
+	}
+	if err != nil {
+		nd.refuse(fmt.Errorf("socket: rank %d: refused connection from %s: %v: %w", nd.cfg.Rank, remote, err, hal.ErrRemote))
+		c.Write(encodeReply(replyReject, fmt.Sprintf("rank %d refused the connection: %v", nd.cfg.Rank, err)))
+		c.Close()
+		return
+	}
+	if err := rc.reply(replyAccept, ""); err != nil {
+		rc.s.fail(rc, rc.lost(err, "accept reply"))
+		rc.end()
+		return
+	}
+	c.SetDeadline(time.Time{})
+	rc.run()
+}
+
+func (nd *NetDevice) checkHello(h hello) error {
+	switch {
+	case h.job != nd.job:
+		return fmt.Errorf("handshake of another job (job hash %#016x, this job %#016x)", h.job, nd.job)
+	case h.dst != nd.cfg.Rank:
+		return fmt.Errorf("handshake for rank %d, this is rank %d", h.dst, nd.cfg.Rank)
+	case h.nonce != nd.nonce:
+		return fmt.Errorf("handshake for another incarnation of rank %d (nonce %#x, this NetDevice %#x)", h.dst, h.nonce, nd.nonce)
+	case h.src < 0 || h.src >= nd.cfg.NRanks || h.src == nd.cfg.Rank:
+		return fmt.Errorf("handshake from rank %d, not a peer in a job of %d ranks", h.src, nd.cfg.NRanks)
+	}
+	return nil
+}
+
+// join adds a connection to its engine's session, creating the session
+// (and its own engine) on the first one.
+func (nd *NetDevice) join(h hello, c net.Conn, remote string) (*recvConn, error) {
+	stage, err := nd.dev.AllocHost(2 * int64(h.chunk))
+	if err != nil {
+		return nil, fmt.Errorf("staging memory for rank %d: %v", h.src, err)
+	}
+	if len(stage.Host()) < 2*h.chunk {
+		stage.Free()
+		return nil, fmt.Errorf("the device's host allocations are not host-accessible (Host() is nil)")
+	}
+	rc := &recvConn{index: h.index, conn: c, remote: remote, br: bufio.NewReaderSize(c, 64<<10), stage: stage}
+	key := sessionKey{h.src, h.engine}
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	fail := func(err error) (*recvConn, error) {
+		stage.Free()
+		return nil, err
+	}
+	if nd.closing.Load() {
+		return fail(fmt.Errorf("rank %d is closing its socket transport", nd.cfg.Rank))
+	}
+	s := nd.sessions[key]
+	if s == nil {
+		own, err := nd.pm.NewEngine(nd.dev.Endpoint())
+		if err != nil {
+			return fail(fmt.Errorf("own engine of the device: %v", err))
+		}
+		s = &session{nd: nd, key: key, conns: h.conns, chunk: h.chunk, own: own, members: make([]*recvConn, h.conns)}
+		nd.sessions[key] = s
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.failed != nil || s.stopped:
+		return fail(fmt.Errorf("engine %#x of rank %d has failed: %v", h.engine, h.src, s.failed))
+	case s.conns != h.conns || s.chunk != h.chunk:
+		return fail(fmt.Errorf("connection %d of engine %#x announces %d connections and %d-byte chunks, its first announced %d and %d",
+			h.index, h.engine, h.conns, h.chunk, s.conns, s.chunk))
+	case s.members[h.index] != nil:
+		return fail(fmt.Errorf("connection %d of engine %#x of rank %d is already open", h.index, h.engine, h.src))
+	}
+	rc.s = s
+	s.members[h.index] = rc
+	s.joined++
+	return rc, nil
+}
+
+func (rc *recvConn) reply(k replyKind, reason string) error {
+	rc.wmu.Lock()
+	defer rc.wmu.Unlock()
+	rc.conn.SetWriteDeadline(time.Now().Add(rc.s.nd.opts.Timeout))
+	_, err := rc.conn.Write(encodeReply(k, reason))
+	return err
+}
+
+// describe names the connection in errors.
+func (rc *recvConn) describe() string {
+	return fmt.Sprintf("socket: rank %d: receiving from rank %d (%s), connection %d", rc.s.nd.cfg.Rank, rc.s.key.src, rc.remote, rc.index)
+}
+
+// lost is the error of a connection that broke.
+func (rc *recvConn) lost(err error, where string) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("%s: no progress within %v %s (peer lost?): %w", rc.describe(), rc.s.nd.opts.Timeout, where, hal.ErrTimeout)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%s: connection closed %s (peer lost): %w", rc.describe(), where, hal.ErrRemote)
+	}
+	return fmt.Errorf("%s: connection lost %s: %v: %w", rc.describe(), where, err, hal.ErrRemote)
+}
+
+// bad is the error of a malformed frame.
+func (rc *recvConn) bad(seq uint64, format string, args ...any) error {
+	return fmt.Errorf("%s: frame %d rejected: %s: %w", rc.describe(), seq, fmt.Sprintf(format, args...), hal.ErrRemote)
+}
+
+// run reads frames until a bye, a failure or the NetDevice's close.
+func (rc *recvConn) run() {
+	defer rc.end()
+	s, nd := rc.s, rc.s.nd
+	expect := uint64(rc.index)
+	var hdr [headerSize]byte
+	for k := 0; ; k++ {
+		if rc.br.Buffered() == 0 {
+			rc.conn.SetReadDeadline(time.Time{}) // idle between frames is fine
+			if _, err := rc.br.Peek(1); err != nil {
+				if errors.Is(err, io.EOF) {
+					s.fail(rc, fmt.Errorf("%s: connection closed without goodbye after %d frames (peer lost): %w", rc.describe(), k, hal.ErrRemote))
+				} else {
+					s.fail(rc, rc.lost(err, "between frames"))
+				}
+				return
+			}
+		}
+		rc.conn.SetReadDeadline(time.Now().Add(nd.opts.Timeout))
+		if n, err := io.ReadFull(rc.br, hdr[:]); err != nil {
+			s.fail(rc, rc.lost(err, fmt.Sprintf("mid-frame (got %d of %d header bytes)", n, headerSize)))
+			return
+		}
+		f, err := decodeHeader(hdr[:], s.chunk)
+		if err != nil {
+			s.fail(rc, fmt.Errorf("%s: frame rejected: %v: %w", rc.describe(), err, hal.ErrRemote))
+			return
+		}
+		if f.seq != expect {
+			s.fail(rc, rc.bad(f.seq, "sequence gap: connection %d of %d expected frame %d next", rc.index, s.conns, expect))
+			return
+		}
+		switch f.kind {
+		case frameBye:
+			rc.reply(replyByeAck, "")
+			return
+		case framePut:
+			dst, err := nd.resolve(f.a, f.b, 1)
+			if err != nil {
+				s.fail(rc, rc.bad(f.seq, "put of %d bytes: %v", f.b, err))
+				return
+			}
+			half := k % 2
+			if err := rc.waitFree(half); err != nil {
+				s.fail(rc, err)
+				return
+			}
+			buf := rc.stage.Host()[half*s.chunk : half*s.chunk+int(f.b)]
+			if n, err := io.ReadFull(rc.br, buf); err != nil {
+				s.fail(rc, rc.lost(err, fmt.Sprintf("mid-frame (got %d of %d payload bytes of frame %d)", n, f.b, f.seq)))
+				return
+			}
+			src := rc.stage.Addr() + uint64(half*s.chunk)
+			err = s.apply(rc, f.seq, false, func(own hal.Engine) error {
+				if err := own.Copy(dst, src, int64(f.b)); err != nil {
+					return err
+				}
+				t, err := own.Mark()
+				rc.busy[half] = t
+				return err
+			})
+			if err != nil {
+				s.fail(rc, err)
+				return
+			}
+		case frameSignal:
+			sem, err := nd.resolve(f.a, 8, 8)
+			var cnt uint64
+			if err == nil && f.b != 0 {
+				cnt, err = nd.resolve(f.b, 8, 8)
+			}
+			if err != nil {
+				s.fail(rc, rc.bad(f.seq, "signal: %v", err))
+				return
+			}
+			err = s.apply(rc, f.seq, true, func(own hal.Engine) error { return own.Signal(sem, cnt, f.c) })
+			if err != nil {
+				s.fail(rc, err)
+				return
+			}
+		}
+		expect += uint64(s.conns)
+	}
+}
+
+// apply runs fn on the session's own engine once every frame before seq
+// has been applied.
+func (s *session) apply(rc *recvConn, seq uint64, signal bool, fn func(hal.Engine) error) error {
+	s.mu.Lock()
+	if s.next != seq {
+		s.waited.Add(1)
+		if signal {
+			s.signalsWaited.Add(1)
+		}
+	}
+	var timer *time.Timer
+	for s.next != seq {
+		if s.failed != nil || s.stopped {
+			s.mu.Unlock()
+			return errStopped
+		}
+		if timer == nil {
+			timer = time.NewTimer(s.nd.opts.Timeout)
+			defer timer.Stop()
+		}
+		ch := s.progress.wait()
+		next := s.next
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timer.C:
+			return fmt.Errorf("%s: frame %d waited %v for frame %d, which no connection delivered (peer lost?): %w",
+				rc.describe(), seq, s.nd.opts.Timeout, next, hal.ErrTimeout)
+		}
+		s.mu.Lock()
+	}
+	err := fn(s.own)
+	s.next++
+	s.mu.Unlock()
+	s.progress.notify()
+	if err != nil {
+		return fmt.Errorf("%s: applying frame %d on the device's engine: %w", rc.describe(), seq, err)
+	}
+	return nil
+}
+
+// errStopped ends a reader whose session failed or stopped elsewhere.
+var errStopped = errors.New("session stopped")
+
+// waitFree waits until the copy out of staging half h has finished.
+func (rc *recvConn) waitFree(h int) error {
+	s := rc.s
+	deadline := time.Now().Add(s.nd.opts.Timeout)
+	for round := 0; ; round++ {
+		s.mu.Lock()
+		t := rc.busy[h]
+		done, err := s.own.Completed()
+		stopped := s.failed != nil || s.stopped
+		s.mu.Unlock()
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s: the device's engine failed: %w", rc.describe(), err)
+		case done >= t:
+			return nil
+		case stopped:
+			return errStopped
+		case time.Now().After(deadline):
+			return fmt.Errorf("%s: the device's engine did not finish copying a chunk out of staging within %v (ticket %d, completed %d): %w",
+				rc.describe(), s.nd.opts.Timeout, t, done, hal.ErrTimeout)
+		}
+		backoff(round)
+	}
+}
+
+// fail records the session's first failure, tells the engine why on every
+// connection, and closes them. Failures of a stopping NetDevice, and the
+// errStopped of readers that follow a failure, are not recorded.
+func (s *session) fail(rc *recvConn, err error) {
+	s.mu.Lock()
+	first := s.failed == nil && !s.stopped && !errors.Is(err, errStopped) && !s.nd.closing.Load()
+	if first {
+		s.failed = err
+	}
+	members := append([]*recvConn(nil), s.members...)
+	s.mu.Unlock()
+	s.progress.notify()
+	if !first {
+		rc.conn.Close()
+		return
+	}
+	s.nd.failPeer(s.key.src, err)
+	for _, m := range members {
+		if m != nil {
+			m.reply(replyReject, err.Error())
+			m.conn.Close()
+		}
+	}
+}
+
+// shutdown tells the engine that nothing more will be applied and closes
+// the connections (the NetDevice closes).
+func (s *session) shutdown(k replyKind, reason string) {
+	s.mu.Lock()
+	s.stopped = true
+	members := append([]*recvConn(nil), s.members...)
+	s.mu.Unlock()
+	s.progress.notify()
+	for _, m := range members {
+		if m != nil {
+			m.reply(k, reason)
+			m.conn.Close()
+		}
+	}
+}
+
+// end retires a connection; the last one of a session closes the
+// session's own engine (draining its copies) and frees staging memory.
+func (rc *recvConn) end() {
+	rc.conn.Close()
+	s := rc.s
+	s.mu.Lock()
+	s.ended++
+	last := !s.finished && s.ended == s.joined && (s.ended == s.conns || s.failed != nil || s.stopped)
+	if last {
+		s.finished = true
+	}
+	members := append([]*recvConn(nil), s.members...)
+	s.mu.Unlock()
+	if !last {
+		return
+	}
+	nd := s.nd
+	nd.mu.Lock()
+	if nd.sessions[s.key] == s {
+		delete(nd.sessions, s.key)
+	}
+	nd.mu.Unlock()
+	if err := s.own.Close(); err != nil && s.failed == nil {
+		nd.log.Warn("socket transport: closing the receiver's device engine", "peer", s.key.src, "err", err)
+	}
+	for _, m := range members {
+		if m != nil {
+			m.stage.Free()
+		}
+	}
+}
