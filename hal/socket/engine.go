@@ -119,11 +119,11 @@ type mark struct{ ticket, req uint64 }
 
 // sendConn is one connection of an engine.
 type sendConn struct {
-	e      *Engine
-	index  int
-	conn   net.Conn
-	q      chan outFrame
-	acked  atomic.Bool // the receiver acknowledged the goodbye
+	e     *Engine
+	index int
+	conn  net.Conn
+	q     chan outFrame
+	acked atomic.Bool // the receiver acknowledged the goodbye
 }
 
 // outFrame is a frame staged for a connection: slot is the staging slot

@@ -44,7 +44,7 @@ type NetDevice struct {
 	refused  []error
 
 	closing     atomic.Bool
-	failedPeers atomic.Int32 // len(peerErr), read without mu
+	failedPeers atomic.Int32   // len(peerErr), read without mu
 	wg          sync.WaitGroup // accept loop and receivers
 }
 
@@ -210,10 +210,12 @@ type remoteBuffer struct {
 	freed atomic.Bool
 }
 
-func (b *remoteBuffer) Addr() uint64  { return encodeAddr(b.key.reg, 0) }
-func (b *remoteBuffer) Size() int64   { return b.size }
-func (b *remoteBuffer) Host() []byte  { return nil }
-func (b *remoteBuffer) String() string { return fmt.Sprintf("registration %d of rank %d", b.key.reg, b.key.rank) }
+func (b *remoteBuffer) Addr() uint64 { return encodeAddr(b.key.reg, 0) }
+func (b *remoteBuffer) Size() int64  { return b.size }
+func (b *remoteBuffer) Host() []byte { return nil }
+func (b *remoteBuffer) String() string {
+	return fmt.Sprintf("registration %d of rank %d", b.key.reg, b.key.rank)
+}
 
 // Free forgets the import; engines refuse its addresses afterwards.
 func (b *remoteBuffer) Free() error {

@@ -19,7 +19,7 @@ const protocolVersion = 1
 // Magic numbers that start each kind of message, so that bytes of one kind
 // read as another are refused at once.
 const (
-	helloMagic   = "WEFTSOCK"  // connection handshake, dialler → listener
+	helloMagic   = "WEFTSOCK" // connection handshake, dialler → listener
 	frameMagic   = 0x57534B46 // "WSKF": data frame, engine → receiver
 	replyMagic   = 0x57534B52 // "WSKR": reply frame, receiver → engine
 	handleMagic  = 0x57534B48 // "WSKH": exported registration
