@@ -65,6 +65,10 @@ func TestLoadMissingSymbol(t *testing.T) {
 	if err := hip.LoadRTCFrom(libs.HIP); err == nil || !strings.Contains(err.Error(), "symbol hiprtcVersion not found") {
 		t.Fatalf("LoadRTCFrom(HIP runtime) = %v, want a missing-entry-point error", err)
 	}
+	t.Setenv("FAKEHIP_FAIL", "hiprtcVersion=11")
+	if err := hip.LoadRTCFrom(libs.RTC); !errors.Is(err, hal.ErrNotSupported) || !strings.Contains(err.Error(), "hiprtcVersion: HIPRTC_ERROR_INTERNAL_ERROR") {
+		t.Fatalf("LoadRTCFrom with hiprtcVersion failing = %v", err)
+	}
 }
 
 func TestLoadInitFails(t *testing.T) {
