@@ -102,9 +102,22 @@
   X(cuModuleEnumerateFunctions, CUresult, (CUfunction*, unsigned int, CUmodule)) \
   X(cuFuncLoad, CUresult, (CUfunction))
 
+// Entry points of multicast objects (NVLink SHARP), which CUDA 12.1
+// introduced: resolved at CUDA version 12010 (the _v12010 variants of
+// cudaTypedefs.h); NULL with an older driver, and weft_cuda_has_multicast
+// says so. Signatures from cuda.h.
+#define WEFT_CUDA_MULTICAST_FUNCS(X)                                                                    \
+  X(cuMulticastCreate, CUresult, (CUmemGenericAllocationHandle*, const CUmulticastObjectProp*))         \
+  X(cuMulticastAddDevice, CUresult, (CUmemGenericAllocationHandle, CUdevice))                           \
+  X(cuMulticastBindMem, CUresult,                                                                       \
+    (CUmemGenericAllocationHandle, size_t, CUmemGenericAllocationHandle, size_t, size_t, unsigned long long)) \
+  X(cuMulticastUnbind, CUresult, (CUmemGenericAllocationHandle, CUdevice, size_t, size_t))              \
+  X(cuMulticastGetGranularity, CUresult, (size_t*, const CUmulticastObjectProp*, int))
+
 #define WEFT_DECLARE(name, ret, params) static ret(*p_##name) params;
 WEFT_CUDA_FUNCS(WEFT_DECLARE)
 WEFT_CUDA_OPTIONAL_FUNCS(WEFT_DECLARE)
+WEFT_CUDA_MULTICAST_FUNCS(WEFT_DECLARE)
 #undef WEFT_DECLARE
 
 #define WEFT_CUDA_API_VERSION 12000
@@ -150,6 +163,10 @@ int weft_cuda_load(const char* path, CUresult* cu) {
   if (gpa(#name, (void**)&p_##name, 12040, 0, &status) != 0) p_##name = NULL;
   WEFT_CUDA_OPTIONAL_FUNCS(WEFT_RESOLVE_OPTIONAL)
 #undef WEFT_RESOLVE_OPTIONAL
+#define WEFT_RESOLVE_MULTICAST(name, ret, params) \
+  if (gpa(#name, (void**)&p_##name, 12010, 0, &status) != 0) p_##name = NULL;
+  WEFT_CUDA_MULTICAST_FUNCS(WEFT_RESOLVE_MULTICAST)
+#undef WEFT_RESOLVE_MULTICAST
   weft_cuda_lib = lib;
   return WEFT_LOAD_OK;
 }
@@ -438,6 +455,56 @@ CUresult weft_cuMemSetAccess(CUcontext ctx, CUdeviceptr p, size_t size, const in
     desc[i].flags = 3;  // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
   }
   return p_cuMemSetAccess(p, size, desc, (size_t)n);
+}
+
+// ---- multicast objects (CUDA 12.1+) ------------------------------------------
+
+// weft_cuda_has_multicast reports whether the driver has every multicast
+// entry point; the trampolines below must not be called otherwise.
+int weft_cuda_has_multicast(void) {
+  return p_cuMulticastCreate != NULL && p_cuMulticastAddDevice != NULL && p_cuMulticastBindMem != NULL &&
+         p_cuMulticastUnbind != NULL && p_cuMulticastGetGranularity != NULL;
+}
+
+static CUmulticastObjectProp weft_mc_prop(unsigned int numDevices, size_t size, unsigned long long handleTypes) {
+  CUmulticastObjectProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.numDevices = numDevices;
+  prop.size = size;
+  prop.handleTypes = handleTypes;
+  prop.flags = 0;
+  return prop;
+}
+
+CUresult weft_cuMulticastGetGranularity(CUcontext ctx, size_t* g, unsigned int numDevices, size_t size,
+                                        unsigned long long handleTypes, int option) {
+  CUR(ctx);
+  CUmulticastObjectProp prop = weft_mc_prop(numDevices, size, handleTypes);
+  return p_cuMulticastGetGranularity(g, &prop, option);
+}
+
+CUresult weft_cuMulticastCreate(CUcontext ctx, CUmemGenericAllocationHandle* h, unsigned int numDevices, size_t size,
+                                unsigned long long handleTypes) {
+  CUR(ctx);
+  CUmulticastObjectProp prop = weft_mc_prop(numDevices, size, handleTypes);
+  return p_cuMulticastCreate(h, &prop);
+}
+
+CUresult weft_cuMulticastAddDevice(CUcontext ctx, CUmemGenericAllocationHandle h, CUdevice dev) {
+  CUR(ctx);
+  return p_cuMulticastAddDevice(h, dev);
+}
+
+CUresult weft_cuMulticastBindMem(CUcontext ctx, CUmemGenericAllocationHandle mc, size_t mcOffset,
+                                 CUmemGenericAllocationHandle mem, size_t memOffset, size_t size) {
+  CUR(ctx);
+  return p_cuMulticastBindMem(mc, mcOffset, mem, memOffset, size, 0);
+}
+
+CUresult weft_cuMulticastUnbind(CUcontext ctx, CUmemGenericAllocationHandle mc, CUdevice dev, size_t mcOffset,
+                                size_t size) {
+  CUR(ctx);
+  return p_cuMulticastUnbind(mc, dev, mcOffset, size);
 }
 
 // weft_cuCtxSetCurrent_addr returns the resolved cuCtxSetCurrent, for C

@@ -85,4 +85,16 @@ CUresult weft_cuMemAddressFree(CUcontext ctx, CUdeviceptr p, size_t size);
 CUresult weft_cuMemMap(CUcontext ctx, CUdeviceptr p, size_t size, CUmemGenericAllocationHandle h);
 CUresult weft_cuMemUnmap(CUcontext ctx, CUdeviceptr p, size_t size);
 CUresult weft_cuMemSetAccess(CUcontext ctx, CUdeviceptr p, size_t size, const int* devices, int n);
+
+int weft_cuda_has_multicast(void);
+CUresult weft_cuMulticastGetGranularity(CUcontext ctx, size_t* g, unsigned int numDevices, size_t size,
+                                        unsigned long long handleTypes, int option);
+CUresult weft_cuMulticastCreate(CUcontext ctx, CUmemGenericAllocationHandle* h, unsigned int numDevices, size_t size,
+                                unsigned long long handleTypes);
+CUresult weft_cuMulticastAddDevice(CUcontext ctx, CUmemGenericAllocationHandle h, CUdevice dev);
+CUresult weft_cuMulticastBindMem(CUcontext ctx, CUmemGenericAllocationHandle mc, size_t mcOffset,
+                                 CUmemGenericAllocationHandle mem, size_t memOffset, size_t size);
+CUresult weft_cuMulticastUnbind(CUcontext ctx, CUmemGenericAllocationHandle mc, CUdevice dev, size_t mcOffset,
+                                size_t size);
+
 void* weft_cuCtxSetCurrent_addr(void);

@@ -308,3 +308,27 @@ func NVRTCPath() string {
 func Compile(s Source) ([]byte, error) {
 	return nil, errNoCgo
 }
+
+func MulticastAvailable() bool {
+	return false
+}
+
+func (c Context) MulticastGetGranularity(numDevices int, size int64, handleTypes int, option int) (int64, error) {
+	return 0, errNoCgo
+}
+
+func (c Context) MulticastCreate(numDevices int, size int64, handleTypes int) (MemGenericAllocationHandle, error) {
+	return 0, errNoCgo
+}
+
+func (c Context) MulticastAddDevice(mc MemGenericAllocationHandle, dev Device) error {
+	return errNoCgo
+}
+
+func (c Context) MulticastBindMem(mc MemGenericAllocationHandle, mcOffset int64, mem MemGenericAllocationHandle, memOffset, size int64) error {
+	return errNoCgo
+}
+
+func (c Context) MulticastUnbind(mc MemGenericAllocationHandle, dev Device, mcOffset, size int64) error {
+	return errNoCgo
+}

@@ -11,14 +11,14 @@ import (
 // TestStubMatchesCgo keeps the !cgo build's API identical to the cgo one,
 // so that CGO_ENABLED=0 builds of code using this package keep compiling.
 func TestStubMatchesCgo(t *testing.T) {
-	cgo, err := apicheck.ExportedFuncs("driver_cgo.go", "nvrtc_cgo.go")
+	cgo, err := apicheck.ExportedFuncs("driver_cgo.go", "nvrtc_cgo.go", "multicast_cgo.go", "current_cgo.go")
 	if errors.Is(err, apicheck.ErrNoSource) {
 		t.Skipf("test binary run outside its package directory: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	stub, err := apicheck.ExportedFuncs("stub_nocgo.go")
+	stub, err := apicheck.ExportedFuncs("stub_nocgo.go", "current_nocgo.go")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,6 +88,10 @@ const (
 	AttrMaxSharedMemoryPerBlockOptin DeviceAttribute = 97
 	AttrVirtualMemoryManagement      DeviceAttribute = 102
 	AttrHandleTypePosixFD            DeviceAttribute = 103
+	// AttrMulticastSupported is CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED
+	// (cuda.h of CUDA 12.1 and newer): 1 when the device can be a member
+	// of a multicast object (NVLink SHARP through an NVSwitch).
+	AttrMulticastSupported DeviceAttribute = 132
 )
 
 // Flags of cuMemHostAlloc, cuMemHostRegister, cuStreamCreate, cuEventCreate, cuIpcOpenMemHandle
@@ -142,5 +146,14 @@ const (
 	HandleTypePosixFD = 1
 )
 
-// MemGenericAllocationHandle is a CUmemGenericAllocationHandle (VMM).
+// MemGenericAllocationHandle is a CUmemGenericAllocationHandle (VMM): a
+// physical allocation of cuMemCreate, or a multicast object of
+// cuMulticastCreate.
 type MemGenericAllocationHandle uint64
+
+// Multicast granularity options (CUmulticastGranularity_flags of cuda.h,
+// CUDA 12.1 and newer).
+const (
+	MulticastGranularityMinimum     = 0 // CU_MULTICAST_GRANULARITY_MINIMUM
+	MulticastGranularityRecommended = 1 // CU_MULTICAST_GRANULARITY_RECOMMENDED
+)

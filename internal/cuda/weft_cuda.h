@@ -56,6 +56,17 @@ typedef struct {
   int flags;  // CUmemAccess_flags: 3 = READWRITE
 } CUmemAccessDesc;
 
+// CUmulticastObjectProp (CUmulticastObjectProp_v1 of cuda.h, CUDA 12.1 and
+// newer): on LP64 hosts numDevices at offset 0, size at 8, handleTypes at
+// 16, flags (must be 0) at 24; 32 bytes. handleTypes is a
+// CUmemAllocationHandleType mask (1: POSIX file descriptor).
+typedef struct {
+  unsigned int numDevices;
+  size_t size;
+  unsigned long long handleTypes;
+  unsigned long long flags;
+} CUmulticastObjectProp;
+
 // NVRTC.
 typedef int nvrtcResult;
 typedef struct _nvrtcProgram* nvrtcProgram;

@@ -1,7 +1,8 @@
 // check_cuda_h.c checks the constants and struct layouts of weft_cuda.h and
 // types.go against the toolkit's cuda.h and nvrtc.h. On a host with CUDA:
 //   gcc -I/usr/local/cuda/include internal/cuda/testdata/check_cuda_h.c -o /tmp/c && /tmp/c
-// (Checked with CUDA 13.0, 2026-11-21.)
+// (Checked with CUDA 13.0, 2026-11-21; the multicast lines, added later, are
+// checked by TestStructLayouts against cuda.h's documented layout until then.)
 #include <cuda.h>
 #include <nvrtc.h>
 #include <stddef.h>
@@ -52,6 +53,9 @@ EQ(CU_MEM_LOCATION_TYPE_DEVICE, 1);
 EQ(CU_MEM_ACCESS_FLAGS_PROT_READWRITE, 3);
 EQ(CU_IPC_HANDLE_SIZE, 64);
 EQ(CU_GET_PROC_ADDRESS_DEFAULT, 0);
+EQ(CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, 132);
+EQ(CU_MULTICAST_GRANULARITY_MINIMUM, 0);
+EQ(CU_MULTICAST_GRANULARITY_RECOMMENDED, 1);
 // errors.go
 EQ(CUDA_ERROR_INVALID_VALUE, 1); EQ(CUDA_ERROR_OUT_OF_MEMORY, 2); EQ(CUDA_ERROR_NOT_INITIALIZED, 3);
 EQ(CUDA_ERROR_DEINITIALIZED, 4); EQ(CUDA_ERROR_STUB_LIBRARY, 34); EQ(CUDA_ERROR_DEVICE_UNAVAILABLE, 46);
@@ -84,6 +88,11 @@ EQ(offsetof(W_Prop, location), offsetof(CUmemAllocationProp, location));
 EQ(offsetof(W_Prop, win32HandleMetaData), offsetof(CUmemAllocationProp, win32HandleMetaData));
 EQ(offsetof(W_Prop, allocFlags), offsetof(CUmemAllocationProp, allocFlags));
 EQ(sizeof(W_Access), sizeof(CUmemAccessDesc));
+typedef struct { unsigned int numDevices; size_t size; unsigned long long handleTypes; unsigned long long flags; } W_Mc;
+EQ(sizeof(W_Mc), sizeof(CUmulticastObjectProp));
+EQ(offsetof(W_Mc, size), offsetof(CUmulticastObjectProp, size));
+EQ(offsetof(W_Mc, handleTypes), offsetof(CUmulticastObjectProp, handleTypes));
+EQ(offsetof(W_Mc, flags), offsetof(CUmulticastObjectProp, flags));
 EQ(sizeof(CUipcMemHandle), 64);
 EQ(sizeof(CUuuid), 16);
 EQ(sizeof(CUdeviceptr), 8);
