@@ -587,7 +587,7 @@ func (e *Engine) takeSlot() (int, error) {
 	case <-e.stop:
 		return 0, errStopped
 	case <-timer.C:
-		return 0, fmt.Errorf("%s: no staging slot was freed within %v (connections stalled): %w", e.describe(), e.timeout, hal.ErrTimeout)
+		return 0, fmt.Errorf("%s: no frame was written within %v, so no staging slot came free (the peer stopped reading?): %w", e.describe(), e.timeout, hal.ErrTimeout)
 	}
 }
 
