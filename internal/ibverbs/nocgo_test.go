@@ -1,0 +1,17 @@
+//go:build !cgo
+
+package ibverbs_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/ibverbs"
+)
+
+func TestNoCgo(t *testing.T) {
+	if _, err := ibverbs.Load(); !errors.Is(err, hal.ErrNotSupported) {
+		t.Fatalf("Load() without cgo = %v; want ErrNotSupported", err)
+	}
+}
