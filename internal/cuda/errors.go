@@ -22,6 +22,7 @@ const (
 	ErrorNoBinaryForGPU       Result = 209
 	ErrorPeerAccessAlready    Result = 704 // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
 	ErrorInvalidHandle        Result = 400
+	ErrorIllegalState         Result = 401
 	ErrorNotFound             Result = 500
 	ErrorNotReady             Result = 600
 	ErrorIllegalAddress       Result = 700

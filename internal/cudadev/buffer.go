@@ -17,10 +17,11 @@ const (
 	importedIPC                     // cuIpcOpenMemHandle of another process's buffer
 	importedLocal                   // a buffer of this process, imported by handle
 	view                            // part of another buffer (Slice)
+	external                        // memory the embedding backend manages (NewExternalBuffer)
 )
 
 func (k bufferKind) String() string {
-	return [...]string{"device", "host-pinned", "imported", "imported (same process)", "view"}[k]
+	return [...]string{"device", "host-pinned", "imported", "imported (same process)", "view", "external"}[k]
 }
 
 // Buffer is memory addressable by one Device: device memory, host-pinned
@@ -34,8 +35,9 @@ type Buffer struct {
 	host    []byte         // hostMemory: the host view
 	hostPtr unsafe.Pointer // hostMemory: for cuMemFreeHost
 
-	mapping *ipcMapping // importedIPC
-	parent  *Buffer     // view, importedLocal: the buffer whose memory this is
+	mapping *ipcMapping  // importedIPC
+	parent  *Buffer      // view, importedLocal: the buffer whose memory this is
+	release func() error // external: frees or unmaps the memory
 
 	freed atomic.Bool
 }
@@ -121,8 +123,21 @@ func (b *Buffer) Free() error {
 		if err := b.mapping.release(); err != nil {
 			return fmt.Errorf("free %s: %w", b, err)
 		}
+	case external:
+		if err := b.release(); err != nil {
+			return fmt.Errorf("free %s: %w", b, err)
+		}
 	}
 	return nil
+}
+
+// NewExternalBuffer returns a buffer of d for size bytes of device memory
+// at ptr that the embedding backend allocated or mapped itself (hal/nvswitch:
+// virtual memory management allocations, which multicast groups bind).
+// Every method of d accepts it; Free calls release once. Export refuses it
+// (not CUDA IPC memory): the backend exports such buffers itself.
+func (d *Device) NewExternalBuffer(ptr cuda.DevicePtr, size int64, release func() error) *Buffer {
+	return &Buffer{dev: d, kind: external, ptr: ptr, size: size, release: release}
 }
 
 // Alloc allocates bytes of zeroed device memory.
