@@ -43,6 +43,10 @@ struct weft_params {
   // Per-group arguments (plan.Group.Arg k ≥ 1 uses entry k−1); a count of
   // WEFT_SKIP_COUNT leaves the group out of the launch.
   weft_u64 gcount[WEFT_MAX_GROUP_ARGS], ginput[WEFT_MAX_GROUP_ARGS], goutput[WEFT_MAX_GROUP_ARGS];
+  // Switch buffer (plan.Bindings.Switch, Multicast, SwitchBytes; plan
+  // SwitchSlots): this rank's copy, the group's multicast address, the
+  // capacity and the slots per half. 0 for plans without one (weft_switch.h).
+  weft_u64 switch_local, switch_mc, switch_bytes, switch_slots;
   weft_i32 rank, nranks, semaphores, scratch_slots;
   weft_i32 peers[WEFT_MAX_PEERS];  // peer rank of each channel
 };

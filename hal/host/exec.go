@@ -29,6 +29,10 @@ type Program struct {
 	peers    []peerMem
 	fifo     []byte // port-channel FIFO (plans with port channels)
 	fifoHead []byte
+	// The switch buffer (plans with one): this rank's copy, and every
+	// member's copy in member order (the multicast view).
+	sw []byte
+	mc [][]byte
 }
 
 type peerMem struct {
@@ -47,6 +51,10 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 	}
 	if !spec.DataType.Valid() || !spec.RedOp.Valid() {
 		return nil, fmt.Errorf("host: prepare %s: data type %v, op %v: %w", p.Name, spec.DataType, spec.RedOp, hal.ErrInvalidArgument)
+	}
+	if p.SwitchReduces() && !plan.SwitchSupports(spec.DataType, spec.RedOp) {
+		return nil, fmt.Errorf("host: prepare %s: the switch cannot reduce %v with %v (plan.SwitchSupports), as the hardware's multimem load-reduce cannot: %w",
+			p.Name, spec.DataType, spec.RedOp, hal.ErrInvalidArgument)
 	}
 	b := spec.Bindings
 	if len(b.Peers) != len(p.Channels) {
@@ -74,6 +82,17 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 		pr.fifoHead = res(b.FifoHead, 8, "port-channel FIFO head")
 		if err == nil && (pr.fifo == nil || pr.fifoHead == nil) {
 			return nil, fmt.Errorf("host: prepare %s: a plan with port channels needs a FIFO: %w", p.Name, hal.ErrInvalidArgument)
+		}
+	}
+	if p.HasSwitch() {
+		if b.Switch == 0 || b.Multicast == 0 || b.SwitchBytes <= 0 {
+			return nil, fmt.Errorf("host: prepare %s: a plan with a switch buffer needs its copy, multicast address and capacity bound: %w", p.Name, hal.ErrInvalidArgument)
+		}
+		pr.sw = res(b.Switch, b.SwitchBytes, "switch buffer")
+		if err == nil {
+			if pr.mc, err = d.resolveMulticast(b.Multicast, b.SwitchBytes); err != nil {
+				err = fmt.Errorf("host: prepare %s: multicast view: %w", p.Name, err)
+			}
 		}
 	}
 	for i, pb := range b.Peers {
@@ -139,6 +158,9 @@ func (pr *Program) resolveArgs(a *plan.Args) (*launch, error) {
 	}
 	if need := p.ScratchBytes(a.Count, pr.esize); need > int64(len(pr.scratch)) {
 		return nil, bad("needs %d bytes of scratch, has %d", need, len(pr.scratch))
+	}
+	if need := p.SwitchBytes(a.Count, pr.esize); need > int64(len(pr.sw)) {
+		return nil, bad("needs %d bytes of switch buffer, has %d", need, len(pr.sw))
 	}
 	l := &launch{Program: pr, timeout: a.Timeout, scalar: a.Scalar, scalarPtr: a.ScalarPtr}
 	if l.timeout <= 0 {
@@ -410,6 +432,9 @@ func (b *blockCtx) plain(r plan.Ref, off, n int64) []byte {
 			o = b.p.ScratchOffset(int64(len(b.scratch)), b.esize, b.number, r.Slot, off)
 		}
 		return sc[o : o+n*es]
+	case r.Buf == plan.Switch:
+		o := b.switchOffset(r, off)
+		return b.sw[o : o+n*es]
 	}
 	off += int64(r.Seg) * b.count
 	return buf[off*es : (off+n)*es]
@@ -460,6 +485,23 @@ func (b *blockCtx) transfer(o plan.Op) (bool, error) {
 		scale, div = plan.CombineMode(b.t, b.op)
 	}
 	var acc []byte
+	if o.Srcs[0].IsMulticast() {
+		// Load-reduce: every member's copy, reduced in member order, as
+		// the switch does (Prepare has refused what it cannot reduce).
+		so := b.switchOffset(o.Srcs[0], off)
+		for i, c := range b.mc {
+			if i == 0 {
+				acc = append([]byte(nil), c[so:so+bytes]...)
+				continue
+			}
+			reduceInto(acc, c[so:so+bytes], b.t, b.op.Base())
+		}
+		if div {
+			divInto(acc, b.t, b.p.NRanks)
+		}
+		b.store(o, off, n, acc)
+		return true, nil
+	}
 	for i, r := range o.Srcs {
 		var src []byte
 		if packets && r.Buf == plan.Scratch {
@@ -489,14 +531,38 @@ func (b *blockCtx) transfer(o plan.Op) (bool, error) {
 	if div {
 		divInto(acc, b.t, b.p.NRanks)
 	}
+	b.store(o, off, n, acc)
+	return true, nil
+}
+
+// store writes the value of transfer o (elements [off, off+n)) to each of
+// its destinations: packets, plain buffers, or every member's switch copy
+// through the multicast view.
+func (b *blockCtx) store(o plan.Op, off, n int64, acc []byte) {
+	packets := b.p.Scratch != plan.Simple
 	for _, r := range o.Dsts {
-		if packets && r.Buf == plan.Scratch {
+		switch {
+		case r.IsMulticast():
+			do := b.switchOffset(r, off)
+			for _, c := range b.mc {
+				copy(c[do:do+int64(len(acc))], acc)
+			}
+		case packets && r.Buf == plan.Scratch:
 			b.pack(r, off, acc)
-		} else {
+		default:
 			copy(b.plain(r, off, n), acc)
 		}
 	}
-	return true, nil
+}
+
+// switchOffset is the byte offset of element off of switch operand r in
+// the switch buffer (its window's, in a windowed group).
+func (b *blockCtx) switchOffset(r plan.Ref, off int64) int64 {
+	capacity := int64(len(b.sw))
+	if b.g.Window > 0 && b.window >= 0 {
+		return b.p.WindowSwitchOffset(capacity, b.esize, b.window, r.Slot, off-b.wstart)
+	}
+	return b.p.SwitchOffset(capacity, b.esize, r.Slot, off)
 }
 
 func (b *blockCtx) putHeader(r plan.Ref) {

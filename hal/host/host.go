@@ -5,7 +5,9 @@
 // Device memory is shared memory: every buffer is a file in /dev/shm (or
 // the temporary directory when /dev/shm is absent) mapped MAP_SHARED, so
 // separate processes of a job really share it, and an exported handle is the
-// file's name. Streams are goroutines that run queued work in order; graph
+// file's name. A multicast group (the switch-mapped capability) is a control
+// file in the same place, and the plan interpreter performs its load-reduce
+// and store over every member's copy (multicast.go). Streams are goroutines that run queued work in order; graph
 // capture records launches for replay. Plans are interpreted in Go: each
 // thread block of a plan is a goroutine, semaphores are 64-bit atomics in
 // shared memory, and LL packets are written data first, flags last, with
@@ -63,7 +65,8 @@ type Device struct {
 	host string
 
 	mu      sync.Mutex
-	regions []*region // sorted by start address
+	regions []*region    // sorted by start address
+	mcs     []*multicast // multicast groups joined
 	seq     int
 	closed  bool
 }
@@ -73,6 +76,7 @@ var (
 	_ hal.MemoryMapped  = (*Device)(nil)
 	_ hal.Executor      = (*Device)(nil)
 	_ hal.GraphCapturer = (*Device)(nil)
+	_ hal.SwitchMapped  = (*Device)(nil)
 )
 
 // Info describes the device. Multiprocessors is GOMAXPROCS: the number of
@@ -95,9 +99,10 @@ func (d *Device) Endpoint() hal.Endpoint {
 	return hal.Endpoint{Backend: Name, Hostname: h, HostID: d.host, Ordinal: d.cfg.Ordinal, PID: os.Getpid()}
 }
 
-// Link offers memory-mapped and port-mapped access to every peer of the
-// same host, this device's own endpoint included (its engine copies within
-// the device).
+// Link offers memory-mapped, port-mapped and switch-mapped access to every
+// peer of the same host, this device's own endpoint included (its engine
+// copies within the device): every process of the host shares its shared
+// memory, where buffers and multicast groups live.
 func (d *Device) Link(peer hal.Endpoint) hal.Link {
 	switch {
 	case peer.Backend != Name:
@@ -105,16 +110,23 @@ func (d *Device) Link(peer hal.Endpoint) hal.Link {
 	case peer.HostID != d.host:
 		return hal.Link{Reason: fmt.Sprintf("peer is on another host (%s)", peer.Hostname)}
 	}
-	return hal.Link{Caps: hal.CapMemoryMapped | hal.CapPortMapped}
+	return hal.Link{Caps: hal.CapMemoryMapped | hal.CapPortMapped | hal.CapSwitchMapped}
 }
 
-// Close unmaps every buffer still mapped and removes the files it owns.
+// Close leaves every multicast group still joined, unmaps every buffer still
+// mapped and removes the files it owns.
 func (d *Device) Close() error {
 	d.mu.Lock()
 	regs := append([]*region(nil), d.regions...)
+	mcs := append([]*multicast(nil), d.mcs...)
 	d.closed = true
 	d.mu.Unlock()
 	var first error
+	for _, m := range mcs {
+		if err := m.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
 	for _, r := range regs {
 		if err := r.Free(); err != nil && first == nil {
 			first = err

@@ -85,7 +85,7 @@ func drain(t *testing.T, e hal.Engine) {
 func TestLinkOffersPortMapped(t *testing.T) {
 	a, b := open(t, "portlink", 0), open(t, "portlink", 1)
 	for _, ep := range []hal.Endpoint{a.Endpoint(), b.Endpoint()} {
-		if got, want := a.Link(ep).Caps, hal.CapMemoryMapped|hal.CapPortMapped; got != want {
+		if got, want := a.Link(ep).Caps, hal.CapMemoryMapped|hal.CapPortMapped|hal.CapSwitchMapped; got != want {
 			t.Errorf("link to %+v: %s, want %s", ep, got, want)
 		}
 	}

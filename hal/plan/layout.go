@@ -225,7 +225,13 @@ type Bindings struct {
 	// uint64 in device memory) are the port-channel FIFO of a plan with
 	// port channels (port.go); 0 otherwise.
 	Fifo, FifoHead uint64
-	Peers          []PeerBinding
+	// Switch is this rank's copy of the plan's switch buffer (local memory
+	// bound to the multicast group), Multicast the group's multicast
+	// address on this device (hal.Multicast.Addr), SwitchBytes the
+	// buffer's capacity (Plan.SwitchCapacity); 0 without a switch buffer.
+	Switch, Multicast uint64
+	SwitchBytes       int64
+	Peers             []PeerBinding
 }
 
 // PeerBinding is the peer side of one channel: mapped locally for a memory

@@ -13,6 +13,10 @@
 // some are remote), a packet destination putPackets, a packet source
 // unpackPackets or reduce-from-packets.
 //
+// A plan may also have a switch buffer, bound to a multicast group of all
+// its ranks: transfers read the reduction of every rank's copy through its
+// multicast view and store to every copy at once (switch.go).
+//
 // Plans do not depend on the message size. Every element range is derived
 // at run time from the element count by [ChunkRange] and [PartRange], so one
 // compiled plan serves every size it is selected for. GPU backends generate
@@ -43,13 +47,17 @@ const AlignBytes = 16
 // receiver so that a count mismatch across ranks is reported, not computed.
 const HeaderBytes = 16
 
-// BufferKind names one of the three buffers a plan addresses.
+// BufferKind names one of the buffers a plan addresses.
 type BufferKind uint8
 
 const (
 	Input BufferKind = iota
 	Output
 	Scratch
+	// Switch is the plan's switch buffer (switch.go): this rank's copy
+	// (Chan Local) or the multicast view of every rank's copy (Chan
+	// Multicast).
+	Switch
 )
 
 func (b BufferKind) String() string {
@@ -60,13 +68,16 @@ func (b BufferKind) String() string {
 		return "out"
 	case Scratch:
 		return "scratch"
+	case Switch:
+		return "switch"
 	}
 	return fmt.Sprintf("buffer(%d)", uint8(b))
 }
 
 // Ref is one operand of a transfer: a buffer of this rank (Chan == Local) or
-// of the peer of channel Chan, at the element range of the operation. For
-// Scratch, Slot selects the slot; slots are laid out as in SlotStride and
+// of the peer of channel Chan, or the multicast view of the switch buffer
+// (Chan == Multicast), at the element range of the operation. For Scratch
+// and Switch, Slot selects the slot; slots are laid out as in SlotStride and
 // ScratchOffset. By convention, slot i of a rank's scratch receives from the
 // peer of its channel i (when i < len(Channels)): executors name that
 // channel and peer when a packet wait in the slot times out.
@@ -74,7 +85,7 @@ func (b BufferKind) String() string {
 // Seg displaces an input or output operand by Seg × count elements (count
 // is the launch's, or the group's, element count): the segment of a buffer
 // that holds several ranks' data, as the output of AllGather or the input
-// of ReduceScatter and AllToAll. It is 0 for scratch operands.
+// of ReduceScatter and AllToAll. It is 0 for scratch and switch operands.
 type Ref struct {
 	Buf  BufferKind
 	Chan int
@@ -99,11 +110,14 @@ func (r Ref) At(seg int) Ref { r.Seg = seg; return r }
 
 func (r Ref) String() string {
 	where := "local"
-	if r.Chan != Local {
+	switch {
+	case r.Chan == Multicast:
+		where = "multicast"
+	case r.Chan != Local:
 		where = fmt.Sprintf("ch%d", r.Chan)
 	}
-	if r.Buf == Scratch {
-		return fmt.Sprintf("%s.scratch[%d]", where, r.Slot)
+	if r.Buf == Scratch || r.Buf == Switch {
+		return fmt.Sprintf("%s.%s[%d]", where, r.Buf, r.Slot)
 	}
 	if r.Seg != 0 {
 		return fmt.Sprintf("%s.%s@%d", where, r.Buf, r.Seg)
@@ -111,8 +125,9 @@ func (r Ref) String() string {
 	return where + "." + r.Buf.String()
 }
 
-// Remote reports whether r names a peer's buffer.
-func (r Ref) Remote() bool { return r.Chan != Local }
+// Remote reports whether r names a peer's buffer (through a channel; the
+// multicast view is not remote in this sense: see IsMulticast).
+func (r Ref) Remote() bool { return r.Chan >= 0 }
 
 // OpKind is the kind of an operation.
 type OpKind uint8
@@ -227,7 +242,8 @@ func (p *Plan) OpString(o Op) string {
 }
 
 // Name is the MSCCL++-style name of the op: put, get, copy, reduce,
-// readReduce, putPackets, unpackPackets, reducePackets, signal, wait, flush.
+// readReduce, putPackets, unpackPackets, reducePackets, switchReduce,
+// switchStore, switchReduceStore, signal, wait, flush.
 // Transfers through scratch are named as packet operations; Plan.OpName
 // names them by the plan's scratch protocol.
 func (o Op) Name() string {
@@ -247,6 +263,21 @@ func (o Op) Name() string {
 	case OpTransfer:
 	default:
 		return "invalid"
+	}
+	var mcSrc, mcDst bool
+	for _, r := range o.Srcs {
+		mcSrc = mcSrc || r.IsMulticast()
+	}
+	for _, r := range o.Dsts {
+		mcDst = mcDst || r.IsMulticast()
+	}
+	switch {
+	case mcSrc && mcDst:
+		return "switchReduceStore"
+	case mcSrc:
+		return "switchReduce"
+	case mcDst:
+		return "switchStore"
 	}
 	var remoteSrc, packetSrc, remoteDst, packetDst bool
 	for _, r := range o.Srcs {
@@ -383,6 +414,9 @@ type Plan struct {
 	// slots a rank's scratch has (see SlotStride).
 	Scratch      Protocol
 	ScratchSlots int
+	// SwitchSlots is the number of slots of the plan's switch buffer (per
+	// half, for a windowed plan); 0: no switch buffer (switch.go).
+	SwitchSlots int
 	// MaxBytes is the largest message (count × element size) the plan
 	// accepts; 0 means unbounded. Plans whose scratch grows with the count
 	// bound it so that scratch stays within the memory budget.
@@ -401,8 +435,12 @@ func (p *Plan) Blocks() int {
 // String dumps the plan, one op per line.
 func (p *Plan) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "plan %s rank %d/%d, %d channels, %d blocks × %d threads, scratch %d×%s\n",
+	fmt.Fprintf(&b, "plan %s rank %d/%d, %d channels, %d blocks × %d threads, scratch %d×%s",
 		p.Name, p.Rank, p.NRanks, len(p.Channels), p.Blocks(), p.Threads, p.ScratchSlots, p.Scratch)
+	if p.SwitchSlots > 0 {
+		fmt.Fprintf(&b, ", switch %d slots", p.SwitchSlots)
+	}
+	b.WriteString("\n")
 	for gi, g := range p.Groups {
 		fmt.Fprintf(&b, " group %d (%d blocks)", gi, g.Blocks)
 		if g.Window > 0 {
@@ -448,6 +486,12 @@ func (p *Plan) Validate() error {
 	if p.Scratch > LL8 {
 		return bad("scratch protocol %d", p.Scratch)
 	}
+	if p.SwitchSlots < 0 || p.SwitchSlots > MaxOperands {
+		return bad("%d switch slots (want 0 to %d)", p.SwitchSlots, MaxOperands)
+	}
+	if p.SwitchSlots > 0 && !p.Windowed() && p.MaxBytes <= 0 {
+		return bad("a switch buffer needs windowed groups or a bounded message size (MaxBytes)")
+	}
 	if len(p.Groups) == 0 {
 		return bad("no thread-block groups")
 	}
@@ -473,6 +517,9 @@ func (p *Plan) Validate() error {
 			if g.Window > 0 && oi < len(g.Ops) && o.Kind == OpTransfer && (o.Chunk == All || o.NChunks != g.NChunks) {
 				return bad("group %d op %d: the transfers of a windowed group move chunks of %d", gi, oi, g.NChunks)
 			}
+			if p.Windowed() && (g.Window == 0 || oi >= len(g.Ops)) && o.Kind == OpTransfer && touchesSwitch(o) {
+				return bad("group %d op %d: in a windowed plan, the switch buffer is addressed by the ops of windowed groups only", gi, oi)
+			}
 		}
 		for oi, o := range all {
 			where := fmt.Sprintf("group %d op %d (%s)", gi, oi, o.Name())
@@ -492,6 +539,9 @@ func (p *Plan) Validate() error {
 				if msg := p.validatePort(o); msg != "" {
 					return bad("%s: %s", where, msg)
 				}
+				if msg := p.validateSwitch(o); msg != "" {
+					return bad("%s: %s", where, msg)
+				}
 				if o.Chunk != All && (o.NChunks < 1 || o.Chunk < 0 || o.Chunk >= o.NChunks) {
 					return bad("%s: chunk %d of %d", where, o.Chunk, o.NChunks)
 				}
@@ -502,17 +552,17 @@ func (p *Plan) Validate() error {
 					return bad("%s: more than %d operands", where, MaxOperands)
 				}
 				for _, r := range append(append([]Ref{}, o.Srcs...), o.Dsts...) {
-					if r.Chan != Local && !chanOK(r.Chan) {
+					if r.Chan != Local && r.Chan != Multicast && !chanOK(r.Chan) {
 						return bad("%s: operand %s names no channel", where, r)
 					}
-					if r.Buf > Scratch {
+					if r.Buf > Switch {
 						return bad("%s: operand buffer %d", where, r.Buf)
 					}
 					if r.Buf == Scratch && (r.Slot < 0 || r.Slot >= p.ScratchSlots) {
 						return bad("%s: scratch slot %d of %d", where, r.Slot, p.ScratchSlots)
 					}
-					if r.Seg < 0 || (r.Buf == Scratch && r.Seg != 0) || r.Seg > MaxSegments {
-						return bad("%s: operand %s: segment %d (scratch has none; at most %d)", where, r, r.Seg, MaxSegments)
+					if r.Seg < 0 || ((r.Buf == Scratch || r.Buf == Switch) && r.Seg != 0) || r.Seg > MaxSegments {
+						return bad("%s: operand %s: segment %d (scratch and switch have none; at most %d)", where, r, r.Seg, MaxSegments)
 					}
 				}
 				if p.Scratch != Simple {

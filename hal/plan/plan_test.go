@@ -163,10 +163,11 @@ func TestEmitCUDA(t *testing.T) {
 	}
 	params, err := PackParams(p, &Bindings{Peers: make([]PeerBinding, 1)}, &Args{Count: 7})
 	// 6 bindings, 2×8 peer bindings, count/input/output, 2×8 peer buffers,
-	// timeout, scalar and its address, 3×17 group arguments (8 bytes each),
-	// then rank, nranks, semaphores, slots and 8 peer ranks (4 bytes each).
-	if err != nil || len(params) != ParamsBytes || ParamsBytes != 824 {
-		t.Fatalf("PackParams: %d bytes, %v; want 824", len(params), err)
+	// timeout, scalar and its address, FIFO and its head, 3×17 group
+	// arguments, 4 switch-buffer words (8 bytes each), then rank, nranks,
+	// semaphores, slots and 8 peer ranks (4 bytes each).
+	if err != nil || len(params) != ParamsBytes || ParamsBytes != 856 {
+		t.Fatalf("PackParams: %d bytes, %v; want 856", len(params), err)
 	}
 }
 
