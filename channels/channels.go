@@ -20,10 +20,15 @@
 // error that names the rank, peer, channel, semaphore and values
 // ([Resources.Check]).
 //
+// A plan with a switch buffer also gets a [SwitchChannel]: a multicast group
+// of all its ranks, each bound to a local copy, whose multicast address the
+// plan's switch transfers use (NVLS; hal.SwitchMapped).
+//
 // Memory per plan and rank: scratch as the plan's ScratchBytes asks for its largest message, plus
 // 2×NRanks×Semaphores×8 bytes of semaphores, NRanks×Semaphores×8 of
-// expected values, 8 bytes of state per thread block and a 64-byte control
-// block.
+// expected values, 8 bytes of state per thread block, a 64-byte control
+// block and, for a plan with a switch buffer, its SwitchCapacity rounded up
+// to the multicast granularity.
 package channels
 
 import (
@@ -60,6 +65,8 @@ type MemoryChannel struct {
 type Resources struct {
 	Plan     *plan.Plan
 	Channels []MemoryChannel
+	// Switch is the plan's switch buffer (nil without one).
+	Switch   *SwitchChannel
 	Bindings plan.Bindings
 
 	dev                                     hal.Device
@@ -82,6 +89,9 @@ func (r *Resources) Bytes() int64 {
 			n += b.Size()
 		}
 	}
+	if r.Switch != nil {
+		n += r.Switch.Local.Size()
+	}
 	return n
 }
 
@@ -91,11 +101,16 @@ func (r *Resources) Bytes() int64 {
 // initialLaunch sets the launch counter, from which LL flags derive (tests
 // start it near 2^32 to exercise flag wrap-around).
 //
+// A plan with a switch buffer gets its multicast group (ConnectSwitch, of
+// Plan.SwitchCapacity bytes) and the bindings of its copy and multicast
+// address.
+//
 // Errors: ErrInvalidArgument for a plan that fails Validate or whose rank
 // differs from the bootstrap's; ErrInvalidUsage when ranks disagree on the
 // plan (name, semaphores, scratch), naming the ranks; ErrNotSupported when
-// a channel's link is not memory-mapped; errors of the device otherwise.
-// On error nothing stays allocated.
+// a channel's link is not memory-mapped, or a link is not switch-mapped
+// for a plan with a switch buffer; errors of the device otherwise. On error
+// nothing stays allocated.
 func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scratchBytes int64, initialLaunch uint64) (_ *Resources, err error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("channels: setup: %v: %w", err, hal.ErrInvalidArgument)
@@ -274,6 +289,12 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 		}
 		r.fifo = f
 	}
+	if p.HasSwitch() {
+		if r.Switch, err = ConnectSwitch(ctx, ex, dev, p.SwitchCapacity()); err != nil {
+			return nil, fmt.Errorf("channels: setup %s: %w", p.Name, err)
+		}
+		r.Bindings.Switch, r.Bindings.Multicast, r.Bindings.SwitchBytes = r.Switch.Local.Addr(), r.Switch.Addr(), p.SwitchCapacity()
+	}
 	// Nobody leaves (and may free what it exported) before every rank has
 	// mapped its peers' buffers.
 	if _, err := ex.AllGather(ctx, nil); err != nil {
@@ -339,6 +360,10 @@ func (r *Resources) Close() error {
 	if r.proxy != nil {
 		errs = append(errs, releaseProxy(r.dev))
 		r.proxy = nil
+	}
+	if r.Switch != nil {
+		errs = append(errs, r.Switch.Close())
+		r.Switch = nil
 	}
 	for _, c := range r.Channels {
 		for _, b := range []hal.Buffer{c.RemoteScratch, c.RemoteSemaphores} {
