@@ -20,6 +20,7 @@ import (
 	_ "github.com/weftccl/weft/hal/nvlink"
 	_ "github.com/weftccl/weft/hal/pcie"
 	"github.com/weftccl/weft/hal/plan"
+	_ "github.com/weftccl/weft/hal/socket"
 	_ "github.com/weftccl/weft/hal/xgmi"
 	"github.com/weftccl/weft/internal/cudadev"
 	"github.com/weftccl/weft/internal/env"

@@ -5,5 +5,6 @@ import (
 	_ "github.com/weftccl/weft/hal/host"
 	_ "github.com/weftccl/weft/hal/nvlink"
 	_ "github.com/weftccl/weft/hal/pcie"
+	_ "github.com/weftccl/weft/hal/socket"
 	_ "github.com/weftccl/weft/hal/xgmi"
 )

@@ -608,7 +608,6 @@ func (e *Engine) send(of outFrame) error {
 // completer publishes the own engine's progress.
 func (e *Engine) completer() {
 	defer e.wg.Done()
-	round := 0
 	last := time.Now()
 	for {
 		e.retire(e.ownDone.Load())
@@ -621,7 +620,7 @@ func (e *Engine) completer() {
 			case <-e.dead:
 				return
 			}
-			round, last = 0, time.Now()
+			last = time.Now()
 			continue
 		}
 		e.ownMu.Lock()
@@ -634,7 +633,7 @@ func (e *Engine) completer() {
 		if d > done {
 			e.ownDone.Store(d)
 			e.progress.notify()
-			round, last = 0, time.Now()
+			last = time.Now()
 			continue
 		}
 		if time.Since(last) > e.timeout {
@@ -647,8 +646,7 @@ func (e *Engine) completer() {
 			return
 		default:
 		}
-		backoff(round)
-		round++
+		backoff(last)
 	}
 }
 

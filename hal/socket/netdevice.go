@@ -411,6 +411,10 @@ func (nd *NetDevice) Close() error {
 	for _, c := range orphans {
 		c.Close()
 	}
+	nd.regMu.Lock()
+	clear(nd.regs)
+	clear(nd.imports)
+	nd.regMu.Unlock()
 	done := make(chan struct{})
 	go func() { nd.wg.Wait(); close(done) }()
 	select {

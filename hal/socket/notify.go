@@ -32,14 +32,20 @@ func (n *notifier) notify() {
 	n.mu.Unlock()
 }
 
-// backoff is the pause between two polls of a device engine that has not
-// finished yet: yield for the first rounds (a host copy of a chunk takes
-// tens of microseconds), then sleep, doubling up to 200 µs.
-func backoff(round int) {
-	if round < 64 {
+// spinFor is how long a poll of a device engine yields the processor
+// between polls before it starts sleeping. Go rounds sleeps shorter than a
+// millisecond up to about one when the runtime is idle, while staging a
+// chunk takes tens to hundreds of microseconds: sleeping at once would
+// stall every chunk for a millisecond.
+const spinFor = 2 * time.Millisecond
+
+// backoff pauses between two polls of a device engine that has not
+// finished yet, waiting started at start: yield while the wait is shorter
+// than spinFor, then sleep 100 µs (about 1 ms in practice).
+func backoff(start time.Time) {
+	if time.Since(start) < spinFor {
 		runtime.Gosched()
 		return
 	}
-	d := time.Microsecond << min(round-64, 8)
-	time.Sleep(min(d, 200*time.Microsecond))
+	time.Sleep(100 * time.Microsecond)
 }

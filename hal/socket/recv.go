@@ -83,7 +83,9 @@ func (nd *NetDevice) serve(c net.Conn) {
 		rc, err = nd.join(h, c, remote)
 	}
 	if err != nil {
-		nd.refuse(fmt.Errorf("socket: rank %d: refused connection from %s: %v: %w", nd.cfg.Rank, remote, err, hal.ErrRemote))
+		if !nd.closing.Load() {
+			nd.refuse(fmt.Errorf("socket: rank %d: refused connection from %s: %v: %w", nd.cfg.Rank, remote, err, hal.ErrRemote))
+		}
 		c.Write(encodeReply(replyReject, fmt.Sprintf("rank %d refused the connection: %v", nd.cfg.Rank, err)))
 		c.Close()
 		return
@@ -321,8 +323,9 @@ var errStopped = errors.New("session stopped")
 // waitFree waits until the copy out of staging half h has finished.
 func (rc *recvConn) waitFree(h int) error {
 	s := rc.s
-	deadline := time.Now().Add(s.nd.opts.Timeout)
-	for round := 0; ; round++ {
+	start := time.Now()
+	deadline := start.Add(s.nd.opts.Timeout)
+	for {
 		s.mu.Lock()
 		t := rc.busy[h]
 		done, err := s.own.Completed()
@@ -339,7 +342,7 @@ func (rc *recvConn) waitFree(h int) error {
 			return fmt.Errorf("%s: the device's engine did not finish copying a chunk out of staging within %v (ticket %d, completed %d): %w",
 				rc.describe(), s.nd.opts.Timeout, t, done, hal.ErrTimeout)
 		}
-		backoff(round)
+		backoff(start)
 	}
 }
 

@@ -1,0 +1,120 @@
+// Package socket is weft's TCP network transport: the port-mapped
+// capability ([hal.PortMapped]) carried over sockets between ranks that
+// share no memory, as NCCL's socket transport (NET/Socket) carries its
+// sends and receives. It registers itself with [hal.RegisterNetwork] as
+// "socket"; WEFT_NET=socket selects it, and it is the fallback when no
+// RDMA device is usable. Import it for its side effect:
+//
+//	import _ "github.com/weftccl/weft/hal/socket"
+//
+// # Model
+//
+// [Open] starts a listener on the chosen interface (WEFT_SOCKET_IFNAME,
+// NCCL_SOCKET_IFNAME's syntax) and returns a [NetDevice]. [NetDevice.ExportPort]
+// registers a buffer as a receive window; a peer imports the handle with
+// [NetDevice.ImportPort] and gets a buffer whose Addr is a remote address:
+// bit 63 set, the 23-bit registration id in bits 40–62 and a 40-bit byte
+// offset, so Addr()+off names byte off of the window, as for a mapped
+// buffer. The sender checks every Put and Signal against the registrations
+// it imported from that peer; the receiver checks them again against its
+// own (registration id known, range inside it, semaphore 8-byte aligned).
+//
+// [NetDevice.NewEngine] connects an [Engine] to a peer whose
+// Endpoint.Net["socket"] holds its [NetDevice.Address]: WEFT_SOCKET_NSOCKS
+// TCP connections (default 2), each opened with a handshake the receiver
+// answers. The engine cuts a put into chunks of WEFT_SOCKET_CHUNK bytes
+// (default 512 KiB) and numbers its frames 0, 1, 2, … in issue order;
+// frame s travels on connection s mod NSOCKS. The own endpoint gives a
+// local engine (copies and signals within the device).
+//
+// The transport never dereferences device memory: it moves bytes through
+// host memory from the device's AllocHost and the device's own port-mapped
+// engine. To send a chunk, the engine copies it into a staging slot with
+// the device engine (Copy, then Mark) and writes the frame once that
+// ticket completes; to receive, the frame lands in the connection's
+// staging memory and the receiver queues Copy(destination, staging) on its
+// device engine, and for a signal that engine's Signal. hal/host
+// implements those engines in software, so CI runs the same path a GPU
+// takes.
+//
+// # Wire format
+//
+// Integers are big-endian. A connection opens with a 56-byte handshake:
+//
+//	[0:8)   "WEFTSOCK"
+//	[8:10)  protocol version (1)
+//	[10:12) connection index    [12:14) connections of the engine (1–64)
+//	[16:24) job hash (FNV-1a 64 of the job id)
+//	[24:32) nonce of the listening NetDevice (its incarnation)
+//	[32:36) source rank         [36:40) destination rank
+//	[40:48) engine id           [48:52) chunk bytes (1 KiB–64 MiB)
+//	(other bytes zero)
+//
+// The receiver refuses a wrong magic or version, another job's hash, a
+// destination rank or nonce that is not its own, a source outside the
+// job, a repeated connection index: it answers with a reject reply naming
+// the fault, closes the connection and records the refusal
+// ([NetDevice.Refused]); the job is not disturbed. Otherwise it answers
+// accept. Then the engine sends frames, a 40-byte header and, for a put,
+// the payload:
+//
+//	[0:4)   "WSKF"   [4] kind: 1 put, 2 signal, 3 bye   [5:8) zero
+//	[8:16)  sequence number
+//	[16:24) put: destination address     signal: semaphore address
+//	[24:32) put: payload bytes (≤ chunk)  signal: count-word address or 0
+//	[32:40) put: zero                     signal: count value
+//
+// and the receiver answers with 16-byte replies ("WSKR", kind, length of a
+// reason that follows): accept, reject (reason), bye-ack, closing (its
+// NetDevice closes; nothing more is applied).
+//
+// A frame with a bad magic, an unknown kind, a payload beyond the chunk
+// size, an address outside the registrations, or a sequence number other
+// than the connection's next (a gap) makes the receiver reject it with the
+// reason, close every connection of that engine, and record the failure
+// of the sending rank ([NetDevice.PeerErr], [NetDevice.Err]); engines of
+// this NetDevice to that rank then fail too. Handles (40 bytes, "WSKH")
+// and addresses ("WSKA") carry the same version, job hash and nonce;
+// ImportPort refuses malformed handles with hal.ErrInvalidArgument and
+// other jobs' with hal.ErrInvalidUsage.
+//
+// # Ordering
+//
+// Each TCP connection delivers its frames in order, and connection c
+// carries exactly the frames s ≡ c (mod NSOCKS) in increasing order; the
+// receiver checks that every frame has the sequence number its connection
+// expects next, so no frame is lost or reordered unnoticed. All
+// connections of one engine form a session at the receiver, which applies
+// frames strictly in sequence order: a reader holding frame s waits until
+// frames 0 … s−1, whichever connections carry them, have been applied.
+// Applying is queueing on the session's device engine, which executes in
+// order. A signal is therefore queued after the copies of every earlier
+// put chunk, and the device engine stores its count and semaphore only
+// after those copies are visible (hal.Engine.Signal's release guarantee):
+// a signal never overtakes data, however the connections race. Puts to
+// overlapping ranges land in issue order too. The session's device engine
+// is the only writer of the semaphores that the remote engine signals, as
+// hal.Engine requires.
+//
+// On the sending side the stager handles requests in issue order through
+// the device engine: a Copy runs after the staging of earlier puts, and a
+// signal's frame is written only after a device-engine ticket covering
+// every earlier request completes, so a Copy followed by a Signal has
+// finished when the peer sees the signal. A ticket of [Engine.Mark]
+// completes when the requests before it are complete at the source: their
+// bytes staged (the source may be reused), their copies done.
+//
+// # Progress and failures
+//
+// No engine call waits for the network: requests go into a ring of 4096;
+// Put, Copy and Signal wait only while the ring is full of requests not
+// yet staged. Staging of chunk k+1 overlaps the sending of chunk k.
+//
+// Every wait has a deadline of WEFT_TIMEOUT without progress: a frame
+// half-read, a write, a frame waiting for its predecessors, staging, Close.
+// An idle connection between frames has none. A peer lost mid-transfer (a
+// reset, an end of stream inside a frame or without the goodbye Close
+// sends, no progress) fails the engine to it: its next call and Close
+// return an error wrapping hal.ErrRemote or hal.ErrTimeout that names the
+// rank and address, and the receiving NetDevice records it.
+package socket
