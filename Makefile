@@ -29,7 +29,7 @@ run: build
 
 # Binaries for a GPU host (no Go toolchain there). Run with:
 #   .gpu/gpu-check.sh   (WEFT_REQUIRE=nvlink is set inside)
-GPU_PKGS = ./hal/nvlink ./hal/pcie ./internal/cudadev ./internal/cuda ./internal/nccl ./conformance .
+GPU_PKGS = ./hal/nvlink ./hal/nvswitch ./hal/pcie ./internal/cudadev ./internal/cuda ./internal/nccl ./conformance .
 gpu-bundle:
 	mkdir -p .gpu
 	CGO_ENABLED=1 $(GO) build -o .gpu/weft ./cmd/weft

@@ -14,6 +14,7 @@ import (
 	"github.com/weftccl/weft/hal"
 	_ "github.com/weftccl/weft/hal/host"
 	"github.com/weftccl/weft/hal/nvlink"
+	_ "github.com/weftccl/weft/hal/nvswitch"
 	_ "github.com/weftccl/weft/hal/pcie"
 	"github.com/weftccl/weft/hal/plan"
 	_ "github.com/weftccl/weft/hal/xgmi"

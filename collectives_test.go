@@ -13,6 +13,7 @@ import (
 	"github.com/weftccl/weft/check"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/nvlink"
+	_ "github.com/weftccl/weft/hal/nvswitch"
 	_ "github.com/weftccl/weft/hal/pcie"
 	"github.com/weftccl/weft/hal/plan"
 	"github.com/weftccl/weft/internal/cuda"

@@ -18,6 +18,7 @@ import (
 	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/hal"
 	_ "github.com/weftccl/weft/hal/nvlink"
+	_ "github.com/weftccl/weft/hal/nvswitch"
 	_ "github.com/weftccl/weft/hal/pcie"
 	"github.com/weftccl/weft/hal/plan"
 	_ "github.com/weftccl/weft/hal/socket"

@@ -4,6 +4,7 @@ package main
 import (
 	_ "github.com/weftccl/weft/hal/host"
 	_ "github.com/weftccl/weft/hal/nvlink"
+	_ "github.com/weftccl/weft/hal/nvswitch"
 	_ "github.com/weftccl/weft/hal/pcie"
 	_ "github.com/weftccl/weft/hal/socket"
 	_ "github.com/weftccl/weft/hal/xgmi"
