@@ -30,8 +30,9 @@
 // names, ":roce" for RoCE, "none" for no device; default "fakeib0"),
 // FAKEVERBS_PORT_DOWN (a device whose port is down), FAKEVERBS_MAX_MSG
 // (max_msg_sz, default 1 GiB), FAKEVERBS_CQ_CAP (real capacity of every
-// CQ, to provoke overruns), FAKEVERBS_DEFER=1 (requests execute only when
-// their send queue's CQ is polled, one per poll, so completions lag).
+// CQ, to provoke overruns), FAKEVERBS_DEFER=n (requests execute only when
+// their send queue's CQ is polled, one every n-th poll, so completions
+// lag).
 
 #include <errno.h>
 #include <pthread.h>
@@ -113,10 +114,15 @@ static int envint(const char* name, long def, long* out) {
   return 1;
 }
 
+// deferred is FAKEVERBS_DEFER: 0 executes requests when posted; n > 0
+// executes them only in polls of their send CQ, one request every n-th
+// poll, so completions lag behind posts.
 static int deferred(void) {
   const char* s = getenv("FAKEVERBS_DEFER");
-  return s && strcmp(s, "1") == 0;
+  return s && *s ? atoi(s) : 0;
 }
+
+static unsigned long polls;
 
 // load_devices parses FAKEVERBS_DEVICES into devs; returns the count.
 static int load_devices(void) {
@@ -553,6 +559,9 @@ static int exec_one(struct fake_qp* p, struct fake_swr* s) {
     return 0;
   }
   struct fake_qp* t = find_qp(p->dest_qpn);
+  // A target not yet connected drops the packets; the requester retries
+  // (a real NIC for retry_cnt × timeout; here until it connects).
+  if (t && t->qp.state == IBV_QPS_INIT && addressed(p, t)) return 1;
   if (!t || !addressed(p, t) || t->dest_qpn != p->qp.qp_num || (t->qp.state != IBV_QPS_RTR && t->qp.state != IBV_QPS_RTS)) {
     complete(p, wr, IBV_WC_RETRY_EXC_ERR, wcop, 0);
     return 0;
@@ -674,8 +683,13 @@ static int fake_poll_cq(struct ibv_cq* cq, int n, struct ibv_wc* wc) {
   struct fake_cq* q = (struct fake_cq*)cq;
   pthread_mutex_lock(&mu);
   int defer = deferred();
+  int budget = defer ? (++polls % (unsigned long)defer == 0) : 1 << 30;
   for (struct fake_qp* p = qps; p; p = p->next)
-    if (p->qp.send_cq == cq && p->sq_count) progress(p, defer ? 1 : 1 << 30);
+    if (p->qp.send_cq == cq && p->sq_count && budget > 0) {
+      int before = p->sq_count;
+      progress(p, budget);
+      if (defer) budget -= before - p->sq_count;
+    }
   if (q->overrun) {
     pthread_mutex_unlock(&mu);
     return -1;
