@@ -17,6 +17,7 @@ import (
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/hal"
+	_ "github.com/weftccl/weft/hal/ib"
 	_ "github.com/weftccl/weft/hal/nvlink"
 	_ "github.com/weftccl/weft/hal/nvswitch"
 	_ "github.com/weftccl/weft/hal/pcie"
