@@ -5,8 +5,6 @@ package ib_test
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,26 +13,6 @@ import (
 	"github.com/weftccl/weft/hal/ib"
 	"github.com/weftccl/weft/internal/ibverbs/ibvtest"
 )
-
-// fakeSysfs makes a sysfs root whose class/infiniband lists devs, as the
-// kernel does (links into devices/).
-func fakeSysfs(t *testing.T, devs ...string) string {
-	t.Helper()
-	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "class", "infiniband"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range devs {
-		target := filepath.Join(root, "devices", "virtual", "infiniband", d)
-		if err := os.MkdirAll(filepath.Join(target, "ports", "1"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(target, filepath.Join(root, "class", "infiniband", d)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
 
 // fakeOptions builds the in-memory verbs provider with the given devices
 // and returns options that use it.
