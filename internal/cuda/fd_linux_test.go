@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(fdChildEnv) == "1" {
 		os.Exit(fdChild())
 	}
+	if os.Getenv(fakeDriverEnv) == "1" {
+		os.Exit(fakeDriverChild())
+	}
 	os.Exit(m.Run())
 }
 
