@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/env"
 )
 
 // TestMulticastWithoutDriver: without a driver (or without cgo) every
@@ -59,8 +60,13 @@ func TestMissingEntryPointError(t *testing.T) {
 }
 
 // TestMulticastGranularity asks a GPU for its multicast granularities. It
-// creates no multicast object: cuMulticastGetGranularity only computes.
+// creates no multicast object (cuMulticastGetGranularity only computes),
+// yet like every use of the multicast API it waits for WEFT_NVLS=1
+// (architecture.md §8).
 func TestMulticastGranularity(t *testing.T) {
+	if env.String("WEFT_NVLS") != "1" {
+		t.Skip("WEFT_NVLS is not 1: no multicast call on this host (architecture.md §8)")
+	}
 	d, ctx := gpu(t)
 	if !MulticastAvailable() {
 		t.Skip("driver older than CUDA 12.1: no multicast entry points")
