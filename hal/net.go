@@ -54,6 +54,11 @@ type NetDevice interface {
 	// Address is this rank's connection information (listening addresses,
 	// queue-pair numbers), opaque to everything but the network itself.
 	Address() []byte
+	// Err reports the first failure of the link to any peer that is not
+	// the answer of an engine call: a peer lost while feeding this rank, a
+	// malformed or foreign frame (sockets), a queue pair in error (RDMA).
+	// It names the peer's rank; nil while every link is healthy.
+	Err() error
 	// Close stops receiving, closes every connection and engine, and
 	// releases registrations. Errors of a peer lost earlier are not
 	// repeated here.

@@ -287,6 +287,12 @@ func TestErrors(t *testing.T) {
 		if err := e.Put(rdst.Addr(), src.Addr(), 8); !errors.Is(err, hal.ErrRemote) {
 			t.Errorf("put after the failure: %v, want the recorded error", err)
 		}
+		if err := rs[0].nd.Err(); !errors.Is(err, hal.ErrRemote) || !strings.Contains(err.Error(), "peer rank 1") {
+			t.Errorf("NetDevice.Err after the failure: %v, want the failure naming peer rank 1", err)
+		}
+		if err := rs[1].nd.Err(); err != nil {
+			t.Errorf("the target's NetDevice.Err: %v, want nil (RDMA writes are one-sided)", err)
+		}
 	})
 	t.Run("peer gone", func(t *testing.T) {
 		rs := openRanks(t, 3, fakeOptions(t), "job-gone")

@@ -455,3 +455,25 @@ func (nd *NetDevice) release() error {
 	}
 	return nil
 }
+
+// Err returns the first failed completion of any peer's queue pair (the
+// pair is then in error and every later request to that peer fails), or
+// nil. RDMA writes are one-sided: this rank's receive side has no failures
+// of its own to report.
+func (nd *NetDevice) Err() error {
+	nd.mu.RLock()
+	conns := nd.conns
+	nd.mu.RUnlock()
+	for _, c := range conns {
+		if c == nil {
+			continue
+		}
+		c.mu.Lock()
+		err := c.err
+		c.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
