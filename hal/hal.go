@@ -113,6 +113,26 @@ type Endpoint struct {
 	Net map[string][]byte `json:"net,omitempty"`
 }
 
+// NodeOf is the node of a device whose host is hostID: nodeID (the value
+// of WEFT_NODE_ID, which backends read) when set, else hostID.
+func NodeOf(hostID, nodeID string) string {
+	if nodeID != "" {
+		return nodeID
+	}
+	return hostID
+}
+
+// OtherNode reports why peer is on another node than e: "different node
+// (node A vs node B)", or "" when they share one. An endpoint without a
+// Node is on its HostID's node.
+func (e Endpoint) OtherNode(peer Endpoint) string {
+	a, b := NodeOf(e.HostID, e.Node), NodeOf(peer.HostID, peer.Node)
+	if a == b {
+		return ""
+	}
+	return fmt.Sprintf("different node (node %s vs node %s)", a, b)
+}
+
 // Link describes what a device can do on the link to one peer.
 type Link struct {
 	Caps Capability

@@ -27,6 +27,7 @@ import (
 	"sync"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/env"
 )
 
 // Name is the backend's registry name.
@@ -55,6 +56,7 @@ func (backend) Open(cfg hal.Config) (hal.Device, error) {
 	}
 	removeStale(job)
 	d := &Device{cfg: cfg, job: job, host: hostID()}
+	d.node = hal.NodeOf(d.host, env.String("WEFT_NODE_ID"))
 	return d, nil
 }
 
@@ -63,6 +65,7 @@ type Device struct {
 	cfg  hal.Config
 	job  string
 	host string
+	node string // WEFT_NODE_ID, else host
 
 	mu      sync.Mutex
 	regions []*region    // sorted by start address
@@ -96,7 +99,7 @@ func (d *Device) Info() hal.DeviceInfo {
 // Endpoint identifies this device to peers.
 func (d *Device) Endpoint() hal.Endpoint {
 	h, _ := os.Hostname()
-	return hal.Endpoint{Backend: Name, Hostname: h, HostID: d.host, Ordinal: d.cfg.Ordinal, PID: os.Getpid()}
+	return hal.Endpoint{Backend: Name, Hostname: h, HostID: d.host, Ordinal: d.cfg.Ordinal, PID: os.Getpid(), Node: d.node}
 }
 
 // Link offers memory-mapped, port-mapped and switch-mapped access to every
@@ -109,6 +112,9 @@ func (d *Device) Link(peer hal.Endpoint) hal.Link {
 		return hal.Link{Reason: fmt.Sprintf("peer uses backend %q", peer.Backend)}
 	case peer.HostID != d.host:
 		return hal.Link{Reason: fmt.Sprintf("peer is on another host (%s)", peer.Hostname)}
+	}
+	if why := d.Endpoint().OtherNode(peer); why != "" {
+		return hal.Link{Reason: why}
 	}
 	return hal.Link{Caps: hal.CapMemoryMapped | hal.CapPortMapped | hal.CapSwitchMapped}
 }

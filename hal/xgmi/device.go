@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/env"
 	"github.com/weftccl/weft/internal/hip"
 )
 
@@ -121,6 +122,7 @@ func (d *Device) query(count int) error {
 	}
 	host, _ := os.Hostname()
 	d.ep = hal.Endpoint{Backend: Name, Hostname: host, HostID: hip.HostID(), Ordinal: d.cfg.Ordinal, PCIBusID: bus, PID: os.Getpid()}
+	d.ep.Node = hal.NodeOf(d.ep.HostID, env.String("WEFT_NODE_ID"))
 	if hasUUID && uuid != (hip.UUID{}) {
 		d.ep.UUID = uuid.String()
 	}
@@ -170,6 +172,8 @@ func (d *Device) Link(peer hal.Endpoint) hal.Link {
 		return hal.Link{Reason: fmt.Sprintf("peer uses backend %q, not %q", peer.Backend, Name)}
 	case peer.HostID != d.ep.HostID:
 		return hal.Link{Reason: fmt.Sprintf("different hosts or IPC namespaces (%s and %s)", d.ep.Hostname, peer.Hostname)}
+	case d.ep.OtherNode(peer) != "":
+		return hal.Link{Reason: d.ep.OtherNode(peer)}
 	case peer.PCIBusID == d.ep.PCIBusID:
 		return hal.Link{Caps: both, Reason: "same GPU"}
 	}

@@ -190,6 +190,7 @@ func (d *Device) query(count int) error {
 		PCIBusID: bus,
 		PID:      os.Getpid(),
 	}
+	d.ep.Node = hal.NodeOf(d.ep.HostID, env.String("WEFT_NODE_ID"))
 	return nil
 }
 
@@ -253,6 +254,8 @@ func (d *Device) Peer(peer hal.Endpoint) PeerLink {
 			return PeerLink{Unreachable: fmt.Sprintf("different hosts (%s and %s)", d.ep.Hostname, peer.Hostname)}
 		}
 		return PeerLink{Unreachable: "different hosts (same hostname, different boot id or IPC namespace)"}
+	case d.ep.OtherNode(peer) != "":
+		return PeerLink{Unreachable: d.ep.OtherNode(peer)}
 	case peer.UUID == d.ep.UUID:
 		return PeerLink{SameGPU: true, Visible: true, Ordinal: d.ordinal, PeerAccess: true, Reason: "same GPU"}
 	}
