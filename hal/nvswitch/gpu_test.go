@@ -3,6 +3,7 @@ package nvswitch
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -181,7 +182,11 @@ func switchReduces(t plan.DataType, op plan.RedOp) bool {
 }
 
 // switchPlans returns rank 0's plans of every collective whose name
-// contains "nvls", over every plan family of package algorithms.
+// contains "nvls", over every plan family of package algorithms and the
+// NVLS family, with links declared switch-mapped (Config.Switch). The
+// field is set by name, so that this test builds against package
+// algorithms whether or not it has the field yet; without it, or without
+// NVLS plans, the list is empty.
 func switchPlans(t *testing.T, nranks int) []*plan.Plan {
 	t.Helper()
 	seen := map[string]bool{}
@@ -199,9 +204,12 @@ func switchPlans(t *testing.T, nranks int) []*plan.Plan {
 			out = append(out, p)
 		}
 	}
-	for _, fam := range append([]string{""}, algorithms.Families...) {
+	for _, fam := range append([]string{"", "nvls"}, algorithms.Families...) {
 		cfg := algorithms.DefaultConfig(0, nranks, 132, true)
 		cfg.Algo = fam
+		if f := reflect.ValueOf(&cfg).Elem().FieldByName("Switch"); f.IsValid() && f.Kind() == reflect.Bool {
+			f.SetBool(true)
+		}
 		add(algorithms.AllReducePlans(cfg))
 		for _, coll := range algorithms.Collectives {
 			add(algorithms.Plans(cfg, coll, 0))

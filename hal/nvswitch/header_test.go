@@ -1,6 +1,7 @@
 package nvswitch
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -198,6 +199,18 @@ func hostCompiler(t *testing.T) (path string, clang bool) {
 // with clang to PTX for sm_90 (returned), with g++ for syntax.
 func compileHost(t *testing.T, src string) (ptx string, out string, err error) {
 	t.Helper()
+	return compileHostMode(t, src, false)
+}
+
+// compileHostSyntax is compileHost checking syntax only, with either
+// compiler.
+func compileHostSyntax(t *testing.T, src string) (ptx string, out string, err error) {
+	t.Helper()
+	return compileHostMode(t, src, true)
+}
+
+func compileHostMode(t *testing.T, src string, syntaxOnly bool) (ptx string, out string, err error) {
+	t.Helper()
 	cc, clang := hostCompiler(t)
 	dir := t.TempDir()
 	lib := channels.DeviceLibrary()
@@ -217,15 +230,19 @@ func compileHost(t *testing.T, src string) (ptx string, out string, err error) {
 		}
 	}
 	var cmd *exec.Cmd
-	if clang {
+	switch {
+	case clang && syntaxOnly:
+		cmd = exec.Command(cc, "-x", "cuda", "--cuda-gpu-arch=sm_90", "--cuda-device-only", "-nocudainc", "-nocudalib",
+			"-std=c++17", "-fsyntax-only", "-Wno-unknown-pragmas", "check.cu")
+	case clang:
 		cmd = exec.Command(cc, "-x", "cuda", "--cuda-gpu-arch=sm_90", "--cuda-device-only", "-nocudainc", "-nocudalib",
 			"-std=c++17", "-O1", "-Wall", "-Wno-unknown-pragmas", "-ferror-limit=0", "-S", "-o", "check.ptx", "check.cu")
-	} else {
+	default:
 		cmd = exec.Command(cc, "-x", "c++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wno-unknown-pragmas", "check.cu")
 	}
 	cmd.Dir = dir
 	o, err := cmd.CombinedOutput()
-	if clang && err == nil {
+	if clang && !syntaxOnly && err == nil {
 		b, rerr := os.ReadFile(filepath.Join(dir, "check.ptx"))
 		if rerr != nil {
 			t.Fatal(rerr)
@@ -341,4 +358,48 @@ func TestSwitchReduces(t *testing.T) {
 			t.Errorf("switchReduces(%v, %v) = %v, want %v", tt.t, tt.op, got, tt.want)
 		}
 	}
+}
+
+// kernelPrelude declares, for a host compiler, the NVRTC built-ins that
+// generated plan kernels use besides the HAL header (as channels' kernel
+// check does).
+const kernelPrelude = `
+struct weft_dim3 { unsigned x, y, z; };
+extern __device__ weft_dim3 threadIdx, blockIdx, blockDim, gridDim;
+__device__ void __syncthreads();
+__device__ int __syncthreads_or(int);
+#define __launch_bounds__(n)
+#define __grid_constant__
+`
+
+// TestSwitchPlansCompileHost generates the kernels of the switch plans of
+// package algorithms (as TestSwitchCompileNVRTC compiles them with NVRTC on
+// a GPU host) and checks them with a host compiler against the channel
+// library and this backend's weft_switch_hal.h.
+func TestSwitchPlansCompileHost(t *testing.T) {
+	plans := switchPlans(t, 4)
+	if len(plans) == 0 {
+		t.Skip("no switch plans (name containing \"nvls\") in package algorithms")
+	}
+	var b strings.Builder
+	b.WriteString(kernelPrelude)
+	n := 0
+	for _, p := range plans {
+		for _, k := range planKernels {
+			src, err := plan.EmitCUDA(p, k.t, k.op)
+			if errors.Is(err, plan.ErrInvalidPlan) && !switchReduces(k.t, k.op) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("plan %s %v %v: %v", p.Name, k.t, k.op, err)
+			}
+			// One translation unit per kernel: each defines weft_plan.
+			_, out, err := compileHostSyntax(t, kernelPrelude+src)
+			if err != nil || strings.TrimSpace(out) != "" {
+				t.Fatalf("plan %s %v %v: %v\n%s", p.Name, k.t, k.op, err, out)
+			}
+			n++
+		}
+	}
+	t.Logf("%d kernels of %d switch plans compiled", n, len(plans))
 }
