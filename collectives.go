@@ -154,11 +154,11 @@ func (c *Comm) launchCall(call Call, s hal.Stream) error {
 	if err != nil {
 		return err
 	}
-	a := algos[algorithms.Select(choicesOf(algos), call.Count*int64(call.Type.Size()))]
 	op := call.Op
 	if !call.Coll.Reduces() {
 		op = plan.Sum // data movement only: one program per type
 	}
+	a := algos[algorithms.SelectFor(choicesOf(algos), call.Count*int64(call.Type.Size()), call.Type, op)]
 	args := &plan.Args{Count: call.Count, Input: call.Send, Output: call.Recv, Timeout: c.timeout, Scalar: call.Scalar, ScalarPtr: call.ScalarPtr}
 	if op == plan.Avg && call.Type.Float() {
 		args.Scalar, args.ScalarPtr = plan.AvgScalar(call.Type, c.cfg.NRanks), 0
@@ -215,7 +215,11 @@ func (c *Comm) planFor(call Call) *plan.Plan {
 	if err != nil {
 		return nil
 	}
-	return choices[algorithms.Select(choices, call.Count*int64(call.Type.Size()))].Plan
+	op := call.Op
+	if !call.Coll.Reduces() {
+		op = plan.Sum
+	}
+	return choices[algorithms.SelectFor(choices, call.Count*int64(call.Type.Size()), call.Type, op)].Plan
 }
 
 // p2pRounds splits a group's operations into rounds in which each peer

@@ -33,8 +33,9 @@ func TestMain(m *testing.M) {
 
 // childMain is one rank of a multi-process job. Modes: "sweep" runs
 // AllReduce over every data type and a range of sizes and checks each
-// result; "kill" runs AllReduce in a loop, and the rank named by
-// WEFT_TEST_KILL kills itself with SIGKILL after a few iterations.
+// result; "nvls" runs the NVLS collectives (nvlsChild); "kill" runs
+// AllReduce in a loop, and the rank named by WEFT_TEST_KILL kills itself
+// with SIGKILL after a few iterations.
 func childMain(mode string) error {
 	launch, ok, err := bootstrap.FromEnv()
 	if err != nil || !ok {
@@ -77,6 +78,8 @@ func childMain(mode string) error {
 			}
 		}
 		return nil
+	case "nvls":
+		return nvlsChild(comm, dev, s)
 	case "kill":
 		// Buffers registered once: after the first calls, a lost peer is
 		// met inside device-side waits, not in a bootstrap exchange.

@@ -104,7 +104,7 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 	} else if cfg.Algo, err = algoFromEnv(); err != nil {
 		return nil, err
 	}
-	if cfg.PortOnly, err = portOnly(ctx, boot, dev); err != nil {
+	if cfg.PortOnly, cfg.Switch, err = linkKinds(ctx, boot, dev); err != nil {
 		return nil, err
 	}
 	c := &Comm{boot: boot, dev: dev, exec: exec, cfg: cfg, timeout: opts.Timeout, regs: map[uint64]*channels.Registration{}, colls: map[collKey][]*algo{}}
@@ -192,8 +192,9 @@ func (c *Comm) AllReduce(in, out hal.Buffer, count int64, t plan.DataType, op pl
 	if err := c.checkArgs("allreduce", in, out, count, t, op, s); err != nil {
 		return err
 	}
-	if len(c.allreduce) == 0 || c.cfg.Algo == algorithms.PortFamily {
-		// Port-mapped links, or WEFT_ALGO=port: the scratch-based plans.
+	if len(c.allreduce) == 0 || c.cfg.Algo == algorithms.PortFamily || c.cfg.Algo == algorithms.NVLSFamily {
+		// Port-mapped links, or WEFT_ALGO=port or nvls: the scratch-based
+		// plans (and the NVLS plan, through the switch buffer).
 		return c.launchCall(Call{Coll: algorithms.AllReduce, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: t, Op: op}, s)
 	}
 	bytes := count * int64(t.Size())
@@ -210,39 +211,42 @@ func algoFromEnv() (string, error) {
 	return "", fmt.Errorf("weft: WEFT_ALGO=%q: want one of %s: %w", v, strings.Join(algorithms.Families, ", "), hal.ErrInvalidArgument)
 }
 
-// portOnly exchanges endpoints and reports whether every link to a peer is
-// port-mapped but not memory-mapped. A link with neither capability is
-// ErrNotSupported, naming the peer; links of mixed kinds use memory
-// channels where they can, which needs all links memory-mapped.
-func portOnly(ctx context.Context, boot Bootstrap, dev hal.Device) (bool, error) {
+// linkKinds exchanges endpoints and reports whether every link to a peer
+// is port-mapped but not memory-mapped, and whether every link is
+// memory-mapped and switch-mapped (the NVLS plans can run). A link with
+// neither memory nor port mapping is ErrNotSupported, naming the peer;
+// links of mixed kinds use memory channels where they can, which needs all
+// links memory-mapped.
+func linkKinds(ctx context.Context, boot Bootstrap, dev hal.Device) (portOnly, switchMapped bool, err error) {
 	if boot.Size() == 1 {
-		return false, nil
+		return false, false, nil
 	}
 	blob, err := json.Marshal(dev.Endpoint())
 	if err != nil {
-		return false, fmt.Errorf("weft: %w", err)
+		return false, false, fmt.Errorf("weft: %w", err)
 	}
 	all, err := boot.AllGather(ctx, blob)
 	if err != nil {
-		return false, fmt.Errorf("weft: exchange endpoints: %w", err)
+		return false, false, fmt.Errorf("weft: exchange endpoints: %w", err)
 	}
-	memory, port := true, true
+	memory, port, sw := true, true, true
 	for r, b := range all {
 		if r == boot.Rank() {
 			continue
 		}
 		var ep hal.Endpoint
 		if err := json.Unmarshal(b, &ep); err != nil {
-			return false, fmt.Errorf("weft: rank %d sent a malformed endpoint: %v: %w", r, err, hal.ErrRemote)
+			return false, false, fmt.Errorf("weft: rank %d sent a malformed endpoint: %v: %w", r, err, hal.ErrRemote)
 		}
 		l := dev.Link(ep)
 		if l.Caps&(hal.CapMemoryMapped|hal.CapPortMapped) == 0 {
-			return false, fmt.Errorf("weft: rank %d: no memory- or port-mapped link to rank %d (%s): %w", boot.Rank(), r, l.Reason, hal.ErrNotSupported)
+			return false, false, fmt.Errorf("weft: rank %d: no memory- or port-mapped link to rank %d (%s): %w", boot.Rank(), r, l.Reason, hal.ErrNotSupported)
 		}
 		memory = memory && l.Caps&hal.CapMemoryMapped != 0
 		port = port && l.Caps&hal.CapPortMapped != 0
+		sw = sw && l.Caps&hal.CapSwitchMapped != 0
 	}
-	return !memory && port, nil
+	return !memory && port, memory && sw, nil
 }
 
 func (c *Comm) choices() []algorithms.Choice {

@@ -55,13 +55,19 @@ type Config struct {
 	// PortOnly: the links are port-mapped but not memory-mapped (hal/pcie
 	// without peer access, networks), so only port-channel plans can run.
 	PortOnly bool
+	// Switch: every link is switch-mapped (hal.CapSwitchMapped) and
+	// memory-mapped, so the NVLS plans (nvls.go) can run.
+	Switch bool
+	// NVLS shapes the NVLS plans: thread blocks, threads per block, unroll
+	// and window bytes per chunk.
+	NVLS Shape
 	// Algo forces one plan family for the collectives of Plans: "ll",
-	// "hb" or "port" (WEFT_ALGO); "" selects by size.
+	// "hb", "port" or "nvls" (WEFT_ALGO); "" selects by size.
 	Algo string
 }
 
 // Algorithm families Config.Algo names.
-var Families = []string{"ll", "hb", PortFamily}
+var Families = []string{"ll", "hb", PortFamily, NVLSFamily}
 
 // Shape is the launch shape of a bandwidth-bound plan: thread blocks,
 // threads per block, and 16-byte vectors per thread per step (loads in
@@ -100,6 +106,10 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		// the proxy's latency stay small beside the transfer (8 MiB moves
 		// in about 22 µs at 370 GB/s).
 		c.Port = Shape{Blocks: 4, Threads: 512, Unroll: 4, Window: 8 << 20}
+		// NVLS plans: a first choice, not measured (no NVSwitch multicast
+		// on the shared hosts): 16 blocks, as NCCL's 16 NVLS channels on
+		// H100; 1 MiB windows keep the switch buffer at 2 × n MiB.
+		c.NVLS = Shape{Blocks: max(1, min(16, sms/4)), Threads: 1024, Unroll: 4, Window: 1 << 20}
 	} else {
 		c.LLBlocks, c.Threads = 2, 32
 		c.Mid = Shape{Blocks: max(1, min(sms, 4)), Threads: 32}
@@ -108,6 +118,7 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		c.HB = Shape{Blocks: max(1, min(sms, 2)), Threads: 32, Window: 16 << 10}
 		c.P2P = Shape{Blocks: 1, Threads: 32, Window: 16 << 10}
 		c.Port = Shape{Blocks: max(1, min(sms, 2)), Threads: 32, Window: 16 << 10}
+		c.NVLS = Shape{Blocks: max(1, min(sms, 2)), Threads: 32, Window: 16 << 10}
 	}
 	return c
 }

@@ -474,8 +474,14 @@ func (c Config) validateRoot(root int) error {
 // (collectives without a port-channel plan ignore "port"); Config.PortOnly
 // keeps the port-channel plan, the only one that runs on
 // links without memory mapping (an error wrapping ErrNoPlan for a
-// collective that has none).
+// collective that has none). Config.Algo "nvls" gives the NVLS plan of
+// AllReduce and AllGather first (nvls.go; ErrNoPlan when the links are not
+// switch-mapped); the NVLS plans are offered only then, and SelectFor
+// picks among the choices by type and operator too.
 func Plans(c Config, coll Collective, root int) ([]Choice, error) {
+	if c.Algo == NVLSFamily {
+		return nvlsPlans(c, coll, root)
+	}
 	if c.PortOnly || c.Algo == PortFamily {
 		p, err := PortPlan(c, coll)
 		switch {

@@ -49,7 +49,7 @@ var Table = []Var{
 	{"WEFT_CUDA_LIB", "libcuda.so.1", "CUDA driver library"},
 	{"WEFT_NVRTC_LIB", "libnvrtc.so (newest found)", "NVRTC library"},
 	{"WEFT_SYSFS_ROOT", "/sys", "root of the sysfs tree read by topology discovery"},
-	{"WEFT_ALGO", "", "plan family for the collectives of the NCCL API and Launch: ll, hb or port (port-channel plans through copy engines or the host engine; collectives without one keep their plans); unset selects by size"},
+	{"WEFT_ALGO", "", "plan family for the collectives of the NCCL API and Launch: ll, hb, port (port-channel plans through copy engines or the host engine) or nvls (AllReduce and AllGather through a multicast group of switch-mapped links: NVLink SHARP, or hal/host's software switch; AllReduce of types and operators the switch cannot reduce keeps the other plans; an error where the links are not switch-mapped); collectives without a plan of the family keep theirs; unset selects by size and never picks nvls"},
 	{"WEFT_NVLS", "", "set to 1 to allow NVLink SHARP multicast (hal/nvswitch); never on shared hosts"},
 	{"WEFT_PCIE_P2P", "1", "hal/pcie: set to 0 to turn CUDA peer access off, so that every link between GPUs is host-staged through shared memory"},
 }
