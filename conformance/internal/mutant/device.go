@@ -97,12 +97,18 @@ func (d *Device) Endpoint() hal.Endpoint {
 	return ep
 }
 
-// Link is the host's towards the peer's host device.
+// Link is the host's towards the peer's host device, without the
+// switch-mapped capability: mutants do not wrap hal.SwitchMapped.
 func (d *Device) Link(peer hal.Endpoint) hal.Link {
 	if peer.Backend != d.name {
 		return hal.Link{Reason: fmt.Sprintf("peer uses backend %q", peer.Backend)}
 	}
-	return d.Device.Link(hostEndpoint(peer))
+	l := d.Device.Link(hostEndpoint(peer))
+	if l.Caps&hal.CapSwitchMapped != 0 {
+		l.Caps &^= hal.CapSwitchMapped
+		l.Reason = "mutants break memory- and port-mapped guarantees only; they do not wrap the switch-mapped capability"
+	}
+	return l
 }
 
 func (d *Device) Alloc(n int64) (hal.Buffer, error)     { return d.wrap(d.Device.Alloc(n)) }
