@@ -163,9 +163,9 @@ func AllReducePort(c Config) (*plan.Plan, error) {
 	return c.portPlan("all_reduce", b, 2*m, 6, send, reduce, gather)
 }
 
-// PortPlan returns the port-channel plan of a collective, or nil when it
-// has none (Broadcast, Reduce, SendRecv: they keep their memory-channel
-// plans) or the communicator has one rank.
+// PortPlan returns the port-channel plan of a collective, or nil when the
+// communicator has one rank or the collective is rooted (Broadcast,
+// Reduce: PortPlanRoot takes their root). SendRecv's is P2PPort.
 func PortPlan(c Config, coll Collective) (*plan.Plan, error) {
 	if c.NRanks < 2 {
 		return nil, nil
@@ -179,6 +179,8 @@ func PortPlan(c Config, coll Collective) (*plan.Plan, error) {
 		return ReduceScatterPort(c)
 	case AllReduce:
 		return AllReducePort(c)
+	case SendRecv:
+		return P2PPort(c)
 	}
 	return nil, nil
 }

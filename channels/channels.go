@@ -78,6 +78,9 @@ type Resources struct {
 	engines           []hal.Engine
 	fifo              *fifo
 	proxy             *Proxy
+	// net is the network of channels to peers on other nodes (nil
+	// without one).
+	net *Network
 }
 
 // Bytes is the device memory the resources hold on this rank (local
@@ -143,6 +146,9 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 			r.Close()
 		}
 	}()
+	if port {
+		r.net = networkOf(dev)
+	}
 	alloc := func(n int64, host bool, what string) (hal.Buffer, error) {
 		var b hal.Buffer
 		var err error
@@ -196,6 +202,10 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 	// Exchange: every rank publishes its endpoint, its view of the plan and
 	// handles of its scratch and semaphores.
 	me := card{Plan: p.Name, Semaphores: p.Semaphores, ScratchBytes: scratchBytes, Endpoint: dev.Endpoint()}
+	var netExport func(hal.Buffer) (hal.Handle, error)
+	if r.net != nil {
+		me.Endpoint, netExport = r.net.Endpoint(), r.net.nd.ExportPort
+	}
 	for _, x := range []struct {
 		b      hal.Buffer
 		export func(hal.Buffer) (hal.Handle, error)
@@ -206,6 +216,8 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 		{r.sems, exportOf(mm), &me.Sems, "semaphores"},
 		{r.scratch, exportPortOf(pm), &me.PortScratch, "scratch for engines"},
 		{r.sems, exportPortOf(pm), &me.PortSems, "semaphores for engines"},
+		{r.scratch, netExport, &me.NetScratch, "scratch for network engines"},
+		{r.sems, netExport, &me.NetSems, "semaphores for network engines"},
 	} {
 		if x.b == nil || x.export == nil {
 			continue
@@ -243,14 +255,27 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 			need, kind, imp = hal.CapPortMapped, "port-mapped", importPortOf(pm)
 			scratchH, semsH = c.PortScratch, c.PortSems
 		}
-		if l := dev.Link(c.Endpoint); l.Caps&need == 0 {
+		var newEngine func(hal.Endpoint) (hal.Engine, error)
+		if ch.Port {
+			newEngine = pm.NewEngine
+		}
+		if why := me.Endpoint.OtherNode(c.Endpoint); why != "" && r.net != nil {
+			// A peer on another node: the network's engines and
+			// registrations.
+			if !ch.Port {
+				return nil, fmt.Errorf("channels: setup %s: channel %d to rank %d is a memory channel, but the peer is on another node (%s): %w",
+					p.Name, ci, ch.Peer, why, hal.ErrNotSupported)
+			}
+			newEngine, imp = r.net.nd.NewEngine, r.net.nd.ImportPort
+			scratchH, semsH = c.NetScratch, c.NetSems
+		} else if l := dev.Link(c.Endpoint); l.Caps&need == 0 {
 			return nil, fmt.Errorf("channels: setup %s: channel %d to rank %d: link is not %s (%s): %w",
 				p.Name, ci, ch.Peer, kind, l.Reason, hal.ErrNotSupported)
 		}
 		mc := MemoryChannel{Peer: ch.Peer, Port: ch.Port}
 		var pb plan.PeerBinding
 		if ch.Port {
-			if r.engines[ci], err = pm.NewEngine(c.Endpoint); err != nil {
+			if r.engines[ci], err = newEngine(c.Endpoint); err != nil {
 				return nil, fmt.Errorf("channels: setup %s: engine of channel %d to rank %d: %w", p.Name, ci, ch.Peer, err)
 			}
 		}
@@ -283,6 +308,15 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 		f, err := newFifo(p.Name, r.fifoBuf.Host(), r.engines, peers, p.Rank, r.control.Host(), 0, r.proxy.log)
 		if err != nil {
 			return nil, fmt.Errorf("channels: setup %s: %w", p.Name, err)
+		}
+		if r.net != nil {
+			nw := r.net
+			f.watch = func() error {
+				if err := nw.Err(); err != nil {
+					return fmt.Errorf("network %s: %w", nw.Name, err)
+				}
+				return nil
+			}
 		}
 		if err := r.proxy.add(f); err != nil {
 			return nil, fmt.Errorf("channels: setup %s: %w", p.Name, err)
@@ -379,6 +413,11 @@ func (r *Resources) Close() error {
 			*b = nil
 		}
 	}
+	if r.net != nil {
+		// After the engines: the NetDevice closes with its last plan.
+		errs = append(errs, r.net.release())
+		r.net = nil
+	}
 	return errors.Join(errs...)
 }
 
@@ -392,6 +431,8 @@ type card struct {
 	Sems         hal.Handle
 	// Handles for peers' engines (plans with port channels).
 	PortScratch, PortSems hal.Handle
+	// Handles for peers' network engines (a network is open).
+	NetScratch, NetSems hal.Handle
 }
 
 // exportOf and friends give nil for a capability the device lacks, so that

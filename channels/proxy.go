@@ -54,6 +54,10 @@ const (
 	MaxSleep = 1 * time.Millisecond
 )
 
+// watchEvery is how many polls of a FIFO pass between checks of its
+// watch function.
+const watchEvery = 256
+
 // maxPendingFlush is how many flushes of one FIFO may await their engines;
 // the proxy stops reading that FIFO while the queue is full.
 const maxPendingFlush = 64
@@ -190,6 +194,11 @@ type fifo struct {
 	control []byte // the plan's control block, for failures; nil for host FIFOs
 	timeout time.Duration
 	log     *slog.Logger
+	// watch, when set, reports a failure outside the FIFO's requests (a
+	// network's receiver-side error); the proxy checks it every
+	// watchEvery polls and fails the FIFO with it.
+	watch func() error
+	polls uint64
 
 	tail                 uint64
 	pend                 [maxPendingFlush]pendingFlush
@@ -230,6 +239,14 @@ func (f *fifo) word(off int64) *uint64 { return (*uint64)(unsafe.Pointer(&f.mem[
 func (f *fifo) poll() bool {
 	if f.err.Load() != nil {
 		return false
+	}
+	if f.watch != nil {
+		if f.polls++; f.polls%watchEvery == 0 {
+			if err := f.watch(); err != nil {
+				f.fail(plan.Trigger{Chan: -1}, 0, err)
+				return true
+			}
+		}
 	}
 	work := f.completeFlushes()
 	for n := 0; n < 64 && f.pendCount < maxPendingFlush; n++ {
@@ -327,6 +344,9 @@ func (f *fifo) fail(t plan.Trigger, pos uint64, err error) {
 		peer = f.peers[t.Chan]
 	}
 	pe := &proxyError{err: fmt.Errorf("rank %d: proxy: %s: %v of channel %d (peer rank %d), trigger %d: %w", f.rank, f.name, t.Kind, t.Chan, peer, pos, err)}
+	if t.Chan < 0 {
+		pe.err = fmt.Errorf("rank %d: proxy: %s: %w", f.rank, f.name, err)
+	}
 	if !f.err.CompareAndSwap(nil, pe) {
 		return
 	}

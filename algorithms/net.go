@@ -1,0 +1,115 @@
+package algorithms
+
+import (
+	"fmt"
+
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// Port-channel plans of the collectives that move data one way (Broadcast,
+// Reduce) and of point-to-point, so that every collective has a plan over
+// port channels, the only channels that reach peers on other nodes (a
+// network's engines; channels.Network). They keep the windowed structure
+// of port.go: a sender puts window w into its slot of the receiver's
+// scratch and signals "data"; the receiver has the slot copied out by the
+// same channel's engine (or reduces it on SMs) and signals "free"; a
+// closing "done" ends the launch, and every group flushes the channels it
+// used so that the launch ends with its copies complete.
+
+// BroadcastPort is Broadcast through engines: the root puts each input
+// window into its slot of every peer and has channel 0's engine copy it
+// into its own output; every other rank has its engine copy the slot into
+// its output.
+func BroadcastPort(c Config, root int) (*plan.Plan, error) {
+	if err := c.validateRoot(root); err != nil {
+		return nil, err
+	}
+	chs, all := c.channels(), c.others()
+	var g plan.Group
+	if c.Rank == root {
+		var puts []plan.Op
+		for ci, ch := range chs {
+			puts = append(puts, plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(root, ch.Peer)), plan.L(plan.Input)))
+		}
+		if len(chs) > 0 {
+			puts = append(puts, plan.PortCopy(0, 0, 1, plan.L(plan.Output), plan.L(plan.Input)))
+		}
+		g = c.portGroup(1, 1, cat(skip(waits(all, sem(semFree, 1)), 2, 0), puts, signals(all, sem(semData, 1))),
+			cat(waits(all, sem(semDone, 1)), flushes(all)))
+	} else {
+		rc := []int{c.chanOf(root)}
+		g = c.portGroup(1, 1, cat(waits(rc, sem(semData, 1)), []plan.Op{plan.PortCopy(rc[0], 0, 1, plan.L(plan.Output), plan.LS(rc[0]))},
+			skip(signals(rc, sem(semFree, 1)), 0, 2)), cat(signals(rc, sem(semDone, 1)), flushes(rc)))
+	}
+	return c.portPlan(fmt.Sprintf("broadcast-r%d", root), 1, len(chs), 3, g)
+}
+
+// ReducePort is Reduce through engines: every rank but the root puts each
+// input window into its slot of the root's scratch; the root combines its
+// input with the slots on SMs (Port.Blocks blocks) into its output.
+func ReducePort(c Config, root int) (*plan.Plan, error) {
+	if err := c.validateRoot(root); err != nil {
+		return nil, err
+	}
+	all := c.others()
+	b := c.Port.Blocks
+	var g plan.Group
+	if c.Rank == root {
+		srcs := []plan.Ref{plan.L(plan.Input)}
+		for _, ci := range all {
+			srcs = append(srcs, plan.LS(ci))
+		}
+		red := xfer([]plan.Ref{plan.L(plan.Output)}, srcs...)
+		red.Combine = true
+		g = c.portGroup(b, 1, cat(waits(all, sem(semData, b)), []plan.Op{red}, skip(signals(all, sem(semFree, b)), 0, 2)),
+			cat(signals(all, sem(semDone, b)), flushes(all)))
+	} else {
+		rc := []int{c.chanOf(root)}
+		put := plan.PortPut(rc[0], 0, 1, plan.RS(rc[0], slotOf(c.Rank, root)), plan.L(plan.Input))
+		g = c.portGroup(b, 1, cat(skip(waits(rc, sem(semFree, b)), 2, 0), []plan.Op{put}, signals(rc, sem(semData, b))),
+			cat(waits(rc, sem(semDone, b)), flushes(rc)))
+	}
+	return c.portPlan(fmt.Sprintf("reduce-r%d", root), b, len(all), 3, g)
+}
+
+// P2PPort is P2PPlan over port channels, with the same argument slots
+// (SendArg, RecvArg, SelfArg): for channel i a send group whose engine
+// puts each window into this rank's slot of the peer's scratch, and a
+// receive group whose engine copies the slot into the output; the copy to
+// itself runs on SMs. Data type: raw bytes (plan.Uint8).
+func P2PPort(c Config) (*plan.Plan, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	chs := c.channels()
+	var groups []plan.Group
+	for ci, ch := range chs {
+		one := []int{ci}
+		put := plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(c.Rank, ch.Peer)), plan.L(plan.Input))
+		get := plan.PortCopy(ci, 0, 1, plan.L(plan.Output), plan.LS(ci))
+		send := c.portGroup(1, 1, cat(skip(waits(one, sem(semFree, 1)), 2, 0), []plan.Op{put}, signals(one, sem(semData, 1))),
+			cat(waits(one, sem(semDone, 1)), flushes(one)))
+		recv := c.portGroup(1, 1, cat(waits(one, sem(semData, 1)), []plan.Op{get}, skip(signals(one, sem(semFree, 1)), 0, 2)),
+			cat(signals(one, sem(semDone, 1)), flushes(one)))
+		send.Arg, recv.Arg = 2*ci+1, 2*ci+2
+		groups = append(groups, send, recv)
+	}
+	groups = append(groups, plan.Group{Blocks: 1, Arg: 2*len(chs) + 1,
+		Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}})
+	return c.portPlan("sendrecv", 1, len(chs), 3, groups...)
+}
+
+// PortPlanRoot is PortPlan with the root of Broadcast and Reduce: every
+// collective has a port-channel plan (nil for one rank).
+func PortPlanRoot(c Config, coll Collective, root int) (*plan.Plan, error) {
+	if c.NRanks < 2 {
+		return nil, nil
+	}
+	switch coll {
+	case Broadcast:
+		return BroadcastPort(c, root)
+	case Reduce:
+		return ReducePort(c, root)
+	}
+	return PortPlan(c, coll)
+}

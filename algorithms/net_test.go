@@ -1,0 +1,54 @@
+package algorithms
+
+import (
+	"fmt"
+	"testing"
+)
+
+// Every collective has a valid port-channel plan on every rank, for every
+// root, and the ranks of a collective agree on its name and semaphores
+// (channels.Setup refuses plans that differ).
+func TestPortPlansOfEveryCollective(t *testing.T) {
+	for n := 2; n <= 6; n++ {
+		for _, coll := range Collectives {
+			roots := []int{0}
+			if coll.Rooted() {
+				roots = []int{0, n - 1}
+			}
+			for _, root := range roots {
+				name, sems := "", 0
+				for r := 0; r < n; r++ {
+					c := DefaultConfig(r, n, 4, false)
+					p, err := PortPlanRoot(c, coll, root)
+					if err != nil || p == nil {
+						t.Fatalf("%d ranks, %v root %d, rank %d: %v, %v", n, coll, root, r, p, err)
+					}
+					if !p.HasPorts() {
+						t.Errorf("%s: no port channels", p.Name)
+					}
+					if r == 0 {
+						name, sems = p.Name, p.Semaphores
+					} else if p.Name != name || p.Semaphores != sems {
+						t.Errorf("%d ranks, %v root %d: rank %d has %s (%d semaphores), rank 0 %s (%d)", n, coll, root, r, p.Name, p.Semaphores, name, sems)
+					}
+				}
+			}
+		}
+	}
+	c := DefaultConfig(0, 3, 4, false)
+	p, err := P2PPort(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, peer := range []int{1, 2} {
+		if g := p.Groups[SendArg(0, peer)-1]; g.Arg != SendArg(0, peer) {
+			t.Errorf("send group to %d has slot %d, want %d", peer, g.Arg, SendArg(0, peer))
+		}
+		if g := p.Groups[RecvArg(0, peer)-1]; g.Arg != RecvArg(0, peer) {
+			t.Errorf("receive group from %d has slot %d, want %d", peer, g.Arg, RecvArg(0, peer))
+		}
+	}
+	if got, want := fmt.Sprint(p.Groups[SelfArg(3)-1].Arg), fmt.Sprint(SelfArg(3)); got != want {
+		t.Errorf("self group slot %s, want %s", got, want)
+	}
+}
