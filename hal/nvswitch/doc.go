@@ -47,8 +47,14 @@
 // (cuda.DupFD), imports it (cuMemImportFromShareableHandle) and maps the
 // whole allocation. The kernel allows the fetch when the importer may
 // ptrace the exporter: ranks of one user, with kernel.yama.ptrace_scope=0
-// (or CAP_SYS_PTRACE); otherwise the error says so. Handles also carry the
-// host, job and PID namespace, and are refused across them.
+// (or CAP_SYS_PTRACE); otherwise the error says so. Descriptor numbers are
+// reused as soon as they are closed, so an exporter also keeps a tag open
+// beside each exported descriptor (the read end of a pipe, cuda.NewFDTag)
+// and the handle carries the tag's number and identity: an importer that
+// finds another file behind the tag refuses the handle as one of a buffer
+// freed since (hal.ErrInvalidUsage) instead of importing whatever now has
+// the number. Handles also carry the host, job and PID namespace, and are
+// refused across them.
 //
 // # Multicast groups
 //

@@ -24,19 +24,23 @@ import (
 //	 32     8  PID namespace hash (the pid is only meaningful inside it)
 //	 40    16  exporter GPU UUID
 //	 56     4  descriptor number in the exporter
-//	 60     4  multicast: number of member GPUs; buffer: 0
-//	 64     8  id: random, of the allocation or group
-//	 72     8  extent: allocation size, or group size
-//	 80     8  buffer: offset in the allocation; multicast: granularity
-//	 88     8  buffer: size; multicast: 0
-//	 96        end
+//	 60     4  tag descriptor number in the exporter (cuda.NewFDTag)
+//	 64     8  tag identity: an importer that finds another identity
+//	           behind the tag number knows the export was closed since
+//	 72     4  multicast: number of member GPUs; buffer: 0
+//	 76     4  reserved (0)
+//	 80     8  id: random, of the allocation or group
+//	 88     8  extent: allocation size, or group size
+//	 96     8  buffer: offset in the allocation; multicast: granularity
+//	104     8  buffer: size; multicast: 0
+//	112        end
 const (
 	handleMagic   = "WEFTNVS1"
 	handleVersion = 1
 	kindBuffer    = 1
 	kindMulticast = 2
 	// HandleSize is the length of this backend's handles in bytes.
-	HandleSize = 96
+	HandleSize = 112
 )
 
 // handle is the decoded form of an exported buffer or multicast group.
@@ -48,7 +52,10 @@ type handle struct {
 	pidNS    uint64
 	uuid     cuda.UUID
 	fd       int32
+	tagFD    int32
+	tagID    uint64
 	ranks    uint32
+	reserved uint32
 	id       uint64
 	extent   uint64
 	offset   uint64 // buffer; multicast: granularity
@@ -67,11 +74,14 @@ func (h handle) encode() hal.Handle {
 	le.PutUint64(b[32:], h.pidNS)
 	copy(b[40:56], h.uuid[:])
 	le.PutUint32(b[56:], uint32(h.fd))
-	le.PutUint32(b[60:], h.ranks)
-	le.PutUint64(b[64:], h.id)
-	le.PutUint64(b[72:], h.extent)
-	le.PutUint64(b[80:], h.offset)
-	le.PutUint64(b[88:], h.size)
+	le.PutUint32(b[60:], uint32(h.tagFD))
+	le.PutUint64(b[64:], h.tagID)
+	le.PutUint32(b[72:], h.ranks)
+	le.PutUint32(b[76:], h.reserved)
+	le.PutUint64(b[80:], h.id)
+	le.PutUint64(b[88:], h.extent)
+	le.PutUint64(b[96:], h.offset)
+	le.PutUint64(b[104:], h.size)
 	return b
 }
 
@@ -104,11 +114,14 @@ func decodeHandle(b []byte, want uint16) (*handle, error) {
 		jobHash:  le.Uint64(b[24:]),
 		pidNS:    le.Uint64(b[32:]),
 		fd:       int32(le.Uint32(b[56:])),
-		ranks:    le.Uint32(b[60:]),
-		id:       le.Uint64(b[64:]),
-		extent:   le.Uint64(b[72:]),
-		offset:   le.Uint64(b[80:]),
-		size:     le.Uint64(b[88:]),
+		tagFD:    int32(le.Uint32(b[60:])),
+		tagID:    le.Uint64(b[64:]),
+		ranks:    le.Uint32(b[72:]),
+		reserved: le.Uint32(b[76:]),
+		id:       le.Uint64(b[80:]),
+		extent:   le.Uint64(b[88:]),
+		offset:   le.Uint64(b[96:]),
+		size:     le.Uint64(b[104:]),
 	}
 	copy(h.uuid[:], b[40:56])
 	if h.kind != want {
@@ -125,8 +138,10 @@ func decodeHandle(b []byte, want uint16) (*handle, error) {
 	switch {
 	case h.pid == 0 || h.pid > 1<<30:
 		return nil, bad("exporter pid %d", h.pid)
-	case h.fd < 0:
-		return nil, bad("descriptor %d", h.fd)
+	case h.fd < 0 || h.tagFD < 0 || h.fd == h.tagFD:
+		return nil, bad("descriptors %d and %d", h.fd, h.tagFD)
+	case h.reserved != 0:
+		return nil, bad("reserved field %#x", h.reserved)
 	case h.extent == 0 || h.extent > maxExtent:
 		return nil, bad("extent of %d bytes", h.extent)
 	}

@@ -10,12 +10,12 @@ import (
 )
 
 func validBuffer() handle {
-	return handle{kind: kindBuffer, pid: 4242, hostHash: 1, jobHash: 2, pidNS: 3, uuid: [16]byte{0xaa, 1}, fd: 17,
+	return handle{kind: kindBuffer, pid: 4242, hostHash: 1, jobHash: 2, pidNS: 3, uuid: [16]byte{0xaa, 1}, fd: 17, tagFD: 18, tagID: 0x1234,
 		id: 99, extent: 4 << 20, offset: 2 << 20, size: 1 << 20}
 }
 
 func validMulticast() handle {
-	return handle{kind: kindMulticast, pid: 4242, hostHash: 1, jobHash: 2, pidNS: 3, uuid: [16]byte{0xbb}, fd: 23,
+	return handle{kind: kindMulticast, pid: 4242, hostHash: 1, jobHash: 2, pidNS: 3, uuid: [16]byte{0xbb}, fd: 23, tagFD: 24, tagID: 0x5678,
 		ranks: 4, id: 7, extent: 512 << 20, offset: 2 << 20}
 }
 
@@ -48,7 +48,7 @@ func TestDecodeHandleRefuses(t *testing.T) {
 		kind uint16
 	}{
 		{"empty", nil, kindBuffer},
-		{"short", validBuffer().encode()[:95], kindBuffer},
+		{"short", validBuffer().encode()[:HandleSize-1], kindBuffer},
 		{"long", append(validBuffer().encode(), 0), kindBuffer},
 		{"CUDA IPC handle of the core", edit(validBuffer(), func(b []byte) { copy(b, "WEFTNVL1") }), kindBuffer},
 		{"host backend", edit(validBuffer(), func(b []byte) { copy(b, "WEFTHOST") }), kindBuffer},
@@ -58,16 +58,19 @@ func TestDecodeHandleRefuses(t *testing.T) {
 		{"unknown kind", edit(validBuffer(), func(b []byte) { le.PutUint16(b[10:], 9) }), kindBuffer},
 		{"pid 0", edit(validBuffer(), func(b []byte) { le.PutUint32(b[12:], 0) }), kindBuffer},
 		{"negative descriptor", edit(validBuffer(), func(b []byte) { le.PutUint32(b[56:], 0xffffffff) }), kindBuffer},
-		{"zero extent", edit(validBuffer(), func(b []byte) { le.PutUint64(b[72:], 0) }), kindBuffer},
-		{"huge extent", edit(validBuffer(), func(b []byte) { le.PutUint64(b[72:], 1<<62) }), kindBuffer},
-		{"buffer past its allocation", edit(validBuffer(), func(b []byte) { le.PutUint64(b[88:], 3<<20) }), kindBuffer},
-		{"offset past the allocation", edit(validBuffer(), func(b []byte) { le.PutUint64(b[80:], 5<<20) }), kindBuffer},
-		{"empty buffer", edit(validBuffer(), func(b []byte) { le.PutUint64(b[88:], 0) }), kindBuffer},
-		{"buffer with ranks", edit(validBuffer(), func(b []byte) { le.PutUint32(b[60:], 2) }), kindBuffer},
-		{"group of 0 ranks", edit(validMulticast(), func(b []byte) { le.PutUint32(b[60:], 0) }), kindMulticast},
-		{"granularity 0", edit(validMulticast(), func(b []byte) { le.PutUint64(b[80:], 0) }), kindMulticast},
-		{"granularity not a power of 2", edit(validMulticast(), func(b []byte) { le.PutUint64(b[80:], 3<<20) }), kindMulticast},
-		{"size not a multiple of the granularity", edit(validMulticast(), func(b []byte) { le.PutUint64(b[72:], 3<<20) }), kindMulticast},
+		{"negative tag descriptor", edit(validBuffer(), func(b []byte) { le.PutUint32(b[60:], 0xffffffff) }), kindBuffer},
+		{"tag is the descriptor", edit(validBuffer(), func(b []byte) { le.PutUint32(b[60:], 17) }), kindBuffer},
+		{"reserved field set", edit(validBuffer(), func(b []byte) { le.PutUint32(b[76:], 1) }), kindBuffer},
+		{"zero extent", edit(validBuffer(), func(b []byte) { le.PutUint64(b[88:], 0) }), kindBuffer},
+		{"huge extent", edit(validBuffer(), func(b []byte) { le.PutUint64(b[88:], 1<<62) }), kindBuffer},
+		{"buffer past its allocation", edit(validBuffer(), func(b []byte) { le.PutUint64(b[104:], 3<<20) }), kindBuffer},
+		{"offset past the allocation", edit(validBuffer(), func(b []byte) { le.PutUint64(b[96:], 5<<20) }), kindBuffer},
+		{"empty buffer", edit(validBuffer(), func(b []byte) { le.PutUint64(b[104:], 0) }), kindBuffer},
+		{"buffer with ranks", edit(validBuffer(), func(b []byte) { le.PutUint32(b[72:], 2) }), kindBuffer},
+		{"group of 0 ranks", edit(validMulticast(), func(b []byte) { le.PutUint32(b[72:], 0) }), kindMulticast},
+		{"granularity 0", edit(validMulticast(), func(b []byte) { le.PutUint64(b[96:], 0) }), kindMulticast},
+		{"granularity not a power of 2", edit(validMulticast(), func(b []byte) { le.PutUint64(b[96:], 3<<20) }), kindMulticast},
+		{"size not a multiple of the granularity", edit(validMulticast(), func(b []byte) { le.PutUint64(b[88:], 3<<20) }), kindMulticast},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,8 +24,10 @@ type allocation struct {
 	size int64 // a multiple of the allocation granularity
 	id   uint64
 
-	mu sync.Mutex
-	fd int // exported descriptor, kept open until free; -1 before the first Export
+	mu    sync.Mutex
+	fd    int // exported descriptor, kept open until free; -1 before the first Export
+	tag   int // its tag (cuda.NewFDTag), open as long as fd
+	tagID uint64
 }
 
 // Alloc allocates bytes of zeroed device memory: a cuMemCreate allocation
@@ -42,7 +44,7 @@ func (d *Device) Alloc(bytes int64) (hal.Buffer, error) {
 	if bytes > maxExtent {
 		return nil, fmt.Errorf("alloc %d bytes on %s: too large: %w", bytes, d, hal.ErrInvalidArgument)
 	}
-	a := &allocation{dev: d, size: roundUp(bytes, d.allocGran), id: randomID(), fd: -1}
+	a := &allocation{dev: d, size: roundUp(bytes, d.allocGran), id: randomID(), fd: -1, tag: -1}
 	var err error
 	if a.h, err = d.ctx.MemCreate(a.size, int(d.dev), cuda.HandleTypePosixFD); err != nil {
 		return nil, fmt.Errorf("alloc %d bytes on %s: %w", bytes, d, err)
@@ -104,27 +106,30 @@ func (a *allocation) release() error {
 	err := a.dev.unmap(a.base, a.size, a.h)
 	a.mu.Lock()
 	if a.fd >= 0 {
-		err = errors.Join(err, syscall.Close(a.fd))
-		a.fd = -1
+		err = errors.Join(err, syscall.Close(a.fd), syscall.Close(a.tag))
+		a.fd, a.tag = -1, -1
 	}
 	a.mu.Unlock()
 	return err
 }
 
-// exportFD returns the allocation's shareable descriptor, exporting it on
-// first use. It stays open until the buffer is freed, so that importers
-// can fetch it.
-func (a *allocation) exportFD() (int, error) {
+// exportFD returns the allocation's shareable descriptor and its tag,
+// exporting them on first use. They stay open until the buffer is freed,
+// so that importers can fetch them.
+func (a *allocation) exportFD() (fd, tag int, tagID uint64, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.fd < 0 {
-		fd, err := a.dev.ctx.MemExportToFD(a.h)
-		if err != nil {
-			return -1, err
+		if a.tag, a.tagID, err = cuda.NewFDTag(); err != nil {
+			return -1, -1, 0, err
 		}
-		a.fd = fd
+		if a.fd, err = a.dev.ctx.MemExportToFD(a.h); err != nil {
+			syscall.Close(a.tag)
+			a.fd, a.tag = -1, -1
+			return -1, -1, 0, err
+		}
 	}
-	return a.fd, nil
+	return a.fd, a.tag, a.tagID, nil
 }
 
 // allocationOf returns the allocation of Alloc that holds all of b and b's
@@ -169,14 +174,30 @@ func (d *Device) checkOrigin(op string, h *handle) error {
 	return nil
 }
 
-// importHandle fetches the descriptor a handle names and imports the
-// allocation or multicast object behind it.
+// importHandle fetches the descriptor a handle names, checks by its tag
+// that the exporter still holds it (a closed descriptor's number is soon
+// reused for another file), and imports the allocation or multicast
+// object behind it.
 func (d *Device) importHandle(op string, h *handle) (cuda.MemGenericAllocationHandle, error) {
 	fd, err := cuda.DupFD(int(h.pid), int(h.fd))
 	if err != nil {
 		return 0, fmt.Errorf("%s on %s: %w", op, d, err)
 	}
 	defer syscall.Close(fd)
+	// The tag is fetched after the descriptor: if it is still the
+	// exporter's, the descriptor was too when it was fetched.
+	tag, err := cuda.DupFD(int(h.pid), int(h.tagFD))
+	if err != nil {
+		return 0, fmt.Errorf("%s on %s: %w", op, d, err)
+	}
+	id, err := cuda.FDIdentity(tag)
+	syscall.Close(tag)
+	if err != nil {
+		return 0, fmt.Errorf("%s on %s: %w", op, d, err)
+	}
+	if id != h.tagID {
+		return 0, fmt.Errorf("%s on %s: pid %d no longer exports it (freed, or the group left, since the handle was made): %w", op, d, h.pid, hal.ErrInvalidUsage)
+	}
 	mh, err := d.ctx.MemImportFromFD(fd)
 	if err != nil {
 		return 0, fmt.Errorf("%s on %s of pid %d's %s: %w", op, d, h.pid, h.uuid, err)
@@ -200,12 +221,13 @@ func (d *Device) Export(b hal.Buffer) (hal.Handle, error) {
 	if a == nil {
 		return d.Device.Export(b)
 	}
-	fd, err := a.exportFD()
+	fd, tag, tagID, err := a.exportFD()
 	if err != nil {
 		return nil, fmt.Errorf("export %s: %w", nb, err)
 	}
 	h := d.origin(kindBuffer)
-	h.fd, h.id, h.extent, h.offset, h.size = int32(fd), a.id, uint64(a.size), uint64(off), uint64(nb.Size())
+	h.fd, h.tagFD, h.tagID = int32(fd), int32(tag), tagID
+	h.id, h.extent, h.offset, h.size = a.id, uint64(a.size), uint64(off), uint64(nb.Size())
 	return h.encode(), nil
 }
 

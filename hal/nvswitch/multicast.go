@@ -57,6 +57,7 @@ type Multicast struct {
 	ranks   int
 	creator bool
 	fd      int // the creator's exported descriptor, open until Close; -1 in importers
+	tag     int // its tag (cuda.NewFDTag)
 
 	mu     sync.Mutex
 	bound  bool
@@ -94,17 +95,24 @@ func (d *Device) NewMulticast(bytes int64, ranks int) (hal.Multicast, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new multicast group of %d ranks, %d bytes on %s: %w", ranks, size, d, err)
 	}
-	m := &Multicast{dev: d, h: h, size: size, gran: gran, ranks: ranks, creator: true, fd: -1}
+	m := &Multicast{dev: d, h: h, size: size, gran: gran, ranks: ranks, creator: true, fd: -1, tag: -1}
 	if err := d.ctx.MulticastAddDevice(h, d.dev); err != nil {
 		d.ctx.MemRelease(h)
 		return nil, fmt.Errorf("add %s to its new multicast group: %w", d, err)
 	}
+	var tagID uint64
+	if m.tag, tagID, err = cuda.NewFDTag(); err != nil {
+		d.ctx.MemRelease(h)
+		return nil, fmt.Errorf("export multicast group of %s: %w", d, err)
+	}
 	if m.fd, err = d.ctx.MemExportToFD(h); err != nil {
+		syscall.Close(m.tag)
 		d.ctx.MemRelease(h)
 		return nil, fmt.Errorf("export multicast group of %s: %w", d, err)
 	}
 	hd := d.origin(kindMulticast)
-	hd.fd, hd.ranks, hd.id, hd.extent, hd.offset = int32(m.fd), uint32(ranks), randomID(), uint64(size), uint64(gran)
+	hd.fd, hd.tagFD, hd.tagID = int32(m.fd), int32(m.tag), tagID
+	hd.ranks, hd.id, hd.extent, hd.offset = uint32(ranks), randomID(), uint64(size), uint64(gran)
 	m.handle = hd.encode()
 	return m, nil
 }
@@ -141,7 +149,7 @@ func (d *Device) ImportMulticast(hh hal.Handle) (hal.Multicast, error) {
 		return nil, fmt.Errorf("join the multicast group of %d ranks of pid %d on %s (full, or this GPU a member already?): %w (%w)",
 			h.ranks, h.pid, d, hal.ErrInvalidUsage, err)
 	}
-	return &Multicast{dev: d, h: mh, handle: append(hal.Handle(nil), hh...), size: int64(h.extent), gran: int64(h.offset), ranks: int(h.ranks), fd: -1}, nil
+	return &Multicast{dev: d, h: mh, handle: append(hal.Handle(nil), hh...), size: int64(h.extent), gran: int64(h.offset), ranks: int(h.ranks), fd: -1, tag: -1}, nil
 }
 
 // Handle is the group's exportable description: the creator's descriptor
@@ -235,10 +243,10 @@ func (m *Multicast) Close() error {
 	}
 	errs = append(errs, d.ctx.MemRelease(m.h))
 	if m.fd >= 0 {
-		if err := syscall.Close(m.fd); err != nil {
-			errs = append(errs, fmt.Errorf("close the group's descriptor %d: %w", m.fd, err))
+		if err := errors.Join(syscall.Close(m.fd), syscall.Close(m.tag)); err != nil {
+			errs = append(errs, fmt.Errorf("close the group's descriptors %d and %d: %w", m.fd, m.tag, err))
 		}
-		m.fd = -1
+		m.fd, m.tag = -1, -1
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("leave multicast group on %s: %w", d, err)

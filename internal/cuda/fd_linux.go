@@ -93,3 +93,40 @@ func PIDNamespace() string {
 	}
 	return ns
 }
+
+// NewFDTag returns a descriptor that vouches for an export: the read end of
+// a new pipe (close-on-exec), and its identity (FDIdentity). An exporter
+// keeps it open exactly as long as the descriptor it exports and names both
+// in its handle; an importer that fetches the tag and finds the same
+// identity knows that the exported descriptor number was not closed and
+// reused for another file since (descriptor numbers are reused at once).
+func NewFDTag() (fd int, id uint64, err error) {
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		return -1, 0, fmt.Errorf("pipe2: %v: %w", err, hal.ErrSystem)
+	}
+	syscall.Close(p[1])
+	if id, err = FDIdentity(p[0]); err != nil {
+		syscall.Close(p[0])
+		return -1, 0, err
+	}
+	return p[0], id, nil
+}
+
+// FDIdentity identifies the open file of descriptor fd: a hash of its
+// device and inode, which no other open file shares.
+func FDIdentity(fd int) (uint64, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return 0, fmt.Errorf("fstat descriptor %d: %v: %w", fd, err, hal.ErrSystem)
+	}
+	// FNV-1a over the 16 bytes of device and inode.
+	h := uint64(14695981039346656037)
+	for _, v := range []uint64{uint64(st.Dev), uint64(st.Ino)} {
+		for i := 0; i < 8; i++ {
+			h ^= (v >> (8 * i)) & 0xff
+			h *= 1099511628211
+		}
+	}
+	return h, nil
+}

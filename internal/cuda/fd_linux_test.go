@@ -154,3 +154,38 @@ func TestPIDNamespace(t *testing.T) {
 		t.Errorf("PIDNamespace() = %q", ns)
 	}
 }
+
+// TestFDTag: a tag's identity is stable, distinct from another tag's and
+// from another file's, and survives the trip through DupFD; once the tag is
+// closed its number, reused, has another identity.
+func TestFDTag(t *testing.T) {
+	fd, id, err := NewFDTag()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd2, id2, err := NewFDTag()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd2)
+	if id == id2 {
+		t.Errorf("two tags share identity %#x", id)
+	}
+	dup, err := DupFD(os.Getpid(), fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := FDIdentity(dup); err != nil || got != id {
+		t.Errorf("identity through DupFD = %#x, %v; want %#x", got, err, id)
+	}
+	syscall.Close(dup)
+	syscall.Close(fd)
+	f, err := os.CreateTemp(t.TempDir(), "reuse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got, _ := FDIdentity(int(f.Fd())); got == id {
+		t.Errorf("a file has the closed tag's identity %#x", id)
+	}
+}

@@ -15,3 +15,13 @@ func DupFD(pid, fd int) (int, error) {
 
 // PIDNamespace is "" where /proc/self/ns/pid does not exist.
 func PIDNamespace() string { return "" }
+
+// NewFDTag needs Linux (see fd_linux.go).
+func NewFDTag() (fd int, id uint64, err error) {
+	return -1, 0, fmt.Errorf("descriptor tags are Linux only: %w", hal.ErrNotSupported)
+}
+
+// FDIdentity needs Linux (see fd_linux.go).
+func FDIdentity(fd int) (uint64, error) {
+	return 0, fmt.Errorf("descriptor identities are Linux only: %w", hal.ErrNotSupported)
+}
