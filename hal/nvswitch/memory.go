@@ -174,35 +174,47 @@ func (d *Device) checkOrigin(op string, h *handle) error {
 	return nil
 }
 
-// importHandle fetches the descriptor a handle names, checks by its tag
-// that the exporter still holds it (a closed descriptor's number is soon
-// reused for another file), and imports the allocation or multicast
-// object behind it.
+// importHandle fetches the descriptor a handle names (fetchFD) and
+// imports the allocation or multicast object behind it.
 func (d *Device) importHandle(op string, h *handle) (cuda.MemGenericAllocationHandle, error) {
-	fd, err := cuda.DupFD(int(h.pid), int(h.fd))
+	fd, err := fetchFD(h)
 	if err != nil {
 		return 0, fmt.Errorf("%s on %s: %w", op, d, err)
 	}
 	defer syscall.Close(fd)
-	// The tag is fetched after the descriptor: if it is still the
-	// exporter's, the descriptor was too when it was fetched.
-	tag, err := cuda.DupFD(int(h.pid), int(h.tagFD))
-	if err != nil {
-		return 0, fmt.Errorf("%s on %s: %w", op, d, err)
-	}
-	id, err := cuda.FDIdentity(tag)
-	syscall.Close(tag)
-	if err != nil {
-		return 0, fmt.Errorf("%s on %s: %w", op, d, err)
-	}
-	if id != h.tagID {
-		return 0, fmt.Errorf("%s on %s: pid %d no longer exports it (freed, or the group left, since the handle was made): %w", op, d, h.pid, hal.ErrInvalidUsage)
-	}
 	mh, err := d.ctx.MemImportFromFD(fd)
 	if err != nil {
 		return 0, fmt.Errorf("%s on %s of pid %d's %s: %w", op, d, h.pid, h.uuid, err)
 	}
 	return mh, nil
+}
+
+// fetchFD returns a duplicate of the descriptor a handle names, after
+// checking by its tag that the exporter still holds it (a closed
+// descriptor's number is soon reused for another file). The caller closes
+// it.
+func fetchFD(h *handle) (int, error) {
+	fd, err := cuda.DupFD(int(h.pid), int(h.fd))
+	if err != nil {
+		return -1, err
+	}
+	// The tag is fetched after the descriptor: if it is still the
+	// exporter's, the descriptor was too when it was fetched.
+	tag, err := cuda.DupFD(int(h.pid), int(h.tagFD))
+	if err != nil {
+		syscall.Close(fd)
+		return -1, err
+	}
+	id, err := cuda.FDIdentity(tag)
+	syscall.Close(tag)
+	if err == nil && id != h.tagID {
+		err = fmt.Errorf("pid %d no longer exports it (a buffer freed, or a group left, since the handle was made): %w", h.pid, hal.ErrInvalidUsage)
+	}
+	if err != nil {
+		syscall.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // Export makes b importable by other processes of the job on this host and
