@@ -80,6 +80,8 @@ func childMain(mode string) error {
 		return nil
 	case "nvls":
 		return nvlsChild(comm, dev, s)
+	case "net", "netkill":
+		return netChild(mode, launch.Rank, comm, dev, s)
 	case "kill":
 		// Buffers registered once: after the first calls, a lost peer is
 		// met inside device-side waits, not in a bootstrap exchange.

@@ -64,6 +64,7 @@ type Comm struct {
 	cfg     algorithms.Config
 	timeout time.Duration
 
+	net       *channels.Network   // peers on other nodes (nil: none)
 	allreduce []*algo             // zero-copy AllReduce (Comm.AllReduce)
 	p2p       *algo               // point-to-point (LaunchP2P)
 	colls     map[collKey][]*algo // scratch-based plans (Launch), set up on first use
@@ -104,7 +105,8 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 	} else if cfg.Algo, err = algoFromEnv(); err != nil {
 		return nil, err
 	}
-	if cfg.PortOnly, cfg.Switch, err = linkKinds(ctx, boot, dev); err != nil {
+	var remote bool
+	if cfg.PortOnly, cfg.Switch, remote, err = linkKinds(ctx, boot, dev); err != nil {
 		return nil, err
 	}
 	c := &Comm{boot: boot, dev: dev, exec: exec, cfg: cfg, timeout: opts.Timeout, regs: map[uint64]*channels.Registration{}, colls: map[collKey][]*algo{}}
@@ -116,11 +118,16 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 			c.Close()
 		}
 	}()
+	if remote {
+		// Peers on other nodes: their port channels use the network.
+		if c.net, err = channels.OpenNetwork(ctx, boot, dev); err != nil {
+			return nil, fmt.Errorf("weft: %w", err)
+		}
+	}
 	if !cfg.PortOnly {
-		// The zero-copy AllReduce and point-to-point plans use memory
-		// channels; where links are port-mapped only, AllReduce goes
-		// through Launch's port-channel plan and point-to-point is not
-		// served.
+		// The zero-copy AllReduce plans use memory channels; where links
+		// are port-mapped only, AllReduce goes through Launch's
+		// port-channel plan.
 		choices, err := algorithms.AllReducePlans(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
@@ -128,20 +135,21 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 		if c.allreduce, err = c.setupAlgos(choices); err != nil {
 			return nil, err
 		}
-		// Point-to-point operations involve only some ranks, so their plan
-		// is set up and compiled here, where every rank takes part.
-		p2p, err := algorithms.Plans(cfg, algorithms.SendRecv, 0)
-		if err != nil {
-			return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
-		}
-		algos, err := c.setupAlgos(p2p)
-		if err != nil {
-			return nil, err
-		}
-		c.p2p = algos[0]
-		if _, err := c.program(c.p2p, plan.Uint8, plan.Sum, 0); err != nil {
-			return nil, err
-		}
+	}
+	// Point-to-point operations involve only some ranks, so their plan
+	// (over port channels where links are port-mapped only) is set up and
+	// compiled here, where every rank takes part.
+	p2p, err := algorithms.Plans(cfg, algorithms.SendRecv, 0)
+	if err != nil {
+		return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
+	}
+	algos, err := c.setupAlgos(p2p)
+	if err != nil {
+		return nil, err
+	}
+	c.p2p = algos[0]
+	if _, err := c.program(c.p2p, plan.Uint8, plan.Sum, 0); err != nil {
+		return nil, err
 	}
 	env.Logger("INIT").Info("communicator ready", "rank", cfg.Rank, "nranks", cfg.NRanks, "backend", info.Backend,
 		"device", info.Name, "memory", c.MemoryBytes())
@@ -212,22 +220,23 @@ func algoFromEnv() (string, error) {
 }
 
 // linkKinds exchanges endpoints and reports whether every link to a peer
-// is port-mapped but not memory-mapped, and whether every link is
-// memory-mapped and switch-mapped (the NVLS plans can run). A link with
-// neither memory nor port mapping is ErrNotSupported, naming the peer;
-// links of mixed kinds use memory channels where they can, which needs all
-// links memory-mapped.
-func linkKinds(ctx context.Context, boot Bootstrap, dev hal.Device) (portOnly, switchMapped bool, err error) {
+// is port-mapped but not memory-mapped, whether every link is
+// memory-mapped and switch-mapped (the NVLS plans can run), and whether
+// some peer is on another node (Endpoint.Node), reached through a network
+// whose links are port-mapped. A link with neither memory nor port mapping
+// within a node is ErrNotSupported, naming the peer; links of mixed kinds
+// use memory channels where they can, which needs all links memory-mapped.
+func linkKinds(ctx context.Context, boot Bootstrap, dev hal.Device) (portOnly, switchMapped, remote bool, err error) {
 	if boot.Size() == 1 {
-		return false, false, nil
+		return false, false, false, nil
 	}
 	blob, err := json.Marshal(dev.Endpoint())
 	if err != nil {
-		return false, false, fmt.Errorf("weft: %w", err)
+		return false, false, false, fmt.Errorf("weft: %w", err)
 	}
 	all, err := boot.AllGather(ctx, blob)
 	if err != nil {
-		return false, false, fmt.Errorf("weft: exchange endpoints: %w", err)
+		return false, false, false, fmt.Errorf("weft: exchange endpoints: %w", err)
 	}
 	memory, port, sw := true, true, true
 	for r, b := range all {
@@ -236,17 +245,21 @@ func linkKinds(ctx context.Context, boot Bootstrap, dev hal.Device) (portOnly, s
 		}
 		var ep hal.Endpoint
 		if err := json.Unmarshal(b, &ep); err != nil {
-			return false, false, fmt.Errorf("weft: rank %d sent a malformed endpoint: %v: %w", r, err, hal.ErrRemote)
+			return false, false, false, fmt.Errorf("weft: rank %d sent a malformed endpoint: %v: %w", r, err, hal.ErrRemote)
+		}
+		if dev.Endpoint().OtherNode(ep) != "" {
+			remote, memory, sw = true, false, false
+			continue
 		}
 		l := dev.Link(ep)
 		if l.Caps&(hal.CapMemoryMapped|hal.CapPortMapped) == 0 {
-			return false, false, fmt.Errorf("weft: rank %d: no memory- or port-mapped link to rank %d (%s): %w", boot.Rank(), r, l.Reason, hal.ErrNotSupported)
+			return false, false, false, fmt.Errorf("weft: rank %d: no memory- or port-mapped link to rank %d (%s): %w", boot.Rank(), r, l.Reason, hal.ErrNotSupported)
 		}
 		memory = memory && l.Caps&hal.CapMemoryMapped != 0
 		port = port && l.Caps&hal.CapPortMapped != 0
 		sw = sw && l.Caps&hal.CapSwitchMapped != 0
 	}
-	return !memory && port, memory && sw, nil
+	return !memory && port, memory && sw, remote, nil
 }
 
 func (c *Comm) choices() []algorithms.Choice {
@@ -419,7 +432,7 @@ func (c *Comm) Synchronize(s hal.Stream) error {
 		if !errors.Is(err, hal.ErrTimeout) {
 			return fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, err)
 		}
-		if berr := c.boot.Err(); berr != nil {
+		if berr := c.lostPeer(); berr != nil {
 			c.abort()
 			// Waits give up now; let the stream drain briefly.
 			_ = s.Synchronize(time.Now().Add(5 * time.Second))
@@ -477,5 +490,10 @@ func (c *Comm) Close() error {
 	}
 	c.staging, c.retired = nil, nil
 	c.mu.Unlock()
+	if c.net != nil {
+		// After the plans: their engines close before the NetDevice.
+		errs = append(errs, c.net.Close())
+		c.net = nil
+	}
 	return errors.Join(errs...)
 }

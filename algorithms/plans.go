@@ -483,7 +483,7 @@ func Plans(c Config, coll Collective, root int) ([]Choice, error) {
 		return nvlsPlans(c, coll, root)
 	}
 	if c.PortOnly || c.Algo == PortFamily {
-		p, err := PortPlan(c, coll)
+		p, err := PortPlanRoot(c, coll, root)
 		switch {
 		case err != nil:
 			return nil, err
@@ -498,7 +498,7 @@ func Plans(c Config, coll Collective, root int) ([]Choice, error) {
 	if err != nil || c.PortMinBytes <= 0 || c.Algo != "" {
 		return out, err
 	}
-	p, err := PortPlan(c, coll)
+	p, err := PortPlanRoot(c, coll, root)
 	if err != nil || p == nil {
 		return out, err
 	}

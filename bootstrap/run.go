@@ -130,12 +130,40 @@ func Run(ctx context.Context, nproc int, argv []string, extraEnv []string, stdou
 	return runner{grace: GracePeriod}.run(ctx, nproc, argv, extraEnv, stdout, stderr)
 }
 
+// RunNodes is Run with the ranks split into nodes emulated on this host:
+// rank r gets WEFT_NODE_ID=r×nodes/nproc (consecutive ranks share a node),
+// so that ranks of different nodes share no memory and reach each other
+// through the network transport (WEFT_NET). nodes must be in [1, nproc];
+// errors as Run.
+func RunNodes(ctx context.Context, nproc, nodes int, argv []string, extraEnv []string, stdout, stderr io.Writer) error {
+	if nodes < 1 || nodes > nproc {
+		return fmt.Errorf("run: %d nodes for %d processes: want 1 to %d: %w", nodes, nproc, max(nproc, 1), hal.ErrInvalidArgument)
+	}
+	return runner{grace: GracePeriod, nodes: nodes}.run(ctx, nproc, argv, extraEnv, stdout, stderr)
+}
+
 type runner struct {
 	grace time.Duration
+	nodes int // 0: no WEFT_NODE_ID
 }
 
 // launchVars are set by Run in every child and cannot be overridden.
 var launchVars = [...]string{"WEFT_RANK", "WEFT_NRANKS", "WEFT_LOCAL_RANK", "WEFT_UNIQUE_ID", "NCCL_NVLS_ENABLE"}
+
+// nodeEnv adds WEFT_NODE_ID to a child's environment (RunNodes), replacing
+// any inherited value.
+func nodeEnv(env []string, rank, nproc, nodes int) []string {
+	if nodes <= 0 {
+		return env
+	}
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "WEFT_NODE_ID=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "WEFT_NODE_ID="+strconv.Itoa(rank*nodes/nproc))
+}
 
 func childEnv(base, extra []string, rank, nproc int, id UniqueID) []string {
 	out := make([]string, 0, len(base)+len(extra)+len(launchVars))
@@ -204,7 +232,7 @@ func (r runner) run(ctx context.Context, nproc int, argv []string, extraEnv []st
 	for rank := range nproc {
 		cmd := exec.Command(path, argv[1:]...)
 		cmd.Args[0] = argv[0]
-		cmd.Env = childEnv(base, extraEnv, rank, nproc, id)
+		cmd.Env = nodeEnv(childEnv(base, extraEnv, rank, nproc, id), rank, nproc, r.nodes)
 		cmd.SysProcAttr = procAttr()
 		cmd.WaitDelay = 5 * time.Second
 		if rank == 0 {

@@ -9,10 +9,10 @@ import (
 	"github.com/weftccl/weft/hal"
 )
 
-var runNproc int
+var runNproc, runNodes int
 
 var runCmd = &cobra.Command{
-	Use:   "run --nproc N [--] program [args...]",
+	Use:   "run --nproc N [--nodes M] [--] program [args...]",
 	Short: "Start N local processes of a program, one per rank",
 	Long: `run starts N copies of program on this node, one process per rank, and
 waits for them. Each gets WEFT_RANK, WEFT_NRANKS, WEFT_LOCAL_RANK and
@@ -23,13 +23,22 @@ other ranks are prefixed with "[rank N] ".
 If a rank fails (non-zero exit status or a signal), the others get 30 s to
 exit by themselves before they are killed, and run reports every failed
 rank. SIGINT and SIGTERM are forwarded to the ranks; a second one kills
-them. Multi-node jobs run under mpirun, srun or torchrun instead.`,
+them. Multi-node jobs run under mpirun, srun or torchrun instead.
+
+--nodes M emulates M nodes on this host: rank r gets WEFT_NODE_ID=r×M/N,
+so ranks of different nodes share no memory and their collectives go
+through the network transport (WEFT_NET, default ib where usable, else
+socket), as on a real cluster.`,
 	Example: `  weft run --nproc 8 -- weft bench allreduce
-  weft run --nproc 2 ./myprog --size 1M`,
+  weft run --nproc 2 ./myprog --size 1M
+  weft run --nproc 4 --nodes 2 -- weft bench allreduce`,
 	Args: cobra.MinimumNArgs(1),
 	RunE: func(cmd *cobra.Command, args []string) error {
 		if runNproc < 1 {
 			return fmt.Errorf("run: --nproc must be at least 1, got %d: %w", runNproc, hal.ErrInvalidArgument)
+		}
+		if runNodes > 0 {
+			return bootstrap.RunNodes(cmd.Context(), runNproc, runNodes, args, nil, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		}
 		return bootstrap.Run(cmd.Context(), runNproc, args, nil, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	},
@@ -37,6 +46,7 @@ them. Multi-node jobs run under mpirun, srun or torchrun instead.`,
 
 func init() {
 	runCmd.Flags().IntVarP(&runNproc, "nproc", "n", 1, "number of processes (ranks) to start, at least 1")
+	runCmd.Flags().IntVar(&runNodes, "nodes", 0, "emulate this many nodes on this host (WEFT_NODE_ID = rank × nodes / nproc)")
 	// Flags after the program name belong to the program.
 	runCmd.Flags().SetInterspersed(false)
 	rootCmd.AddCommand(runCmd)

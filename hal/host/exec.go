@@ -38,6 +38,11 @@ type Program struct {
 type peerMem struct {
 	scratch []byte
 	sems    []byte
+	// Port channels: the peer's buffers as ImportPort gave them, which
+	// engines take and which may not be mapped here (a network's remote
+	// addresses); the interpreter computes addresses in them, never
+	// dereferences them.
+	scratchAddr, semsAddr uint64
 }
 
 // Prepare resolves the plan's bindings to this device's mappings.
@@ -96,6 +101,10 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 		}
 	}
 	for i, pb := range b.Peers {
+		if p.Channels[i].Port {
+			pr.peers = append(pr.peers, peerMem{scratchAddr: pb.Scratch, semsAddr: pb.Semaphores})
+			continue
+		}
 		pr.peers = append(pr.peers, peerMem{
 			scratch: res(pb.Scratch, b.ScratchBytes, fmt.Sprintf("channel %d scratch", i)),
 			sems:    res(pb.Semaphores, p.SemaphoreRegionBytes(), fmt.Sprintf("channel %d semaphores", i)),
@@ -425,12 +434,7 @@ func (b *blockCtx) plain(r plan.Ref, off, n int64) []byte {
 		if r.Chan != plan.Local {
 			sc = b.peers[r.Chan].scratch
 		}
-		var o int64
-		if b.g.Window > 0 && b.window >= 0 {
-			o = b.p.WindowScratchOffset(int64(len(b.scratch)), b.esize, b.window, r.Slot, off-b.wstart)
-		} else {
-			o = b.p.ScratchOffset(int64(len(b.scratch)), b.esize, b.number, r.Slot, off)
-		}
+		o := b.scratchOffset(r, off)
 		return sc[o : o+n*es]
 	case r.Buf == plan.Switch:
 		o := b.switchOffset(r, off)
@@ -438,6 +442,14 @@ func (b *blockCtx) plain(r plan.Ref, off, n int64) []byte {
 	}
 	off += int64(r.Seg) * b.count
 	return buf[off*es : (off+n)*es]
+}
+
+// scratchOffset is the byte offset of element off of scratch operand r.
+func (b *blockCtx) scratchOffset(r plan.Ref, off int64) int64 {
+	if b.g.Window > 0 && b.window >= 0 {
+		return b.p.WindowScratchOffset(int64(len(b.scratch)), b.esize, b.window, r.Slot, off-b.wstart)
+	}
+	return b.p.ScratchOffset(int64(len(b.scratch)), b.esize, b.number, r.Slot, off)
 }
 
 func (b *blockCtx) packetSlot(r plan.Ref) []byte {

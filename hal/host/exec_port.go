@@ -42,9 +42,9 @@ func (b *blockCtx) push(k plan.TriggerKind, ch int, a, bw, c uint64) uint64 {
 
 func (b *blockCtx) portSignal(o plan.Op) bool {
 	s := o.Sem + b.part
-	sems := b.peers[o.Chan].sems
+	sems := b.peers[o.Chan].semsAddr
 	return b.push(plan.TriggerSignal, o.Chan, uint64(b.count),
-		addr(sems[b.p.InboundOffset(b.p.Rank, s):]), addr(sems[b.p.CountOffset(b.p.Rank, s):])) != 0
+		sems+uint64(b.p.InboundOffset(b.p.Rank, s)), sems+uint64(b.p.CountOffset(b.p.Rank, s))) != 0
 }
 
 func (b *blockCtx) portFlush(o plan.Op) bool {
@@ -71,6 +71,14 @@ func (b *blockCtx) portTransfer(o plan.Op) bool {
 	if o.Dsts[0].Remote() {
 		k = plan.TriggerPut
 	}
-	src, dst := b.plain(o.Srcs[0], off, n), b.plain(o.Dsts[0], off, n)
-	return b.push(k, o.Chan, addr(src), addr(dst), uint64(len(src))) != 0
+	src := b.plain(o.Srcs[0], off, n)
+	var dst uint64
+	if r := o.Dsts[0]; k == plan.TriggerPut && r.Buf == plan.Scratch {
+		// A peer's scratch: an address for the engine, perhaps not mapped
+		// here.
+		dst = b.peers[r.Chan].scratchAddr + uint64(b.scratchOffset(r, off))
+	} else {
+		dst = addr(b.plain(r, off, n))
+	}
+	return b.push(k, o.Chan, addr(src), dst, uint64(len(src))) != 0
 }

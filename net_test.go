@@ -1,0 +1,209 @@
+package weft_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weftccl/weft"
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/bootstrap"
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+	_ "github.com/weftccl/weft/hal/socket"
+)
+
+// netCases are every collective across emulated nodes: each type and
+// operator family at counts whose bytes are not multiples of 16, one
+// element, and several hal/host windows (16 KiB), in and out of place,
+// with the roots at both ends for Broadcast and Reduce.
+func netCases(n int) []collCase {
+	var cases []collCase
+	counts := []int64{1, 37, 4099, 20011}
+	for _, coll := range algorithms.Collectives {
+		if coll == algorithms.SendRecv {
+			continue
+		}
+		roots := []int{0}
+		if coll.Rooted() {
+			roots = []int{0, n - 1}
+		}
+		for _, root := range roots {
+			for i, count := range counts {
+				k := collCase{coll: coll, t: plan.Float32, op: plan.Sum, root: root, count: count, inPlace: i%2 == 1 && coll != algorithms.AllToAll}
+				switch i {
+				case 1:
+					k.t, k.op = plan.BFloat16, plan.Max
+				case 2:
+					k.t, k.op = plan.Int32, plan.Avg
+				}
+				cases = append(cases, k)
+			}
+		}
+	}
+	return cases
+}
+
+// netChild is one rank of a job whose ranks sit on emulated nodes
+// (WEFT_NODE_ID): "net" runs every collective (netCases) and
+// point-to-point and checks each element; "netkill" runs AllReduce in a
+// loop until the rank named by WEFT_TEST_KILL kills itself.
+func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+	n := c.Size()
+	if mode == "netkill" {
+		victim, _ := strconv.Atoi(os.Getenv("WEFT_TEST_KILL"))
+		const count = 1 << 16
+		buf, err := dev.Alloc(count * 4)
+		if err != nil {
+			return err
+		}
+		for i := 0; ; i++ {
+			if rank == victim && i == 5 {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+			if err := c.Launch(weft.Call{Coll: algorithms.AllReduce, Send: buf.Addr(), Recv: buf.Addr(), Count: count, Type: plan.Float32, Op: plan.Sum}, s); err != nil {
+				return err
+			}
+			if err := c.Synchronize(s); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range netCases(n) {
+		// Across nodes only port-channel plans can run.
+		call := weft.Call{Coll: k.coll, Count: k.count, Type: k.t, Op: k.op, Root: k.root, Send: 1 << 20, Recv: 2 << 20}
+		if name := c.PlanName(call); !strings.Contains(name, "-"+algorithms.PortFamily+"-") {
+			return fmt.Errorf("%v: plan %q is not a port-channel plan", k, name)
+		}
+		wrong, err := runColl(rank, c, dev, s, k)
+		if err != nil {
+			return fmt.Errorf("rank %d: %v: %w", rank, k, err)
+		}
+		if wrong != 0 {
+			return fmt.Errorf("rank %d: %v: %d wrong elements", rank, k, wrong)
+		}
+	}
+	return netP2P(rank, n, c, dev, s)
+}
+
+// netP2P sends each peer a different number of bytes (0 included, most
+// not multiples of 16) in one group and checks every byte received.
+func netP2P(rank, n int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+	size := func(src, dst int) int64 { return int64((src*7+dst*13)%5) * 9973 }
+	payload := func(src, dst int, k int64) []byte {
+		b := make([]byte, k)
+		for i := range b {
+			b[i] = byte(src*31 + dst*17 + i*7)
+		}
+		return b
+	}
+	var ops []weft.P2P
+	recvs := map[int]hal.Buffer{}
+	for p := 0; p < n; p++ {
+		sb, err := dev.Alloc(max(size(rank, p), 1))
+		if err != nil {
+			return err
+		}
+		defer sb.Free()
+		if err := dev.Write(sb, 0, payload(rank, p, size(rank, p))); err != nil {
+			return err
+		}
+		rb, err := dev.Alloc(max(size(p, rank), 1))
+		if err != nil {
+			return err
+		}
+		defer rb.Free()
+		recvs[p] = rb
+		ops = append(ops, weft.P2P{Peer: p, Send: true, Buf: sb.Addr(), Bytes: size(rank, p)}, weft.P2P{Peer: p, Buf: rb.Addr(), Bytes: size(p, rank)})
+	}
+	if err := c.LaunchP2P(ops, s); err != nil {
+		return fmt.Errorf("rank %d: point-to-point: %w", rank, err)
+	}
+	if err := c.Synchronize(s); err != nil {
+		return fmt.Errorf("rank %d: point-to-point: %w", rank, err)
+	}
+	for p, rb := range recvs {
+		got := make([]byte, size(p, rank))
+		if err := dev.Read(got, rb, 0); err != nil {
+			return err
+		}
+		if want := payload(p, rank, int64(len(got))); !bytes.Equal(got, want) {
+			wrong := 0
+			for i := range got {
+				if got[i] != want[i] {
+					wrong++
+				}
+			}
+			return fmt.Errorf("rank %d: point-to-point: %d of %d bytes from rank %d wrong", rank, wrong, len(got), p)
+		}
+	}
+	return nil
+}
+
+// runNodes runs the test binary as nproc ranks on nodes emulated nodes of
+// this host (bootstrap.RunNodes), over the socket transport.
+func runNodes(t *testing.T, nproc, nodes int, mode string, extra ...string) (string, error, time.Duration) {
+	t.Helper()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	start := time.Now()
+	env := append([]string{"WEFT_TEST_CHILD=" + mode, "WEFT_NET=socket"}, extra...)
+	err := bootstrap.RunNodes(ctx, nproc, nodes, []string{os.Args[0], "-test.run=^$"}, env, &out, &out)
+	return out.String(), err, time.Since(start)
+}
+
+// TestCollectivesAcrossNodes runs every collective and point-to-point
+// across 2 emulated nodes (WEFT_NODE_ID per rank) of 2 and of 3 ranks, in
+// separate processes: memory channels within a node would be refused
+// (the devices report no link across nodes), so every byte between nodes
+// goes through the socket transport's engines.
+func TestCollectivesAcrossNodes(t *testing.T) {
+	for _, nproc := range []int{4, 6} {
+		t.Run(fmt.Sprintf("2x%d", nproc/2), func(t *testing.T) {
+			out, err, _ := runNodes(t, nproc, 2, "net")
+			if err != nil {
+				t.Fatalf("%d ranks on 2 nodes: %v\n%s", nproc, err, out)
+			}
+		})
+	}
+}
+
+// TestKilledRankAcrossNodes: a rank killed mid-collective makes the
+// survivors fail within 30 s with errors that name it.
+func TestKilledRankAcrossNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes and waits for a failure: not in -short")
+	}
+	out, err, took := runNodes(t, 4, 2, "netkill", "WEFT_TEST_KILL=2")
+	if err == nil {
+		t.Fatalf("the job succeeded although rank 2 was killed\n%s", out)
+	}
+	if took > 30*time.Second {
+		t.Errorf("the survivors took %v to exit (want < 30 s)", took)
+	}
+	var rerr *bootstrap.RunError
+	if !errors.As(err, &rerr) {
+		t.Fatalf("Run error %v is not a *bootstrap.RunError", err)
+	}
+	for _, r := range []string{"0", "1", "3"} {
+		found := false
+		for _, line := range strings.Split(out, "\n") {
+			if (r == "0" && !strings.HasPrefix(line, "[rank")) || strings.HasPrefix(line, "[rank "+r+"]") {
+				if strings.Contains(line, "child:") && strings.Contains(line, "rank 2") {
+					found = true
+				}
+			}
+		}
+		if !found {
+			t.Errorf("rank %s did not report an error naming rank 2; output:\n%s", r, out)
+		}
+	}
+}
