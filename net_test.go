@@ -189,6 +189,7 @@ func TestKilledRankAcrossNodes(t *testing.T) {
 	if took > 30*time.Second {
 		t.Errorf("the survivors took %v to exit (want < 30 s)", took)
 	}
+	t.Logf("after %v:\n%s", took, out)
 	var rerr *bootstrap.RunError
 	if !errors.As(err, &rerr) {
 		t.Fatalf("Run error %v is not a *bootstrap.RunError", err)
