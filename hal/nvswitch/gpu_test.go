@@ -3,7 +3,6 @@ package nvswitch
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -207,9 +206,7 @@ func switchPlans(t *testing.T, nranks int) []*plan.Plan {
 	for _, fam := range append([]string{"", "nvls"}, algorithms.Families...) {
 		cfg := algorithms.DefaultConfig(0, nranks, 132, true)
 		cfg.Algo = fam
-		if f := reflect.ValueOf(&cfg).Elem().FieldByName("Switch"); f.IsValid() && f.Kind() == reflect.Bool {
-			f.SetBool(true)
-		}
+		cfg.Switch = true
 		add(algorithms.AllReducePlans(cfg))
 		for _, coll := range algorithms.Collectives {
 			add(algorithms.Plans(cfg, coll, 0))
