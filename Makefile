@@ -8,7 +8,7 @@ GO ?= go
 NPROC ?= 4
 BENCH_ARGS ?= -b 8 -e 64M -f 4
 
-.PHONY: build test run gpu-bundle nocgo fuzz-smoke nccl
+.PHONY: build test run gpu-bundle gpu-bundle-switch nocgo fuzz-smoke nccl
 
 build: nccl
 	$(GO) build ./...
@@ -41,3 +41,15 @@ gpu-bundle:
 	done
 	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/steps.sh .gpu/
 	@ls -la .gpu
+
+# Issue 10's one-GPU check (scripts/gpu-switch.sh): stripped binaries, well inside the device
+# tool's 64 MiB carry.
+gpu-bundle-switch:
+	rm -rf .gpu && mkdir -p .gpu
+	CGO_ENABLED=1 $(GO) build -ldflags='-s -w' -o .gpu/weft ./cmd/weft
+	for p in ./hal/nvswitch ./hal/nvlink ./internal/cudadev; do \
+	  name=$$(echo $$p | sed 's#^\./##; s#/#_#g'); \
+	  CGO_ENABLED=1 $(GO) test -c -ldflags='-s -w' -o .gpu/$$name.test $$p || exit 1; \
+	done
+	cp scripts/gpu-switch.sh scripts/steps.sh .gpu/
+	@du -sh .gpu
