@@ -48,6 +48,19 @@ func netCases(n int) []collCase {
 			}
 		}
 	}
+	// The hierarchical AllReduce (2PH) serves operators without scaling;
+	// more of them, at sizes of several windows.
+	for i, k := range []collCase{
+		{t: plan.BFloat16, op: plan.Sum, count: 70001, inPlace: true},
+		{t: plan.Int64, op: plan.Min, count: 999},
+		{t: plan.Float32, op: plan.Prod, count: 5003, inPlace: true},
+		{t: plan.Int8, op: plan.Max, count: 33333},
+		{t: plan.Float16, op: plan.PreMulSum, count: 777},
+	} {
+		k.coll = algorithms.AllReduce
+		k.inPlace = i%2 == 0
+		cases = append(cases, k)
+	}
 	return cases
 }
 
@@ -77,10 +90,15 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 		}
 	}
 	for _, k := range netCases(n) {
-		// Across nodes only port-channel plans can run.
+		// Across nodes only port-channel plans can run, and AllReduce
+		// takes the hierarchical plan for the operators it serves.
 		call := weft.Call{Coll: k.coll, Count: k.count, Type: k.t, Op: k.op, Root: k.root, Send: 1 << 20, Recv: 2 << 20}
-		if name := c.PlanName(call); !strings.Contains(name, "-"+algorithms.PortFamily+"-") {
-			return fmt.Errorf("%v: plan %q is not a port-channel plan", k, name)
+		want := "-" + algorithms.PortFamily + "-"
+		if k.coll == algorithms.AllReduce && k.op != plan.Avg && k.op != plan.PreMulSum {
+			want = "-2ph-"
+		}
+		if name := c.PlanName(call); !strings.Contains(name, want) {
+			return fmt.Errorf("%v: plan %q, want a %s plan", k, name, strings.Trim(want, "-"))
 		}
 		wrong, err := runColl(rank, c, dev, s, k)
 		if err != nil {
@@ -161,16 +179,17 @@ func runNodes(t *testing.T, nproc, nodes int, mode string, extra ...string) (str
 }
 
 // TestCollectivesAcrossNodes runs every collective and point-to-point
-// across 2 emulated nodes (WEFT_NODE_ID per rank) of 2 and of 3 ranks, in
-// separate processes: memory channels within a node would be refused
+// across emulated nodes (WEFT_NODE_ID per rank): 2 nodes of 2 and of 3
+// ranks, and 3 nodes of 2, in separate processes: memory channels within a node would be refused
 // (the devices report no link across nodes), so every byte between nodes
 // goes through the socket transport's engines.
 func TestCollectivesAcrossNodes(t *testing.T) {
-	for _, nproc := range []int{4, 6} {
-		t.Run(fmt.Sprintf("2x%d", nproc/2), func(t *testing.T) {
-			out, err, _ := runNodes(t, nproc, 2, "net")
+	for _, shape := range []struct{ nodes, perNode int }{{2, 2}, {2, 3}, {3, 2}} {
+		nproc := shape.nodes * shape.perNode
+		t.Run(fmt.Sprintf("%dx%d", shape.nodes, shape.perNode), func(t *testing.T) {
+			out, err, _ := runNodes(t, nproc, shape.nodes, "net")
 			if err != nil {
-				t.Fatalf("%d ranks on 2 nodes: %v\n%s", nproc, err, out)
+				t.Fatalf("%d ranks on %d nodes: %v\n%s", nproc, shape.nodes, err, out)
 			}
 		})
 	}

@@ -105,8 +105,7 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 	} else if cfg.Algo, err = algoFromEnv(); err != nil {
 		return nil, err
 	}
-	var remote bool
-	if cfg.PortOnly, cfg.Switch, remote, err = linkKinds(ctx, boot, dev); err != nil {
+	if cfg.PortOnly, cfg.Switch, cfg.Nodes, err = linkKinds(ctx, boot, dev); err != nil {
 		return nil, err
 	}
 	c := &Comm{boot: boot, dev: dev, exec: exec, cfg: cfg, timeout: opts.Timeout, regs: map[uint64]*channels.Registration{}, colls: map[collKey][]*algo{}}
@@ -118,7 +117,7 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 			c.Close()
 		}
 	}()
-	if remote {
+	if cfg.Nodes != nil {
 		// Peers on other nodes: their port channels use the network.
 		if c.net, err = channels.OpenNetwork(ctx, boot, dev); err != nil {
 			return nil, fmt.Errorf("weft: %w", err)
@@ -223,43 +222,56 @@ func algoFromEnv() (string, error) {
 // is port-mapped but not memory-mapped, whether every link is
 // memory-mapped and switch-mapped (the NVLS plans can run), and whether
 // some peer is on another node (Endpoint.Node), reached through a network
-// whose links are port-mapped. A link with neither memory nor port mapping
+// whose links are port-mapped: then nodes is the node of each rank (0, 1,
+// … in order of first appearance), else nil. A link with neither memory nor port mapping
 // within a node is ErrNotSupported, naming the peer; links of mixed kinds
 // use memory channels where they can, which needs all links memory-mapped.
-func linkKinds(ctx context.Context, boot Bootstrap, dev hal.Device) (portOnly, switchMapped, remote bool, err error) {
+func linkKinds(ctx context.Context, boot Bootstrap, dev hal.Device) (portOnly, switchMapped bool, nodes []int, err error) {
 	if boot.Size() == 1 {
-		return false, false, false, nil
+		return false, false, nil, nil
 	}
 	blob, err := json.Marshal(dev.Endpoint())
 	if err != nil {
-		return false, false, false, fmt.Errorf("weft: %w", err)
+		return false, false, nil, fmt.Errorf("weft: %w", err)
 	}
 	all, err := boot.AllGather(ctx, blob)
 	if err != nil {
-		return false, false, false, fmt.Errorf("weft: exchange endpoints: %w", err)
+		return false, false, nil, fmt.Errorf("weft: exchange endpoints: %w", err)
 	}
 	memory, port, sw := true, true, true
+	ids := map[string]int{}
+	nodes = make([]int, len(all))
 	for r, b := range all {
+		var ep hal.Endpoint
+		if r == boot.Rank() {
+			ep = dev.Endpoint()
+		} else if err := json.Unmarshal(b, &ep); err != nil {
+			return false, false, nil, fmt.Errorf("weft: rank %d sent a malformed endpoint: %v: %w", r, err, hal.ErrRemote)
+		}
+		node := hal.NodeOf(ep.HostID, ep.Node)
+		if _, ok := ids[node]; !ok {
+			ids[node] = len(ids)
+		}
+		nodes[r] = ids[node]
 		if r == boot.Rank() {
 			continue
 		}
-		var ep hal.Endpoint
-		if err := json.Unmarshal(b, &ep); err != nil {
-			return false, false, false, fmt.Errorf("weft: rank %d sent a malformed endpoint: %v: %w", r, err, hal.ErrRemote)
-		}
 		if dev.Endpoint().OtherNode(ep) != "" {
-			remote, memory, sw = true, false, false
+			memory, sw = false, false
 			continue
 		}
 		l := dev.Link(ep)
 		if l.Caps&(hal.CapMemoryMapped|hal.CapPortMapped) == 0 {
-			return false, false, false, fmt.Errorf("weft: rank %d: no memory- or port-mapped link to rank %d (%s): %w", boot.Rank(), r, l.Reason, hal.ErrNotSupported)
+			return false, false, nil, fmt.Errorf("weft: rank %d: no memory- or port-mapped link to rank %d (%s): %w", boot.Rank(), r, l.Reason, hal.ErrNotSupported)
 		}
 		memory = memory && l.Caps&hal.CapMemoryMapped != 0
 		port = port && l.Caps&hal.CapPortMapped != 0
 		sw = sw && l.Caps&hal.CapSwitchMapped != 0
 	}
-	return !memory && port, memory && sw, remote, nil
+	if len(ids) == 1 {
+		nodes = nil
+	}
+	return !memory && port, memory && sw, nodes, nil
 }
 
 func (c *Comm) choices() []algorithms.Choice {

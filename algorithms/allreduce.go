@@ -55,6 +55,10 @@ type Config struct {
 	// PortOnly: the links are port-mapped but not memory-mapped (hal/pcie
 	// without peer access, networks), so only port-channel plans can run.
 	PortOnly bool
+	// Nodes is the node of each rank (0, 1, …; nil: one node). With ≥ 2
+	// nodes of equal size ≥ 2, PortOnly AllReduce takes the hierarchical
+	// plan (AllReduce2PH) for the operators it serves.
+	Nodes []int
 	// Switch: every link is switch-mapped (hal.CapSwitchMapped) and
 	// memory-mapped, so the NVLS plans (nvls.go) can run.
 	Switch bool
@@ -339,6 +343,9 @@ func build2PA(c Config, s Shape) (*plan.Plan, error) {
 type Choice struct {
 	Plan     *plan.Plan
 	MaxBytes int64 // 0: unbounded
+	// Staged: the plan reduces in stages (AllReduce2PH), so it serves
+	// only operators without scaling (not Avg, not PreMulSum).
+	Staged bool
 }
 
 // AllReducePlans returns the AllReduce plans of a rank, smallest messages

@@ -3,6 +3,8 @@ package algorithms
 import (
 	"fmt"
 	"testing"
+
+	"github.com/weftccl/weft/hal/plan"
 )
 
 // Every collective has a valid port-channel plan on every rank, for every
@@ -50,5 +52,37 @@ func TestPortPlansOfEveryCollective(t *testing.T) {
 	}
 	if got, want := fmt.Sprint(p.Groups[SelfArg(3)-1].Arg), fmt.Sprint(SelfArg(3)); got != want {
 		t.Errorf("self group slot %s, want %s", got, want)
+	}
+}
+
+// The hierarchical AllReduce is chosen on ≥ 2 nodes of ≥ 2 ranks, for the
+// operators it serves, and its plans validate on every rank.
+func TestAllReduce2PHSelection(t *testing.T) {
+	for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 0, 1}, {0, 0, 1, 1, 2, 2}} {
+		for r := range nodes {
+			c := DefaultConfig(r, len(nodes), 4, false)
+			c.PortOnly, c.Nodes = true, nodes
+			cs, err := Plans(c, AllReduce, 0)
+			if err != nil {
+				t.Fatalf("nodes %v rank %d: %v", nodes, r, err)
+			}
+			if len(cs) != 2 || !cs[0].Staged {
+				t.Fatalf("nodes %v rank %d: choices %v, want 2PH then the flat port plan", nodes, r, cs)
+			}
+			if i := SelectFor(cs, 1<<20, plan.Float32, plan.Sum); i != 0 {
+				t.Errorf("Sum selects %s", cs[i].Plan.Name)
+			}
+			if i := SelectFor(cs, 1<<20, plan.Float32, plan.Avg); i != 1 {
+				t.Errorf("Avg selects %s", cs[i].Plan.Name)
+			}
+		}
+	}
+	for _, nodes := range [][]int{nil, {0, 0, 0, 1}, {0, 1, 2, 3}, {0, 0, 0, 0}} {
+		c := DefaultConfig(0, 4, 4, false)
+		c.PortOnly, c.Nodes = true, nodes
+		cs, err := Plans(c, AllReduce, 0)
+		if err != nil || len(cs) != 1 {
+			t.Errorf("nodes %v: %d choices, %v; want the flat plan only", nodes, len(cs), err)
+		}
 	}
 }

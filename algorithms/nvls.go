@@ -122,8 +122,12 @@ func nvlsPlans(c Config, coll Collective, root int) ([]Choice, error) {
 
 // Serves reports whether the choice's plan runs type t with operator op:
 // a plan that reduces through the switch serves what plan.SwitchSupports
-// allows, every other plan serves everything.
+// allows, a staged plan (Choice.Staged) every operator but Avg and
+// PreMulSum, every other plan serves everything.
 func (ch Choice) Serves(t plan.DataType, op plan.RedOp) bool {
+	if ch.Staged && (op == plan.Avg || op == plan.PreMulSum) {
+		return false
+	}
 	return !ch.Plan.SwitchReduces() || plan.SwitchSupports(t, op)
 }
 

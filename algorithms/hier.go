@@ -1,0 +1,222 @@
+package algorithms
+
+import (
+	"fmt"
+
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// Two-phase hierarchical AllReduce (2PH, the MSCCL++ paper's name) for
+// ranks on several nodes (Config.Nodes): L ranks on each of N nodes, the
+// message cut into L shards, shard l owned by the rank of local index l on
+// every node. In each window:
+//
+//  1. intra-node reduce-scatter over memory channels: every rank writes
+//     shard m of its input into its slot of local peer m's scratch, and
+//     reduces shard l of its input with the slots into shard l of its
+//     output;
+//  2. inter-node all-reduce of shard l over port channels (the network's
+//     engines) with the ranks of local index l on the other nodes (its
+//     counterparts): each puts its partial shard into its slot of every
+//     counterpart, flushes, and combines the N partials in node order, so
+//     that every counterpart computes the same bits;
+//  3. intra-node all-gather over memory channels: every rank writes its
+//     reduced shard into its slot of every local peer, which copies it into
+//     its output.
+//
+// Only 1/L of the data crosses the network from each rank, N−1 times, and
+// each network link carries the traffic of one rank pair. The reduction
+// happens in two stages, so the plan serves operators that need no
+// scaling (Sum, Prod, Max, Min: Choice.Staged); Avg and PreMulSum keep the
+// flat port-channel plan.
+//
+// Scratch: 2 halves × (2(L−1) + N−1) window-sized slots.
+
+// Semaphores of AllReduce2PH (per block: base + part).
+const (
+	hData1 = iota
+	hFree1
+	hData2
+	hFree2
+	hData3
+	hFree3
+	hDone
+	hSems
+)
+
+// layout is the node structure of Config.Nodes seen from one rank.
+type layout struct {
+	nodes, local int   // N nodes, L ranks on each
+	node, idx    int   // this rank's node and local index
+	peers        []int // ranks of this node other than this one, by local index
+	counter      []int // ranks of local index idx on the other nodes, by node
+}
+
+// hierLayout returns the layout when the hierarchical plan applies: at
+// least 2 nodes with the same number of ranks, at least 2 each.
+func (c Config) hierLayout() (layout, bool) {
+	if len(c.Nodes) != c.NRanks || c.NRanks < 4 {
+		return layout{}, false
+	}
+	var byNode [][]int
+	for r, n := range c.Nodes {
+		if n < 0 || n >= c.NRanks {
+			return layout{}, false
+		}
+		for len(byNode) <= n {
+			byNode = append(byNode, nil)
+		}
+		byNode[n] = append(byNode[n], r)
+	}
+	l := layout{nodes: len(byNode), local: len(byNode[0]), node: c.Nodes[c.Rank]}
+	for _, rs := range byNode {
+		if len(rs) != l.local {
+			return layout{}, false
+		}
+	}
+	if l.nodes < 2 || l.local < 2 {
+		return layout{}, false
+	}
+	for i, r := range byNode[l.node] {
+		if r == c.Rank {
+			l.idx = i
+		} else {
+			l.peers = append(l.peers, r)
+		}
+	}
+	for n, rs := range byNode {
+		if n != l.node {
+			l.counter = append(l.counter, rs[l.idx])
+		}
+	}
+	return l, true
+}
+
+// AllReduce2PH builds the hierarchical AllReduce of one rank. Channels:
+// memory channels to the L−1 local peers first, then port channels to the
+// N−1 counterparts. It returns an error when Config.Nodes does not give
+// at least 2 nodes of equal size ≥ 2.
+func AllReduce2PH(c Config) (*plan.Plan, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	lay, ok := c.hierLayout()
+	if !ok {
+		return nil, fmt.Errorf("algorithms: hierarchical AllReduce needs ≥ 2 nodes of equal size ≥ 2 (nodes by rank: %v)", c.Nodes)
+	}
+	s := c.HB
+	if err := validShape("hierarchical", s); err != nil {
+		return nil, err
+	}
+	L, N, b := lay.local, lay.nodes, s.Blocks
+	var chs []plan.Channel
+	for _, p := range lay.peers {
+		chs = append(chs, plan.Channel{Peer: p})
+	}
+	for _, p := range lay.counter {
+		chs = append(chs, plan.Channel{Peer: p, Port: true})
+	}
+	lc, rc := make([]int, L-1), make([]int, N-1)
+	for i := range lc {
+		lc[i] = i
+	}
+	for i := range rc {
+		rc[i] = L - 1 + i
+	}
+	// Slots: phase 1 from local peer i at i, phase 2 from the counterpart
+	// of node-list position j at L−1+j, phase 3 from local peer i at
+	// L−1+N−1+i. A sender's position in a receiver's lists is its local
+	// index (or node) with the receiver's own left out.
+	pos := func(me, them int) int { return slotOf(me, them) }
+	slot1 := func(i int) int { return i }
+	slot2 := func(j int) int { return L - 1 + j }
+	slot3 := func(i int) int { return L - 1 + N - 1 + i }
+
+	var ops []plan.Op
+	// Phase 1: intra-node reduce-scatter.
+	ops = append(ops, skip(waits(lc, sem(hFree1, b)), 2, 0)...)
+	for ci := range lc {
+		m := localIndexOf(ci, lay.idx)
+		ops = append(ops, plan.Transfer(m, L, []plan.Ref{plan.RS(ci, slot1(pos(lay.idx, m)))}, plan.L(plan.Input)))
+	}
+	ops = append(ops, signals(lc, sem(hData1, b))...)
+	ops = append(ops, waits(lc, sem(hData1, b))...)
+	srcs := []plan.Ref{plan.L(plan.Input)}
+	for ci := range lc {
+		srcs = append(srcs, plan.LS(slot1(ci)))
+	}
+	ops = append(ops, plan.Transfer(lay.idx, L, []plan.Ref{plan.L(plan.Output)}, srcs...))
+	ops = append(ops, skip(signals(lc, sem(hFree1, b)), 0, 2)...)
+	// Phase 2: inter-node all-reduce of shard idx with the counterparts.
+	ops = append(ops, skip(waits(rc, sem(hFree2, b)), 2, 0)...)
+	for j, ci := range rc {
+		peerNode := j
+		if j >= lay.node {
+			peerNode++
+		}
+		ops = append(ops, plan.PortPut(ci, lay.idx, L, plan.RS(ci, slot2(pos(lay.node, peerNode))), plan.L(plan.Output)))
+	}
+	ops = append(ops, signals(rc, sem(hData2, b))...)
+	// The engines read this shard of the output: done before it is
+	// overwritten with the sum.
+	ops = append(ops, flushes(rc)...)
+	ops = append(ops, waits(rc, sem(hData2, b))...)
+	srcs = nil
+	for n := 0; n < N; n++ {
+		switch {
+		case n == lay.node:
+			srcs = append(srcs, plan.L(plan.Output))
+		case n < lay.node:
+			srcs = append(srcs, plan.LS(slot2(n)))
+		default:
+			srcs = append(srcs, plan.LS(slot2(n-1)))
+		}
+	}
+	ops = append(ops, plan.Transfer(lay.idx, L, []plan.Ref{plan.L(plan.Output)}, srcs...))
+	ops = append(ops, skip(signals(rc, sem(hFree2, b)), 0, 2)...)
+	// Phase 3: intra-node all-gather.
+	ops = append(ops, skip(waits(lc, sem(hFree3, b)), 2, 0)...)
+	var dsts []plan.Ref
+	for ci := range lc {
+		m := localIndexOf(ci, lay.idx)
+		dsts = append(dsts, plan.RS(ci, slot3(pos(lay.idx, m))))
+	}
+	ops = append(ops, plan.Transfer(lay.idx, L, dsts, plan.L(plan.Output)))
+	ops = append(ops, signals(lc, sem(hData3, b))...)
+	ops = append(ops, waits(lc, sem(hData3, b))...)
+	for ci := range lc {
+		ops = append(ops, plan.Transfer(localIndexOf(ci, lay.idx), L, []plan.Ref{plan.L(plan.Output)}, plan.LS(slot3(ci))))
+	}
+	ops = append(ops, skip(signals(lc, sem(hFree3, b)), 0, 2)...)
+
+	all := append(append([]int{}, lc...), rc...)
+	g := plan.Group{Blocks: b, Window: s.Window, NChunks: L, Ops: ops,
+		After: cat(signals(all, sem(hDone, b)), waits(all, sem(hDone, b)), flushes(rc))}
+	p := &plan.Plan{Name: fmt.Sprintf("all_reduce-2ph-%dx%d-%dx%d-w%d", N, L, b, s.Threads, s.Window), Rank: c.Rank, NRanks: c.NRanks,
+		Channels: chs, Threads: s.Threads, Unroll: s.Unroll, Scratch: plan.Simple, ScratchSlots: 2*(L-1) + N - 1,
+		Semaphores: hSems * b, Groups: []plan.Group{g}}
+	return p, p.Validate()
+}
+
+// localIndexOf is the local index of the peer on local channel ci of the
+// rank of local index me (channels skip the rank itself).
+func localIndexOf(ci, me int) int {
+	if ci < me {
+		return ci
+	}
+	return ci + 1
+}
+
+// hierPlans puts the hierarchical AllReduce before the flat port-channel
+// plan flat where the nodes allow it (Config.Nodes); SelectFor falls back
+// to flat for Avg and PreMulSum.
+func hierPlans(c Config, flat *plan.Plan) ([]Choice, error) {
+	if _, ok := c.hierLayout(); !ok {
+		return []Choice{{Plan: flat}}, nil
+	}
+	h, err := AllReduce2PH(c)
+	if err != nil {
+		return nil, err
+	}
+	return []Choice{{Plan: h, Staged: true}, {Plan: flat}}, nil
+}
