@@ -20,6 +20,10 @@
 // error that names the rank, peer, channel, semaphore and values
 // ([Resources.Check]).
 //
+// Port channels to peers on other nodes go through a network transport
+// ([Network], opened once per communicator): the same FIFO and proxy, the
+// NetDevice's engines.
+//
 // A plan with a switch buffer also gets a [SwitchChannel]: a multicast group
 // of all its ranks, each bound to a local copy, whose multicast address the
 // plan's switch transfers use (NVLS; hal.SwitchMapped).
@@ -107,6 +111,14 @@ func (r *Resources) Bytes() int64 {
 // A plan with a switch buffer gets its multicast group (ConnectSwitch, of
 // Plan.SwitchCapacity bytes) and the bindings of its copy and multicast
 // address.
+//
+// When the device has an open [Network] (OpenNetwork), a plan with port
+// channels publishes the network's address in its Endpoint.Net and its
+// scratch and semaphores as the network's registrations too; its port
+// channels to peers on other nodes (Endpoint.Node) take the NetDevice's
+// engines and imports, the others the device's. The proxy watches the
+// network's receiver-side failures (NetDevice.Err) and fails the plan's
+// FIFO with them, so that Check reports them.
 //
 // Errors: ErrInvalidArgument for a plan that fails Validate or whose rank
 // differs from the bootstrap's; ErrInvalidUsage when ranks disagree on the

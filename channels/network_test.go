@@ -1,0 +1,57 @@
+package channels
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// A network's receiver-side failure (NetDevice.Err, watched by the proxy)
+// fails the plan's FIFO: waits are aborted through the control block, and
+// Err, which Resources.Check returns, names the lost peer.
+func TestProxyWatchFailsFifo(t *testing.T) {
+	words := make([]uint64, plan.FifoBytes/8)
+	mem := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), plan.FifoBytes)
+	ctl := make([]uint64, plan.ControlBytes/8)
+	control := unsafe.Slice((*byte)(unsafe.Pointer(&ctl[0])), plan.ControlBytes)
+	p := NewProxy(nil, 0)
+	defer p.Close()
+	f, err := newFifo("test-plan", mem, []hal.Engine{nil}, []int{3}, 0, control, 0, p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost atomic.Bool
+	f.watch = func() error {
+		if lost.Load() {
+			return fmt.Errorf("network socket: rank 3 lost while sending to rank 0: %w", hal.ErrRemote)
+		}
+		return nil
+	}
+	if err := p.add(f); err != nil {
+		t.Fatal(err)
+	}
+	defer p.remove(f)
+	time.Sleep(10 * time.Millisecond)
+	if err := f.Err(); err != nil {
+		t.Fatalf("FIFO failed while the network was healthy: %v", err)
+	}
+	lost.Store(true)
+	deadline := time.Now().Add(10 * time.Second)
+	for f.Err() == nil && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	err = f.Err()
+	if err == nil || !strings.Contains(err.Error(), "rank 3") || !errors.Is(err, hal.ErrRemote) {
+		t.Fatalf("FIFO error %v: want one naming rank 3 and wrapping ErrRemote", err)
+	}
+	if abort := atomic.LoadUint32((*uint32)(unsafe.Pointer(&control[plan.CtlAbort]))); abort != 1 {
+		t.Errorf("control block abort flag %d, want 1", abort)
+	}
+}
