@@ -252,26 +252,31 @@ WEFT_DEV weft_u64 globaltimer_ns() { return __builtin_amdgcn_s_memrealtime() * (
 
 WEFT_DEV void backoff() { __builtin_amdgcn_s_sleep(2); }
 
-// ---- packed half and bfloat16 arithmetic (two lanes per 32-bit word) -------
+// ---- packed half arithmetic (two lanes per 32-bit word) ---------------------
 
 WEFT_DEV v2f16 h2(weft_u32 a) { return __builtin_bit_cast(v2f16, a); }
 WEFT_DEV weft_u32 u32(v2f16 a) { return __builtin_bit_cast(weft_u32, a); }
 
 WEFT_DEV weft_u32 f16x2_add(weft_u32 a, weft_u32 b) { return u32(h2(a) + h2(b)); }
-WEFT_DEV weft_u32 f16x2_mul(weft_u32 a, weft_u32 b) {
+WEFT_DEV weft_u32 f16x2_min(weft_u32 a, weft_u32 b) { return u32(__builtin_elementwise_min(h2(a), h2(b))); }
+WEFT_DEV weft_u32 f16x2_max(weft_u32 a, weft_u32 b) { return u32(__builtin_elementwise_max(h2(a), h2(b))); }
+WEFT_DEV weft_u32 f16x2_mul(weft_u32 a, weft_u32 b) {  // never fused with an add (see f32_mul_rn)
   weft_u32 r;
   asm("v_pk_mul_f16 %0, %1, %2" : "=v"(r) : "v"(a), "v"(b));
   return r;
 }
-WEFT_DEV weft_u32 f16x2_min(weft_u32 a, weft_u32 b) { return u32(__builtin_elementwise_min(h2(a), h2(b))); }
-WEFT_DEV weft_u32 f16x2_max(weft_u32 a, weft_u32 b) { return u32(__builtin_elementwise_max(h2(a), h2(b))); }
 
-// bfloat16 lanes widened exactly to float, and float rounded to nearest
-// even (NaN stays NaN, quietened), as internal/half.BF16FromFloat32.
+// ---- bfloat16 arithmetic and FP8 conversions (integer code) ------------------
+//
+// Plain C++ with no device builtin: hipcc_test.go compiles this section for
+// the host too and compares it with internal/half bit for bit.
+//
+// bfloat16 lanes widen exactly to float; float rounds back to nearest even
+// (NaN stays NaN, quietened), as internal/half.BF16FromFloat32.
 WEFT_DEV float bf16_lo(weft_u32 v) { return __builtin_bit_cast(float, v << 16); }
 WEFT_DEV float bf16_hi(weft_u32 v) { return __builtin_bit_cast(float, v & 0xffff0000u); }
 WEFT_DEV weft_u32 f32_to_bf16(float f) {
-  weft_u32 b = __builtin_bit_cast(weft_u32, f);
+  const weft_u32 b = __builtin_bit_cast(weft_u32, f);
   if ((b & 0x7fffffffu) > 0x7f800000u) return (b >> 16) | 0x40;
   return (b + 0x7fffu + ((b >> 16) & 1)) >> 16;
 }
@@ -286,49 +291,44 @@ WEFT_DEV weft_u32 bf16x2_max(weft_u32 a, weft_u32 b) {
   return bf16x2(__builtin_fmaxf(bf16_lo(a), bf16_lo(b)), __builtin_fmaxf(bf16_hi(a), bf16_hi(b)));
 }
 
-// ---- FP8 pairs <-> packed half ----------------------------------------------
-//
 // Two FP8 codes in a 16-bit word convert exactly to two binary16 lanes (the
 // low byte becomes the low half); the way back rounds to nearest even and
 // saturates to ±448 (E4M3) or ±57344 (E5M2); NaN becomes 0x7f.
 
-// One E4M3 code (S.EEEE.MMM, bias 7, S.1111.111 NaN) to binary16 bits.
-WEFT_DEV weft_u32 e4m3_to_f16(weft_u32 c) {
-  const weft_u32 s = (c & 0x80) << 8, a = c & 0x7f;
-  if (a == 0x7f) return s | 0x7e00;
-  if (a >= 0x08) return s | ((a << 7) + 0x2000);  // normal: exponent bias 7 → 15
-  if (a == 0) return s;
-  const int n = __builtin_clz(a) - 28;  // subnormal a·2^-9: normalise the 3-bit a
-  return s | (weft_u32)(9 - n) << 10 | ((a << n) & 7) << 7;
+// E4M3 (S.EEEE.MMM, bias 7; S.1111.111 is NaN) to binary16, both lanes at
+// once: the code's magnitude bits shifted into place are the binary16 bits
+// of value × 2^-8 (bias 15 = 7 + 8, subnormals included), and the multiply
+// by 256 is exact (binary16 denormals are always on for AMDGPU).
+WEFT_DEV weft_u32 e4m3x2_to_f16x2(weft_u16 v) {
+  const weft_u32 x = (v & 0xffu) | (v & 0xff00u) << 8;  // one code per 16-bit lane
+  const weft_u32 mag = x & 0x007f007fu;
+  const weft_u32 nan = ((mag + 0x00010001u) & 0x00800080u) >> 7;  // 1 in lanes holding 0x7f
+  const weft_u32 r = __builtin_bit_cast(weft_u32, __builtin_bit_cast(v2f16, mag << 7) * __builtin_bit_cast(v2f16, 0x5c005c00u));
+  return r | nan * 0x7e00u | (x & 0x00800080u) << 8;
 }
 
-// binary16 bits to E4M3.
+// binary16 to E4M3. From 2^-6 up the code is the binary16 bits rebiased
+// with 7 mantissa bits rounded off; below, E4M3 is subnormal (steps of
+// 2^-9) and adding 2^14 in float rounds the value to a multiple of 2^-9
+// (float has 23 fraction bits): the code is the difference of the bits.
 WEFT_DEV weft_u32 f16_to_e4m3(weft_u32 h) {
   const weft_u32 s = (h >> 8) & 0x80, a = h & 0x7fff;
-  if (a > 0x7c00) return 0x7f;
-  if (a >= 0x2400) {  // 2^-6 and up: normal in E4M3; rebias and round off 7 bits
-    weft_u32 r = a - 0x2000;
-    r = (r + 0x3f + ((r >> 7) & 1)) >> 7;
-    return s | (r > 0x7e ? 0x7e : r);
-  }
-  if (a < 0x0400) return s;  // binary16 subnormal: below 2^-10, half the E4M3 quantum
-  const weft_u32 sh = 16 - (a >> 10), m = (a & 0x3ff) | 0x400;  // E4M3 subnormal: m·2^(E-25) in units of 2^-9
-  const weft_u32 r = m >> sh, rem = m & ((1u << sh) - 1), half = 1u << (sh - 1);
-  return s | (r + (rem > half || (rem == half && (r & 1))));
+  weft_u32 r = a - 0x2000;
+  r = (r + 0x3f + ((r >> 7) & 1)) >> 7;
+  const float f = (float)__builtin_bit_cast(_Float16, (weft_u16)a) + 16384.0f;
+  const weft_u32 sub = __builtin_bit_cast(weft_u32, f) - 0x46800000u;
+  return a > 0x7c00 ? 0x7f : s | (a < 0x2400 ? sub : r > 0x7e ? 0x7e : r);
 }
 
 // E5M2 is the high byte of binary16 (same exponent): widening is a shift,
 // narrowing rounds off the low 8 bits.
-WEFT_DEV weft_u32 e5m2_to_f16(weft_u32 c) { return (c & 0xff) << 8; }
 WEFT_DEV weft_u32 f16_to_e5m2(weft_u32 h) {
   const weft_u32 s = (h >> 8) & 0x80, a = h & 0x7fff;
-  if (a > 0x7c00) return 0x7f;
   const weft_u32 r = (a + 0x7f + ((a >> 8) & 1)) >> 8;
-  return s | (r > 0x7b ? 0x7b : r);
+  return a > 0x7c00 ? 0x7f : s | (r > 0x7b ? 0x7b : r);
 }
 
-WEFT_DEV weft_u32 e4m3x2_to_f16x2(weft_u16 v) { return e4m3_to_f16(v >> 8) << 16 | e4m3_to_f16(v & 0xff); }
-WEFT_DEV weft_u32 e5m2x2_to_f16x2(weft_u16 v) { return e5m2_to_f16(v >> 8) << 16 | e5m2_to_f16(v & 0xff); }
+WEFT_DEV weft_u32 e5m2x2_to_f16x2(weft_u16 v) { return (v & 0xffu) << 8 | (v & 0xff00u) << 16; }
 WEFT_DEV weft_u16 f16x2_to_e4m3x2(weft_u32 v) { return (weft_u16)(f16_to_e4m3(v >> 16) << 8 | f16_to_e4m3(v & 0xffff)); }
 WEFT_DEV weft_u16 f16x2_to_e5m2x2(weft_u32 v) { return (weft_u16)(f16_to_e5m2(v >> 16) << 8 | f16_to_e5m2(v & 0xffff)); }
 
