@@ -1,68 +1,62 @@
 // weft_hal.h: the device-side primitives of weft's AMD backend (hal/xgmi).
 //
-// The HIP twin of internal/cudadev/device/weft_hal.h: the same names and the
-// same semantics, so channels/device/*.h and generated plan kernels compile
-// unchanged for AMD Instinct GPUs (gfx90a = MI200, gfx942 = MI300). It is
-// written with clang's AMDGPU builtins and compiles in two modes:
-//   - under hipRTC at run time (__HIPCC_RTC__ defined): the HIP runtime
-//     declarations (threadIdx, __syncthreads_or, fmaxf, __int_as_float, …)
-//     are already there and this header adds nothing of them;
-//   - under the system clang's HIP front end with no ROCm installed
-//     (-nogpuinc -nogpulib, hal/xgmi/hipcc_test.go): the block below
-//     declares the few of them that the channel library uses.
+// The HIP twin of internal/cudadev/device/weft_hal.h: the same names and
+// semantics, so that channels/device/*.h and generated plan kernels compile
+// unchanged for AMD Instinct GPUs (gfx90a: MI200; gfx942: MI300). Written
+// with clang's AMDGPU builtins, it compiles in two modes:
+//   - under hipRTC (__HIPCC_RTC__ defined), which already declares the HIP
+//     runtime names (threadIdx, __syncthreads_or, fmaxf, __int_as_float, …);
+//   - under the system clang's HIP front end without ROCm (-nogpuinc
+//     -nogpulib, as hal/xgmi/hipcc_test.go does), where the block below
+//     declares the ones the channel library uses.
 //
-// What each primitive maps to, and why it is right (the memory model is the
-// one of LLVM's AMDGPU backend, AMDGPUUsage "Memory Model GFX90A/GFX942"):
-//   - Scopes: "system" (__HIP_MEMORY_SCOPE_SYSTEM, fence scope "") reaches
-//     peer GPUs over xGMI and the host; "agent" is this GPU. The backend
-//     turns a system-scope acquire into the load followed by an L1/L2
-//     invalidate (gfx942: sc0 sc1 + buffer_inv sc0 sc1; gfx90a: glc +
-//     buffer_invl2/buffer_wbinvl1_vol) and a release into an L2 writeback
-//     plus s_waitcnt before the store (buffer_wbl2). System-scope atomics
-//     are coherent only on fine-grained memory (or memory the backend maps
-//     uncached); hal/xgmi allocates semaphores, scratch and FIFOs so.
-//   - ld_acquire_sys/st_release_sys/…: __hip_atomic_load/store with the
-//     matching order and system scope; red_add_*: __hip_atomic_fetch_add
-//     with the result unused (global_atomic_add_x2 without return);
-//     atomic_cas_sys32: __hip_atomic_compare_exchange_strong (acq_rel);
-//     atomic_add_gpu64: fetch_add at agent scope; fence_sys:
+// What each primitive becomes, and why that is right. The memory model is
+// the one LLVM's AMDGPU backend implements (AMDGPUUsage, "Memory Model
+// GFX90A" and "GFX942"):
+//   - Scopes: system (__HIP_MEMORY_SCOPE_SYSTEM; fence scope "") reaches
+//     peer GPUs over xGMI and the host; agent is this GPU. A system-scope
+//     acquire is the load then an invalidate of the caches that are not
+//     coherent (gfx942: sc0 sc1, buffer_inv sc0 sc1; gfx90a: glc,
+//     buffer_invl2 + buffer_wbinvl1_vol); a release writes L2 back and waits
+//     (buffer_wbl2, s_waitcnt) before the store. That makes peers coherent
+//     on fine-grained memory, which hal/xgmi allocates for every buffer
+//     these primitives touch (hipExtMallocWithFlags fine-grained; coherent
+//     hipHostMalloc for the host side).
+//   - Semaphores: __hip_atomic_* with the order and scope of the NVIDIA
+//     primitive (red_add_* issue the atomic without return); fence_sys is
 //     __builtin_amdgcn_fence(acq_rel, system).
 //   - LL packets: one volatile global_store_dwordx4 (LL16) or dwordx2 (LL8)
-//     of {data, flag} words, and one volatile load of the same width.
-//     Volatile global accesses bypass the non-coherent caches (gfx942:
-//     sc0 sc1; gfx90a: glc) and are followed by s_waitcnt vmcnt(0), so a
-//     poll sees a peer's store. LL needs only each naturally aligned 8-byte
-//     {data, flag} half to be single-copy atomic (LL16 carries a flag in
-//     both halves and the reader checks both): the AMDGPU backend lowers
-//     64-bit atomic loads and stores to plain dwordx2 instructions, i.e. the
-//     hardware makes aligned 8-byte accesses single-copy atomic, which is
-//     also what RCCL's LL protocol relies on. A 16-byte access is one
-//     instruction here, but nothing depends on it landing as a whole.
-//   - globaltimer_ns: s_memrealtime, the 64-bit "REFCLK" counter shared by
-//     the whole device, constant 100 MHz on gfx90a and gfx942 (HIP's
-//     wall_clock64, hipDeviceAttributeWallClockRate = 100000 kHz);
-//     WEFT_HIP_WALLCLOCK_MHZ overrides the rate. backoff: s_sleep 2
-//     (about 2 × 64 clocks).
-//   - f16x2: packed v_pk_* instructions on binary16 vectors (round to
-//     nearest even). bf16x2: no packed bf16 math before gfx950, so each
-//     lane is widened exactly to float, operated on and rounded back to
-//     nearest even; float has 24 ≥ 2·8+2 significand bits, so the double
-//     rounding is innocuous and the result is the correctly rounded one.
-//   - FP8 (OCP E4M3/E5M2, the encodings of NVIDIA's cvt): gfx942's FP8
-//     instructions use the FNUZ encodings, so the conversions are exact
-//     integer code, round to nearest even, saturate to the largest finite
-//     value (infinities included), and turn NaN into 0x7f (as internal/half).
-//   - f32_mul_rn/f64_mul_rn (and f16x2_mul): inline v_mul_*; the compiler
-//     cannot contract an asm result with a following add into an FMA,
-//     whatever -ffp-contract the run-time compiler uses.
-//
-// Wavefronts are 64 lanes wide on these GPUs; nothing here or in the channel
+//     of data and flag words, polled with one volatile load of the same
+//     width. Volatile global accesses bypass the non-coherent caches
+//     (gfx942: sc0 sc1; gfx90a: glc on loads) and are each followed by
+//     s_waitcnt vmcnt(0). LL relies only on each naturally aligned 8-byte
+//     {data, flag} half being single-copy atomic: LL16 repeats the flag in
+//     both halves and the reader checks both. AMDGPU gives aligned 64-bit
+//     accesses that property (the backend implements 64-bit atomic loads and
+//     stores as plain dwordx2 instructions), and RCCL's LL protocol rests
+//     on the same fact; whether the 16 bytes land at once does not matter.
+//   - globaltimer_ns: s_memrealtime, a device-wide counter at a constant
+//     rate (HIP's wall_clock64): 100 MHz on gfx90a and gfx942, or
+//     WEFT_HIP_WALLCLOCK_MHZ (hal/xgmi passes hipDeviceAttributeWallClockRate).
+//     backoff: s_sleep 2 (about 128 clocks).
+//   - f16x2: packed v_pk_* instructions (round to nearest even). bf16x2:
+//     gfx90a/gfx942 have no bfloat16 arithmetic, so lanes widen exactly to
+//     float, operate, and round back to nearest even; float's 24 bits are
+//     at least 2·8+2, so that double rounding gives the correctly rounded
+//     bfloat16 result.
+//   - FP8 pairs: the OCP E4M3/E5M2 encodings of NVIDIA's cvt instructions;
+//     gfx942's FP8 instructions use the FNUZ encodings instead, so the
+//     conversions are software, exact, rounding to nearest even and
+//     saturating as cvt.rn.satfinite does (NaN becomes 0x7f, as
+//     internal/half).
+//   - f32_mul_rn, f64_mul_rn, f16x2_mul: inline v_mul_*, never contracted
+//     with a following add into an FMA, whatever -ffp-contract hipRTC uses.
+// Wavefronts are 64 lanes wide here; nothing in this header or the channel
 // library depends on the width (no warp-synchronous code, no shuffles).
 #pragma once
 
 #if !defined(__HIPCC_RTC__)
-// ---- what the HIP runtime would declare (compiling without ROCm) ----------
-#define __host__ __attribute__((host))
+// ---- what HIP's runtime headers would declare ------------------------------
 #define __device__ __attribute__((device))
 #define __global__ __attribute__((global))
 #define __shared__ __attribute__((shared))
@@ -72,35 +66,26 @@
 struct weft_hip_dim3 {
   unsigned x, y, z;
 };
-__device__ __forceinline__ weft_hip_dim3 weft_hip_thread_idx() {
-  return {__builtin_amdgcn_workitem_id_x(), __builtin_amdgcn_workitem_id_y(), __builtin_amdgcn_workitem_id_z()};
-}
-__device__ __forceinline__ weft_hip_dim3 weft_hip_block_idx() {
-  return {__builtin_amdgcn_workgroup_id_x(), __builtin_amdgcn_workgroup_id_y(), __builtin_amdgcn_workgroup_id_z()};
-}
-__device__ __forceinline__ weft_hip_dim3 weft_hip_block_dim() {
-  return {__builtin_amdgcn_workgroup_size_x(), __builtin_amdgcn_workgroup_size_y(), __builtin_amdgcn_workgroup_size_z()};
-}
-#define threadIdx (weft_hip_thread_idx())
-#define blockIdx (weft_hip_block_idx())
-#define blockDim (weft_hip_block_dim())
+#define threadIdx \
+  (weft_hip_dim3{__builtin_amdgcn_workitem_id_x(), __builtin_amdgcn_workitem_id_y(), __builtin_amdgcn_workitem_id_z()})
+#define blockIdx \
+  (weft_hip_dim3{__builtin_amdgcn_workgroup_id_x(), __builtin_amdgcn_workgroup_id_y(), __builtin_amdgcn_workgroup_id_z()})
+#define blockDim \
+  (weft_hip_dim3{__builtin_amdgcn_workgroup_size_x(), __builtin_amdgcn_workgroup_size_y(), __builtin_amdgcn_workgroup_size_z()})
 
-// Block barrier with workgroup-scope release/acquire, as HIP's __syncthreads.
+// Block barrier with workgroup-scope release and acquire, as HIP's.
 __device__ __forceinline__ void __syncthreads() {
   __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
   __builtin_amdgcn_s_barrier();
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
 }
 
-// Non-zero when pred is non-zero in any thread of the block. One word of
-// LDS, cleared by thread 0 between two barriers, so that back-to-back calls
-// never see each other's votes.
+// Non-zero when pred is in any thread of the block: one word of LDS,
+// cleared between two barriers so that consecutive calls never mix votes.
 __device__ __forceinline__ int __syncthreads_or(int pred) {
   __shared__ int vote;
   __syncthreads();
-  if (__builtin_amdgcn_workitem_id_x() == 0 && __builtin_amdgcn_workitem_id_y() == 0 &&
-      __builtin_amdgcn_workitem_id_z() == 0)
-    vote = 0;
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) vote = 0;
   __syncthreads();
   if (pred) __hip_atomic_store(&vote, 1, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP);
   __syncthreads();
@@ -117,15 +102,13 @@ __device__ __forceinline__ double fmax(double a, double b) { return __builtin_fm
 __device__ __forceinline__ double fmin(double a, double b) { return __builtin_fmin(a, b); }
 #endif  // !__HIPCC_RTC__
 
-// Neither HIP nor hipRTC defines these two.
+// HIP defines neither; clang has defined the scopes since version 14.
 #ifndef __align__
 #define __align__(n) __attribute__((aligned(n)))
 #endif
 #ifndef __grid_constant__
 #define __grid_constant__
 #endif
-
-// Older compilers name the scopes only in HIP's headers.
 #ifndef __HIP_MEMORY_SCOPE_WORKGROUP
 #define __HIP_MEMORY_SCOPE_WORKGROUP 3
 #endif
@@ -135,7 +118,6 @@ __device__ __forceinline__ double fmin(double a, double b) { return __builtin_fm
 #ifndef __HIP_MEMORY_SCOPE_SYSTEM
 #define __HIP_MEMORY_SCOPE_SYSTEM 5
 #endif
-
 #ifndef WEFT_HIP_WALLCLOCK_MHZ
 #define WEFT_HIP_WALLCLOCK_MHZ 100
 #endif
@@ -158,89 +140,77 @@ struct __align__(16) weft_u32x4 {
 namespace weft {
 namespace hal {
 
-// Global-memory (address space 1) pointers: semaphores, packets and FIFOs
-// never live in LDS, and global_* instructions skip the flat-address check.
-#define WEFT_GLOBAL __attribute__((address_space(1)))
 typedef weft_u32 v2u32 __attribute__((ext_vector_type(2)));
 typedef weft_u32 v4u32 __attribute__((ext_vector_type(4)));
 typedef _Float16 v2f16 __attribute__((ext_vector_type(2)));
 
+// gptr views p as a global-memory (address space 1) pointer: semaphores,
+// packets and FIFOs never live in LDS, and global_* instructions skip the
+// address-space check of flat ones.
+#define WEFT_GLOBAL __attribute__((address_space(1)))
 template <typename T>
-WEFT_DEV WEFT_GLOBAL T* global(const T* p) { return (WEFT_GLOBAL T*)(weft_u64)p; }
+WEFT_DEV WEFT_GLOBAL T* gptr(const T* p) { return (WEFT_GLOBAL T*)(weft_u64)p; }
 
 // ---- ordinary loads and stores -----------------------------------------
 
 // Plain accesses, so that the compiler keeps many loads in flight; ordering
 // against semaphore waits comes from the block barrier after every wait.
 WEFT_DEV weft_u32x4 ld16(const void* p) { return *(const weft_u32x4*)p; }
-
 WEFT_DEV void st16(void* p, weft_u32x4 v) { *(weft_u32x4*)p = v; }
 
 // ---- semaphores: 64-bit counters in local or peer memory ------------------
 
-WEFT_DEV weft_u64 ld_acquire_sys(const weft_u64* p) {
-  return __hip_atomic_load(global(p), __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
-}
-WEFT_DEV weft_u64 ld_relaxed_sys(const weft_u64* p) {
-  return __hip_atomic_load(global(p), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
-}
-WEFT_DEV weft_u32 ld_relaxed_sys32(const weft_u32* p) {
-  return __hip_atomic_load(global(p), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
-}
-WEFT_DEV void st_release_sys(weft_u64* p, weft_u64 v) {
-  __hip_atomic_store(global(p), v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
-}
-WEFT_DEV void st_relaxed_sys(weft_u64* p, weft_u64 v) {
-  __hip_atomic_store(global(p), v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
-}
-WEFT_DEV void st_relaxed_sys32(weft_u32* p, weft_u32 v) {
-  __hip_atomic_store(global(p), v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
-}
+#define WEFT_SYS __HIP_MEMORY_SCOPE_SYSTEM
+WEFT_DEV weft_u64 ld_acquire_sys(const weft_u64* p) { return __hip_atomic_load(gptr(p), __ATOMIC_ACQUIRE, WEFT_SYS); }
+WEFT_DEV weft_u64 ld_relaxed_sys(const weft_u64* p) { return __hip_atomic_load(gptr(p), __ATOMIC_RELAXED, WEFT_SYS); }
+WEFT_DEV weft_u32 ld_relaxed_sys32(const weft_u32* p) { return __hip_atomic_load(gptr(p), __ATOMIC_RELAXED, WEFT_SYS); }
+WEFT_DEV void st_release_sys(weft_u64* p, weft_u64 v) { __hip_atomic_store(gptr(p), v, __ATOMIC_RELEASE, WEFT_SYS); }
+WEFT_DEV void st_relaxed_sys(weft_u64* p, weft_u64 v) { __hip_atomic_store(gptr(p), v, __ATOMIC_RELAXED, WEFT_SYS); }
+WEFT_DEV void st_relaxed_sys32(weft_u32* p, weft_u32 v) { __hip_atomic_store(gptr(p), v, __ATOMIC_RELAXED, WEFT_SYS); }
 
 // Atomic add at system scope, result unused.
 WEFT_DEV void red_add_release_sys(weft_u64* p, weft_u64 v) {
-  (void)__hip_atomic_fetch_add(global(p), v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+  (void)__hip_atomic_fetch_add(gptr(p), v, __ATOMIC_RELEASE, WEFT_SYS);
 }
 WEFT_DEV void red_add_relaxed_sys(weft_u64* p, weft_u64 v) {
-  (void)__hip_atomic_fetch_add(global(p), v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+  (void)__hip_atomic_fetch_add(gptr(p), v, __ATOMIC_RELAXED, WEFT_SYS);
 }
 
 // Returns the old value (cmp when the swap happened).
 WEFT_DEV weft_u32 atomic_cas_sys32(weft_u32* p, weft_u32 cmp, weft_u32 val) {
-  __hip_atomic_compare_exchange_strong(global(p), &cmp, val, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+  __hip_atomic_compare_exchange_strong(gptr(p), &cmp, val, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE, WEFT_SYS);
   return cmp;
 }
+#undef WEFT_SYS
 
 // Atomic add at agent (GPU) scope returning the old value: the head counter
 // of a port-channel FIFO, which only this device's blocks push to.
 WEFT_DEV weft_u64 atomic_add_gpu64(weft_u64* p, weft_u64 v) {
-  return __hip_atomic_fetch_add(global(p), v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+  return __hip_atomic_fetch_add(gptr(p), v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
 }
 
 WEFT_DEV void fence_sys() { __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, ""); }
 
 // ---- LL packets: data and flags in one single-instruction store ----------
 
-// LL16: {data0, flag, data1, flag}, one global_store_dwordx4.
+// LL16: {data0, flag, data1, flag}.
 WEFT_DEV void st_ll16(void* p, weft_u32 d0, weft_u32 d1, weft_u32 flag) {
-  *(volatile WEFT_GLOBAL v4u32*)global(p) = v4u32{d0, flag, d1, flag};
+  *(volatile WEFT_GLOBAL v4u32*)gptr(p) = v4u32{d0, flag, d1, flag};
 }
 
 // Returns true and the data when both flags equal flag.
 WEFT_DEV bool ld_ll16(const void* p, weft_u32 flag, weft_u32& d0, weft_u32& d1) {
-  v4u32 v = *(const volatile WEFT_GLOBAL v4u32*)global(p);
+  const v4u32 v = *(const volatile WEFT_GLOBAL v4u32*)gptr(p);
   d0 = v.x;
   d1 = v.z;
   return v.y == flag && v.w == flag;
 }
 
-// LL8: {data, flag}, one global_store_dwordx2.
-WEFT_DEV void st_ll8(void* p, weft_u32 d, weft_u32 flag) {
-  *(volatile WEFT_GLOBAL v2u32*)global(p) = v2u32{d, flag};
-}
+// LL8: {data, flag}.
+WEFT_DEV void st_ll8(void* p, weft_u32 d, weft_u32 flag) { *(volatile WEFT_GLOBAL v2u32*)gptr(p) = v2u32{d, flag}; }
 
 WEFT_DEV bool ld_ll8(const void* p, weft_u32 flag, weft_u32& d) {
-  v2u32 v = *(const volatile WEFT_GLOBAL v2u32*)global(p);
+  const v2u32 v = *(const volatile WEFT_GLOBAL v2u32*)gptr(p);
   d = v.x;
   return v.y == flag;
 }
@@ -248,28 +218,27 @@ WEFT_DEV bool ld_ll8(const void* p, weft_u32 flag, weft_u32& d) {
 // ---- time -------------------------------------------------------------------
 
 // Nanoseconds of the device-wide constant clock: used only for deadlines.
-WEFT_DEV weft_u64 globaltimer_ns() { return __builtin_amdgcn_s_memrealtime() * (1000 / WEFT_HIP_WALLCLOCK_MHZ); }
-
+WEFT_DEV weft_u64 globaltimer_ns() { return __builtin_amdgcn_s_memrealtime() * 1000 / WEFT_HIP_WALLCLOCK_MHZ; }
 WEFT_DEV void backoff() { __builtin_amdgcn_s_sleep(2); }
 
 // ---- packed half arithmetic (two lanes per 32-bit word) ---------------------
 
-WEFT_DEV v2f16 h2(weft_u32 a) { return __builtin_bit_cast(v2f16, a); }
-WEFT_DEV weft_u32 u32(v2f16 a) { return __builtin_bit_cast(weft_u32, a); }
+WEFT_DEV v2f16 as_f16x2(weft_u32 a) { return __builtin_bit_cast(v2f16, a); }
+WEFT_DEV weft_u32 f16x2_bits(v2f16 a) { return __builtin_bit_cast(weft_u32, a); }
 
-WEFT_DEV weft_u32 f16x2_add(weft_u32 a, weft_u32 b) { return u32(h2(a) + h2(b)); }
-WEFT_DEV weft_u32 f16x2_min(weft_u32 a, weft_u32 b) { return u32(__builtin_elementwise_min(h2(a), h2(b))); }
-WEFT_DEV weft_u32 f16x2_max(weft_u32 a, weft_u32 b) { return u32(__builtin_elementwise_max(h2(a), h2(b))); }
+WEFT_DEV weft_u32 f16x2_add(weft_u32 a, weft_u32 b) { return f16x2_bits(as_f16x2(a) + as_f16x2(b)); }
+WEFT_DEV weft_u32 f16x2_min(weft_u32 a, weft_u32 b) { return f16x2_bits(__builtin_elementwise_min(as_f16x2(a), as_f16x2(b))); }
+WEFT_DEV weft_u32 f16x2_max(weft_u32 a, weft_u32 b) { return f16x2_bits(__builtin_elementwise_max(as_f16x2(a), as_f16x2(b))); }
 WEFT_DEV weft_u32 f16x2_mul(weft_u32 a, weft_u32 b) {  // never fused with an add (see f32_mul_rn)
   weft_u32 r;
   asm("v_pk_mul_f16 %0, %1, %2" : "=v"(r) : "v"(a), "v"(b));
   return r;
 }
 
-// ---- bfloat16 arithmetic and FP8 conversions (integer code) ------------------
+// ---- bfloat16 arithmetic and FP8 conversions ---------------------------------
 //
-// Plain C++ with no device builtin: hipcc_test.go compiles this section for
-// the host too and compares it with internal/half bit for bit.
+// Plain C++ (integer, float and binary16 arithmetic): hipcc_test.go also
+// runs this section on the host and compares it with internal/half.
 //
 // bfloat16 lanes widen exactly to float; float rounds back to nearest even
 // (NaN stays NaN, quietened), as internal/half.BF16FromFloat32.
@@ -277,28 +246,27 @@ WEFT_DEV float bf16_lo(weft_u32 v) { return __builtin_bit_cast(float, v << 16); 
 WEFT_DEV float bf16_hi(weft_u32 v) { return __builtin_bit_cast(float, v & 0xffff0000u); }
 WEFT_DEV weft_u32 f32_to_bf16(float f) {
   const weft_u32 b = __builtin_bit_cast(weft_u32, f);
-  if ((b & 0x7fffffffu) > 0x7f800000u) return (b >> 16) | 0x40;
-  return (b + 0x7fffu + ((b >> 16) & 1)) >> 16;
+  return (b & 0x7fffffffu) > 0x7f800000u ? (b >> 16) | 0x40 : (b + 0x7fffu + ((b >> 16) & 1)) >> 16;
 }
-WEFT_DEV weft_u32 bf16x2(float lo, float hi) { return f32_to_bf16(hi) << 16 | f32_to_bf16(lo); }
+WEFT_DEV weft_u32 bf16x2_pack(float lo, float hi) { return f32_to_bf16(hi) << 16 | f32_to_bf16(lo); }
 
-WEFT_DEV weft_u32 bf16x2_add(weft_u32 a, weft_u32 b) { return bf16x2(bf16_lo(a) + bf16_lo(b), bf16_hi(a) + bf16_hi(b)); }
-WEFT_DEV weft_u32 bf16x2_mul(weft_u32 a, weft_u32 b) { return bf16x2(bf16_lo(a) * bf16_lo(b), bf16_hi(a) * bf16_hi(b)); }
+WEFT_DEV weft_u32 bf16x2_add(weft_u32 a, weft_u32 b) { return bf16x2_pack(bf16_lo(a) + bf16_lo(b), bf16_hi(a) + bf16_hi(b)); }
+WEFT_DEV weft_u32 bf16x2_mul(weft_u32 a, weft_u32 b) { return bf16x2_pack(bf16_lo(a) * bf16_lo(b), bf16_hi(a) * bf16_hi(b)); }
 WEFT_DEV weft_u32 bf16x2_min(weft_u32 a, weft_u32 b) {
-  return bf16x2(__builtin_fminf(bf16_lo(a), bf16_lo(b)), __builtin_fminf(bf16_hi(a), bf16_hi(b)));
+  return bf16x2_pack(__builtin_fminf(bf16_lo(a), bf16_lo(b)), __builtin_fminf(bf16_hi(a), bf16_hi(b)));
 }
 WEFT_DEV weft_u32 bf16x2_max(weft_u32 a, weft_u32 b) {
-  return bf16x2(__builtin_fmaxf(bf16_lo(a), bf16_lo(b)), __builtin_fmaxf(bf16_hi(a), bf16_hi(b)));
+  return bf16x2_pack(__builtin_fmaxf(bf16_lo(a), bf16_lo(b)), __builtin_fmaxf(bf16_hi(a), bf16_hi(b)));
 }
 
 // Two FP8 codes in a 16-bit word convert exactly to two binary16 lanes (the
 // low byte becomes the low half); the way back rounds to nearest even and
-// saturates to ±448 (E4M3) or ±57344 (E5M2); NaN becomes 0x7f.
+// saturates to ±448 (E4M3) or ±57344 (E5M2), infinities included.
 
-// E4M3 (S.EEEE.MMM, bias 7; S.1111.111 is NaN) to binary16, both lanes at
-// once: the code's magnitude bits shifted into place are the binary16 bits
-// of value × 2^-8 (bias 15 = 7 + 8, subnormals included), and the multiply
-// by 256 is exact (binary16 denormals are always on for AMDGPU).
+// E4M3 (S.EEEE.MMM, bias 7; S.1111.111 is NaN), both lanes at once: the
+// magnitude bits shifted into place are the binary16 bits of value × 2^-8
+// (bias 15 = 7 + 8; subnormals too), and × 256 is exact (binary16
+// denormals are never flushed on AMDGPU: flush options concern float only).
 WEFT_DEV weft_u32 e4m3x2_to_f16x2(weft_u16 v) {
   const weft_u32 x = (v & 0xffu) | (v & 0xff00u) << 8;  // one code per 16-bit lane
   const weft_u32 mag = x & 0x007f007fu;
@@ -307,10 +275,13 @@ WEFT_DEV weft_u32 e4m3x2_to_f16x2(weft_u16 v) {
   return r | nan * 0x7e00u | (x & 0x00800080u) << 8;
 }
 
-// binary16 to E4M3. From 2^-6 up the code is the binary16 bits rebiased
+// E5M2 is the high byte of binary16 (same exponent and bias).
+WEFT_DEV weft_u32 e5m2x2_to_f16x2(weft_u16 v) { return (v & 0xffu) << 8 | (v & 0xff00u) << 16; }
+
+// binary16 to E4M3. From 2^-6 up, the code is the binary16 bits rebiased,
 // with 7 mantissa bits rounded off; below, E4M3 is subnormal (steps of
-// 2^-9) and adding 2^14 in float rounds the value to a multiple of 2^-9
-// (float has 23 fraction bits): the code is the difference of the bits.
+// 2^-9), and adding 2^14 in float (23 fraction bits) rounds the value to a
+// multiple of 2^-9: the code is the difference of the float's bits.
 WEFT_DEV weft_u32 f16_to_e4m3(weft_u32 h) {
   const weft_u32 s = (h >> 8) & 0x80, a = h & 0x7fff;
   weft_u32 r = a - 0x2000;
@@ -320,23 +291,20 @@ WEFT_DEV weft_u32 f16_to_e4m3(weft_u32 h) {
   return a > 0x7c00 ? 0x7f : s | (a < 0x2400 ? sub : r > 0x7e ? 0x7e : r);
 }
 
-// E5M2 is the high byte of binary16 (same exponent): widening is a shift,
-// narrowing rounds off the low 8 bits.
+// binary16 to E5M2: round off the low 8 bits.
 WEFT_DEV weft_u32 f16_to_e5m2(weft_u32 h) {
   const weft_u32 s = (h >> 8) & 0x80, a = h & 0x7fff;
   const weft_u32 r = (a + 0x7f + ((a >> 8) & 1)) >> 8;
   return a > 0x7c00 ? 0x7f : s | (r > 0x7b ? 0x7b : r);
 }
 
-WEFT_DEV weft_u32 e5m2x2_to_f16x2(weft_u16 v) { return (v & 0xffu) << 8 | (v & 0xff00u) << 16; }
 WEFT_DEV weft_u16 f16x2_to_e4m3x2(weft_u32 v) { return (weft_u16)(f16_to_e4m3(v >> 16) << 8 | f16_to_e4m3(v & 0xffff)); }
 WEFT_DEV weft_u16 f16x2_to_e5m2x2(weft_u32 v) { return (weft_u16)(f16_to_e5m2(v >> 16) << 8 | f16_to_e5m2(v & 0xffff)); }
 
 // ---- multiplies that are never fused ----------------------------------------
-
-// A multiply in inline assembly is never contracted with the add that
-// follows it, so a scaled contribution is rounded before it is summed, as
-// hal/host does. Denormals follow the kernel's FP mode (IEEE by default).
+//
+// An asm multiply is never contracted with the add that follows it, so a
+// scaled contribution is rounded before it is summed, as hal/host does.
 WEFT_DEV float f32_mul_rn(float a, float b) {
   float r;
   asm("v_mul_f32 %0, %1, %2" : "=v"(r) : "v"(a), "v"(b));
