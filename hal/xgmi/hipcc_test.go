@@ -588,6 +588,77 @@ func TestHALPrimitivesHIP(t *testing.T) {
 	}
 }
 
+// rtcDeclarations stand in for what hipRTC declares before a program
+// (ROCm's HIP headers, which this machine need not have), declared the
+// way those headers do rather than the way weft_hal.h does.
+const rtcDeclarations = `#define __HIPCC_RTC__ 1
+#define __device__ __attribute__((device))
+#define __global__ __attribute__((global))
+#define __shared__ __attribute__((shared))
+#define __forceinline__ inline __attribute__((always_inline))
+#define __launch_bounds__(...) __attribute__((amdgpu_flat_work_group_size(1, 1024)))
+struct hip_coordinates { unsigned x, y, z; };
+extern const __device__ hip_coordinates threadIdx, blockIdx, blockDim;
+__device__ void __syncthreads();
+__device__ int __syncthreads_or(int);
+__device__ float __int_as_float(int);
+__device__ unsigned __float_as_uint(float);
+__device__ double __longlong_as_double(long long);
+__device__ long long __double_as_longlong(double);
+__device__ float fmaxf(float, float);
+__device__ float fminf(float, float);
+__device__ double fmax(double, double);
+__device__ double fmin(double, double);
+`
+
+// TestHALHeaderRTCMode checks that under __HIPCC_RTC__ weft_hal.h declares
+// none of the runtime names itself (they would clash with hipRTC's) and
+// needs nothing else: the primitives and one plan kernel of each kind go
+// through the front end after rtcDeclarations.
+func TestHALHeaderRTCMode(t *testing.T) {
+	clang := hipClang(t)
+	dir := writeDeviceTree(t)
+	cfg := algorithms.DefaultConfig(0, 4, 304, true)
+	ll, err := algorithms.AllReduce1PA(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := algorithms.AllReduceHB(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := algorithms.AllReducePort(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srcs []string
+	for _, p := range []*plan.Plan{ll, hb, port} {
+		src, err := plan.EmitCUDA(p, plan.Float8E4M3, plan.PreMulSum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, src)
+	}
+	for name, src := range map[string]string{
+		"rtc.h": rtcDeclarations, "primitives.hip": primitiveKernels, "plans.hip": kernelUnit(t, srcs, 0),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flags := append(slices.Clone(planFlags), "-include", "rtc.h", "-fsyntax-only")
+	var jobs []*compileJob
+	for _, arch := range hipArches {
+		jobs = append(jobs, &compileJob{src: "primitives.hip", arch: arch, flags: flags}, &compileJob{src: "plans.hip", arch: arch, flags: flags})
+	}
+	compileAll(t, clang, dir, jobs)
+	for _, j := range jobs {
+		if j.err != nil {
+			t.Error(j.err)
+		}
+	}
+}
+
 // ---- the conversions, run on the host ------------------------------------------
 
 // conversionHarness runs the header's bfloat16 and FP8 section (plain C++:
