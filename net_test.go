@@ -179,12 +179,12 @@ func runNodes(t *testing.T, nproc, nodes int, mode string, extra ...string) (str
 }
 
 // TestCollectivesAcrossNodes runs every collective and point-to-point
-// across emulated nodes (WEFT_NODE_ID per rank): 2 nodes of 2 and of 3
-// ranks, and 3 nodes of 2, in separate processes: memory channels within a node would be refused
+// across emulated nodes (WEFT_NODE_ID per rank): 2 nodes of 2, 3 and 4
+// ranks, and 3 nodes of 2, in separate processes: memory channels between nodes are refused
 // (the devices report no link across nodes), so every byte between nodes
 // goes through the socket transport's engines.
 func TestCollectivesAcrossNodes(t *testing.T) {
-	for _, shape := range []struct{ nodes, perNode int }{{2, 2}, {2, 3}, {3, 2}} {
+	for _, shape := range []struct{ nodes, perNode int }{{2, 2}, {2, 3}, {2, 4}, {3, 2}} {
 		nproc := shape.nodes * shape.perNode
 		t.Run(fmt.Sprintf("%dx%d", shape.nodes, shape.perNode), func(t *testing.T) {
 			out, err, _ := runNodes(t, nproc, shape.nodes, "net")
