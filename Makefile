@@ -45,7 +45,7 @@ gpu-bundle:
 	  name=$$(echo $$p | sed 's#^\./##; s#/#_#g; s#^\.$$#weft#'); \
 	  CGO_ENABLED=1 $(GO) test -c -o .gpu/$$name.test $$p || exit 1; \
 	done
-	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/steps.sh .gpu/
+	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/gpu-net.sh scripts/steps.sh .gpu/
 	@ls -la .gpu
 
 # Issue 10's one-GPU check (scripts/gpu-switch.sh): stripped binaries, well inside the device

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Issue 9 on the 2×H200 host in one device call: the host as 2 emulated nodes × 1 GPU
+# (weft run --nodes 2: WEFT_NODE_ID per rank), so every byte between the GPUs goes through the
+# socket transport (hal/socket, host-staged), beside NCCL forced onto its socket transport
+# (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket) in the same processes and run.
+# Run from the repository root after `make gpu-bundle` here. Files back in $OUT: summary.txt,
+# logs.tar.gz, bench-*.json.
+#
+# Knobs: COLLS="all_reduce all_gather reduce_scatter alltoall"  TYPES="float"  MAXB=256M  BUDGET=540
+set -u
+OUT=${OUT:-./gpu-out}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+ROOT=$(pwd)
+B=$ROOT/.gpu
+WORK=$(mktemp -d /tmp/gpu-net.XXXXXX)
+L=$WORK/logs
+mkdir -p "$L"
+T0=$(date +%s)
+BUDGET=${BUDGET:-540}
+COLLS=${COLLS:-"all_reduce all_gather reduce_scatter alltoall"}
+TYPES=${TYPES:-float}
+MAXB=${MAXB:-256M}
+STEPS=$(for c in $COLLS; do for t in $TYPES; do printf '%s-%s ' "$c" "$t"; done; done)
+# shellcheck source=scripts/steps.sh
+source "$(dirname "$0")/steps.sh"
+
+# Never NVLink multicast on these hosts. Both libraries on sockets, over the same interface.
+export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket
+unset WEFT_NVLS
+export WEFT_NET=socket
+IF=$(ip -o -4 addr show up 2>/dev/null | awk '$2 != "lo" {print $2; exit}')
+export NCCL_SOCKET_IFNAME=${IF:-lo} WEFT_SOCKET_IFNAME=${IF:-lo}
+{ date -u; hostname; nvidia-smi -L; nvidia-smi topo -m; ip -o -4 addr; echo "interface: ${IF:-lo}"; } >"$L/machine.txt" 2>&1
+cat "$L/machine.txt"
+
+for c in $COLLS; do
+  for t in $TYPES; do
+    step "$c-$t" 120 'grep -E "^ +(8388608|67108864|268435456) " $log | tr -s " " | cut -c1-100' -- \
+      "$B/weft" run --nproc 2 --nodes 2 -- "$B/weft" bench "$c" -b 8 -e "$MAXB" -f 8 -w 2 -n 5 -d "$t" \
+      --hal nvlink --baseline nccl -J "$OUT/bench-$c-$t.json"
+  done
+done
+save
+echo "== summary =="
+cat "$OUT/summary.txt"
+exit "$nbad"
