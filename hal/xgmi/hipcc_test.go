@@ -264,11 +264,12 @@ func gpuPlans(t *testing.T) []*plan.Plan {
 	return out
 }
 
-// reduces reports whether a plan's transfers combine several sources.
+// reduces reports whether a plan's transfers combine several sources or
+// scale their source (Combine), so that the operator shapes its kernel.
 func reduces(p *plan.Plan) bool {
 	for _, g := range p.Groups {
 		for _, o := range append(slices.Clone(g.Ops), g.After...) {
-			if o.Kind == plan.OpTransfer && len(o.Srcs) > 1 {
+			if o.Kind == plan.OpTransfer && (len(o.Srcs) > 1 || o.Combine) {
 				return true
 			}
 		}

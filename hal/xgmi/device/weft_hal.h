@@ -265,8 +265,8 @@ WEFT_DEV weft_u32 bf16x2_max(weft_u32 a, weft_u32 b) {
 
 // E4M3 (S.EEEE.MMM, bias 7; S.1111.111 is NaN), both lanes at once: the
 // magnitude bits shifted into place are the binary16 bits of value × 2^-8
-// (bias 15 = 7 + 8; subnormals too), and × 256 is exact (binary16
-// denormals are never flushed on AMDGPU: flush options concern float only).
+// (bias 15 = 7 + 8; subnormals too), and × 256 is exact: AMDGPU keeps
+// binary16 denormals by default (HIP's flush options concern float only).
 WEFT_DEV weft_u32 e4m3x2_to_f16x2(weft_u16 v) {
   const weft_u32 x = (v & 0xffu) | (v & 0xff00u) << 8;  // one code per 16-bit lane
   const weft_u32 mag = x & 0x007f007fu;
