@@ -38,12 +38,16 @@ type T struct {
 	cleanups []func() error
 	streams  []hal.Stream
 	copier   *copier
+	netJob   string        // job id of the network's NetDevices (cfg.net)
+	nd       hal.NetDevice // opened by openNet
+	ep       hal.Endpoint  // the device's endpoint with nd's address
 }
 
 // config is what the runner passes to every rank of every test.
 type config struct {
 	timeout time.Duration // device-side wait deadline
 	quick   bool
+	net     string // the network the port-mapped tests run over; "" for none
 }
 
 // notSupported is the error of T.NotSupported.
@@ -317,6 +321,11 @@ func runBody(c Case, t *T) (r rankResult) {
 				err = fmt.Errorf("rank %d: panic: %v\n%s", t.Rank, p, debug.Stack())
 			}
 		}()
+		if t.cfg.net != "" {
+			if err := t.openNet(); err != nil {
+				return err
+			}
+		}
 		return c.Run(t)
 	}()
 	var ns *notSupported
@@ -409,13 +418,17 @@ func runGoroutines(ctx context.Context, c Case, backend string, devs []hal.Devic
 	n := len(devs)
 	boots := bootstrap.NewLocal(n)
 	out := make([]rankResult, n)
+	netJob := ""
+	if cfg.net != "" {
+		netJob = jobID("net-" + cfg.net)
+	}
 	var wg sync.WaitGroup
 	for r := range n {
 		wg.Add(1)
 		go func(r int) {
 			defer wg.Done()
 			defer boots[r].Close()
-			t := &T{Rank: r, Size: n, Boot: boots[r], Dev: devs[r], Backend: backend, Link: link, ctx: ctx, cfg: cfg}
+			t := &T{Rank: r, Size: n, Boot: boots[r], Dev: devs[r], Backend: backend, Link: link, ctx: ctx, cfg: cfg, netJob: netJob}
 			if link[0] == link[1] {
 				t.Link = [2]int{r, r}
 			}

@@ -75,18 +75,10 @@ type portLink struct {
 	rwin, rsems hal.Buffer // the next rank's, as this device's engines address them
 }
 
-func portMapped(t *T) (hal.PortMapped, error) {
-	pm, ok := t.Dev.(hal.PortMapped)
-	if !ok {
-		return nil, t.Errorf("links offer %s but the device does not implement hal.PortMapped", hal.CapPortMapped)
-	}
-	return pm, nil
-}
-
 // connectPort allocates a window and a source of n bytes each and connects
 // this rank's engine to the next rank's window; collective.
 func connectPort(t *T, n int64) (*portLink, error) {
-	pm, err := portMapped(t)
+	pm, err := t.Port()
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +96,7 @@ func connectPort(t *T, n int64) (*portLink, error) {
 		Endpoint    hal.Endpoint
 		Window, Sem hal.Handle
 	}
-	me := card{Endpoint: t.Dev.Endpoint()}
+	me := card{Endpoint: t.Endpoint()}
 	if me.Window, err = pm.ExportPort(l.window); err != nil {
 		return nil, t.Errorf("export window for ports: %w", err)
 	}
@@ -383,7 +375,7 @@ func testPortManyRequests(t *T) error {
 // then Signal a local semaphore; the copy is complete when the signal is
 // seen.
 func testPortCopy(t *T) error {
-	pm, err := portMapped(t)
+	pm, err := t.Port()
 	if err != nil {
 		return err
 	}
@@ -399,7 +391,7 @@ func testPortCopy(t *T) error {
 	if err != nil {
 		return err
 	}
-	e, err := pm.NewEngine(t.Dev.Endpoint())
+	e, err := pm.NewEngine(t.Endpoint())
 	if err != nil {
 		return t.Errorf("new engine to the own endpoint: %w", err)
 	}
@@ -447,12 +439,12 @@ func testPortCopy(t *T) error {
 // portGroup starts a proxy and connects port channels over window; both
 // are released after the test.
 func portGroup(t *T, window hal.Buffer) (*channels.PortGroup, error) {
-	if _, err := portMapped(t); err != nil {
+	if _, err := t.Port(); err != nil {
 		return nil, err
 	}
 	proxy := channels.NewProxy(t.Dev, t.Rank)
 	t.Cleanup(proxy.Close)
-	g, err := channels.ConnectPorts(t.Context(), t.Boot, t.Dev, proxy, window)
+	g, err := channels.ConnectPorts(t.Context(), t.Boot, t.PortDevice(), proxy, window)
 	if err != nil {
 		return nil, t.Errorf("%w", err)
 	}

@@ -64,6 +64,8 @@ type RunOptions struct {
 	Processes      bool     `json:"processes"`
 	Run            []string `json:"run,omitempty"`
 	Require        []string `json:"require,omitempty"`
+	// Net is the network the port-mapped tests ran over (--net).
+	Net string `json:"net,omitempty"`
 }
 
 // Platform is one backend's part of the report: what was found and how
@@ -74,7 +76,12 @@ type Platform struct {
 	// Reason is the backend's probe reason: what was found, or why it is
 	// unavailable.
 	Reason string `json:"reason"`
-	// Required is true when WEFT_REQUIRE names the backend.
+	// Network is the network the port-mapped tests ran over (--net) and
+	// NetworkReason its probe reason.
+	Network       string `json:"network,omitempty"`
+	NetworkReason string `json:"network_reason,omitempty"`
+	// Required is true when WEFT_REQUIRE names the backend (or the
+	// network).
 	Required bool     `json:"required"`
 	Ranks    int      `json:"ranks"`
 	Devices  []Device `json:"devices"`
@@ -219,6 +226,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		ranks = "one per device"
 	}
 	fmt.Fprintf(&b, "- options: ranks %s, wait deadline %gs, quick=%v, processes=%v", ranks, o.TimeoutSeconds, o.Quick, o.Processes)
+	if o.Net != "" {
+		fmt.Fprintf(&b, ", network=%s", o.Net)
+	}
 	if len(o.Require) > 0 {
 		fmt.Fprintf(&b, ", WEFT_REQUIRE=%s", strings.Join(o.Require, ","))
 	}
@@ -226,7 +236,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	s := r.Summary
 	fmt.Fprintf(&b, "- **%s**: %d pass, %d fail, %d not supported, %d quality warnings\n", verdict(s), s.Pass, s.Fail, s.NotSupported, s.QualityWarning)
 	for _, p := range r.Platforms {
-		fmt.Fprintf(&b, "\n## Backend `%s`\n\n", p.Backend)
+		fmt.Fprintf(&b, "\n## Backend `%s`", p.Backend)
+		if p.Network != "" {
+			fmt.Fprintf(&b, " over network `%s`", p.Network)
+		}
+		b.WriteString("\n\n")
+		if p.Network != "" {
+			fmt.Fprintf(&b, "Network %s: %s. The ranks are treated as devices of different nodes; only the port-mapped tests run, over the network's NetDevice.\n\n", p.Network, p.NetworkReason)
+		}
 		req := ""
 		if p.Required {
 			req = " (required by WEFT_REQUIRE)"
@@ -446,6 +463,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			state = "unavailable"
 		}
 		fmt.Fprintf(&b, "backend %s (%s: %s)", p.Backend, state, p.Reason)
+		if p.Network != "" {
+			fmt.Fprintf(&b, " over network %s (%s)", p.Network, p.NetworkReason)
+		}
 		if p.Available {
 			fmt.Fprintf(&b, ", %d ranks, capabilities: %s", p.Ranks, orNone(p.Capabilities))
 		}

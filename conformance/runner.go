@@ -55,9 +55,18 @@ type Options struct {
 	WorkerArgv []string
 	// Progress, when not nil, receives a progress bar (pass a terminal).
 	Progress io.Writer
-	// Require lists backends that must be available and must not skip;
-	// nil means WEFT_REQUIRE.
+	// Require lists backends (and networks) that must be available and
+	// must not skip; nil means WEFT_REQUIRE.
 	Require []string
+	// Net, when not empty, names a network (hal.LookupNetwork: "socket",
+	// "ib") that the port-mapped tests run over: each rank opens it for its
+	// device, the ranks exchange their addresses in Endpoint.Net, and the
+	// tests take engines and registrations from the NetDevice instead of
+	// the device's hal.PortMapped, the ranks being treated as devices of
+	// different nodes. The tests of the other sections are NotSupported;
+	// every test is NotSupported when the network's Probe says it is
+	// unavailable (a failure when Require names the network).
+	Net string
 }
 
 // Run runs the suite and returns its report. The error is for unusable
@@ -87,6 +96,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		backends = sel
 	}
+	var network hal.Network
+	if opts.Net != "" {
+		n, err := hal.LookupNetwork(opts.Net)
+		if err != nil {
+			return nil, fmt.Errorf("conformance: %w", err)
+		}
+		network = n
+	}
 	if opts.Ranks < 0 || opts.Ranks > 8 {
 		return nil, fmt.Errorf("conformance: %d ranks: want 1 to 8 (0: one per device): %w", opts.Ranks, hal.ErrInvalidArgument)
 	}
@@ -98,10 +115,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if timeout <= 0 {
 		timeout = env.Timeout()
 	}
-	r := &runner{opts: opts, require: require, cfg: &config{timeout: timeout, quick: opts.Quick}, log: env.Logger("CONF")}
+	r := &runner{opts: opts, require: require, cfg: &config{timeout: timeout, quick: opts.Quick, net: opts.Net}, network: network, log: env.Logger("CONF")}
 	rep := &Report{SchemaVersion: SchemaVersion, WeftVersion: weftVersion(), Started: time.Now(), Machine: machine(),
 		Options: RunOptions{Ranks: opts.Ranks, TimeoutSeconds: timeout.Seconds(), Quick: opts.Quick, Processes: !opts.NoProcesses,
-			Run: opts.Run, Require: require}}
+			Run: opts.Run, Require: require, Net: opts.Net}}
 	cases := r.selected()
 	r.bar = newProgress(opts.Progress, len(cases)*len(backends))
 	for _, b := range backends {
@@ -115,6 +132,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 
 type runner struct {
 	opts    Options
+	network hal.Network // Options.Net's; nil for none
 	require []string
 	cfg     *config
 	log     *slog.Logger
@@ -190,6 +208,21 @@ func (r *runner) platform(ctx context.Context, b hal.Backend, cases []Case) Plat
 		}
 		return skipAll(NotSupported, "backend unavailable: "+a.Reason)
 	}
+	if r.network != nil {
+		net := r.network.Name()
+		na := r.network.Probe()
+		p.Network, p.NetworkReason = net, na.Reason
+		r.log.Info("network", "name", net, "available", na.Available, "reason", na.Reason)
+		if r.required(net) {
+			p.Required = true
+		}
+		if !na.Available {
+			if r.required(net) {
+				return skipAll(Fail, fmt.Sprintf("network %s is required by WEFT_REQUIRE but unavailable: %s", net, na.Reason))
+			}
+			return skipAll(NotSupported, fmt.Sprintf("network %s unavailable: %s", net, na.Reason))
+		}
+	}
 	job := jobID(name)
 	devs, count, err := openDevices(b, r.opts.Ranks, job)
 	if err != nil {
@@ -213,6 +246,10 @@ func (r *runner) platform(ctx context.Context, b hal.Backend, cases []Case) Plat
 				continue
 			}
 			l := devs[i].Link(devs[j].Endpoint())
+			if r.network != nil {
+				// Ranks of different nodes: the devices' own link is not used.
+				l = hal.Link{Caps: hal.CapPortMapped, Reason: "network " + r.network.Name() + " (ranks treated as different nodes)"}
+			}
 			p.Links = append(p.Links, Link{From: i, To: j, Capabilities: capNames(l.Caps), Reason: l.Reason})
 			for _, s := range sections {
 				if s.cap != 0 && l.Caps&s.cap == 0 && missing[s.cap] == "" {
@@ -292,6 +329,8 @@ func (r *runner) runCase(ctx context.Context, c Case, backend string, devs []hal
 		return res
 	}
 	switch {
+	case r.network != nil && c.Capability != hal.CapPortMapped:
+		return skip(fmt.Sprintf("%s: not over a network (--net %s runs the port-mapped tests only)", Section(c.Capability), r.network.Name()), false)
 	case c.Capability != 0 && caps&c.Capability == 0:
 		return skip(fmt.Sprintf("%s is not offered (%s)", Section(c.Capability), missing[c.Capability]), false)
 	case n < c.MinRanks:
@@ -380,6 +419,9 @@ func (r *runner) runProcesses(ctx context.Context, c Case, backend string, n, co
 	argv = append(append([]string(nil), argv...),
 		"--backend", backend, "--case", c.ID, "--job", jobID(backend), "--devices", strconv.Itoa(count),
 		"--timeout", r.cfg.timeout.String(), "--quick="+strconv.FormatBool(r.cfg.quick))
+	if r.cfg.net != "" {
+		argv = append(argv, "--net", r.cfg.net, "--net-job", jobID("net-"+r.cfg.net))
+	}
 	var stdout, stderr bytes.Buffer
 	runErr := bootstrap.Run(ctx, n, argv, nil, &stdout, &stderr)
 	got := map[int]rankResult{}

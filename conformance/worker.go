@@ -45,6 +45,8 @@ func Worker(ctx context.Context, args []string, resolve func(name string) (hal.B
 	devices := fs.Int("devices", 1, "number of devices; rank r opens ordinal r mod devices")
 	timeout := fs.Duration("timeout", 10*time.Second, "device-side wait deadline")
 	quick := fs.Bool("quick", false, "quick run")
+	netName := fs.String("net", "", "network the port-mapped tests run over")
+	netJob := fs.String("net-job", "", "job id of the network's NetDevices (hal.NetConfig.JobID)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -93,6 +95,6 @@ func Worker(ctx context.Context, args []string, resolve func(name string) (hal.B
 	cctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	t := &T{Rank: l.Rank, Size: l.Size, Boot: boot, Dev: dev, Backend: *backend, Link: [2]int{l.Rank, l.Rank}, Processes: true,
-		ctx: cctx, cfg: &config{timeout: *timeout, quick: *quick}}
+		ctx: cctx, cfg: &config{timeout: *timeout, quick: *quick, net: *netName}, netJob: *netJob}
 	return emit(runBody(c, t))
 }

@@ -24,6 +24,7 @@ type conformanceOptions struct {
 	timeout     time.Duration
 	run, skip   []string
 	noProcesses bool
+	net         string
 }
 
 var confOpts conformanceOptions
@@ -43,6 +44,12 @@ Each test ends Pass, Fail, NotSupported (the backend does not offer what it
 needs) or QualityWarning (correct but slower than its floor). The command
 exits with a non-zero status when any test fails. A backend named in
 WEFT_REQUIRE that is unavailable fails instead of being skipped.
+
+With --net socket (or ib) the port-mapped tests take their engines and
+registrations from that network's NetDevice, opened for each rank's device,
+instead of the device's own: the ranks are treated as devices of different
+nodes. The other sections are NotSupported, and every test is when the
+network is unavailable (a failure when WEFT_REQUIRE names the network).
 
 With --json and --md the report is also written as JSON (schema:
 docs/conformance/schema.json) and as Markdown. See docs/porting.md.`,
@@ -73,12 +80,13 @@ func init() {
 	f.StringSliceVar(&o.run, "run", nil, "run only tests whose ID starts with one of these prefixes")
 	f.StringSliceVar(&o.skip, "skip", nil, "leave out tests whose ID starts with one of these prefixes")
 	f.BoolVar(&o.noProcesses, "no-processes", false, "report the cross-process tests NotSupported instead of starting processes")
+	f.StringVar(&o.net, "net", "", "run the port-mapped tests over this network (socket, ib) between ranks treated as different nodes")
 	rootCmd.AddCommand(conformanceCmd, conformanceWorkerCmd)
 }
 
 func runConformance(cmd *cobra.Command, _ []string) error {
 	o := confOpts
-	opts := conformance.Options{Backend: o.hal, Ranks: o.ranks, Timeout: o.timeout, Quick: o.quick, Run: o.run, Skip: o.skip, NoProcesses: o.noProcesses}
+	opts := conformance.Options{Backend: o.hal, Ranks: o.ranks, Timeout: o.timeout, Quick: o.quick, Run: o.run, Skip: o.skip, NoProcesses: o.noProcesses, Net: o.net}
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		opts.Progress = os.Stderr
 	}
