@@ -124,6 +124,26 @@ func connectPort(t *T, n int64) (*portLink, error) {
 		return nil, t.Errorf("new engine to rank %d: %w", l.rg.next, err)
 	}
 	t.Cleanup(l.e.Close)
+	if t.Network() != "" {
+		// A network connects a pair when both ends have opened an engine
+		// (an RDMA queue pair receives only once its own side is
+		// connected): open the one towards the previous rank, unused, and
+		// let every rank finish connecting before any puts.
+		if l.rg.prev != l.rg.next {
+			var prev card
+			if err := json.Unmarshal(all[l.rg.prev], &prev); err != nil {
+				return nil, t.Errorf("card of rank %d: %v", l.rg.prev, err)
+			}
+			e, err := pm.NewEngine(prev.Endpoint)
+			if err != nil {
+				return nil, t.Errorf("new engine to rank %d: %w", l.rg.prev, err)
+			}
+			t.Cleanup(e.Close)
+		}
+		if err := t.Barrier(); err != nil {
+			return nil, err
+		}
+	}
 	return l, nil
 }
 
