@@ -307,14 +307,7 @@ const manyRequests = 4096
 // the receiver waits for the last signal and checks every byte and the
 // exact semaphore and count, and the sender waits for the last ticket.
 func testPortManyRequests(t *T) error {
-	type chunk struct{ off, n int64 }
-	var chunks []chunk
-	var end int64
-	for i := 0; i < manyRequests; i++ {
-		c := chunk{off: end + int64(i%3), n: 1 + int64(i*37%64)}
-		chunks = append(chunks, c)
-		end = c.off + c.n
-	}
+	chunks, end := layChunks(manyRequests, 3, 37, 64)
 	n := end + 64
 	l, err := connectPort(t, n)
 	if err != nil {
@@ -363,12 +356,7 @@ func testPortManyRequests(t *T) error {
 	if err != nil {
 		return err
 	}
-	want := append([]byte(nil), poisoned...)
-	data := pattern(seed(rg.prev, 1), n)
-	for _, c := range chunks {
-		src := n - c.off - c.n
-		copy(want[c.off:c.off+c.n], data[src:src+c.n])
-	}
+	want := chunksExpected(poisoned, pattern(seed(rg.prev, 1), n), chunks)
 	if d := diff(fmt.Sprintf("window after %d puts and signals", manyRequests), got, want); d != "" {
 		return t.Errorf("from rank %d: %s", rg.prev, d)
 	}
@@ -573,14 +561,7 @@ func testPortChannel(t *T) error {
 func testPortFifoFull(t *T) error {
 	rg := newRing(t.Rank, t.Size)
 	puts, perSignal := 4*plan.FifoSlots, 4
-	type chunk struct{ off, n int64 }
-	var chunks []chunk
-	var end int64
-	for i := 0; i < puts; i++ {
-		c := chunk{off: end + int64(i%5), n: 1 + int64(i*53%200)}
-		chunks = append(chunks, c)
-		end = c.off + c.n
-	}
+	chunks, end := layChunks(puts, 5, 53, 200)
 	half := end + 64
 	window, err := t.Alloc(2 * half)
 	if err != nil {
@@ -623,12 +604,7 @@ func testPortFifoFull(t *T) error {
 	if err != nil {
 		return err
 	}
-	want := append([]byte(nil), poisoned...)
-	sent := pattern(seed(rg.prev, 7), half)
-	for _, c := range chunks {
-		src := half - c.off - c.n
-		copy(want[c.off:c.off+c.n], sent[src:src+c.n])
-	}
+	want := chunksExpected(poisoned, pattern(seed(rg.prev, 7), half), chunks)
 	if d := diff(fmt.Sprintf("receive half after %d puts", puts), got, want); d != "" {
 		return t.Errorf("from rank %d: %s", rg.prev, d)
 	}
@@ -701,4 +677,37 @@ func testPortDeadline(t *T) error {
 		return t.Errorf("a flush after the timed-out one: %w", err)
 	}
 	return nil
+}
+
+// portChunk is one put of the many-request tests: n bytes at byte offset off
+// of the destination, taken from the source at its mirror position
+// (len − off − n), so that a put landing at the wrong offset is seen.
+type portChunk struct{ off, n int64 }
+
+// layChunks lays count chunks end to end: chunk i follows the previous one
+// after a gap of i mod gapMod bytes and is 1 + (i·stride mod maxLen) bytes
+// long, so offsets and lengths are unaligned and varied. It returns them
+// with the end of the last one.
+func layChunks(count int, gapMod, stride, maxLen int64) ([]portChunk, int64) {
+	chunks := make([]portChunk, 0, count)
+	var end int64
+	for i := 0; i < count; i++ {
+		c := portChunk{off: end + int64(i)%gapMod, n: 1 + int64(i)*stride%maxLen}
+		chunks = append(chunks, c)
+		end = c.off + c.n
+	}
+	return chunks, end
+}
+
+// chunksExpected is what the destination must hold after every chunk has
+// landed: the poison everywhere else, and each chunk's bytes from the
+// mirror position of src (len(src) == len(poisoned)).
+func chunksExpected(poisoned, src []byte, chunks []portChunk) []byte {
+	want := append([]byte(nil), poisoned...)
+	n := int64(len(src))
+	for _, c := range chunks {
+		from := n - c.off - c.n
+		copy(want[c.off:c.off+c.n], src[from:from+c.n])
+	}
+	return want
 }
