@@ -81,13 +81,21 @@ func TestGeneratedKernelsCompile(t *testing.T) {
 			}
 		}
 	}
+	compileKernels(t, cc, dir, files, srcs)
+	t.Logf("%d kernels checked with %s", len(srcs), cc.Path)
+}
+
+// compileKernels writes files (name -> contents) into dir and compiles each
+// of srcs there with cc's program and arguments, one compiler run per
+// source (several at a time would need more cores than CI has; the sources
+// are small). A failure names the source and the plan line at its head.
+func compileKernels(t *testing.T, cc *exec.Cmd, dir string, files map[string]string, srcs []string) {
+	t.Helper()
 	for name, src := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// One compiler run per source, several at a time would need more cores
-	// than CI has; the sources are small.
 	for _, s := range srcs {
 		cmd := exec.Command(cc.Path, append(append([]string{}, cc.Args[1:]...), s)...)
 		cmd.Dir = dir
@@ -96,5 +104,4 @@ func TestGeneratedKernelsCompile(t *testing.T) {
 			t.Fatalf("%s (%s): %v\n%s", s, head, err, out)
 		}
 	}
-	t.Logf("%d kernels checked with %s", len(srcs), cc.Path)
 }

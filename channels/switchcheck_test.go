@@ -115,18 +115,6 @@ func TestSwitchKernelsCompile(t *testing.T) {
 			srcs = append(srcs, name)
 		}
 	}
-	for name, src := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, s := range srcs {
-		cmd := exec.Command(cc.Path, append(append([]string{}, cc.Args[1:]...), s)...)
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			head, _, _ := strings.Cut(files[s], "\n#define")
-			t.Fatalf("%s (%s): %v\n%s", s, head, err, out)
-		}
-	}
+	compileKernels(t, cc, dir, files, srcs)
 	t.Logf("%d switch kernels checked with %s against %s", len(srcs), cc.Path, swFrom)
 }
