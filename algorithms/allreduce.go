@@ -31,6 +31,10 @@ import (
 // Config shapes the plans of a communicator.
 type Config struct {
 	Rank, NRanks int
+	// AllReduce lists the zero-copy AllReduce plans and the sizes each
+	// serves (see Tier); nil: the tiers the fields below describe
+	// (AllReduceTiers). A tuning file or WEFT_ALLREDUCE sets it.
+	AllReduce []Tier
 	// Mid and Large shape the 2PA plans for messages up to MidMaxBytes and
 	// beyond; LLBlocks and Threads the 1PA plan.
 	Mid, Large        Shape
@@ -131,7 +135,7 @@ func (c Config) validate() error {
 	if c.NRanks < 1 || c.NRanks > plan.MaxOperands-1 || c.Rank < 0 || c.Rank >= c.NRanks {
 		return fmt.Errorf("algorithms: rank %d of %d (supported: 1 to %d ranks)", c.Rank, c.NRanks, plan.MaxOperands-1)
 	}
-	if c.Mid.Blocks < 1 || c.Large.Blocks < 1 || c.LLBlocks < 1 {
+	if len(c.AllReduce) == 0 && (c.Mid.Blocks < 1 || c.Large.Blocks < 1 || c.LLBlocks < 1) {
 		return fmt.Errorf("algorithms: %d, %d and %d LL thread blocks: want at least 1 each", c.Mid.Blocks, c.Large.Blocks, c.LLBlocks)
 	}
 	return nil
@@ -167,21 +171,27 @@ func slotOf(from, to int) int {
 	return from - 1
 }
 
-// AllReduce1PA builds the one-phase all-pairs LL AllReduce for one rank.
+// AllReduce1PA builds the one-phase all-pairs LL AllReduce for one rank
+// with c.LL packets, c.LLBlocks blocks of c.Threads threads, serving
+// messages up to c.LLMaxBytes.
 func AllReduce1PA(c Config) (*plan.Plan, error) {
+	return allReduce1PA(c, Tier{Algo: Algo1PA, LL: c.LL, Shape: Shape{Blocks: c.LLBlocks, Threads: c.Threads}, MaxBytes: c.LLMaxBytes})
+}
+
+func allReduce1PA(c Config, t Tier) (*plan.Plan, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	chs := c.channels()
 	p := &plan.Plan{
-		Name:         fmt.Sprintf("allreduce-1pa-%s", c.LL),
+		Name:         "allreduce-" + t.Name(),
 		Rank:         c.Rank,
 		NRanks:       c.NRanks,
 		Channels:     chs,
-		Threads:      c.Threads,
-		Scratch:      c.LL,
+		Threads:      t.Threads,
+		Scratch:      t.LL,
 		ScratchSlots: len(chs),
-		MaxBytes:     c.LLMaxBytes,
+		MaxBytes:     t.MaxBytes,
 	}
 	var puts []plan.Ref
 	reduceSrcs := []plan.Ref{plan.L(plan.Input)}
@@ -196,7 +206,7 @@ func AllReduce1PA(c Config) (*plan.Plan, error) {
 	red := plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, reduceSrcs...)
 	red.Combine = true
 	ops = append(ops, red)
-	p.Groups = []plan.Group{{Blocks: c.LLBlocks, Ops: ops}}
+	p.Groups = []plan.Group{{Blocks: t.Blocks, Ops: ops}}
 	if len(chs) == 0 {
 		p.Scratch, p.ScratchSlots = plan.Simple, 0
 	}
@@ -216,7 +226,7 @@ func AllReduce2PA(c Config, s Shape) (*plan.Plan, error) {
 		threads = c.Threads
 	}
 	p := &plan.Plan{
-		Name:       fmt.Sprintf("allreduce-2pa-hb-%dx%d-u%d", b, threads, s.Unroll),
+		Name:       "allreduce-" + Tier{Algo: Algo2PA, Shape: Shape{Blocks: b, Threads: threads, Unroll: s.Unroll}}.Name(),
 		Rank:       c.Rank,
 		NRanks:     c.NRanks,
 		Channels:   chs,
@@ -281,7 +291,7 @@ func AllReduce2PAPush(c Config, s Shape) (*plan.Plan, error) {
 	// Semaphores per block: data, slot free, done.
 	semData, semFree, semDone := 0, b, 2*b
 	p := &plan.Plan{
-		Name:         fmt.Sprintf("allreduce-2pa-push-%dx%d-u%d-w%d", b, threads, s.Unroll, s.Window),
+		Name:         "allreduce-" + Tier{Algo: Algo2PAPush, Shape: Shape{Blocks: b, Threads: threads, Unroll: s.Unroll, Window: s.Window}}.Name(),
 		Rank:         c.Rank,
 		NRanks:       c.NRanks,
 		Channels:     chs,
@@ -331,14 +341,6 @@ func AllReduce2PAPush(c Config, s Shape) (*plan.Plan, error) {
 	return p, p.Validate()
 }
 
-// build2PA builds the 2PA variant that shape s names.
-func build2PA(c Config, s Shape) (*plan.Plan, error) {
-	if s.Push {
-		return AllReduce2PAPush(c, s)
-	}
-	return AllReduce2PA(c, s)
-}
-
 // Choice is one plan of a collective with the message sizes it serves.
 type Choice struct {
 	Plan     *plan.Plan
@@ -348,26 +350,32 @@ type Choice struct {
 	Staged bool
 }
 
-// AllReducePlans returns the AllReduce plans of a rank, smallest messages
-// first.
+// AllReducePlans returns the AllReduce plans of a rank, one per tier of
+// c.AllReduceTiers(), smallest messages first. Errors name a malformed
+// tier list.
 func AllReducePlans(c Config) ([]Choice, error) {
-	p1, err := AllReduce1PA(c)
-	if err != nil {
+	tiers := c.AllReduceTiers()
+	if err := ValidateTiers(tiers); err != nil {
 		return nil, err
 	}
-	choices := []Choice{{Plan: p1, MaxBytes: c.LLMaxBytes}}
-	if c.Mid != c.Large && c.MidMaxBytes > c.LLMaxBytes {
-		mid, err := build2PA(c, c.Mid)
+	var choices []Choice
+	for _, t := range tiers {
+		var p *plan.Plan
+		var err error
+		switch t.Algo {
+		case Algo1PA:
+			p, err = allReduce1PA(c, t)
+		case Algo2PAPush:
+			p, err = AllReduce2PAPush(c, t.Shape)
+		default:
+			p, err = AllReduce2PA(c, t.Shape)
+		}
 		if err != nil {
 			return nil, err
 		}
-		choices = append(choices, Choice{Plan: mid, MaxBytes: c.MidMaxBytes})
+		choices = append(choices, Choice{Plan: p, MaxBytes: t.MaxBytes})
 	}
-	large, err := build2PA(c, c.Large)
-	if err != nil {
-		return nil, err
-	}
-	return append(choices, Choice{Plan: large}), nil
+	return choices, nil
 }
 
 // Select returns the index of the first choice that serves bytes.
