@@ -62,6 +62,7 @@ type Comm struct {
 	dev     hal.Device
 	exec    hal.Executor
 	cfg     algorithms.Config
+	source  string // where the AllReduce tiers came from (PlanSource)
 	timeout time.Duration
 
 	net       *channels.Network   // peers on other nodes (nil: none)
@@ -99,16 +100,27 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 		return nil, fmt.Errorf("weft: backend %s cannot execute plans: %w", dev.Info().Backend, hal.ErrNotSupported)
 	}
 	info := dev.Info()
+	// Precedence: an explicit configuration, then WEFT_* variables, then
+	// the tuning file, then the defaults for the device.
 	cfg := algorithms.DefaultConfig(boot.Rank(), boot.Size(), info.Multiprocessors, info.Backend != "host")
+	source := "Options.Config"
 	if opts.Config != nil {
 		cfg = *opts.Config
-	} else if cfg.Algo, err = algoFromEnv(); err != nil {
-		return nil, err
+	} else {
+		if cfg.Algo, err = algoFromEnv(); err != nil {
+			return nil, err
+		}
+		if cfg.AllReduce, source, err = allReduceTiers(info, boot.Size()); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.PortOnly, cfg.Switch, cfg.Nodes, err = linkKinds(ctx, boot, dev); err != nil {
 		return nil, err
 	}
-	c := &Comm{boot: boot, dev: dev, exec: exec, cfg: cfg, timeout: opts.Timeout, regs: map[uint64]*channels.Registration{}, colls: map[collKey][]*algo{}}
+	if err := agreeOnPlans(ctx, boot, cfg, source); err != nil {
+		return nil, err
+	}
+	c := &Comm{boot: boot, dev: dev, exec: exec, cfg: cfg, source: source, timeout: opts.Timeout, regs: map[uint64]*channels.Registration{}, colls: map[collKey][]*algo{}}
 	if c.timeout <= 0 {
 		c.timeout = env.Timeout()
 	}
@@ -176,6 +188,31 @@ func (c *Comm) Plans() []string {
 	return out
 }
 
+// PlanSource says where the AllReduce plans came from: "default",
+// "WEFT_ALLREDUCE", "tuning file PATH" or "Options.Config".
+func (c *Comm) PlanSource() string { return c.source }
+
+// AllReducePlan names the plan that serves an AllReduce of count elements
+// of type t and operator op through Comm.AllReduce ("allreduce-1pa-LL16-8x1024";
+// the Launch plan where AllReduce goes through Launch), or "" for a call
+// it refuses.
+func (c *Comm) AllReducePlan(count int64, t plan.DataType, op plan.RedOp) string {
+	if c.allReduceViaLaunch() {
+		return c.PlanName(Call{Coll: algorithms.AllReduce, Count: count, Type: t, Op: op})
+	}
+	if count < 0 || !t.Valid() {
+		return ""
+	}
+	return c.allreduce[algorithms.Select(c.choices(), count*int64(t.Size()))].choice.Plan.Name
+}
+
+// allReduceViaLaunch: port-mapped links, or WEFT_ALGO=port or nvls, take
+// AllReduce through the scratch-based plans of Launch (the NVLS plan
+// through the switch buffer).
+func (c *Comm) allReduceViaLaunch() bool {
+	return len(c.allreduce) == 0 || c.cfg.Algo == algorithms.PortFamily || c.cfg.Algo == algorithms.NVLSFamily
+}
+
 // MemoryBytes is the device memory the communicator holds on this rank for
 // scratch, semaphores and state (registered user buffers not counted).
 func (c *Comm) MemoryBytes() int64 {
@@ -199,9 +236,7 @@ func (c *Comm) AllReduce(in, out hal.Buffer, count int64, t plan.DataType, op pl
 	if err := c.checkArgs("allreduce", in, out, count, t, op, s); err != nil {
 		return err
 	}
-	if len(c.allreduce) == 0 || c.cfg.Algo == algorithms.PortFamily || c.cfg.Algo == algorithms.NVLSFamily {
-		// Port-mapped links, or WEFT_ALGO=port or nvls: the scratch-based
-		// plans (and the NVLS plan, through the switch buffer).
+	if c.allReduceViaLaunch() {
 		return c.launchCall(Call{Coll: algorithms.AllReduce, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: t, Op: op}, s)
 	}
 	bytes := count * int64(t.Size())

@@ -61,8 +61,9 @@ of broadcast and reduce.
 
 Every element is checked exactly: inputs are built from rank and index so
 the result is exact in every data type. all_reduce runs through the
-zero-copy Comm.AllReduce (plans listed in the header); --raw, and every
-other collective, runs through Comm.Launch, and a last column names the
+zero-copy Comm.AllReduce (its plans and where they came from, defaults,
+WEFT_ALLREDUCE or a tuning file, are listed in the header); --raw, and
+every other collective, runs through Comm.Launch. A last column names the
 plan that served each size.
 
 With --nproc N it starts N processes, one per device (as mpirun would); under
@@ -154,11 +155,6 @@ type benchConfig struct {
 	stepFactor    int
 	stepBytes     int64
 }
-
-// planColumn reports whether rows name the plan of each size: for every
-// call through Comm.Launch (the zero-copy AllReduce lists its plans in the
-// header instead).
-func (c *benchConfig) planColumn() bool { return c.coll != algorithms.AllReduce || c.raw }
 
 func (o *benchOptions) validate(coll string) (*benchConfig, error) {
 	bad := func(f string, a ...any) error {

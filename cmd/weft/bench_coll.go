@@ -131,11 +131,11 @@ func (w weftColl) call(c *collCall) weft.Call {
 		Count: c.count, Type: c.dtype, Op: c.op, Root: c.root, Scalar: c.scalar}
 }
 
-// planName names the plan that serves c ("" for the zero-copy AllReduce,
-// whose plans the header lists).
+// planName names the plan that serves c, with the blocks it occupies for
+// calls through Launch.
 func (w weftColl) planName(c *collCall) string {
 	if w.zeroCopy(c) {
-		return ""
+		return w.c.AllReducePlan(c.count, c.dtype, c.op)
 	}
 	name := w.c.PlanName(w.call(c))
 	if name == "" {

@@ -54,12 +54,8 @@ func TestBenchCount(t *testing.T) {
 func TestBenchFlags(t *testing.T) {
 	for _, name := range []string{"allreduce", "all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"} {
 		o := benchOptions{minBytes: "8", maxBytes: "1K", factor: 2, iters: 1, nproc: 1, dtype: "float", op: "sum"}
-		c, err := o.validate(name)
-		if err != nil {
+		if _, err := o.validate(name); err != nil {
 			t.Fatalf("%s: %v", name, err)
-		}
-		if c.planColumn() != (c.coll != algorithms.AllReduce) {
-			t.Errorf("%s: plan column %v", name, c.planColumn())
 		}
 	}
 	o := benchOptions{minBytes: "8", maxBytes: "1K", factor: 2, iters: 1, nproc: 1, dtype: "float", op: "sum", root: -1}
@@ -136,8 +132,12 @@ func TestBenchHost(t *testing.T) {
 				if m[6] != "0" || (m[7] != "0" && !(coll == algorithms.AllToAll && m[7] == "N/A")) {
 					t.Errorf("row %q: #wrong %s, %s", line, m[6], m[7])
 				}
-				if coll != algorithms.AllReduce && (m[8] == "" || strings.TrimSpace(m[8]) == "-") {
+				if m[8] == "" || strings.TrimSpace(m[8]) == "-" {
 					t.Errorf("row %q: no plan", line)
+				}
+				// Up to 8 KiB the zero-copy AllReduce is the 1PA tier.
+				if coll == algorithms.AllReduce && !strings.HasPrefix(strings.TrimSpace(m[8]), "allreduce-1pa-LL16-") {
+					t.Errorf("row %q: plan %q, want the 1PA tier", line, m[8])
 				}
 			}
 			if rows != 5 { // 0, 8, 64, 512 and 4096 bytes

@@ -160,7 +160,7 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 	}
 	var plans []string
 	if cfg.coll == algorithms.AllReduce {
-		plans = comm.Plans()
+		plans = append(comm.Plans(), "(from "+comm.PlanSource()+")")
 	}
 	printHeader(out, cfg, size, hdr, plans)
 	var results []sizeResult
@@ -453,16 +453,9 @@ func printHeader(w io.Writer, cfg *benchConfig, n int, devs []deviceLine, plans 
 	if len(plans) > 0 {
 		fmt.Fprintf(w, "# weft plans: %s\n", strings.Join(plans, ", "))
 	}
-	if cfg.planColumn() {
-		fmt.Fprintf(w, "# plan: the weft plan that served the out-of-place call of each size; (sm=B/D): thread blocks (SMs) it occupied / those moving data\n")
-	}
+	fmt.Fprintf(w, "# plan: the weft plan that served the out-of-place call of each size; (sm=B/D): thread blocks (SMs) a Launch plan occupied / those moving data\n")
 	fmt.Fprintf(w, "#\n")
-	planHdr := func(s string) string {
-		if cfg.planColumn() {
-			return "  " + s
-		}
-		return ""
-	}
+	planHdr := func(s string) string { return "  " + s }
 	base := cfg.baseline != ""
 	if base {
 		fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %-34s  %-34s  %-30s  %-30s  %s\n", "", "", "", "", "",
@@ -528,13 +521,11 @@ func printRow(w io.Writer, cfg *benchConfig, r sizeResult) {
 		}
 		fmt.Fprintf(w, "  %5s  %5s", num(b.SpeedupOutOfPlace, 5), num(b.SpeedupInPlace, 5))
 	}
-	if cfg.planColumn() {
-		p := r.Plan
-		if p == "" {
-			p = "-"
-		}
-		fmt.Fprintf(w, "  %s", p)
+	p := r.Plan
+	if p == "" {
+		p = "-"
 	}
+	fmt.Fprintf(w, "  %s", p)
 	fmt.Fprintln(w)
 }
 

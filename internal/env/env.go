@@ -50,6 +50,8 @@ var Table = []Var{
 	{"WEFT_NVRTC_LIB", "libnvrtc.so (newest found)", "NVRTC library"},
 	{"WEFT_SYSFS_ROOT", "/sys", "root of the sysfs tree read by topology discovery"},
 	{"WEFT_ALGO", "", "plan family for the collectives of the NCCL API and Launch: ll, hb, port (port-channel plans through copy engines or the host engine) or nvls (AllReduce and AllGather through a multicast group of switch-mapped links: NVLink SHARP, or hal/host's software switch; AllReduce of types and operators the switch cannot reduce keeps the other plans; an error where the links are not switch-mapped); collectives without a plan of the family keep theirs; unset selects by size and never picks nvls"},
+	{"WEFT_ALLREDUCE", "", "AllReduce tiers, overriding the tuning file: comma-separated plans with the largest message each serves, e.g. 1pa-LL16-1x1024@4K,1pa-LL16-8x1024@128K,2pa-64x1024-u4@16M,2pa-128x512-u2 (see docs/tuning.md; `weft bench` prints the names)"},
+	{"WEFT_TUNING_FILE", "$XDG_CONFIG_HOME/weft/tuning.json", "tuning file read by communicators and written by `weft bench all_reduce --tune`; off: read none. A file named here must exist; the default may be absent"},
 	{"WEFT_NVLS", "", "set to 1 to allow NVLink SHARP multicast (hal/nvswitch); never on shared hosts"},
 	{"WEFT_PCIE_P2P", "1", "hal/pcie: set to 0 to turn CUDA peer access off, so that every link between GPUs is host-staged through shared memory"},
 }

@@ -1,0 +1,145 @@
+package weft_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/weftccl/weft"
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// writeTuning writes a tuning file with one entry for hal/host at n ranks
+// (the device name hal/host reports) and returns its path.
+func writeTuning(t *testing.T, n int, tiers ...string) string {
+	t.Helper()
+	dev, err := hal.Open("host", hal.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := dev.Info().Name
+	dev.Close()
+	path := filepath.Join(t.TempDir(), "weft", "tuning.json")
+	tu := &algorithms.Tuning{}
+	tu.Put(algorithms.TuningEntry{Backend: "otherbackend", Device: name, NRanks: n, AllReduce: []string{"2pa-1x32-u0"}})
+	tu.Put(algorithms.TuningEntry{Backend: "host", Device: name, NRanks: n + 1, AllReduce: []string{"2pa-1x32-u0"}})
+	tu.Put(algorithms.TuningEntry{Backend: "host", Device: name, NRanks: n, AllReduce: tiers})
+	if err := algorithms.SaveTuning(path, tu); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// plansAndCheck runs AllReduce at sizes on every rank and returns rank 0's
+// plan list, source and the plan that served each size.
+func plansAndCheck(t *testing.T, n int, opts weft.Options, sizes []int64) (plans []string, source string, served []string) {
+	t.Helper()
+	errs := runRanksOpts(t, "host", n, opts, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		if rank == 0 {
+			plans, source = c.Plans(), c.PlanSource()
+			for _, b := range sizes {
+				served = append(served, c.AllReducePlan(b/4, plan.Float32, plan.Sum))
+			}
+		}
+		return sweep(sizes, plan.Float32, plan.Sum)(rank, c, dev, s)
+	})
+	reportRanks(t, errs)
+	return plans, source, served
+}
+
+// Selection order: explicit configuration > WEFT_ALLREDUCE > tuning file
+// > defaults; each source's plans serve the sizes they claim, correctly.
+func TestTuningPrecedence(t *testing.T) {
+	const n = 3
+	sizes := []int64{16, 4096, 64 << 10, 300 << 10}
+	tuned := []string{"1pa-LL8-1x32@4K", "1pa-LL16-2x64@64K", "2pa-push-2x32-u0-w8K"}
+	path := writeTuning(t, n, tuned...)
+	t.Setenv("WEFT_TUNING_FILE", path)
+	t.Setenv("WEFT_ALLREDUCE", "")
+
+	_, source, served := plansAndCheck(t, n, weft.Options{}, sizes)
+	if source != "tuning file "+path {
+		t.Errorf("source %q, want the tuning file", source)
+	}
+	want := []string{"allreduce-1pa-LL8-1x32", "allreduce-1pa-LL8-1x32", "allreduce-1pa-LL16-2x64", "allreduce-2pa-push-2x32-u0-w8K"}
+	if strings.Join(served, " ") != strings.Join(want, " ") {
+		t.Errorf("tuning file: plans %v, want %v", served, want)
+	}
+
+	t.Setenv("WEFT_ALLREDUCE", "1pa-LL16-1x32@1K,2pa-2x64-u0")
+	plans, source, served := plansAndCheck(t, n, weft.Options{}, sizes)
+	if source != "WEFT_ALLREDUCE" || len(plans) != 2 || served[0] != "allreduce-1pa-LL16-1x32" || served[1] != "allreduce-2pa-2x64-u0" {
+		t.Errorf("WEFT_ALLREDUCE over the tuning file: source %q, plans %v, served %v", source, plans, served)
+	}
+
+	cfgFor := func(r int) *algorithms.Config {
+		c := algorithms.DefaultConfig(r, n, 2, false)
+		return &c
+	}
+	errs := runRanksWith(t, "host", n, func(r int, dev hal.Device) weft.Options { return weft.Options{Config: cfgFor(r)} },
+		func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+			if got, want := c.AllReducePlan(300<<10, plan.Float32, plan.Sum), "allreduce-2pa-"; c.PlanSource() != "Options.Config" || !strings.HasPrefix(got, want) {
+				t.Errorf("rank %d: an explicit Config: source %q, plan %q", rank, c.PlanSource(), got)
+			}
+			return nil
+		})
+	reportRanks(t, errs)
+
+	t.Setenv("WEFT_ALLREDUCE", "")
+	t.Setenv("WEFT_TUNING_FILE", "off")
+	if _, source, _ := plansAndCheck(t, n, weft.Options{}, sizes[:1]); source != "default" {
+		t.Errorf("WEFT_TUNING_FILE=off: source %q", source)
+	}
+	// An entry for another rank count is not used.
+	t.Setenv("WEFT_TUNING_FILE", path)
+	if _, source, _ := plansAndCheck(t, 2, weft.Options{}, sizes[:1]); source != "default" {
+		t.Errorf("2 ranks with an entry for %d: source %q", n, source)
+	}
+}
+
+// Bad tuning input is an error naming what is wrong, on every rank.
+func TestTuningErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"version": 1, "entries": [{"backend": "host", "device": "x", "nranks": 2, "allreduce": ["1pa-LL16-8x32"]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ file, allreduce, want string }{
+		{filepath.Join(dir, "missing.json"), "", "missing.json"},
+		{bad, "", "cannot be last"},
+		{"off", "2pa-8x32-u2@1M", "takes no bound"},
+		{"off", "4pa-8x32", "WEFT_ALLREDUCE"},
+	} {
+		t.Setenv("WEFT_TUNING_FILE", tc.file)
+		t.Setenv("WEFT_ALLREDUCE", tc.allreduce)
+		errs := runRanks(t, "host", 2, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+		for r, err := range errs {
+			if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("WEFT_TUNING_FILE=%s WEFT_ALLREDUCE=%q: rank %d: %v; want ErrInvalidArgument naming %q", tc.file, tc.allreduce, r, err, tc.want)
+			}
+		}
+	}
+}
+
+// Ranks that chose different plans fail at NewComm, naming the rank.
+func TestTuningRanksDisagree(t *testing.T) {
+	t.Setenv("WEFT_TUNING_FILE", "off")
+	t.Setenv("WEFT_ALLREDUCE", "")
+	errs := runRanksWith(t, "host", 3, func(r int, dev hal.Device) weft.Options {
+		if r != 2 {
+			return weft.Options{}
+		}
+		c := algorithms.DefaultConfig(r, 3, dev.Info().Multiprocessors, false)
+		c.LLMaxBytes = 1 << 10
+		return weft.Options{Config: &c}
+	}, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "rank 2 AllReduce 1pa-LL16-2x32@1K") {
+			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 2's tiers", r, err)
+		}
+	}
+}
