@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/check"
 	"github.com/weftccl/weft/hal"
@@ -34,6 +35,9 @@ type benchOptions struct {
 	root               int
 	blocking           int
 	raw                bool
+	tune               bool
+	tuneFile           string
+	tuneCandidates     string
 }
 
 var benchOpts benchOptions
@@ -102,6 +106,9 @@ func init() {
 	f.IntVar(&o.threads, "threads", 0, "threads per block (0: default for the device)")
 	f.IntVar(&o.unroll, "unroll", 0, "16-byte vectors per thread per step in bandwidth-bound plans (0: default)")
 	f.StringVar(&o.llMax, "ll-max", "", "largest message of the LL (1PA) AllReduce (0: default)")
+	f.BoolVar(&o.tune, "tune", false, "all_reduce: measure every candidate plan and launch shape at every size, choose AllReduce tiers, check them beside the defaults (and --baseline), and write them to the tuning file")
+	f.StringVar(&o.tuneFile, "tune-file", "", "tuning file --tune writes (default: WEFT_TUNING_FILE, else $XDG_CONFIG_HOME/weft/tuning.json)")
+	f.StringVar(&o.tuneCandidates, "tune-candidates", "", "--tune: measure only these plans, comma-separated tier names without bounds (e.g. 1pa-LL16-1x1024,2pa-64x1024-u4)")
 	f.StringVar(&o.pushWindow, "push-window", "", "use the store-only 2PA above 16 MB with windows of this many bytes per chunk (e.g. 8M; default: the read-based 2PA)")
 	rootCmd.AddCommand(benchCmd)
 }
@@ -154,6 +161,10 @@ type benchConfig struct {
 	pushWindow    int64
 	stepFactor    int
 	stepBytes     int64
+	// --tune: sweep AllReduce plans and write the tuning file (tune.go).
+	tune           bool
+	tuneFile       string
+	tuneCandidates string
 }
 
 func (o *benchOptions) validate(coll string) (*benchConfig, error) {
@@ -216,6 +227,11 @@ func (o *benchOptions) validate(coll string) (*benchConfig, error) {
 			return nil, bad("--push-window %q: want a positive multiple of 16 bytes", o.pushWindow)
 		}
 	}
+	if o.tune || o.tuneFile != "" || o.tuneCandidates != "" {
+		if err := o.validateTune(c); err != nil {
+			return nil, err
+		}
+	}
 	es := int64(c.dtype.Size())
 	for s := c.minB; s <= c.maxB; {
 		c.sizes = append(c.sizes, s/es*es)
@@ -229,6 +245,31 @@ func (o *benchOptions) validate(coll string) (*benchConfig, error) {
 		}
 	}
 	return c, nil
+}
+
+// validateTune checks the --tune flags and fills c's tuning fields.
+func (o *benchOptions) validateTune(c *benchConfig) error {
+	bad := func(f string, a ...any) error {
+		return fmt.Errorf("bench: %s: %w", fmt.Sprintf(f, a...), hal.ErrInvalidArgument)
+	}
+	switch {
+	case !o.tune:
+		return bad("--tune-file and --tune-candidates go with --tune")
+	case c.coll != algorithms.AllReduce || c.raw:
+		return bad("--tune tunes the zero-copy all_reduce (without --raw); %s has no tiers", c.coll)
+	case o.blocks > 0 || o.threads > 0 || o.unroll > 0 || o.llMax != "" || o.pushWindow != "":
+		return bad("--tune chooses the launch shapes itself; leave --blocks, --threads, --unroll, --ll-max and --push-window out (--tune-candidates restricts the search)")
+	case !c.check:
+		return bad("--tune checks every candidate's results; -c 0 is not allowed with it")
+	}
+	c.tune, c.tuneFile, c.tuneCandidates = true, o.tuneFile, o.tuneCandidates
+	if c.tuneFile == "" {
+		c.tuneFile, _ = weft.TuningFile()
+		if c.tuneFile == "" {
+			return bad("WEFT_TUNING_FILE=off and no --tune-file: name the file to write")
+		}
+	}
+	return nil
 }
 
 func runBench(cmd *cobra.Command, args []string) error {

@@ -91,6 +91,9 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 		return fmt.Errorf("bench: rank %d: %w", rank, err)
 	}
 	defer dev.Close()
+	if cfg.tune {
+		return tuneRank(ctx, cfg, boot, dev, out)
+	}
 	info := dev.Info()
 	opts := weft.Options{}
 	if cfg.blocks > 0 || cfg.llMax > 0 || cfg.threads > 0 || cfg.unroll > 0 || cfg.pushWindow > 0 {

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/bootstrap"
+	"github.com/weftccl/weft/hal"
+)
+
+func TestChooseTiers(t *testing.T) {
+	tier := func(s string) algorithms.Tier {
+		t.Helper()
+		tr, err := algorithms.ParseTier(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	cands := []candidate{
+		{tier: tier("1pa-LL16-1x1024")}, {tier: tier("1pa-LL16-8x1024")}, {tier: tier("1pa-LL8-8x1024")},
+		{tier: tier("2pa-64x1024-u4")}, {tier: tier("2pa-128x512-u2")},
+	}
+	sizes := []int64{8, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20}
+	def := algorithms.DefaultConfig(0, 2, 132, true)
+	for _, tc := range []struct {
+		name  string
+		times [][]float64
+		want  string
+	}{{
+		name: "clear winners",
+		times: [][]float64{
+			{3.0, 3.5, 9, 0, 0, 0},
+			{3.4, 3.6, 6, 20, 0, 0},
+			{3.5, 4.0, 7, 22, 0, 0},
+			{0, 0, 8, 15, 100, 900},
+			{0, 0, 9, 16, 90, 800},
+		},
+		want: "1pa-LL16-1x1024@1K,1pa-LL16-8x1024@64K,2pa-64x1024-u4@1M,2pa-128x512-u2",
+	}, {
+		// 1pa-LL16-8x1024 is within 3% everywhere up to 64K: one tier,
+		// although 1x1024 is the fastest at 8 B.
+		name: "near-equal plans do not split tiers",
+		times: [][]float64{
+			{3.00, 3.70, 9, 0, 0, 0},
+			{3.05, 3.60, 6, 0, 0, 0},
+			{3.50, 4.00, 7, 0, 0, 0},
+			{0, 0, 8, 15, 100, 900},
+			{0, 0, 9, 15.2, 99, 901},
+		},
+		want: "1pa-LL16-8x1024@64K,2pa-64x1024-u4",
+	}, {
+		name:  "a sweep that ends on 1PA gets the defaults' largest plan",
+		times: [][]float64{{3, 3, 0, 0, 0, 0}, {4, 4, 0, 0, 0, 0}, {5, 5, 0, 0, 0, 0}, nil, nil},
+		want:  "1pa-LL16-1x1024@1K,2pa-128x512-u2",
+	}} {
+		tiers, measured := chooseTiers(cands, tc.times, sizes, def)
+		if got := algorithms.FormatTiers(tiers); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+		if err := algorithms.ValidateTiers(tiers); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if tc.name == "clear winners" && fmt.Sprint(measured) != "[3 3 5 4 2 2]" {
+			t.Errorf("measured %v", measured)
+		}
+	}
+}
+
+func TestTuneFlags(t *testing.T) {
+	base := benchOptions{minBytes: "8", maxBytes: "1M", factor: 4, iters: 2, nproc: 1, dtype: "float", op: "sum", check: 1}
+	for _, tc := range []struct {
+		coll string
+		edit func(*benchOptions)
+		want string
+	}{
+		{"all_gather", func(o *benchOptions) { o.tune = true }, "has no tiers"},
+		{"all_reduce", func(o *benchOptions) { o.tune, o.raw = true, true }, "without --raw"},
+		{"all_reduce", func(o *benchOptions) { o.tune, o.blocks = true, 8 }, "chooses the launch shapes"},
+		{"all_reduce", func(o *benchOptions) { o.tune, o.check = true, 0 }, "-c 0"},
+		{"all_reduce", func(o *benchOptions) { o.tuneFile = "x.json" }, "go with --tune"},
+	} {
+		o := base
+		tc.edit(&o)
+		if _, err := o.validate(tc.coll); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.coll, err, tc.want)
+		}
+	}
+	t.Setenv("WEFT_TUNING_FILE", "off")
+	o := base
+	o.tune = true
+	if _, err := o.validate("all_reduce"); err == nil || !strings.Contains(err.Error(), "name the file") {
+		t.Errorf("WEFT_TUNING_FILE=off without --tune-file: %v", err)
+	}
+	if _, err := parseCandidates("1pa-LL16-8x32@4K", false); err == nil {
+		t.Error("a candidate with a bound: no error")
+	}
+}
+
+// TestTuneHost runs the tuner over 3 goroutine ranks on hal/host, then a
+// communicator that reads the file it wrote.
+func TestTuneHost(t *testing.T) {
+	const n = 3
+	path := filepath.Join(t.TempDir(), "tuning.json")
+	o := benchOptions{minBytes: "8", maxBytes: "256K", factor: 8, warmup: 1, iters: 2, check: 1, nproc: 1, dtype: "bfloat16", op: "sum",
+		hal: "host", tune: true, tuneFile: path}
+	cfg, err := o.validate("all_reduce")
+	if err != nil {
+		t.Fatal(err)
+	}
+	boots := bootstrap.NewLocal(n)
+	errs := make([]error, n)
+	var out bytes.Buffer
+	job := fmt.Sprintf("tune-%d", time.Now().UnixNano())
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			defer boots[r].Close()
+			var w bytes.Buffer
+			errs[r] = benchRank(context.Background(), cfg, boots[r], r, job, &w)
+			if r == 0 {
+				out = w
+			}
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v\n%s", r, err, out.String())
+		}
+	}
+	tu, err := algorithms.LoadTuning(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := hal.Open("host", hal.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := dev.Info().Name
+	dev.Close()
+	e := tu.Lookup("host", name, n)
+	if e == nil {
+		t.Fatalf("no entry for host/%s/%d in %+v", name, n, tu)
+	}
+	tiers, err := e.Tiers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Sizes) != 6 || e.DataType != "bfloat16" || e.Command == "" || e.Date == "" {
+		t.Errorf("entry %+v: want 6 sizes (8 B to 256 KiB by 8), bfloat16, the command and the date", e)
+	}
+	for _, s := range e.Sizes {
+		if s.TimeUS <= 0 || s.DefaultUS <= 0 || s.Candidates == 0 || !strings.HasPrefix(s.Plan, "allreduce-") {
+			t.Errorf("size %+v: want times, candidates and a plan", s)
+		}
+	}
+	if !strings.Contains(out.String(), "# tune: chose "+algorithms.FormatTiers(tiers)) {
+		t.Errorf("output does not name the chosen tiers %s:\n%s", algorithms.FormatTiers(tiers), out.String())
+	}
+
+	// A bench run reads the file: the header names it and each row's plan
+	// is the tuned tier's.
+	t.Setenv("WEFT_TUNING_FILE", path)
+	o = benchOptions{minBytes: "8", maxBytes: "256K", factor: 8, warmup: 1, iters: 2, check: 1, nproc: 1, dtype: "float", op: "sum", hal: "host"}
+	if cfg, err = o.validate("all_reduce"); err != nil {
+		t.Fatal(err)
+	}
+	boots = bootstrap.NewLocal(n)
+	out.Reset()
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			defer boots[r].Close()
+			var w bytes.Buffer
+			errs[r] = benchRank(context.Background(), cfg, boots[r], r, job+"b", &w)
+			if r == 0 {
+				out = w
+			}
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("bench with the tuning file: rank %d: %v", r, err)
+		}
+	}
+	if !strings.Contains(out.String(), "(from tuning file "+path+")") {
+		t.Errorf("bench header does not name the tuning file:\n%s", out.String())
+	}
+	for _, s := range e.Sizes {
+		tier := tiers[algorithms.Select(tierChoices(tiers), s.Bytes)]
+		if !strings.Contains(out.String(), "allreduce-"+tier.Name()) {
+			t.Errorf("%d B: bench output does not name plan allreduce-%s:\n%s", s.Bytes, tier.Name(), out.String())
+		}
+	}
+}
+
+func tierChoices(tiers []algorithms.Tier) []algorithms.Choice {
+	cs := make([]algorithms.Choice, len(tiers))
+	for i, t := range tiers {
+		cs[i].MaxBytes = t.MaxBytes
+	}
+	return cs
+}
