@@ -17,7 +17,6 @@ import (
 	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/hal"
-	"github.com/weftccl/weft/hal/plan"
 )
 
 // tuneTolerance: a plan within this fraction of the fastest at a size
@@ -33,81 +32,14 @@ const tuneTolerance = 0.03
 // sweep.
 const tuneBudget = 100 * time.Millisecond
 
-// candidate is one plan the tuner measures and the message sizes it is
-// measured at (lo ≤ bytes ≤ hi; hi 0: unbounded).
-type candidate struct {
-	tier   algorithms.Tier
-	lo, hi int64
-}
-
-// Size ranges of the candidate families. 1PA moves 2(n−1) times the
-// message as packets and holds that much scratch, so it is measured up
-// to 1 MiB; the 2PA plans from 16 KiB; the store-only 2PA, whose window
-// handshakes only pay off on large chunks, from 1 MiB.
-const (
-	tune1PAMax  = 1 << 20
-	tune2PAMin  = 16 << 10
-	tunePushMin = 1 << 20
-)
-
-// tuneCandidates is the search space for a device with sms
-// multiprocessors: 1PA with LL16 and LL8 packets on 1–16 blocks; the
-// 2PA with 16–128 blocks of 512 or 1024 threads and 2 or 4 vectors in
-// flight per thread; the store-only 2PA with 32–128 blocks and windows of
-// 2 and 8 MiB. hal/host gets a small space of the same families with
-// small windows.
-func tuneCandidates(sms int, gpu bool) []candidate {
-	var cs []candidate
-	add := func(t algorithms.Tier, lo, hi int64) { cs = append(cs, candidate{tier: t, lo: lo, hi: hi}) }
-	llBlocks, llThreads := []int{1, 2, 4, 8, 16}, []int{512, 1024}
-	blocks, threads, unrolls := []int{16, 32, 64, 128}, []int{512, 1024}, []int{2, 4}
-	pushBlocks, windows := []int{32, 64, 128}, []int64{2 << 20, 8 << 20}
-	max1PA, min2PA, minPush := int64(tune1PAMax), int64(tune2PAMin), int64(tunePushMin)
-	if !gpu {
-		llBlocks, llThreads = []int{1, 2}, []int{32}
-		blocks, threads, unrolls = []int{1, 2, 4}, []int{32}, []int{0}
-		pushBlocks, windows = []int{2}, []int64{16 << 10, 64 << 10}
-		max1PA, min2PA, minPush = 64<<10, 1<<10, 64<<10
-	}
-	for _, ll := range []plan.Protocol{plan.LL16, plan.LL8} {
-		for _, b := range llBlocks {
-			for _, t := range llThreads {
-				add(algorithms.Tier{Algo: algorithms.Algo1PA, LL: ll, Shape: algorithms.Shape{Blocks: b, Threads: t}}, 0, max1PA)
-			}
-		}
-	}
-	for _, b := range blocks {
-		if gpu && b > sms {
-			continue
-		}
-		for _, t := range threads {
-			for _, u := range unrolls {
-				add(algorithms.Tier{Algo: algorithms.Algo2PA, Shape: algorithms.Shape{Blocks: b, Threads: t, Unroll: u}}, min2PA, 0)
-			}
-		}
-	}
-	for _, b := range pushBlocks {
-		if gpu && b > sms {
-			continue
-		}
-		for _, t := range threads {
-			for _, w := range windows {
-				u := unrolls[0]
-				add(algorithms.Tier{Algo: algorithms.Algo2PAPush, Shape: algorithms.Shape{Blocks: b, Threads: t, Unroll: u, Push: true, Window: w}}, minPush, 0)
-			}
-		}
-	}
-	return cs
-}
-
 // parseCandidates reads --tune-candidates: tiers without bounds, each
 // measured over its family's size range.
-func parseCandidates(s string, gpu bool) ([]candidate, error) {
+func parseCandidates(s string, gpu bool) ([]algorithms.Candidate, error) {
 	ranges := map[string][2]int64{}
-	for _, c := range tuneCandidates(128, gpu) {
-		ranges[c.tier.Algo] = [2]int64{c.lo, c.hi}
+	for _, c := range algorithms.TuneCandidates(128, gpu) {
+		ranges[c.Tier.Algo] = [2]int64{c.MinBytes, c.MaxBytes}
 	}
-	var cs []candidate
+	var cs []algorithms.Candidate
 	for _, f := range strings.Split(s, ",") {
 		if strings.TrimSpace(f) == "" {
 			continue
@@ -120,7 +52,7 @@ func parseCandidates(s string, gpu bool) ([]candidate, error) {
 			return nil, fmt.Errorf("--tune-candidates: %v: %w", err, hal.ErrInvalidArgument)
 		}
 		r := ranges[t.Algo]
-		cs = append(cs, candidate{tier: t, lo: r[0], hi: r[1]})
+		cs = append(cs, algorithms.Candidate{Tier: t, MinBytes: r[0], MaxBytes: r[1]})
 	}
 	if len(cs) == 0 {
 		return nil, fmt.Errorf("--tune-candidates %q: no candidates: %w", s, hal.ErrInvalidArgument)
@@ -146,7 +78,7 @@ func tuneRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, d
 	rank, n := boot.Rank(), boot.Size()
 	info := dev.Info()
 	gpu := info.Backend != "host"
-	cands := tuneCandidates(info.Multiprocessors, gpu)
+	cands := algorithms.TuneCandidates(info.Multiprocessors, gpu)
 	if cfg.tuneCandidates != "" {
 		if cands, err = parseCandidates(cfg.tuneCandidates, gpu); err != nil {
 			return err
@@ -196,28 +128,17 @@ func tuneRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, d
 	times := make([][]float64, len(cands)) // µs; 0: not measured
 	for ci, c := range cands {
 		cc := def
-		cc.AllReduce = []algorithms.Tier{c.tier}
-		if c.tier.Algo == algorithms.Algo1PA {
-			// A 1PA tier needs a bound and a tier after it.
-			bound := int64(0)
-			for _, b := range r.sizes {
-				if b <= c.hi {
-					bound = b
-				}
-			}
-			if bound == 0 {
-				continue
-			}
-			first := c.tier
-			first.MaxBytes = bound
-			cc.AllReduce = append([]algorithms.Tier{first}, def.AllReduceTiers()[len(def.AllReduceTiers())-1])
+		defTiers := def.AllReduceTiers()
+		var ok bool
+		if cc.AllReduce, ok = algorithms.CandidateTiers(c, r.sizes, defTiers[len(defTiers)-1]); !ok {
+			continue
 		}
 		start := time.Now()
-		times[ci], _, err = r.sweep(cc, func(b int64) bool { return b >= c.lo && (c.hi == 0 || b <= c.hi) })
+		times[ci], _, err = r.sweep(cc, func(b int64) bool { return b >= c.MinBytes && (c.MaxBytes == 0 || b <= c.MaxBytes) })
 		if err != nil {
-			return fmt.Errorf("tune: rank %d: candidate %s: %w", rank, c.tier.Name(), err)
+			return fmt.Errorf("tune: rank %d: candidate %s: %w", rank, c.Tier.Name(), err)
 		}
-		fmt.Fprintf(out, "# tune: %3d/%d %-34s %s\n", ci+1, len(cands), c.tier.Name(), time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(out, "# tune: %3d/%d %-34s %s\n", ci+1, len(cands), c.Tier.Name(), time.Since(start).Round(time.Millisecond))
 	}
 
 	tiers, winners := chooseTiers(cands, times, r.sizes, def)
@@ -355,7 +276,7 @@ func (r *tuneRun) time(impl collective, bytes int64, i int) (float64, error) {
 // serves; the last tier is unbounded, and when the sweep ends on a 1PA
 // plan the defaults' largest plan follows it. measured[i] is how many
 // candidates were measured at size i.
-func chooseTiers(cands []candidate, times [][]float64, sizes []int64, def algorithms.Config) (tiers []algorithms.Tier, measured []int) {
+func chooseTiers(cands []algorithms.Candidate, times [][]float64, sizes []int64, def algorithms.Config) (tiers []algorithms.Tier, measured []int) {
 	best := make([]float64, len(sizes)) // fastest time per size; 0: none
 	measured = make([]int, len(sizes))
 	for i := range sizes {
@@ -389,7 +310,7 @@ func chooseTiers(cands []candidate, times [][]float64, sizes []int64, def algori
 				pick, end = ci, j
 			}
 		}
-		t := cands[pick].tier
+		t := cands[pick].Tier
 		t.MaxBytes = sizes[end]
 		tiers = append(tiers, t)
 		i = end + 1

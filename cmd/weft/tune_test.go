@@ -24,9 +24,9 @@ func TestChooseTiers(t *testing.T) {
 		}
 		return tr
 	}
-	cands := []candidate{
-		{tier: tier("1pa-LL16-1x1024")}, {tier: tier("1pa-LL16-8x1024")}, {tier: tier("1pa-LL8-8x1024")},
-		{tier: tier("2pa-64x1024-u4")}, {tier: tier("2pa-128x512-u2")},
+	cands := []algorithms.Candidate{
+		{Tier: tier("1pa-LL16-1x1024")}, {Tier: tier("1pa-LL16-8x1024")}, {Tier: tier("1pa-LL8-8x1024")},
+		{Tier: tier("2pa-64x1024-u4")}, {Tier: tier("2pa-128x512-u2")},
 	}
 	sizes := []int64{8, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20}
 	def := algorithms.DefaultConfig(0, 2, 132, true)
