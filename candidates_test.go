@@ -60,8 +60,11 @@ func TestTuneCandidatesHost(t *testing.T) {
 	checkCandidates(t, "host", 3, 4, false, sizes, []plan.DataType{plan.Float32, plan.BFloat16})
 }
 
-// TestTuneCandidatesNVLink: every GPU candidate on the GPUs (two ranks
-// share one GPU on a one-GPU host).
+// TestTuneCandidatesNVLink: every GPU candidate on the GPUs, one rank per
+// GPU. It needs two GPUs: on a one-GPU H100 (2026-11-23) two goroutine
+// ranks sharing the GPU timed out in the first 1PA candidate's second
+// call and then faulted (a rank's teardown freed scratch its peer's
+// kernel still wrote), which says nothing about the plans.
 func TestTuneCandidatesNVLink(t *testing.T) {
 	a, err := hal.Probe(nvlink.Name)
 	if err != nil || !a.Available {
@@ -74,6 +77,9 @@ func TestTuneCandidatesNVLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n < 2 {
+		t.Skipf("%d GPU: the candidates are checked with one rank per GPU on 2 or more", n)
+	}
 	sizes := []int64{4, 4096 + 12, 64<<10 + 36, 1 << 20, 20<<20 + 4}
-	checkCandidates(t, nvlink.Name, max(n, 2), 132, true, sizes, []plan.DataType{plan.Float32, plan.BFloat16})
+	checkCandidates(t, nvlink.Name, n, 132, true, sizes, []plan.DataType{plan.Float32, plan.BFloat16})
 }
