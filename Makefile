@@ -8,7 +8,7 @@ GO ?= go
 NPROC ?= 4
 BENCH_ARGS ?= -b 8 -e 64M -f 4
 
-.PHONY: build test hip-clang run gpu-bundle gpu-bundle-switch nocgo fuzz-smoke nccl
+.PHONY: build test hip-clang run gpu-bundle gpu-bundle-tune gpu-bundle-port gpu-bundle-net gpu-bundle-pkgs gpu-bundle-switch nocgo fuzz-smoke nccl
 
 build: nccl
 	$(GO) build ./...
@@ -36,17 +36,32 @@ run: build
 # Binaries for a GPU host (no Go toolchain there). Run with:
 #   .gpu/gpu-check.sh   (WEFT_REQUIRE=nvlink is set inside)
 GPU_PKGS = ./hal/nvlink ./hal/nvswitch ./hal/pcie ./internal/cudadev ./internal/cuda ./internal/nccl ./conformance .
+# Stripped (-s -w). The device tool carries at most 64 MiB, and the whole
+# bundle is about 73 MiB, so each issue's script has a bundle of what it runs:
+#   make gpu-bundle-tune   scripts/gpu-tune.sh  (weft, weft.test)
+#   make gpu-bundle-port   scripts/gpu-port.sh  (weft, moe, weft.test, nvlink/pcie/cudadev tests)
+#   make gpu-bundle-net    scripts/gpu-net.sh   (weft)
 gpu-bundle:
-	mkdir -p .gpu
-	CGO_ENABLED=1 $(GO) build -o .gpu/weft ./cmd/weft
-	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o .gpu/libweft_nccl.so ./nccl
-	CGO_ENABLED=1 $(GO) build -o .gpu/moe ./examples/moe
-	for p in $(GPU_PKGS); do \
+	$(MAKE) gpu-bundle-pkgs PKGS="$(GPU_PKGS)" EXTRA="nccl moe"
+
+gpu-bundle-tune:
+	$(MAKE) gpu-bundle-pkgs PKGS="." EXTRA=""
+gpu-bundle-port:
+	$(MAKE) gpu-bundle-pkgs PKGS=". ./hal/nvlink ./hal/pcie ./internal/cudadev" EXTRA="moe"
+gpu-bundle-net:
+	$(MAKE) gpu-bundle-pkgs PKGS="" EXTRA=""
+
+gpu-bundle-pkgs:
+	rm -rf .gpu && mkdir -p .gpu
+	CGO_ENABLED=1 $(GO) build -ldflags='-s -w' -o .gpu/weft ./cmd/weft
+	case " $(EXTRA) " in *" nccl "*) CGO_ENABLED=1 $(GO) build -ldflags='-s -w' -buildmode=c-shared -o .gpu/libweft_nccl.so ./nccl;; esac
+	case " $(EXTRA) " in *" moe "*) CGO_ENABLED=1 $(GO) build -ldflags='-s -w' -o .gpu/moe ./examples/moe;; esac
+	for p in $(PKGS); do \
 	  name=$$(echo $$p | sed 's#^\./##; s#/#_#g; s#^\.$$#weft#'); \
-	  CGO_ENABLED=1 $(GO) test -c -o .gpu/$$name.test $$p || exit 1; \
+	  CGO_ENABLED=1 $(GO) test -c -ldflags='-s -w' -o .gpu/$$name.test $$p || exit 1; \
 	done
-	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/gpu-net.sh scripts/steps.sh .gpu/
-	@ls -la .gpu
+	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/gpu-net.sh scripts/gpu-tune.sh scripts/steps.sh .gpu/
+	@du -sh .gpu
 
 # Issue 10's one-GPU check (scripts/gpu-switch.sh): stripped binaries, well inside the device
 # tool's 64 MiB carry.

@@ -3,7 +3,7 @@
 # (weft run --nodes 2: WEFT_NODE_ID per rank), so every byte between the GPUs goes through the
 # socket transport (hal/socket, host-staged), beside NCCL forced onto its socket transport
 # (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket) in the same processes and run.
-# Run from the repository root after `make gpu-bundle` here. Files back in $OUT: summary.txt,
+# Run from the repository root after `make gpu-bundle-net` here. Files back in $OUT: summary.txt,
 # logs.tar.gz, bench-*.json.
 #
 # Knobs: COLLS="all_reduce all_gather reduce_scatter alltoall"  TYPES="float"  MAXB=256M  BUDGET=540

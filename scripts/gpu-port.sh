@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 8 (PortChannel, copy engines, hal/pcie) on a 2-GPU host in one device call. Run from the
-# repository root after `make gpu-bundle` here. Steps are time-boxed; the whole run stays under
+# repository root after `make gpu-bundle-port` here. Steps are time-boxed; the whole run stays under
 # BUDGET seconds (default 540). Files back in $OUT: summary.txt, logs.tar.gz, bench.log,
 # conformance-*.md/json.
 #
