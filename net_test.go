@@ -100,6 +100,11 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 		if name := c.PlanName(call); !strings.Contains(name, want) {
 			return fmt.Errorf("%v: plan %q, want a %s plan", k, name, strings.Trim(want, "-"))
 		}
+		if k.coll == algorithms.AllReduce {
+			if name := c.AllReducePlan(k.count, k.t, k.op); name != c.PlanName(call) {
+				return fmt.Errorf("%v: AllReducePlan %q, Launch's plan %q: Comm.AllReduce goes through Launch here", k, name, c.PlanName(call))
+			}
+		}
 		wrong, err := runColl(rank, c, dev, s, k)
 		if err != nil {
 			return fmt.Errorf("rank %d: %v: %w", rank, k, err)

@@ -198,7 +198,9 @@ func (c *Comm) PlanSource() string { return c.source }
 // it refuses.
 func (c *Comm) AllReducePlan(count int64, t plan.DataType, op plan.RedOp) string {
 	if c.allReduceViaLaunch() {
-		return c.PlanName(Call{Coll: algorithms.AllReduce, Count: count, Type: t, Op: op})
+		// Stand-in addresses: naming the plan depends only on the count,
+		// type and operator.
+		return c.PlanName(Call{Coll: algorithms.AllReduce, Send: 16, Recv: 16, Count: count, Type: t, Op: op})
 	}
 	if count < 0 || !t.Valid() {
 		return ""
