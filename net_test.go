@@ -48,8 +48,9 @@ func netCases(n int) []collCase {
 			}
 		}
 	}
-	// The hierarchical AllReduce (2PH) serves operators without scaling;
-	// more of them, at sizes of several windows.
+	// The hierarchical AllReduce, AllGather and ReduceScatter (2PH); the
+	// reducing ones serve operators without scaling: more of them, at sizes
+	// of several windows.
 	for i, k := range []collCase{
 		{t: plan.BFloat16, op: plan.Sum, count: 70001, inPlace: true},
 		{t: plan.Int64, op: plan.Min, count: 999},
@@ -60,6 +61,14 @@ func netCases(n int) []collCase {
 		k.coll = algorithms.AllReduce
 		k.inPlace = i%2 == 0
 		cases = append(cases, k)
+		// The hierarchical AllGather and ReduceScatter at the same sizes.
+		for _, coll := range []algorithms.Collective{algorithms.AllGather, algorithms.ReduceScatter} {
+			if coll == algorithms.AllGather && k.op == plan.PreMulSum {
+				continue // no operator: the Sum case covers it
+			}
+			k.coll = coll
+			cases = append(cases, k)
+		}
 	}
 	return cases
 }
@@ -92,10 +101,15 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 	for _, k := range netCases(n) {
 		// Across nodes only port-channel plans can run, and AllReduce
 		// takes the hierarchical plan for the operators it serves.
-		call := weft.Call{Coll: k.coll, Count: k.count, Type: k.t, Op: k.op, Root: k.root, Send: 1 << 20, Recv: 2 << 20}
+		call := weft.Call{Coll: k.coll, Count: k.count, Type: k.t, Op: k.op, Root: k.root, Send: 1 << 30, Recv: 2 << 30}
 		want := "-" + algorithms.PortFamily + "-"
-		if k.coll == algorithms.AllReduce && k.op != plan.Avg && k.op != plan.PreMulSum {
+		switch k.coll {
+		case algorithms.AllGather:
 			want = "-2ph-"
+		case algorithms.AllReduce, algorithms.ReduceScatter:
+			if k.op != plan.Avg && k.op != plan.PreMulSum {
+				want = "-2ph-"
+			}
 		}
 		if name := c.PlanName(call); !strings.Contains(name, want) {
 			return fmt.Errorf("%v: plan %q, want a %s plan", k, name, strings.Trim(want, "-"))

@@ -48,8 +48,9 @@ const (
 type layout struct {
 	nodes, local int   // N nodes, L ranks on each
 	node, idx    int   // this rank's node and local index
-	peers        []int // ranks of this node other than this one, by local index
-	counter      []int // ranks of local index idx on the other nodes, by node
+	peers        []int   // ranks of this node other than this one, by local index
+	counter      []int   // ranks of local index idx on the other nodes, by node
+	byNode       [][]int // byNode[m][j]: the rank of local index j on node m
 }
 
 // hierLayout returns the layout when the hierarchical plan applies: at
@@ -68,7 +69,7 @@ func (c Config) hierLayout() (layout, bool) {
 		}
 		byNode[n] = append(byNode[n], r)
 	}
-	l := layout{nodes: len(byNode), local: len(byNode[0]), node: c.Nodes[c.Rank]}
+	l := layout{nodes: len(byNode), local: len(byNode[0]), node: c.Nodes[c.Rank], byNode: byNode}
 	for _, rs := range byNode {
 		if len(rs) != l.local {
 			return layout{}, false
@@ -207,16 +208,28 @@ func localIndexOf(ci, me int) int {
 	return ci + 1
 }
 
-// hierPlans puts the hierarchical AllReduce before the flat port-channel
-// plan flat where the nodes allow it (Config.Nodes); SelectFor falls back
-// to flat for Avg and PreMulSum.
-func hierPlans(c Config, flat *plan.Plan) ([]Choice, error) {
+// hierPlans puts the hierarchical plan of coll (AllReduce, AllGather,
+// ReduceScatter) before the flat port-channel plan flat where the nodes
+// allow it (Config.Nodes); SelectFor falls back to flat for Avg and
+// PreMulSum where the hierarchical plan reduces in stages.
+func hierPlans(c Config, coll Collective, flat *plan.Plan) ([]Choice, error) {
 	if _, ok := c.hierLayout(); !ok {
 		return []Choice{{Plan: flat}}, nil
 	}
-	h, err := AllReduce2PH(c)
+	var h *plan.Plan
+	var err error
+	switch coll {
+	case AllReduce:
+		h, err = AllReduce2PH(c)
+	case AllGather:
+		h, err = AllGather2PH(c)
+	case ReduceScatter:
+		h, err = ReduceScatter2PH(c)
+	default:
+		return []Choice{{Plan: flat}}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	return []Choice{{Plan: h, Staged: true}, {Plan: flat}}, nil
+	return []Choice{{Plan: h, Staged: coll.Reduces()}, {Plan: flat}}, nil
 }

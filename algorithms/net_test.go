@@ -2,6 +2,7 @@ package algorithms
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/weftccl/weft/hal/plan"
@@ -55,34 +56,46 @@ func TestPortPlansOfEveryCollective(t *testing.T) {
 	}
 }
 
-// The hierarchical AllReduce is chosen on ≥ 2 nodes of ≥ 2 ranks, for the
-// operators it serves, and its plans validate on every rank.
-func TestAllReduce2PHSelection(t *testing.T) {
-	for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 0, 1}, {0, 0, 1, 1, 2, 2}} {
-		for r := range nodes {
-			c := DefaultConfig(r, len(nodes), 4, false)
-			c.PortOnly, c.Nodes = true, nodes
-			cs, err := Plans(c, AllReduce, 0)
-			if err != nil {
-				t.Fatalf("nodes %v rank %d: %v", nodes, r, err)
-			}
-			if len(cs) != 2 || !cs[0].Staged {
-				t.Fatalf("nodes %v rank %d: choices %v, want 2PH then the flat port plan", nodes, r, cs)
-			}
-			if i := SelectFor(cs, 1<<20, plan.Float32, plan.Sum); i != 0 {
-				t.Errorf("Sum selects %s", cs[i].Plan.Name)
-			}
-			if i := SelectFor(cs, 1<<20, plan.Float32, plan.Avg); i != 1 {
-				t.Errorf("Avg selects %s", cs[i].Plan.Name)
+// The hierarchical AllReduce, AllGather and ReduceScatter are chosen on ≥ 2
+// nodes of ≥ 2 ranks, for the operators they serve; their plans validate on
+// every rank, and the ranks of a plan agree on its name, semaphores and
+// scratch slots (channels.Setup refuses plans that differ).
+func TestHierarchicalSelection(t *testing.T) {
+	for _, coll := range []Collective{AllReduce, AllGather, ReduceScatter} {
+		for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 0, 1}, {0, 0, 1, 1, 2, 2}} {
+			var first *plan.Plan
+			for r := range nodes {
+				c := DefaultConfig(r, len(nodes), 4, false)
+				c.PortOnly, c.Nodes = true, nodes
+				cs, err := Plans(c, coll, 0)
+				if err != nil {
+					t.Fatalf("%v nodes %v rank %d: %v", coll, nodes, r, err)
+				}
+				if len(cs) != 2 || cs[0].Staged != coll.Reduces() || !strings.Contains(cs[0].Plan.Name, "-2ph-") {
+					t.Fatalf("%v nodes %v rank %d: choices %v, want 2PH then the flat port plan", coll, nodes, r, cs)
+				}
+				if i := SelectFor(cs, 1<<20, plan.Float32, plan.Sum); i != 0 {
+					t.Errorf("%v: Sum selects %s", coll, cs[i].Plan.Name)
+				}
+				if want := map[bool]int{true: 1, false: 0}[coll.Reduces()]; SelectFor(cs, 1<<20, plan.Float32, plan.Avg) != want {
+					t.Errorf("%v: Avg selects %s", coll, cs[SelectFor(cs, 1<<20, plan.Float32, plan.Avg)].Plan.Name)
+				}
+				p := cs[0].Plan
+				if first == nil {
+					first = p
+				} else if p.Name != first.Name || p.Semaphores != first.Semaphores || p.ScratchSlots != first.ScratchSlots {
+					t.Errorf("%v nodes %v: rank %d has %s (%d semaphores, %d slots), rank 0 %s (%d, %d)", coll, nodes, r,
+						p.Name, p.Semaphores, p.ScratchSlots, first.Name, first.Semaphores, first.ScratchSlots)
+				}
 			}
 		}
-	}
-	for _, nodes := range [][]int{nil, {0, 0, 0, 1}, {0, 1, 2, 3}, {0, 0, 0, 0}} {
-		c := DefaultConfig(0, 4, 4, false)
-		c.PortOnly, c.Nodes = true, nodes
-		cs, err := Plans(c, AllReduce, 0)
-		if err != nil || len(cs) != 1 {
-			t.Errorf("nodes %v: %d choices, %v; want the flat plan only", nodes, len(cs), err)
+		for _, nodes := range [][]int{nil, {0, 0, 0, 1}, {0, 1, 2, 3}, {0, 0, 0, 0}} {
+			c := DefaultConfig(0, 4, 4, false)
+			c.PortOnly, c.Nodes = true, nodes
+			cs, err := Plans(c, coll, 0)
+			if err != nil || len(cs) != 1 {
+				t.Errorf("%v nodes %v: %d choices, %v; want the flat plan only", coll, nodes, len(cs), err)
+			}
 		}
 	}
 }

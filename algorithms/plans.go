@@ -487,8 +487,8 @@ func Plans(c Config, coll Collective, root int) ([]Choice, error) {
 		switch {
 		case err != nil:
 			return nil, err
-		case p != nil && coll == AllReduce && c.PortOnly:
-			return hierPlans(c, p)
+		case p != nil && c.PortOnly && (coll == AllReduce || coll == AllGather || coll == ReduceScatter):
+			return hierPlans(c, coll, p)
 		case p != nil:
 			return []Choice{{Plan: p}}, nil
 		case c.PortOnly:

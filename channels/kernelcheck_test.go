@@ -51,6 +51,30 @@ func TestGeneratedKernelsCompile(t *testing.T) {
 	}
 	cfg := algorithms.DefaultConfig(0, 3, 132, true)
 	var srcs []string
+	// The hierarchical plans (2 nodes of 2 ranks, ranks 0 and 3): memory
+	// channels inside the node, port channels across it.
+	for _, r := range []int{0, 3} {
+		hc := algorithms.DefaultConfig(r, 4, 132, true)
+		hc.PortOnly, hc.Nodes = true, []int{0, 0, 1, 1}
+		for _, coll := range []algorithms.Collective{algorithms.AllReduce, algorithms.AllGather, algorithms.ReduceScatter} {
+			choices, err := algorithms.Plans(hc, coll, 0)
+			if err != nil || !strings.Contains(choices[0].Plan.Name, "-2ph-") {
+				t.Fatalf("%v on 2 nodes: %v, %v", coll, choices, err)
+			}
+			for _, k := range []struct {
+				t  plan.DataType
+				op plan.RedOp
+			}{{plan.Float32, plan.Sum}, {plan.BFloat16, plan.Max}} {
+				src, err := plan.EmitCUDA(choices[0].Plan, k.t, k.op)
+				if err != nil {
+					t.Fatalf("%s: %v", choices[0].Plan.Name, err)
+				}
+				name := fmt.Sprintf("k%d.cu", len(srcs))
+				files[name] = "#include \"prelude.h\"\n" + src
+				srcs = append(srcs, name)
+			}
+		}
+	}
 	for _, coll := range algorithms.Collectives {
 		for _, root := range []int{0, 2} {
 			if root != 0 && !coll.Rooted() {

@@ -1,0 +1,199 @@
+package algorithms
+
+import (
+	"fmt"
+
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// Hierarchical AllGather and ReduceScatter (2PH, as AllReduce2PH in
+// hier.go) for L ranks on each of N nodes. The flat port-channel plans send
+// every rank's segment to each of the (N−1)·L ranks on other nodes; these
+// send it to the N−1 counterparts only (the ranks of the same local index
+// on the other nodes) and finish inside the node over memory channels, so
+// each rank puts (N−1)·S on the network instead of (N−1)·L·S (S: one
+// rank's segment). Both run in windows of Config.HB.Window bytes per
+// segment, with Config.HB's blocks and threads; slot halves alternate by
+// window as in every windowed plan.
+
+// Semaphores of AllGather2PH and ReduceScatter2PH (per block: base + part).
+const (
+	gData1 = iota
+	gFree1
+	gData2
+	gFree2
+	gDone
+	gSems
+)
+
+// hierSetup is what both plans share: the layout, the channels (memory
+// channels to the local peers first, then port channels to the
+// counterparts), their indices and the block count.
+type hierSetup struct {
+	lay    layout
+	chs    []plan.Channel
+	lc, rc []int // channel indices of the local peers, of the counterparts
+	s      Shape
+}
+
+func (c Config) hierSetup(what string) (hierSetup, error) {
+	if err := c.validate(); err != nil {
+		return hierSetup{}, err
+	}
+	lay, ok := c.hierLayout()
+	if !ok {
+		return hierSetup{}, fmt.Errorf("algorithms: hierarchical %s needs ≥ 2 nodes of equal size ≥ 2 (nodes by rank: %v)", what, c.Nodes)
+	}
+	if err := validShape("hierarchical", c.HB); err != nil {
+		return hierSetup{}, err
+	}
+	h := hierSetup{lay: lay, s: c.HB}
+	for i, p := range lay.peers {
+		h.chs = append(h.chs, plan.Channel{Peer: p})
+		h.lc = append(h.lc, i)
+	}
+	for j, p := range lay.counter {
+		h.chs = append(h.chs, plan.Channel{Peer: p, Port: true})
+		h.rc = append(h.rc, lay.local-1+j)
+	}
+	return h, nil
+}
+
+// nodeAt is the node of position j in this rank's list of other nodes.
+func (h hierSetup) nodeAt(j int) int {
+	if j >= h.lay.node {
+		return j + 1
+	}
+	return j
+}
+
+// plan wraps the group of a hierarchical plan.
+func (h hierSetup) plan(c Config, name string, slots int, ops []plan.Op) (*plan.Plan, error) {
+	b := h.s.Blocks
+	all := append(append([]int{}, h.lc...), h.rc...)
+	g := plan.Group{Blocks: b, Window: h.s.Window, NChunks: 1, Ops: ops,
+		After: cat(signals(all, sem(gDone, b)), waits(all, sem(gDone, b)), flushes(h.rc))}
+	p := &plan.Plan{Name: fmt.Sprintf("%s-2ph-%dx%d-%dx%d-w%d", name, h.lay.nodes, h.lay.local, b, h.s.Threads, h.s.Window),
+		Rank: c.Rank, NRanks: c.NRanks, Channels: h.chs, Threads: h.s.Threads, Unroll: h.s.Unroll, Scratch: plan.Simple,
+		ScratchSlots: slots, Semaphores: gSems * b, Groups: []plan.Group{g}}
+	return p, p.Validate()
+}
+
+// AllGather2PH builds the hierarchical AllGather of one rank (node n, local
+// index l). In each window:
+//
+//  1. inter-node: put the input window into this rank's slot of every
+//     counterpart (port channels); wait for theirs. This rank now holds
+//     the segments of local index l of all N nodes.
+//  2. intra-node: write each of those N segments into this rank's slot
+//     set of every local peer and into its own output (one transfer per
+//     segment, all destinations at once); wait for the peers' N segments
+//     each and copy them into the output.
+//
+// Scratch: 2 halves × (N−1 + (L−1)·N) window-sized slots.
+func AllGather2PH(c Config) (*plan.Plan, error) {
+	h, err := c.hierSetup("AllGather")
+	if err != nil {
+		return nil, err
+	}
+	L, N, n, l, b := h.lay.local, h.lay.nodes, h.lay.node, h.lay.idx, h.s.Blocks
+	slot1 := func(j int) int { return j }                  // from the counterpart at node-list position j
+	slot2 := func(i, k int) int { return N - 1 + i*N + k } // node k's segment from the local peer at position i
+	var ops []plan.Op
+	// Phase 1: exchange with the counterparts.
+	ops = append(ops, skip(waits(h.rc, sem(gFree1, b)), 2, 0)...)
+	for j, ci := range h.rc {
+		ops = append(ops, plan.PortPut(ci, 0, 1, plan.RS(ci, slot1(slotOf(n, h.nodeAt(j)))), plan.L(plan.Input)))
+	}
+	ops = append(ops, signals(h.rc, sem(gData1, b))...)
+	ops = append(ops, waits(h.rc, sem(gData1, b))...)
+	// Phase 2: spread the N segments of local index l inside the node.
+	ops = append(ops, skip(waits(h.lc, sem(gFree2, b)), 2, 0)...)
+	for k := 0; k < N; k++ {
+		src := plan.L(plan.Input)
+		if k != n {
+			src = plan.LS(slot1(slotOf(k, n)))
+		}
+		dsts := []plan.Ref{plan.L(plan.Output).At(h.lay.byNode[k][l])}
+		for ci := range h.lc {
+			dsts = append(dsts, plan.RS(ci, slot2(slotOf(l, localIndexOf(ci, l)), k)))
+		}
+		ops = append(ops, xfer(dsts, src))
+	}
+	ops = append(ops, skip(signals(h.rc, sem(gFree1, b)), 0, 2)...)
+	ops = append(ops, signals(h.lc, sem(gData2, b))...)
+	ops = append(ops, waits(h.lc, sem(gData2, b))...)
+	for ci := range h.lc {
+		m := localIndexOf(ci, l)
+		for k := 0; k < N; k++ {
+			ops = append(ops, xfer([]plan.Ref{plan.L(plan.Output).At(h.lay.byNode[k][m])}, plan.LS(slot2(ci, k))))
+		}
+	}
+	ops = append(ops, skip(signals(h.lc, sem(gFree2, b)), 0, 2)...)
+	return h.plan(c, "all_gather", N-1+(L-1)*N, ops)
+}
+
+// ReduceScatter2PH builds the hierarchical ReduceScatter of one rank (node
+// n, local index l). Rank (k, l)'s output is the sum over every rank of
+// its input segment (k, l). In each window:
+//
+//  1. intra-node: write, for every node k, input segment (k, m) into this
+//     rank's slot set of local peer m; wait for the peers' segments (k, l)
+//     and reduce, for every node k, the L partials of segment (k, l):
+//     into the output for k = n, into a staging slot for the others.
+//  2. inter-node: put each staged partial into this rank's slot of the
+//     counterpart on its node (port channels), flush (the engines read the
+//     staging slots), wait for the counterparts' partials and add them to
+//     the output.
+//
+// The reduction happens in two stages, so the plan serves the operators
+// without scaling (Choice.Staged). Scratch: 2 halves × ((L−1)·N + 2(N−1))
+// window-sized slots.
+func ReduceScatter2PH(c Config) (*plan.Plan, error) {
+	h, err := c.hierSetup("ReduceScatter")
+	if err != nil {
+		return nil, err
+	}
+	L, N, n, l, b := h.lay.local, h.lay.nodes, h.lay.node, h.lay.idx, h.s.Blocks
+	slot1 := func(i, k int) int { return i*N + k }          // node k's partial from the local peer at position i
+	stage := func(j int) int { return (L-1)*N + j }         // this rank's partial for the counterpart at position j
+	slot2 := func(j int) int { return (L-1)*N + N - 1 + j } // from the counterpart at position j
+	var ops []plan.Op
+	// Phase 1: intra-node reduce of every node's segment of local index l.
+	ops = append(ops, skip(waits(h.lc, sem(gFree1, b)), 2, 0)...)
+	for ci := range h.lc {
+		m := localIndexOf(ci, l)
+		for k := 0; k < N; k++ {
+			ops = append(ops, xfer([]plan.Ref{plan.RS(ci, slot1(slotOf(l, m), k))}, plan.L(plan.Input).At(h.lay.byNode[k][m])))
+		}
+	}
+	ops = append(ops, signals(h.lc, sem(gData1, b))...)
+	ops = append(ops, waits(h.lc, sem(gData1, b))...)
+	for k := 0; k < N; k++ {
+		srcs := []plan.Ref{plan.L(plan.Input).At(h.lay.byNode[k][l])}
+		for ci := range h.lc {
+			srcs = append(srcs, plan.LS(slot1(ci, k)))
+		}
+		dst := plan.L(plan.Output)
+		if k != n {
+			dst = plan.LS(stage(slotOf(k, n)))
+		}
+		ops = append(ops, xfer([]plan.Ref{dst}, srcs...))
+	}
+	ops = append(ops, skip(signals(h.lc, sem(gFree1, b)), 0, 2)...)
+	// Phase 2: exchange the partials with the counterparts.
+	ops = append(ops, skip(waits(h.rc, sem(gFree2, b)), 2, 0)...)
+	for j, ci := range h.rc {
+		ops = append(ops, plan.PortPut(ci, 0, 1, plan.RS(ci, slot2(slotOf(n, h.nodeAt(j)))), plan.LS(stage(j))))
+	}
+	ops = append(ops, signals(h.rc, sem(gData2, b))...)
+	ops = append(ops, flushes(h.rc)...)
+	ops = append(ops, waits(h.rc, sem(gData2, b))...)
+	srcs := []plan.Ref{plan.L(plan.Output)}
+	for j := range h.rc {
+		srcs = append(srcs, plan.LS(slot2(j)))
+	}
+	ops = append(ops, xfer([]plan.Ref{plan.L(plan.Output)}, srcs...))
+	ops = append(ops, skip(signals(h.rc, sem(gFree2, b)), 0, 2)...)
+	return h.plan(c, "reduce_scatter", (L-1)*N+2*(N-1), ops)
+}
