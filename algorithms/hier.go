@@ -46,8 +46,8 @@ const (
 
 // layout is the node structure of Config.Nodes seen from one rank.
 type layout struct {
-	nodes, local int   // N nodes, L ranks on each
-	node, idx    int   // this rank's node and local index
+	nodes, local int     // N nodes, L ranks on each
+	node, idx    int     // this rank's node and local index
 	peers        []int   // ranks of this node other than this one, by local index
 	counter      []int   // ranks of local index idx on the other nodes, by node
 	byNode       [][]int // byNode[m][j]: the rank of local index j on node m
