@@ -9,8 +9,6 @@ import (
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/nvlink"
 	"github.com/weftccl/weft/hal/plan"
-	"github.com/weftccl/weft/internal/cuda"
-	"github.com/weftccl/weft/internal/env"
 )
 
 // checkCandidates runs every candidate of the tuner's search space
@@ -66,17 +64,7 @@ func TestTuneCandidatesHost(t *testing.T) {
 // call and then faulted (a rank's teardown freed scratch its peer's
 // kernel still wrote), which says nothing about the plans.
 func TestTuneCandidatesNVLink(t *testing.T) {
-	a, err := hal.Probe(nvlink.Name)
-	if err != nil || !a.Available {
-		if env.Required(nvlink.Name) {
-			t.Fatalf("WEFT_REQUIRE=nvlink but the backend is unavailable: %v %s", err, a.Reason)
-		}
-		t.Skipf("nvlink backend unavailable: %s", a.Reason)
-	}
-	n, err := cuda.DeviceCount()
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := requireGPUs(t)
 	if n < 2 {
 		t.Skipf("%d GPU: the candidates are checked with one rank per GPU on 2 or more", n)
 	}

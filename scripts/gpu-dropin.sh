@@ -13,16 +13,9 @@
 #         BENCH_COLLS="all_reduce ..."  BENCH_MAX=1G  SOAK_N=100000  STEPS="dropin ddp kill cbench bench soak"
 #         DROPIN_ARGS="..." (extra dropin_check.py flags)  WEFT_NCCL_FALLBACK=0 (forwarding off)
 set -u
-OUT=${OUT:-./gpu-out}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-ROOT=$(pwd)
-B=$ROOT/.gpu
+# shellcheck source=scripts/steps.sh
+source "$(dirname "$0")/steps.sh"
 LIB=$B/libweft_nccl.so
-WORK=$(mktemp -d /tmp/gpu-dropin.XXXXXX)
-L=$WORK/logs
-mkdir -p "$L"
-T0=$(date +%s)
 BUDGET=${BUDGET:-500}
 STEPS=${STEPS:-"dropin ddp kill cbench bench soak"}
 
@@ -43,8 +36,6 @@ SOAK_N=${SOAK_N:-100000}
 PORT=29700
 TORCHRUN="python3 -m torch.distributed.run --nproc-per-node $NP --master-addr 127.0.0.1"
 
-# shellcheck source=scripts/steps.sh
-source "$(dirname "$0")/steps.sh"
 
 # Command prefixes (timeout cannot run shell functions): weft preloaded with its log on, or the real NCCL.
 WEFT_ENV=(env LD_PRELOAD="$LIB" WEFT_DEBUG=INFO NCCL_DEBUG=INFO)

@@ -8,22 +8,13 @@
 #
 # Knobs: COLLS="all_reduce all_gather reduce_scatter alltoall"  TYPES="float"  MAXB=256M  BUDGET=540
 set -u
-OUT=${OUT:-./gpu-out}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-ROOT=$(pwd)
-B=$ROOT/.gpu
-WORK=$(mktemp -d /tmp/gpu-net.XXXXXX)
-L=$WORK/logs
-mkdir -p "$L"
-T0=$(date +%s)
+# shellcheck source=scripts/steps.sh
+source "$(dirname "$0")/steps.sh"
 BUDGET=${BUDGET:-540}
 COLLS=${COLLS:-"all_reduce all_gather reduce_scatter alltoall"}
 TYPES=${TYPES:-float}
 MAXB=${MAXB:-256M}
 STEPS=$(for c in $COLLS; do for t in $TYPES; do printf '%s-%s ' "$c" "$t"; done; done)
-# shellcheck source=scripts/steps.sh
-source "$(dirname "$0")/steps.sh"
 
 # Never NVLink multicast on these hosts. Both libraries on sockets, over the same interface.
 export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket

@@ -7,19 +7,10 @@
 # Knobs: STEPS="tests conf-nvlink conf-pcie lat bench-ce bench-pcie moe"  BUDGET=540
 #        CE_MIN=256M CE_MAX=1G  PCIE_MAX=256M
 set -u
-OUT=${OUT:-./gpu-out}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-ROOT=$(pwd)
-B=$ROOT/.gpu
-WORK=$(mktemp -d /tmp/gpu-port.XXXXXX)
-L=$WORK/logs
-mkdir -p "$L"
-T0=$(date +%s)
-BUDGET=${BUDGET:-540}
-STEPS=${STEPS:-"tests conf-nvlink conf-pcie lat bench-ce bench-pcie moe"}
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
+BUDGET=${BUDGET:-540}
+STEPS=${STEPS:-"tests conf-nvlink conf-pcie lat bench-ce bench-pcie moe"}
 
 # Never NVLink multicast on these hosts.
 export NCCL_NVLS_ENABLE=0

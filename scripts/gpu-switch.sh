@@ -8,19 +8,10 @@
 #
 # Knobs: STEPS="nvrtc conf-nvswitch conf-xgmi regress"  BUDGET=420
 set -u
-OUT=${OUT:-./gpu-out}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-ROOT=$(pwd)
-B=$ROOT/.gpu
-WORK=$(mktemp -d /tmp/gpu-switch.XXXXXX)
-L=$WORK/logs
-mkdir -p "$L"
-T0=$(date +%s)
-BUDGET=${BUDGET:-420}
-STEPS=${STEPS:-"nvrtc conf-nvswitch conf-xgmi regress"}
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
+BUDGET=${BUDGET:-420}
+STEPS=${STEPS:-"nvrtc conf-nvswitch conf-xgmi regress"}
 
 # Never NVLink multicast on these hosts.
 export NCCL_NVLS_ENABLE=0

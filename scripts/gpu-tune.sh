@@ -15,21 +15,12 @@
 #
 # Knobs: STEPS="cand tune float bf16 small"  BUDGET=560  TUNE_MAX=512M  NPROC=2
 set -u
-OUT=${OUT:-./gpu-out}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-ROOT=$(pwd)
-B=$ROOT/.gpu
-WORK=$(mktemp -d /tmp/gpu-tune.XXXXXX)
-L=$WORK/logs
-mkdir -p "$L"
-T0=$(date +%s)
+# shellcheck source=scripts/steps.sh
+source "$(dirname "$0")/steps.sh"
 BUDGET=${BUDGET:-560}
 STEPS=${STEPS:-"cand tune float bf16 small"}
 TUNE_MAX=${TUNE_MAX:-512M}
 NPROC=${NPROC:-2}
-# shellcheck source=scripts/steps.sh
-source "$(dirname "$0")/steps.sh"
 
 # Never NVLink multicast on these hosts.
 export NCCL_NVLS_ENABLE=0

@@ -1,5 +1,17 @@
-# steps.sh: time-boxed steps for the one-call GPU scripts (sourced). Needs OUT, WORK, L, T0,
-# BUDGET and STEPS set by the caller; save() writes $OUT/summary.txt and $OUT/logs.tar.gz.
+# steps.sh: time-boxed steps for the one-call GPU scripts (sourced right after `set -u`, from the
+# repository root). It sets OUT (absolute; ./gpu-out unless OUT is set), ROOT, B (the bundle,
+# $ROOT/.gpu), WORK (a fresh /tmp folder named after the script), L ($WORK/logs) and T0. The
+# caller sets BUDGET and STEPS before its first step; save() writes $OUT/summary.txt and
+# $OUT/logs.tar.gz.
+OUT=${OUT:-./gpu-out}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+ROOT=$(pwd)
+B=$ROOT/.gpu
+WORK=$(mktemp -d "/tmp/$(basename "$0" .sh).XXXXXX")
+L=$WORK/logs
+mkdir -p "$L"
+T0=$(date +%s)
 rows=()
 nbad=0
 want() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }

@@ -84,24 +84,7 @@ func TestBenchHost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			boots := bootstrap.NewLocal(n)
-			errs := make([]error, n)
-			var out bytes.Buffer
-			job := fmt.Sprintf("bench-%s-%d", strings.ReplaceAll(coll.String(), "_", ""), time.Now().UnixNano())
-			var wg sync.WaitGroup
-			for r := 0; r < n; r++ {
-				wg.Add(1)
-				go func(r int) {
-					defer wg.Done()
-					defer boots[r].Close()
-					var w bytes.Buffer
-					errs[r] = benchRank(context.Background(), cfg, boots[r], r, job, &w)
-					if r == 0 {
-						out = w
-					}
-				}(r)
-			}
-			wg.Wait()
+			out, errs := benchRanks(cfg, n, fmt.Sprintf("bench-%s-%d", strings.ReplaceAll(coll.String(), "_", ""), time.Now().UnixNano()))
 			for r, err := range errs {
 				if err != nil {
 					t.Errorf("rank %d: %v", r, err)
@@ -148,4 +131,27 @@ func TestBenchHost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// benchRanks runs `weft bench` with cfg on n goroutine ranks of job and
+// returns rank 0's output and every rank's error.
+func benchRanks(cfg *benchConfig, n int, job string) (bytes.Buffer, []error) {
+	boots := bootstrap.NewLocal(n)
+	errs := make([]error, n)
+	var out bytes.Buffer
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			defer boots[r].Close()
+			var w bytes.Buffer
+			errs[r] = benchRank(context.Background(), cfg, boots[r], r, job, &w)
+			if r == 0 {
+				out = w
+			}
+		}(r)
+	}
+	wg.Wait()
+	return out, errs
 }

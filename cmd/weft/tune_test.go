@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/weftccl/weft/algorithms"
-	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/hal"
 )
 
@@ -115,24 +111,8 @@ func TestTuneHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	boots := bootstrap.NewLocal(n)
-	errs := make([]error, n)
-	var out bytes.Buffer
 	job := fmt.Sprintf("tune-%d", time.Now().UnixNano())
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			defer boots[r].Close()
-			var w bytes.Buffer
-			errs[r] = benchRank(context.Background(), cfg, boots[r], r, job, &w)
-			if r == 0 {
-				out = w
-			}
-		}(r)
-	}
-	wg.Wait()
+	out, errs := benchRanks(cfg, n, job)
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: %v\n%s", r, err, out.String())
@@ -175,21 +155,7 @@ func TestTuneHost(t *testing.T) {
 	if cfg, err = o.validate("all_reduce"); err != nil {
 		t.Fatal(err)
 	}
-	boots = bootstrap.NewLocal(n)
-	out.Reset()
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			defer boots[r].Close()
-			var w bytes.Buffer
-			errs[r] = benchRank(context.Background(), cfg, boots[r], r, job+"b", &w)
-			if r == 0 {
-				out = w
-			}
-		}(r)
-	}
-	wg.Wait()
+	out, errs = benchRanks(cfg, n, job+"b")
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("bench with the tuning file: rank %d: %v", r, err)
