@@ -118,8 +118,24 @@ func oneAllReduce(c *weft.Comm, dev hal.Device, s hal.Stream, count int64, dt pl
 		defer c.Deregister(out)
 	}
 	defer c.Deregister(in)
+	return allReduceOn(c, dev, s, in, out, count, dt, op)
+}
+
+// allReduceOn runs one AllReduce of count elements from in to out (in
+// place when they are the same buffer), with the output poisoned first,
+// and checks every element.
+func allReduceOn(c *weft.Comm, dev hal.Device, s hal.Stream, in, out hal.Buffer, count int64, dt plan.DataType, op plan.RedOp) error {
 	if err := dev.Write(in, 0, check.Input(dt, op, c.Rank(), count)); err != nil {
 		return err
+	}
+	if out != in && count > 0 {
+		poison := make([]byte, count*int64(dt.Size()))
+		for i := range poison {
+			poison[i] = 0xA5
+		}
+		if err := dev.Write(out, 0, poison); err != nil {
+			return err
+		}
 	}
 	if err := c.AllReduce(in, out, count, dt, op, s); err != nil {
 		return err
@@ -224,10 +240,34 @@ func runRanksConfig(t *testing.T, n int, edit func(*algorithms.Config), f func(r
 // every element.
 func sweep(sizes []int64, dt plan.DataType, op plan.RedOp) func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 	return func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		// One pair of buffers for the whole sweep: freeing device memory
+		// synchronises the whole device, so per-call buffers would make a
+		// rank wait, in cuMemFree, for a peer's kernel that waits for this
+		// rank's next launch when ranks share a GPU.
+		var top int64 = 1
+		for _, b := range sizes {
+			top = max(top, b)
+		}
+		in, err := dev.Alloc(top)
+		if err != nil {
+			return err
+		}
+		defer in.Free()
+		defer c.Deregister(in)
+		out, err := dev.Alloc(top)
+		if err != nil {
+			return err
+		}
+		defer out.Free()
+		defer c.Deregister(out)
 		for _, bytes := range sizes {
 			count := bytes / int64(dt.Size())
 			for _, inPlace := range []bool{false, true} {
-				if err := oneAllReduce(c, dev, s, count, dt, op, inPlace); err != nil {
+				dst := out
+				if inPlace {
+					dst = in
+				}
+				if err := allReduceOn(c, dev, s, in, dst, count, dt, op); err != nil {
 					return fmt.Errorf("%d bytes in-place=%v: %w", bytes, inPlace, err)
 				}
 			}
