@@ -78,6 +78,7 @@ func netCases(n int) []collCase {
 // point-to-point and checks each element; "netkill" runs AllReduce in a
 // loop until the rank named by WEFT_TEST_KILL kills itself.
 func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+	defer releaseCaseBuffers(c, dev)
 	n := c.Size()
 	if mode == "netkill" {
 		victim, _ := strconv.Atoi(os.Getenv("WEFT_TEST_KILL"))

@@ -131,6 +131,7 @@ func TestNVLSProcesses(t *testing.T) {
 // element by element, after checking that the NVLS plans are the ones in
 // use.
 func nvlsChild(c *weft.Comm, dev hal.Device, s hal.Stream) error {
+	defer releaseCaseBuffers(c, dev)
 	rank := c.Rank()
 	for _, k := range nvlsTypes(false) {
 		if !plan.SwitchSupports(k.t, k.op) {
