@@ -38,6 +38,7 @@ type T struct {
 	cleanups []func() error
 	streams  []hal.Stream
 	copier   *copier
+	stage    hal.Buffer    // Peek and Poke's staging buffer (staging)
 	netJob   string        // job id of the network's NetDevices (cfg.net)
 	nd       hal.NetDevice // opened by openNet
 	ep       hal.Endpoint  // the device's endpoint with nd's address
@@ -271,11 +272,10 @@ func (t *T) Peek(addr uint64, n int64) ([]byte, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	b, err := t.Dev.Alloc(n)
+	b, err := t.staging(n)
 	if err != nil {
-		return nil, t.Errorf("alloc %d bytes: %w", n, err)
+		return nil, err
 	}
-	defer b.Free()
 	if err := t.copy(b.Addr(), addr, n); err != nil {
 		return nil, err
 	}
@@ -288,15 +288,30 @@ func (t *T) Poke(addr uint64, data []byte) error {
 	if len(data) == 0 {
 		return nil
 	}
-	b, err := t.Dev.Alloc(int64(len(data)))
+	b, err := t.staging(int64(len(data)))
 	if err != nil {
-		return t.Errorf("alloc %d bytes: %w", len(data), err)
+		return err
 	}
-	defer b.Free()
 	if err := t.Write(b, 0, data); err != nil {
 		return err
 	}
 	return t.copy(addr, b.Addr(), int64(len(data)))
+}
+
+// staging returns the test's staging buffer of Peek and Poke, at least n
+// bytes. It is freed after the test, never during it: freeing device
+// memory synchronises the whole device, so a rank that freed while its
+// peer's kernel on the same GPU waited for this rank's next launch would
+// stall both until the deadline.
+func (t *T) staging(n int64) (hal.Buffer, error) {
+	if t.stage == nil || t.stage.Size() < n {
+		b, err := t.Alloc(max(n, 64<<10))
+		if err != nil {
+			return nil, err
+		}
+		t.stage = b
+	}
+	return t.stage, nil
 }
 
 // rankResult is how one rank's body ended. It crosses process boundaries
