@@ -153,3 +153,21 @@ func TestAllReducePlansFromTiers(t *testing.T) {
 		t.Errorf("first plan %v: want 1 block of 256 threads, LL8 scratch, 2048 bytes", p)
 	}
 }
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "8": 8, "4K": 4 << 10, "4kb": 4 << 10, " 16M ": 16 << 20, "1G": 1 << 30, "100B": 100} {
+		if got, err := algorithms.ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "K", "1T", "1.5M", "2000000G"} {
+		if _, err := algorithms.ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q): no error", in)
+		}
+	}
+	for _, b := range []int64{0, 8, 1000, 4 << 10, 48 << 10, 8 << 20, 3 << 30} {
+		if got, err := algorithms.ParseSize(algorithms.FormatSize(b)); err != nil || got != b {
+			t.Errorf("FormatSize(%d) = %q reads back as %d, %v", b, algorithms.FormatSize(b), got, err)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -113,27 +112,15 @@ func init() {
 	rootCmd.AddCommand(benchCmd)
 }
 
-// parseSize reads sizes as nccl-tests does: a number with an optional K,
-// M or G suffix (powers of 1024).
+// parseSize reads sizes as nccl-tests does (algorithms.ParseSize: a
+// number with an optional K, M or G suffix, powers of 1024); errors wrap
+// ErrInvalidArgument.
 func parseSize(s string) (int64, error) {
-	t := strings.TrimSpace(strings.ToUpper(s))
-	mult := int64(1)
-	switch {
-	case strings.HasSuffix(t, "K"):
-		mult, t = 1<<10, strings.TrimSuffix(t, "K")
-	case strings.HasSuffix(t, "M"):
-		mult, t = 1<<20, strings.TrimSuffix(t, "M")
-	case strings.HasSuffix(t, "G"):
-		mult, t = 1<<30, strings.TrimSuffix(t, "G")
+	v, err := algorithms.ParseSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("%v: %w", err, hal.ErrInvalidArgument)
 	}
-	v, err := strconv.ParseInt(strings.TrimSuffix(t, "B"), 10, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("size %q: want a non-negative number with an optional K, M or G suffix: %w", s, hal.ErrInvalidArgument)
-	}
-	if v > (1<<50)/mult {
-		return 0, fmt.Errorf("size %q is too large: %w", s, hal.ErrInvalidArgument)
-	}
-	return v * mult, nil
+	return v, nil
 }
 
 // benchConfig is the validated form of the flags.
