@@ -16,8 +16,11 @@
  * ranks), algbw = size/time, busbw = algbw x factor: allreduce 2(n-1)/n; allgather,
  * reducescatter and alltoall (n-1)/n; broadcast, reduce and sendrecv 1. #wrong counts wrong
  * elements over all ranks after one checked run per size (-c 1); inputs are small integers so
- * every result is exact in every type. -G N captures the -n iterations in a CUDA graph and
- * replays it N times (time = total / (n x N)); -G 0 times plain launches.
+ * every result is exact in every type. -o premulsum checks NCCL's per-rank rule: every rank
+ * creates its PreMulSum operator with its own scalar (1 + rank % 2), host-immediate or, with
+ * -S device, in device memory, and rank r's input is multiplied by rank r's scalar before the
+ * sum. -d all runs every NCCL 2.28 type in turn on one communicator. -G N captures the -n
+ * iterations in a CUDA graph and replays it N times (time = total / (n x N)); -G 0 times plain launches.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -54,8 +57,29 @@ static size_t g_tsize = 4;
 static int g_root = 0;
 static enum cudaStreamCaptureMode g_capmode = cudaStreamCaptureModeGlobal; /* PyTorch's default */
 static const char *g_tname = "float", *g_oname = "sum";
+/* -o premulsum: g_op is made by ncclRedOpCreatePreMulSum with this rank's own scalar
+ * (premul_scalar), host-immediate or, with -S device, read from device memory by every call. */
+static int g_premul, g_scalar_device;
+static void *g_scalar_dev; /* the device-resident scalar (-S device) */
 typedef ncclResult_t (*alltoall_fn)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
 static alltoall_fn g_alltoall; /* ncclAlltoAll where the library has it (NCCL >= 2.28), else grouped p2p */
+
+/* The data types cbench knows, by the names -d takes. */
+static const struct { const char *name; ncclDataType_t dt; size_t size; } type_table[] = {
+  {"int8", ncclInt8, 1},       {"uint8", ncclUint8, 1},       {"int32", ncclInt32, 4},
+  {"uint32", ncclUint32, 4},   {"int64", ncclInt64, 8},       {"uint64", ncclUint64, 8},
+  {"half", ncclHalf, 2},       {"float", ncclFloat, 4},       {"double", ncclDouble, 8},
+  {"bfloat16", ncclBfloat16, 2}, {"fp8e4m3", ncclFloat8e4m3, 1}, {"fp8e5m2", ncclFloat8e5m2, 1},
+};
+#define NTYPES ((int)(sizeof type_table / sizeof type_table[0]))
+static int set_type(const char *name) { /* 0 if name is not a type */
+  for (int i = 0; i < NTYPES; i++)
+    if (!strcmp(name, type_table[i].name)) {
+      g_dt = type_table[i].dt, g_tsize = type_table[i].size, g_tname = type_table[i].name;
+      return 1;
+    }
+  return 0;
+}
 
 static double busfactor(int c) {
   if (c == AR) return 2.0 * (g_n - 1) / g_n;
@@ -87,6 +111,18 @@ static uint16_t f2b(float f) {
   return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
 }
 static float b2f(uint16_t b) { uint32_t x = (uint32_t)b << 16; float f; memcpy(&f, &x, 4); return f; }
+/* fp8 (OCP formats: e4m3 with bias 7, no infinities; e5m2 with bias 15). The values cbench
+ * stores are small integers, all exact in both formats, so encoding searches the exact code. */
+static float fp8_decode(uint8_t b, int mbits, int bias) {
+  int e = (b >> mbits) & ((1 << (7 - mbits)) - 1), m = b & ((1 << mbits) - 1);
+  float f = e ? ldexpf(1.0f + (float)m / (1 << mbits), e - bias) : ldexpf((float)m / (1 << mbits), 1 - bias);
+  return (b & 0x80) ? -f : f;
+}
+static uint8_t fp8_encode(float f, int mbits, int bias) {
+  for (int b = 0; b < 256; b++)
+    if (fp8_decode((uint8_t)b, mbits, bias) == f && !(f == 0 && (b & 0x80))) return (uint8_t)b;
+  return 0x7f; /* NaN in e4m3, a NaN pattern in e5m2: a value that is not exact shows as wrong */
+}
 
 static void put(void *p, size_t i, double v) {
   switch (g_dt) {
@@ -96,6 +132,11 @@ static void put(void *p, size_t i, double v) {
   case ncclBfloat16: ((uint16_t *)p)[i] = f2b((float)v); break;
   case ncclInt32: ((int32_t *)p)[i] = (int32_t)v; break;
   case ncclInt64: ((int64_t *)p)[i] = (int64_t)v; break;
+  case ncclUint32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+  case ncclUint64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+  case ncclInt8: ((int8_t *)p)[i] = (int8_t)v; break;
+  case ncclFloat8e4m3: ((uint8_t *)p)[i] = fp8_encode((float)v, 3, 7); break;
+  case ncclFloat8e5m2: ((uint8_t *)p)[i] = fp8_encode((float)v, 2, 15); break;
   default: ((uint8_t *)p)[i] = (uint8_t)v; break;
   }
 }
@@ -107,20 +148,35 @@ static double get(const void *p, size_t i) {
   case ncclBfloat16: return b2f(((const uint16_t *)p)[i]);
   case ncclInt32: return ((const int32_t *)p)[i];
   case ncclInt64: return (double)((const int64_t *)p)[i];
+  case ncclUint32: return ((const uint32_t *)p)[i];
+  case ncclUint64: return (double)((const uint64_t *)p)[i];
+  case ncclInt8: return ((const int8_t *)p)[i];
+  case ncclFloat8e4m3: return fp8_decode(((const uint8_t *)p)[i], 3, 7);
+  case ncclFloat8e5m2: return fp8_decode(((const uint8_t *)p)[i], 2, 15);
   default: return ((const uint8_t *)p)[i];
   }
 }
 
-/* Rank s's input element i: a small integer, exact in every type, sums exact too. */
-static double val(int s, size_t i) {
-  int64_t v = (int64_t)((i * 7 + (size_t)s * 13 + 3) % 17) - 8;
-  return g_dt == ncclUint8 ? (double)(v + 8) : (double)v;
+static int unsigned_type(void) {
+  return g_dt == ncclUint8 || g_dt == ncclUint32 || g_dt == ncclUint64;
 }
+/* Rank s's input element i: a small integer, exact in every type, sums exact too (fp8 and
+ * PreMulSum draw from a narrower range so that every scaled sum stays exact in e4m3). */
+static double val(int s, size_t i) {
+  int narrow = g_dt == ncclFloat8e4m3 || g_dt == ncclFloat8e5m2 || g_premul;
+  int span = narrow ? 5 : 17;
+  int64_t v = (int64_t)((i * 7 + (size_t)s * 13 + 3) % span) - span / 2;
+  return unsigned_type() ? (double)(v + span / 2) : (double)v;
+}
+/* premul_scalar is rank s's PreMulSum multiplier: a different one on every rank (1, 2, 1, 2,
+ * ... keeps n-rank sums of the narrow inputs exact in every type). */
+static double premul_scalar(int s) { return (double)(1 + s % 2); }
 static double red(size_t i, size_t off) { /* reduction of element off+i over the ranks */
-  double a = val(0, off + i);
+  double a = g_premul ? premul_scalar(0) * val(0, off + i) : val(0, off + i);
   for (int s = 1; s < g_n; s++) {
     double b = val(s, off + i);
-    a = g_op == ncclSum ? a + b : g_op == ncclMax ? (a > b ? a : b) : (a < b ? a : b);
+    if (g_premul) a += premul_scalar(s) * b;
+    else a = g_op == ncclSum ? a + b : g_op == ncclMax ? (a > b ? a : b) : (a < b ? a : b);
   }
   return a;
 }
@@ -237,6 +293,18 @@ static double across(double v, ncclRedOp_t op, double *dev) {
   return v;
 }
 
+/* premul_create makes this rank's PreMulSum operator for the current type (-o premulsum). */
+static void premul_create(void) {
+  unsigned char sc[8];
+  put(sc, 0, premul_scalar(g_rank));
+  if (g_scalar_device) {
+    if (!g_scalar_dev) CUDACHECK(cudaMalloc(&g_scalar_dev, 8));
+    CUDACHECK(cudaMemcpy(g_scalar_dev, sc, g_tsize, cudaMemcpyHostToDevice));
+  }
+  NCCLCHECK(ncclRedOpCreatePreMulSum(&g_op, g_scalar_device ? g_scalar_dev : (void *)sc, g_dt,
+                                     g_scalar_device ? ncclScalarDevice : ncclScalarHostImmediate, g_comm));
+}
+
 /* ---------------------------------------------------------------- ranks and the unique id */
 static size_t parse_size(const char *a) {
   char *end;
@@ -316,8 +384,12 @@ static void exchange_id(ncclUniqueId *id, const char *path) {
 static void usage(void) {
   fprintf(stderr,
     "usage: cbench [-g nprocs] [-t colls] [-b min] [-e max] [-f factor] [-w warmup] [-n iters] [-G graphs]\n"
-    "              [-c 0|1] [-p 0|1] [-d float|half|bfloat16|double|int32|int64|uint8] [-o sum|max|min]\n"
+    "              [-c 0|1] [-p 0|1] [-d TYPE|all] [-o sum|max|min|premulsum] [-S host|device]\n"
     "              [-r root] [-a auto|p2p] [-u idfile] [-C global|thread|relaxed]\n"
+    "  TYPE: float half bfloat16 double int8 uint8 int32 uint32 int64 uint64 fp8e4m3 fp8e5m2;\n"
+    "     all: every type in turn, on one communicator\n"
+    "  -o premulsum: ncclRedOpCreatePreMulSum with a different scalar on each rank (1 + rank %% 2),\n"
+    "     -S host (ncclScalarHostImmediate, default) or -S device (ncclScalarDevice)\n"
     "  colls: comma list of allreduce,allgather,reducescatter,broadcast,reduce,alltoall,sendrecv (default all)\n"
     "  -p 0: out-of-place only; -a p2p: alltoall as grouped send/recv even where ncclAlltoAll exists\n"
     "  -C: the graph capture mode (default global, as PyTorch)\n");
@@ -327,9 +399,10 @@ static void usage(void) {
 int main(int argc, char **argv) {
   size_t minb = 8, maxb = 32 << 20;
   int factor = 2, warmup = 5, iters = 20, graphs = 0, docheck = 1, inplace = 1, nprocs = 0, a2a_p2p = 0;
+  const char *types = "float";
   const char *colls = "allreduce,allgather,reducescatter,broadcast,reduce,alltoall,sendrecv", *idfile = NULL;
   int opt;
-  while ((opt = getopt(argc, argv, "g:t:b:e:f:w:n:G:c:p:d:o:r:a:u:C:h")) != -1) {
+  while ((opt = getopt(argc, argv, "g:t:b:e:f:w:n:G:c:p:d:o:r:a:u:C:S:h")) != -1) {
     switch (opt) {
     case 'g': nprocs = atoi(optarg); break;
     case 't': colls = optarg; break;
@@ -344,26 +417,21 @@ int main(int argc, char **argv) {
     case 'r': g_root = atoi(optarg); break;
     case 'a': a2a_p2p = !strcmp(optarg, "p2p"); break;
     case 'u': idfile = optarg; break;
+    case 'S': g_scalar_device = !strcmp(optarg, "device"); if (!g_scalar_device && strcmp(optarg, "host")) usage(); break;
     case 'C':
       g_capmode = !strcmp(optarg, "thread") ? cudaStreamCaptureModeThreadLocal
                 : !strcmp(optarg, "relaxed") ? cudaStreamCaptureModeRelaxed : cudaStreamCaptureModeGlobal;
       break;
     case 'd':
-      g_tname = optarg;
-      if (!strcmp(optarg, "float")) g_dt = ncclFloat, g_tsize = 4;
-      else if (!strcmp(optarg, "half")) g_dt = ncclHalf, g_tsize = 2;
-      else if (!strcmp(optarg, "bfloat16")) g_dt = ncclBfloat16, g_tsize = 2;
-      else if (!strcmp(optarg, "double")) g_dt = ncclDouble, g_tsize = 8;
-      else if (!strcmp(optarg, "int32")) g_dt = ncclInt32, g_tsize = 4;
-      else if (!strcmp(optarg, "int64")) g_dt = ncclInt64, g_tsize = 8;
-      else if (!strcmp(optarg, "uint8")) g_dt = ncclUint8, g_tsize = 1;
-      else usage();
+      if (strcmp(optarg, "all") && !set_type(optarg)) usage();
+      types = optarg;
       break;
     case 'o':
       g_oname = optarg;
       if (!strcmp(optarg, "sum")) g_op = ncclSum;
       else if (!strcmp(optarg, "max")) g_op = ncclMax;
       else if (!strcmp(optarg, "min")) g_op = ncclMin;
+      else if (!strcmp(optarg, "premulsum")) g_premul = 1;
       else usage();
       break;
     default: usage();
@@ -408,7 +476,7 @@ int main(int argc, char **argv) {
     ncclGetVersion(&ver);
     const char *lib = dladdr((void *)ncclAllReduce, &info) && info.dli_fname ? info.dli_fname : "?";
     printf("# cbench: %d ranks, type %s, op %s, root %d, warmup %d, iters %d, graph %d, check %d\n",
-           g_n, g_tname, g_oname, g_root, warmup, iters, graphs, docheck);
+           g_n, types, g_oname, g_root, warmup, iters, graphs, docheck);
     printf("# ncclGetVersion %d; ncclAllReduce from %s; alltoall via %s\n", ver, lib,
            g_alltoall ? "ncclAlltoAll" : "grouped ncclSend/ncclRecv");
     fflush(stdout);
@@ -426,48 +494,57 @@ int main(int argc, char **argv) {
   if (docheck && !(h = malloc(cap))) { fprintf(stderr, "cbench: out of host memory\n"); return 5; }
 
   double total_wrong = 0;
-  for (int c = 0; c < NCOLL; c++) {
-    const char *p = strstr(colls, coll_name[c]);
-    size_t L = strlen(coll_name[c]);
-    if (!p || (p != colls && p[-1] != ',') || (p[L] && p[L] != ',')) continue;
-    int ip_ok = inplace && c != A2A && c != SR;
-    if (g_rank == 0) {
-      printf("#\n# %s\n#%12s %12s %9s %6s %5s %10s %8s %8s %7s %10s %8s %8s %7s\n", coll_name[c], "size(B)", "count",
-             "type", "redop", "root", "oop(us)", "algbw", "busbw", "#wrong", "ip(us)", "algbw", "busbw", "#wrong");
-      fflush(stdout);
-    }
-    for (size_t bytes = minb; bytes <= maxb; bytes *= factor) {
-      size_t count = bytes / g_tsize;
-      if (c == AG || c == RS || c == A2A) count -= count % g_n;
-      if (count == 0) continue;
-      size_t sz = count * g_tsize;
-      double t[2] = {0, 0}, wrong[2] = {0, 0};
-      for (int m = 0; m < 1 + ip_ok; m++) {
-        if (docheck) wrong[m] = across((double)check(c, m, S, R, count, h), ncclSum, dev1);
-        t[m] = across(timeit(c, m, S, R, count, warmup, iters, graphs), ncclMax, dev1);
-        total_wrong += wrong[m];
-      }
+  for (int ti = 0; ti < NTYPES; ti++) {
+    if (strcmp(types, "all") ? !set_type(types) || ti > 0 : !set_type(type_table[ti].name)) break;
+    if (g_premul) premul_create();
+    if (g_rank == 0 && !strcmp(types, "all")) printf("#\n# type %s\n", g_tname);
+    for (int c = 0; c < NCOLL; c++) {
+      const char *p = strstr(colls, coll_name[c]);
+      size_t L = strlen(coll_name[c]);
+      if (!p || (p != colls && p[-1] != ',') || (p[L] && p[L] != ',')) continue;
+      /* In place: every collective NCCL serves in place; AlltoAll through ncclAlltoAll only
+       * (grouped send/recv on one buffer is not an in-place AlltoAll). */
+      int ip_ok = inplace && c != SR && (c != A2A || g_alltoall);
       if (g_rank == 0) {
-        double bw0 = sz / t[0] / 1e3;
-        printf(" %12zu %12zu %9s %6s %5d %10.2f %8.2f %8.2f %7.0f", sz, count, g_tname,
-               (c == AR || c == RS || c == RD) ? g_oname : "none", (c == BC || c == RD) ? g_root : -1,
-               t[0], bw0, bw0 * busfactor(c), docheck ? wrong[0] : -1.0);
-        if (ip_ok) {
-          double bw1 = sz / t[1] / 1e3;
-          printf(" %10.2f %8.2f %8.2f %7.0f\n", t[1], bw1, bw1 * busfactor(c), docheck ? wrong[1] : -1.0);
-        } else {
-          printf(" %10s %8s %8s %7s\n", "-", "-", "-", "-");
-        }
+        printf("#\n# %s\n#%12s %12s %9s %6s %5s %10s %8s %8s %7s %10s %8s %8s %7s\n", coll_name[c], "size(B)", "count",
+               "type", "redop", "root", "oop(us)", "algbw", "busbw", "#wrong", "ip(us)", "algbw", "busbw", "#wrong");
         fflush(stdout);
       }
-      if (bytes > maxb / factor) break; /* no overflow past maxb */
+      for (size_t bytes = minb; bytes <= maxb; bytes *= factor) {
+        size_t count = bytes / g_tsize;
+        if (c == AG || c == RS || c == A2A) count -= count % g_n;
+        if (count == 0) continue;
+        size_t sz = count * g_tsize;
+        double t[2] = {0, 0}, wrong[2] = {0, 0};
+        for (int m = 0; m < 1 + ip_ok; m++) {
+          if (docheck) wrong[m] = across((double)check(c, m, S, R, count, h), ncclSum, dev1);
+          t[m] = across(timeit(c, m, S, R, count, warmup, iters, graphs), ncclMax, dev1);
+          total_wrong += wrong[m];
+        }
+        if (g_rank == 0) {
+          double bw0 = sz / t[0] / 1e3;
+          printf(" %12zu %12zu %9s %6s %5d %10.2f %8.2f %8.2f %7.0f", sz, count, g_tname,
+                 (c == AR || c == RS || c == RD) ? g_oname : "none", (c == BC || c == RD) ? g_root : -1,
+                 t[0], bw0, bw0 * busfactor(c), docheck ? wrong[0] : -1.0);
+          if (ip_ok) {
+            double bw1 = sz / t[1] / 1e3;
+            printf(" %10.2f %8.2f %8.2f %7.0f\n", t[1], bw1, bw1 * busfactor(c), docheck ? wrong[1] : -1.0);
+          } else {
+            printf(" %10s %8s %8s %7s\n", "-", "-", "-", "-");
+          }
+          fflush(stdout);
+        }
+        if (bytes > maxb / factor) break; /* no overflow past maxb */
+      }
     }
+    if (g_premul) NCCLCHECK(ncclRedOpDestroy(g_op, g_comm));
   }
   if (g_rank == 0) printf("# cbench: %.0f wrong elements in all\n", total_wrong);
   CUDACHECK(cudaFree(S));
   CUDACHECK(cudaFree(R));
   CUDACHECK(cudaFree(dev1));
   free(h);
+  if (g_scalar_dev) CUDACHECK(cudaFree(g_scalar_dev));
   NCCLCHECK(ncclCommDestroy(g_comm));
   return total_wrong > 0 ? 6 : 0;
 }
