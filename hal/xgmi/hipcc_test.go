@@ -188,8 +188,21 @@ var (
 		{plan.BFloat16, plan.Max}, {plan.Float16, plan.Prod}, {plan.Int32, plan.Min}, {plan.Float16, plan.PreMulSum},
 		{plan.Int32, plan.Avg}, {plan.Float32, plan.PreMulSum}, {plan.Float8E5M2, plan.Avg}, {plan.Float64, plan.Max},
 	}
-	hipFull = flag.Bool("hip-full", false, "compile every plan kernel to assembly for every data type and operator")
+	hipFull  = flag.Bool("hip-full", false, "compile every plan kernel to assembly for every data type and operator")
+	hipFront = flag.Bool("hip-front", false, "check every plan kernel of every data type and operator with the front end (the assembly set stays representative)")
 )
+
+// hipFullSet says which plan kernels TestPlanKernelsCompileHIP compiles
+// beyond the representative set (every plan once to assembly, for one case
+// in turn so that every data type and operator meets some plan, and FP8
+// Sum for every plan that reduces): full compiles every kernel to assembly
+// (-hip-full, or WEFT_HIP_FULL=1), frontAll checks every kernel with the
+// front end (-hip-front, or WEFT_HIP_FULL=front). The default keeps `make
+// test` short; the weekly CI job (.ci/hip-full) runs the full set.
+func hipFullSet() (full, frontAll bool) {
+	v := os.Getenv("WEFT_HIP_FULL")
+	return *hipFull || v == "1", *hipFront || v == "front"
+}
 
 // planCases returns the cases of plan p.
 func planCases(p *plan.Plan) []kernelCase {
@@ -336,49 +349,100 @@ func planUnits(t *testing.T, dir, prefix string, ks []planKernel, n int, flags [
 	return jobs
 }
 
-// TestPlanKernelsCompileHIP generates the kernel of every GPU plan
-// (gpuPlans) for every data type and operator of planCases and compiles it
-// with the channel library and the HIP HAL header for gfx942 and gfx90a:
-// all of them through clang's front end (templates instantiated, types
-// checked against the target), and every plan to AMDGPU assembly at -O3,
-// for one of its cases in turn (so that each case meets plans of every
-// collective and size) and, for plans that reduce, FP8 E4M3 Sum too (the
-// largest code); -hip-full compiles all of them to assembly. In the
+// TestPlanKernelsCompileHIP generates the kernels of every GPU plan
+// (gpuPlans) and compiles them with the channel library and the HIP HAL
+// header for gfx942 and gfx90a, to AMDGPU assembly at -O3. By default the
+// set is representative: every plan once, for one of its cases in turn (so
+// that every data type and operator of planCases meets some plan, and each
+// case meets plans of every collective and size), and, for plans that
+// reduce, FP8 E4M3 Sum too (the largest code). -hip-front (WEFT_HIP_FULL=front)
+// also checks every other plan × type × operator with the front end
+// (templates instantiated, types checked against the target); -hip-full
+// (WEFT_HIP_FULL=1) compiles all of them to assembly (hipFullSet). In the
 // assembly, each kernel must be there and call no function (everything
 // inlines; an external call would be a declaration that only ROCm's device
 // libraries define).
 func TestPlanKernelsCompileHIP(t *testing.T) {
 	clang := hipClang(t)
+	full, frontAll := hipFullSet()
 	start := time.Now()
 	dir := writeDeviceTree(t)
 	plans := gpuPlans(t)
+	// The representative set takes one communicator size of each plan
+	// (named alike for 2, 4 and 8 ranks), in turn, so that every size and
+	// every plan family appear; FP8 Sum goes with the 8-rank ones (the most
+	// sources).
+	sizes := map[string][]int{}
+	for _, p := range plans {
+		sizes[p.Name] = append(sizes[p.Name], p.NRanks)
+	}
+	chosen := map[string]int{}
+	for _, p := range plans {
+		if _, ok := chosen[p.Name]; !ok {
+			ns := sizes[p.Name]
+			chosen[p.Name] = ns[len(chosen)%len(ns)]
+		}
+	}
 	var all []planKernel
 	turn := map[bool]int{}
 	for _, p := range plans {
+		rep := chosen[p.Name] == p.NRanks
+		if !rep && !full && !frontAll {
+			continue
+		}
 		cases := planCases(p)
 		red := reduces(p)
-		pick := turn[red] % len(cases)
-		turn[red]++
+		pick := -1
+		if rep {
+			pick = turn[red] % len(cases)
+			turn[red]++
+		}
 		for i, k := range cases {
 			src, err := plan.EmitCUDA(p, k.t, k.op)
 			name := fmt.Sprintf("%s (rank %d of %d) %v %v", p.Name, p.Rank, p.NRanks, k.t, k.op)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			asm := *hipFull || i == pick || (red && k == kernelCase{plan.Float8E4M3, plan.Sum})
+			asm := full || i == pick || (rep && red && p.NRanks == 8 && k == kernelCase{plan.Float8E4M3, plan.Sum})
+			if !asm && !full && !frontAll {
+				continue // the representative set: every plan once, every case on some plan
+			}
 			all = append(all, planKernel{name: name, src: src, asm: asm})
 		}
 	}
-	var toAsm []planKernel
+	if !full {
+		// Every data type and operator is still compiled for some plan.
+		seen := map[kernelCase]bool{}
+		for _, p := range plans {
+			for _, k := range planCases(p) {
+				seen[k] = false
+			}
+		}
+		for _, k := range all {
+			for c := range seen {
+				if k.asm && strings.HasSuffix(k.name, fmt.Sprintf(" %v %v", c.t, c.op)) {
+					seen[c] = true
+				}
+			}
+		}
+		for c, ok := range seen {
+			if !ok {
+				t.Errorf("the representative set compiles no plan for %v %v", c.t, c.op)
+			}
+		}
+	}
+	var toAsm, frontOnly []planKernel
 	for _, k := range all {
 		if k.asm {
 			toAsm = append(toAsm, k)
+		} else {
+			frontOnly = append(frontOnly, k)
 		}
 	}
 	// Several kernels per translation unit, so that the library is parsed
 	// once per unit; units still outnumber the cores.
 	syntax := append(slices.Clone(planFlags), "-fsyntax-only")
-	frontJobs := planUnits(t, dir, "front", all, 32, syntax)
+	frontJobs := planUnits(t, dir, "front", frontOnly, 32, syntax)
 	asmJobs := planUnits(t, dir, "plans", toAsm, 6, planFlags)
 	compileAll(t, clang, dir, append(slices.Clone(asmJobs), frontJobs...))
 	failed := 0
@@ -406,8 +470,8 @@ func TestPlanKernelsCompileHIP(t *testing.T) {
 			t.Errorf("%s (%s): the kernels call a function; everything must inline", j.src, j.arch)
 		}
 	}
-	t.Logf("%d plans: %d kernels (plan × type × operator) through the front end and %d to assembly, for %s, by %s, in %v",
-		len(plans), len(all), len(toAsm), strings.Join(hipArches, " and "), hipVersion, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d plans: %d kernels (plan × type × operator) to assembly and %d more through the front end only, for %s, by %s, in %v",
+		len(plans), len(toAsm), len(frontOnly), strings.Join(hipArches, " and "), hipVersion, time.Since(start).Round(time.Millisecond))
 }
 
 // ---- the header's primitives, one kernel each ---------------------------------
