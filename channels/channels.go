@@ -127,6 +127,73 @@ func (r *Resources) Bytes() int64 {
 // for a plan with a switch buffer; errors of the device otherwise. On error
 // nothing stays allocated.
 func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scratchBytes int64, initialLaunch uint64) (_ *Resources, err error) {
+	s, err := newSetup(ctx, ex, dev, p, scratchBytes)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.r.Close()
+		}
+	}()
+	if s.port {
+		s.r.net = networkOf(dev)
+	}
+	if err := s.allocate(); err != nil {
+		return nil, err
+	}
+	if err := s.startLaunchCounter(initialLaunch); err != nil {
+		return nil, err
+	}
+	me, err := s.publish()
+	if err != nil {
+		return nil, err
+	}
+	cards, err := s.exchange(me)
+	if err != nil {
+		return nil, err
+	}
+	s.bindLocal()
+	for ci, ch := range p.Channels {
+		if err := s.connectChannel(ci, ch, me.Endpoint, cards[ch.Peer]); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.startProxy(); err != nil {
+		return nil, err
+	}
+	if err := s.connectSwitch(); err != nil {
+		return nil, err
+	}
+	if err := s.awaitPeers(); err != nil {
+		return nil, err
+	}
+	return s.r, nil
+}
+
+// setup is one call of Setup in progress: its arguments, the capabilities
+// the plan's channels use, and the resources built so far, which Setup
+// closes when a step fails.
+type setup struct {
+	ctx          context.Context
+	ex           Exchanger
+	dev          hal.Device
+	p            *plan.Plan
+	scratchBytes int64
+	// mm is the device's memory-mapped interface when a channel of the plan
+	// is a memory channel, pm its port-mapped one when a channel is a port
+	// channel (port); nil otherwise.
+	mm   hal.MemoryMapped
+	pm   hal.PortMapped
+	port bool
+	r    *Resources
+}
+
+// newSetup validates p against the bootstrap and finds the capabilities
+// its channels use; it allocates nothing. Errors: ErrInvalidArgument for a
+// plan that fails Validate or is another rank's, ErrNotSupported when the
+// device lacks the memory- or port-mapped capability a channel needs.
+func newSetup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scratchBytes int64) (*setup, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("channels: setup: %v: %w", err, hal.ErrInvalidArgument)
 	}
@@ -134,86 +201,87 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 		return nil, fmt.Errorf("channels: setup %s: plan is for rank %d of %d, bootstrap is rank %d of %d: %w",
 			p.Name, p.Rank, p.NRanks, ex.Rank(), ex.Size(), hal.ErrInvalidArgument)
 	}
-	var mm hal.MemoryMapped
-	var pm hal.PortMapped
-	memory, port := false, p.HasPorts()
+	s := &setup{ctx: ctx, ex: ex, dev: dev, p: p, scratchBytes: scratchBytes, port: p.HasPorts(), r: &Resources{Plan: p, dev: dev}}
+	memory := false
 	for _, c := range p.Channels {
 		memory = memory || !c.Port
 	}
 	if memory {
 		var ok bool
-		if mm, ok = dev.(hal.MemoryMapped); !ok {
+		if s.mm, ok = dev.(hal.MemoryMapped); !ok {
 			return nil, fmt.Errorf("channels: setup %s: backend %s offers no memory-mapped capability: %w", p.Name, dev.Info().Backend, hal.ErrNotSupported)
 		}
 	}
-	if port {
+	if s.port {
 		var ok bool
-		if pm, ok = dev.(hal.PortMapped); !ok {
+		if s.pm, ok = dev.(hal.PortMapped); !ok {
 			return nil, fmt.Errorf("channels: setup %s: backend %s offers no port-mapped capability: %w", p.Name, dev.Info().Backend, hal.ErrNotSupported)
 		}
 	}
-	r := &Resources{Plan: p, dev: dev}
-	defer func() {
-		if err != nil {
-			r.Close()
-		}
-	}()
-	if port {
-		r.net = networkOf(dev)
-	}
-	alloc := func(n int64, host bool, what string) (hal.Buffer, error) {
-		var b hal.Buffer
-		var err error
-		if host {
-			b, err = dev.AllocHost(n)
-		} else {
-			b, err = dev.Alloc(n)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("channels: setup %s: %s (%d bytes): %w", p.Name, what, n, err)
-		}
-		return b, nil
-	}
-	if scratchBytes > 0 {
-		if r.scratch, err = alloc(scratchBytes, false, "scratch"); err != nil {
-			return nil, err
-		}
-	}
-	if p.Semaphores > 0 {
-		if r.sems, err = alloc(p.SemaphoreRegionBytes(), false, "semaphores"); err != nil {
-			return nil, err
-		}
-		if r.expected, err = alloc(p.ExpectedRegionBytes(), false, "expected values"); err != nil {
-			return nil, err
-		}
-	}
-	if r.state, err = alloc(p.StateBytes(), false, "state"); err != nil {
-		return nil, err
-	}
-	if r.control, err = alloc(plan.ControlBytes, true, "control block"); err != nil {
-		return nil, err
-	}
-	if port {
-		if r.fifoBuf, err = alloc(plan.FifoBytes, true, "port-channel FIFO"); err != nil {
-			return nil, err
-		}
-		if r.fifoHead, err = alloc(8, false, "port-channel FIFO head"); err != nil {
-			return nil, err
-		}
-	}
-	if initialLaunch != 0 {
-		b := make([]byte, p.StateBytes())
-		for i := 0; i < len(b); i += 8 {
-			binary.LittleEndian.PutUint64(b[i:], initialLaunch)
-		}
-		if err = dev.Write(r.state, 0, b); err != nil {
-			return nil, fmt.Errorf("channels: setup %s: state: %w", p.Name, err)
-		}
-	}
+	return s, nil
+}
 
-	// Exchange: every rank publishes its endpoint, its view of the plan and
-	// handles of its scratch and semaphores.
-	me := card{Plan: p.Name, Semaphores: p.Semaphores, ScratchBytes: scratchBytes, Endpoint: dev.Endpoint()}
+// allocate allocates this rank's buffers of the plan: scratch (when
+// scratchBytes > 0), semaphores and expected values (when the plan has
+// semaphores), the per-block state, the host-visible control block and,
+// for port channels, the FIFO (host memory) and its head counter.
+func (s *setup) allocate() error {
+	r, p := s.r, s.p
+	type want struct {
+		b    *hal.Buffer
+		n    int64
+		host bool
+		what string
+		need bool
+	}
+	for _, w := range []want{
+		{&r.scratch, s.scratchBytes, false, "scratch", s.scratchBytes > 0},
+		{&r.sems, p.SemaphoreRegionBytes(), false, "semaphores", p.Semaphores > 0},
+		{&r.expected, p.ExpectedRegionBytes(), false, "expected values", p.Semaphores > 0},
+		{&r.state, p.StateBytes(), false, "state", true},
+		{&r.control, plan.ControlBytes, true, "control block", true},
+		{&r.fifoBuf, plan.FifoBytes, true, "port-channel FIFO", s.port},
+		{&r.fifoHead, 8, false, "port-channel FIFO head", s.port},
+	} {
+		if !w.need {
+			continue
+		}
+		var err error
+		if w.host {
+			*w.b, err = s.dev.AllocHost(w.n)
+		} else {
+			*w.b, err = s.dev.Alloc(w.n)
+		}
+		if err != nil {
+			return fmt.Errorf("channels: setup %s: %s (%d bytes): %w", p.Name, w.what, w.n, err)
+		}
+	}
+	return nil
+}
+
+// startLaunchCounter sets every block's launch counter, from which LL
+// flags derive, to initialLaunch (left at zero when it is 0).
+func (s *setup) startLaunchCounter(initialLaunch uint64) error {
+	if initialLaunch == 0 {
+		return nil
+	}
+	b := make([]byte, s.p.StateBytes())
+	for i := 0; i < len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], initialLaunch)
+	}
+	if err := s.dev.Write(s.r.state, 0, b); err != nil {
+		return fmt.Errorf("channels: setup %s: state: %w", s.p.Name, err)
+	}
+	return nil
+}
+
+// publish fills this rank's card: its endpoint (the network's when one is
+// open), its view of the plan, and handles of its scratch and semaphores
+// for each kind of peer access the plan's channels use (mapping, the
+// device's engines, the network's engines).
+func (s *setup) publish() (card, error) {
+	r := s.r
+	me := card{Plan: s.p.Name, Semaphores: s.p.Semaphores, ScratchBytes: s.scratchBytes, Endpoint: s.dev.Endpoint()}
 	var netExport func(hal.Buffer) (hal.Handle, error)
 	if r.net != nil {
 		me.Endpoint, netExport = r.net.Endpoint(), r.net.nd.ExportPort
@@ -224,129 +292,192 @@ func Setup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, scra
 		h      *hal.Handle
 		what   string
 	}{
-		{r.scratch, exportOf(mm), &me.Scratch, "scratch"},
-		{r.sems, exportOf(mm), &me.Sems, "semaphores"},
-		{r.scratch, exportPortOf(pm), &me.PortScratch, "scratch for engines"},
-		{r.sems, exportPortOf(pm), &me.PortSems, "semaphores for engines"},
+		{r.scratch, exportOf(s.mm), &me.Scratch, "scratch"},
+		{r.sems, exportOf(s.mm), &me.Sems, "semaphores"},
+		{r.scratch, exportPortOf(s.pm), &me.PortScratch, "scratch for engines"},
+		{r.sems, exportPortOf(s.pm), &me.PortSems, "semaphores for engines"},
 		{r.scratch, netExport, &me.NetScratch, "scratch for network engines"},
 		{r.sems, netExport, &me.NetSems, "semaphores for network engines"},
 	} {
 		if x.b == nil || x.export == nil {
 			continue
 		}
+		var err error
 		if *x.h, err = x.export(x.b); err != nil {
-			return nil, fmt.Errorf("channels: setup %s: export %s: %w", p.Name, x.what, err)
+			return card{}, fmt.Errorf("channels: setup %s: export %s: %w", s.p.Name, x.what, err)
 		}
 	}
-	cards, err := gatherCards(ctx, ex, me)
+	return me, nil
+}
+
+// exchange gives every rank's card to every rank and checks that all of
+// them run the same plan (name, semaphores, scratch); ErrInvalidUsage
+// names the two ranks that disagree.
+func (s *setup) exchange(me card) ([]card, error) {
+	cards, err := gatherCards(s.ctx, s.ex, me)
 	if err != nil {
-		return nil, fmt.Errorf("channels: setup %s: %w", p.Name, err)
+		return nil, fmt.Errorf("channels: setup %s: %w", s.p.Name, err)
 	}
 	for rk, c := range cards {
 		if c.Plan != me.Plan || c.Semaphores != me.Semaphores || c.ScratchBytes != me.ScratchBytes {
 			return nil, fmt.Errorf("channels: setup: rank %d runs plan %s (%d semaphores, %d scratch bytes) but rank %d runs %s (%d, %d): %w",
-				p.Rank, me.Plan, me.Semaphores, me.ScratchBytes, rk, c.Plan, c.Semaphores, c.ScratchBytes, hal.ErrInvalidUsage)
+				s.p.Rank, me.Plan, me.Semaphores, me.ScratchBytes, rk, c.Plan, c.Semaphores, c.ScratchBytes, hal.ErrInvalidUsage)
 		}
 	}
-	r.Bindings = plan.Bindings{ScratchBytes: scratchBytes, State: r.state.Addr(), Control: r.control.Addr()}
+	return cards, nil
+}
+
+// bindLocal writes the addresses of this rank's buffers into the plan's
+// bindings and makes room for one engine per channel of a plan with port
+// channels.
+func (s *setup) bindLocal() {
+	r := s.r
+	r.Bindings = plan.Bindings{ScratchBytes: s.scratchBytes, State: r.state.Addr(), Control: r.control.Addr()}
 	if r.scratch != nil {
 		r.Bindings.Scratch = r.scratch.Addr()
 	}
 	if r.sems != nil {
 		r.Bindings.Semaphores, r.Bindings.Expected = r.sems.Addr(), r.expected.Addr()
 	}
-	if port {
+	if s.port {
 		r.Bindings.Fifo, r.Bindings.FifoHead = r.fifoBuf.Addr(), r.fifoHead.Addr()
-		r.engines = make([]hal.Engine, len(p.Channels))
+		r.engines = make([]hal.Engine, len(s.p.Channels))
 	}
-	for ci, ch := range p.Channels {
-		c := cards[ch.Peer]
-		need, kind, imp := hal.CapMemoryMapped, "memory-mapped", importOf(mm)
-		scratchH, semsH := c.Scratch, c.Sems
-		if ch.Port {
-			need, kind, imp = hal.CapPortMapped, "port-mapped", importPortOf(pm)
-			scratchH, semsH = c.PortScratch, c.PortSems
-		}
-		var newEngine func(hal.Endpoint) (hal.Engine, error)
-		if ch.Port {
-			newEngine = pm.NewEngine
-		}
-		if why := me.Endpoint.OtherNode(c.Endpoint); why != "" && r.net != nil {
-			// A peer on another node: the network's engines and
-			// registrations.
-			if !ch.Port {
-				return nil, fmt.Errorf("channels: setup %s: channel %d to rank %d is a memory channel, but the peer is on another node (%s): %w",
-					p.Name, ci, ch.Peer, why, hal.ErrNotSupported)
-			}
-			newEngine, imp = r.net.nd.NewEngine, r.net.nd.ImportPort
-			scratchH, semsH = c.NetScratch, c.NetSems
-		} else if l := dev.Link(c.Endpoint); l.Caps&need == 0 {
-			return nil, fmt.Errorf("channels: setup %s: channel %d to rank %d: link is not %s (%s): %w",
-				p.Name, ci, ch.Peer, kind, l.Reason, hal.ErrNotSupported)
-		}
-		mc := MemoryChannel{Peer: ch.Peer, Port: ch.Port}
-		var pb plan.PeerBinding
-		if ch.Port {
-			if r.engines[ci], err = newEngine(c.Endpoint); err != nil {
-				return nil, fmt.Errorf("channels: setup %s: engine of channel %d to rank %d: %w", p.Name, ci, ch.Peer, err)
-			}
-		}
-		if scratchH != nil {
-			b, err := imp(scratchH)
-			if err != nil {
-				return nil, fmt.Errorf("channels: setup %s: map scratch of rank %d: %w", p.Name, ch.Peer, err)
-			}
-			mc.RemoteScratch, pb.Scratch = b, b.Addr()
-		}
-		if semsH != nil {
-			b, err := imp(semsH)
-			if err != nil {
-				if mc.RemoteScratch != nil {
-					mc.RemoteScratch.Free()
-				}
-				return nil, fmt.Errorf("channels: setup %s: map semaphores of rank %d: %w", p.Name, ch.Peer, err)
-			}
-			mc.RemoteSemaphores, pb.Semaphores = b, b.Addr()
-		}
-		r.Channels = append(r.Channels, mc)
-		r.Bindings.Peers = append(r.Bindings.Peers, pb)
+}
+
+// peerAccess is how this rank reaches the buffers of a channel's peer: the
+// import of the peer's handles and, for a port channel, the engine towards
+// it.
+type peerAccess struct {
+	importBuf     func(hal.Handle) (hal.Buffer, error)
+	newEngine     func(hal.Endpoint) (hal.Engine, error) // nil for a memory channel
+	scratch, sems hal.Handle
+}
+
+// access decides how channel ci reaches its peer, whose card is c: a memory
+// channel maps the peer's buffers; a port channel imports them for the
+// device's engines, or, to a peer on another node when a network is open,
+// for the network's. ErrNotSupported when the link lacks the channel's
+// capability, or a memory channel's peer is on another node.
+func (s *setup) access(ci int, ch plan.Channel, self hal.Endpoint, c card) (peerAccess, error) {
+	need, kind := hal.CapMemoryMapped, "memory-mapped"
+	a := peerAccess{importBuf: importOf(s.mm), scratch: c.Scratch, sems: c.Sems}
+	if ch.Port {
+		need, kind = hal.CapPortMapped, "port-mapped"
+		a = peerAccess{importBuf: importPortOf(s.pm), newEngine: s.pm.NewEngine, scratch: c.PortScratch, sems: c.PortSems}
 	}
-	if port {
-		peers := make([]int, len(p.Channels))
-		for i, c := range p.Channels {
-			peers[i] = c.Peer
+	if why := self.OtherNode(c.Endpoint); why != "" && s.r.net != nil {
+		// A peer on another node: the network's engines and registrations.
+		if !ch.Port {
+			return peerAccess{}, fmt.Errorf("channels: setup %s: channel %d to rank %d is a memory channel, but the peer is on another node (%s): %w",
+				s.p.Name, ci, ch.Peer, why, hal.ErrNotSupported)
 		}
-		r.proxy = acquireProxy(dev, p.Rank)
-		f, err := newFifo(p.Name, r.fifoBuf.Host(), r.engines, peers, p.Rank, r.control.Host(), 0, r.proxy.log)
+		nd := s.r.net.nd
+		return peerAccess{importBuf: nd.ImportPort, newEngine: nd.NewEngine, scratch: c.NetScratch, sems: c.NetSems}, nil
+	}
+	if l := s.dev.Link(c.Endpoint); l.Caps&need == 0 {
+		return peerAccess{}, fmt.Errorf("channels: setup %s: channel %d to rank %d: link is not %s (%s): %w",
+			s.p.Name, ci, ch.Peer, kind, l.Reason, hal.ErrNotSupported)
+	}
+	return a, nil
+}
+
+// connectChannel connects channel ci to its peer, whose card is c: for a
+// port channel an engine towards the peer, then the peer's scratch and
+// semaphores mapped or imported. It appends the channel and its peer
+// bindings to the resources; on error nothing of the channel stays but
+// its engine, which Close releases with the others.
+func (s *setup) connectChannel(ci int, ch plan.Channel, self hal.Endpoint, c card) error {
+	a, err := s.access(ci, ch, self, c)
+	if err != nil {
+		return err
+	}
+	r, name := s.r, s.p.Name
+	if a.newEngine != nil {
+		if r.engines[ci], err = a.newEngine(c.Endpoint); err != nil {
+			return fmt.Errorf("channels: setup %s: engine of channel %d to rank %d: %w", name, ci, ch.Peer, err)
+		}
+	}
+	mc := MemoryChannel{Peer: ch.Peer, Port: ch.Port}
+	var pb plan.PeerBinding
+	if a.scratch != nil {
+		b, err := a.importBuf(a.scratch)
 		if err != nil {
-			return nil, fmt.Errorf("channels: setup %s: %w", p.Name, err)
+			return fmt.Errorf("channels: setup %s: map scratch of rank %d: %w", name, ch.Peer, err)
 		}
-		if r.net != nil {
-			nw := r.net
-			f.watch = func() error {
-				if err := nw.Err(); err != nil {
-					return fmt.Errorf("network %s: %w", nw.Name, err)
-				}
-				return nil
+		mc.RemoteScratch, pb.Scratch = b, b.Addr()
+	}
+	if a.sems != nil {
+		b, err := a.importBuf(a.sems)
+		if err != nil {
+			if mc.RemoteScratch != nil {
+				mc.RemoteScratch.Free()
 			}
+			return fmt.Errorf("channels: setup %s: map semaphores of rank %d: %w", name, ch.Peer, err)
 		}
-		if err := r.proxy.add(f); err != nil {
-			return nil, fmt.Errorf("channels: setup %s: %w", p.Name, err)
+		mc.RemoteSemaphores, pb.Semaphores = b, b.Addr()
+	}
+	r.Channels = append(r.Channels, mc)
+	r.Bindings.Peers = append(r.Bindings.Peers, pb)
+	return nil
+}
+
+// startProxy, for a plan with port channels, creates the plan's FIFO over
+// its engines and adds it to the device's shared proxy, which also watches
+// the network's receiver-side failures when a network is open.
+func (s *setup) startProxy() error {
+	if !s.port {
+		return nil
+	}
+	r, p := s.r, s.p
+	peers := make([]int, len(p.Channels))
+	for i, c := range p.Channels {
+		peers[i] = c.Peer
+	}
+	r.proxy = acquireProxy(s.dev, p.Rank)
+	f, err := newFifo(p.Name, r.fifoBuf.Host(), r.engines, peers, p.Rank, r.control.Host(), 0, r.proxy.log)
+	if err != nil {
+		return fmt.Errorf("channels: setup %s: %w", p.Name, err)
+	}
+	if r.net != nil {
+		nw := r.net
+		f.watch = func() error {
+			if err := nw.Err(); err != nil {
+				return fmt.Errorf("network %s: %w", nw.Name, err)
+			}
+			return nil
 		}
-		r.fifo = f
 	}
-	if p.HasSwitch() {
-		if r.Switch, err = ConnectSwitch(ctx, ex, dev, p.SwitchCapacity()); err != nil {
-			return nil, fmt.Errorf("channels: setup %s: %w", p.Name, err)
-		}
-		r.Bindings.Switch, r.Bindings.Multicast, r.Bindings.SwitchBytes = r.Switch.Local.Addr(), r.Switch.Addr(), p.SwitchCapacity()
+	if err := r.proxy.add(f); err != nil {
+		return fmt.Errorf("channels: setup %s: %w", p.Name, err)
 	}
-	// Nobody leaves (and may free what it exported) before every rank has
-	// mapped its peers' buffers.
-	if _, err := ex.AllGather(ctx, nil); err != nil {
-		return nil, fmt.Errorf("channels: setup %s: %w", p.Name, err)
+	r.fifo = f
+	return nil
+}
+
+// connectSwitch, for a plan with a switch buffer, joins the multicast
+// group of every rank (ConnectSwitch) and binds its copy, multicast
+// address and capacity.
+func (s *setup) connectSwitch() error {
+	p, r := s.p, s.r
+	if !p.HasSwitch() {
+		return nil
 	}
-	return r, nil
+	var err error
+	if r.Switch, err = ConnectSwitch(s.ctx, s.ex, s.dev, p.SwitchCapacity()); err != nil {
+		return fmt.Errorf("channels: setup %s: %w", p.Name, err)
+	}
+	r.Bindings.Switch, r.Bindings.Multicast, r.Bindings.SwitchBytes = r.Switch.Local.Addr(), r.Switch.Addr(), p.SwitchCapacity()
+	return nil
+}
+
+// awaitPeers waits for every rank: nobody leaves (and may free what it
+// exported) before every rank has mapped its peers' buffers.
+func (s *setup) awaitPeers() error {
+	if _, err := s.ex.AllGather(s.ctx, nil); err != nil {
+		return fmt.Errorf("channels: setup %s: %w", s.p.Name, err)
+	}
+	return nil
 }
 
 // Check reads the control block after the launches on a stream were

@@ -104,37 +104,16 @@ func runXfer(t *T, xc xferCase) error {
 	rg := newRing(t.Rank, t.Size)
 	B := max(xc.blocks, 1)
 	rounds := max(xc.rounds, 1)
-	var maxSize, maxOff int64
-	for _, s := range xc.sizes {
-		maxSize = max(maxSize, s)
-	}
-	for _, o := range xc.offsets {
-		maxOff = max(maxOff, o[0], o[1])
-	}
+	maxSize, maxOff := extent(xc.sizes, xc.offsets)
 	bufBytes := maxSize + maxOff + 64
 	p := xferPlan(rg, xc.name, B, 256, xc.flush)
 	slot := (max(maxSize, 1) + 15) / 16 * 16
-	res, err := t.Setup(p, slot*int64(p.ScratchSlots), 0)
+	f, err := newFixture(t, p, fixtureSpec{scratch: slot * int64(p.ScratchSlots), in: bufBytes, out: bufBytes, register: registerOutput})
 	if err != nil {
 		return err
 	}
+	res, send, recv := f.res, f.in, f.out
 	stride := p.SlotStride(res.Bindings.ScratchBytes)
-	send, err := t.Alloc(bufBytes)
-	if err != nil {
-		return err
-	}
-	recv, err := t.Alloc(bufBytes)
-	if err != nil {
-		return err
-	}
-	reg, err := t.Register(recv)
-	if err != nil {
-		return err
-	}
-	prog, s, err := t.PrepareStream(p, res)
-	if err != nil {
-		return err
-	}
 	if xc.preload != 0 {
 		if err := preloadSemaphores(t, p, res.Bindings, rg, B, xc.preload); err != nil {
 			return err
@@ -169,15 +148,10 @@ func runXfer(t *T, xc xferCase) error {
 				if err := t.Barrier(); err != nil {
 					return err
 				}
-				a := &plan.Args{Count: size, Input: send.Addr() + uint64(so), Output: recv.Addr() + uint64(do),
-					PeerOutput: make([]uint64, len(p.Channels))}
-				for ci, ch := range p.Channels {
-					a.PeerOutput[ci] = reg.Peers[ch.Peer].Addr() + uint64(do)
-				}
-				if err := t.Launch(prog, s, a); err != nil {
+				if err := f.launch(f.args(size, so, do)); err != nil {
 					return err
 				}
-				if err := t.Finish(s, res); err != nil {
+				if err := f.finish(); err != nil {
 					return fmt.Errorf("%s: %w", what, err)
 				}
 				want := pattern(seed(rg.prev, iter), size)
@@ -215,6 +189,18 @@ func runXfer(t *T, xc xferCase) error {
 		return checkSemaphores(t, p, res.Bindings, rg, B, xc.preload+uint64(iter))
 	}
 	return nil
+}
+
+// extent returns the largest size and the largest source or destination
+// offset of a transfer test.
+func extent(sizes []int64, offsets [][2]int64) (maxSize, maxOff int64) {
+	for _, s := range sizes {
+		maxSize = max(maxSize, s)
+	}
+	for _, o := range offsets {
+		maxOff = max(maxOff, o[0], o[1])
+	}
+	return maxSize, maxOff
 }
 
 // semaphoreWords lists the (from, semaphore) counters of rank rg.rank that
@@ -273,23 +259,12 @@ func testGet(t *T) error {
 	sizes := []int64{1, 17, 4*kib + 3, mib + 1}
 	maxSize := sizes[len(sizes)-1]
 	slot := (maxSize + 15) / 16 * 16
-	res, err := t.Setup(p, 2*slot, 0)
+	f, err := newFixture(t, p, fixtureSpec{scratch: 2 * slot, in: maxSize + 16, register: registerInput})
 	if err != nil {
 		return err
 	}
+	res, in := f.res, f.in
 	stride := p.SlotStride(res.Bindings.ScratchBytes)
-	in, err := t.Alloc(maxSize + 16)
-	if err != nil {
-		return err
-	}
-	reg, err := t.Register(in)
-	if err != nil {
-		return err
-	}
-	prog, s, err := t.PrepareStream(p, res)
-	if err != nil {
-		return err
-	}
 	iter := 0
 	for _, size := range sizes {
 		for _, off := range []int64{0, 5} {
@@ -303,15 +278,11 @@ func testGet(t *T) error {
 			if err := t.Barrier(); err != nil {
 				return err
 			}
-			a := &plan.Args{Count: size, Input: in.Addr() + uint64(off), Output: in.Addr() + uint64(off), PeerInput: make([]uint64, len(p.Channels))}
-			for ci, ch := range p.Channels {
-				a.PeerInput[ci] = reg.Peers[ch.Peer].Addr() + uint64(off)
-			}
-			if err := t.Launch(prog, s, a); err != nil {
+			if err := f.launch(f.args(size, off, off)); err != nil {
 				return err
 			}
 			what := fmt.Sprintf("%d bytes at offset %d", size, off)
-			if err := t.Finish(s, res); err != nil {
+			if err := f.finish(); err != nil {
 				return fmt.Errorf("%s: %w", what, err)
 			}
 			seen, err := t.Peek(res.Bindings.Scratch, size)
@@ -372,26 +343,11 @@ func testManyChannels(t *T) error {
 	}
 	count := int64(n*K) * chunk
 	p := manyPlan(t.Rank, n, K, B, 256)
-	res, err := t.Setup(p, (count+15)/16*16, 0)
+	f, err := newFixture(t, p, fixtureSpec{scratch: (count + 15) / 16 * 16, in: count, out: count, register: registerOutput})
 	if err != nil {
 		return err
 	}
-	in, err := t.Alloc(count)
-	if err != nil {
-		return err
-	}
-	out, err := t.Alloc(count)
-	if err != nil {
-		return err
-	}
-	reg, err := t.Register(out)
-	if err != nil {
-		return err
-	}
-	prog, s, err := t.PrepareStream(p, res)
-	if err != nil {
-		return err
-	}
+	in, out := f.in, f.out
 	for round := 0; round < 2; round++ {
 		if err := t.Write(in, 0, pattern(seed(t.Rank, round), count)); err != nil {
 			return err
@@ -402,17 +358,13 @@ func testManyChannels(t *T) error {
 		if err := t.Barrier(); err != nil {
 			return err
 		}
-		a := &plan.Args{Count: count, Input: in.Addr(), Output: out.Addr(), PeerOutput: make([]uint64, len(p.Channels))}
-		for ci, ch := range p.Channels {
-			a.PeerOutput[ci] = reg.Peers[ch.Peer].Addr()
-		}
-		if err := t.Launch(prog, s, a); err != nil {
+		if err := f.launch(f.args(count, 0, 0)); err != nil {
 			return err
 		}
-		if err := t.Finish(s, res); err != nil {
+		if err := f.finish(); err != nil {
 			return fmt.Errorf("round %d (%d channels × %d blocks each way): %w", round, len(p.Channels), B, err)
 		}
-		seen, err := t.Peek(res.Bindings.Scratch, count)
+		seen, err := t.Peek(f.res.Bindings.Scratch, count)
 		if err != nil {
 			return err
 		}
@@ -453,22 +405,11 @@ func testLL(t *T, proto plan.Protocol) error {
 	p := llPlan(rg, "conf-"+proto.String(), proto, B, 256)
 	maxSize := sizes[len(sizes)-1]
 	const start = 1<<32 - 3 // flags 0xfffffffe, 0xffffffff, 1, 2, …
-	res, err := t.Setup(p, p.ScratchBytes(maxSize, 1), start)
+	f, err := newFixture(t, p, fixtureSpec{scratch: p.ScratchBytes(maxSize, 1), initialLaunch: start, in: maxSize + 16, out: maxSize + 16})
 	if err != nil {
 		return err
 	}
-	in, err := t.Alloc(maxSize + 16)
-	if err != nil {
-		return err
-	}
-	out, err := t.Alloc(maxSize + 16)
-	if err != nil {
-		return err
-	}
-	prog, s, err := t.PrepareStream(p, res)
-	if err != nil {
-		return err
-	}
+	in, out := f.in, f.out
 	launch := uint64(start)
 	for i, size := range sizes {
 		// Two launches per size, so that both scratch halves are used at
@@ -481,11 +422,11 @@ func testLL(t *T, proto plan.Protocol) error {
 			if err := t.Write(out, 0, fill(maxSize+16, poison)); err != nil {
 				return err
 			}
-			if err := t.Launch(prog, s, &plan.Args{Count: size, Input: in.Addr(), Output: out.Addr()}); err != nil {
+			if err := f.launch(f.args(size, 0, 0)); err != nil {
 				return err
 			}
 			what := fmt.Sprintf("%s, %d bytes, launch %#x (flag %#x)", proto, size, launch, plan.Flag(launch))
-			if err := t.Finish(s, res); err != nil {
+			if err := f.finish(); err != nil {
 				return fmt.Errorf("%s: %w", what, err)
 			}
 			got, err := t.Read(out, 0, maxSize+16)
@@ -518,29 +459,18 @@ func testGraphReplay(t *T) error {
 	rg := newRing(t.Rank, t.Size)
 	const size, replays = 4*kib + 3, 5
 	p := llPlan(rg, "conf-graph", plan.LL16, 2, 256)
-	res, err := t.Setup(p, p.ScratchBytes(size, 1), 1<<32-3)
+	f, err := newFixture(t, p, fixtureSpec{scratch: p.ScratchBytes(size, 1), initialLaunch: 1<<32 - 3, in: size, out: size})
 	if err != nil {
 		return err
 	}
-	in, err := t.Alloc(size)
-	if err != nil {
-		return err
-	}
-	out, err := t.Alloc(size)
-	if err != nil {
-		return err
-	}
-	prog, s, err := t.PrepareStream(p, res)
-	if err != nil {
-		return err
-	}
+	in, out, s := f.in, f.out, f.s
 	if err := gc.BeginCapture(s); err != nil {
 		if errors.Is(err, hal.ErrNotSupported) {
 			return t.NotSupported("graph capture: %v", err)
 		}
 		return t.Errorf("begin capture: %w", err)
 	}
-	if err := t.Launch(prog, s, &plan.Args{Count: size, Input: in.Addr(), Output: out.Addr()}); err != nil {
+	if err := f.launch(f.args(size, 0, 0)); err != nil {
 		gc.EndCapture(s)
 		return err
 	}
@@ -562,7 +492,7 @@ func testGraphReplay(t *T) error {
 		if err := g.Launch(s); err != nil {
 			return t.Errorf("graph launch %d: %w", k, err)
 		}
-		if err := t.Finish(s, res); err != nil {
+		if err := f.finish(); err != nil {
 			return fmt.Errorf("replay %d: %w", k, err)
 		}
 		got, err := t.Read(out, 0, size)
@@ -591,26 +521,19 @@ func testRelaxed(t *T) error {
 			plan.Op{Kind: plan.OpWait, Chan: rg.chPrev, Sem: 0, Relaxed: true})
 	}
 	p := rg.plan("conf-relaxed", 64, B, plan.Group{Blocks: B, Ops: ops})
-	res, err := t.Setup(p, 0, 0)
-	if err != nil {
-		return err
-	}
-	prog, s, err := t.PrepareStream(p, res)
-	if err != nil {
-		return err
-	}
 	// The count is what the signals store beside their counters; no data
-	// moves, so the buffers only need to exist.
-	buf, err := t.Alloc(64)
+	// moves, so the buffer (input and output in place) only needs to exist.
+	f, err := newFixture(t, p, fixtureSpec{in: 64})
 	if err != nil {
 		return err
 	}
+	res := f.res
 	for l := 0; l < launches; l++ {
-		if err := t.Launch(prog, s, &plan.Args{Count: count, Input: buf.Addr(), Output: buf.Addr()}); err != nil {
+		if err := f.launch(f.args(count, 0, 0)); err != nil {
 			return err
 		}
 	}
-	if err := t.Finish(s, res); err != nil {
+	if err := f.finish(); err != nil {
 		return err
 	}
 	if err := t.Barrier(); err != nil {
@@ -668,28 +591,32 @@ func checkTimeout(t *T, err error, want hal.TimeoutError, checkSem bool, elapsed
 	return nil
 }
 
+// expectTimeout launches a on f with the deadline of the deadline tests,
+// waits for the device-side deadline to end the launch, and checks the
+// failure it recorded against want (checkTimeout).
+func expectTimeout(t *T, f *fixture, a *plan.Args, want hal.TimeoutError, checkSem bool) error {
+	a.Timeout = deadline
+	start := nowSeconds()
+	if err := f.launch(a); err != nil {
+		return err
+	}
+	if err := t.Sync(f.s); err != nil {
+		return fmt.Errorf("the device-side deadline did not end the launch: %w", err)
+	}
+	elapsed := nowSeconds() - start
+	return checkTimeout(t, f.res.Check(), want, checkSem, elapsed)
+}
+
 func testDeadlineSemaphore(t *T) error {
 	rg := newRing(t.Rank, t.Size)
 	const sem = 2
 	p := rg.plan("conf-deadline", 64, sem+1, plan.Group{Blocks: 1, Ops: []plan.Op{plan.Wait(rg.chNext, sem)}})
-	res, err := t.Setup(p, 0, 0)
+	f, err := newFixture(t, p, fixtureSpec{})
 	if err != nil {
 		return err
 	}
-	prog, s, err := t.PrepareStream(p, res)
-	if err != nil {
-		return err
-	}
-	start := nowSeconds()
-	if err := t.Launch(prog, s, &plan.Args{Count: 0, Timeout: deadline}); err != nil {
-		return err
-	}
-	if err := t.Sync(s); err != nil {
-		return fmt.Errorf("the device-side deadline did not end the launch: %w", err)
-	}
-	elapsed := nowSeconds() - start
-	return checkTimeout(t, res.Check(), hal.TimeoutError{Rank: t.Rank, Peer: rg.next, Channel: rg.chNext, Semaphore: sem, Block: 0,
-		What: "semaphore", Expected: 1}, true, elapsed)
+	return expectTimeout(t, f, f.args(0, 0, 0), hal.TimeoutError{Rank: t.Rank, Peer: rg.next, Channel: rg.chNext, Semaphore: sem, Block: 0,
+		What: "semaphore", Expected: 1}, true)
 }
 
 func testDeadlinePacket(t *T) error {
@@ -699,27 +626,12 @@ func testDeadlinePacket(t *T) error {
 	}})
 	p.Scratch, p.ScratchSlots = plan.LL16, rg.slots
 	const count = 64
-	res, err := t.Setup(p, p.ScratchBytes(count, 1), 0)
+	// One buffer, input and output in place.
+	f, err := newFixture(t, p, fixtureSpec{scratch: p.ScratchBytes(count, 1), in: count})
 	if err != nil {
 		return err
 	}
-	out, err := t.Alloc(count)
-	if err != nil {
-		return err
-	}
-	prog, s, err := t.PrepareStream(p, res)
-	if err != nil {
-		return err
-	}
-	start := nowSeconds()
-	if err := t.Launch(prog, s, &plan.Args{Count: count, Input: out.Addr(), Output: out.Addr(), Timeout: deadline}); err != nil {
-		return err
-	}
-	if err := t.Sync(s); err != nil {
-		return fmt.Errorf("the device-side deadline did not end the launch: %w", err)
-	}
-	elapsed := nowSeconds() - start
-	return checkTimeout(t, res.Check(), hal.TimeoutError{Rank: t.Rank, Peer: rg.prev, Channel: rg.chPrev, Block: 0, What: "LL packet"}, false, elapsed)
+	return expectTimeout(t, f, f.args(count, 0, 0), hal.TimeoutError{Rank: t.Rank, Peer: rg.prev, Channel: rg.chPrev, Block: 0, What: "LL packet"}, false)
 }
 
 // testExportImport: every rank exports a buffer holding its data; every
@@ -742,64 +654,40 @@ func testExportImport(t *T) error {
 		if err := t.Write(buf, 0, pattern(seed(t.Rank, i), size)); err != nil {
 			return err
 		}
-		h, err := mm.Export(buf)
-		if err != nil {
-			return t.Errorf("export %d bytes: %w", size, err)
-		}
-		all, err := t.AllGather(h)
+		maps, err := mapPeers(t, mm, buf, fmt.Sprintf("%d-byte buffer", size))
 		if err != nil {
 			return err
 		}
 		marker := func(q int) (int64, byte) { return int64(q) * size / int64(t.Size), byte(0x10 + q) }
-		maps := map[int]hal.Buffer{}
-		unmap := func() {
-			for _, m := range maps {
-				m.Free()
-			}
-		}
-		for q := 0; q < t.Size; q++ {
-			if q == t.Rank {
-				continue
-			}
-			m, err := mm.Import(all[q])
-			if err != nil {
-				unmap()
-				return t.Errorf("import the %d-byte buffer of rank %d: %w", size, q, err)
-			}
-			maps[q] = m
+		for _, m := range maps.bufs {
 			if m.Size() != size {
-				unmap()
-				return t.Errorf("the imported buffer of rank %d is %d bytes, want %d", q, m.Size(), size)
+				return t.Errorf("the imported buffer of rank %d is %d bytes, want %d", m.rank, m.Size(), size)
 			}
-			got, err := t.Read(m, 0, size)
+			got, err := t.Read(m.Buffer, 0, size)
 			if err != nil {
-				unmap()
 				return err
 			}
-			if d := diff(fmt.Sprintf("the %d-byte buffer of rank %d read through its mapping", size, q), got, pattern(seed(q, i), size)); d != "" {
-				unmap()
+			if d := diff(fmt.Sprintf("the %d-byte buffer of rank %d read through its mapping", size, m.rank), got, pattern(seed(m.rank, i), size)); d != "" {
 				return t.Errorf("%s", d)
 			}
 		}
 		// Everybody has read the data; now everybody marks every peer's buffer.
 		if err := t.Barrier(); err != nil {
-			unmap()
 			return err
 		}
-		for q, m := range maps {
-			if off, v := marker(t.Rank); size >= int64(t.Size) {
-				if err := t.Write(m, off, []byte{v}); err != nil {
-					unmap()
+		if off, v := marker(t.Rank); size >= int64(t.Size) {
+			for _, m := range maps.bufs {
+				if err := t.Write(m.Buffer, off, []byte{v}); err != nil {
 					return err
 				}
 			}
-			delete(maps, q)
-			if err := m.Free(); err != nil {
-				unmap()
-				return t.Errorf("unmap the buffer of rank %d: %w", q, err)
-			}
+		}
+		mapped := maps.bufs
+		if err := maps.Close(); err != nil {
+			return t.Errorf("%w", err)
+		}
+		for _, m := range mapped {
 			if err := m.Free(); !errors.Is(err, hal.ErrInvalidUsage) {
-				unmap()
 				return t.Errorf("second Free of an imported buffer: got %v, want an error wrapping hal.ErrInvalidUsage", err)
 			}
 		}

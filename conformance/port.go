@@ -112,14 +112,14 @@ func connectPort(t *T, n int64) (*portLink, error) {
 	if err := json.Unmarshal(all[l.rg.next], &next); err != nil {
 		return nil, t.Errorf("card of rank %d: %v", l.rg.next, err)
 	}
-	if l.rwin, err = pm.ImportPort(next.Window); err != nil {
-		return nil, t.Errorf("import the window of rank %d: %w", l.rg.next, err)
+	imported := &peerBuffers{}
+	t.Cleanup(imported.Close)
+	if l.rwin, err = imported.importFrom(t, pm.ImportPort, l.rg.next, next.Window, "window"); err != nil {
+		return nil, err
 	}
-	t.Cleanup(l.rwin.Free)
-	if l.rsems, err = pm.ImportPort(next.Sem); err != nil {
-		return nil, t.Errorf("import the semaphores of rank %d: %w", l.rg.next, err)
+	if l.rsems, err = imported.importFrom(t, pm.ImportPort, l.rg.next, next.Sem, "semaphores"); err != nil {
+		return nil, err
 	}
-	t.Cleanup(l.rsems.Free)
 	if l.e, err = pm.NewEngine(next.Endpoint); err != nil {
 		return nil, t.Errorf("new engine to rank %d: %w", l.rg.next, err)
 	}
@@ -216,13 +216,7 @@ type portXfer struct {
 // the window (guard bytes included), the count word and the exact
 // semaphore value.
 func runPortXfer(t *T, px portXfer) error {
-	var maxSize, maxOff int64
-	for _, s := range px.sizes {
-		maxSize = max(maxSize, s)
-	}
-	for _, o := range px.offsets {
-		maxOff = max(maxOff, o[0], o[1])
-	}
+	maxSize, maxOff := extent(px.sizes, px.offsets)
 	n := maxSize + maxOff + 64
 	l, err := connectPort(t, n)
 	if err != nil {
@@ -444,39 +438,50 @@ func testPortCopy(t *T) error {
 	return nil
 }
 
-// portGroup starts a proxy and connects port channels over window; both
-// are released after the test.
-func portGroup(t *T, window hal.Buffer) (*channels.PortGroup, error) {
+// portRing is the set-up of the PortChannel tests: a window of this rank,
+// a proxy, port channels to every rank over the window, and the two of
+// them that a ring uses.
+type portRing struct {
+	rg      ring
+	window  hal.Buffer
+	g       *channels.PortGroup
+	out, in *channels.PortChannel // to the next rank, from the previous one
+}
+
+// connectPortRing allocates a window of n bytes, starts a proxy and
+// connects port channels over the window; collective. Everything is
+// released after the test.
+func connectPortRing(t *T, n int64) (*portRing, error) {
+	pr := &portRing{rg: newRing(t.Rank, t.Size)}
+	var err error
+	if pr.window, err = t.Alloc(n); err != nil {
+		return nil, err
+	}
 	if _, err := t.Port(); err != nil {
 		return nil, err
 	}
 	proxy := channels.NewProxy(t.Dev, t.Rank)
 	t.Cleanup(proxy.Close)
-	g, err := channels.ConnectPorts(t.Context(), t.Boot, t.PortDevice(), proxy, window)
-	if err != nil {
+	if pr.g, err = channels.ConnectPorts(t.Context(), t.Boot, t.PortDevice(), proxy, pr.window); err != nil {
 		return nil, t.Errorf("%w", err)
 	}
-	t.Cleanup(g.Close)
-	return g, nil
+	t.Cleanup(pr.g.Close)
+	pr.out, pr.in = pr.g.Channels[pr.rg.next], pr.g.Channels[pr.rg.prev]
+	return pr, nil
 }
 
 // testPortChannel: each rank sends to the next rank over its PortChannel
 // with every form of put, and receives from the previous rank with Wait.
 // The window's first half is the source of puts, its second half receives.
 func testPortChannel(t *T) error {
-	rg := newRing(t.Rank, t.Size)
 	sizes := []int64{0, 1, 17, 4*kib + 3, 256*kib + 5, mib}
 	const guard = 64
 	half := int64(mib + 2*guard)
-	window, err := t.Alloc(2 * half)
+	pr, err := connectPortRing(t, 2*half)
 	if err != nil {
 		return err
 	}
-	g, err := portGroup(t, window)
-	if err != nil {
-		return err
-	}
-	out, in := g.Channels[rg.next], g.Channels[rg.prev]
+	rg, window, g, out, in := pr.rg, pr.window, pr.g, pr.out, pr.in
 	if out == nil || in == nil || g.Channels[t.Rank] != nil {
 		return t.Errorf("PortGroup.Channels: want a channel to ranks %d and %d and none to itself", rg.next, rg.prev)
 	}
@@ -559,19 +564,14 @@ func testPortChannel(t *T) error {
 // Every byte must arrive, and the signal count must be exact: one more
 // Wait times out.
 func testPortFifoFull(t *T) error {
-	rg := newRing(t.Rank, t.Size)
 	puts, perSignal := 4*plan.FifoSlots, 4
 	chunks, end := layChunks(puts, 5, 53, 200)
 	half := end + 64
-	window, err := t.Alloc(2 * half)
+	pr, err := connectPortRing(t, 2*half)
 	if err != nil {
 		return err
 	}
-	g, err := portGroup(t, window)
-	if err != nil {
-		return err
-	}
-	out, in := g.Channels[rg.next], g.Channels[rg.prev]
+	rg, window, out, in := pr.rg, pr.window, pr.out, pr.in
 	data := pattern(seed(t.Rank, 7), half)
 	if err := t.Write(window, 0, data); err != nil {
 		return err
@@ -624,17 +624,12 @@ func testPortFifoFull(t *T) error {
 // deadline has passed behind 128 MiB of puts, end in *hal.TimeoutError
 // naming the rank, the peer and the channel; a later Flush completes.
 func testPortDeadline(t *T) error {
-	rg := newRing(t.Rank, t.Size)
 	const chunk = 4 * mib
-	window, err := t.Alloc(2 * chunk)
+	pr, err := connectPortRing(t, 2*chunk)
 	if err != nil {
 		return err
 	}
-	g, err := portGroup(t, window)
-	if err != nil {
-		return err
-	}
-	out, in := g.Channels[rg.next], g.Channels[rg.prev]
+	rg, out, in := pr.rg, pr.out, pr.in
 	check := func(what string, err error, peer int, elapsed, limit time.Duration) error {
 		var te *hal.TimeoutError
 		switch {

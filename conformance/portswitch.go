@@ -68,6 +68,20 @@ func switchMapped(t *T) (hal.SwitchMapped, error) {
 	return sm, nil
 }
 
+// switchGranularity returns the device's switch-mapped interface and its
+// multicast granularity in bytes: the preamble of the group tests.
+func switchGranularity(t *T) (hal.SwitchMapped, int64, error) {
+	sm, err := switchMapped(t)
+	if err != nil {
+		return nil, 0, err
+	}
+	gran, err := sm.MulticastGranularity()
+	if err != nil {
+		return nil, 0, t.Errorf("multicast granularity: %w", err)
+	}
+	return sm, gran, nil
+}
+
 // createGroup has rank 0 create a group of bytes for ranks members and
 // gives every rank its handle; rank 0 gets its membership too. When rank 0
 // fails, every rank returns: NotSupported with rank 0's reason when the
@@ -133,13 +147,12 @@ func joinAll(t *T, sm hal.SwitchMapped, mc hal.Multicast, h hal.Handle) (hal.Mul
 }
 
 func testMulticastBind(t *T) error {
-	sm, err := switchMapped(t)
+	sm, gran, err := switchGranularity(t)
 	if err != nil {
 		return err
 	}
-	gran, err := sm.MulticastGranularity()
-	if err != nil || gran <= 0 {
-		return t.Errorf("multicast granularity %d, %v", gran, err)
+	if gran <= 0 {
+		return t.Errorf("multicast granularity %d, want a positive number of bytes", gran)
 	}
 	want := 2*gran + 1
 	mc, h, err := createGroup(t, sm, want, t.Size)
@@ -172,13 +185,9 @@ func testMulticastBind(t *T) error {
 }
 
 func testBindOrder(t *T) error {
-	sm, err := switchMapped(t)
+	sm, gran, err := switchGranularity(t)
 	if err != nil {
 		return err
-	}
-	gran, err := sm.MulticastGranularity()
-	if err != nil {
-		return t.Errorf("multicast granularity: %w", err)
 	}
 	mc, h, err := createGroup(t, sm, 2*gran, t.Size)
 	if err != nil {
@@ -225,13 +234,9 @@ func testBindOrder(t *T) error {
 }
 
 func testMulticastBadHandles(t *T) error {
-	sm, err := switchMapped(t)
+	sm, gran, err := switchGranularity(t)
 	if err != nil {
 		return err
-	}
-	gran, err := sm.MulticastGranularity()
-	if err != nil {
-		return t.Errorf("multicast granularity: %w", err)
 	}
 	// A group of one member: full as soon as it exists.
 	mc, h, err := createGroup(t, sm, gran, 1)
@@ -312,13 +317,9 @@ func foreignMulticastHandle() (hal.Handle, func(), error) {
 }
 
 func testMulticastCloseFrees(t *T) error {
-	sm, err := switchMapped(t)
+	sm, gran, err := switchGranularity(t)
 	if err != nil {
 		return err
-	}
-	gran, err := sm.MulticastGranularity()
-	if err != nil {
-		return t.Errorf("multicast granularity: %w", err)
 	}
 	mc, h, err := createGroup(t, sm, gran, t.Size)
 	if err != nil {
@@ -371,16 +372,6 @@ func switchPlan(t *T, name string, maxBytes int64, groups ...[]plan.Op) *plan.Pl
 	return p
 }
 
-// setupSwitch sets up p's switch buffer; a device that refuses multicast
-// makes the test NotSupported.
-func setupSwitch(t *T, p *plan.Plan) (*channels.Resources, error) {
-	res, err := t.Setup(p, 0, 0)
-	if errors.Is(err, hal.ErrNotSupported) {
-		return nil, t.NotSupported("%v", err)
-	}
-	return res, err
-}
-
 // runGroup launches group k of p alone with count elements of input at in
 // and output at out, and waits for it.
 func runGroup(t *T, p *plan.Plan, prog hal.Program, s hal.Stream, res *channels.Resources, k int, count int64, in, out uint64) error {
@@ -426,22 +417,11 @@ func testSwitchStore(t *T) error {
 	}
 	p := switchPlan(t, "conf-switch-store", maxSize,
 		[]plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.MC(t.Rank)}, plan.L(plan.Input))}, copies)
-	res, err := setupSwitch(t, p)
+	f, err := newFixture(t, p, fixtureSpec{in: maxSize + guard, out: int64(t.Size)*maxSize + 2*guard, switchMapped: true})
 	if err != nil {
 		return err
 	}
-	prog, s, err := t.PrepareStream(p, res)
-	if err != nil {
-		return err
-	}
-	in, err := t.Alloc(maxSize + guard)
-	if err != nil {
-		return err
-	}
-	out, err := t.Alloc(int64(t.Size)*maxSize + 2*guard)
-	if err != nil {
-		return err
-	}
+	res, prog, s, in, out := f.res, f.prog, f.s, f.in, f.out
 	for k, n := range sizes {
 		inOff, outOff := int64(0), int64(0)
 		if k%2 == 1 {
@@ -523,19 +503,13 @@ func runLoadReduce(t *T, kinds []switchKind, counts []int64) error {
 		[]plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.SW(0)}, plan.L(plan.Input))},
 		[]plan.Op{red, redStore},
 		[]plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.SW(1))})
-	res, err := setupSwitch(t, p)
+	// Prepared below for every type and operator.
+	f, err := newFixture(t, p, fixtureSpec{in: 8 * maxCount, out: 8*maxCount + guard, switchMapped: true, noProgram: true})
 	if err != nil {
 		return err
 	}
+	res, in, out := f.res, f.in, f.out
 	s, err := t.Stream()
-	if err != nil {
-		return err
-	}
-	in, err := t.Alloc(8 * maxCount)
-	if err != nil {
-		return err
-	}
-	out, err := t.Alloc(8*maxCount + guard)
 	if err != nil {
 		return err
 	}

@@ -112,39 +112,23 @@ func testPutBandwidth(t *T) error {
 	}
 	p := &plan.Plan{Name: "conf-put-bw", Rank: t.Rank, NRanks: 2, Channels: []plan.Channel{{Peer: 1 - t.Rank}}, Threads: threads,
 		Groups: []plan.Group{{Blocks: blocks, Ops: ops}}}
-	res, err := t.Setup(p, 0, 0)
-	if err != nil {
-		return err
-	}
-	in, err := t.Alloc(size)
-	if err != nil {
-		return err
-	}
-	out, err := t.Alloc(size)
-	if err != nil {
-		return err
-	}
-	reg, err := t.Register(out)
+	// The receiver only lends its memory: it prepares nothing.
+	f, err := newFixture(t, p, fixtureSpec{in: size, out: size, register: registerOutput, noProgram: t.Rank != 0})
 	if err != nil {
 		return err
 	}
 	if t.Rank != 0 {
-		return nil // the receiver only lends its memory
+		return nil
 	}
-	prog, s, err := t.PrepareStream(p, res)
-	if err != nil {
-		return err
-	}
+	in, out, s := f.in, f.out, f.s
 	if err := t.Write(in, 0, pattern(seed(t.Rank, 0), size)); err != nil {
 		return err
 	}
-	put, err := timeLaunches(t, s, iters, nil, func() error {
-		return t.Launch(prog, s, &plan.Args{Count: size, Input: in.Addr(), Output: out.Addr(), PeerOutput: []uint64{reg.Peers[1].Addr()}})
-	})
+	put, err := timeLaunches(t, s, iters, nil, func() error { return f.launch(f.args(size, 0, 0)) })
 	if err != nil {
 		return err
 	}
-	if err := t.Finish(s, res); err != nil {
+	if err := f.finish(); err != nil {
 		return err
 	}
 	gbps := func(d time.Duration) float64 { return float64(size) / d.Seconds() / 1e9 }
@@ -204,21 +188,12 @@ func testSignalLatency(t *T) error {
 	}
 	p := &plan.Plan{Name: "conf-pingpong", Rank: t.Rank, NRanks: 2, Channels: []plan.Channel{{Peer: 1 - t.Rank}}, Threads: 32,
 		Semaphores: 1, Groups: []plan.Group{{Blocks: 1, Ops: ops}}}
-	res, err := t.Setup(p, 0, 0)
+	f, err := newFixture(t, p, fixtureSpec{in: 16}) // input and output in place
 	if err != nil {
 		return err
 	}
-	prog, s, err := t.PrepareStream(p, res)
-	if err != nil {
-		return err
-	}
-	buf, err := t.Alloc(16)
-	if err != nil {
-		return err
-	}
-	launch := func() error {
-		return t.Launch(prog, s, &plan.Args{Count: 1, Input: buf.Addr(), Output: buf.Addr()})
-	}
+	s := f.s
+	launch := func() error { return f.launch(f.args(1, 0, 0)) }
 	var d time.Duration
 	if t.Rank == 0 {
 		d, err = timeLaunches(t, s, iters, t.Barrier, launch)
@@ -234,7 +209,7 @@ func testSignalLatency(t *T) error {
 	if err != nil {
 		return err
 	}
-	if err := t.Finish(s, res); err != nil {
+	if err := f.finish(); err != nil {
 		return err
 	}
 	if t.Rank != 0 {
