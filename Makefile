@@ -8,7 +8,7 @@ GO ?= go
 NPROC ?= 4
 BENCH_ARGS ?= -b 8 -e 64M -f 4
 
-.PHONY: build test hip-clang run gpu-bundle gpu-bundle-tune gpu-bundle-port gpu-bundle-net gpu-bundle-pkgs gpu-bundle-switch nocgo fuzz-smoke nccl
+.PHONY: build test hip-clang run gpu-bundle gpu-bundle-tune gpu-bundle-port gpu-bundle-net gpu-bundle-harden gpu-bundle-pkgs gpu-bundle-switch nocgo fuzz-smoke nccl
 
 build: nccl
 	$(GO) build ./...
@@ -41,6 +41,7 @@ GPU_PKGS = ./hal/nvlink ./hal/nvswitch ./hal/pcie ./internal/cudadev ./internal/
 #   make gpu-bundle-tune   scripts/gpu-tune.sh  (weft, weft.test)
 #   make gpu-bundle-port   scripts/gpu-port.sh  (weft, moe, weft.test, nvlink/pcie/cudadev tests)
 #   make gpu-bundle-net    scripts/gpu-net.sh   (weft)
+#   make gpu-bundle-harden scripts/gpu-harden.sh (weft, libweft_nccl.so, weft/nvlink/cudadev tests)
 gpu-bundle:
 	$(MAKE) gpu-bundle-pkgs PKGS="$(GPU_PKGS)" EXTRA="nccl moe"
 
@@ -50,6 +51,9 @@ gpu-bundle-port:
 	$(MAKE) gpu-bundle-pkgs PKGS=". ./hal/nvlink ./hal/pcie ./internal/cudadev" EXTRA="moe"
 gpu-bundle-net:
 	$(MAKE) gpu-bundle-pkgs PKGS="" EXTRA=""
+# scripts/gpu-harden.sh (issue 18): the drop-in library, the root package's and the close tests.
+gpu-bundle-harden:
+	$(MAKE) gpu-bundle-pkgs PKGS=". ./hal/nvlink ./internal/cudadev" EXTRA="nccl"
 
 gpu-bundle-pkgs:
 	rm -rf .gpu && mkdir -p .gpu
@@ -60,7 +64,7 @@ gpu-bundle-pkgs:
 	  name=$$(echo $$p | sed 's#^\./##; s#/#_#g; s#^\.$$#weft#'); \
 	  CGO_ENABLED=1 $(GO) test -c -ldflags='-s -w' -o .gpu/$$name.test $$p || exit 1; \
 	done
-	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/gpu-net.sh scripts/gpu-tune.sh scripts/steps.sh .gpu/
+	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/gpu-net.sh scripts/gpu-tune.sh scripts/gpu-harden.sh scripts/steps.sh .gpu/
 	@du -sh .gpu
 
 # Issue 10's one-GPU check (scripts/gpu-switch.sh): stripped binaries, well inside the device

@@ -17,8 +17,12 @@ import (
 // NRanks × Count); the receive count of ReduceScatter (Send holds
 // NRanks × Count); the elements sent to each peer by AllToAll (both
 // buffers hold NRanks × Count). In place is Send == Recv for AllReduce,
-// Broadcast and Reduce, Send == Recv + Rank × Count × size for AllGather,
-// and Recv == Send + Rank × Count × size for ReduceScatter, as in NCCL.
+// Broadcast, Reduce and AllToAll, Send == Recv + Rank × Count × size for
+// AllGather, and Recv == Send + Rank × Count × size for ReduceScatter, as
+// in NCCL. In-place AllToAll costs one more local copy of the NRanks ×
+// Count elements, on the same stream, into a staging buffer that the
+// communicator keeps (grown to the largest such call) until Close;
+// buffers that overlap otherwise are refused (ErrInvalidArgument).
 // Send of Broadcast and Recv of Reduce matter at the root only.
 type Call struct {
 	Coll       algorithms.Collective
@@ -91,6 +95,9 @@ func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
 // recorded or the loss of a peer (an error wrapping hal.ErrRemote that
 // names the rank), or nil. It is what ncclCommGetAsyncError reports.
 func (c *Comm) AsyncError() error {
+	if v := c.stall.verdict.Load(); v != nil {
+		return fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, v)
+	}
 	if err := c.boot.Err(); err != nil {
 		return fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, err)
 	}

@@ -114,14 +114,16 @@ func (c *Comm) checkCall(call Call) (collKey, error) {
 		return bad("send buffer is null")
 	case needRecv && call.Recv == 0:
 		return bad("receive buffer is null")
-	case call.Coll == algorithms.AllToAll && call.Send == call.Recv && n > 1:
-		return bad("in-place AllToAll is not supported (send and receive buffers are the same)")
 	case call.Op == plan.PreMulSum && !call.Coll.Reduces():
 		return bad("PreMulSum on a collective that does not reduce")
 	}
 	es := uint64(call.Type.Size())
 	seg := uint64(call.Count) * es
 	switch call.Coll {
+	case algorithms.AllToAll:
+		if call.Send != call.Recv && overlaps(call.Send, seg*uint64(n), call.Recv, seg*uint64(n)) {
+			return bad("send and receive buffers overlap without being the same (in place is send = recv)")
+		}
 	case algorithms.AllGather:
 		if call.Send != call.Recv+uint64(me)*seg && overlaps(call.Send, seg, call.Recv, seg*uint64(n)) {
 			return bad("send buffer overlaps the receive buffer other than at this rank's segment (in place is send = recv + rank × count)")
@@ -159,6 +161,16 @@ func (c *Comm) launchCall(call Call, s hal.Stream) error {
 		op = plan.Sum // data movement only: one program per type
 	}
 	a := algos[algorithms.SelectFor(choicesOf(algos), call.Count*int64(call.Type.Size()), call.Type, op)]
+	if op == plan.PreMulSum && !a.choice.Serves(call.Type, op) {
+		// No plan of this communicator scales each rank's input with its
+		// own scalar (plan/premul.go): refuse rather than compute wrong
+		// numbers.
+		why := fmt.Sprintf("plan %s cannot run it for %v", a.choice.Plan.Name, call.Type)
+		if err := a.choice.Plan.ServesPreMulSum(); err != nil {
+			why = err.Error()
+		}
+		return fmt.Errorf("weft: %v on rank %d: PreMulSum: %s: %w", call.Coll, c.cfg.Rank, why, hal.ErrNotSupported)
+	}
 	args := &plan.Args{Count: call.Count, Input: call.Send, Output: call.Recv, Timeout: c.timeout, Scalar: call.Scalar, ScalarPtr: call.ScalarPtr}
 	if op == plan.Avg && call.Type.Float() {
 		args.Scalar, args.ScalarPtr = plan.AvgScalar(call.Type, c.cfg.NRanks), 0
@@ -167,7 +179,70 @@ func (c *Comm) launchCall(call Call, s hal.Stream) error {
 	if err != nil {
 		return err
 	}
+	if inPlaceAllToAll(call, c.cfg.NRanks) {
+		if args.Input, err = c.stageInput(call, s); err != nil {
+			return err
+		}
+	}
+	c.launched()
 	return prog.Launch(s, args)
+}
+
+// inPlaceAllToAll reports whether call is an AllToAll whose send and
+// receive buffers are the same (NCCL 2.28 takes it) on more than one rank.
+func inPlaceAllToAll(call Call, nranks int) bool {
+	return call.Coll == algorithms.AllToAll && call.Send == call.Recv && call.Count > 0 && nranks > 1
+}
+
+// stageInput copies the whole send buffer of an in-place AllToAll (NRanks
+// × Count elements) into the communicator's staging buffer, enqueued on s
+// before the collective, and returns the copy's address for the plan to
+// send from. Every AllToAll plan writes segment p of the output while
+// segment p of the input may still be unsent (the receive group runs
+// beside the send group; a port plan's engines read the input while other
+// engines write the output), so the plan must read a copy. The copy is
+// the point-to-point plan's self-copy group (every communicator has that
+// plan, over memory or port channels), so it needs nothing of a backend
+// beyond the HAL contract. Out-of-place calls never come here.
+func (c *Comm) stageInput(call Call, s hal.Stream) (uint64, error) {
+	bytes := int64(c.cfg.NRanks) * call.Count * int64(call.Type.Size())
+	prog, err := c.p2pProgram()
+	if err != nil {
+		return 0, err
+	}
+	base, err := c.stagingBuffer(bytes)
+	if err != nil {
+		return 0, fmt.Errorf("weft: in-place %v on rank %d: staging buffer of %d bytes for the send data: %w", call.Coll, c.cfg.Rank, bytes, err)
+	}
+	args := &plan.Args{Timeout: c.timeout, Groups: make([]plan.GroupArgs, plan.MaxGroupArgs)}
+	for i := range args.Groups {
+		args.Groups[i].Skip = true
+	}
+	args.Groups[algorithms.SelfArg(c.cfg.NRanks)-1] = plan.GroupArgs{Count: bytes, Input: call.Send, Output: base}
+	if err := prog.Launch(s, args); err != nil {
+		return 0, fmt.Errorf("weft: in-place %v on rank %d: staging the send data: %w", call.Coll, c.cfg.Rank, err)
+	}
+	return base, nil
+}
+
+// stagingBuffer returns the address of the communicator's staging buffer,
+// grown to at least need bytes. Work already queued on a stream may still
+// read a smaller buffer it replaces, so that one is kept until Close; work
+// queued later on the same stream runs after the earlier reader is done.
+func (c *Comm) stagingBuffer(need int64) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.staging == nil || c.staging.Size() < need {
+		b, err := c.dev.Alloc(max(need, 2*sizeOf(c.staging)))
+		if err != nil {
+			return 0, err
+		}
+		if c.staging != nil {
+			c.retired = append(c.retired, c.staging)
+		}
+		c.staging = b
+	}
+	return c.staging.Addr(), nil
 }
 
 // program returns a's program for a type and operator, preparing it on
@@ -303,6 +378,7 @@ func (c *Comm) launchP2P(ops []P2P, s hal.Stream) error {
 		}
 		return args
 	}
+	c.launched()
 	for _, round := range rounds {
 		if err := c.stageOverlapping(round, prog, s, newArgs); err != nil {
 			return err
@@ -348,22 +424,10 @@ func (c *Comm) stageOverlapping(round []P2P, prog hal.Program, s hal.Stream, new
 	if need == 0 {
 		return nil
 	}
-	c.mu.Lock()
-	if c.staging == nil || c.staging.Size() < need {
-		// Launches queued earlier may still read the old buffer: it is
-		// kept until Close.
-		if c.staging != nil {
-			c.retired = append(c.retired, c.staging)
-		}
-		b, err := c.dev.Alloc(max(need, 2*sizeOf(c.staging)))
-		if err != nil {
-			c.mu.Unlock()
-			return fmt.Errorf("weft: point-to-point on rank %d: staging buffer of %d bytes for sends that overlap receives: %w", c.cfg.Rank, need, err)
-		}
-		c.staging = b
+	base, err := c.stagingBuffer(need)
+	if err != nil {
+		return fmt.Errorf("weft: point-to-point on rank %d: staging buffer of %d bytes for sends that overlap receives: %w", c.cfg.Rank, need, err)
 	}
-	base := c.staging.Addr()
-	c.mu.Unlock()
 	self := algorithms.SelfArg(c.cfg.NRanks) - 1
 	var off uint64
 	for i := range round {

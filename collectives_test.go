@@ -29,6 +29,9 @@ type collCase struct {
 	root    int
 	count   int64
 	inPlace bool
+	// devScalar passes PreMulSum's scalar in device memory (Call.ScalarPtr,
+	// ncclScalarDevice) instead of Call.Scalar.
+	devScalar bool
 }
 
 func (k collCase) String() string {
@@ -66,7 +69,22 @@ func runColl(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, k collCase) (
 	}
 	call := weft.Call{Coll: k.coll, Send: sb.Addr(), Recv: rb.Addr(), Count: k.count, Type: k.t, Op: k.op, Root: k.root}
 	if k.op == plan.PreMulSum {
-		call.Scalar = check.PreMulScalar(k.t)
+		call.Scalar = check.PreMulScalar(k.t, rank) // each rank its own
+		if k.devScalar {
+			sc, err := dev.Alloc(16)
+			if err != nil {
+				return 0, err
+			}
+			defer sc.Free()
+			var bits [8]byte
+			for i := range bits {
+				bits[i] = byte(call.Scalar >> (8 * i))
+			}
+			if err := dev.Write(sc, 0, bits[:k.t.Size()]); err != nil {
+				return 0, err
+			}
+			call.Scalar, call.ScalarPtr = 0, sc.Addr()
+		}
 	}
 	// In place as NCCL defines it: AllGather sends from its segment of the
 	// receive buffer, ReduceScatter receives into its segment of the send
@@ -212,9 +230,6 @@ func TestCollectivesTypesOps(t *testing.T) {
 					for _, op := range ops {
 						for _, count := range []int64{37, 70001} {
 							for _, in := range []bool{false, true} {
-								if in && coll == algorithms.AllToAll {
-									continue
-								}
 								root := 0
 								if coll.Rooted() {
 									root = n - 1
@@ -249,7 +264,7 @@ func TestCollectivesRanksSizes(t *testing.T) {
 				}
 				for _, root := range roots {
 					for _, count := range []int64{0, 1, 5, 16383, 16384, 16385, 70001} {
-						cases = append(cases, collCase{coll: coll, t: plan.Float32, op: plan.Sum, root: root, count: count, inPlace: count%2 == 1 && coll != algorithms.AllToAll})
+						cases = append(cases, collCase{coll: coll, t: plan.Float32, op: plan.Sum, root: root, count: count, inPlace: count%2 == 1})
 					}
 				}
 			}
@@ -295,9 +310,6 @@ func TestCollectivesNVLink(t *testing.T) {
 			for _, op := range ops {
 				for _, count := range []int64{37, 70001, 3<<20 + 5} {
 					for _, in := range []bool{false, true} {
-						if in && coll == algorithms.AllToAll {
-							continue
-						}
 						cases = append(cases, collCase{coll: coll, t: typ, op: op, root: n - 1, count: count, inPlace: in})
 					}
 				}

@@ -57,7 +57,11 @@ func childMain(mode string) error {
 		return err
 	}
 	defer dev.Close()
-	comm, err := weft.NewComm(ctx, boot, dev, weft.Options{Timeout: 20 * time.Second})
+	opts := weft.Options{Timeout: 20 * time.Second}
+	if mode == "stop" || mode == "netstop" {
+		opts.Timeout = 0 // WEFT_TIMEOUT, set short by the test
+	}
+	comm, err := weft.NewComm(ctx, boot, dev, opts)
 	if err != nil {
 		return err
 	}
@@ -82,6 +86,8 @@ func childMain(mode string) error {
 		return nvlsChild(comm, dev, s)
 	case "net", "netkill":
 		return netChild(mode, launch.Rank, comm, dev, s)
+	case "stop", "netstop":
+		return stopChild(mode, launch.Rank, comm, dev, s)
 	case "kill":
 		// Buffers registered once: after the first calls, a lost peer is
 		// met inside device-side waits, not in a bootstrap exchange.

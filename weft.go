@@ -64,6 +64,7 @@ type Comm struct {
 	cfg     algorithms.Config
 	source  string // where the AllReduce tiers came from (PlanSource)
 	timeout time.Duration
+	stall   stallState // progress exchange with the other ranks (stall.go)
 
 	net       *channels.Network   // peers on other nodes (nil: none)
 	allreduce []*algo             // zero-copy AllReduce (Comm.AllReduce)
@@ -95,6 +96,11 @@ type progKey struct {
 // with its own device. Errors wrap hal sentinels; on error nothing stays
 // allocated.
 func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) (_ *Comm, err error) {
+	// Every WEFT_* variable is checked before any is used: a malformed
+	// value is ErrInvalidArgument naming it, never a silent default.
+	if err := env.CheckAll(); err != nil {
+		return nil, fmt.Errorf("weft: rank %d: %w", boot.Rank(), err)
+	}
 	exec, ok := dev.(hal.Executor)
 	if !ok {
 		return nil, fmt.Errorf("weft: backend %s cannot execute plans: %w", dev.Info().Backend, hal.ErrNotSupported)
@@ -122,8 +128,11 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 	}
 	c := &Comm{boot: boot, dev: dev, exec: exec, cfg: cfg, source: source, timeout: opts.Timeout, regs: map[uint64]*channels.Registration{}, colls: map[collKey][]*algo{}}
 	if c.timeout <= 0 {
-		c.timeout = env.Timeout()
+		if c.timeout, err = env.Duration("WEFT_TIMEOUT", 10*time.Second); err != nil {
+			return nil, fmt.Errorf("weft: rank %d: %w", boot.Rank(), err)
+		}
 	}
+	c.startProgress()
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -216,11 +225,18 @@ func (c *Comm) allReduceViaLaunch() bool {
 }
 
 // MemoryBytes is the device memory the communicator holds on this rank for
-// scratch, semaphores and state (registered user buffers not counted).
+// scratch, semaphores, state and the staging buffer of in-place AllToAll
+// and overlapping point-to-point sends (registered user buffers not
+// counted), in bytes.
 func (c *Comm) MemoryBytes() int64 {
 	var n int64
 	for _, a := range c.allAlgos() {
 		n += a.res.Bytes()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range append(c.retired, c.staging) {
+		n += sizeOf(b)
 	}
 	return n
 }
@@ -385,6 +401,7 @@ func (c *Comm) launch(a *algo, in, out hal.Buffer, count int64, t plan.DataType,
 			}
 		}
 	}
+	c.launched()
 	return prog.Launch(s, args)
 }
 
@@ -467,6 +484,12 @@ func (c *Comm) Deregister(buf hal.Buffer) error {
 // waits) when the stream is still busy Options.Timeout + 5 s after the
 // call: callers that queue longer work on the stream synchronise it
 // themselves first, or raise the timeout.
+//
+// Before it reports a wait that passed its deadline or a lost connection,
+// it asks the other ranks for their progress (for at most a quarter of the
+// timeout, capped at 5 s) and returns a *StallError naming the ranks that
+// stopped making progress, rather than the peer the wait was on, which may
+// itself have been waiting for them.
 func (c *Comm) Synchronize(s hal.Stream) error {
 	deadline := time.Now().Add(c.timeout + 5*time.Second)
 	for {
@@ -485,19 +508,28 @@ func (c *Comm) Synchronize(s hal.Stream) error {
 			c.abort()
 			// Waits give up now; let the stream drain briefly.
 			_ = s.Synchronize(time.Now().Add(5 * time.Second))
-			return fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, berr)
+			return fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, c.diagnose(berr))
 		}
 		if !time.Now().Before(deadline) {
 			c.abort()
-			return fmt.Errorf("weft: rank %d: stream did not finish within %v: %w", c.cfg.Rank, c.timeout+5*time.Second, err)
+			return fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, c.diagnose(fmt.Errorf("stream did not finish within %v: %w", c.timeout+5*time.Second, err)))
 		}
 	}
-	return c.Check()
+	if err := c.Check(); err != nil {
+		if v := c.diagnose(err); v != err {
+			return fmt.Errorf("weft: %w", v)
+		}
+		return err
+	}
+	return nil
 }
 
 // Check returns the first failure recorded by any launch (see
 // channels.Resources.Check) without waiting.
 func (c *Comm) Check() error {
+	if v := c.stall.verdict.Load(); v != nil {
+		return fmt.Errorf("weft: %w", v)
+	}
 	for _, a := range c.allAlgos() {
 		if err := a.res.Check(); err != nil {
 			if berr := c.boot.Err(); berr != nil {

@@ -345,8 +345,9 @@ func AllReduce2PAPush(c Config, s Shape) (*plan.Plan, error) {
 type Choice struct {
 	Plan     *plan.Plan
 	MaxBytes int64 // 0: unbounded
-	// Staged: the plan reduces in stages (AllReduce2PH), so it serves
-	// only operators without scaling (not Avg, not PreMulSum).
+	// Staged: the plan reduces in stages (AllReduce2PH), so it serves no
+	// Avg (whose scaling is in one Combine transfer). PreMulSum it serves:
+	// each rank's input is scaled where it is read (plan/premul.go).
 	Staged bool
 }
 

@@ -26,9 +26,11 @@ import (
 //
 // Only 1/L of the data crosses the network from each rank, N−1 times, and
 // each network link carries the traffic of one rank pair. The reduction
-// happens in two stages, so the plan serves operators that need no
-// scaling (Sum, Prod, Max, Min: Choice.Staged); Avg and PreMulSum keep the
-// flat port-channel plan.
+// happens in two stages, so the plan serves every operator but Avg
+// (Choice.Staged), which keeps the flat port-channel plan. PreMulSum is
+// served: each rank scales its own input where phase 1 reads it
+// (plan/premul.go), so the partials that cross nodes are already sums of
+// scaled contributions.
 //
 // Scratch: 2 halves × (2(L−1) + N−1) window-sized slots.
 
@@ -210,8 +212,8 @@ func localIndexOf(ci, me int) int {
 
 // hierPlans puts the hierarchical plan of coll (AllReduce, AllGather,
 // ReduceScatter) before the flat port-channel plan flat where the nodes
-// allow it (Config.Nodes); SelectFor falls back to flat for Avg and
-// PreMulSum where the hierarchical plan reduces in stages.
+// allow it (Config.Nodes); SelectFor falls back to flat for Avg where the
+// hierarchical plan reduces in stages.
 func hierPlans(c Config, coll Collective, flat *plan.Plan) ([]Choice, error) {
 	if _, ok := c.hierLayout(); !ok {
 		return []Choice{{Plan: flat}}, nil

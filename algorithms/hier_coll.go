@@ -146,8 +146,9 @@ func AllGather2PH(c Config) (*plan.Plan, error) {
 //     staging slots), wait for the counterparts' partials and add them to
 //     the output.
 //
-// The reduction happens in two stages, so the plan serves the operators
-// without scaling (Choice.Staged). Scratch: 2 halves × ((L−1)·N + 2(N−1))
+// The reduction happens in two stages, so the plan serves every operator
+// but Avg (Choice.Staged; PreMulSum scales the input where phase 1 reads
+// it). Scratch: 2 halves × ((L−1)·N + 2(N−1))
 // window-sized slots.
 func ReduceScatter2PH(c Config) (*plan.Plan, error) {
 	h, err := c.hierSetup("ReduceScatter")

@@ -66,6 +66,9 @@ func ReducePort(c Config, root int) (*plan.Plan, error) {
 	} else {
 		rc := []int{c.chanOf(root)}
 		put := plan.PortPut(rc[0], 0, 1, plan.RS(rc[0], slotOf(c.Rank, root)), plan.L(plan.Input))
+		// No peer writes this rank's slots (only the root receives): one
+		// stages PreMulSum's scaled input (plan.Op.Stage).
+		put.Stage = 1 + rc[0]
 		g = c.portGroup(b, 1, cat(skip(waits(rc, sem(semFree, b)), 2, 0), []plan.Op{put}, signals(rc, sem(semData, b))),
 			cat(waits(rc, sem(semDone, b)), flushes(rc)))
 	}

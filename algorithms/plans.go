@@ -29,8 +29,8 @@ import (
 //     whatever the message size.
 //
 // The reducing collectives combine all n contributions in one transfer
-// (plan.Op.Combine), so every operator, Avg and PreMulSum included, is
-// served.
+// (plan.Op.Combine), so every operator, Avg included, is served; PreMulSum
+// scales each rank's input where it is read (plan/premul.go).
 
 // Semaphore bases of windowed plans (per block: base + part).
 const (

@@ -29,7 +29,11 @@ import (
 //     it is all-pairs, which on a switch (NVSwitch, a PCIe switch, the host
 //     bridge) sends the same bytes in fewer steps than a ring.
 //
-// Scratch per plan: 2 halves × slots × Config.Port.Window.
+// Scratch per plan: 2 halves × slots × Config.Port.Window. The reducing
+// plans add a staging slot per put of the input (plan.Op.Stage): with
+// PreMulSum the SMs store the input window times this rank's scalar there
+// and the engine puts that, since an engine cannot scale (plan/premul.go);
+// other operators put the input directly and leave the slots unused.
 
 // PortFamily is the name suffix of port-channel plans.
 const PortFamily = "port"
@@ -116,8 +120,11 @@ func ReduceScatterPort(c Config) (*plan.Plan, error) {
 	b := c.Port.Blocks
 	var puts []plan.Op
 	srcs := []plan.Ref{plan.L(plan.Input).At(c.Rank)}
+	m := len(chs)
 	for ci, ch := range chs {
-		puts = append(puts, plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(c.Rank, ch.Peer)), plan.L(plan.Input).At(ch.Peer)))
+		put := plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(c.Rank, ch.Peer)), plan.L(plan.Input).At(ch.Peer))
+		put.Stage = 1 + m + ci
+		puts = append(puts, put)
 		srcs = append(srcs, plan.LS(ci))
 	}
 	red := xfer([]plan.Ref{plan.L(plan.Output)}, srcs...)
@@ -126,7 +133,7 @@ func ReduceScatterPort(c Config) (*plan.Plan, error) {
 		cat(waits(all, sem(semDone, b)), flushes(all)))
 	recv := c.portGroup(b, 1, cat(waits(all, sem(semData, b)), []plan.Op{red}, skip(signals(all, sem(semFree, b)), 0, 2)),
 		signals(all, sem(semDone, b)))
-	return c.portPlan("reduce_scatter", b, len(chs), 3, send, recv)
+	return c.portPlan("reduce_scatter", b, 2*m, 3, send, recv)
 }
 
 // AllReducePort is the two-phase AllReduce over port channels. In each
@@ -134,8 +141,8 @@ func ReduceScatterPort(c Config) (*plan.Plan, error) {
 // slot set; the reduce group (SMs) combines chunk r of the input with those
 // slots into chunk r of the output, then puts that chunk into this rank's
 // slot of every peer's second set; the gather group has its engines copy
-// the second set into the output chunks of the peers. Scratch: 2 × 2(n−1)
-// window-sized slots.
+// the second set into the output chunks of the peers. Scratch: 2 × 3(n−1)
+// window-sized slots (the third set stages PreMulSum's scaled puts).
 func AllReducePort(c Config) (*plan.Plan, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
@@ -146,7 +153,9 @@ func AllReducePort(c Config) (*plan.Plan, error) {
 	var puts, gputs, copies []plan.Op
 	srcs := []plan.Ref{plan.L(plan.Input)}
 	for ci, ch := range chs {
-		puts = append(puts, plan.PortPut(ci, ch.Peer, n, plan.RS(ci, slotOf(c.Rank, ch.Peer)), plan.L(plan.Input)))
+		put := plan.PortPut(ci, ch.Peer, n, plan.RS(ci, slotOf(c.Rank, ch.Peer)), plan.L(plan.Input))
+		put.Stage = 1 + 2*m + ci
+		puts = append(puts, put)
 		srcs = append(srcs, plan.LS(ci))
 		gputs = append(gputs, plan.PortPut(ci, c.Rank, n, plan.RS(ci, m+slotOf(c.Rank, ch.Peer)), plan.L(plan.Output)))
 		copies = append(copies, plan.PortCopy(ci, ch.Peer, n, plan.L(plan.Output), plan.LS(m+ci)))
@@ -160,7 +169,7 @@ func AllReducePort(c Config) (*plan.Plan, error) {
 		cat(signals(all, sem(semDone, b)), waits(all, sem(semDone2, b)), flushes(all)))
 	gather := c.portGroup(b, n, cat(waits(all, sem(semData2, b)), copies, skip(signals(all, sem(semFree2, b)), 0, 2)),
 		cat(signals(all, sem(semDone2, b)), flushes(all)))
-	return c.portPlan("all_reduce", b, 2*m, 6, send, reduce, gather)
+	return c.portPlan("all_reduce", b, 3*m, 6, send, reduce, gather)
 }
 
 // PortPlan returns the port-channel plan of a collective, or nil when the

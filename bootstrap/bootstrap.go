@@ -3,12 +3,14 @@ package bootstrap
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"net"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/auth"
 )
 
 // Bootstrap is the out-of-band channel between the ranks of a job. It
@@ -61,22 +63,111 @@ type Bootstrap interface {
 	Close() error
 }
 
-// UniqueID names one job's bootstrap: the random magic that every message
-// of the job carries, and the host:port of the root that ranks rendezvous
-// with. Its text form (String, ParseUniqueID) is what WEFT_UNIQUE_ID holds.
-type UniqueID struct {
-	Magic uint64
-	Addr  string // root host:port
+// KeyDeriver is implemented by the Bootstraps that Connect and NewLocal
+// return: DeriveKey gives a 32-byte key for one use of the job's secret,
+// named by label (HKDF-SHA256; different labels give independent keys), or
+// nil when the job has no secret. Package channels keys the network
+// transport's handshakes with it; the secret itself never leaves the
+// bootstrap.
+type KeyDeriver interface {
+	DeriveKey(label string) []byte
 }
 
+// UniqueID names one job's bootstrap: the random magic that every message
+// of the job carries, the host:port of the root that ranks rendezvous
+// with, and the job's secret, which every connection of the job proves it
+// knows (a mutual challenge–response; docs/security.md). A zero Secret
+// makes an unauthenticated job: only the magic is checked, and a warning
+// is logged once.
+//
+// The text form (String, ParseUniqueID) is what WEFT_UNIQUE_ID holds; it
+// carries the magic and the address but never the secret, which travels
+// in WEFT_JOB_SECRET or WEFT_JOB_SECRET_FILE, or with the whole id in the
+// binary form (MarshalBinary) that ncclUniqueId holds.
+type UniqueID struct {
+	Magic  uint64
+	Addr   string // root host:port
+	Secret Secret // zero: unauthenticated
+}
+
+// Secret is a job's shared secret (at least 128 bits). Its String and
+// GoString never show the bytes; Hex does, for WEFT_JOB_SECRET.
+type Secret = auth.Secret
+
+// NewSecret returns a random 256-bit secret from crypto/rand. The error
+// wraps hal.ErrSystem.
+func NewSecret() (Secret, error) { return auth.NewSecret() }
+
+// ParseSecret reads a secret written as 32 to 128 hex digits, the form of
+// WEFT_JOB_SECRET. The error wraps hal.ErrInvalidArgument and does not quote
+// the text.
+func ParseSecret(text string) (Secret, error) { return auth.ParseSecret(text) }
+
 // String returns the hex text form: 16 hex digits of Magic followed by the
-// hex bytes of Addr.
+// hex bytes of Addr. It never contains the secret.
 func (id UniqueID) String() string {
 	b := binary.BigEndian.AppendUint64(nil, id.Magic)
 	return hex.EncodeToString(append(b, id.Addr...))
 }
 
-// ParseUniqueID parses the text form written by UniqueID.String. It
+// JobName is a name for the job's local resources (shared-memory segments,
+// hal.Config.JobID): 16 hex digits of SHA-256 over a label, the magic and
+// the root address. It is neither the magic nor the secret, and nothing
+// authenticates with it, so it may appear in file names and logs.
+func (id UniqueID) JobName() string {
+	b := binary.BigEndian.AppendUint64([]byte("weft-job-name\x00"), id.Magic)
+	sum := sha256.Sum256(append(b, id.Addr...))
+	return hex.EncodeToString(sum[:8])
+}
+
+// idBinaryVersion starts the binary form.
+const idBinaryVersion = 2
+
+// MarshalBinary encodes the whole id, secret included: version (1, = 2),
+// magic (8, big-endian), secret length (1, 0 or 16 to 64), secret, root
+// address (the rest, 3 to 1024 bytes). It is for channels that are
+// themselves protected (an ncclUniqueId the application broadcasts, an
+// authenticated bootstrap); never log it.
+func (id UniqueID) MarshalBinary() ([]byte, error) {
+	if len(id.Addr) > 1024 {
+		return nil, fmt.Errorf("bootstrap: unique id: root address of %d bytes, limit 1024: %w", len(id.Addr), hal.ErrInvalidArgument)
+	}
+	sec := id.Secret.Bytes()
+	b := append([]byte{idBinaryVersion}, binary.BigEndian.AppendUint64(nil, id.Magic)...)
+	b = append(b, byte(len(sec)))
+	b = append(b, sec...)
+	return append(b, id.Addr...), nil
+}
+
+// UnmarshalBinary decodes MarshalBinary's form. Errors wrap
+// hal.ErrInvalidArgument and quote no secret.
+func (id *UniqueID) UnmarshalBinary(b []byte) error {
+	if len(b) < 10 || b[0] != idBinaryVersion {
+		return fmt.Errorf("bootstrap: binary unique id of %d bytes or of an unknown version: %w", len(b), hal.ErrInvalidArgument)
+	}
+	magic := binary.BigEndian.Uint64(b[1:9])
+	n := int(b[9])
+	rest := b[10:]
+	if n > len(rest) {
+		return fmt.Errorf("bootstrap: binary unique id cut short in its secret: %w", hal.ErrInvalidArgument)
+	}
+	var sec Secret
+	if n > 0 {
+		var err error
+		if sec, err = auth.SecretFromBytes(rest[:n]); err != nil {
+			return fmt.Errorf("bootstrap: binary unique id: %w", err)
+		}
+	}
+	addr := string(rest[n:])
+	if len(addr) > 1024 || checkHostPort(addr) != nil || magic == 0 {
+		return fmt.Errorf("bootstrap: binary unique id: no valid root address or magic: %w", hal.ErrInvalidArgument)
+	}
+	*id = UniqueID{Magic: magic, Addr: addr, Secret: sec}
+	return nil
+}
+
+// ParseUniqueID parses the text form written by UniqueID.String (no
+// secret: set Secret from WEFT_JOB_SECRET, as FromEnv does). It
 // returns an error wrapping hal.ErrInvalidArgument when s is not hex, is too
 // short, or holds no valid host:port.
 func ParseUniqueID(s string) (UniqueID, error) {
@@ -95,7 +186,7 @@ func ParseUniqueID(s string) (UniqueID, error) {
 }
 
 // NewUniqueID creates the id of a new job, like ncclGetUniqueId: a random
-// 64-bit magic from crypto/rand, and a root listener that this process
+// 64-bit magic and a 256-bit secret from crypto/rand, and a root listener that this process
 // serves from a background goroutine until every rank of the job has
 // connected. The root listens on a free port of the interface named by
 // WEFT_SOCKET_IFNAME, or of the loopback interface when it is unset (a
@@ -126,6 +217,10 @@ func newRoot() (UniqueID, *rootServer, error) {
 	if err != nil {
 		return UniqueID{}, nil, err
 	}
+	secret, err := NewSecret()
+	if err != nil {
+		return UniqueID{}, nil, err
+	}
 	host := "127.0.0.1"
 	if env := socketIfname(); env != "" {
 		ip, err := interfaceIP(env)
@@ -138,6 +233,11 @@ func newRoot() (UniqueID, *rootServer, error) {
 	if err != nil {
 		return UniqueID{}, nil, fmt.Errorf("bootstrap: root listener on %s: %w: %w", host, err, hal.ErrSystem)
 	}
-	s := startRoot(magic, ln)
-	return UniqueID{Magic: magic, Addr: ln.Addr().String()}, s, nil
+	id := UniqueID{Magic: magic, Addr: ln.Addr().String(), Secret: secret}
+	s, err := startRoot(id, ln, nil)
+	if err != nil {
+		ln.Close()
+		return UniqueID{}, nil, err
+	}
+	return id, s, nil
 }

@@ -95,6 +95,7 @@ type core struct {
 	box        *mailbox
 	tx         transport
 	seq        atomic.Uint32 // collective sequence number
+	prog       progress      // progress probes (progress.go)
 
 	err      atomic.Pointer[error]
 	failOnce sync.Once

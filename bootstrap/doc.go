@@ -11,6 +11,13 @@
 // like ncclGetUniqueId; the id travels to the other ranks in its text form
 // ([UniqueID.String], [ParseUniqueID]), for example in WEFT_UNIQUE_ID.
 //
+// The id also holds the job's [Secret]: every connection proves that it
+// knows it by a mutual challenge–response before any message, so a process
+// outside the job can neither join the rendezvous nor read its exchanges,
+// and WEFT_SOCKET_ENCRYPT=1 encrypts what follows (docs/security.md). The
+// secret is never in the text form nor in any log; it travels in
+// WEFT_JOB_SECRET or WEFT_JOB_SECRET_FILE, or in [UniqueID.MarshalBinary].
+//
 // [Connect] joins a job: the rank says hello to the root (its rank, the job
 // size and the address of its own listener), the root answers with the
 // address of every rank once all have arrived, and the ranks then connect

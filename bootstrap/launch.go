@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/auth"
 	"github.com/weftccl/weft/internal/env"
 )
 
@@ -105,10 +106,15 @@ func FromEnv() (Launch, bool, error) {
 	if !found {
 		return Launch{}, false, nil
 	}
-	id, derived, err := launchID(l, jobVars)
+	secret, err := secretFromEnv()
 	if err != nil {
 		return Launch{}, true, err
 	}
+	id, derived, err := launchID(l, jobVars, secret)
+	if err != nil {
+		return Launch{}, true, err
+	}
+	id.Secret = secret
 	l.ID, l.ServeRoot = id, derived && l.Rank == 0
 	return l, true, nil
 }
@@ -158,10 +164,37 @@ func readRank(l *Launch, rankVar, sizeVar, localVar string, get func(string) str
 	return nil
 }
 
+// secretFromEnv reads the job secret from WEFT_JOB_SECRET (hex) or
+// WEFT_JOB_SECRET_FILE (a file of mode 0600 or stricter holding the hex).
+// Neither set is the zero Secret (an unauthenticated job); both set, a
+// malformed value or a file others may read is an error wrapping
+// hal.ErrInvalidArgument that names the variable but never the value.
+func secretFromEnv() (Secret, error) {
+	text, file := env.String("WEFT_JOB_SECRET"), strings.TrimSpace(env.String("WEFT_JOB_SECRET_FILE"))
+	switch {
+	case text != "" && file != "":
+		return Secret{}, fmt.Errorf("bootstrap: both WEFT_JOB_SECRET and WEFT_JOB_SECRET_FILE are set: set one: %w", hal.ErrInvalidArgument)
+	case text != "":
+		sec, err := auth.ParseSecret(text)
+		if err != nil {
+			return Secret{}, fmt.Errorf("bootstrap: WEFT_JOB_SECRET: %w", err)
+		}
+		return sec, nil
+	case file != "":
+		sec, err := auth.ReadSecretFile(file)
+		if err != nil {
+			return Secret{}, fmt.Errorf("bootstrap: WEFT_JOB_SECRET_FILE: %w", err)
+		}
+		return sec, nil
+	}
+	return Secret{}, nil
+}
+
 // launchID returns the unique id of l's job: WEFT_UNIQUE_ID, or one derived
 // from MASTER_ADDR, MASTER_PORT and the values of jobVars (derived is then
-// true: rank 0 must host the root).
-func launchID(l Launch, jobVars []string) (id UniqueID, derived bool, err error) {
+// true: rank 0 must host the root). With a secret the derived magic is keyed
+// by it too, so that it cannot be computed from public values.
+func launchID(l Launch, jobVars []string, secret Secret) (id UniqueID, derived bool, err error) {
 	if s := env.String("WEFT_UNIQUE_ID"); s != "" {
 		id, err := ParseUniqueID(strings.TrimSpace(s))
 		if err != nil {
@@ -195,7 +228,11 @@ func launchID(l Launch, jobVars []string) (id UniqueID, derived bool, err error)
 			job += v + "=" + s + ";"
 		}
 	}
-	sum := sha256.Sum256([]byte("weft-bootstrap\x00" + root + "\x00" + job))
+	seed := []byte("weft-bootstrap\x00" + root + "\x00" + job)
+	if !secret.IsZero() {
+		seed = append(seed, secret.Derive("bootstrap magic")...)
+	}
+	sum := sha256.Sum256(seed)
 	magic := binary.BigEndian.Uint64(sum[:8])
 	if magic == 0 {
 		magic = 1
@@ -204,25 +241,64 @@ func launchID(l Launch, jobVars []string) (id UniqueID, derived bool, err error)
 }
 
 // Connect joins the job l describes: it starts the root listener first when
-// l.ServeRoot is set, on all interfaces at the port of l.ID.Addr, then
-// calls Connect. A root that cannot listen (port in use) is an error
-// wrapping hal.ErrSystem that names the port.
+// l.ServeRoot is set, then calls Connect. The root listens on the port of
+// l.ID.Addr at the address of the interface named by WEFT_SOCKET_IFNAME,
+// or else at the address MASTER_ADDR names when that is an address of this
+// host; on all interfaces only when MASTER_ADDR says so (0.0.0.0 or ::). A root that cannot listen (port in use,
+// MASTER_ADDR not of this host) is an error wrapping hal.ErrSystem or
+// hal.ErrInvalidArgument that names the port and what to set.
 func (l Launch) Connect(ctx context.Context) (Bootstrap, error) {
 	var root *rootServer
 	if l.ServeRoot {
-		_, port, err := net.SplitHostPort(l.ID.Addr)
+		host, port, err := net.SplitHostPort(l.ID.Addr)
 		if err != nil {
 			return nil, fmt.Errorf("bootstrap: root address %q: %w", l.ID.Addr, hal.ErrInvalidArgument)
 		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("", port))
+		ip, err := rootBindIP(host)
 		if err != nil {
-			return nil, fmt.Errorf("bootstrap: rank 0 cannot host the root on port %s (MASTER_PORT; is it in use?): %w: %w", port, err, hal.ErrSystem)
+			return nil, err
 		}
-		root = startRoot(l.ID.Magic, ln)
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), port))
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap: rank 0 cannot host the root on port %s of %s (MASTER_PORT; is it in use?): %w: %w", port, ip, err, hal.ErrSystem)
+		}
+		if root, err = startRoot(l.ID, ln, nil); err != nil {
+			ln.Close()
+			return nil, err
+		}
 	}
 	b, err := Connect(ctx, l.ID, l.Rank, l.Size)
 	if err != nil && root != nil {
 		root.close()
 	}
 	return b, err
+}
+
+// rootBindIP is the address rank 0 hosts the root at: the interface of
+// WEFT_SOCKET_IFNAME, else the first address MASTER_ADDR (host) resolves to
+// that belongs to this host.
+func rootBindIP(host string) (net.IP, error) {
+	if spec := socketIfname(); spec != "" {
+		return interfaceIP(spec)
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: rank 0 hosts the root at MASTER_ADDR=%s, which does not resolve: %v: %w", host, err, hal.ErrInvalidArgument)
+	}
+	local := map[string]bool{}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok {
+				local[ipn.IP.String()] = true
+			}
+		}
+	}
+	for _, ip := range ips {
+		// An unspecified MASTER_ADDR (0.0.0.0, ::) asks for every
+		// interface explicitly.
+		if ip.IsLoopback() || ip.IsUnspecified() || local[ip.String()] {
+			return ip, nil
+		}
+	}
+	return nil, fmt.Errorf("bootstrap: rank 0 hosts the root at MASTER_ADDR=%s, but none of its addresses belongs to this host: set MASTER_ADDR to rank 0's host, or WEFT_SOCKET_IFNAME to the interface to listen on: %w", host, hal.ErrInvalidArgument)
 }

@@ -23,10 +23,14 @@ func NewLocal(size int) []Bootstrap {
 	if err != nil {
 		timeout = defaultTimeout
 	}
+	// The ranks share a random secret, so that what they set up over the
+	// network (DeriveKey) is authenticated as in a TCP job. Without
+	// randomness they run unauthenticated.
+	secret, _ := NewSecret()
 	members := make([]*localBootstrap, size)
 	out := make([]Bootstrap, size)
 	for r := range size {
-		b := &localBootstrap{core: newCore(r, size, timeout), members: members}
+		b := &localBootstrap{core: newCore(r, size, timeout), members: members, secret: secret}
 		b.tx = b
 		members[r] = b
 		out[r] = b
@@ -42,7 +46,11 @@ func NewLocal(size int) []Bootstrap {
 type localBootstrap struct {
 	*core
 	members []*localBootstrap
+	secret  Secret
 }
+
+// DeriveKey is tcpBootstrap.DeriveKey for ranks of one process.
+func (b *localBootstrap) DeriveKey(label string) []byte { return b.secret.Derive(label) }
 
 func (b *localBootstrap) deliver(ctx context.Context, deadline time.Time, peer int, typ msgType, tag uint32, data []byte) error {
 	dst := b.members[peer]
@@ -50,6 +58,10 @@ func (b *localBootstrap) deliver(ctx context.Context, deadline time.Time, peer i
 	case <-dst.closed:
 		return fmt.Errorf("bootstrap: rank %d: send %v to rank %d: it has closed its bootstrap: %w", b.rank, typ, peer, hal.ErrRemote)
 	default:
+	}
+	if typ == msgProgressQuery || typ == msgProgress {
+		dst.progressIn(b.rank, typ, tag, slices.Clone(data))
+		return nil
 	}
 	dst.box.put(mkey{coll: typ != msgData, peer: b.rank, tag: tag}, mail{typ, slices.Clone(data)})
 	return nil

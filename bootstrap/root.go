@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +11,36 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/auth"
 	"github.com/weftccl/weft/internal/env"
 )
+
+// rootContext and meshContext bind a handshake to the job's magic, so that
+// two jobs sharing a secret (a reused WEFT_JOB_SECRET) cannot join each
+// other either.
+func rootContext(magic uint64) string {
+	return string(binary.BigEndian.AppendUint64([]byte("root "), magic))
+}
+
+func meshContext(magic uint64, size int) string {
+	b := binary.BigEndian.AppendUint64([]byte("mesh "), magic)
+	return string(binary.BigEndian.AppendUint32(b, uint32(size)))
+}
+
+// encryptFromEnv reads WEFT_SOCKET_ENCRYPT (1/true/on: encrypt the
+// bootstrap and the socket transport). Encryption needs the job secret;
+// asking for it without one is an error wrapping hal.ErrInvalidArgument.
+func encryptFromEnv(secret Secret) (bool, error) {
+	on, err := auth.EncryptRequested()
+	if err != nil {
+		return false, fmt.Errorf("bootstrap: %v: %w", err, hal.ErrInvalidArgument)
+	}
+	if on && secret.IsZero() {
+		return false, fmt.Errorf("bootstrap: WEFT_SOCKET_ENCRYPT=1 needs a job secret to derive keys from: set WEFT_JOB_SECRET or WEFT_JOB_SECRET_FILE (or use weft run / NewUniqueID, which make one): %w", hal.ErrInvalidArgument)
+	}
+	return on, nil
+}
 
 // Tags of a msgReject, telling the rank which sentinel to wrap.
 const (
@@ -32,6 +61,9 @@ const (
 // refused with the reason.
 type rootServer struct {
 	magic       uint64
+	secret      Secret // zero: unauthenticated
+	encrypt     bool   // WEFT_SOCKET_ENCRYPT: AES-GCM after the handshake
+	gate        *auth.Gate
 	ln          net.Listener
 	log         *slog.Logger
 	helloWait   time.Duration // deadline for a new connection's hello
@@ -61,15 +93,28 @@ type rootMember struct {
 	addr string
 }
 
-func startRoot(magic uint64, ln net.Listener) *rootServer {
+// startRoot serves the rendezvous of job id on ln. log nil takes the BOOT
+// logger. It fails (hal.ErrInvalidArgument) when WEFT_SOCKET_ENCRYPT asks
+// for encryption but the job has no secret.
+func startRoot(id UniqueID, ln net.Listener, log *slog.Logger) (*rootServer, error) {
 	timeout, err := bootstrapTimeout()
 	if err != nil {
 		timeout = defaultTimeout
 	}
+	encrypt, err := encryptFromEnv(id.Secret)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = env.Logger("BOOT")
+	}
 	s := &rootServer{
-		magic:       magic,
+		magic:       id.Magic,
+		secret:      id.Secret,
+		encrypt:     encrypt,
+		gate:        auth.NewGate(auth.MaxPending),
 		ln:          ln,
-		log:         env.Logger("BOOT").With("root", ln.Addr().String()),
+		log:         log.With("root", ln.Addr().String()),
 		helloWait:   10 * time.Second,
 		abortLinger: timeout,
 		events:      make(chan rootEvent),
@@ -77,10 +122,13 @@ func startRoot(magic uint64, ln net.Listener) *rootServer {
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
-	s.log.Info("bootstrap root listening")
+	if id.Secret.IsZero() {
+		auth.WarnUnauthenticated(s.log, "bootstrap root")
+	}
+	s.log.Info("bootstrap root listening", "authenticated", !id.Secret.IsZero(), "encrypted", encrypt)
 	go s.acceptLoop()
 	go s.serve()
-	return s
+	return s, nil
 }
 
 // close stops the root and closes its listener and connections.
@@ -104,7 +152,11 @@ func (s *rootServer) rejections() []error {
 }
 
 func (s *rootServer) reject(conn net.Conn, err error) {
-	s.log.Warn("bootstrap root refused a connection", "remote", conn.RemoteAddr().String(), "err", err)
+	if errors.Is(err, auth.ErrAuth) {
+		s.log.Warn("bootstrap root: authentication failed from "+conn.RemoteAddr().String(), "remote", conn.RemoteAddr().String(), "err", err)
+	} else {
+		s.log.Warn("bootstrap root refused a connection", "remote", conn.RemoteAddr().String(), "err", err)
+	}
 	s.mu.Lock()
 	s.rejected = append(s.rejected, err)
 	s.mu.Unlock()
@@ -114,23 +166,50 @@ func (s *rootServer) reject(conn net.Conn, err error) {
 // refuse tells a rank why it cannot join, then closes its connection.
 func (s *rootServer) refuse(conn net.Conn, rank int, kind uint32, err error) {
 	conn.SetWriteDeadline(time.Now().Add(time.Second))
-	writeFrame(conn, header{magic: s.magic, typ: msgReject, src: uint32(rank), tag: kind}, []byte(err.Error()))
+	writeFrame(conn, header{magic: s.magic, typ: msgReject, src: uint32(rank), tag: kind}, rejectReason(err))
 	s.reject(conn, err)
 }
 
+// rejectReason is the payload of a msgReject: the error's text, cut to
+// the limit of the message type.
+func rejectReason(err error) []byte {
+	b := []byte(err.Error())
+	return b[:min(len(b), maxRejectPayload)]
+}
+
+// acceptLoop accepts connections; at most auth.MaxPending may be between
+// accept and a checked hello at once, the excess is closed at once.
 func (s *rootServer) acceptLoop() {
 	for {
 		conn, err := s.ln.Accept()
 		if err != nil {
 			return // listener closed
 		}
-		go s.handshake(conn)
+		if !s.gate.Enter() {
+			s.reject(conn, fmt.Errorf("bootstrap root: %d connections from %s and others have not authenticated yet: closed at once: %w",
+				auth.MaxPending, conn.RemoteAddr(), hal.ErrRemote))
+			continue
+		}
+		go func() {
+			defer s.gate.Leave()
+			s.handshake(conn)
+		}()
 	}
 }
 
-// handshake reads and checks a hello; only a well-formed one reaches serve.
+// handshake authenticates a connection (when the job has a secret), then
+// reads and checks a hello; only a well-formed one reaches serve.
 func (s *rootServer) handshake(conn net.Conn) {
 	from := conn.RemoteAddr().String() + " (a connection to the root)"
+	if !s.secret.IsZero() {
+		c, err := auth.Server(conn, auth.Config{Secret: s.secret, Proto: auth.ProtoBootRoot, Encrypt: s.encrypt,
+			Context: rootContext(s.magic), Timeout: s.helloWait})
+		if err != nil {
+			s.reject(conn, err)
+			return
+		}
+		conn = c
+	}
 	conn.SetReadDeadline(time.Now().Add(s.helloWait))
 	h, payload, err := readFrame(conn, s.magic)
 	if err != nil {
@@ -197,7 +276,7 @@ func (s *rootServer) serve() {
 		s.log.Warn("bootstrap rendezvous aborted", "err", err)
 		for r, m := range members {
 			m.conn.SetWriteDeadline(time.Now().Add(time.Second))
-			writeFrame(m.conn, header{magic: s.magic, typ: msgReject, src: uint32(r), tag: rejectRemote}, []byte(err.Error()))
+			writeFrame(m.conn, header{magic: s.magic, typ: msgReject, src: uint32(r), tag: rejectRemote}, rejectReason(err))
 		}
 		closeAll()
 		linger = time.After(s.abortLinger)

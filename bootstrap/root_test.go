@@ -11,7 +11,38 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/auth"
 )
+
+// dialAuthed connects to the root of id as a rank does: with the
+// handshake when the job has a secret.
+func dialAuthed(t *testing.T, id UniqueID) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", id.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.Secret.IsZero() {
+		return conn
+	}
+	ac, err := auth.Client(conn, auth.Config{Secret: id.Secret, Proto: auth.ProtoBootRoot, Context: rootContext(id.Magic)})
+	if err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	return ac
+}
+
+// closeWrite half-closes the TCP connection under c.
+func closeWrite(c net.Conn) {
+	type underlying interface{ NetConn() net.Conn }
+	if u, ok := c.(underlying); ok {
+		c = u.NetConn()
+	}
+	if tcp, ok := c.(*net.TCPConn); ok {
+		tcp.CloseWrite()
+	}
+}
 
 // TestRootRejectsBadClients writes raw bytes to the root: each bad client
 // is refused with a specific error naming it, and the job then forms as if
@@ -36,22 +67,18 @@ func TestRootRejectsBadClients(t *testing.T) {
 		{"truncated header", helloHdr(id.Magic, 0)[:10], errTruncated, "header: got 10 of 24 bytes"},
 		{"nothing", nil, errTruncated, "closed before a header"},
 		{"truncated payload", append(helloHdr(id.Magic, 100), 1, 2, 3, 4, 5), errTruncated, "hello payload: got 5 of 100 bytes"},
-		{"oversized", helloHdr(id.Magic, MaxMessageSize+1), errTooLarge, "limit 67108864"},
+		{"oversized", helloHdr(id.Magic, MaxMessageSize+1), errTooLarge, "limit 518"},
+		{"hello of 64 MiB", helloHdr(id.Magic, MaxMessageSize), errTooLarge, "hello payload of 67108864 bytes, limit 518"},
 		{"not a hello", rawHeader(header{magic: id.Magic, typ: msgData}), errBadType, "got data, want hello"},
 		{"malformed hello", append(helloHdr(id.Magic, 3), 0, 0, 0), errMalformed, "hello of 3 bytes"},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", id.Addr)
-			if err != nil {
-				t.Fatal(err)
-			}
+			conn := dialAuthed(t, id)
 			if _, err := conn.Write(tc.send); err != nil {
 				t.Fatal(err)
 			}
-			if tcp, ok := conn.(*net.TCPConn); ok {
-				tcp.CloseWrite()
-			}
+			closeWrite(conn)
 			waitFor(t, func() bool { return len(root.rejections()) > i })
 			got := root.rejections()[i]
 			if !errors.Is(got, tc.wantErr) || !errors.Is(got, hal.ErrRemote) {
@@ -89,10 +116,7 @@ func TestRootRefusesRankOutOfRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(root.close)
-	conn, err := net.Dial("tcp", id.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := dialAuthed(t, id)
 	defer conn.Close()
 	if err := writeFrame(conn, header{magic: id.Magic, typ: msgHello, src: 5}, encodeHello(hello{size: 4, addr: "127.0.0.1:1"})); err != nil {
 		t.Fatal(err)
@@ -121,10 +145,7 @@ func TestRootAbortsWhenARankLeaves(t *testing.T) {
 	go func() { _, err := Connect(ctx, id, 0, 3); waiting <- err }()
 	waitFor(t, func() bool { return root.registered.Load() == 1 })
 
-	conn, err := net.Dial("tcp", id.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := dialAuthed(t, id)
 	if err := writeFrame(conn, header{magic: id.Magic, typ: msgHello, src: 1}, encodeHello(hello{size: 3, addr: "127.0.0.1:1"})); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/shm"
 )
 
 // GracePeriod is how long Run lets the surviving ranks of a failed job exit
@@ -107,8 +108,9 @@ func (e *RunError) Unwrap() error { return hal.ErrRemote }
 // Run starts nproc copies of argv on this node, one process per rank, and
 // waits for all of them. This process hosts the job's root (see
 // NewUniqueID); each child gets WEFT_RANK, WEFT_NRANKS, WEFT_LOCAL_RANK (equal
-// to the rank) and WEFT_UNIQUE_ID, so that FromEnv and Launch.Connect find
-// the job, and NCCL_NVLS_ENABLE=0. The children inherit this process's
+// to the rank), WEFT_UNIQUE_ID and WEFT_JOB_SECRET (the job's fresh random
+// secret, which every connection of the job proves it knows), so that
+// FromEnv and Launch.Connect find the job, and NCCL_NVLS_ENABLE=0. The children inherit this process's
 // environment plus extraEnv ("KEY=value" entries, which override it; the
 // variables above cannot be overridden).
 //
@@ -148,7 +150,7 @@ type runner struct {
 }
 
 // launchVars are set by Run in every child and cannot be overridden.
-var launchVars = [...]string{"WEFT_RANK", "WEFT_NRANKS", "WEFT_LOCAL_RANK", "WEFT_UNIQUE_ID", "NCCL_NVLS_ENABLE"}
+var launchVars = [...]string{"WEFT_RANK", "WEFT_NRANKS", "WEFT_LOCAL_RANK", "WEFT_UNIQUE_ID", "WEFT_JOB_SECRET", "WEFT_JOB_SECRET_FILE", "NCCL_NVLS_ENABLE"}
 
 // nodeEnv adds WEFT_NODE_ID to a child's environment (RunNodes), replacing
 // any inherited value.
@@ -177,13 +179,20 @@ func childEnv(base, extra []string, rank, nproc int, id UniqueID) []string {
 			out = append(out, kv)
 		}
 	}
-	return append(out,
+	out = append(out,
 		"WEFT_RANK="+strconv.Itoa(rank),
 		"WEFT_NRANKS="+strconv.Itoa(nproc),
 		"WEFT_LOCAL_RANK="+strconv.Itoa(rank),
 		"WEFT_UNIQUE_ID="+id.String(),
 		"NCCL_NVLS_ENABLE=0",
 	)
+	if !id.Secret.IsZero() {
+		// The environment of a process is readable by its user only
+		// (/proc/PID/environ is mode 0400), the trust boundary weft
+		// assumes (docs/security.md).
+		out = append(out, "WEFT_JOB_SECRET="+id.Secret.Hex())
+	}
+	return out
 }
 
 type exitEvent struct {
@@ -313,6 +322,12 @@ func (r runner) run(ctx context.Context, nproc int, argv []string, extraEnv []st
 	}
 	for _, f := range flushers {
 		f.flush()
+	}
+	// Ranks killed by a signal cannot remove their shared-memory files:
+	// now that every rank has ended, remove the files of processes that
+	// are gone (internal/shm names files after their creator).
+	if removed := shm.ReclaimAll(); len(removed) > 0 {
+		log.Info("removed shared memory of ended ranks", "files", len(removed))
 	}
 
 	var failed []RankExit

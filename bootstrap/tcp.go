@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/auth"
 )
 
 // Connect joins rank of a size-rank job over TCP: it sends its hello to
@@ -38,9 +39,13 @@ func Connect(ctx context.Context, id UniqueID, rank, size int) (Bootstrap, error
 		return nil, fmt.Errorf("bootstrap: rank %d outside [0, %d): %w", rank, size, hal.ErrInvalidArgument)
 	}
 	if id.Magic == 0 || checkHostPort(id.Addr) != nil {
-		return nil, fmt.Errorf("bootstrap: invalid unique id (magic %#x, root %q); create one with NewUniqueID or FromEnv: %w", id.Magic, id.Addr, hal.ErrInvalidArgument)
+		return nil, fmt.Errorf("bootstrap: invalid unique id (zero magic or root %q); create one with NewUniqueID or FromEnv: %w", id.Addr, hal.ErrInvalidArgument)
 	}
 	timeout, err := bootstrapTimeout()
+	if err != nil {
+		return nil, err
+	}
+	encrypt, err := encryptFromEnv(id.Secret)
 	if err != nil {
 		return nil, err
 	}
@@ -49,13 +54,16 @@ func Connect(ctx context.Context, id UniqueID, rank, size int) (Bootstrap, error
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	c := &connector{core: newCore(rank, size, timeout), magic: id.Magic, root: id.Addr, start: time.Now()}
+	c := &connector{core: newCore(rank, size, timeout), magic: id.Magic, secret: id.Secret, encrypt: encrypt, root: id.Addr, start: time.Now()}
+	if id.Secret.IsZero() {
+		auth.WarnUnauthenticated(c.log, "bootstrap rank")
+	}
 	conns, err := c.rendezvous(ctx)
 	if err != nil {
 		c.log.Warn("bootstrap connect failed", "err", err)
 		return nil, err
 	}
-	b := &tcpBootstrap{core: c.core, magic: id.Magic, peers: make([]*peerConn, size)}
+	b := &tcpBootstrap{core: c.core, magic: id.Magic, secret: id.Secret, peers: make([]*peerConn, size)}
 	b.tx = b
 	for p, conn := range conns {
 		if conn == nil {
@@ -77,9 +85,20 @@ func Connect(ctx context.Context, id UniqueID, rank, size int) (Bootstrap, error
 // connector holds the state of one Connect call.
 type connector struct {
 	*core
-	magic uint64
-	root  string
-	start time.Time
+	magic   uint64
+	secret  Secret // zero: unauthenticated
+	encrypt bool
+	root    string
+	start   time.Time
+}
+
+// authConfig is the handshake of one kind of connection of this job.
+func (c *connector) authConfig(p auth.Proto) auth.Config {
+	ctx := rootContext(c.magic)
+	if p == auth.ProtoBootMesh {
+		ctx = meshContext(c.magic, c.size)
+	}
+	return auth.Config{Secret: c.secret, Proto: p, Encrypt: c.encrypt, Context: ctx, Timeout: c.timeout}
 }
 
 // rendezvous returns the mesh connections, indexed by peer rank (nil at
@@ -90,6 +109,13 @@ func (c *connector) rendezvous(ctx context.Context) ([]net.Conn, error) {
 		return nil, err
 	}
 	defer rc.Close()
+	if !c.secret.IsZero() {
+		ac, err := auth.Client(rc, c.authConfig(auth.ProtoBootRoot))
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap: rank %d: the root at %s: %w", c.rank, c.root, err)
+		}
+		rc = ac
+	}
 	stop := context.AfterFunc(ctx, func() { rc.SetDeadline(time.Now()) })
 	defer stop()
 	if d, ok := ctx.Deadline(); ok {
@@ -208,13 +234,22 @@ func (c *connector) mesh(ctx context.Context, ln net.Listener, addrs []string) (
 	deadline, _ := ctx.Deadline()
 
 	if c.rank < c.size-1 {
+		gate := auth.NewGate(auth.MaxPending)
 		go func() {
 			for {
 				conn, err := ln.Accept()
 				if err != nil {
 					return
 				}
-				go c.acceptOne(conn, deadline, results, done)
+				if !gate.Enter() {
+					c.log.Warn("bootstrap: too many unauthenticated mesh connections: closed one at once", "remote", conn.RemoteAddr().String())
+					conn.Close()
+					continue
+				}
+				go func() {
+					defer gate.Leave()
+					c.acceptOne(conn, deadline, results, done)
+				}()
 			}
 		}()
 	}
@@ -261,11 +296,23 @@ func (c *connector) mesh(ctx context.Context, ln net.Listener, addrs []string) (
 }
 
 func (c *connector) acceptOne(conn net.Conn, deadline time.Time, results chan<- meshResult, done <-chan struct{}) {
-	conn.SetDeadline(deadline)
 	drop := func(err error) {
-		c.log.Warn("bootstrap: refused a mesh connection", "remote", conn.RemoteAddr().String(), "err", err)
+		if errors.Is(err, auth.ErrAuth) {
+			c.log.Warn("bootstrap: authentication failed from "+conn.RemoteAddr().String(), "remote", conn.RemoteAddr().String(), "err", err)
+		} else {
+			c.log.Warn("bootstrap: refused a mesh connection", "remote", conn.RemoteAddr().String(), "err", err)
+		}
 		conn.Close()
 	}
+	if !c.secret.IsZero() {
+		ac, err := auth.Server(conn, c.authConfig(auth.ProtoBootMesh))
+		if err != nil {
+			drop(err)
+			return
+		}
+		conn = ac
+	}
+	conn.SetDeadline(deadline)
 	h, _, err := readFrame(conn, c.magic)
 	if err != nil {
 		drop(err)
@@ -298,6 +345,12 @@ func (c *connector) dialOne(ctx context.Context, p int, addr string, deadline ti
 	r := meshResult{peer: p}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil && !c.secret.IsZero() {
+		var ac net.Conn
+		if ac, err = auth.Client(conn, c.authConfig(auth.ProtoBootMesh)); err == nil {
+			conn = ac
+		}
+	}
 	if err == nil {
 		conn.SetDeadline(deadline)
 		err = writeFrame(conn, header{magic: c.magic, typ: msgMeshHello, src: uint32(c.rank), tag: uint32(c.size)}, nil)
@@ -338,6 +391,7 @@ func (c *connector) dialOne(ctx context.Context, p int, addr string, deadline ti
 type tcpBootstrap struct {
 	*core
 	magic   uint64
+	secret  Secret
 	peers   []*peerConn // nil at this rank
 	readers sync.WaitGroup
 }
@@ -420,6 +474,8 @@ func (b *tcpBootstrap) readLoop(pc *peerConn) {
 			b.box.put(mkey{peer: pc.rank, tag: h.tag}, mail{h.typ, payload})
 		case msgAllGather, msgBroadcast, msgBarrier:
 			b.box.put(mkey{coll: true, peer: pc.rank, tag: h.tag}, mail{h.typ, payload})
+		case msgProgressQuery, msgProgress:
+			b.progressIn(pc.rank, h.typ, h.tag, payload)
 		case msgBye:
 			b.log.Debug("bootstrap peer said goodbye", "peer", pc.rank)
 			b.box.setGone(pc.rank)
@@ -479,3 +535,9 @@ func (b *tcpBootstrap) crash() {
 		b.readers.Wait()
 	})
 }
+
+// DeriveKey returns a 32-byte key for one use of the job's secret, named by
+// label (HKDF-SHA256): the socket transport's connections authenticate with
+// it. It returns nil in an unauthenticated job. The secret itself is never
+// returned.
+func (b *tcpBootstrap) DeriveKey(label string) []byte { return b.secret.Derive(label) }

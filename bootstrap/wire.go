@@ -53,7 +53,11 @@ const (
 	msgBroadcast                    // Broadcast payload
 	msgBarrier                      // Barrier arrival
 	msgBye                          // clean Close: no more messages follow
-	msgTypeEnd                      // one past the last valid type
+	// Progress probes (progress.go): a query's tag is the probe id; a
+	// report answers it under that tag, or is an announcement (tag 0).
+	msgProgressQuery
+	msgProgress
+	msgTypeEnd // one past the last valid type
 )
 
 var msgTypeNames = [...]string{
@@ -67,6 +71,9 @@ var msgTypeNames = [...]string{
 	msgBroadcast: "Broadcast",
 	msgBarrier:   "Barrier",
 	msgBye:       "bye",
+
+	msgProgressQuery: "progress-query",
+	msgProgress:      "progress",
 }
 
 func (t msgType) String() string {
@@ -122,7 +129,9 @@ func decodeHeader(b []byte, magic uint64) (header, error) {
 		length: binary.BigEndian.Uint32(b[20:24]),
 	}
 	if h.magic != magic {
-		return header{}, fmt.Errorf("%w %#016x, want %#016x (a process of another job, or not a weft bootstrap client)", errBadMagic, h.magic, magic)
+		// The expected magic is never printed: in an unauthenticated job
+		// it is the only credential.
+		return header{}, fmt.Errorf("%w (a process of another job, or not a weft bootstrap client)", errBadMagic)
 	}
 	if v := b[9]; v != protocolVersion {
 		return header{}, fmt.Errorf("%w %d, want %d (mixed weft versions in one job?)", errVersion, v, protocolVersion)
@@ -130,10 +139,32 @@ func decodeHeader(b []byte, magic uint64) (header, error) {
 	if h.typ == 0 || h.typ >= msgTypeEnd {
 		return header{}, fmt.Errorf("%w %d", errBadType, uint8(h.typ))
 	}
-	if h.length > MaxMessageSize {
-		return header{}, fmt.Errorf("%w: payload of %d bytes, limit %d (MaxMessageSize)", errTooLarge, h.length, MaxMessageSize)
+	if limit := payloadLimit(h.typ); int64(h.length) > int64(limit) {
+		return header{}, fmt.Errorf("%w: %v payload of %d bytes, limit %d", errTooLarge, h.typ, h.length, limit)
 	}
 	return h, nil
+}
+
+// Payload limits by message type, checked before anything is allocated:
+// a hello holds a size and one host:port, a reject a reason, and the
+// handshake and control messages nothing at all.
+const (
+	maxHelloPayload  = 4 + 2 + 512
+	maxRejectPayload = 4096
+)
+
+// payloadLimit is the largest payload, in bytes, a message of type t may
+// carry.
+func payloadLimit(t msgType) int {
+	switch t {
+	case msgHello:
+		return maxHelloPayload
+	case msgReject:
+		return maxRejectPayload
+	case msgMeshHello, msgMeshAck, msgBarrier, msgBye:
+		return 0
+	}
+	return MaxMessageSize
 }
 
 // readFrame reads one message. A clean end of stream before the first

@@ -31,12 +31,14 @@ func TestDecodeHeader(t *testing.T) {
 		msg     string // substring of the error
 	}{
 		{name: "valid", in: rawHeader(good), want: good},
-		{name: "max length", in: rawHeader(header{magic: testMagic, typ: msgBye, length: MaxMessageSize}),
-			want: header{magic: testMagic, typ: msgBye, length: MaxMessageSize}},
+		{name: "max length", in: rawHeader(header{magic: testMagic, typ: msgData, length: MaxMessageSize}),
+			want: header{magic: testMagic, typ: msgData, length: MaxMessageSize}},
+		{name: "bye with a payload", in: rawHeader(header{magic: testMagic, typ: msgBye, length: 1}), wantErr: errTooLarge, msg: "bye payload of 1 bytes, limit 0"},
+		{name: "hello too long", in: rawHeader(header{magic: testMagic, typ: msgHello, length: 519}), wantErr: errTooLarge, msg: "limit 518"},
 		{name: "empty", in: nil, wantErr: errTruncated, msg: "header of 0 bytes, want 24"},
 		{name: "short", in: rawHeader(good)[:23], wantErr: errTruncated, msg: "header of 23 bytes"},
 		{name: "wrong magic", in: rawHeader(header{magic: 0xdead, typ: msgData}), wantErr: errBadMagic,
-			msg: "wrong magic 0x000000000000dead, want 0x1122334455667788"},
+			msg: "wrong magic (a process of another job"},
 		{name: "http request", in: []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), wantErr: errBadMagic},
 		{name: "type zero", in: rawHeader(header{magic: testMagic}), wantErr: errBadType, msg: "unknown message type 0"},
 		{name: "type past end", in: rawHeader(header{magic: testMagic, typ: msgTypeEnd}), wantErr: errBadType},

@@ -85,7 +85,13 @@ func OpenNetworkOf(ctx context.Context, ex Exchanger, dev hal.Device, n hal.Netw
 		}
 	}
 	job := "weft-net-" + string(all[0][len(all[0])-16:])
-	nd, err := n.Open(dev, hal.NetConfig{Rank: ex.Rank(), NRanks: ex.Size(), JobID: job})
+	cfg := hal.NetConfig{Rank: ex.Rank(), NRanks: ex.Size(), JobID: job}
+	// A bootstrap that holds the job's secret (bootstrap.KeyDeriver) keys
+	// the network's handshakes with a key derived for this network alone.
+	if kd, ok := ex.(interface{ DeriveKey(string) []byte }); ok {
+		cfg.Secret = kd.DeriveKey("network " + job)
+	}
+	nd, err := n.Open(dev, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("channels: open network %s on rank %d: %w", n.Name(), ex.Rank(), err)
 	}
@@ -113,6 +119,16 @@ func (nw *Network) Endpoint() hal.Endpoint { return nw.ep }
 // Err is the NetDevice's first receiver-side failure (it names the peer's
 // rank), or nil.
 func (nw *Network) Err() error { return nw.nd.Err() }
+
+// FailPeer tells the network that rank peer is lost: the communicator
+// found it stopped (err says how). Engines to it fail at once, and closing
+// them does not wait for the peer's goodbye. Networks that keep no such
+// state ignore it.
+func (nw *Network) FailPeer(peer int, err error) {
+	if f, ok := nw.nd.(interface{ FailPeer(int, error) }); ok {
+		f.FailPeer(peer, err)
+	}
+}
 
 // Close detaches the network from the device; the NetDevice closes once
 // the plans set up over it are closed too.

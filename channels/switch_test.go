@@ -151,12 +151,14 @@ func TestConnectSwitchFailureNamesRank(t *testing.T) {
 	}
 }
 
+// shmFiles counts this process's hal/host files: their names start with
+// the creator's pid (internal/shm), not the job, which job only documents.
 func shmFiles(t *testing.T, job string) int {
 	t.Helper()
 	ents, _ := os.ReadDir("/dev/shm")
 	n := 0
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "weft-"+job+"-") {
+		if strings.HasPrefix(e.Name(), fmt.Sprintf("weft-%d-", os.Getpid())) {
 			n++
 		}
 	}

@@ -11,9 +11,11 @@
 //     m is 8 for the 16-, 32- and 64-bit types, 7 for int8, 2 for FP8 E4M3
 //     (exact integers up to 16) and 1 for FP8 E5M2 (exact integers up to
 //     8); unsigned types take 0 … 16 (uint8: 0 … 15) instead. Every partial
-//     sum, also times [PreMulScalar] (2), is exact: within ±128 for the
-//     wide types (half and bfloat16 hold integers to 2048 and 256), ±112
-//     for int8, 240 for uint8, and even integers to 32 (E4M3) or 16 (E5M2).
+//     sum, also with each contribution times its rank's [PreMulScalar]
+//     (±1 or ±2; 1 to 3 for unsigned types; ±2 for FP8, so that FP8
+//     partial sums stay even), is exact: within ±128 for the wide types
+//     (half and bfloat16 hold integers to 2048 and 256), ±112 for int8,
+//     240 for uint8, and even integers to 32 (E4M3) or 16 (E5M2).
 //   - Prod: ±1 and ±2, with a 2 at most three times among 8 ranks, so
 //     every partial product is within ±8 (unsigned types: 1 and 2).
 //   - Avg of an integer type: the Sum inputs; the result is the sum
@@ -104,19 +106,35 @@ func Input(t plan.DataType, op plan.RedOp, rank int, count int64) []byte {
 	return out
 }
 
-// PreMulScalar is the PreMulSum multiplier the tests use for type t, as
-// plan.Args.Scalar bits: 2, which keeps every result exact and makes a
-// result wrong when the multiplier is ignored.
-func PreMulScalar(t plan.DataType) uint64 { return plan.ScalarBits(t, 2) }
+// PreMulScalar is the PreMulSum multiplier rank passes in the tests, for
+// type t, as plan.Args.Scalar bits ([PreMulValue] converted to t; the
+// rank must not be negative).
+func PreMulScalar(t plan.DataType, rank int) uint64 { return plan.ScalarBits(t, PreMulValue(t, rank)) }
+
+// PreMulValue is rank's PreMulSum multiplier for type t: 2, −1, −2, 1 for
+// ranks 0, 1, 2, 3 (mod 4); 2, 1, 3, 1 for the unsigned types; 2, −2,
+// −2, 2 for the FP8 types. Ranks pass different scalars, so a
+// result is wrong when a rank's contribution is scaled by another rank's
+// scalar, or not at all; the magnitudes keep every result exact (see the
+// package documentation). rank must not be negative.
+func PreMulValue(t plan.DataType, rank int) float64 {
+	switch {
+	case t == plan.Float8E4M3 || t == plan.Float8E5M2:
+		return [4]float64{2, -2, -2, 2}[rank%4]
+	case unsigned(t):
+		return [4]float64{2, 1, 3, 1}[rank%4]
+	}
+	return [4]float64{2, -1, -2, 1}[rank%4]
+}
 
 // AllReduce returns the expected AllReduce output of nranks ranks
-// (1 … MaxRanks) for inputs made by [Input]: PreMulSum multiplies by
-// [PreMulScalar]; Avg of an integer type is the sum divided by nranks,
+// (1 … MaxRanks) for inputs made by [Input]: PreMulSum multiplies rank r's
+// input by rank r's [PreMulValue]; Avg of an integer type is the sum divided by nranks,
 // truncated toward zero; Avg of a floating type is Σ x·plan.AvgScalar in
 // rank order, rounded to the type after every operation.
 func AllReduce(t plan.DataType, op plan.RedOp, nranks int, count int64) []byte {
 	out := make([]byte, count*int64(t.Size()))
-	scalar := 2.0
+	var scalar float64
 	if op == plan.Avg && t.Float() {
 		scalar = decode(t, plan.AvgScalar(t, nranks))
 	}
@@ -143,7 +161,7 @@ func AllReduce(t plan.DataType, op plan.RedOp, nranks int, count int64) []byte {
 				}
 				acc = math.Min(acc, v)
 			case plan.PreMulSum:
-				acc += v * scalar
+				acc += v * PreMulValue(t, r)
 			case plan.Avg:
 				if t.Float() {
 					acc = round(t, acc+round(t, v*scalar))

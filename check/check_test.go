@@ -88,8 +88,6 @@ func TestAllReduceInAnyOrder(t *testing.T) {
 					rounding := op == plan.Avg && dt.Float()
 					pre := 1.0
 					switch {
-					case op == plan.PreMulSum:
-						pre = elems(dt, binary.LittleEndian.AppendUint64(nil, PreMulScalar(dt)))[0]
 					case rounding:
 						pre = decode(dt, plan.AvgScalar(dt, n))
 					}
@@ -119,7 +117,14 @@ func TestAllReduceInAnyOrder(t *testing.T) {
 							xs := make([]float64, n)
 							for r := range xs {
 								xs[r] = Value(dt, op, r, i)
-								if rounding {
+								if op == plan.PreMulSum {
+									// Each rank's own scalar, as the
+									// rank passes it (bits of the type).
+									xs[r] *= elems(dt, binary.LittleEndian.AppendUint64(nil, PreMulScalar(dt, r)))[0]
+									if !representable(dt, xs[r]) {
+										t.Fatalf("rank %d: %v × its scalar is not exact in %v", r, Value(dt, op, r, i), dt)
+									}
+								} else if rounding {
 									xs[r] = round(dt, xs[r]*pre)
 								} else if pre != 1 {
 									xs[r] *= pre
@@ -181,15 +186,36 @@ func TestInputRanges(t *testing.T) {
 	}
 }
 
-// PreMulSum's expected result depends on the scalar, so a reduction that
-// ignores it fails.
+// PreMulSum's expected result depends on every rank's own scalar, so a
+// reduction that ignores the scalars, or scales every contribution by the
+// local rank's scalar, fails.
 func TestPreMulScalarMatters(t *testing.T) {
 	for _, dt := range plan.DataTypes {
-		if s := elems(dt, binary.LittleEndian.AppendUint64(nil, PreMulScalar(dt)))[0]; s != 2 {
-			t.Errorf("%v: PreMulScalar is %v, want 2", dt, s)
+		for r := 0; r < MaxRanks; r++ {
+			if s := elems(dt, binary.LittleEndian.AppendUint64(nil, PreMulScalar(dt, r)))[0]; s != PreMulValue(dt, r) {
+				t.Errorf("%v rank %d: PreMulScalar is %v, want %v", dt, r, s, PreMulValue(dt, r))
+			}
 		}
-		if Wrong(dt, AllReduce(dt, plan.PreMulSum, 2, 64), AllReduce(dt, plan.Sum, 2, 64)) == 0 {
-			t.Errorf("%v: PreMulSum and Sum expect the same result", dt)
+		for n := 2; n <= MaxRanks; n++ {
+			want := AllReduce(dt, plan.PreMulSum, n, 64)
+			if Wrong(dt, want, AllReduce(dt, plan.Sum, n, 64)) == 0 {
+				t.Errorf("%v, %d ranks: PreMulSum and Sum expect the same result", dt, n)
+			}
+			// What a reduction that scales every contribution by the
+			// scalar of rank `local` computes.
+			for local := 0; local < n; local++ {
+				uniform := make([]byte, len(want))
+				for i := int64(0); i < 64; i++ {
+					var acc float64
+					for r := 0; r < n; r++ {
+						acc += Value(dt, plan.PreMulSum, r, i) * PreMulValue(dt, local)
+					}
+					Put(dt, uniform, i, acc)
+				}
+				if Wrong(dt, want, uniform) == 0 {
+					t.Errorf("%v, %d ranks: scaling by rank %d's scalar alone gives the expected result", dt, n, local)
+				}
+			}
 		}
 	}
 }
@@ -204,9 +230,9 @@ func TestAllReduceValues(t *testing.T) {
 	}{
 		// Inputs of element 0: Sum int32 ranks 0, 1, 2 → -8, 5, 1.
 		{plan.Int32, plan.Sum, 3, []float64{-2}},
-		{plan.Int32, plan.PreMulSum, 3, []float64{-4}},
-		{plan.Int32, plan.Avg, 3, []float64{0}},       // -2/3 truncates to 0
-		{plan.Int8, plan.Avg, 2, []float64{0, -1, 6}}, // (-7+6)/2 truncates to 0, (0-2)/2, (7+5)/2
+		{plan.Int32, plan.PreMulSum, 3, []float64{-23}}, // -8×2 + 5×(−1) + 1×(−2): each rank its own scalar
+		{plan.Int32, plan.Avg, 3, []float64{0}},         // -2/3 truncates to 0
+		{plan.Int8, plan.Avg, 2, []float64{0, -1, 6}},   // (-7+6)/2 truncates to 0, (0-2)/2, (7+5)/2
 		// Avg of floats, element 0: inputs 1 and 6 (float32) or 1 and 2
 		// (E4M3) on ranks 0 and 1, zero elsewhere.
 		{plan.Float32, plan.Avg, 3, []float64{2.3333332538604736}}, // 0.33333334 + 2 (6 × 0.33333334 rounds to 2)

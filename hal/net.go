@@ -34,6 +34,12 @@ type NetConfig struct {
 	Rank   int    // this process's rank, for messages and frames
 	NRanks int    // ranks of the job, ≥ 1
 	JobID  string // the job; frames and handles of another job are refused
+	// Secret is the key (16 to 64 bytes) with which every connection of
+	// the network proves it belongs to the job, by challenge and response;
+	// it never crosses the wire. Package channels derives it from the
+	// job's bootstrap secret. nil: the network is unauthenticated (only
+	// JobID is checked) and logs a warning once.
+	Secret []byte
 }
 
 // NetDevice is one rank's side of a Network. It is port-mapped: ExportPort

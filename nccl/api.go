@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -720,10 +721,14 @@ func splitExchange(parent *comm, color, key int) (rank, size int, id bootstrap.U
 	idText := ""
 	if color != splitNoColor && rank == 0 {
 		nid, err := bootstrap.NewUniqueID()
+		var bin []byte
+		if err == nil {
+			bin, err = nid.MarshalBinary() // with the secret: the parent's bootstrap is the job's own
+		}
 		if err != nil {
 			idText = "error: " + err.Error()
 		} else {
-			idText = nid.String()
+			idText = hex.EncodeToString(bin)
 		}
 	}
 	ids, err := parent.boot.AllGather(ctx, []byte(idText))
@@ -737,7 +742,11 @@ func splitExchange(parent *comm, color, key int) (rank, size int, id bootstrap.U
 	if strings.HasPrefix(leader, "error: ") {
 		return 0, 0, id, fmt.Errorf("split: rank %d (new rank 0 of color %d) could not make a bootstrap id: %s: %w", members[0], color, leader, hal.ErrSystem)
 	}
-	id, err = bootstrap.ParseUniqueID(leader)
+	bin, err := hex.DecodeString(leader)
+	if err != nil {
+		return 0, 0, id, fmt.Errorf("split: rank %d sent a unique id that is not hex: %w", members[0], hal.ErrInternal)
+	}
+	err = id.UnmarshalBinary(bin)
 	return rank, len(members), id, err
 }
 

@@ -19,6 +19,7 @@ func TestUniqueIDRoundTrip(t *testing.T) {
 		{Magic: 0x0123456789abcdef, Addr: "127.0.0.1:40123"},
 		{Magic: 1, Addr: "[fe80::1%eth0]:1"},
 		{Magic: ^uint64(0), Addr: "node-17.cluster.example.org:65535"},
+		{Magic: 5, Addr: "node-17.cluster.example.org:65535", Secret: testSecret(t)},
 	} {
 		b, err := encodeID(id)
 		if err != nil {
@@ -46,8 +47,8 @@ func TestUniqueIDFromNewUniqueID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id.Magic == 0 || !strings.Contains(id.Addr, ":") {
-		t.Errorf("decoded %+v", id)
+	if id.Magic == 0 || !strings.Contains(id.Addr, ":") || id.Secret.IsZero() {
+		t.Errorf("decoded %+v (want a magic, an address and a secret)", id)
 	}
 }
 
@@ -58,7 +59,8 @@ func TestDecodeIDRejects(t *testing.T) {
 		"zero":               func(b *[uniqueIDBytes]byte) { *b = [uniqueIDBytes]byte{} },
 		"length too long":    func(b *[uniqueIDBytes]byte) { b[12] = 200 },
 		"trailing garbage":   func(b *[uniqueIDBytes]byte) { b[100] = 1 },
-		"address not h:port": func(b *[uniqueIDBytes]byte) { b[12] = 3 },
+		"address not h:port": func(b *[uniqueIDBytes]byte) { b[13] = 3 },
+		"secret too short":   func(b *[uniqueIDBytes]byte) { b[12] = 3 },
 	}
 	for name, mutate := range cases {
 		b := good
@@ -340,4 +342,13 @@ func TestRealLoaderRefusesItself(t *testing.T) {
 	if got := realCandidates(); len(got) != 1 || got[0] != "/nonexistent/libnccl.so.2" {
 		t.Errorf("candidates with WEFT_NCCL_LIB: %v", got)
 	}
+}
+
+func testSecret(t *testing.T) bootstrap.Secret {
+	t.Helper()
+	s, err := bootstrap.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

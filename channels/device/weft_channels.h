@@ -454,10 +454,26 @@ WEFT_DEV weft_u32x4 post128(const Ctx& c, weft_u32x4 v) { return CMB == CMB_DIV 
 template <int DT, int CMB>
 WEFT_DEV weft_u64 post64(const Ctx& c, weft_u64 v) { return CMB == CMB_DIV ? div64<DT>(v, c.p->nranks) : v; }
 
+// Per-source scaling (PreMulSum with a scalar per rank, hal/plan
+// premul.go): bit i of the compile-time mask SCL set means source i is this
+// rank's own input, multiplied by this rank's scalar where it is read,
+// before it is reduced, stored or packed. The mask is a template constant
+// and i the index of a fully unrolled loop, so a transfer with SCL = 0
+// (every operator but PreMulSum) compiles to no scaling code at all.
+template <int DT, int CMB, int SCL>
+WEFT_DEV weft_u32x4 src128(const Ctx& c, weft_u32x4 v, int i) {
+  return ((SCL >> i) & 1) ? scale128<DT>(v, c.scalar) : pre128<DT, CMB>(c, v);
+}
+template <int DT, int CMB, int SCL>
+WEFT_DEV weft_u64 src64(const Ctx& c, weft_u64 v, int i) {
+  return ((SCL >> i) & 1) ? scale64<DT>(v, c.scalar) : pre64<DT, CMB>(c, v);
+}
+
 // xfer_plain: for every byte range of len elements, dsts[j] = ⊕ srcs[i]
-// (with the combine mode CMB applied). Pointers point at the first element
-// of this block's part. All threads of the block take part.
-template <int DT, int OP, int NS, int ND, int UNROLL, int CMB>
+// (with the combine mode CMB applied, and source i scaled when bit i of SCL
+// is set). Pointers point at the first element of this block's part. All
+// threads of the block take part.
+template <int DT, int OP, int NS, int ND, int UNROLL, int CMB, int SCL = 0>
 WEFT_DEV void xfer_plain(const Ctx& c, const char* const (&srcs)[NS], char* const (&dsts)[ND], weft_u64 len) {
   constexpr int ES = dtype_size<DT>::value;
   const weft_u64 bytes = len * ES;
@@ -474,14 +490,14 @@ WEFT_DEV void xfer_plain(const Ctx& c, const char* const (&srcs)[NS], char* cons
     for (; v + (UNROLL - 1) * blockDim.x < nvec; v += stride) {
       weft_u32x4 acc[UNROLL];
 #pragma unroll
-      for (int u = 0; u < UNROLL; u++) acc[u] = pre128<DT, CMB>(c, ld16(srcs[0] + (v + u * blockDim.x) * 16));
+      for (int u = 0; u < UNROLL; u++) acc[u] = src128<DT, CMB, SCL>(c, ld16(srcs[0] + (v + u * blockDim.x) * 16), 0);
 #pragma unroll
       for (int i = 1; i < NS; i++) {
         weft_u32x4 x[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) x[u] = ld16(srcs[i] + (v + u * blockDim.x) * 16);
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) acc[u] = red128<DT, OP>(acc[u], pre128<DT, CMB>(c, x[u]));
+        for (int u = 0; u < UNROLL; u++) acc[u] = red128<DT, OP>(acc[u], src128<DT, CMB, SCL>(c, x[u], i));
       }
 #pragma unroll
       for (int u = 0; u < UNROLL; u++) acc[u] = post128<DT, CMB>(c, acc[u]);
@@ -491,9 +507,9 @@ WEFT_DEV void xfer_plain(const Ctx& c, const char* const (&srcs)[NS], char* cons
         for (int u = 0; u < UNROLL; u++) st16(dsts[j] + (v + u * blockDim.x) * 16, acc[u]);
     }
     for (; v < nvec; v += blockDim.x) {
-      weft_u32x4 acc = pre128<DT, CMB>(c, ld16(srcs[0] + v * 16));
+      weft_u32x4 acc = src128<DT, CMB, SCL>(c, ld16(srcs[0] + v * 16), 0);
 #pragma unroll
-      for (int i = 1; i < NS; i++) acc = red128<DT, OP>(acc, pre128<DT, CMB>(c, ld16(srcs[i] + v * 16)));
+      for (int i = 1; i < NS; i++) acc = red128<DT, OP>(acc, src128<DT, CMB, SCL>(c, ld16(srcs[i] + v * 16), i));
       acc = post128<DT, CMB>(c, acc);
 #pragma unroll
       for (int j = 0; j < ND; j++) st16(dsts[j] + v * 16, acc);
@@ -507,11 +523,11 @@ WEFT_DEV void xfer_plain(const Ctx& c, const char* const (&srcs)[NS], char* cons
 #pragma unroll
   for (int j = 0; j < ND; j++) elem_aligned &= ((weft_u64)dsts[j] % ES) == 0;
   for (weft_u64 b = head + (weft_u64)threadIdx.x * ES; b < bytes; b += (weft_u64)blockDim.x * ES) {
-    weft_u64 acc = pre64<DT, CMB>(c, elem_aligned ? ld_elem<ES>(srcs[0] + b) : ld_bytes(srcs[0] + b, ES));
+    weft_u64 acc = src64<DT, CMB, SCL>(c, elem_aligned ? ld_elem<ES>(srcs[0] + b) : ld_bytes(srcs[0] + b, ES), 0);
 #pragma unroll
     for (int i = 1; i < NS; i++) {
       weft_u64 x = elem_aligned ? ld_elem<ES>(srcs[i] + b) : ld_bytes(srcs[i] + b, ES);
-      acc = red64<DT, OP>(acc, pre64<DT, CMB>(c, x));
+      acc = red64<DT, OP>(acc, src64<DT, CMB, SCL>(c, x, i));
     }
     acc = post64<DT, CMB>(c, acc);
 #pragma unroll
@@ -601,8 +617,10 @@ WEFT_DEV void st_plain_unit(char* p, weft_u64 v, int valid) {
 // scratch (pkt_srcs, written by the peers of channels pkt_ch) and some
 // destinations written as LL packets (pkt_dsts). Packet pointers point at
 // the packet holding the part's first element. One 8-byte unit per thread
-// per step. Returns false (for this thread) when a packet wait expired.
-template <int DT, int OP, int PROTO, int NPS, int NKS, int NPD, int NKD, int CMB>
+// per step. Bit i of SCL scales plain source i (packet sources come from
+// peers, already scaled). Returns false (for this thread) when a packet
+// wait expired.
+template <int DT, int OP, int PROTO, int NPS, int NKS, int NPD, int NKD, int CMB, int SCL = 0>
 WEFT_DEV bool xfer_ll(const Ctx& c, const char* const (&srcs)[NPS > 0 ? NPS : 1], const char* const (&pkt_srcs)[NKS > 0 ? NKS : 1],
                       const int (&pkt_ch)[NKS > 0 ? NKS : 1], char* const (&dsts)[NPD > 0 ? NPD : 1],
                       char* const (&pkt_dsts)[NKD > 0 ? NKD : 1], weft_u64 len) {
@@ -616,7 +634,7 @@ WEFT_DEV bool xfer_ll(const Ctx& c, const char* const (&srcs)[NPS > 0 ? NPS : 1]
     bool first = true;
 #pragma unroll
     for (int i = 0; i < NPS; i++) {
-      weft_u64 x = pre64<DT, CMB>(c, ld_plain_unit<ES>(srcs[i] + u * 8, valid));
+      weft_u64 x = src64<DT, CMB, SCL>(c, ld_plain_unit<ES>(srcs[i] + u * 8, valid), i);
       acc = first ? x : red64<DT, OP>(acc, x);
       first = false;
     }

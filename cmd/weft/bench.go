@@ -37,6 +37,8 @@ type benchOptions struct {
 	tune               bool
 	tuneFile           string
 	tuneCandidates     string
+	timeBudget         time.Duration
+	plotFile           string
 }
 
 var benchOpts benchOptions
@@ -57,8 +59,9 @@ count argument, algbw = size / time and busbw = algbw × 2(n−1)/n for
 all_reduce, × (n−1)/n for all_gather, reduce_scatter and alltoall, × 1 for
 broadcast, reduce and sendrecv. In place is NCCL's definition for each
 collective (all_gather sends from its own slot of the receive buffer,
-reduce_scatter receives into its own slot of the send buffer); an in-place
-call that weft does not take shows N/A. sendrecv is a ring: every rank
+reduce_scatter receives into its own slot of the send buffer, alltoall and
+the others use one buffer); a call an implementation does not take shows
+N/A. sendrecv is a ring: every rank
 sends to rank+1 and receives from rank−1 in one group. -r picks the root
 of broadcast and reduce.
 
@@ -69,8 +72,12 @@ WEFT_ALLREDUCE or a tuning file, are listed in the header); --raw, and
 every other collective, runs through Comm.Launch. A last column names the
 plan that served each size.
 
-With --nproc N it starts N processes, one per device (as mpirun would); under
-mpirun, srun or torchrun it joins the job that the launcher started. With
+With --nproc N it starts N processes, one per device (as mpirun would);
+without it, one per device of the backend and at least 2 (hal/host: 2), so
+that the default run measures a collective between ranks. Under mpirun,
+srun or torchrun it joins the job that the launcher started. A bad flag,
+backend or rank count (1 to 8) exits with status 5 before any process
+starts. With
 --baseline nccl every size is also run through the system's libnccl.so.2 on
 the same buffers, streams and ranks, and a ratio column compares the two.`,
 	Example: `  weft bench allreduce -b 8 -e 1G -f 4 --nproc 2 --baseline nccl
@@ -97,7 +104,7 @@ func init() {
 	f.IntVarP(&o.root, "root", "r", 0, "root rank of broadcast and reduce")
 	f.IntVarP(&o.blocking, "blocking", "z", 0, "1: wait for every call to complete before the next (nccl-tests' -z)")
 	f.BoolVar(&o.raw, "raw", false, "all_reduce through Comm.Launch instead of the zero-copy Comm.AllReduce")
-	f.IntVar(&o.nproc, "nproc", 1, "processes to start, one per device")
+	f.IntVar(&o.nproc, "nproc", 0, "processes (ranks) to start, one per device (0: one per device of the backend, at least 2; ignored under mpirun, srun or torchrun)")
 	f.StringVar(&o.hal, "hal", "", "HAL backend (default: WEFT_HAL, else the first available of nvlink, xgmi, pcie, host)")
 	f.StringVarP(&o.jsonFile, "output_file", "J", "", "also write results as JSON (nccl-tests keys) to this file")
 	f.StringVar(&o.baseline, "baseline", "", "measure a baseline in the same run: nccl")
@@ -109,6 +116,8 @@ func init() {
 	f.StringVar(&o.tuneFile, "tune-file", "", "tuning file --tune writes (default: WEFT_TUNING_FILE, else $XDG_CONFIG_HOME/weft/tuning.json)")
 	f.StringVar(&o.tuneCandidates, "tune-candidates", "", "--tune: measure only these plans, comma-separated tier names without bounds (e.g. 1pa-LL16-1x1024,2pa-64x1024-u4)")
 	f.StringVar(&o.pushWindow, "push-window", "", "use the store-only 2PA above 16 MB with windows of this many bytes per chunk (e.g. 8M; default: the read-based 2PA)")
+	f.DurationVar(&o.timeBudget, "time-budget", time.Second, "cut the timed iterations (then graph replays) of a measurement so that they take about this long at most, from the warm-up calls' time (0: always -n × -G; needs -w ≥ 2); cut rows are named in '# cut' lines")
+	f.StringVar(&o.plotFile, "plot", "", "also draw busbw and time against size, weft and the baseline, to this SVG file (see weft plot)")
 	rootCmd.AddCommand(benchCmd)
 }
 
@@ -152,6 +161,10 @@ type benchConfig struct {
 	tune           bool
 	tuneFile       string
 	tuneCandidates string
+	// timeBudget bounds the timed calls of one measurement (benchrun.go's
+	// measure; 0: -n × -G always); plotFile is --plot's SVG (plot.go).
+	timeBudget time.Duration
+	plotFile   string
 }
 
 func (o *benchOptions) validate(coll string) (*benchConfig, error) {
@@ -160,7 +173,7 @@ func (o *benchOptions) validate(coll string) (*benchConfig, error) {
 	}
 	c := &benchConfig{collective: strings.ReplaceAll(strings.ToLower(coll), "_", ""), warmup: o.warmup, iters: o.iters,
 		check: o.check != 0, graphs: o.graphs, halName: o.hal, jsonFile: o.jsonFile, baseline: o.baseline, blocks: o.blocks, threads: o.threads, unroll: o.unroll,
-		stepFactor: o.factor, root: o.root, blocking: o.blocking != 0, raw: o.raw}
+		stepFactor: o.factor, root: o.root, blocking: o.blocking != 0, raw: o.raw, timeBudget: o.timeBudget, plotFile: o.plotFile}
 	var err error
 	if c.coll, err = algorithms.ParseCollective(coll); err != nil {
 		return nil, bad("%v", err)
@@ -194,10 +207,10 @@ func (o *benchOptions) validate(coll string) (*benchConfig, error) {
 		return nil, bad("-o %q: %v", o.op, err)
 	}
 	if c.op == plan.PreMulSum {
-		c.scalar = check.PreMulScalar(c.dtype)
+		c.scalar = premulScalar(c.op, c.dtype, 0) // rank 0's; each rank passes its own (premulScalar)
 	}
-	if o.nproc < 1 {
-		return nil, bad("--nproc %d: want at least 1", o.nproc)
+	if o.nproc < 0 {
+		return nil, bad("--nproc %d: want at least 1 (0: one per device, at least 2)", o.nproc)
 	}
 	switch c.baseline {
 	case "", "nccl":
@@ -264,7 +277,14 @@ func runBench(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	job, err := joinJob(cmd, "bench", benchOpts.nproc)
+	nproc, err := jobRanks("bench", benchOpts.nproc, cfg.halName)
+	if err != nil {
+		return err
+	}
+	if err := benchCheckRoom(args[0], cfg, nproc); err != nil {
+		return err
+	}
+	job, err := joinJob(cmd, "bench", nproc)
 	if job == nil || err != nil {
 		return err
 	}
@@ -278,4 +298,15 @@ func bootTimeout() time.Duration {
 		return 60 * time.Second
 	}
 	return d
+}
+
+// premulScalar is the PreMulSum scalar rank passes for type t
+// (check.PreMulScalar): a different one on each rank, as
+// ncclRedOpCreatePreMulSum allows, so that the exact check catches a rank's
+// input scaled by another rank's scalar. 0 for other operators.
+func premulScalar(op plan.RedOp, t plan.DataType, rank int) uint64 {
+	if op != plan.PreMulSum {
+		return 0
+	}
+	return check.PreMulScalar(t, rank)
 }

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/algorithms"
@@ -152,23 +156,38 @@ func (w weftColl) close() error                   { return w.c.Close() }
 // so that an element the collective does not write counts as wrong.
 const poison = 0xA5
 
-// prepare writes rank's send data of c (check.Send) and poisons the
-// receive region, in the order that leaves in-place send data intact.
-func prepare(dev hal.Device, c *collCall, rank, n int) error {
-	if rb := c.recvBytes(n); rb > 0 {
-		p := make([]byte, rb)
-		for i := range p {
-			p[i] = poison
-		}
-		if err := dev.Write(c.recv, c.recvOff, p); err != nil {
+// poisonChunk is the size in bytes of the poison pattern written per
+// Device.Write: receive regions are poisoned in pieces this large, so a
+// 1 GiB region needs no 1 GiB host buffer.
+const poisonChunk = 16 << 20
+
+var poisonBytes = bytes.Repeat([]byte{poison}, poisonChunk)
+
+// writePoison fills bytes bytes of buf from off with the poison byte.
+func writePoison(dev hal.Device, buf hal.Buffer, off, n int64) error {
+	for done := int64(0); done < n; done += poisonChunk {
+		if err := dev.Write(buf, off+done, poisonBytes[:min(poisonChunk, n-done)]); err != nil {
 			return err
 		}
 	}
-	data := check.Send(c.coll, c.dtype, c.op, n, rank, c.count)
-	if len(data) == 0 {
+	return nil
+}
+
+// prepare writes rank's send data of c (check.Send) and poisons the
+// receive region, in the order that leaves in-place send data intact.
+func prepare(dev hal.Device, c *collCall, rank, n int) error {
+	return prepareWith(dev, c, check.Send(c.coll, c.dtype, c.op, n, rank, c.count), n)
+}
+
+// prepareWith is prepare with the send data given.
+func prepareWith(dev hal.Device, c *collCall, send []byte, n int) error {
+	if err := writePoison(dev, c.recv, c.recvOff, c.recvBytes(n)); err != nil {
+		return err
+	}
+	if len(send) == 0 {
 		return nil
 	}
-	return dev.Write(c.send, c.sendOff, data)
+	return dev.Write(c.send, c.sendOff, send)
 }
 
 // verify reads the receive region of c and counts the elements that
@@ -177,40 +196,190 @@ func prepare(dev hal.Device, c *collCall, rank, n int) error {
 // rank other than the root) count 0.
 func verify(dev hal.Device, c *collCall, rank, n int) (wrong, first int64, err error) {
 	want := check.Expected(c.coll, c.dtype, c.op, n, rank, c.root, c.count)
-	if want == nil || len(want) == 0 {
+	return verifyWith(dev, c, want, nil)
+}
+
+// verifyWith is verify with the expected bytes given; got, when at least
+// len(want) long, is reused for the read-back.
+func verifyWith(dev hal.Device, c *collCall, want, got []byte) (wrong, first int64, err error) {
+	if len(want) == 0 {
 		return 0, -1, nil
 	}
-	got := make([]byte, len(want))
+	if int64(cap(got)) < int64(len(want)) {
+		got = make([]byte, len(want))
+	}
+	got = got[:len(want)]
 	if err := dev.Read(got, c.recv, c.recvOff); err != nil {
 		return 0, -1, err
 	}
-	return wrongElems(c.dtype, c.op, got, want), firstWrong(c.dtype, got, want), nil
+	if wrong = wrongElems(c.dtype, c.op, got, want); wrong == 0 {
+		return 0, -1, nil
+	}
+	return wrong, firstWrong(c.dtype, got, want), nil
 }
+
+// compareChunk is the piece of a buffer one goroutine compares at a time
+// (bytes; a multiple of every element size).
+const compareChunk = 1 << 20
 
 // wrongElems counts wrong elements (check.Wrong: bitwise, the values are
-// exact).
+// exact), comparing pieces of compareChunk bytes on every CPU: a piece
+// that is bytewise equal (the common case) costs one memcmp.
 func wrongElems(t plan.DataType, op plan.RedOp, got, want []byte) int64 {
-	return check.Wrong(t, got, want)
+	n := min(len(got), len(want))
+	missing := check.Wrong(t, got[n:], want[n:])
+	var total atomic.Int64
+	parallelChunks(int64(n), func(lo, hi int64) bool {
+		if !bytes.Equal(got[lo:hi], want[lo:hi]) {
+			total.Add(check.Wrong(t, got[lo:hi], want[lo:hi]))
+		}
+		return true
+	})
+	return total.Load() + missing
 }
 
+// firstWrong is the index of the first element of got that differs from
+// want, or -1.
 func firstWrong(t plan.DataType, got, want []byte) int64 {
-	es := t.Size()
-	for i := 0; i+es <= len(want) && i+es <= len(got); i += es {
-		for k := 0; k < es; k++ {
-			if got[i+k] != want[i+k] {
-				return int64(i / es)
+	es := int64(t.Size())
+	n := int64(min(len(got), len(want))) / es * es
+	for lo := int64(0); lo < n; lo += compareChunk {
+		hi := min(lo+compareChunk, n)
+		if bytes.Equal(got[lo:hi], want[lo:hi]) {
+			continue
+		}
+		for i := lo; i < hi; i += es {
+			if !bytes.Equal(got[i:i+es], want[i:i+es]) {
+				return i / es
 			}
 		}
 	}
 	return -1
 }
 
+// parallelChunks calls f on the pieces [lo, hi) of [0, n) of compareChunk
+// bytes, from one goroutine per CPU; it stops handing out pieces when f
+// returns false.
+func parallelChunks(n int64, f func(lo, hi int64) bool) {
+	var next atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	workers := min(int64(runtime.GOMAXPROCS(0)), (n+compareChunk-1)/compareChunk)
+	for w := int64(0); w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				lo := next.Add(compareChunk) - compareChunk
+				if lo >= n {
+					return
+				}
+				if !f(lo, min(lo+compareChunk, n)) {
+					stop.Store(true)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// checker prepares and checks the calls of a sweep (bench, tune). Each
+// rank's send data (check.Send) and expected result (check.Expected) are
+// computed once per call shape and kept: the out-of-place and in-place
+// calls of weft and the baseline at one size share them, and for the
+// collectives whose data for count elements is the first count elements
+// of the data for more (prefixStable), they are computed once for the
+// sweep's largest count and sliced for every smaller one. The read-back
+// buffer is kept too.
+type checker struct {
+	dev     hal.Device
+	rank, n int
+	// maxCount is the largest count of the sweep: the count that a
+	// prefix-stable collective's data is computed for.
+	maxCount int64
+
+	key        checkKey
+	send, want []byte // for key; want nil: nothing to check on this rank
+	got        []byte
+}
+
+type checkKey struct {
+	coll  algorithms.Collective
+	dtype plan.DataType
+	op    plan.RedOp
+	root  int
+	count int64
+}
+
+// newChecker returns a checker for rank of n whose largest call has
+// maxCount elements (NCCL's count argument).
+func newChecker(dev hal.Device, rank, n int, maxCount int64) *checker {
+	return &checker{dev: dev, rank: rank, n: n, maxCount: maxCount, key: checkKey{count: -1}}
+}
+
+// prefixStable reports whether coll's send data and expected result for
+// count elements are the first count elements of those for any larger
+// count (check.Send and check.Expected are element-wise in the index for
+// these; AllGather, ReduceScatter and AllToAll lay out per-rank segments
+// of count elements, which move when count changes).
+func prefixStable(coll algorithms.Collective) bool {
+	switch coll {
+	case algorithms.AllReduce, algorithms.Reduce, algorithms.Broadcast, algorithms.SendRecv:
+		return true
+	}
+	return false
+}
+
+// data returns the send data and the expected result of c on this rank
+// (want nil: nothing to check here).
+func (k *checker) data(c *collCall) (send, want []byte) {
+	key := checkKey{coll: c.coll, dtype: c.dtype, op: c.op, root: c.root, count: c.count}
+	stable := prefixStable(c.coll)
+	hit := key == k.key
+	if stable {
+		// Data computed for a larger count serves this one too.
+		have := k.key
+		have.count = c.count
+		hit = have == key && k.key.count >= c.count
+		key.count = max(c.count, k.maxCount)
+	}
+	if !hit {
+		k.send, k.want = nil, nil // let the old ones go before allocating
+		k.key = key
+		k.send = check.Send(key.coll, key.dtype, key.op, k.n, k.rank, key.count)
+		k.want = check.Expected(key.coll, key.dtype, key.op, k.n, k.rank, key.root, key.count)
+	}
+	send, want = k.send, k.want
+	if stable {
+		sb, rb := c.sendBytes(k.n), c.recvBytes(k.n)
+		send = send[:sb]
+		if want != nil {
+			want = want[:rb]
+		}
+	}
+	return send, want
+}
+
+// prepare writes c's send data and poisons its receive region.
+func (k *checker) prepare(c *collCall) error {
+	send, _ := k.data(c)
+	return prepareWith(k.dev, c, send, k.n)
+}
+
+// verify counts the wrong elements of c's result and finds the first.
+func (k *checker) verify(c *collCall) (wrong, first int64, err error) {
+	_, want := k.data(c)
+	if int64(cap(k.got)) < int64(len(want)) {
+		k.got = nil
+		k.got = make([]byte, len(want))
+	}
+	return verifyWith(k.dev, c, want, k.got)
+}
+
 // unsupported reports whether err says that an implementation does not
-// take call c: ErrNotSupported, or for in-place AllToAll (which NCCL
-// does not define) also ErrInvalidArgument. The table shows N/A.
+// take call c (ErrNotSupported). The table shows N/A.
 func unsupported(c *collCall, err error) bool {
-	return errors.Is(err, hal.ErrNotSupported) ||
-		c.inPlace && c.coll == algorithms.AllToAll && errors.Is(err, hal.ErrInvalidArgument)
+	return errors.Is(err, hal.ErrNotSupported)
 }
 
 // describe names a call in error and failure reports.

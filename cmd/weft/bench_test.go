@@ -72,8 +72,8 @@ var rowRE = regexp.MustCompile(`^\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+\S
 
 // TestBenchHost runs `weft bench <collective>` for every collective over
 // 3 goroutine ranks on hal/host and checks the table: a row per size,
-// #wrong 0 out of place and in place (N/A where weft does not take the
-// in-place call), the plan column, and the closing OK line.
+// #wrong 0 out of place and in place (every collective, AllToAll
+// included: none is N/A), the plan column, and the closing OK line.
 func TestBenchHost(t *testing.T) {
 	const n = 3
 	for _, coll := range algorithms.Collectives {
@@ -112,7 +112,7 @@ func TestBenchHost(t *testing.T) {
 				if m[3] != "bfloat16" || m[4] != wantOp || m[5] != wantRoot {
 					t.Errorf("row %q: type, redop, root = %s %s %s; want bfloat16 %s %s", line, m[3], m[4], m[5], wantOp, wantRoot)
 				}
-				if m[6] != "0" || (m[7] != "0" && !(coll == algorithms.AllToAll && m[7] == "N/A")) {
+				if m[6] != "0" || m[7] != "0" { // in place too: every collective, AllToAll included
 					t.Errorf("row %q: #wrong %s, %s", line, m[6], m[7])
 				}
 				if m[8] == "" || strings.TrimSpace(m[8]) == "-" {

@@ -34,6 +34,10 @@ type measurement struct {
 	AlgBW  float64 `json:"alg_bw"`
 	BusBW  float64 `json:"bus_bw"`
 	Wrong  int64   `json:"nwrong"`
+	// Iters and Replays are the timed iterations and graph replays used
+	// (after the time budget's cut; budgetShape).
+	Iters   int `json:"-"`
+	Replays int `json:"-"`
 }
 
 type sizeResult struct {
@@ -176,6 +180,13 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 	if cfg.coll.Rooted() {
 		root = fmt.Sprint(cfg.root)
 	}
+	var chk *checker
+	if cfg.check {
+		chk = newChecker(dev, rank, size, benchCount(cfg.coll, cfg.sizes[len(cfg.sizes)-1], cfg.dtype, size))
+	}
+	if cfg.timeBudget > 0 && cfg.warmup >= 2 {
+		fmt.Fprintf(out, "# timed iterations cut to fit %v per measurement (--time-budget) where '# cut' lines say\n#\n", cfg.timeBudget)
+	}
 	for _, bytes := range cfg.sizes {
 		count := benchCount(cfg.coll, bytes, cfg.dtype, size)
 		probe := layout(cfg.coll, in, outBuf, rank, count, cfg.dtype, false)
@@ -187,11 +198,11 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 			var pair [2]measurement
 			for k, inPlace := range []bool{false, true} {
 				c := layout(cfg.coll, in, outBuf, rank, count, cfg.dtype, inPlace)
-				c.op, c.root, c.scalar = cfg.op, cfg.root, cfg.scalar
+				c.op, c.root, c.scalar = cfg.op, cfg.root, premulScalar(cfg.op, cfg.dtype, rank)
 				if i == 0 && !inPlace {
 					res.Plan = impls[0].(weftColl).planName(&c)
 				}
-				m, err := measure(ctx, cfg, boot, dev, impl, s, &c)
+				m, err := measure(ctx, cfg, boot, dev, impl, s, &c, chk)
 				if err != nil {
 					return fmt.Errorf("bench: rank %d: %s %s: %w", rank, impl.name(), describe(&c), err)
 				}
@@ -221,6 +232,10 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 			}
 		}
 		res.OutOfPlace, res.InPlace = ms[0][0], ms[0][1]
+		res.Iterations = res.OutOfPlace.Iters
+		if note := cutNote(cfg, impls, ms); note != "" {
+			fmt.Fprintf(out, "# cut %d B: %s\n", bytes, note)
+		}
 		wrongTotal += checked(res.OutOfPlace.Wrong) + checked(res.InPlace.Wrong)
 		busSum += res.OutOfPlace.BusBW
 		if len(ms) > 1 {
@@ -249,10 +264,54 @@ func benchRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, 
 			return err
 		}
 	}
+	if rank == 0 && cfg.plotFile != "" {
+		if err := writePlot(cfg.plotFile, newReport(cfg, hdr, results)); err != nil {
+			return err
+		}
+	}
 	if wrongTotal != 0 {
 		return fmt.Errorf("bench: %d wrong elements: %w", wrongTotal, hal.ErrInternal)
 	}
 	return nil
+}
+
+// cutNote names, for a size where the time budget cut the timed calls,
+// the iterations and graph replays each implementation used ("" where
+// nothing was cut).
+func cutNote(cfg *benchConfig, impls []collective, ms [][2]measurement) string {
+	var parts []string
+	cut := false
+	for i, pair := range ms {
+		for k, m := range pair {
+			if m.TimeUS < 0 {
+				continue
+			}
+			cut = cut || m.Iters < cfg.iters || m.Replays < cfg.graphs
+			where := [2]string{"out-of-place", "in-place"}[k]
+			if cfg.graphs > 0 {
+				parts = append(parts, fmt.Sprintf("%s %s %d×%d", impls[i].name(), where, m.Iters, m.Replays))
+			} else {
+				parts = append(parts, fmt.Sprintf("%s %s %d", impls[i].name(), where, m.Iters))
+			}
+		}
+	}
+	if !cut {
+		return ""
+	}
+	asked := fmt.Sprint(cfg.iters)
+	if cfg.graphs > 0 {
+		asked = fmt.Sprintf("%d×%d", cfg.iters, cfg.graphs)
+	}
+	return fmt.Sprintf("timed calls (iterations×replays) %s of %s", strings.Join(parts, ", "), asked)
+}
+
+// minIters is the fewest timed iterations the time budget leaves: 2 for
+// the tuner (whose budget is small), else 1.
+func (c *benchConfig) minIters() int {
+	if c.tune {
+		return 2
+	}
+	return 1
 }
 
 // checked is a #wrong figure as a count: -1 (not checked) counts as 0.
@@ -267,11 +326,17 @@ func ratio(a, b float64) float64 {
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
-// measure times one implementation on one call and checks its result.
-// An implementation that does not take the call (ErrNotSupported, as
-// in-place AllToAll may be) gives N/A.
+// measure times one implementation on one call and checks its result
+// with k (nil: not checked). An implementation that does not take the
+// call (ErrNotSupported) gives N/A.
+//
+// With cfg.timeBudget > 0 and at least 2 warm-up calls, the warm-up calls
+// are timed too, and the timed iterations (and then the graph replays)
+// are cut so that iterations × replays × the slowest rank's warm-up time
+// per call stays within the budget (budgetShape); the counts used are in
+// the result's Iters and Replays.
 func measure(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, dev hal.Device, impl collective, s hal.Stream,
-	c *collCall) (measurement, error) {
+	c *collCall, k *checker) (measurement, error) {
 	run := func() error { return impl.run(c, s) }
 	if cfg.blocking {
 		run = func() error {
@@ -282,6 +347,8 @@ func measure(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, de
 		}
 	}
 	na := measurement{TimeUS: -1, Wrong: -1}
+	var warm [2]hal.Event
+	timeWarmup := cfg.timeBudget > 0 && cfg.warmup >= 2
 	for i := 0; i < cfg.warmup; i++ {
 		if err := run(); err != nil {
 			if i == 0 && unsupported(c, err) {
@@ -289,20 +356,42 @@ func measure(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, de
 			}
 			return measurement{}, err
 		}
+		// The first call may compile and load; time the others.
+		if timeWarmup && (i == 0 || i == cfg.warmup-1) {
+			e, err := s.Record()
+			if err != nil {
+				return measurement{}, err
+			}
+			defer e.Close()
+			warm[min(i, 1)] = e
+		}
 	}
 	if err := impl.synchronize(s); err != nil {
 		return measurement{}, err
 	}
-	if err := boot.Barrier(ctx); err != nil {
+	iters, replays := cfg.iters, cfg.graphs
+	if timeWarmup {
+		el, err := warm[1].Elapsed(warm[0])
+		if err != nil {
+			return measurement{}, err
+		}
+		// Every rank must make the same number of calls: all use the
+		// slowest rank's estimate. The exchange is also the barrier.
+		per, _, err := worstAcrossRanks(ctx, boot, float64(el)/float64(cfg.warmup-1), 0)
+		if err != nil {
+			return measurement{}, err
+		}
+		iters, replays = budgetShape(time.Duration(per), cfg.iters, cfg.graphs, cfg.minIters(), cfg.timeBudget)
+	} else if err := boot.Barrier(ctx); err != nil {
 		return measurement{}, err
 	}
-	var m measurement
+	m := measurement{Iters: iters, Replays: replays}
 	start, err := s.Record()
 	if err != nil {
 		return m, err
 	}
-	ops := cfg.iters
-	if cfg.graphs > 0 {
+	ops := iters
+	if replays > 0 {
 		gc, ok := dev.(hal.GraphCapturer)
 		if !ok {
 			return m, fmt.Errorf("-G: backend %s cannot capture graphs: %w", dev.Info().Backend, hal.ErrNotSupported)
@@ -311,7 +400,7 @@ func measure(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, de
 			return m, err
 		}
 		var runErr error
-		for i := 0; i < cfg.iters && runErr == nil; i++ {
+		for i := 0; i < iters && runErr == nil; i++ {
 			runErr = impl.run(c, s)
 		}
 		g, err := gc.EndCapture(s)
@@ -324,17 +413,18 @@ func measure(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, de
 		defer g.Close()
 		// The start event was recorded before the capture; record a fresh
 		// one so the capture's host time is not counted.
+		start.Close()
 		if start, err = s.Record(); err != nil {
 			return m, err
 		}
-		for j := 0; j < cfg.graphs; j++ {
+		for j := 0; j < replays; j++ {
 			if err := g.Launch(s); err != nil {
 				return m, err
 			}
 		}
-		ops *= cfg.graphs
+		ops *= replays
 	} else {
-		for i := 0; i < cfg.iters; i++ {
+		for i := 0; i < iters; i++ {
 			if err := run(); err != nil {
 				if i == 0 && cfg.warmup == 0 && unsupported(c, err) {
 					return na, boot.Barrier(ctx)
@@ -358,19 +448,35 @@ func measure(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, de
 	end.Close()
 	m.TimeUS = float64(el) / float64(time.Microsecond) / float64(ops)
 	m.Wrong = -1
-	if cfg.check {
-		if m.Wrong, err = checkOnce(dev, impl, s, c, boot.Rank(), boot.Size()); err != nil {
+	if k != nil {
+		if m.Wrong, err = checkOnce(k, impl, s, c); err != nil {
 			return m, err
 		}
 	}
 	return m, nil
 }
 
-// checkOnce writes the inputs of c (check.Send), poisons its output, runs
-// it once and counts the output elements that differ from the exact
-// result (check.Expected).
-func checkOnce(dev hal.Device, impl collective, s hal.Stream, c *collCall, rank, n int) (int64, error) {
-	if err := prepare(dev, c, rank, n); err != nil {
+// budgetShape returns the timed iterations and graph replays (0: no
+// graph) for calls of about per each so that iters × max(replays, 1) ×
+// per stays within budget: iterations are cut first, down to minIters,
+// then replays, down to 1. Neither grows above what was asked; per ≤ 0
+// or budget ≤ 0 cuts nothing.
+func budgetShape(per time.Duration, iters, replays, minIters int, budget time.Duration) (int, int) {
+	if per <= 0 || budget <= 0 {
+		return iters, replays
+	}
+	calls := int(min(budget/per, time.Duration(math.MaxInt32))) // calls that fit
+	if replays == 0 {
+		return max(min(iters, calls), min(minIters, iters)), 0
+	}
+	it := max(min(iters, calls/replays), min(minIters, iters))
+	return it, max(min(replays, calls/it), 1)
+}
+
+// checkOnce writes the inputs of c, poisons its output, runs it once and
+// counts the output elements that differ from the exact result (k).
+func checkOnce(k *checker, impl collective, s hal.Stream, c *collCall) (int64, error) {
+	if err := k.prepare(c); err != nil {
 		return 0, err
 	}
 	if err := impl.run(c, s); err != nil {
@@ -379,7 +485,7 @@ func checkOnce(dev hal.Device, impl collective, s hal.Stream, c *collCall, rank,
 	if err := impl.synchronize(s); err != nil {
 		return 0, err
 	}
-	w, _, err := verify(dev, c, rank, n)
+	w, _, err := k.verify(c)
 	return w, err
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -14,6 +15,10 @@ var envMarkdown bool
 var envCmd = &cobra.Command{
 	Use:   "env",
 	Short: "list every WEFT_* environment variable, its default, meaning and current value",
+	Long: `env lists every WEFT_* variable weft reads with its current value, default
+and meaning. A value that is not of the variable's accepted form is marked
+INVALID with that form, and the command then exits with status 5 (what every
+other command does at once when such a value is set).`,
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		if envMarkdown {
 			fmt.Fprint(cmd.OutOrStdout(), env.Markdown())
@@ -21,10 +26,24 @@ var envCmd = &cobra.Command{
 		}
 		w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "VARIABLE\tVALUE\tDEFAULT\tMEANING")
+		var invalid []error
 		for _, v := range env.Table {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", v.Name, os.Getenv(v.Name), v.Default, v.Doc)
+			val := os.Getenv(v.Name)
+			if val != "" && env.Sensitive(v.Name) {
+				val = "(set, hidden)"
+			}
+			if err := env.Check(v.Name); err != nil {
+				val += " (INVALID: want " + env.Accepted(v.Name) + ")"
+				invalid = append(invalid, err)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", v.Name, val, v.Default, v.Doc)
 		}
-		return w.Flush()
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		// The table is printed either way; the status says whether every
+		// value is usable (5: an invalid one).
+		return errors.Join(invalid...)
 	},
 }
 

@@ -38,7 +38,11 @@ func joinJob(cmd *cobra.Command, what string, nproc int) (job *rankJob, err erro
 		if err != nil {
 			return nil, fmt.Errorf("%s: find own executable: %v: %w", what, err, hal.ErrSystem)
 		}
-		return nil, bootstrap.Run(cmd.Context(), nproc, append([]string{exe}, os.Args[1:]...), nil, os.Stdout, os.Stderr)
+		// The ranks' final errors are printed once per distinct message.
+		stderr := newRankErrors(os.Stderr)
+		err = bootstrap.Run(cmd.Context(), nproc, append([]string{exe}, os.Args[1:]...), nil, os.Stdout, stderr)
+		stderr.Flush()
+		return nil, err
 	}
 	j := &rankJob{ctx: cmd.Context(), out: io.Discard}
 	if j.ctx == nil {
@@ -50,7 +54,7 @@ func joinJob(cmd *cobra.Command, what string, nproc int) (job *rankJob, err erro
 		if j.boot, err = launch.Connect(bctx); err != nil {
 			return nil, fmt.Errorf("%s: rank %d: %w", what, launch.Rank, err)
 		}
-		j.localRank, j.jobID = launch.LocalRank, fmt.Sprintf("%016x", launch.ID.Magic)
+		j.localRank, j.jobID = launch.LocalRank, launch.ID.JobName() // not the magic: it names /dev/shm files
 	} else {
 		j.boot = bootstrap.NewLocal(1)[0]
 		var b [8]byte

@@ -22,7 +22,10 @@ other ranks are prefixed with "[rank N] ".
 
 If a rank fails (non-zero exit status or a signal), the others get 30 s to
 exit by themselves before they are killed, and run reports every failed
-rank. SIGINT and SIGTERM are forwarded to the ranks; a second one kills
+rank. A final error line that several weft ranks print ("weft: …") is
+printed once, with the ranks: "weft: ranks 0-3,5: …". The exit status is
+7 (a lost peer) when some ranks failed, or the ranks' own status when
+every rank failed with the same one. SIGINT and SIGTERM are forwarded to the ranks; a second one kills
 them. Multi-node jobs run under mpirun, srun or torchrun instead.
 
 --nodes M emulates M nodes on this host: rank r gets WEFT_NODE_ID=r×M/N,
@@ -37,10 +40,14 @@ socket), as on a real cluster.`,
 		if runNproc < 1 {
 			return fmt.Errorf("run: --nproc must be at least 1, got %d: %w", runNproc, hal.ErrInvalidArgument)
 		}
+		// Final error lines of weft ranks ("weft: …") are printed once per
+		// distinct message, with the ranks that printed it.
+		stderr := newRankErrors(cmd.ErrOrStderr())
+		defer stderr.Flush()
 		if runNodes > 0 {
-			return bootstrap.RunNodes(cmd.Context(), runNproc, runNodes, args, nil, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return bootstrap.RunNodes(cmd.Context(), runNproc, runNodes, args, nil, cmd.OutOrStdout(), stderr)
 		}
-		return bootstrap.Run(cmd.Context(), runNproc, args, nil, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		return bootstrap.Run(cmd.Context(), runNproc, args, nil, cmd.OutOrStdout(), stderr)
 	},
 }
 

@@ -65,7 +65,7 @@ func init() {
 	f.Uint64Var(&o.seed, "seed", 0, "seed of the draws, the same on every rank (0: draw one and print it)")
 	f.IntVarP(&o.ops, "ops", "n", 10000, "number of operations")
 	f.StringVar(&o.maxBytes, "max-bytes", "1M", "largest buffer of an operation, per rank (suffixes K, M, G)")
-	f.IntVar(&o.nproc, "nproc", 1, "processes to start, one per device")
+	f.IntVar(&o.nproc, "nproc", 0, "processes (ranks) to start, one per device (0: one per device of the backend, at least 2)")
 	f.StringVar(&o.hal, "hal", "", "HAL backend (default: WEFT_HAL, else the first available of nvlink, xgmi, pcie, host)")
 	f.StringVar(&o.colls, "collectives", "", "comma-separated collectives to draw from (default: all)")
 	f.StringVar(&o.types, "types", "", "comma-separated data types to draw from (default: all)")
@@ -94,8 +94,8 @@ func (o *soakOptions) validate() (*soakConfig, error) {
 	if c.maxBytes < 16 {
 		return nil, bad("--max-bytes %d: want at least 16", c.maxBytes)
 	}
-	if o.ops < 0 || o.nproc < 1 {
-		return nil, bad("-n %d --nproc %d: want -n ≥ 0 and --nproc ≥ 1", o.ops, o.nproc)
+	if o.ops < 0 || o.nproc < 0 {
+		return nil, bad("-n %d --nproc %d: want -n ≥ 0 and --nproc ≥ 1 (0: one per device)", o.ops, o.nproc)
 	}
 	if o.colls != "" {
 		c.colls = nil
@@ -125,7 +125,11 @@ func runSoak(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	job, err := joinJob(cmd, "soak", soakOpts.nproc)
+	nproc, err := jobRanks("soak", soakOpts.nproc, soakOpts.hal)
+	if err != nil {
+		return err
+	}
+	job, err := joinJob(cmd, "soak", nproc)
 	if job == nil || err != nil {
 		return err
 	}
@@ -364,14 +368,11 @@ func (d *soakDrawer) draw(rank int, in, out hal.Buffer) collCall {
 	}
 	sendSegs, recvSegs := coll.Segments(d.n)
 	count := bytes / es / int64(max(sendSegs, recvSegs))
-	if coll == algorithms.AllToAll {
-		inPlace = false // NCCL does not define it; weft rejects it
-	}
 	c := layout(coll, in, out, rank, count, t, inPlace)
 	if coll.Reduces() {
 		c.op = op
 		if op == plan.PreMulSum {
-			c.scalar = check.PreMulScalar(t)
+			c.scalar = check.PreMulScalar(t, rank) // each rank its own
 		}
 	}
 	if coll.Rooted() {

@@ -289,8 +289,7 @@ func (m *halMeter) rank(ctx context.Context, ex bootstrap.Bootstrap, dev hal.Dev
 
 // time launches the put plan: a warm-up, iters timed puts of m.bytes, and
 // iters puts of 16 bytes for the latency.
-func (m *halMeter) time(dev hal.Device, r *channels.Resources, in, out, peerOut hal.Buffer) (topology.MeasuredPair, error) {
-	var res topology.MeasuredPair
+func (m *halMeter) time(dev hal.Device, r *channels.Resources, in, out, peerOut hal.Buffer) (res topology.MeasuredPair, err error) {
 	prog, err := dev.(hal.Executor).Prepare(hal.PlanSpec{Plan: r.Plan, Bindings: r.Bindings, DataType: plan.Float32,
 		RedOp: plan.Sum, Library: channels.DeviceLibrary()})
 	if err != nil {
@@ -302,6 +301,15 @@ func (m *halMeter) time(dev hal.Device, r *channels.Resources, in, out, peerOut 
 		return res, err
 	}
 	defer s.Close()
+	// After a failure (a put that missed the deadline) the launches queued
+	// may still run: give them another WEFT_TIMEOUT to finish before the
+	// caller unmaps the buffers they write, which would otherwise abort
+	// them (a backend never unmaps memory under a running launch).
+	defer func() {
+		if err != nil {
+			s.Synchronize(time.Now().Add(env.Timeout()))
+		}
+	}()
 	run := func(bytes int64, iters int) (time.Duration, error) {
 		args := &plan.Args{Count: bytes / 4, Input: in.Addr(), Output: out.Addr(), PeerOutput: []uint64{peerOut.Addr()}}
 		if err := prog.Launch(s, args); err != nil { // warm-up

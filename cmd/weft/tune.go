@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/term"
+
+	"github.com/schollz/progressbar/v3"
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/bootstrap"
@@ -31,6 +34,125 @@ const tuneTolerance = 0.03
 // under it (at least 2 iterations), so large sizes do not dominate the
 // sweep.
 const tuneBudget = 100 * time.Millisecond
+
+// tunePrune is the margin of the pruning (pruner): a candidate that
+// lost to the fastest candidate measured before it by more than this
+// fraction at two consecutive sizes, without catching up, is not measured
+// at larger sizes.
+const tunePrune = 0.25
+
+// pruner decides, candidate by candidate in measurement order and size by
+// size from small to large, whether a candidate is still worth measuring.
+// best[i] is the fastest candidate time at size i so far (µs; 0: none).
+// A candidate stops after size i when it was more than tunePrune slower
+// than best at sizes i−1 and i, both in its range, and its ratio to best
+// did not shrink from i−1 to i: a plan that loses at small sizes but
+// gains with size (more blocks: more start-up, more bandwidth) keeps
+// being measured. What a candidate measured is kept; the candidate that
+// is fastest at a size was never behind best there, so it is always
+// measured at the next size of its range.
+type pruner struct {
+	best []float64
+}
+
+// candPrune is one candidate's state in a pruner.
+type candPrune struct {
+	p         *pruner
+	lastI     int     // the last size measured, −1: none
+	lastRatio float64 // its time over best there (0: no best)
+}
+
+func newPruner(sizes int) *pruner { return &pruner{best: make([]float64, sizes)} }
+
+func (p *pruner) candidate() *candPrune { return &candPrune{p: p, lastI: -1} }
+
+// record adds a measured candidate's times (µs per size; 0: not measured)
+// to best.
+func (p *pruner) record(times []float64) {
+	for i, t := range times {
+		if t > 0 && (p.best[i] == 0 || t < p.best[i]) {
+			p.best[i] = t
+		}
+	}
+}
+
+// next reports whether the candidate, having taken t µs at size i, is
+// measured at the sizes after i.
+func (c *candPrune) next(i int, t float64) bool {
+	r := 0.0
+	if b := c.p.best[i]; b > 0 {
+		r = t / b
+	}
+	lose := r > 1+tunePrune && c.lastI == i-1 && c.lastRatio > 1+tunePrune && r >= c.lastRatio
+	c.lastI, c.lastRatio = i, r
+	return !lose
+}
+
+// tuneOrder is the order in which the tuner measures cands: those whose
+// plan is one of the default tiers first (they set a strong best for the
+// pruning early), the others in their order. chooseTiers sees the
+// candidates in cands' order whatever the measurement order.
+func tuneOrder(cands []algorithms.Candidate, def algorithms.Config) []int {
+	isDef := map[string]bool{}
+	for _, t := range def.AllReduceTiers() {
+		isDef[t.Name()] = true
+	}
+	var first, rest []int
+	for i, c := range cands {
+		if isDef[c.Tier.Name()] {
+			first = append(first, i)
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	return append(first, rest...)
+}
+
+// tuneProgress shows the search: a bar with the time left on a terminal,
+// else one line per candidate with the time spent and an estimate of the
+// time left.
+type tuneProgress struct {
+	out   io.Writer
+	bar   *progressbar.ProgressBar
+	start time.Time
+	total int
+	done  int
+}
+
+func newTuneProgress(out io.Writer, total int) *tuneProgress {
+	p := &tuneProgress{out: out, start: time.Now(), total: total}
+	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionSetDescription("tune"), progressbar.OptionShowCount(), progressbar.OptionSetWidth(30),
+			progressbar.OptionShowElapsedTimeOnFinish(), progressbar.OptionClearOnFinish())
+	}
+	return p
+}
+
+// step reports one candidate measured (sizes of them, pruned after the
+// last when pruned) in took.
+func (p *tuneProgress) step(name string, sizes int, pruned bool, took time.Duration) {
+	p.done++
+	if p.bar != nil {
+		p.bar.Describe(name)
+		p.bar.Add(1)
+		return
+	}
+	el := time.Since(p.start)
+	left := time.Duration(float64(el) / float64(p.done) * float64(p.total-p.done))
+	note := ""
+	if pruned {
+		note = ", pruned"
+	}
+	fmt.Fprintf(p.out, "# tune: %3d/%d %-34s %2d sizes%-8s %8s  (elapsed %s, about %s left)\n", p.done, p.total, name, sizes, note,
+		took.Round(time.Millisecond), el.Round(time.Second), left.Round(time.Second))
+}
+
+func (p *tuneProgress) finish() {
+	if p.bar != nil {
+		p.bar.Finish()
+	}
+}
 
 // parseCandidates reads --tune-candidates: tiers without bounds, each
 // measured over its family's size range.
@@ -71,6 +193,9 @@ type tuneRun struct {
 	in, buf hal.Buffer
 	sizes   []int64 // bytes, each a positive multiple of the element size
 	iters   []int   // timed iterations per size
+	check   *checker
+	// measured counts the measurements made (candidate × size).
+	measured int
 }
 
 // tuneRank runs `weft bench all_reduce --tune` on one rank.
@@ -109,10 +234,13 @@ func tuneRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, d
 	}
 	defer r.buf.Free()
 
+	r.check = newChecker(dev, rank, n, top/es)
+	t0 := time.Now()
+
 	// The defaults first: the reference column, and the times that size
 	// the iteration counts of every later measurement.
 	def := algorithms.DefaultConfig(rank, n, info.Multiprocessors, gpu)
-	defTimes, defPlans, err := r.sweep(def, nil)
+	defTimes, defPlans, err := r.sweep(def, nil, nil)
 	if err != nil {
 		return fmt.Errorf("tune: rank %d: default plans: %w", rank, err)
 	}
@@ -126,21 +254,42 @@ func tuneRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, d
 	fmt.Fprintf(out, "# tune: %d candidates over %d sizes, %v, %d ranks on %s (%s)\n", len(cands), len(r.sizes), cfg.dtype, n, info.Name, info.Backend)
 
 	times := make([][]float64, len(cands)) // µs; 0: not measured
-	for ci, c := range cands {
+	prune := newPruner(len(r.sizes))
+	progress := newTuneProgress(out, len(cands))
+	npruned := 0
+	for _, ci := range tuneOrder(cands, def) {
+		c := cands[ci]
 		cc := def
 		defTiers := def.AllReduceTiers()
 		var ok bool
 		if cc.AllReduce, ok = algorithms.CandidateTiers(c, r.sizes, defTiers[len(defTiers)-1]); !ok {
+			progress.step(c.Tier.Name(), 0, false, 0)
 			continue
 		}
 		start := time.Now()
-		times[ci], _, err = r.sweep(cc, func(b int64) bool { return b >= c.MinBytes && (c.MaxBytes == 0 || b <= c.MaxBytes) })
+		cp := prune.candidate()
+		pruned := false
+		var sizes int
+		times[ci], _, err = r.sweep(cc, func(i int) bool {
+			b := r.sizes[i]
+			return !pruned && b >= c.MinBytes && (c.MaxBytes == 0 || b <= c.MaxBytes)
+		}, func(i int, t float64) {
+			sizes++
+			pruned = !cp.next(i, t)
+		})
 		if err != nil {
+			progress.finish()
 			return fmt.Errorf("tune: rank %d: candidate %s: %w", rank, c.Tier.Name(), err)
 		}
-		fmt.Fprintf(out, "# tune: %3d/%d %-34s %s\n", ci+1, len(cands), c.Tier.Name(), time.Since(start).Round(time.Millisecond))
+		prune.record(times[ci])
+		pruned = pruned && sizes < inRange(c, r.sizes)
+		if pruned {
+			npruned++
+		}
+		progress.step(c.Tier.Name(), sizes, pruned, time.Since(start))
 	}
-
+	progress.finish()
+	search := time.Since(t0)
 	tiers, winners := chooseTiers(cands, times, r.sizes, def)
 	fmt.Fprintf(out, "# tune: chose %s\n", algorithms.FormatTiers(tiers))
 
@@ -148,7 +297,7 @@ func tuneRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, d
 	// (and NCCL with --baseline nccl), every element checked.
 	tc := def
 	tc.AllReduce = tiers
-	tunedTimes, tunedPlans, err := r.sweep(tc, nil)
+	tunedTimes, tunedPlans, err := r.sweep(tc, nil, nil)
 	if err != nil {
 		return fmt.Errorf("tune: rank %d: chosen tiers: %w", rank, err)
 	}
@@ -178,6 +327,8 @@ func tuneRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, d
 		entry.Sizes = append(entry.Sizes, algorithms.TunedSize{Bytes: b, Plan: tunedPlans[i], TimeUS: round2(tunedTimes[i]),
 			DefaultPlan: defPlans[i], DefaultUS: round2(defTimes[i]), Candidates: winners[i]})
 	}
+	fmt.Fprintf(out, "# tune: search %s (%d of %d candidate-size measurements, %d candidates pruned), with the check of the chosen tiers %s\n",
+		search.Round(100*time.Millisecond), r.measured, tuneMeasurements(cands, r.sizes), npruned, time.Since(t0).Round(100*time.Millisecond))
 	if rank != 0 {
 		return nil
 	}
@@ -197,11 +348,14 @@ func tuneRank(ctx context.Context, cfg *benchConfig, boot bootstrap.Bootstrap, d
 }
 
 // sweep creates a communicator with configuration c and times its
-// zero-copy AllReduce, out of place, at every size that want accepts (nil:
-// all), checking every element. It returns the slowest rank's time per size
-// (0 where not measured) and the plan that served each size (nil when
-// the communicator has no zero-copy AllReduce plans).
-func (r *tuneRun) sweep(c algorithms.Config, want func(int64) bool) (times []float64, plans []string, err error) {
+// zero-copy AllReduce, out of place, from the smallest size to the
+// largest, at every size i that want accepts (nil: all; asked again after
+// every measurement, so that it can stop a candidate), checking every
+// element; done, when not nil, sees each size's time (µs). It returns the
+// slowest rank's time per size (0 where not measured) and the plan that
+// served each size (nil when the communicator has no zero-copy AllReduce
+// plans).
+func (r *tuneRun) sweep(c algorithms.Config, want func(i int) bool, done func(i int, t float64)) (times []float64, plans []string, err error) {
 	comm, err := weft.NewComm(r.ctx, r.boot, r.dev, weft.Options{Config: &c})
 	if err != nil {
 		return nil, nil, err
@@ -215,7 +369,7 @@ func (r *tuneRun) sweep(c algorithms.Config, want func(int64) bool) (times []flo
 	times = make([]float64, len(r.sizes))
 	impl := weftColl{c: comm}
 	for i, b := range r.sizes {
-		if want != nil && !want(b) {
+		if want != nil && !want(i) {
 			continue
 		}
 		if plans != nil {
@@ -224,8 +378,35 @@ func (r *tuneRun) sweep(c algorithms.Config, want func(int64) bool) (times []flo
 		if times[i], err = r.time(impl, b, i); err != nil {
 			return nil, nil, fmt.Errorf("%d bytes: %w", b, err)
 		}
+		if want != nil {
+			r.measured++
+		}
+		if done != nil {
+			done(i, times[i])
+		}
 	}
 	return times, plans, nil
+}
+
+// inRange counts the sizes c is measured at when nothing is pruned.
+func inRange(c algorithms.Candidate, sizes []int64) int {
+	n := 0
+	for _, b := range sizes {
+		if b >= c.MinBytes && (c.MaxBytes == 0 || b <= c.MaxBytes) {
+			n++
+		}
+	}
+	return n
+}
+
+// tuneMeasurements counts the candidate-size measurements of a search
+// without pruning.
+func tuneMeasurements(cands []algorithms.Candidate, sizes []int64) int {
+	n := 0
+	for _, c := range cands {
+		n += inRange(c, sizes)
+	}
+	return n
 }
 
 // sweepNCCL times NCCL's AllReduce at every size.
@@ -249,10 +430,10 @@ func (r *tuneRun) sweepNCCL() (times []float64, err error) {
 // any rank is an error naming the size.
 func (r *tuneRun) time(impl collective, bytes int64, i int) (float64, error) {
 	cfg := *r.cfg
-	cfg.iters = r.iters[i]
+	cfg.iters, cfg.timeBudget = r.iters[i], tuneBudget
 	c := layout(algorithms.AllReduce, r.in, r.buf, r.boot.Rank(), bytes/int64(cfg.dtype.Size()), cfg.dtype, false)
-	c.op, c.scalar = cfg.op, cfg.scalar
-	m, err := measure(r.ctx, &cfg, r.boot, r.dev, impl, r.s, &c)
+	c.op, c.scalar = cfg.op, premulScalar(cfg.op, cfg.dtype, r.boot.Rank())
+	m, err := measure(r.ctx, &cfg, r.boot, r.dev, impl, r.s, &c, r.check)
 	if err != nil {
 		return 0, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
 )
 
 func TestChooseTiers(t *testing.T) {
@@ -178,4 +179,169 @@ func tierChoices(tiers []algorithms.Tier) []algorithms.Choice {
 		cs[i].MaxBytes = t.MaxBytes
 	}
 	return cs
+}
+
+// tuneModel is a synthetic machine for the pruning tests: candidate c
+// takes lat[c] + bytes/bw[c] µs.
+func tuneModel(cands []algorithms.Candidate, sizes []int64, lat, bw []float64) [][]float64 {
+	times := make([][]float64, len(cands))
+	for ci, c := range cands {
+		times[ci] = make([]float64, len(sizes))
+		for i, b := range sizes {
+			if b >= c.MinBytes && (c.MaxBytes == 0 || b <= c.MaxBytes) {
+				times[ci][i] = lat[ci] + float64(b)/bw[ci]
+			}
+		}
+	}
+	return times
+}
+
+// prunedSearch measures full's times the way tuneRank does: candidates in
+// order, sizes small to large, each candidate until the pruner stops it.
+func prunedSearch(cands []algorithms.Candidate, order []int, full [][]float64) [][]float64 {
+	p := newPruner(len(full[0]))
+	got := make([][]float64, len(cands))
+	for _, ci := range order {
+		got[ci] = make([]float64, len(full[ci]))
+		cp := p.candidate()
+		for i, t := range full[ci] {
+			if t == 0 {
+				continue
+			}
+			got[ci][i] = t
+			if !cp.next(i, t) {
+				break
+			}
+		}
+		p.record(got[ci])
+	}
+	return got
+}
+
+// TestTunePruning: on a model machine where small shapes win small sizes
+// and large shapes win large ones, the pruned search measures fewer
+// points, keeps every point it measures as it was, measures the fastest
+// candidate of every size, and chooses the same tiers as the full one.
+func TestTunePruning(t *testing.T) {
+	cands := algorithms.TuneCandidates(132, true)
+	var sizes []int64
+	for b := int64(8); b <= 512<<20; b *= 4 {
+		sizes = append(sizes, b)
+	}
+	lat, bw := make([]float64, len(cands)), make([]float64, len(cands))
+	for ci, c := range cands {
+		s := c.Tier.Shape
+		// More blocks and threads: more start-up, more bandwidth (bytes/µs).
+		lat[ci] = 2 + 0.02*float64(s.Blocks) + 0.001*float64(s.Threads)
+		bw[ci] = 2000 * float64(s.Blocks*s.Threads) / (float64(s.Blocks*s.Threads) + 20000)
+		if c.Tier.Algo == algorithms.Algo1PA {
+			bw[ci] /= 4 // packets carry half data, twice the traffic
+			lat[ci] -= 0.5
+		}
+		if c.Tier.LL == plan.LL8 {
+			bw[ci] *= 0.7
+		}
+		if s.Unroll == 4 {
+			bw[ci] *= 1.05
+		}
+		if s.Push {
+			lat[ci] += 3
+			bw[ci] *= 1.1
+		}
+	}
+	def := algorithms.DefaultConfig(0, 2, 132, true)
+	full := tuneModel(cands, sizes, lat, bw)
+	got := prunedSearch(cands, tuneOrder(cands, def), full)
+
+	var nFull, nGot int
+	for ci := range cands {
+		for i := range sizes {
+			if full[ci][i] > 0 {
+				nFull++
+			}
+			if got[ci][i] > 0 {
+				nGot++
+				if got[ci][i] != full[ci][i] {
+					t.Fatalf("candidate %d size %d: measured %v, want %v", ci, i, got[ci][i], full[ci][i])
+				}
+			}
+		}
+	}
+	for i := range sizes {
+		best := -1
+		for ci := range cands {
+			if full[ci][i] > 0 && (best < 0 || full[ci][i] < full[best][i]) {
+				best = ci
+			}
+		}
+		if got[best][i] == 0 {
+			t.Errorf("size %d: the fastest candidate %s was pruned", sizes[i], cands[best].Tier.Name())
+		}
+	}
+	if nGot >= nFull*3/4 {
+		t.Errorf("pruned search measured %d of %d points; want fewer than 3/4", nGot, nFull)
+	}
+	wantTiers, _ := chooseTiers(cands, full, sizes, def)
+	gotTiers, _ := chooseTiers(cands, got, sizes, def)
+	if w, g := algorithms.FormatTiers(wantTiers), algorithms.FormatTiers(gotTiers); w != g {
+		t.Errorf("pruned search chose %s, the full one %s", g, w)
+	}
+	t.Logf("measured %d of %d points; tiers %s", nGot, nFull, algorithms.FormatTiers(gotTiers))
+}
+
+// TestPrunerRules pins the rule: two consecutive losses by more than 25%,
+// the second no smaller, stop a candidate; catching up does not.
+func TestPrunerRules(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		best  []float64
+		times []float64
+		want  int // sizes measured
+	}{
+		{"loses and falls back", []float64{10, 10, 10, 10}, []float64{13, 14, 20, 30}, 2},
+		{"catches up", []float64{10, 10, 10, 10}, []float64{20, 16, 13, 9}, 4},
+		{"one loss", []float64{10, 10, 10, 10}, []float64{20, 10, 20, 10}, 4},
+		{"within the margin", []float64{10, 10, 10, 10}, []float64{12.4, 12.5, 12.5, 12.5}, 4},
+		{"no best yet", []float64{0, 0, 0, 0}, []float64{20, 30, 40, 50}, 4},
+	} {
+		p := newPruner(len(tc.best))
+		copy(p.best, tc.best)
+		cp := p.candidate()
+		n := 0
+		for i, v := range tc.times {
+			n++
+			if !cp.next(i, v) {
+				break
+			}
+		}
+		if n != tc.want {
+			t.Errorf("%s: measured %d sizes, want %d", tc.name, n, tc.want)
+		}
+	}
+}
+
+// TestTuneOrder: the default tiers' plans are measured first, the rest
+// in TuneCandidates' order.
+func TestTuneOrder(t *testing.T) {
+	cands := algorithms.TuneCandidates(132, true)
+	def := algorithms.DefaultConfig(0, 2, 132, true)
+	order := tuneOrder(cands, def)
+	if len(order) != len(cands) {
+		t.Fatalf("%d in the order, %d candidates", len(order), len(cands))
+	}
+	var first []string
+	for _, ci := range order[:len(def.AllReduceTiers())] {
+		first = append(first, cands[ci].Tier.Name())
+	}
+	var want []string
+	for _, c := range cands {
+		for _, d := range def.AllReduceTiers() {
+			if d.Name() == c.Tier.Name() {
+				want = append(want, c.Tier.Name())
+			}
+		}
+	}
+	if fmt.Sprint(first) != fmt.Sprint(want) || len(want) == 0 {
+		t.Errorf("first measured %v, want the default plans %v", first, want)
+	}
 }

@@ -98,7 +98,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if boot, err = launch.Connect(ctx); err != nil {
 			return err
 		}
-		localRank, jobID = launch.LocalRank, fmt.Sprintf("%016x", launch.ID.Magic)
+		localRank, jobID = launch.LocalRank, launch.ID.JobName() // not the magic: it names /dev/shm files
 	} else {
 		boot = bootstrap.NewLocal(1)[0]
 	}

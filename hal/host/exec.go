@@ -33,6 +33,9 @@ type Program struct {
 	// member's copy in member order (the multicast view).
 	sw []byte
 	mc [][]byte
+	// The mappings of everything above: a launch holds them (inflight.go)
+	// from Launch until it has run, so none is unmapped under it.
+	inUse []*guard
 }
 
 type peerMem struct {
@@ -61,6 +64,11 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 		return nil, fmt.Errorf("host: prepare %s: the switch cannot reduce %v with %v (plan.SwitchSupports), as the hardware's multimem load-reduce cannot: %w",
 			p.Name, spec.DataType, spec.RedOp, hal.ErrInvalidArgument)
 	}
+	if spec.RedOp == plan.PreMulSum {
+		if err := p.ServesPreMulSum(); err != nil {
+			return nil, fmt.Errorf("host: prepare %s for PreMulSum on rank %d: %v: %w", p.Name, p.Rank, err, hal.ErrNotSupported)
+		}
+	}
 	b := spec.Bindings
 	if len(b.Peers) != len(p.Channels) {
 		return nil, fmt.Errorf("host: prepare %s: %d peer bindings for %d channels: %w", p.Name, len(b.Peers), len(p.Channels), hal.ErrInvalidArgument)
@@ -71,10 +79,12 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 		if err != nil || n == 0 {
 			return nil
 		}
-		var s []byte
-		if s, err = d.resolve(addr, n); err != nil {
-			err = fmt.Errorf("host: prepare %s: %s: %w", p.Name, what, err)
+		s, r, e := d.resolveRegion(addr, n)
+		if e != nil {
+			err = fmt.Errorf("host: prepare %s: %s: %w", p.Name, what, e)
+			return nil
 		}
+		pr.inUse = addGuard(pr.inUse, &r.inUse)
 		return s
 	}
 	pr.scratch = res(b.Scratch, b.ScratchBytes, "scratch")
@@ -95,8 +105,11 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 		}
 		pr.sw = res(b.Switch, b.SwitchBytes, "switch buffer")
 		if err == nil {
-			if pr.mc, err = d.resolveMulticast(b.Multicast, b.SwitchBytes); err != nil {
+			var m *multicast
+			if pr.mc, m, err = d.resolveMulticastGroup(b.Multicast, b.SwitchBytes); err != nil {
 				err = fmt.Errorf("host: prepare %s: multicast view: %w", p.Name, err)
+			} else {
+				pr.inUse = addGuard(pr.inUse, &m.inUse)
 			}
 		}
 	}
@@ -129,8 +142,36 @@ type launch struct {
 	timeout         time.Duration
 	number          uint64
 	flag            uint32
-	scalar          uint64 // PreMulSum multiplier (bits of one element)
-	scalarPtr       uint64 // or its address, read when the launch runs
+	scalar          uint64                 // PreMulSum multiplier (bits of one element)
+	scalarPtr       uint64                 // or its address, read when the launch runs
+	inUse           []*guard               // the program's mappings and the arguments'
+	aborted         atomic.Pointer[string] // why a Free or Close aborted the launch
+}
+
+// abort stops the launch for a Free or Close of memory it uses: a launch
+// not yet started returns at once, a running one's blocks stop at their
+// next operation or poll (the control block records StatusAborted).
+func (l *launch) abort(why string) {
+	if !l.aborted.CompareAndSwap(nil, &why) {
+		return
+	}
+	c := l.control
+	if atomic.CompareAndSwapUint32(u32(c, plan.CtlStatus), 0, plan.StatusAborted) {
+		binary.LittleEndian.PutUint32(c[plan.CtlRank:], uint32(int32(l.p.Rank)))
+		binary.LittleEndian.PutUint32(c[plan.CtlPeer:], ^uint32(0))
+		binary.LittleEndian.PutUint32(c[plan.CtlChannel:], ^uint32(0))
+		binary.LittleEndian.PutUint32(c[plan.CtlSemaphore:], ^uint32(0))
+		binary.LittleEndian.PutUint32(c[plan.CtlBlock:], ^uint32(0))
+	}
+	atomic.StoreUint32(u32(c, plan.CtlAbort), 1)
+}
+
+// abortErr is the stream's error for a launch that abort stopped.
+func (l *launch) abortErr() error {
+	if why := l.aborted.Load(); why != nil {
+		return fmt.Errorf("host: launch %s aborted: %s: %w", l.p.Name, *why, hal.ErrInvalidUsage)
+	}
+	return nil
 }
 
 // groupRun is one group's count and buffers in a launch.
@@ -150,7 +191,7 @@ func (pr *Program) Launch(hs hal.Stream, a *plan.Args) error {
 	if err != nil {
 		return err
 	}
-	return s.enqueue(l.run)
+	return s.enqueueWork(work{run: l.run, user: l, inUse: l.inUse, what: "a buffer of launch " + pr.p.Name})
 }
 
 func (pr *Program) resolveArgs(a *plan.Args) (*launch, error) {
@@ -171,9 +212,14 @@ func (pr *Program) resolveArgs(a *plan.Args) (*launch, error) {
 	if need := p.SwitchBytes(a.Count, pr.esize); need > int64(len(pr.sw)) {
 		return nil, bad("needs %d bytes of switch buffer, has %d", need, len(pr.sw))
 	}
-	l := &launch{Program: pr, timeout: a.Timeout, scalar: a.Scalar, scalarPtr: a.ScalarPtr}
+	l := &launch{Program: pr, timeout: a.Timeout, scalar: a.Scalar, scalarPtr: a.ScalarPtr, inUse: append([]*guard(nil), pr.inUse...)}
 	if l.timeout <= 0 {
 		l.timeout = plan.DefaultTimeout
+	}
+	if a.ScalarPtr != 0 { // read when the launch runs: keep it mapped until then
+		if _, r, err := pr.dev.resolveRegion(a.ScalarPtr, int64(pr.esize)); err == nil {
+			l.inUse = addGuard(l.inUse, &r.inUse)
+		}
 	}
 	res := func(addr uint64, bytes int64, what string) ([]byte, error) {
 		if bytes == 0 {
@@ -182,10 +228,11 @@ func (pr *Program) resolveArgs(a *plan.Args) (*launch, error) {
 		if addr == 0 {
 			return nil, bad("%s buffer is null", what)
 		}
-		b, err := pr.dev.resolve(addr, bytes)
+		b, r, err := pr.dev.resolveRegion(addr, bytes)
 		if err != nil {
 			return nil, fmt.Errorf("host: launch %s: %s buffer: %w", p.Name, what, err)
 		}
+		l.inUse = addGuard(l.inUse, &r.inUse)
 		return b, nil
 	}
 	var err error
@@ -240,6 +287,9 @@ func u64(b []byte, off int64) *uint64 { return (*uint64)(unsafe.Pointer(&b[off])
 // run executes the launch: one goroutine per thread block. It is the
 // software analogue of a kernel; its failures go to the control block.
 func (l *launch) run() error {
+	if err := l.abortErr(); err != nil {
+		return err
+	}
 	l.number = atomic.LoadUint64(u64(l.state, 0))
 	l.flag = plan.Flag(l.number)
 	if l.scalarPtr != 0 {
@@ -272,6 +322,9 @@ func (l *launch) run() error {
 		atomic.StoreUint64(u64(l.state, 8*int64(b)), l.number+1)
 	}
 	close(errs)
+	if err := l.abortErr(); err != nil {
+		return err
+	}
 	return <-errs
 }
 
@@ -523,11 +576,13 @@ func (b *blockCtx) transfer(o plan.Op) (bool, error) {
 			}
 		} else {
 			src = b.plain(r, off, n)
-			if scale {
+			if scale || plan.ScalesSource(b.op, r) {
 				src = append([]byte(nil), src...)
 			}
 		}
-		if scale {
+		// Combine's scaling (floating Avg) or PreMulSum's: this rank's
+		// input times its own scalar, where it is read (plan/premul.go).
+		if scale || plan.ScalesSource(b.op, r) {
 			scaleInto(src, b.t, b.scalar)
 		}
 		if i == 0 {

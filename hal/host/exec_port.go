@@ -72,6 +72,14 @@ func (b *blockCtx) portTransfer(o plan.Op) bool {
 		k = plan.TriggerPut
 	}
 	src := b.plain(o.Srcs[0], off, n)
+	if o.Stage != 0 && plan.ScalesSource(b.op, o.Srcs[0]) {
+		// An engine moves bytes: the scaled window goes into the staging
+		// slot first, and the engine moves the slot (plan.Op.Stage).
+		st := b.plain(plan.LS(o.Stage-1), off, n)
+		copy(st, src)
+		scaleInto(st, b.t, b.scalar)
+		src = st
+	}
 	var dst uint64
 	if r := o.Dsts[0]; k == plan.TriggerPut && r.Buf == plan.Scratch {
 		// A peer's scratch: an address for the engine, perhaps not mapped

@@ -20,14 +20,17 @@
 package host
 
 import (
+	"crypto/rand"
 	"fmt"
 	"os"
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/shm"
 )
 
 // Name is the backend's registry name.
@@ -54,8 +57,16 @@ func (backend) Open(cfg hal.Config) (hal.Device, error) {
 	if strings.ContainsAny(job, "/\x00") {
 		return nil, fmt.Errorf("host: job id %q contains '/' or NUL: %w", job, hal.ErrInvalidArgument)
 	}
-	removeStale(job)
-	d := &Device{cfg: cfg, job: job, host: hostID()}
+	reclaim()
+	tag, err := shm.Tag(0)
+	if err != nil {
+		return nil, fmt.Errorf("host: open device %d: %v: %w", cfg.Ordinal, err, hal.ErrSystem)
+	}
+	var id [4]byte
+	rand.Read(id[:])
+	// File names: "weft-" PID-START-NS (the creator, for reclaim), a
+	// random id of this device, a sequence number; nothing of the job.
+	d := &Device{cfg: cfg, job: job, host: hostID(), tag: fmt.Sprintf("%s-%x", tag, id)}
 	d.node = hal.NodeOf(d.host, env.String("WEFT_NODE_ID"))
 	return d, nil
 }
@@ -64,6 +75,7 @@ func (backend) Open(cfg hal.Config) (hal.Device, error) {
 type Device struct {
 	cfg  hal.Config
 	job  string
+	tag  string // PID-START-NS-DEVICEID: the start of this device's file names
 	host string
 	node string // WEFT_NODE_ID, else host
 
@@ -119,22 +131,28 @@ func (d *Device) Link(peer hal.Endpoint) hal.Link {
 	return hal.Link{Caps: hal.CapMemoryMapped | hal.CapPortMapped | hal.CapSwitchMapped}
 }
 
-// Close leaves every multicast group still joined, unmaps every buffer still
-// mapped and removes the files it owns.
+// Close aborts the launches still queued or running that use the device's
+// memory, waits for them until WEFT_TIMEOUT from now, then leaves every
+// multicast group still joined, unmaps every buffer still mapped and
+// removes the files it owns. Errors: those of the multicast groups' Close
+// and the buffers' Free (hal.ErrInvalidUsage when launches were aborted,
+// hal.ErrTimeout for memory left mapped because a launch outlived the
+// deadline).
 func (d *Device) Close() error {
 	d.mu.Lock()
 	regs := append([]*region(nil), d.regions...)
 	mcs := append([]*multicast(nil), d.mcs...)
 	d.closed = true
 	d.mu.Unlock()
+	deadline := time.Now().Add(env.Timeout())
 	var first error
 	for _, m := range mcs {
-		if err := m.Close(); err != nil && first == nil {
+		if err := m.close(deadline); err != nil && first == nil {
 			first = err
 		}
 	}
 	for _, r := range regs {
-		if err := r.Free(); err != nil && first == nil {
+		if err := r.free(deadline); err != nil && first == nil {
 			first = err
 		}
 	}

@@ -3,17 +3,20 @@ package host
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/shm"
 )
 
 // region is one mapping: an allocation of this device or an imported peer
@@ -24,6 +27,7 @@ type region struct {
 	path     string // shared-memory file
 	owner    bool   // allocated here: Free removes the file
 	imported bool
+	inUse    guard // launches and engine requests that use the mapping
 
 	mu    sync.Mutex
 	freed bool
@@ -39,22 +43,43 @@ func (r *region) Addr() uint64 {
 func (r *region) Size() int64  { return int64(len(r.data)) }
 func (r *region) Host() []byte { return r.data }
 
-func (r *region) Free() error {
+// Free unmaps the buffer (and removes its file when it was allocated here).
+// Launches still queued or running that use it are aborted first (their
+// stream reports an error wrapping hal.ErrInvalidUsage) and Free waits for
+// them until WEFT_TIMEOUT from now; the buffer is then freed and Free
+// returns an error wrapping hal.ErrInvalidUsage that says how many it
+// aborted. If they are still running at the deadline, the buffer stays
+// mapped and the error wraps hal.ErrTimeout. Freeing twice is
+// hal.ErrInvalidUsage.
+func (r *region) Free() error { return r.free(time.Now().Add(env.Timeout())) }
+
+func (r *region) free(deadline time.Time) error {
+	name := filepath.Base(r.path)
+	r.mu.Lock()
+	freed := r.freed
+	r.mu.Unlock()
+	if freed {
+		return fmt.Errorf("host: free %s: buffer already freed: %w", name, hal.ErrInvalidUsage)
+	}
+	aborted, err := r.inUse.retire(deadline, "free "+name, "buffer "+name+" was freed while the launch used it")
+	if err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.freed {
-		return fmt.Errorf("host: free %s: buffer already freed: %w", filepath.Base(r.path), hal.ErrInvalidUsage)
-	}
 	r.freed = true
 	r.dev.forget(r)
-	err := syscall.Munmap(r.data)
+	err = syscall.Munmap(r.data)
 	if r.owner {
 		if e := os.Remove(r.path); e != nil && err == nil && !os.IsNotExist(e) {
 			err = e
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("host: free %s: %v: %w", filepath.Base(r.path), err, hal.ErrSystem)
+		return fmt.Errorf("host: free %s: %v: %w", name, err, hal.ErrSystem)
+	}
+	if aborted > 0 {
+		return fmt.Errorf("host: free %s: freed while %d launch(es) or engine request(s) still used it; they were aborted: %w", name, aborted, hal.ErrInvalidUsage)
 	}
 	return nil
 }
@@ -68,22 +93,12 @@ func shmDir() string {
 
 const filePrefix = "weft-"
 
-// removeStale deletes shared-memory files of this job left by processes
-// that no longer exist (a crashed rank cannot clean up after itself).
-func removeStale(job string) {
-	matches, _ := filepath.Glob(filepath.Join(shmDir(), filePrefix+job+"-*"))
-	for _, m := range matches {
-		rest := strings.TrimPrefix(filepath.Base(m), filePrefix+job+"-")
-		pidStr, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidStr)
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
-			os.Remove(m)
-		}
-	}
-}
+// reclaim removes the shared-memory files of processes of this user that
+// no longer exist, of any job: a rank killed by a signal cannot remove its
+// own. The files' names carry their creator's pid and start time (package
+// internal/shm), so a live process's files, or those of a process that
+// reuses a dead one's pid, are never touched.
+func reclaim() { shm.Reclaim(shmDir(), filePrefix) }
 
 func (d *Device) mapFile(path string, size int64, create bool) (*region, error) {
 	flags := os.O_RDWR
@@ -96,7 +111,7 @@ func (d *Device) mapFile(path string, size int64, create bool) (*region, error) 
 	}
 	defer f.Close()
 	if create {
-		if err := f.Truncate(size); err != nil {
+		if err := reserve(f, size); err != nil {
 			os.Remove(path)
 			return nil, err
 		}
@@ -121,6 +136,37 @@ func (d *Device) mapFile(path string, size int64, create bool) (*region, error) 
 	return r, nil
 }
 
+// errNoRoom is the ENOSPC of reserve.
+var errNoRoom = errors.New("no space left")
+
+// reserve sizes a new file to size bytes and allocates its pages now, as a
+// GPU allocator does, so that memory that is not there fails the
+// allocation instead of a store much later (a SIGBUS, or the OOM killer).
+// File systems without fallocate get a sparse file.
+func reserve(f *os.File, size int64) error {
+	err := syscall.Fallocate(int(f.Fd()), 0, 0, size)
+	switch err {
+	case nil:
+		return nil
+	case syscall.ENOSPC:
+		return errNoRoom
+	case syscall.EOPNOTSUPP, syscall.ENOSYS, syscall.EINVAL:
+		return f.Truncate(size)
+	}
+	return err
+}
+
+// roomFor fails with hal.ErrSystem when bytes more do not fit in the
+// shared-memory directory or the host's available memory, naming what was
+// asked and what is free.
+func roomFor(what string, bytes int64) error {
+	free, where, err := shm.Room(shmDir())
+	if err != nil || uint64(bytes) <= free {
+		return nil // a directory that statfs cannot read fails at the allocation
+	}
+	return fmt.Errorf("host: %s of %s: %s has %s free: %w", what, shm.Bytes(uint64(bytes)), where, shm.Bytes(free), hal.ErrSystem)
+}
+
 func (d *Device) alloc(bytes int64, what string) (hal.Buffer, error) {
 	if bytes <= 0 {
 		return nil, fmt.Errorf("host: %s of %d bytes: size must be positive: %w", what, bytes, hal.ErrInvalidArgument)
@@ -128,22 +174,33 @@ func (d *Device) alloc(bytes int64, what string) (hal.Buffer, error) {
 	if bytes > 1<<40 {
 		return nil, fmt.Errorf("host: %s of %d bytes: larger than 1 TiB: %w", what, bytes, hal.ErrInvalidArgument)
 	}
+	if err := roomFor(what, bytes); err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("host: %s on a closed device: %w", what, hal.ErrInvalidUsage)
 	}
 	d.seq++
-	name := fmt.Sprintf("%s%s-%d-%d-%d", filePrefix, d.job, os.Getpid(), d.cfg.Ordinal, d.seq)
+	name := fmt.Sprintf("%s%s-%d", filePrefix, d.tag, d.seq)
 	d.mu.Unlock()
 	r, err := d.mapFile(filepath.Join(shmDir(), name), bytes, true)
+	if errors.Is(err, errNoRoom) {
+		free, where, _ := shm.Room(shmDir())
+		return nil, fmt.Errorf("host: %s of %s: %s has %s free: %w", what, shm.Bytes(uint64(bytes)), where, shm.Bytes(free), hal.ErrSystem)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("host: %s of %d bytes: %v: %w", what, bytes, err, hal.ErrSystem)
 	}
 	return r, nil
 }
 
-// Alloc allocates zeroed shared memory.
+// Alloc allocates bytes of zeroed shared memory, all of it reserved now.
+// Errors: hal.ErrInvalidArgument for a size not in (0, 1 TiB];
+// hal.ErrSystem when the shared-memory directory or the host's available
+// memory has less room than bytes (the message names both), or a file
+// operation fails; hal.ErrInvalidUsage on a closed device.
 func (d *Device) Alloc(bytes int64) (hal.Buffer, error) { return d.alloc(bytes, "alloc") }
 
 // AllocHost is Alloc: all host memory is device memory here.
@@ -173,6 +230,13 @@ func (d *Device) forget(r *region) {
 // the software analogue of a GPU's page tables. An address no mapping
 // covers is an error, as a fault would be on a GPU.
 func (d *Device) resolve(addr uint64, n int64) ([]byte, error) {
+	b, _, err := d.resolveRegion(addr, n)
+	return b, err
+}
+
+// resolveRegion is resolve, also returning the mapping, whose inUse guard
+// keeps the bytes mapped while work uses them.
+func (d *Device) resolveRegion(addr uint64, n int64) ([]byte, *region, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	i := sort.Search(len(d.regions), func(i int) bool { return d.regions[i].Addr() > addr }) - 1
@@ -180,10 +244,10 @@ func (d *Device) resolve(addr uint64, n int64) ([]byte, error) {
 		r := d.regions[i]
 		off := int64(addr - r.Addr())
 		if off+n <= r.Size() {
-			return r.data[off : off+n : off+n], nil
+			return r.data[off : off+n : off+n], r, nil
 		}
 	}
-	return nil, fmt.Errorf("host: address %#x (+%d bytes) is not mapped on device %d: %w", addr, n, d.cfg.Ordinal, hal.ErrInvalidArgument)
+	return nil, nil, fmt.Errorf("host: address %#x (+%d bytes) is not mapped on device %d: %w", addr, n, d.cfg.Ordinal, hal.ErrInvalidArgument)
 }
 
 func (d *Device) owned(b hal.Buffer, what string) (*region, error) {

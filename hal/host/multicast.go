@@ -10,9 +10,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/env"
 )
 
 // The switch-mapped capability in software. A multicast group is a small
@@ -72,6 +74,7 @@ type multicast struct {
 	size   int64
 	ranks  int
 	member int
+	inUse  guard // launches that use the multicast view
 
 	mu     sync.Mutex
 	local  *region  // the buffer this member bound
@@ -109,7 +112,7 @@ func (d *Device) NewMulticast(bytes int64, ranks int) (hal.Multicast, error) {
 		return nil, fmt.Errorf("host: new multicast group on a closed device: %w", hal.ErrInvalidUsage)
 	}
 	d.seq++
-	name := fmt.Sprintf("%s%s-%d-%d-mc%d", filePrefix, d.job, os.Getpid(), d.cfg.Ordinal, d.seq)
+	name := fmt.Sprintf("%s%s-mc%d", filePrefix, d.tag, d.seq)
 	d.mu.Unlock()
 	path := filepath.Join(shmDir(), name)
 	ctl, err := mapControl(path, ctlBytes(ranks), true)
@@ -379,8 +382,32 @@ func (m *multicast) mapped() ([][]byte, error) {
 }
 
 // Close unbinds and leaves the group; the last member to leave removes its
-// control file.
-func (m *multicast) Close() error {
+// control file. Launches that still use the group's multicast view are
+// aborted first and Close waits for them as region.Free does (until
+// WEFT_TIMEOUT from now), with the same errors.
+func (m *multicast) Close() error { return m.close(time.Now().Add(env.Timeout())) }
+
+func (m *multicast) close(deadline time.Time) error {
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return fmt.Errorf("host: close multicast group: already closed: %w", hal.ErrInvalidUsage)
+	}
+	aborted, err := m.inUse.retire(deadline, "close multicast group", "its multicast group was closed while the launch used it")
+	if err != nil {
+		return err
+	}
+	if err := m.leave(); err != nil {
+		return err
+	}
+	if aborted > 0 {
+		return fmt.Errorf("host: close multicast group: closed while %d launch(es) still used it; they were aborted: %w", aborted, hal.ErrInvalidUsage)
+	}
+	return nil
+}
+
+func (m *multicast) leave() error {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -427,6 +454,13 @@ func (d *Device) forgetMulticast(m *multicast) {
 // order: what a load-reduce reads and a store writes. An address no bound
 // group covers is an error, as a fault would be on a GPU.
 func (d *Device) resolveMulticast(addr uint64, n int64) ([][]byte, error) {
+	b, _, err := d.resolveMulticastGroup(addr, n)
+	return b, err
+}
+
+// resolveMulticastGroup is resolveMulticast, also returning the group,
+// whose inUse guard keeps the copies mapped while work uses them.
+func (d *Device) resolveMulticastGroup(addr uint64, n int64) ([][]byte, *multicast, error) {
 	d.mu.Lock()
 	mcs := append([]*multicast(nil), d.mcs...)
 	d.mu.Unlock()
@@ -444,14 +478,14 @@ func (d *Device) resolveMulticast(addr uint64, n int64) ([][]byte, error) {
 		copies, err := m.mapped()
 		m.mu.Unlock()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		off := int64(addr - base)
 		out := make([][]byte, len(copies))
 		for i, c := range copies {
 			out[i] = c[off : off+n : off+n]
 		}
-		return out, nil
+		return out, m, nil
 	}
-	return nil, fmt.Errorf("host: address %#x (+%d bytes) is not a multicast address of device %d: %w", addr, n, d.cfg.Ordinal, hal.ErrInvalidArgument)
+	return nil, nil, fmt.Errorf("host: address %#x (+%d bytes) is not a multicast address of device %d: %w", addr, n, d.cfg.Ordinal, hal.ErrInvalidArgument)
 }

@@ -290,14 +290,23 @@ func (e *Engine) exec(r *request, seq uint64) error {
 		if r.kind == reqCopy {
 			what = "copy"
 		}
-		src, err := e.dev.resolve(r.src, int64(r.n))
+		src, rs, err := e.dev.resolveRegion(r.src, int64(r.n))
 		if err != nil {
 			return fmt.Errorf("host: engine to device %d: %s request %d source: %w", e.peer.Ordinal, what, seq, err)
 		}
-		dst, err := e.dev.resolve(r.dst, int64(r.n))
+		dst, rd, err := e.dev.resolveRegion(r.dst, int64(r.n))
 		if err != nil {
 			return fmt.Errorf("host: engine to device %d: %s request %d destination: %w", e.peer.Ordinal, what, seq, err)
 		}
+		// Hold both mappings for the copy: a Free waits for it.
+		if err := rs.inUse.acquire(e, "source buffer"); err != nil {
+			return fmt.Errorf("host: engine to device %d: %s request %d: %w", e.peer.Ordinal, what, seq, err)
+		}
+		defer rs.inUse.release(e)
+		if err := rd.inUse.acquire(e, "destination buffer"); err != nil {
+			return fmt.Errorf("host: engine to device %d: %s request %d: %w", e.peer.Ordinal, what, seq, err)
+		}
+		defer rd.inUse.release(e)
 		copy(dst, src)
 	case reqSignal:
 		if r.src != 0 {
@@ -315,6 +324,10 @@ func (e *Engine) exec(r *request, seq uint64) error {
 	}
 	return nil
 }
+
+// abort does nothing: a request's copy is short, and a Free of its memory
+// waits for it (guard).
+func (e *Engine) abort(string) {}
 
 // word resolves an aligned 64-bit word for an atomic.
 func (e *Engine) word(addr uint64, what string, seq uint64) (*uint64, error) {

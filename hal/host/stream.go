@@ -14,7 +14,7 @@ import (
 // work is skipped.
 type Stream struct {
 	dev  *Device
-	work chan func() error
+	work chan work
 
 	mu        sync.Mutex
 	cond      *sync.Cond
@@ -25,23 +25,33 @@ type Stream struct {
 	closed    bool
 }
 
+// work is one item of a stream: run, holding the mappings inUse (acquired
+// for user when queued, released once run has returned or been skipped).
+type work struct {
+	run   func() error
+	user  user
+	inUse []*guard
+	what  string // names the memory in the error of a failed acquire
+}
+
 // NewStream starts a stream.
 func (d *Device) NewStream() (hal.Stream, error) {
-	s := &Stream{dev: d, work: make(chan func() error, 1024)}
+	s := &Stream{dev: d, work: make(chan work, 1024)}
 	s.cond = sync.NewCond(&s.mu)
 	go s.run()
 	return s, nil
 }
 
 func (s *Stream) run() {
-	for f := range s.work {
+	for w := range s.work {
 		s.mu.Lock()
 		failed := s.err != nil
 		s.mu.Unlock()
 		var err error
 		if !failed {
-			err = f()
+			err = w.run()
 		}
+		unpinSet(w.user, w.inUse)
 		s.mu.Lock()
 		if err != nil && s.err == nil {
 			s.err = err
@@ -53,20 +63,35 @@ func (s *Stream) run() {
 }
 
 // enqueue queues f, or records it when the stream is being captured.
-func (s *Stream) enqueue(f func() error) error {
+func (s *Stream) enqueue(f func() error) error { return s.enqueueWork(work{run: f}) }
+
+// enqueueWork queues w, holding its mappings until it has run, or records
+// it when the stream is being captured (a replay acquires them again).
+// A mapping being freed fails it with hal.ErrInvalidUsage.
+func (s *Stream) enqueueWork(w work) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return fmt.Errorf("host: stream is closed: %w", hal.ErrInvalidUsage)
 	}
 	if s.capture != nil {
-		s.capture.work = append(s.capture.work, f)
+		s.capture.work = append(s.capture.work, w)
 		s.mu.Unlock()
 		return nil
 	}
+	s.mu.Unlock()
+	if err := pinSet(w.user, w.inUse, w.what); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		unpinSet(w.user, w.inUse)
+		return fmt.Errorf("host: stream is closed: %w", hal.ErrInvalidUsage)
+	}
 	s.submitted++
 	s.mu.Unlock()
-	s.work <- f
+	s.work <- w
 	return nil
 }
 
@@ -166,7 +191,7 @@ func (e *Event) Close() error { return nil }
 
 // Graph is a recorded sequence of stream work.
 type Graph struct {
-	work []func() error
+	work []work
 }
 
 // BeginCapture starts recording s's work instead of running it.
@@ -206,8 +231,8 @@ func (g *Graph) Launch(hs hal.Stream) error {
 	if !ok {
 		return fmt.Errorf("host: graph launch: stream of another backend: %w", hal.ErrInvalidArgument)
 	}
-	for _, f := range g.work {
-		if err := s.enqueue(f); err != nil {
+	for _, w := range g.work {
+		if err := s.enqueueWork(w); err != nil {
 			return err
 		}
 	}

@@ -320,7 +320,7 @@ func (nd *NetDevice) ImportPort(h hal.Handle) (hal.Buffer, error) {
 		return nil, fmt.Errorf("ib: rank %d: import: %v: %w", nd.cfg.Rank, err, hal.ErrInvalidArgument)
 	}
 	if x.job != nd.job {
-		return nil, fmt.Errorf("ib: rank %d: import: handle of another job (job hash %#016x, this job %#016x): %w", nd.cfg.Rank, x.job, nd.job, hal.ErrInvalidUsage)
+		return nil, fmt.Errorf("ib: rank %d: import: handle of another job: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
 	}
 	if x.rank < 0 || x.rank >= nd.cfg.NRanks {
 		return nil, fmt.Errorf("ib: rank %d: import: handle of rank %d in a job of %d ranks: %w", nd.cfg.Rank, x.rank, nd.cfg.NRanks, hal.ErrInvalidArgument)

@@ -253,10 +253,11 @@ type Args struct {
 	PeerInput, PeerOutput []uint64
 	// Timeout bounds every device-side wait; 0 means DefaultTimeout.
 	Timeout time.Duration
-	// Scalar is the PreMulSum multiplier: the bits of one element of the
-	// data type, little-endian in the low bytes. ScalarPtr, when not 0, is
-	// the address of that element in device memory instead, read by the
-	// launch when it runs (ncclScalarDevice).
+	// Scalar is the PreMulSum multiplier of this rank (each rank may pass
+	// its own; it scales this rank's input: premul.go): the bits of one
+	// element of the data type, little-endian in the low bytes. ScalarPtr,
+	// when not 0, is the address of that element in device memory
+	// instead, read by the launch when it runs (ncclScalarDevice).
 	Scalar    uint64
 	ScalarPtr uint64
 	// Groups are the per-group arguments of groups with Arg ≥ 1
@@ -303,11 +304,12 @@ func (g *Group) Extent() (in, out int) {
 }
 
 // CombineMode says what a Combine transfer does for type t and operator
-// op: scale every contribution by the scalar (PreMulSum; Avg of floating
-// types, whose scalar is AvgScalar), or divide the sum by the number of
-// ranks (Avg of integer types).
+// op: scale every contribution by the scalar (Avg of floating types, whose
+// scalar is AvgScalar, the same on every rank), or divide the sum by the
+// number of ranks (Avg of integer types). PreMulSum combines nothing: each
+// rank's input is scaled where it is read (ScalesSource, premul.go).
 func CombineMode(t DataType, op RedOp) (scale, div bool) {
-	return op == PreMulSum || (op == Avg && t.Float()), op == Avg && !t.Float()
+	return op == Avg && t.Float(), op == Avg && !t.Float()
 }
 
 // Needs reports which peer buffers the plan reads or writes directly.

@@ -174,16 +174,24 @@ type Op struct {
 	Chunk, NChunks int
 	Srcs, Dsts     []Ref // OpTransfer
 	// Combine marks the transfer whose sources are the ranks'
-	// contributions to a reduction, one each: with PreMulSum every source
-	// is multiplied by the scalar before the sum, with Avg every source of a
-	// floating type by 1/NRanks, and an integer Avg sum is divided by
-	// NRanks. Plans serve Avg and PreMulSum only if they combine all
-	// contributions in such one transfer.
+	// contributions to a reduction, one each: with Avg every source of a
+	// floating type is multiplied by 1/NRanks before the sum, and an
+	// integer Avg sum is divided by NRanks. Plans serve Avg only if they
+	// combine all contributions in such one transfer. PreMulSum does not
+	// use Combine: each rank scales its own input where it is read
+	// (premul.go).
 	Combine bool
 	// Port makes a transfer a request to the engine of port channel Chan: a
 	// put (remote destination) or a copy between local buffers, moved by
 	// the engine instead of the block's threads (see port.go).
 	Port bool
+	// Stage, on a port transfer of this rank's input in a windowed group,
+	// is 1 + a slot of local scratch that no peer writes: with PreMulSum
+	// the block's threads first store the input window multiplied by the
+	// scalar into that slot, and the engine moves the slot instead (an
+	// engine moves bytes; it cannot scale). Other operators ignore it. 0:
+	// no staging slot (PreMulSum then cannot run the plan: premul.go).
+	Stage int
 }
 
 // Signal returns a signal on channel ch, semaphore base sem.
@@ -536,6 +544,9 @@ func (p *Plan) Validate() error {
 					return bad("%s: channel %d", where, o.Chan)
 				}
 			case OpTransfer:
+				if o.Stage != 0 && (!o.Port || len(o.Srcs) != 1 || g.Window == 0 || oi >= len(g.Ops) || o.Srcs[0] != L(Input).At(o.Srcs[0].Seg) || o.Stage-1 >= p.ScratchSlots || o.Stage < 0) {
+					return bad("%s: a staging slot (Stage %d) belongs to a port transfer of local input in a windowed group, and names a slot of the %d", where, o.Stage, p.ScratchSlots)
+				}
 				if msg := p.validatePort(o); msg != "" {
 					return bad("%s: %s", where, msg)
 				}

@@ -119,8 +119,9 @@ const (
 	// (PreMulSum with that scalar); integer types sum, then divide
 	// (truncating towards zero).
 	Avg RedOp = 4
-	// PreMulSum multiplies every contribution by a scalar (Args.Scalar, of
-	// the data type) before summing.
+	// PreMulSum multiplies every contribution by the scalar of the rank it
+	// comes from (Args.Scalar, of the data type; each rank may pass its
+	// own) before summing: Σ s_r·x_r (premul.go).
 	PreMulSum RedOp = 5
 )
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/auth"
 )
 
 // ringSize is the number of requests an engine holds that are not yet
@@ -223,6 +224,13 @@ func (e *Engine) connect(a address, index, conns int) (*sendConn, error) {
 	fail := func(err error) (*sendConn, error) {
 		c.Close()
 		return nil, fmt.Errorf("%s: connection %d: %w", e.describe(), index, err)
+	}
+	if !e.nd.secret.IsZero() {
+		ac, err := auth.Client(c, e.nd.authConfig(a.rank))
+		if err != nil {
+			return fail(err)
+		}
+		c = ac
 	}
 	c.SetDeadline(time.Now().Add(e.timeout))
 	h := hello{index: index, conns: conns, job: e.nd.job, nonce: a.nonce, src: e.nd.cfg.Rank, dst: a.rank, engine: e.id, chunk: e.chunk}
@@ -809,6 +817,14 @@ func (e *Engine) shutdown() error {
 	h := e.head
 	e.mu.Unlock()
 	err := e.Err()
+	if err == nil && e.nd.failedPeers.Load() > 0 {
+		// The peer is known lost (a receiver saw it go, an engine to it
+		// timed out closing, or the communicator found it stopped):
+		// nothing it would acknowledge is worth waiting for.
+		if perr := e.nd.PeerErr(e.peer); perr != nil {
+			err = fmt.Errorf("%s: rank %d failed: %w", e.describe(), e.peer, perr)
+		}
+	}
 	if err == nil {
 		err = e.await("close: draining the queue", func() bool {
 			return e.srcDone.Load() >= h && e.written.Load() >= e.queued.Load() || e.remoteClosed.Load()
@@ -835,7 +851,11 @@ func (e *Engine) shutdown() error {
 		err = e.Err()
 	}
 	if err != nil && e.Err() == nil {
-		e.fail(err, false)
+		// A peer that made no progress for the timeout while this
+		// engine closed is lost for every engine to it: recording it on
+		// the NetDevice lets the others close at once instead of each
+		// waiting the timeout again.
+		e.fail(err, errors.Is(err, hal.ErrTimeout))
 	}
 	close(e.stop)
 	for _, c := range e.conns {

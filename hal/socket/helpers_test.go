@@ -39,6 +39,12 @@ type rank struct {
 // of srcBytes, connected all to all.
 func openRanks(t testing.TB, n int, winBytes, srcBytes int64, opts Options) []*rank {
 	t.Helper()
+	return openRanksWith(t, n, winBytes, srcBytes, opts, nil)
+}
+
+// openRanksWith is openRanks with hal.NetConfig.Secret set to secret.
+func openRanksWith(t testing.TB, n int, winBytes, srcBytes int64, opts Options, secret []byte) []*rank {
+	t.Helper()
 	job := newJob()
 	if opts.IfName == "" {
 		opts.IfName = "lo"
@@ -49,7 +55,7 @@ func openRanks(t testing.TB, n int, winBytes, srcBytes int64, opts Options) []*r
 		if err != nil {
 			t.Fatal(err)
 		}
-		nd, err := Open(dev, hal.NetConfig{Rank: i, NRanks: n, JobID: job}, opts)
+		nd, err := Open(dev, hal.NetConfig{Rank: i, NRanks: n, JobID: job, Secret: secret}, opts)
 		if err != nil {
 			dev.Close()
 			t.Fatal(err)

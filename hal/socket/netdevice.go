@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/weftccl/weft/hal"
-	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/auth"
 )
 
 // NetDevice is one rank's side of the socket transport: a listener that
@@ -28,6 +28,11 @@ type NetDevice struct {
 	addr  []byte
 	where string // interface choice, for messages
 	log   *slog.Logger
+
+	// secret authenticates every connection (zero: unauthenticated);
+	// gate caps connections that have not authenticated yet.
+	secret auth.Secret
+	gate   *auth.Gate
 
 	regMu   sync.RWMutex
 	regs    map[uint32]*registration
@@ -87,6 +92,15 @@ func Open(dev hal.Device, cfg hal.NetConfig, opts Options) (*NetDevice, error) {
 	if cfg.NRanks < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.NRanks {
 		return nil, fmt.Errorf("socket: rank %d of %d ranks: %w", cfg.Rank, cfg.NRanks, hal.ErrInvalidArgument)
 	}
+	var secret auth.Secret
+	if cfg.Secret != nil {
+		if secret, err = auth.SecretFromBytes(cfg.Secret); err != nil {
+			return nil, fmt.Errorf("socket: open rank %d: NetConfig.Secret: %w", cfg.Rank, err)
+		}
+	}
+	if opts.Encrypt && secret.IsZero() {
+		return nil, fmt.Errorf("socket: open rank %d: encryption (WEFT_SOCKET_ENCRYPT) needs a job secret (hal.NetConfig.Secret), and this job has none: %w", cfg.Rank, hal.ErrInvalidArgument)
+	}
 	if dev == nil {
 		return nil, fmt.Errorf("socket: open rank %d: nil device: %w", cfg.Rank, hal.ErrInvalidArgument)
 	}
@@ -110,17 +124,21 @@ func Open(dev hal.Device, cfg hal.NetConfig, opts Options) (*NetDevice, error) {
 	nonce := rand.Uint64() | 1
 	nd := &NetDevice{
 		dev: dev, pm: pm, cfg: cfg, opts: opts, job: jobHash(cfg.JobID), nonce: nonce, ln: ln, where: where,
-		log:     env.Logger("NET").With("rank", cfg.Rank, "net", Name),
+		log:    opts.Logger.With("rank", cfg.Rank, "net", Name),
+		secret: secret, gate: auth.NewGate(auth.MaxPending),
 		regs:    map[uint32]*registration{},
 		imports: map[importKey]*importEntry{},
 		engines: map[engineCloser]struct{}{}, sessions: map[sessionKey]*session{},
 		inbound: map[net.Conn]struct{}{}, peerErr: map[int]error{},
 	}
 	nd.addr = encodeAddress(address{job: nd.job, nonce: nonce, rank: cfg.Rank, addrs: []string{ln.Addr().String()}})
+	if secret.IsZero() {
+		auth.WarnUnauthenticated(nd.log, "socket transport")
+	}
 	nd.wg.Add(1)
 	go nd.accept()
 	nd.log.Info("socket transport listening", "addr", ln.Addr().String(), "interface", where,
-		"conns", opts.Conns, "chunk", opts.Chunk)
+		"conns", opts.Conns, "chunk", opts.Chunk, "authenticated", !secret.IsZero(), "encrypted", opts.Encrypt)
 	return nd, nil
 }
 
@@ -177,7 +195,7 @@ func (nd *NetDevice) ImportPort(h hal.Handle) (hal.Buffer, error) {
 		return nil, fmt.Errorf("socket: rank %d: import: %v: %w", nd.cfg.Rank, err, hal.ErrInvalidArgument)
 	}
 	if x.job != nd.job {
-		return nil, fmt.Errorf("socket: rank %d: import: handle of another job (job hash %#016x, this job %#016x): %w", nd.cfg.Rank, x.job, nd.job, hal.ErrInvalidUsage)
+		return nil, fmt.Errorf("socket: rank %d: import: handle of another job: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
 	}
 	if x.rank < 0 || x.rank >= nd.cfg.NRanks {
 		return nil, fmt.Errorf("socket: rank %d: import: handle of rank %d in a job of %d ranks: %w", nd.cfg.Rank, x.rank, nd.cfg.NRanks, hal.ErrInvalidArgument)
@@ -307,7 +325,7 @@ func (nd *NetDevice) NewEngine(peer hal.Endpoint) (hal.Engine, error) {
 	}
 	switch {
 	case a.job != nd.job:
-		return nil, fmt.Errorf("socket: rank %d: engine: address of another job (job hash %#016x, this job %#016x): %w", nd.cfg.Rank, a.job, nd.job, hal.ErrInvalidUsage)
+		return nil, fmt.Errorf("socket: rank %d: engine: address of another job: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
 	case a.rank < 0 || a.rank >= nd.cfg.NRanks:
 		return nil, fmt.Errorf("socket: rank %d: engine: address of rank %d in a job of %d ranks: %w", nd.cfg.Rank, a.rank, nd.cfg.NRanks, hal.ErrInvalidArgument)
 	case a.nonce == nd.nonce:
@@ -345,6 +363,36 @@ func (nd *NetDevice) Refused() []error {
 	return append([]error(nil), nd.refused...)
 }
 
+// FailPeer records that rank peer is lost, as a caller above the
+// transport found it (a communicator whose progress exchange found the
+// rank stopped): every engine to it fails at once with an error wrapping
+// hal.ErrRemote and err, and closing those engines, or this NetDevice,
+// does not wait for the peer's goodbye. A rank outside the job is ignored.
+func (nd *NetDevice) FailPeer(peer int, err error) {
+	if peer < 0 || peer >= nd.cfg.NRanks || peer == nd.cfg.Rank {
+		return
+	}
+	nd.failPeer(peer, fmt.Errorf("socket: rank %d: rank %d is lost: %v: %w", nd.cfg.Rank, peer, err, hal.ErrRemote))
+	nd.failEnginesTo(peer)
+}
+
+// failEnginesTo fails every engine to rank peer with the peer's recorded
+// failure, so that their waits (a full request ring, a drain at Close)
+// return now rather than at the timeout.
+func (nd *NetDevice) failEnginesTo(peer int) {
+	nd.mu.Lock()
+	var to []*Engine
+	for e := range nd.engines {
+		if e, ok := e.(*Engine); ok && e.peer == peer {
+			to = append(to, e)
+		}
+	}
+	nd.mu.Unlock()
+	for _, e := range to {
+		e.check()
+	}
+}
+
 // failPeer records err as rank peer's failure (the first one sticks).
 func (nd *NetDevice) failPeer(peer int, err error) {
 	nd.mu.Lock()
@@ -367,6 +415,12 @@ func (nd *NetDevice) refuse(err error) {
 	}
 	nd.mu.Unlock()
 	nd.log.Warn("socket transport: connection refused", "err", err)
+}
+
+// authConfig is the handshake of this job's connections to rank dst.
+func (nd *NetDevice) authConfig(dst int) auth.Config {
+	return auth.Config{Secret: nd.secret, Proto: auth.ProtoSocket, Encrypt: nd.opts.Encrypt,
+		Context: fmt.Sprintf("%016x to rank %d", nd.job, dst), Timeout: nd.opts.Timeout}
 }
 
 // Close closes this rank's engines (each drains its queue and says goodbye,
@@ -438,9 +492,16 @@ func (nd *NetDevice) accept() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
+		if !nd.gate.Enter() {
+			nd.refuse(fmt.Errorf("socket: rank %d: %d connections from %s and others have not completed their handshake: closed at once: %w",
+				nd.cfg.Rank, auth.MaxPending, c.RemoteAddr(), hal.ErrRemote))
+			c.Close()
+			continue
+		}
 		nd.mu.Lock()
 		if nd.closing.Load() {
 			nd.mu.Unlock()
+			nd.gate.Leave()
 			c.Close()
 			return
 		}

@@ -2,11 +2,13 @@ package socket
 
 import (
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/auth"
 	"github.com/weftccl/weft/internal/env"
 )
 
@@ -62,6 +64,14 @@ type Options struct {
 	// Timeout bounds every wait: a connection without progress, a frame
 	// waiting for its predecessors, staging, Close. WEFT_TIMEOUT, 10 s.
 	Timeout time.Duration
+	// Encrypt wraps every connection in AES-256-GCM after its handshake
+	// (keys derived from hal.NetConfig.Secret and both handshake nonces);
+	// it needs a Secret, and every rank must agree. WEFT_SOCKET_ENCRYPT.
+	Encrypt bool
+	// Logger receives the transport's log records, among them every
+	// refused connection with its remote address; nil takes the NET
+	// logger of WEFT_DEBUG.
+	Logger *slog.Logger
 
 	hooks *testHooks // tests only
 }
@@ -97,6 +107,9 @@ func OptionsFromEnv() (Options, error) {
 	}
 	o.IfName = env.String("WEFT_SOCKET_IFNAME")
 	o.Timeout = env.Timeout()
+	if o.Encrypt, err = auth.EncryptRequested(); err != nil {
+		return o, fmt.Errorf("socket: %w", err)
+	}
 	return o, nil
 }
 
@@ -109,6 +122,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = env.Timeout()
+	}
+	if o.Logger == nil {
+		o.Logger = env.Logger("NET")
 	}
 	if o.Conns < 1 || o.Conns > MaxConns {
 		return o, fmt.Errorf("socket: %d connections per engine: want 1 to %d: %w", o.Conns, MaxConns, hal.ErrInvalidArgument)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/auth"
 )
 
 // The receiving side. Every connection that passes the handshake belongs
@@ -60,11 +61,28 @@ type recvConn struct {
 	wmu    sync.Mutex // replies
 }
 
-// serve runs one accepted connection: handshake, then frames.
-func (nd *NetDevice) serve(c net.Conn) {
+// serve runs one accepted connection: authentication (when the job has a
+// secret), the transport's hello, then frames. Until the hello is checked
+// the connection holds a slot of nd.gate, and at most helloSize bytes are
+// read from it.
+func (nd *NetDevice) serve(raw net.Conn) {
 	defer nd.wg.Done()
-	defer nd.forgetConn(c)
+	defer nd.forgetConn(raw)
+	left := sync.OnceFunc(nd.gate.Leave)
+	defer left()
+	c := raw
 	remote := c.RemoteAddr().String()
+	if !nd.secret.IsZero() {
+		ac, err := auth.Server(c, nd.authConfig(nd.cfg.Rank))
+		if err != nil {
+			if !nd.closing.Load() {
+				nd.refuse(fmt.Errorf("socket: rank %d: %w", nd.cfg.Rank, err))
+			}
+			c.Close()
+			return
+		}
+		c = ac
+	}
 	c.SetDeadline(time.Now().Add(nd.opts.Timeout))
 	var hb [helloSize]byte
 	if n, err := io.ReadFull(c, hb[:]); err != nil {
@@ -90,6 +108,7 @@ func (nd *NetDevice) serve(c net.Conn) {
 		c.Close()
 		return
 	}
+	left()
 	if err := rc.reply(replyAccept, ""); err != nil {
 		rc.s.fail(rc, rc.lost(err, "accept reply"))
 		rc.end()
@@ -101,12 +120,14 @@ func (nd *NetDevice) serve(c net.Conn) {
 
 func (nd *NetDevice) checkHello(h hello) error {
 	switch {
+	// The job hash and the nonce are the credentials of an unauthenticated
+	// job: neither the expected nor the received value is ever printed.
 	case h.job != nd.job:
-		return fmt.Errorf("handshake of another job (job hash %#016x, this job %#016x)", h.job, nd.job)
+		return fmt.Errorf("%w: handshake of another job", auth.ErrAuth)
 	case h.dst != nd.cfg.Rank:
 		return fmt.Errorf("handshake for rank %d, this is rank %d", h.dst, nd.cfg.Rank)
 	case h.nonce != nd.nonce:
-		return fmt.Errorf("handshake for another incarnation of rank %d (nonce %#x, this NetDevice %#x)", h.dst, h.nonce, nd.nonce)
+		return fmt.Errorf("%w: handshake for another incarnation of rank %d", auth.ErrAuth, h.dst)
 	case h.src < 0 || h.src >= nd.cfg.NRanks || h.src == nd.cfg.Rank:
 		return fmt.Errorf("handshake from rank %d, not a peer in a job of %d ranks", h.src, nd.cfg.NRanks)
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/weftccl/weft/hal"
 )
 
 // Var is one documented environment variable.
@@ -39,6 +41,9 @@ var Table = []Var{
 	{"WEFT_NET", "", "network transport between nodes: ib or socket (default: ib where an RDMA device is usable, else socket)"},
 	{"WEFT_SOCKET_NSOCKS", "2", "socket transport: TCP connections per peer and direction, each carrying every n-th chunk (as NCCL_NSOCKS_PERTHREAD × NCCL_SOCKET_NTHREADS)"},
 	{"WEFT_SOCKET_CHUNK", "512KiB", "socket transport: bytes per pipelined chunk of a put"},
+	{"WEFT_SOCKET_ENCRYPT", "0", "set to 1 to encrypt the bootstrap and the socket transport with AES-256-GCM (keys derived from the job secret and both handshake nonces); needs a job secret; every rank must agree (docs/security.md)"},
+	{"WEFT_JOB_SECRET", "", "the job's secret as 32 to 128 hex digits (at least 128 bits), for launches by mpirun, srun or torchrun; every bootstrap and socket connection proves it knows it; unset (and no WEFT_JOB_SECRET_FILE): an unauthenticated job, with a warning. `weft run` sets it. Never printed (docs/security.md)"},
+	{"WEFT_JOB_SECRET_FILE", "", "a file holding WEFT_JOB_SECRET's hex; must not be readable by group or others (chmod 600)"},
 	{"WEFT_IB_HCA", "", "hal/ib: RDMA devices to use, as NCCL_IB_HCA (prefix list; ^ excludes, = exact, :port)"},
 	{"WEFT_IB_GID_INDEX", "-1", "hal/ib: GID index for RoCE (default: the first RoCEv2 IPv4-mapped GID; -1 chooses)"},
 	{"WEFT_IBVERBS_LIB", "libibverbs.so.1", "hal/ib: the verbs library loaded with dlopen"},
@@ -73,7 +78,8 @@ func String(name string) string {
 }
 
 // Duration returns the variable as a Go duration, or def when unset. A
-// malformed value is an error naming the variable.
+// malformed value is an error naming the variable and wrapping
+// hal.ErrInvalidArgument.
 func Duration(name string, def time.Duration) (time.Duration, error) {
 	s := String(name)
 	if s == "" {
@@ -81,12 +87,13 @@ func Duration(name string, def time.Duration) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 10s", name, s)
+		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 10s: %w", name, s, hal.ErrInvalidArgument)
 	}
 	return d, nil
 }
 
-// Int returns the variable as an integer; ok is false when unset.
+// Int returns the variable as an integer; ok is false when unset. A
+// malformed value is an error wrapping hal.ErrInvalidArgument.
 func Int(name string) (v int, ok bool, err error) {
 	s := String(name)
 	if s == "" {
@@ -94,7 +101,7 @@ func Int(name string) (v int, ok bool, err error) {
 	}
 	v, err = strconv.Atoi(s)
 	if err != nil {
-		return 0, false, fmt.Errorf("%s=%q: want an integer", name, s)
+		return 0, false, fmt.Errorf("%s=%q: want an integer: %w", name, s, hal.ErrInvalidArgument)
 	}
 	return v, true, nil
 }
@@ -121,7 +128,9 @@ func Required(backend string) bool {
 	return false
 }
 
-// Timeout is WEFT_TIMEOUT or 10 s.
+// Timeout is WEFT_TIMEOUT or 10 s, also for a malformed value: callers
+// that can fail read it with Duration (NewComm does, and the CLI checks
+// every variable with CheckAll first), so that a bad value is an error.
 func Timeout() time.Duration {
 	d, err := Duration("WEFT_TIMEOUT", 10*time.Second)
 	if err != nil {

@@ -191,6 +191,54 @@ static void testPreMulSum(ncclComm_t comm) {
   }
 }
 
+// testPreMulSumPerRank: every rank passes its own scalar r + 2, as a host
+// immediate and in device memory (on hal/host, ncclMemAlloc memory is host
+// memory the program writes directly); the result is
+// Σ_r in(r, j)·(r + 2) = (j % 7 + 1)·Σ_r (r + 1)(r + 2), exact in every
+// type used here up to 3 ranks (uint8: at most 7 × 20 = 140).
+static void testPreMulSumPerRank(ncclComm_t comm) {
+  double k = 0;
+  for (int r = 0; r < nranks; r++) k += (double)(r + 1) * (r + 2);
+  const ncclScalarResidence_t where[] = {ncclScalarHostImmediate, ncclScalarDevice};
+  const size_t ns[] = {7, 65537};
+  for (size_t ti = 0; ti < N(types); ti++) {
+    ncclDataType_t t = types[ti];
+    size_t es = typeSize(t);
+    for (size_t wi = 0; wi < N(where); wi++) {
+      void* sc = alloc(8);
+      put(sc, t, 0, rank + 2);
+      ncclRedOp_t op;
+      CALL(ncclRedOpCreatePreMulSum(&op, sc, t, where[wi], comm));
+      for (size_t ci = 0; ci < N(ns); ci++) {
+        size_t n = ns[ci];
+        void* s = alloc(n * nranks * es);
+        void* d = alloc(n * nranks * es);
+        for (size_t i = 0; i < n * nranks; i++) put(s, t, i, in(rank, i));
+        for (int coll = 0; coll < 3; coll++) {
+          size_t base = 0;
+          int check = 1;
+          switch (coll) {
+            case 0: CALL(ncclAllReduce(s, d, n, t, op, comm, NULL)); break;
+            case 1: CALL(ncclReduceScatter(s, d, n, t, op, comm, NULL)); base = (size_t)rank * n; break;
+            default: CALL(ncclReduce(s, d, n, t, op, nranks - 1, comm, NULL)); check = rank == nranks - 1;
+          }
+          int bad = 0;
+          for (size_t i = 0; check && i < n; i++) {
+            double want = (double)((base + i) % 7 + 1) * k, got = get(d, t, i);
+            if (got != want && bad++ < 3) fprintf(stderr, "rank %d:   element %zu: got %g, want %g\n", rank, i, got, want);
+          }
+          CHECK(bad == 0, "PreMulSum per rank, type %s, scalar residence %d, collective %d, count %zu: %d wrong", typeNames[ti],
+                (int)where[wi], coll, n, bad);
+        }
+        ncclMemFree(s);
+        ncclMemFree(d);
+      }
+      CALL(ncclRedOpDestroy(op, comm));
+      ncclMemFree(sc);
+    }
+  }
+}
+
 static void testAllGather(ncclComm_t comm) {
   for (size_t ti = 0; ti < 2; ti++) {
     ncclDataType_t t = types[ti];
@@ -321,6 +369,41 @@ static void testAlltoAllGatherScatter(ncclComm_t comm) {
     CHECK(bad == 0, "Scatter count %zu: %d wrong", n, bad);
     ncclMemFree(s);
     ncclMemFree(d);
+  }
+}
+
+// a2aByte is byte j of the send buffer of rank r in testAlltoAllInPlace.
+static uint8_t a2aByte(int r, size_t j) { return (uint8_t)(r * 97 + j * 31 + (j >> 9)); }
+
+// testAlltoAllInPlace: ncclAlltoAll with sendbuff == recvbuff, which NCCL
+// 2.28 takes, for every NCCL type, from one element to segments past the
+// LL limit (256 KiB) and across many hal/host HB windows (16 KiB). AlltoAll
+// moves elements without converting them, so the check is bytewise:
+// block r of the result must be block `rank` of rank r's buffer.
+static void testAlltoAllInPlace(ncclComm_t comm) {
+  const size_t segBytes[] = {0, 1, 37, (16 << 10) + 8, (256 << 10) + 24};
+  for (int t = 0; t < (int)ncclNumTypes; t++) {
+    size_t es = t == ncclInt8 || t == ncclUint8 || t == ncclFloat8e4m3 || t == ncclFloat8e5m2 ? 1
+                : t == ncclFloat16 || t == ncclBfloat16                                        ? 2
+                : t == ncclInt32 || t == ncclUint32 || t == ncclFloat32                        ? 4
+                                                                                               : 8;
+    for (size_t k = 0; k < N(segBytes); k++) {
+      size_t n = k < 2 ? k : segBytes[k] / es + 1;  // elements per peer
+      size_t seg = n * es;
+      uint8_t* b = alloc(seg * nranks);
+      for (size_t j = 0; j < seg * nranks; j++) b[j] = a2aByte(rank, j);
+      CALL(ncclAlltoAll(b, b, n, (ncclDataType_t)t, comm, NULL));
+      int bad = 0;
+      for (int r = 0; r < nranks; r++) {
+        for (size_t j = 0; j < seg; j++) {
+          uint8_t want = a2aByte(r, (size_t)rank * seg + j), got = b[(size_t)r * seg + j];
+          if (got != want && bad++ < 3)
+            fprintf(stderr, "rank %d:   byte %zu of block %d: got %u, want %u\n", rank, j, r, got, want);
+        }
+      }
+      CHECK(bad == 0, "AlltoAll in place, type %d, count %zu: %d wrong bytes", t, n, bad);
+      ncclMemFree(b);
+    }
   }
 }
 
@@ -572,10 +655,12 @@ int main(void) {
   testBadInput(comm);
   testAllReduce(comm);
   testPreMulSum(comm);
+  testPreMulSumPerRank(comm);
   testAllGather(comm);
   testReduceScatter(comm);
   testBroadcastReduce(comm);
   testAlltoAllGatherScatter(comm);
+  testAlltoAllInPlace(comm);
   testSendRecv(comm);
   if (nranks >= 2) testSplit(comm);
   if (rank == 0) testOneThreadTwoRanks();
