@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/weftccl/weft/hal"
@@ -74,18 +75,30 @@ func OpenNetworkOf(ctx context.Context, ex Exchanger, dev hal.Device, n hal.Netw
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, fmt.Errorf("channels: network job id: %v: %w", err, hal.ErrSystem)
 	}
-	all, err := ex.AllGather(ctx, []byte(n.Name()+"\x00"+hex.EncodeToString(id[:])))
+	// Each rank offers: network name, a random id (rank 0's names the
+	// network's job), and its host, NUL-separated.
+	host := dev.Endpoint().HostID
+	all, err := ex.AllGather(ctx, []byte(n.Name()+"\x00"+hex.EncodeToString(id[:])+"\x00"+host))
 	if err != nil {
 		return nil, fmt.Errorf("channels: open network %s: %w", n.Name(), err)
 	}
+	oneHost := true
+	var job string
 	for r, b := range all {
-		if name := string(b[:max(0, len(b)-17)]); name != n.Name() {
-			return nil, fmt.Errorf("channels: rank %d opens network %s but rank %d opens %q (set WEFT_NET alike on every rank): %w",
-				ex.Rank(), n.Name(), r, name, hal.ErrInvalidUsage)
+		f := strings.SplitN(string(b), "\x00", 3)
+		if len(f) != 3 || len(f[1]) != 2*len(id) {
+			return nil, fmt.Errorf("channels: open network %s: rank %d sent a malformed network offer (%d bytes): %w", n.Name(), r, len(b), hal.ErrRemote)
 		}
+		if f[0] != n.Name() {
+			return nil, fmt.Errorf("channels: rank %d opens network %s but rank %d opens %q (set WEFT_NET alike on every rank): %w",
+				ex.Rank(), n.Name(), r, f[0], hal.ErrInvalidUsage)
+		}
+		if r == 0 {
+			job = "weft-net-" + f[1]
+		}
+		oneHost = oneHost && f[2] == host && host != ""
 	}
-	job := "weft-net-" + string(all[0][len(all[0])-16:])
-	cfg := hal.NetConfig{Rank: ex.Rank(), NRanks: ex.Size(), JobID: job}
+	cfg := hal.NetConfig{Rank: ex.Rank(), NRanks: ex.Size(), JobID: job, OneHost: oneHost}
 	// A bootstrap that holds the job's secret (bootstrap.KeyDeriver) keys
 	// the network's handshakes with a key derived for this network alone.
 	if kd, ok := ex.(interface{ DeriveKey(string) []byte }); ok {

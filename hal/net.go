@@ -40,6 +40,10 @@ type NetConfig struct {
 	// job's bootstrap secret. nil: the network is unauthenticated (only
 	// JobID is checked) and logs a warning once.
 	Secret []byte
+	// OneHost says that every rank of the job runs on this host (one
+	// HostID: emulated nodes): a network that picks an interface keeps to
+	// loopback unless told otherwise, so nothing listens beyond the host.
+	OneHost bool
 }
 
 // NetDevice is one rank's side of a Network. It is port-mapped: ExportPort

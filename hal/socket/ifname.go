@@ -110,6 +110,9 @@ func (x iface) describe() string {
 // chooseInterface picks the interface to listen on for spec (the value of
 // WEFT_SOCKET_IFNAME), among ifs in system order:
 //
+//   - empty, with oneHost (every rank of the job on this host: emulated
+//     nodes): the loopback interface, so that nothing listens beyond the
+//     host;
 //   - empty: the first interface that is up, not loopback and not docker*
 //     with a usable address, else the loopback interface;
 //   - a list: the first interface, in the order of the list, that the list
@@ -119,13 +122,20 @@ func (x iface) describe() string {
 //
 // reason describes the choice, or why there is none: what the spec was,
 // and every interface seen with its state.
-func chooseInterface(spec string, ifs []iface) (ifc iface, ip net.IP, reason string, ok bool) {
+func chooseInterface(spec string, ifs []iface, oneHost bool) (ifc iface, ip net.IP, reason string, ok bool) {
 	usable := func(x iface) bool { return x.up && x.usableIP() != nil }
 	sp := parseIfSpec(spec)
 	pick := func(x iface, why string) (iface, net.IP, string, bool) {
 		return x, x.usableIP(), fmt.Sprintf("%s %s (%s)", x.name, x.usableIP(), why), true
 	}
 	switch {
+	case len(sp.names) == 0 && oneHost:
+		for _, x := range ifs {
+			if usable(x) && x.loopback {
+				return pick(x, "every rank is on this host: loopback, nothing listens beyond it")
+			}
+		}
+		fallthrough
 	case len(sp.names) == 0:
 		for _, x := range ifs {
 			if usable(x) && !x.loopback && !strings.HasPrefix(x.name, "docker") {

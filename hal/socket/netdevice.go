@@ -113,7 +113,7 @@ func Open(dev hal.Device, cfg hal.NetConfig, opts Options) (*NetDevice, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, ip, where, ok := chooseInterface(opts.IfName, ifs)
+	_, ip, where, ok := chooseInterface(opts.IfName, ifs, cfg.OneHost)
 	if !ok {
 		return nil, fmt.Errorf("socket: open rank %d: %s: %w", cfg.Rank, where, hal.ErrNotSupported)
 	}

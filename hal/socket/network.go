@@ -33,7 +33,7 @@ func (network) Probe() hal.Availability {
 	if err != nil {
 		return hal.Availability{Reason: err.Error()}
 	}
-	_, _, reason, ok := chooseInterface(env.String("WEFT_SOCKET_IFNAME"), ifs)
+	_, _, reason, ok := chooseInterface(env.String("WEFT_SOCKET_IFNAME"), ifs, false)
 	return hal.Availability{Available: ok, Reason: reason}
 }
 

@@ -45,33 +45,37 @@ func TestChooseInterface(t *testing.T) {
 		{name: "ifb0", up: true},
 	}
 	cases := []struct {
-		spec   string
-		ifs    []iface
-		want   string // interface, or "" for none
-		wantIP string
-		reason string // part of the reason
+		spec    string
+		ifs     []iface
+		want    string // interface, or "" for none
+		wantIP  string
+		reason  string // part of the reason
+		oneHost bool   // every rank on this host
 	}{
-		{"", machine, "eth0", "10.0.0.2", "first interface that is up"},
-		{"", machine[:2], "lo", "127.0.0.1", "loopback reaches this host only"},
-		{"", nil, "", "", "no interface is up"},
-		{"eth", machine, "eth0", "10.0.0.2", "WEFT_SOCKET_IFNAME=eth"},
-		{"ib,eth", machine, "ib0", "192.168.1.5", ""},
-		{"eth,ib", machine, "eth0", "10.0.0.2", ""},
-		{"=eth1", machine, "eth1", "fd00::3", ""},
-		{"=eth", machine, "", "", "matches WEFT_SOCKET_IFNAME==eth"},
-		{"eth2", machine, "", "", "eth2 (down, 10.0.2.2)"},
-		{"ifb", machine, "", "", "ifb0 (up, no usable address)"},
-		{"^eth,docker,lo", machine, "ib0", "192.168.1.5", ""},
-		{"^=eth0", machine, "docker0", "172.17.0.1", ""},
-		{"^docker,eth,ib", machine, "lo", "127.0.0.1", ""},
-		{"^docker,eth,ib,lo", machine, "", "", "interfaces: lo (up, 127.0.0.1), docker0"},
-		{"lo", machine, "lo", "127.0.0.1", ""},
-		{"eth9", machine, "", "", "matches WEFT_SOCKET_IFNAME=eth9"},
+		{"", machine, "eth0", "10.0.0.2", "first interface that is up", false},
+		{"", machine, "lo", "127.0.0.1", "every rank is on this host", true},
+		{"", machine[1:], "eth0", "10.0.0.2", "first interface that is up", true}, // no loopback: as without oneHost
+		{"ib", machine, "ib0", "192.168.1.5", "WEFT_SOCKET_IFNAME=ib", true},
+		{"", machine[:2], "lo", "127.0.0.1", "loopback reaches this host only", false},
+		{"", nil, "", "", "no interface is up", false},
+		{"eth", machine, "eth0", "10.0.0.2", "WEFT_SOCKET_IFNAME=eth", false},
+		{"ib,eth", machine, "ib0", "192.168.1.5", "", false},
+		{"eth,ib", machine, "eth0", "10.0.0.2", "", false},
+		{"=eth1", machine, "eth1", "fd00::3", "", false},
+		{"=eth", machine, "", "", "matches WEFT_SOCKET_IFNAME==eth", false},
+		{"eth2", machine, "", "", "eth2 (down, 10.0.2.2)", false},
+		{"ifb", machine, "", "", "ifb0 (up, no usable address)", false},
+		{"^eth,docker,lo", machine, "ib0", "192.168.1.5", "", false},
+		{"^=eth0", machine, "docker0", "172.17.0.1", "", false},
+		{"^docker,eth,ib", machine, "lo", "127.0.0.1", "", false},
+		{"^docker,eth,ib,lo", machine, "", "", "interfaces: lo (up, 127.0.0.1), docker0", false},
+		{"lo", machine, "lo", "127.0.0.1", "", false},
+		{"eth9", machine, "", "", "matches WEFT_SOCKET_IFNAME=eth9", false},
 	}
 	for _, c := range cases {
-		ifc, gotIP, reason, ok := chooseInterface(c.spec, c.ifs)
+		ifc, gotIP, reason, ok := chooseInterface(c.spec, c.ifs, c.oneHost)
 		if ok != (c.want != "") || ifc.name != c.want || (ok && gotIP.String() != c.wantIP) {
-			t.Errorf("spec %q: chose %q %v (ok %v, %s), want %q %s", c.spec, ifc.name, gotIP, ok, reason, c.want, c.wantIP)
+			t.Errorf("spec %q (one host %v): chose %q %v (ok %v, %s), want %q %s", c.spec, c.oneHost, ifc.name, gotIP, ok, reason, c.want, c.wantIP)
 		}
 		if !strings.Contains(reason, c.reason) {
 			t.Errorf("spec %q: reason %q, want it to mention %q", c.spec, reason, c.reason)
@@ -83,7 +87,7 @@ func FuzzChooseInterface(f *testing.F) {
 	f.Add("^=eth0,,ib")
 	f.Fuzz(func(t *testing.T, spec string) {
 		ifs := []iface{{name: "lo", up: true, loopback: true, addrs: []net.IP{net.ParseIP("127.0.0.1")}}, {name: "eth0", up: true}}
-		if x, ip, _, ok := chooseInterface(spec, ifs); ok && (x.name != "lo" || ip == nil) {
+		if x, ip, _, ok := chooseInterface(spec, ifs, false); ok && (x.name != "lo" || ip == nil) {
 			t.Fatalf("spec %q chose %q %v", spec, x.name, ip)
 		}
 	})

@@ -1,0 +1,171 @@
+package env
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weftccl/weft/hal"
+)
+
+// A form is what a variable accepts: the text that error messages and
+// `weft env` show, and the check of a value (never called with "").
+type form struct {
+	accepted string
+	check    func(v string) bool
+}
+
+func oneOf(vals ...string) form {
+	return form{"one of " + strings.Join(vals, ", "), func(v string) bool {
+		for _, x := range vals {
+			if strings.EqualFold(strings.TrimSpace(v), x) {
+				return true
+			}
+		}
+		return false
+	}}
+}
+
+func listOf(vals ...string) form {
+	one := oneOf(vals...)
+	return form{"a comma-separated list of " + strings.Join(vals, ", "), func(v string) bool {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" && !one.check(f) {
+				return false
+			}
+		}
+		return true
+	}}
+}
+
+func intForm(lo, hi int, accepted string) form {
+	return form{accepted, func(v string) bool {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		return err == nil && n >= lo && n <= hi
+	}}
+}
+
+var (
+	duration = form{"a positive Go duration such as 10s or 500ms", func(v string) bool {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		return err == nil && d > 0
+	}}
+	bit      = oneOf("0", "1")
+	onOff    = oneOf("0", "1", "false", "true", "off", "on", "no", "yes")
+	hexRE    = regexp.MustCompile(`^[0-9a-fA-F]+$`)
+	sizeRE   = regexp.MustCompile(`^[0-9]+([KMG]i?B?|B)?$`)
+	anyText  = form{"any text", func(string) bool { return true }}
+	anyPath  = form{"a path or library name", func(string) bool { return true }}
+	rankForm = intForm(0, 1<<30, "a rank: an integer ≥ 0")
+)
+
+// forms gives the accepted form of every WEFT_* variable of Table
+// (NCCL_DEBUG is NCCL's, which ignores values it does not know). Variables
+// whose grammar belongs to their reader (WEFT_ALLREDUCE's tiers,
+// WEFT_IB_HCA's device list) accept any text here and are checked, with
+// the same kind of error, where they are parsed.
+var forms = map[string]form{
+	"WEFT_DEBUG":             oneOf("WARN", "INFO", "TRACE", "DEBUG"),
+	"WEFT_DEBUG_SUBSYS":      listOf("INIT", "COLL", "BOOT", "HAL", "TOPO", "BENCH", "CONF", "NET", "PROXY", "ALL"),
+	"WEFT_REQUIRE":           {"a comma-separated list of backend or test names", func(string) bool { return true }},
+	"WEFT_HAL":               {"the name of a registered backend (weft conformance --help lists them)", validBackend},
+	"WEFT_TIMEOUT":           duration,
+	"WEFT_BOOTSTRAP_TIMEOUT": duration,
+	"WEFT_UNIQUE_ID":         {"hex digits, as `weft run` sets it", func(v string) bool { return hexRE.MatchString(strings.TrimSpace(v)) }},
+	"WEFT_RANK":              rankForm,
+	"WEFT_NRANKS":            intForm(1, 1<<30, "an integer ≥ 1"),
+	"WEFT_LOCAL_RANK":        rankForm,
+	"WEFT_SOCKET_IFNAME":     anyText,
+	"WEFT_NODE_ID":           anyText,
+	"WEFT_NET":               oneOf("ib", "socket"),
+	"WEFT_SOCKET_NSOCKS":     intForm(1, 64, "an integer from 1 to 64"),
+	"WEFT_SOCKET_CHUNK":      {"a size such as 512KiB (1KiB to 64MiB)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
+	"WEFT_SOCKET_ENCRYPT":    onOff,
+	"WEFT_JOB_SECRET": {"32 to 128 hex digits", func(v string) bool {
+		v = strings.TrimSpace(v)
+		return hexRE.MatchString(v) && len(v) >= 32 && len(v) <= 128
+	}},
+	"WEFT_JOB_SECRET_FILE": anyPath,
+	"WEFT_IB_HCA":          anyText,
+	"WEFT_IB_GID_INDEX":    intForm(-1, 1<<16, "an integer ≥ -1 (-1 chooses)"),
+	"WEFT_IBVERBS_LIB":     anyPath,
+	"WEFT_CACHE_DIR":       anyPath,
+	"WEFT_NCCL_LIB":        anyPath,
+	"WEFT_NCCL_FALLBACK":   onOff,
+	"WEFT_CUDA_LIB":        anyPath,
+	"WEFT_NVRTC_LIB":       anyPath,
+	"WEFT_SYSFS_ROOT":      anyPath,
+	"WEFT_ALGO":            oneOf("ll", "hb", "port", "nvls"),
+	"WEFT_ALLREDUCE":       {"comma-separated AllReduce tiers (docs/tuning.md)", func(string) bool { return true }},
+	"WEFT_TUNING_FILE":     {"a path, or off", func(string) bool { return true }},
+	"WEFT_NVLS":            bit,
+	"WEFT_PCIE_P2P":        bit,
+}
+
+func validBackend(v string) bool {
+	if len(hal.Backends()) == 0 { // nothing registered in this binary: the opener reports it
+		return true
+	}
+	_, err := hal.Lookup(strings.TrimSpace(v))
+	return err == nil
+}
+
+// Accepted describes the values variable name accepts ("one of 0, 1").
+// It panics on a name missing from Table.
+func Accepted(name string) string {
+	lookup(name)
+	if f, ok := forms[name]; ok {
+		return f.accepted
+	}
+	return "any text"
+}
+
+// Check returns nil when the variable is unset or holds a value of its
+// accepted form, and otherwise an error wrapping hal.ErrInvalidArgument
+// that names the variable, its value and the accepted form:
+// `WEFT_TIMEOUT="abc": want a positive Go duration such as 10s or 500ms`.
+// The value of a sensitive variable (Sensitive) is not repeated. It panics
+// on a name missing from Table.
+func Check(name string) error {
+	v := String(name)
+	f, ok := forms[name]
+	if v == "" || !ok || f.check(v) {
+		return nil
+	}
+	shown := strconv.Quote(v)
+	if Sensitive(name) {
+		shown = "(hidden)"
+	}
+	return fmt.Errorf("%s=%s: want %s: %w", name, shown, f.accepted, hal.ErrInvalidArgument)
+}
+
+// CheckAll checks every variable of Table (Check) and joins the errors of
+// those that are invalid; nil when all are unset or valid.
+func CheckAll() error {
+	var errs []error
+	for _, v := range Table {
+		if err := Check(v.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Bool returns a 0/1 variable (also false/true, off/on, no/yes) as a
+// bool, or def when unset; another value is Check's error.
+func Bool(name string, def bool) (bool, error) {
+	v := strings.ToLower(strings.TrimSpace(String(name)))
+	switch v {
+	case "":
+		return def, nil
+	case "1", "true", "on", "yes":
+		return true, nil
+	case "0", "false", "off", "no":
+		return false, nil
+	}
+	return def, fmt.Errorf("%s=%q: want 1 or 0: %w", name, os.Getenv(name), hal.ErrInvalidArgument)
+}
