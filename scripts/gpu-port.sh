@@ -50,16 +50,16 @@ fi
 # ---- 4. AllGather / AllToAll / AllReduce over copy engines beside NCCL (sm=B/D: blocks / moving data)
 if want bench-ce; then
   for c in all_gather alltoall; do
-    step "ce-$c" 100 'grep -E "^ +[0-9]+ " $log | tail -n 3' -- env WEFT_ALGO=port "$B/weft" bench $c -b "$CE_MIN" -e "$CE_MAX" -f 2 -n 20 -w 5 --baseline nccl --nproc 2
-    step "sm-$c" 80 'grep -E "^ +[0-9]+ " $log | tail -n 3' -- "$B/weft" bench $c -b "$CE_MIN" -e "$CE_MAX" -f 2 -n 20 -w 5 --baseline nccl --nproc 2
+    step "ce-$c" 60 'grep -E "^ +[0-9]+ " $log | tail -n 3' -- env WEFT_ALGO=port "$B/weft" bench $c -b "$CE_MIN" -e "$CE_MAX" -f 2 -n 20 -w 5 --baseline nccl --nproc 2
+    step "sm-$c" 45 'grep -E "^ +[0-9]+ " $log | tail -n 3' -- "$B/weft" bench $c -b "$CE_MIN" -e "$CE_MAX" -f 2 -n 20 -w 5 --baseline nccl --nproc 2
   done
-  step ce-all_reduce 100 'grep -E "^ +[0-9]+ " $log | tail -n 3' -- env WEFT_ALGO=port "$B/weft" bench all_reduce --raw -b 1M -e "$CE_MAX" -f 4 -n 20 -w 5 --baseline nccl --nproc 2
+  step ce-all_reduce 60 'grep -E "^ +[0-9]+ " $log | tail -n 3' -- env WEFT_ALGO=port "$B/weft" bench all_reduce --raw -b 1M -e "$CE_MAX" -f 4 -n 20 -w 5 --baseline nccl --nproc 2
 fi
 
 # ---- 5. hal/pcie host-staged (WEFT_PCIE_P2P=0) beside NCCL on its SHM path (NCCL_P2P_DISABLE=1)
 if want bench-pcie; then
   for c in all_reduce all_gather; do
-    step "pcie-$c" 120 'grep -E "^ +[0-9]+ " $log | tail -n 3' -- env WEFT_HAL=pcie WEFT_PCIE_P2P=0 NCCL_P2P_DISABLE=1 WEFT_REQUIRE=pcie \
+    step "pcie-$c" 60 'grep -E "^ +[0-9]+ " $log | tail -n 3' -- env WEFT_HAL=pcie WEFT_PCIE_P2P=0 NCCL_P2P_DISABLE=1 WEFT_REQUIRE=pcie \
       "$B/weft" bench $c --raw -b 1M -e "$PCIE_MAX" -f 4 -n 10 -w 3 --baseline nccl --nproc 2
   done
 fi

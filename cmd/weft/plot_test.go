@@ -70,9 +70,9 @@ func TestPlotFromJSON(t *testing.T) {
 	}
 	want := map[string]int{
 		"weft": 2, "nccl 2.28.3": 2, // one legend entry per panel
-		"all_reduce float sum, out of place":                      2,
+		"all_reduce float sum, out of place":                       2,
 		"2 × NVIDIA H100 80GB HBM3 (nvlink), 2026-11-25 10:00 UTC": 2,
-		"bus bandwidth (GB/s)": 1, "time (µs)": 1, "message size (B)": 2,
+		"bus bandwidth (GB/s)":                                     1, "time (µs)": 1, "message size (B)": 2,
 		"8": 2, "2K": 2, "128M": 2, // log2 size ticks
 	}
 	got := map[string]int{}
