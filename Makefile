@@ -4,34 +4,59 @@
 #   make build       the weft CLI and libweft_nccl.so into bin/
 #   make nccl        libweft_nccl.so (weft's NCCL 2.28 C ABI) into bin/; see docs/nccl.md
 #   make gpu-bundle  CLI + GPU test binaries + runner script into .gpu/ (ignored by git)
+#   make fuzz-smoke  every fuzz target of the module for FUZZTIME (3s) each
 GO ?= go
 NPROC ?= 4
 BENCH_ARGS ?= -b 8 -e 64M -f 4
+FUZZTIME ?= 3s
 
 .PHONY: build test hip-clang run gpu-bundle gpu-bundle-tune gpu-bundle-port gpu-bundle-net gpu-bundle-harden gpu-bundle-pkgs gpu-bundle-switch nocgo fuzz-smoke nccl
 
 build: nccl
-	$(GO) build ./...
-	$(GO) build -o bin/weft ./cmd/weft
+	@echo "make: building every package and bin/weft"
+	@$(GO) build ./...
+	@$(GO) build -o bin/weft ./cmd/weft
 
 nccl:
-	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o bin/libweft_nccl.so ./nccl
+	@echo "make: building bin/libweft_nccl.so (the NCCL C ABI)"
+	@CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o bin/libweft_nccl.so ./nccl
 
 nocgo:
-	CGO_ENABLED=0 $(GO) build ./...
+	@echo "make: checking that every package builds without cgo"
+	@CGO_ENABLED=0 $(GO) build ./...
 
 # hal/xgmi's tests compile every plan kernel for AMD GPUs with a clang that
 # has the AMDGPU target; hip-clang installs one when missing (Debian's
 # clang-19), and WEFT_HIP_CLANG makes those tests fail rather than skip.
 hip-clang:
+	@echo "make: finding a clang with the AMDGPU target for hal/xgmi's tests (installs clang-19 when missing)"
 	@scripts/install-hip-clang.sh >/dev/null
 
 test: nocgo hip-clang
-	$(GO) vet ./...
-	clang=$$(scripts/install-hip-clang.sh) && WEFT_HIP_CLANG=$$clang $(GO) test -count=1 -timeout 30m ./...
+	@echo "make: go vet ./..."
+	@$(GO) vet ./...
+	@echo "make: go test ./... (hal/host on CPU-only machines; GPU tests skip with a reason)"
+	@clang=$$(scripts/install-hip-clang.sh) && WEFT_HIP_CLANG=$$clang $(GO) test -count=1 -timeout 30m ./...
 
 run: build
-	./bin/weft bench allreduce --nproc $(NPROC) $(BENCH_ARGS)
+	@echo "make: weft bench allreduce --nproc $(NPROC) $(BENCH_ARGS)"
+	@./bin/weft bench allreduce --nproc $(NPROC) $(BENCH_ARGS)
+
+# Every fuzz target of the module for FUZZTIME each: the targets of each
+# package are listed by go test -list, then fuzzed one at a time (go test
+# fuzzes one target per run). Fails on the first crasher, which go test
+# writes under the package's testdata/fuzz.
+fuzz-smoke:
+	@$(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | while read pkg dir; do \
+	  grep -qs '^func Fuzz' $$dir/*_test.go || continue; \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "make: fuzz $$pkg $$f for $(FUZZTIME)"; \
+	    log=$$(mktemp); \
+	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg >$$log 2>&1 || { cat $$log; rm -f $$log; exit 1; }; \
+	    rm -f $$log; \
+	  done; \
+	done
+	@echo "make: fuzz-smoke: every fuzz target ran $(FUZZTIME) without a crasher"
 
 # Binaries for a GPU host (no Go toolchain there). Run with:
 #   .gpu/gpu-check.sh   (WEFT_REQUIRE=nvlink is set inside)

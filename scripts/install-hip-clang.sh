@@ -4,7 +4,8 @@
 # Debian's clang-19 with apt-get when there is none. hal/xgmi's tests use it
 # (WEFT_HIP_CLANG) to compile every plan kernel for MI300 and MI200; the
 # Makefile's test target calls it. Idempotent; apt-get runs only when needed,
-# quietly, through sudo when not root. Honours WEFT_HIP_CLANG if set.
+# through sudo when not root, and prints one line (its output goes to a log
+# that is shown only when it fails). Honours WEFT_HIP_CLANG if set.
 set -euo pipefail
 
 # usable CLANG: lists the amdgcn target and compiles a gfx942 kernel.
@@ -35,7 +36,15 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
-echo "install-hip-clang: installing clang-19 (HIP device compiles for hal/xgmi's tests)" >&2
-$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang-19 >&2
+# One line while apt-get works; its output goes to a log, shown only when
+# it fails.
+log=$(mktemp "${TMPDIR:-/tmp}/install-hip-clang.XXXXXX.log")
+echo "install-hip-clang: installing clang-19 with apt-get for hal/xgmi's tests (log: $log)" >&2
+if ! { $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang-19; } >"$log" 2>&1; then
+  echo "install-hip-clang: apt-get failed; the end of $log:" >&2
+  tail -n 20 "$log" >&2
+  exit 1
+fi
+rm -f "$log"
 find_clang || { echo "install-hip-clang: clang-19 is installed but cannot compile HIP for gfx942" >&2; exit 1; }

@@ -1,0 +1,72 @@
+package env
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/weftccl/weft/hal"
+)
+
+// TestCheck: values of the wrong form are ErrInvalidArgument naming the
+// variable and its accepted form; good values and unset variables pass.
+func TestCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		ok          bool
+		says        string
+	}{
+		{"WEFT_TIMEOUT", "abc", false, "positive Go duration"},
+		{"WEFT_TIMEOUT", "-1s", false, "positive Go duration"},
+		{"WEFT_TIMEOUT", "250ms", true, ""},
+		{"WEFT_DEBUG", "LOUD", false, "one of WARN, INFO, TRACE"},
+		{"WEFT_DEBUG", "info", true, ""},
+		{"WEFT_NVLS", "maybe", false, "one of 0, 1"},
+		{"WEFT_NVLS", "1", true, ""},
+		{"WEFT_PCIE_P2P", "banana", false, "one of 0, 1"},
+		{"WEFT_PCIE_P2P", "0", true, ""},
+		{"WEFT_DEBUG_SUBSYS", "INIT,COLL", true, ""},
+		{"WEFT_DEBUG_SUBSYS", "INIT,NOPE", false, "comma-separated list"},
+		{"WEFT_SOCKET_NSOCKS", "0", false, "1 to 64"},
+		{"WEFT_NET", "carrier-pigeon", false, "one of ib, socket"},
+		{"WEFT_JOB_SECRET", "abc", false, "32 to 128 hex digits"},
+		{"WEFT_ALGO", "port", true, ""},
+		{"WEFT_ALGO", "fast", false, "one of ll, hb, port, nvls"},
+	} {
+		t.Setenv(tc.name, tc.value)
+		err := Check(tc.name)
+		if tc.ok {
+			if err != nil {
+				t.Errorf("%s=%q: %v, want nil", tc.name, tc.value, err)
+			}
+			continue
+		}
+		if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.name) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s=%q: %v; want ErrInvalidArgument naming %s and %q", tc.name, tc.value, err, tc.name, tc.says)
+		}
+		if all := CheckAll(); !errors.Is(all, hal.ErrInvalidArgument) || !strings.Contains(all.Error(), tc.name) {
+			t.Errorf("%s=%q: CheckAll = %v", tc.name, tc.value, all)
+		}
+		if tc.name == "WEFT_JOB_SECRET" && strings.Contains(err.Error(), tc.value) {
+			t.Errorf("the secret's value is in the error: %v", err)
+		}
+		t.Setenv(tc.name, "")
+	}
+	t.Setenv("WEFT_TIMEOUT", "abc")
+	if _, err := Duration("WEFT_TIMEOUT", 0); !errors.Is(err, hal.ErrInvalidArgument) {
+		t.Errorf("Duration of WEFT_TIMEOUT=abc: %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestEveryVariableHasAForm keeps the validation table as complete as
+// Table: a WEFT_* variable added without its accepted form fails here.
+func TestEveryVariableHasAForm(t *testing.T) {
+	for _, v := range Table {
+		if _, ok := forms[v.Name]; !ok && strings.HasPrefix(v.Name, "WEFT_") {
+			t.Errorf("%s has no accepted form in validate.go's forms", v.Name)
+		}
+	}
+	for name := range forms {
+		lookup(name) // panics for a form of an undeclared variable
+	}
+}
