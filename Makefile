@@ -60,7 +60,7 @@ fuzz-smoke:
 
 # Binaries for a GPU host (no Go toolchain there). Run with:
 #   .gpu/gpu-check.sh   (WEFT_REQUIRE=nvlink is set inside)
-GPU_PKGS = ./hal/nvlink ./hal/nvswitch ./hal/pcie ./internal/cudadev ./internal/cuda ./internal/nccl ./conformance .
+GPU_PKGS = ./hal/nvlink ./hal/nvswitch ./hal/pcie ./internal/cudadev ./internal/cuda ./internal/sysnccl ./conformance .
 # Stripped (-s -w). The device tool carries at most 64 MiB, and the whole
 # bundle is about 73 MiB, so each issue's script has a bundle of what it runs:
 #   make gpu-bundle-tune   scripts/gpu-tune.sh  (weft, weft.test)

@@ -9,12 +9,14 @@ import (
 
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/bootstrap"
-	"github.com/weftccl/weft/hal"
-	"github.com/weftccl/weft/hal/plan"
+	_ "github.com/weftccl/weft/hal/host" // registers the CPU backend, "host"
 )
 
 // Two ranks in one process, each with its own hal/host device: every rank
-// contributes rank+1 to each element, and every rank receives the sum.
+// contributes rank+1 to each element, and every rank receives the sum. A
+// program imports weft, bootstrap, and the backends it may run on; a job
+// of several processes joins its ranks with bootstrap.Connect instead of
+// bootstrap.NewLocal.
 func ExampleComm_AllReduce() {
 	const n, count = 2, 4
 	boots := bootstrap.NewLocal(n)
@@ -24,7 +26,11 @@ func ExampleComm_AllReduce() {
 		wg.Add(1)
 		go func(r int) {
 			defer wg.Done()
-			dev, _ := hal.Open("host", hal.Config{Ordinal: r, Rank: r, JobID: "example"})
+			dev, err := weft.OpenDevice("host", r)
+			if err != nil {
+				fmt.Println(err)
+				return
+			}
 			defer dev.Close()
 			comm, err := weft.NewComm(context.Background(), boots[r], dev, weft.Options{})
 			if err != nil {
@@ -41,7 +47,7 @@ func ExampleComm_AllReduce() {
 				binary.LittleEndian.PutUint32(in[4*i:], math.Float32bits(float32(r+1)))
 			}
 			dev.Write(buf, 0, in)
-			if err := comm.AllReduce(buf, buf, count, plan.Float32, plan.Sum, s); err != nil {
+			if err := comm.AllReduce(buf, buf, count, weft.Float32, weft.Sum, s); err != nil {
 				fmt.Println(err)
 				return
 			}

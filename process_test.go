@@ -16,6 +16,7 @@ import (
 	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
+	"github.com/weftccl/weft/internal/sysnccl"
 )
 
 // Child processes: the test binary re-executed by bootstrap.Run with
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("WEFT_TEST_CHILD"); mode != "" {
 		if err := childMain(mode); err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
-			os.Exit(1 + hal.ResultCode(err))
+			os.Exit(1 + int(sysnccl.ResultOf(err)))
 		}
 		os.Exit(0)
 	}

@@ -41,6 +41,8 @@ type StallError struct {
 	Cause error
 }
 
+// Error names the reporting rank, the ranks that stopped and why, and the
+// failure that started the exchange.
 func (e *StallError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rank %d: %s stopped making progress (", e.Rank, ranksText(e.Ranks))
@@ -163,7 +165,7 @@ func (c *Comm) diagnose(cause error) error {
 // engines to the stalled ranks and announces v.
 func (c *Comm) conclude(p bootstrap.Prober, v *StallError) error {
 	c.stall.verdict.Store(v)
-	c.abort()
+	c.Abort()
 	if c.net != nil {
 		for _, r := range v.Ranks {
 			c.net.FailPeer(r, v)

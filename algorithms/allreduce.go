@@ -50,6 +50,33 @@ type Config struct {
 	// point-to-point plan.
 	CollLLMaxBytes int64
 	HB, P2P        Shape
+	// P2PLLMaxBytes is the largest point-to-point operation (bytes of one
+	// send or receive) that the LL point-to-point plan serves
+	// (P2PLLPlan); larger ones take the windowed plan P2P shapes. 0: no
+	// LL plan. P2PLL shapes the LL plan: blocks of each of its groups
+	// (a send and a receive group per peer, a self-copy group) and
+	// threads per block.
+	P2PLLMaxBytes int64
+	P2PLL         Shape
+	// WideLL shapes the wide LL plans (blocks × threads): the same LL
+	// plans with more blocks, for messages of 64 KiB to a few MiB, where
+	// the narrow LL plans' few blocks cannot keep the link busy and the
+	// HB plans' semaphore handshakes dominate (rooted.go). Blocks 0: no
+	// wide plans.
+	WideLL Shape
+	// ScratchLLMaxBytes is the largest message AllReduce through Launch
+	// (the scratch plans, unregistered buffers: the NCCL API) serves with
+	// LL: the 1PA tiers of AllReduceTiers, then the WideLL-shaped 1PA up
+	// to this bound when it is larger than theirs; the windowed AllReduce
+	// beyond.
+	ScratchLLMaxBytes int64
+	// RootedLLMaxBytes is the largest message Broadcast and Reduce serve
+	// with LL; RootedWideMinBytes the largest their narrow (LLBlocks) LL
+	// plan serves, the WideLL plan taking the rest. RootedHB shapes their
+	// windowed plans, which run one group per rank and so may have more
+	// blocks than HB's.
+	RootedLLMaxBytes, RootedWideMinBytes int64
+	RootedHB                             Shape
 	// Port shapes the port-channel plans (port.go): blocks of the groups
 	// that reduce (the others have one), threads, window bytes.
 	Port Shape
@@ -102,13 +129,39 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 	c.CollLLMaxBytes = 256 << 10
 	// Point-to-point groups (two per peer and one more) must all be
 	// resident at once: a waiting block holds its SM.
-	p2pBlocks := max(1, min(16, sms/(2*nranks-1)))
+	// p2p v3 (issue 20): up to 64 blocks per group, so that a round with
+	// one send and one receive on 2 GPUs runs 44 blocks per direction on
+	// 132 SMs instead of 16 (thread copy on H200: 328 GB/s with 16
+	// blocks, 359 with 64, 368 with 132; gpu-host-facts.md).
+	p2pBlocks := max(1, min(64, sms/(2*nranks-1)))
 	if gpu {
 		c.LLBlocks, c.Threads = 8, 1024
 		c.Mid = Shape{Blocks: min(sms/2, 64), Threads: 1024, Unroll: 4}
 		c.Large = Shape{Blocks: min(sms, 128), Threads: 512, Unroll: 2}
 		c.HB = Shape{Blocks: max(1, min(32, sms/3)), Threads: 1024, Unroll: 4, Window: 4 << 20}
+		// Wide LL and rooted HB (2×H100 2026-11-25, issue 20): 8 LL
+		// blocks leave Broadcast and Reduce at 0.72–0.82× NCCL at 128 KB,
+		// and 512 KB falls into HB plans whose one window pays the whole
+		// semaphore handshake (AllReduce through the API: 22 µs against
+		// NCCL's 9.9). LL packets double the bytes on the wire, so the
+		// LL bound shrinks with the peers each rank writes to: 2 MiB of
+		// AllReduce data per peer (1PA writes every peer), 1 MiB for
+		// Broadcast and Reduce (whose HB plan needs no reduction round
+		// and already beats NCCL at 2 MB), as powers of two. Thread-copy
+		// on H200: 328 GB/s with 16 blocks, 359 with 64, 368 with 132
+		// (gpu-host-facts.md), so the wide LL plans take 32 blocks and
+		// the rooted HB plans, one group per rank, 64.
+		c.WideLL = Shape{Blocks: max(1, min(32, sms/4)), Threads: 1024}
+		c.ScratchLLMaxBytes = floorPow2((2 << 20) / int64(max(1, nranks-1)))
+		c.RootedLLMaxBytes = floorPow2((1 << 20) / int64(max(1, nranks-1)))
+		c.RootedWideMinBytes = 64 << 10
+		c.RootedHB = Shape{Blocks: max(1, min(64, sms/2)), Threads: 1024, Unroll: 4, Window: 4 << 20}
 		c.P2P = Shape{Blocks: p2pBlocks, Threads: 1024, Unroll: 4, Window: 2 << 20}
+		// LL point-to-point up to 128 KiB per operation: one 8-byte unit
+		// per thread with 16 blocks of 1024 threads, one one-way trip
+		// instead of the windowed plan's data and done handshakes.
+		c.P2PLLMaxBytes = 128 << 10
+		c.P2PLL = Shape{Blocks: max(1, min(16, sms/(2*nranks-1))), Threads: 1024}
 		// Port plans: few blocks (they push triggers; only reductions use
 		// SMs), windows large enough that a copy engine's per-copy cost and
 		// the proxy's latency stay small beside the transfer (8 MiB moves
@@ -124,11 +177,31 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		c.Large = c.Mid
 		// Small windows, so that tests of moderate sizes cross many.
 		c.HB = Shape{Blocks: max(1, min(sms, 2)), Threads: 32, Window: 16 << 10}
+		// Wide LL on 3 blocks (a partition unlike the narrow plan's) for
+		// 16–128 KiB rooted and 128–192 KiB AllReduce messages, so that
+		// tests cover narrow LL, wide LL and HB at moderate sizes.
+		c.WideLL = Shape{Blocks: 3, Threads: 32}
+		c.ScratchLLMaxBytes = 192 << 10
+		c.RootedLLMaxBytes, c.RootedWideMinBytes = 128<<10, 16<<10
+		c.RootedHB = Shape{Blocks: max(1, min(sms, 3)), Threads: 32, Window: 16 << 10}
 		c.P2P = Shape{Blocks: 1, Threads: 32, Window: 16 << 10}
+		// LL point-to-point up to 16 KiB, so that tests of moderate sizes
+		// mix LL and windowed operations in one group.
+		c.P2PLLMaxBytes = 16 << 10
+		c.P2PLL = Shape{Blocks: 2, Threads: 32}
 		c.Port = Shape{Blocks: max(1, min(sms, 2)), Threads: 32, Window: 16 << 10}
 		c.NVLS = Shape{Blocks: max(1, min(sms, 2)), Threads: 32, Window: 16 << 10}
 	}
 	return c
+}
+
+// floorPow2 is the largest power of two ≤ v (v ≥ 1), or 0 for v < 1.
+func floorPow2(v int64) int64 {
+	p := int64(0)
+	for b := int64(1); b > 0 && b <= v; b <<= 1 {
+		p = b
+	}
+	return p
 }
 
 func (c Config) validate() error {

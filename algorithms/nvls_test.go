@@ -49,7 +49,7 @@ func TestNVLSSelection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"all_reduce-nvls-16x1024-w1048576", "allreduce-1pa-LL16-8x1024", "all_reduce-hb-32x1024-w4194304"}
+	want := []string{"all_reduce-nvls-16x1024-w1048576", "allreduce-1pa-LL16-8x1024", "allreduce-1pa-LL16-32x1024", "all_reduce-hb-32x1024-w4194304"}
 	if d := cmp.Diff(want, names(ar)); d != "" {
 		t.Fatalf("AllReduce plans under nvls (-want +got):\n%s", d)
 	}
@@ -60,7 +60,8 @@ func TestNVLSSelection(t *testing.T) {
 		want  int
 	}{
 		{plan.Float32, plan.Sum, 8, 0}, {plan.Float32, plan.Sum, 1 << 30, 0}, {plan.BFloat16, plan.Max, 100, 0}, {plan.Int64, plan.Avg, 100, 0},
-		{plan.Float32, plan.Max, 100, 1}, {plan.Float32, plan.Max, 1 << 30, 2}, {plan.Int8, plan.Sum, 100, 1}, {plan.Float16, plan.PreMulSum, 1 << 30, 2},
+		{plan.Float32, plan.Max, 100, 1}, {plan.Float32, plan.Max, 1 << 30, 3}, {plan.Int8, plan.Sum, 100, 1}, {plan.Float16, plan.PreMulSum, 1 << 30, 3},
+		{plan.Float32, plan.Max, 256 << 10, 2},
 	} {
 		if got := algorithms.SelectFor(ar, tc.bytes, tc.t, tc.op); got != tc.want {
 			t.Errorf("SelectFor(%d bytes of %v %v) = %s, want %s", tc.bytes, tc.t, tc.op, ar[got].Plan.Name, ar[tc.want].Plan.Name)

@@ -15,10 +15,13 @@ import (
 //     needs as LL packets into its slot of the peer's scratch, and each
 //     receiver unpacks (or reduces) the slots it needs. The packets' flags
 //     are the only synchronisation, so a call costs one one-way trip. Where
-//     data flows one way only (Broadcast, Reduce), the receivers signal the
-//     senders at the end, so a sender never runs two launches ahead into a
-//     scratch half that a receiver still reads. Scratch grows with the
-//     count: LL plans serve segments up to Config.CollLLMaxBytes.
+//     data flows one way only (Broadcast, Reduce), the readers release each
+//     launch's scratch half with a signal that the writers consume at the
+//     start of the launch that reuses the half (a credit, rooted.go), so a
+//     writer never runs two launches ahead into a half a reader still
+//     reads and no launch waits for an acknowledgement at its end.
+//     Scratch grows with the count: LL plans serve segments up to
+//     Config.CollLLMaxBytes (Broadcast and Reduce: RootedLLMaxBytes).
 //   - HB (windowed, plain data): each segment moves in windows of
 //     Shape.Window bytes through two halves of window-sized slots. Sending
 //     and receiving run in separate thread-block groups so they pipeline:
@@ -106,12 +109,26 @@ func (c Config) newPlan(name string, threads int) *plan.Plan {
 // llPlan finishes an LL plan: one group of LLBlocks, one scratch slot per
 // peer (slot i receives from channel i's peer).
 func (c Config) llPlan(name string, ops []plan.Op, sems int) (*plan.Plan, error) {
-	p := c.newPlan(name+"-"+c.LL.String(), c.Threads)
-	p.Scratch, p.ScratchSlots, p.MaxBytes, p.Semaphores = c.LL, c.NRanks-1, c.CollLLMaxBytes, sems*c.LLBlocks
+	return c.llPlanShape(name, c.narrowLL(), c.CollLLMaxBytes, false, ops, sems)
+}
+
+// llPlanShape finishes an LL plan of s.Blocks × s.Threads serving messages
+// up to maxBytes; sems semaphores per block. A wide plan's name carries its
+// shape ("broadcast-r0-LL16-32x1024"); the narrow plans keep their names.
+func (c Config) llPlanShape(name string, s Shape, maxBytes int64, wide bool, ops []plan.Op, sems int) (*plan.Plan, error) {
+	if s.Blocks < 1 || s.Threads < 32 {
+		return nil, fmt.Errorf("algorithms: %s LL shape %d blocks × %d threads: want blocks ≥ 1 and threads ≥ 32", name, s.Blocks, s.Threads)
+	}
+	name += "-" + c.LL.String()
+	if wide {
+		name += fmt.Sprintf("-%dx%d", s.Blocks, s.Threads)
+	}
+	p := c.newPlan(name, s.Threads)
+	p.Scratch, p.ScratchSlots, p.MaxBytes, p.Semaphores = c.LL, c.NRanks-1, maxBytes, sems*s.Blocks
 	if c.NRanks == 1 {
 		p.Scratch, p.ScratchSlots = plan.Simple, 0
 	}
-	p.Groups = []plan.Group{{Blocks: c.LLBlocks, Ops: ops}}
+	p.Groups = []plan.Group{{Blocks: s.Blocks, Ops: ops}}
 	return p, p.Validate()
 }
 
@@ -273,107 +290,6 @@ func ReduceScatterHB(c Config) (*plan.Plan, error) {
 	return c.hbPlan("reduce_scatter", len(chs), 3, send, recv)
 }
 
-// BroadcastLL: the root writes its input as packets into its slot of every
-// peer (and into its output); the others unpack it, then signal the root,
-// which waits for every peer before it ends.
-func BroadcastLL(c Config, root int) (*plan.Plan, error) {
-	if err := c.validateRoot(root); err != nil {
-		return nil, err
-	}
-	chs, all := c.channels(), c.others()
-	var ops []plan.Op
-	if c.Rank == root {
-		dsts := []plan.Ref{plan.L(plan.Output)}
-		for ci, ch := range chs {
-			dsts = append(dsts, plan.RS(ci, slotOf(root, ch.Peer)))
-		}
-		ops = cat([]plan.Op{plan.Transfer(plan.All, 0, dsts, plan.L(plan.Input))}, acks(all, 0))
-	} else {
-		rc := c.chanOf(root)
-		ops = []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.LS(rc)), plan.Signal(rc, 0)}
-	}
-	return c.llPlan(fmt.Sprintf("broadcast-r%d", root), ops, 1)
-}
-
-// BroadcastHB is the windowed Broadcast: the root pushes each window into
-// every peer's slot, the others copy it out.
-func BroadcastHB(c Config, root int) (*plan.Plan, error) {
-	if err := c.validateRoot(root); err != nil {
-		return nil, err
-	}
-	chs, all := c.channels(), c.others()
-	b := c.HB.Blocks
-	var g plan.Group
-	if c.Rank == root {
-		dsts := []plan.Ref{plan.L(plan.Output)}
-		for ci, ch := range chs {
-			dsts = append(dsts, plan.RS(ci, slotOf(root, ch.Peer)))
-		}
-		g = c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), []plan.Op{xfer(dsts, plan.L(plan.Input))}, signals(all, sem(semData, b))),
-			waits(all, sem(semDone, b)))
-		if c.NRanks == 1 {
-			g.After = nil
-		}
-	} else {
-		rc := []int{c.chanOf(root)}
-		g = c.group(1, cat(waits(rc, sem(semData, b)), []plan.Op{xfer([]plan.Ref{plan.L(plan.Output)}, plan.LS(rc[0]))},
-			skip(signals(rc, sem(semFree, b)), 0, 2)), signals(rc, sem(semDone, b)))
-	}
-	return c.hbPlan(fmt.Sprintf("broadcast-r%d", root), len(chs), 3, g)
-}
-
-// ReduceLL: every other rank writes its input as packets into its slot of
-// the root's scratch; the root combines its input with the slots and
-// signals every peer, which waits for it before it ends.
-func ReduceLL(c Config, root int) (*plan.Plan, error) {
-	if err := c.validateRoot(root); err != nil {
-		return nil, err
-	}
-	all := c.others()
-	var ops []plan.Op
-	if c.Rank == root {
-		srcs := []plan.Ref{plan.L(plan.Input)}
-		for _, ci := range all {
-			srcs = append(srcs, plan.LS(ci))
-		}
-		red := plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, srcs...)
-		red.Combine = true
-		ops = cat([]plan.Op{red}, signals(all, 0))
-	} else {
-		rc := c.chanOf(root)
-		ops = cat([]plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(rc, slotOf(c.Rank, root))}, plan.L(plan.Input))}, acks([]int{rc}, 0))
-	}
-	return c.llPlan(fmt.Sprintf("reduce-r%d", root), ops, 1)
-}
-
-// ReduceHB is the windowed Reduce: the others push each window into their
-// slot of the root's scratch; the root combines.
-func ReduceHB(c Config, root int) (*plan.Plan, error) {
-	if err := c.validateRoot(root); err != nil {
-		return nil, err
-	}
-	all := c.others()
-	b := c.HB.Blocks
-	var g plan.Group
-	if c.Rank == root {
-		srcs := []plan.Ref{plan.L(plan.Input)}
-		for _, ci := range all {
-			srcs = append(srcs, plan.LS(ci))
-		}
-		red := xfer([]plan.Ref{plan.L(plan.Output)}, srcs...)
-		red.Combine = true
-		g = c.group(1, cat(waits(all, sem(semData, b)), []plan.Op{red}, skip(signals(all, sem(semFree, b)), 0, 2)), signals(all, sem(semDone, b)))
-		if c.NRanks == 1 {
-			g.Ops, g.After = []plan.Op{red}, nil
-		}
-	} else {
-		rc := []int{c.chanOf(root)}
-		g = c.group(1, cat(skip(waits(rc, sem(semFree, b)), 2, 0), []plan.Op{xfer([]plan.Ref{plan.RS(rc[0], slotOf(c.Rank, root))}, plan.L(plan.Input))},
-			signals(rc, sem(semData, b))), waits(rc, sem(semDone, b)))
-	}
-	return c.hbPlan(fmt.Sprintf("reduce-r%d", root), len(all), 3, g)
-}
-
 // AllReduceHB is the windowed two-phase all-pairs AllReduce through
 // scratch (no registered buffers): in each window, a send group pushes
 // chunk p of the input into peer p's first slot set (reduce-scatter); a
@@ -465,8 +381,10 @@ func (c Config) validateRoot(root int) error {
 }
 
 // Plans returns the plans of a collective for a rank (with root for
-// Broadcast and Reduce), smallest messages first: the LL plan up to
-// Config.CollLLMaxBytes (AllReduce: LLMaxBytes) per segment, then the HB
+// Broadcast and Reduce), smallest messages first: the LL plans up to
+// Config.CollLLMaxBytes per segment (Broadcast and Reduce: a narrow and a
+// wide LL plan up to RootedLLMaxBytes, rooted.go; AllReduce: the 1PA tiers
+// and a wide 1PA up to ScratchLLMaxBytes, scratch.go), then the HB
 // plan, then, from Config.PortMinBytes, the port-channel plan where the
 // collective has one. AllReduce here is the scratch-based set (1PA-LL,
 // windowed 2PA, 2PA over port channels) that serves unregistered buffers;
@@ -515,30 +433,21 @@ var ErrNoPlan = errors.New("no plan")
 // memoryPlans are the LL and HB plans of Plans, filtered by Config.Algo.
 func memoryPlans(c Config, coll Collective, root int) ([]Choice, error) {
 	type builder func(Config) (*plan.Plan, error)
-	rooted := func(f func(Config, int) (*plan.Plan, error)) builder {
-		return func(c Config) (*plan.Plan, error) { return f(c, root) }
-	}
 	var ll, hb builder
 	llMax := c.CollLLMaxBytes
 	switch coll {
 	case AllReduce:
-		ll, hb, llMax = AllReduce1PA, AllReduceHB, c.LLMaxBytes
+		return scratchAllReducePlans(c)
 	case AllGather:
 		ll, hb = AllGatherLL, AllGatherHB
 	case ReduceScatter:
 		ll, hb = ReduceScatterLL, ReduceScatterHB
 	case AllToAll:
 		ll, hb = AllToAllLL, AllToAllHB
-	case Broadcast:
-		ll, hb = rooted(BroadcastLL), rooted(BroadcastHB)
-	case Reduce:
-		ll, hb = rooted(ReduceLL), rooted(ReduceHB)
+	case Broadcast, Reduce:
+		return rootedPlans(c, coll, root)
 	case SendRecv:
-		p, err := P2PPlan(c)
-		if err != nil {
-			return nil, err
-		}
-		return []Choice{{Plan: p}}, nil
+		return p2pPlans(c)
 	default:
 		return nil, fmt.Errorf("algorithms: no plans for %v", coll)
 	}

@@ -23,13 +23,14 @@
 package hal
 
 import (
-	"github.com/weftccl/weft/hal/plan"
-
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/weftccl/weft/hal/plan"
+	"github.com/weftccl/weft/internal/env"
 )
 
 // Availability is a backend's answer to Probe.
@@ -440,6 +441,20 @@ func Lookup(name string) (Backend, error) {
 		return nil, fmt.Errorf("unknown HAL backend %q (registered: %s): %w", name, strings.Join(names, ", "), ErrInvalidArgument)
 	}
 	return b, nil
+}
+
+// init lets the environment table check WEFT_HAL against the registry: a
+// value is valid when it names a registered backend, or when none is
+// registered (the opener then reports it). internal/env sits below hal, so
+// the registry hands it the check rather than env importing hal.
+func init() {
+	env.SetBackendCheck(func(name string) bool {
+		if len(Backends()) == 0 {
+			return true
+		}
+		_, err := Lookup(name)
+		return err == nil
+	})
 }
 
 // Probe probes the backend called name.

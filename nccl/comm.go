@@ -15,15 +15,10 @@ import (
 	"time"
 
 	"github.com/weftccl/weft"
+	_ "github.com/weftccl/weft/backends" // registers every backend (one list for all binaries)
 	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/hal"
-	_ "github.com/weftccl/weft/hal/ib"
-	_ "github.com/weftccl/weft/hal/nvlink"
-	_ "github.com/weftccl/weft/hal/nvswitch"
-	_ "github.com/weftccl/weft/hal/pcie"
 	"github.com/weftccl/weft/hal/plan"
-	_ "github.com/weftccl/weft/hal/socket"
-	_ "github.com/weftccl/weft/hal/xgmi"
 	"github.com/weftccl/weft/internal/cudadev"
 	"github.com/weftccl/weft/internal/env"
 )

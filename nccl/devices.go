@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/weftccl/weft/hal"
-	_ "github.com/weftccl/weft/hal/host" // registers the CPU backend
 	"github.com/weftccl/weft/internal/cuda"
 	"github.com/weftccl/weft/internal/env"
 )

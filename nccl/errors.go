@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/sysnccl"
 )
 
 // result is an ncclResult_t.
@@ -44,7 +44,7 @@ func errorString(r result) string {
 	return "unknown result code"
 }
 
-// codeOf maps a weft error to an ncclResult_t (hal.ResultCode), nil to
+// codeOf maps a weft error to an ncclResult_t (sysnccl.ResultOf), nil to
 // ncclSuccess.
 func codeOf(err error) result {
 	if err == nil {
@@ -54,7 +54,7 @@ func codeOf(err error) result {
 	if errors.As(err, &re) {
 		return re.code
 	}
-	return result(hal.ResultCode(err))
+	return result(sysnccl.ResultOf(err))
 }
 
 // lastError is ncclGetLastError's text: the most recent failure of any

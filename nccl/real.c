@@ -12,36 +12,17 @@
 #include <string.h>
 
 #include "abi.h"
+// The entry points to resolve, listed once for weft: the system-NCCL
+// binding's table (WEFT_NCCL_FUNCS, WEFT_NCCL_OPTIONAL).
+#include "../internal/sysnccl/nccl_funcs.h"
 
 typedef int CUresult_w;
 typedef void* CUcontext_w;
 
-#define REAL_FUNCS(X)                                                                                      \
-  X(ncclGetVersion, ncclResult_t, (int*))                                                                   \
-  X(ncclGetUniqueId, ncclResult_t, (ncclUniqueId*))                                                         \
-  X(ncclCommInitRankConfig, ncclResult_t, (ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*))            \
-  X(ncclCommDestroy, ncclResult_t, (ncclComm_t))                                                            \
-  X(ncclCommAbort, ncclResult_t, (ncclComm_t))                                                              \
-  X(ncclCommGetAsyncError, ncclResult_t, (ncclComm_t, ncclResult_t*))                                       \
-  X(ncclRedOpCreatePreMulSum, ncclResult_t, (ncclRedOp_t*, void*, ncclDataType_t, int, ncclComm_t))         \
-  X(ncclRedOpDestroy, ncclResult_t, (ncclRedOp_t, ncclComm_t))                                              \
-  X(ncclAllReduce, ncclResult_t, (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t)) \
-  X(ncclAllGather, ncclResult_t, (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))     \
-  X(ncclReduceScatter, ncclResult_t,                                                                        \
-    (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))                    \
-  X(ncclBroadcast, ncclResult_t, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)) \
-  X(ncclReduce, ncclResult_t,                                                                               \
-    (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t))               \
-  X(ncclSend, ncclResult_t, (const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))            \
-  X(ncclRecv, ncclResult_t, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                  \
-  X(ncclGroupStart, ncclResult_t, (void))                                                                   \
-  X(ncclGroupEnd, ncclResult_t, (void))
-
 #define DECLARE(name, ret, params) static ret(*r_##name) params;
-REAL_FUNCS(DECLARE)
+WEFT_NCCL_FUNCS(DECLARE)
+WEFT_NCCL_OPTIONAL(DECLARE)
 #undef DECLARE
-static const char* (*r_ncclGetLastError)(ncclComm_t);
-static ncclResult_t (*r_ncclAlltoAll)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
 
 static CUresult_w (*r_cuCtxGetCurrent)(CUcontext_w*);
 static CUresult_w (*r_cuCtxSetCurrent)(CUcontext_w);
@@ -75,10 +56,22 @@ int weft_real_load(const char* path) {
     dlclose(lib);                                                                        \
     return 3;                                                                            \
   }
-  REAL_FUNCS(RESOLVE)
+  WEFT_NCCL_FUNCS(RESOLVE)
 #undef RESOLVE
-  *(void**)&r_ncclGetLastError = dlsym(lib, "ncclGetLastError");
-  *(void**)&r_ncclAlltoAll = dlsym(lib, "ncclAlltoAll");
+#define RESOLVE_OPTIONAL(name, ret, params) *(void**)&r_##name = dlsym(lib, #name);
+  WEFT_NCCL_OPTIONAL(RESOLVE_OPTIONAL)
+#undef RESOLVE_OPTIONAL
+  // Forwarding needs communicators with a config (blocking or not) and
+  // PreMulSum operators: a release without them (before 2.14) is refused.
+  const char* missing = r_ncclCommInitRankConfig == NULL     ? "ncclCommInitRankConfig"
+                        : r_ncclRedOpCreatePreMulSum == NULL ? "ncclRedOpCreatePreMulSum"
+                        : r_ncclRedOpDestroy == NULL         ? "ncclRedOpDestroy"
+                                                             : NULL;
+  if (missing != NULL) {
+    snprintf(real_err, sizeof real_err, "%s: symbol %s not found", path, missing);
+    dlclose(lib);
+    return 3;
+  }
   void* cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   if (cu == NULL) cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (cu != NULL) {

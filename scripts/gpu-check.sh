@@ -23,7 +23,7 @@ step() { # name, command...
 if [ -z "${SKIP_TESTS:-}" ]; then
   step test-cuda   $B/internal_cuda.test -test.v -test.count=1
   step test-nvlink $B/hal_nvlink.test -test.v -test.count=1
-  step test-nccl   $B/internal_nccl.test -test.v -test.count=1
+  step test-nccl   $B/internal_sysnccl.test -test.v -test.count=1
   step test-weft   $B/weft.test -test.v -test.count=1 -test.run 'NVLink|GPU'
 fi
 for t in ${BENCH_TYPES:-float bfloat16}; do

@@ -266,14 +266,23 @@ WEFT_DEV void signal_one(const Ctx& c, int ch, int sem, bool relaxed) {
 // passes the next expected value, then (check) verifies the count the peer
 // stored. It polls with relaxed loads and makes one acquire load once the
 // value is reached (unless relaxed): an acquire on every poll costs more
-// than the poll. False when the wait failed (recorded).
-WEFT_DEV bool wait_one(const Ctx& c, int ch, int sem, bool relaxed, bool check) {
+// than the poll. With credits (plan.Op.Credits, on acknowledgement waits
+// only, which never check), the wait runs that many signals behind the
+// expected value: its first `credits` runs pass at once, and a credit that
+// is normally long there costs one acquire load. False when the wait
+// failed (recorded).
+WEFT_DEV bool wait_one(const Ctx& c, int ch, int sem, bool relaxed, bool check, int credits = 0) {
   const weft_params& p = *c.p;
   weft_u64 idx = (weft_u64)p.peers[ch] * p.semaphores + sem;
   weft_u64* inbound = (weft_u64*)p.sems + idx;
   weft_u64* expected = (weft_u64*)p.expected + idx;
   weft_u64 want = *expected + 1;
   *expected = want;
+  if (credits > 0) {
+    if (want <= (weft_u64)credits) return true;
+    want -= (weft_u64)credits;
+    if (ld_acquire_sys(inbound) >= want) return true;
+  }
   Deadline d(c);
   weft_u64 v;
   while ((v = ld_relaxed_sys(inbound)) < want) {
@@ -309,15 +318,16 @@ WEFT_DEV void signal_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N]
 
 // wait: one thread waits, the block follows. False when the block must
 // leave the kernel (this or another wait failed).
-WEFT_DEV bool wait(const Ctx& c, int ch, int sem, bool relaxed, bool check) {
-  bool ok = threadIdx.x != 0 || wait_one(c, ch, sem, relaxed, check);
+WEFT_DEV bool wait(const Ctx& c, int ch, int sem, bool relaxed, bool check, int credits = 0) {
+  bool ok = threadIdx.x != 0 || wait_one(c, ch, sem, relaxed, check, credits);
   return block_ok(ok);
 }
 
 // wait_all: N waits in parallel, thread k waiting on chs[k].
 template <int N>
-WEFT_DEV bool wait_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N], const bool (&check)[N], bool relaxed) {
-  bool ok = threadIdx.x >= N || wait_one(c, chs[threadIdx.x], sems[threadIdx.x], relaxed, check[threadIdx.x]);
+WEFT_DEV bool wait_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N], const bool (&check)[N], bool relaxed,
+                       int credits = 0) {
+  bool ok = threadIdx.x >= N || wait_one(c, chs[threadIdx.x], sems[threadIdx.x], relaxed, check[threadIdx.x], credits);
   return block_ok(ok);
 }
 

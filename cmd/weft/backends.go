@@ -1,12 +1,5 @@
 package main
 
-// The backends this binary can use register themselves on import.
-import (
-	_ "github.com/weftccl/weft/hal/host"
-	_ "github.com/weftccl/weft/hal/ib"
-	_ "github.com/weftccl/weft/hal/nvlink"
-	_ "github.com/weftccl/weft/hal/nvswitch"
-	_ "github.com/weftccl/weft/hal/pcie"
-	_ "github.com/weftccl/weft/hal/socket"
-	_ "github.com/weftccl/weft/hal/xgmi"
-)
+// The backends this binary can use register themselves on import, from the
+// one list that every binary of weft shares.
+import _ "github.com/weftccl/weft/backends"

@@ -12,18 +12,18 @@ import (
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
 	"github.com/weftccl/weft/internal/env"
-	"github.com/weftccl/weft/internal/nccl"
+	"github.com/weftccl/weft/internal/sysnccl"
 )
 
 // ncclColl is the NCCL baseline: the system's libnccl.so.2 on the same
 // devices, buffers and streams as weft, initialised through weft's
 // bootstrap (rank 0's ncclUniqueId is broadcast to the others).
 type ncclColl struct {
-	comm    *nccl.Comm
+	comm    *sysnccl.Comm
 	timeout time.Duration
 	// premul holds the PreMulSum operators made so far, by type and
 	// scalar bits (ncclRedOpCreatePreMulSum with a host scalar).
-	premul map[[2]uint64]nccl.RedOp
+	premul map[[2]uint64]sysnccl.RedOp
 }
 
 func newNCCLBaseline(ctx context.Context, boot bootstrap.Bootstrap, dev hal.Device) (collective, error) {
@@ -35,13 +35,13 @@ func newNCCLBaseline(ctx context.Context, boot bootstrap.Bootstrap, dev hal.Devi
 	if env.String("WEFT_NVLS") != "1" {
 		os.Setenv("NCCL_NVLS_ENABLE", "0")
 	}
-	if err := nccl.Load(); err != nil {
+	if err := sysnccl.Load(); err != nil {
 		return nil, err
 	}
-	var id nccl.UniqueID
+	var id sysnccl.UniqueID
 	if boot.Rank() == 0 {
 		var err error
-		if id, err = nccl.GetUniqueID(); err != nil {
+		if id, err = sysnccl.GetUniqueID(); err != nil {
 			return nil, err
 		}
 	}
@@ -53,16 +53,16 @@ func newNCCLBaseline(ctx context.Context, boot bootstrap.Bootstrap, dev hal.Devi
 		return nil, fmt.Errorf("ncclUniqueId of %d bytes from rank 0, want %d: %w", len(b), len(id), hal.ErrRemote)
 	}
 	copy(id[:], b)
-	c, err := nccl.CommInitRank(cu.Context(), boot.Size(), id, boot.Rank())
+	c, err := sysnccl.CommInitRank(cu.Context(), boot.Size(), id, boot.Rank())
 	if err != nil {
 		return nil, err
 	}
-	return &ncclColl{comm: c, timeout: env.Timeout(), premul: map[[2]uint64]nccl.RedOp{}}, nil
+	return &ncclColl{comm: c, timeout: env.Timeout(), premul: map[[2]uint64]sysnccl.RedOp{}}, nil
 }
 
 func (n *ncclColl) name() string {
-	v, _ := nccl.Version()
-	return "nccl " + nccl.VersionString(v)
+	v, _ := sysnccl.Version()
+	return "nccl " + sysnccl.VersionString(v)
 }
 
 func native(s hal.Stream) (uintptr, error) {
@@ -75,15 +75,15 @@ func native(s hal.Stream) (uintptr, error) {
 
 // redOp is NCCL's operator for op: the same value for sum … avg, an
 // operator made once per type and scalar for PreMulSum.
-func (n *ncclColl) redOp(c *collCall) (nccl.RedOp, error) {
+func (n *ncclColl) redOp(c *collCall) (sysnccl.RedOp, error) {
 	if c.op != plan.PreMulSum {
-		return nccl.RedOp(c.op), nil
+		return sysnccl.RedOp(c.op), nil
 	}
 	k := [2]uint64{uint64(c.dtype), c.scalar}
 	if op, ok := n.premul[k]; ok {
 		return op, nil
 	}
-	op, err := n.comm.RedOpCreatePreMulSum(c.scalar, nccl.DataType(c.dtype), nccl.ScalarHostImmediate)
+	op, err := n.comm.RedOpCreatePreMulSum(c.scalar, sysnccl.DataType(c.dtype), sysnccl.ScalarHostImmediate)
 	if err != nil {
 		return 0, err
 	}
@@ -97,8 +97,8 @@ func (n *ncclColl) run(c *collCall, s hal.Stream) error {
 		return err
 	}
 	send, recv := c.send.Addr()+uint64(c.sendOff), c.recv.Addr()+uint64(c.recvOff)
-	count, dt := int(c.count), nccl.DataType(c.dtype)
-	var op nccl.RedOp
+	count, dt := int(c.count), sysnccl.DataType(c.dtype)
+	var op sysnccl.RedOp
 	if c.coll.Reduces() {
 		if op, err = n.redOp(c); err != nil {
 			return err
@@ -122,20 +122,20 @@ func (n *ncclColl) run(c *collCall, s hal.Stream) error {
 		if ops == nil {
 			ops = ring(n.comm.Rank(), n.comm.Size(), c.count*c.es())
 		}
-		if err := nccl.GroupStart(); err != nil {
+		if err := sysnccl.GroupStart(); err != nil {
 			return err
 		}
 		for _, o := range ops {
 			if o.send {
-				err = n.comm.Send(c.send.Addr()+uint64(c.sendOff+o.off), int(o.bytes), nccl.Uint8, o.peer, st)
+				err = n.comm.Send(c.send.Addr()+uint64(c.sendOff+o.off), int(o.bytes), sysnccl.Uint8, o.peer, st)
 			} else {
-				err = n.comm.Recv(c.recv.Addr()+uint64(c.recvOff+o.off), int(o.bytes), nccl.Uint8, o.peer, st)
+				err = n.comm.Recv(c.recv.Addr()+uint64(c.recvOff+o.off), int(o.bytes), sysnccl.Uint8, o.peer, st)
 			}
 			if err != nil {
 				break
 			}
 		}
-		return errors.Join(err, nccl.GroupEnd())
+		return errors.Join(err, sysnccl.GroupEnd())
 	}
 	return fmt.Errorf("nccl baseline: %v: %w", c.coll, hal.ErrNotSupported)
 }

@@ -6,10 +6,11 @@ import (
 
 	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/sysnccl"
 )
 
 // exitCode maps an error to the process exit status: 1 plus the
-// ncclResult_t code (hal.ResultCode), so scripts can tell a bad argument
+// ncclResult_t code (sysnccl.ResultOf), so scripts can tell a bad argument
 // (5) from a lost peer (7). A job whose ranks all failed with one status
 // (bootstrap.RunError) exits with that status: every rank rejecting the
 // same bad argument is a bad argument, not a lost peer.
@@ -30,7 +31,7 @@ func exitCode(err error) int {
 			return code
 		}
 	}
-	return 1 + hal.ResultCode(err)
+	return 1 + int(sysnccl.ResultOf(err))
 }
 
 // usageError marks an error of command-line parsing (unknown command,

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/sysnccl"
 	"github.com/weftccl/weft/topology"
 )
 
@@ -80,7 +81,7 @@ func TestTopoJSON(t *testing.T) {
 func TestTopoBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"--format", "yaml"}, {"--fixture", "nope"}, {"--fixture", "h200x4", "--sysfs-root", "/sys"}} {
 		_, _, err := runTopoCmd(t, args...)
-		if exitCode(err) != 1+hal.ResultCode(fmt.Errorf("%w", hal.ErrInvalidArgument)) {
+		if exitCode(err) != 1+int(sysnccl.ResultOf(fmt.Errorf("%w", hal.ErrInvalidArgument))) {
 			t.Errorf("%v: error %v, want an invalid-argument exit code", args, err)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/weftccl/weft/channels"
 	"github.com/weftccl/weft/hal"
-	"github.com/weftccl/weft/internal/nccl"
+	"github.com/weftccl/weft/internal/sysnccl"
 )
 
 //go:embed moe.cu
@@ -119,7 +119,7 @@ func (g *gpuLayer) params(epoch uint64, useGin bool) []byte {
 
 // step enqueues one dispatch + expert + combine. With nc, NCCL moves the
 // rows (grouped ncclSend/ncclRecv) and the kernels only compute.
-func (g *gpuLayer) step(epoch uint64, nc *nccl.Comm) error {
+func (g *gpuLayer) step(epoch uint64, nc *sysnccl.Comm) error {
 	p := g.params(epoch, nc == nil)
 	grid := g.c.NRanks * g.c.BlocksPerPeer
 	if err := g.fn[0].Launch(g.stream, grid, threads, 0, p); err != nil {
@@ -144,13 +144,13 @@ func (g *gpuLayer) step(epoch uint64, nc *nccl.Comm) error {
 // ncclExchange moves what the device API moves, as one NCCL group: for
 // dispatch, the count and experts (16 + 4×rows bytes) and the rows to
 // every rank; for combine, the transformed rows back.
-func (g *gpuLayer) ncclExchange(nc *nccl.Comm, dispatch bool) error {
+func (g *gpuLayer) ncclExchange(nc *sysnccl.Comm, dispatch bool) error {
 	st, ok := g.stream.(interface{ Native() uintptr })
 	if !ok {
 		return fmt.Errorf("moe: stream without a native CUDA stream: %w", hal.ErrNotSupported)
 	}
 	s, win, l, R := st.Native(), g.comm.Window().Addr(), g.l, g.l.R
-	if err := nccl.GroupStart(); err != nil {
+	if err := sysnccl.GroupStart(); err != nil {
 		return err
 	}
 	var err error
@@ -162,21 +162,21 @@ func (g *gpuLayer) ncclExchange(nc *nccl.Comm, dispatch bool) error {
 	for peer := 0; peer < g.c.NRanks; peer++ {
 		out, in := g.rt.Counts[peer], g.recvCounts[peer]
 		if dispatch {
-			do(nc.Send(win+uint64(l.MetaSend(peer)), 16+4*out, nccl.Uint8, peer, s))
-			do(nc.Send(win+uint64(l.Stage(peer)), out*int(R), nccl.Uint8, peer, s))
-			do(nc.Recv(win+uint64(l.MetaRecv(peer)), 16+4*in, nccl.Uint8, peer, s))
-			do(nc.Recv(win+uint64(l.Recv(peer)), in*int(R), nccl.Uint8, peer, s))
+			do(nc.Send(win+uint64(l.MetaSend(peer)), 16+4*out, sysnccl.Uint8, peer, s))
+			do(nc.Send(win+uint64(l.Stage(peer)), out*int(R), sysnccl.Uint8, peer, s))
+			do(nc.Recv(win+uint64(l.MetaRecv(peer)), 16+4*in, sysnccl.Uint8, peer, s))
+			do(nc.Recv(win+uint64(l.Recv(peer)), in*int(R), sysnccl.Uint8, peer, s))
 		} else {
-			do(nc.Send(win+uint64(l.Recv(peer)), in*int(R), nccl.Uint8, peer, s))
-			do(nc.Recv(win+uint64(l.Ret(peer)), out*int(R), nccl.Uint8, peer, s))
+			do(nc.Send(win+uint64(l.Recv(peer)), in*int(R), sysnccl.Uint8, peer, s))
+			do(nc.Recv(win+uint64(l.Ret(peer)), out*int(R), sysnccl.Uint8, peer, s))
 		}
 	}
-	return errors.Join(err, nccl.GroupEnd())
+	return errors.Join(err, sysnccl.GroupEnd())
 }
 
 // run runs warmup + iters steps (epochs from *epoch on) and returns the
 // mean time of a timed step, after checking the first step's output.
-func (g *gpuLayer) run(epoch *uint64, warmup, iters int, nc *nccl.Comm, want []uint16) (time.Duration, error) {
+func (g *gpuLayer) run(epoch *uint64, warmup, iters int, nc *sysnccl.Comm, want []uint16) (time.Duration, error) {
 	sync := func() error {
 		if err := g.stream.Synchronize(time.Now().Add(2 * g.comm.Timeout())); err != nil {
 			return errors.Join(err, g.comm.Check())

@@ -31,13 +31,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	_ "github.com/weftccl/weft/backends" // registers every backend (one list for all binaries)
 	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/channels"
 	"github.com/weftccl/weft/hal"
-	_ "github.com/weftccl/weft/hal/host"
-	_ "github.com/weftccl/weft/hal/nvlink"
 	"github.com/weftccl/weft/internal/env"
-	"github.com/weftccl/weft/internal/nccl"
+	"github.com/weftccl/weft/internal/sysnccl"
 )
 
 func main() {
@@ -274,13 +273,13 @@ func runRank(ctx context.Context, boot bootstrap.Bootstrap, localRank int, jobID
 
 // ncclComm initialises an NCCL communicator on dev through the bootstrap
 // (rank 0's ncclUniqueId broadcast to the others).
-func ncclComm(ctx context.Context, boot bootstrap.Bootstrap, dev hal.Device) (*nccl.Comm, string, error) {
+func ncclComm(ctx context.Context, boot bootstrap.Bootstrap, dev hal.Device) (*sysnccl.Comm, string, error) {
 	cu, ok := dev.(interface{ Context() uintptr })
 	if !ok {
 		return nil, "", fmt.Errorf("backend %s is not CUDA: %w", dev.Info().Backend, hal.ErrNotSupported)
 	}
 	// Every rank learns whether NCCL loads, so that all take the same path.
-	loadErr := nccl.Load()
+	loadErr := sysnccl.Load()
 	ok1 := []byte{1}
 	if loadErr != nil {
 		ok1[0] = 0
@@ -297,9 +296,9 @@ func ncclComm(ctx context.Context, boot bootstrap.Bootstrap, dev hal.Device) (*n
 			return nil, "", loadErr
 		}
 	}
-	var id nccl.UniqueID
+	var id sysnccl.UniqueID
 	if boot.Rank() == 0 {
-		if id, err = nccl.GetUniqueID(); err != nil {
+		if id, err = sysnccl.GetUniqueID(); err != nil {
 			return nil, "", err
 		}
 	}
@@ -308,10 +307,10 @@ func ncclComm(ctx context.Context, boot bootstrap.Bootstrap, dev hal.Device) (*n
 		return nil, "", err
 	}
 	copy(id[:], b)
-	c, err := nccl.CommInitRank(cu.Context(), boot.Size(), id, boot.Rank())
+	c, err := sysnccl.CommInitRank(cu.Context(), boot.Size(), id, boot.Rank())
 	if err != nil {
 		return nil, "", err
 	}
-	v, _ := nccl.Version()
-	return c, "nccl " + nccl.VersionString(v), nil
+	v, _ := sysnccl.Version()
+	return c, "nccl " + sysnccl.VersionString(v), nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/cudadev"
 	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/shm"
 )
 
 // forceStaged makes every link host-staged, the device's link to itself
@@ -26,7 +27,8 @@ var forceStaged bool
 type Device struct {
 	*cudadev.Device
 	p2p bool   // peer access allowed (WEFT_PCIE_P2P is not "0")
-	job uint64 // hash of the job id, in port handles and inbox names
+	job uint64 // hash of the job id, in port handles and inbox index entries
+	tag string // this process's tag (internal/shm), in shared-memory names
 
 	mu     sync.Mutex
 	rx     *rxLoop
@@ -57,15 +59,23 @@ func p2pAllowed() bool { return env.String("WEFT_PCIE_P2P") != "0" }
 
 // Open opens GPU cfg.Ordinal (a CUDA ordinal). Unless WEFT_PCIE_P2P=0 it
 // enables peer access with the other GPUs this process has open where
-// cuDeviceCanAccessPeer allows. Errors wrap hal.ErrNotSupported (no
-// driver), hal.ErrInvalidArgument (ordinal out of range) or hal.ErrDevice.
+// cuDeviceCanAccessPeer allows. It first removes the shared-memory files
+// of this user's weft processes that no longer exist (reclaim). Errors
+// wrap hal.ErrNotSupported (no driver), hal.ErrInvalidArgument (ordinal
+// out of range), hal.ErrSystem (this process's tag unreadable) or
+// hal.ErrDevice.
 func Open(cfg hal.Config) (*Device, error) {
+	tag, err := shm.Tag(0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s GPU %d: %v: %w", Name, cfg.Ordinal, err, hal.ErrSystem)
+	}
+	reclaim()
 	p2p := p2pAllowed()
 	cd, err := cudadev.Open(cfg, cudadev.Options{Backend: Name, PeerAccess: p2p})
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{Device: cd, p2p: p2p, job: cudadev.HostHash("job:" + cfg.JobID)}
+	d := &Device{Device: cd, p2p: p2p, job: cudadev.HostHash("job:" + cfg.JobID), tag: tag}
 	empty := []portRange{}
 	d.ports.Store(&empty)
 	return d, nil
@@ -275,6 +285,15 @@ func (b *remoteBuffer) Free() error {
 	return nil
 }
 
+// reclaim removes the files of this backend left by processes of this
+// user that no longer exist, of any job (a rank killed by a signal cannot
+// remove its own), in both the current naming scheme and the one before
+// tags (internal/shm.ReclaimLegacy).
+func reclaim() {
+	shm.Reclaim(shmDir, filePrefix)
+	shm.ReclaimLegacy(shmDir)
+}
+
 // shmUsable reports whether host staging can create files in shmDir.
 func shmUsable() error {
 	st, err := os.Stat(shmDir)
@@ -284,7 +303,11 @@ func shmUsable() error {
 	if !st.IsDir() {
 		return fmt.Errorf("%s is not a directory", shmDir)
 	}
-	f, err := os.CreateTemp(shmDir, "weft-pcie-probe-*")
+	tag, err := shm.Tag(0)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(shmDir, filePrefix+tag+"-probe-*")
 	if err != nil {
 		return err
 	}

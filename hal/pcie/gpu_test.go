@@ -173,15 +173,20 @@ func TestPortHostStagedOneGPU(t *testing.T) {
 }
 
 // checkShmClean checks that closed engines left only the receivers'
-// index files in /dev/shm.
+// index files in /dev/shm, and that no file of this process carries
+// anything of the job in its name.
 func checkShmClean(t *testing.T, devs ...*Device) {
 	t.Helper()
 	for _, d := range devs {
 		ents, _ := os.ReadDir(shmDir)
-		prefix := strings.TrimPrefix(indexPath(d.job, d.Endpoint().UUID, d.Endpoint().PID), shmDir+"/")
+		inboxes := filePrefix + d.tag + "-in"
 		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), prefix+"-") {
+			if strings.HasPrefix(e.Name(), inboxes) {
 				t.Errorf("inbox file %s left after its engine closed", e.Name())
+			}
+			job := d.Config().JobID
+			if strings.HasPrefix(e.Name(), filePrefix+d.tag) && (strings.Contains(e.Name(), fmt.Sprintf("%016x", d.job)) || job != "" && strings.Contains(e.Name(), job)) {
+				t.Errorf("file %s names the job (id %q, hash %016x)", e.Name(), job, d.job)
 			}
 		}
 	}

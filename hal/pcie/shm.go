@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/shm"
 )
 
 // shmDir holds the inbox files; tests point it elsewhere.
@@ -57,6 +58,9 @@ func mapShm(path string, size int64, create bool, p pinner) (*shmMap, error) {
 	}
 	flags := os.O_RDWR
 	if create {
+		if free, where, err := shm.Room(shmDir); err == nil && uint64(size) > free {
+			return nil, fmt.Errorf("pcie: create %s of %s: %s has %s free: %w", path, shm.Bytes(uint64(size)), where, shm.Bytes(free), hal.ErrSystem)
+		}
 		flags |= os.O_CREATE | os.O_EXCL
 	}
 	f, err := os.OpenFile(path, flags, 0o600)
@@ -65,9 +69,10 @@ func mapShm(path string, size int64, create bool, p pinner) (*shmMap, error) {
 	}
 	defer f.Close()
 	if create {
-		if err := f.Truncate(size); err != nil {
+		if err := reserve(f, size); err != nil {
 			os.Remove(path)
-			return nil, fmt.Errorf("pcie: size %s to %d bytes: %v (is %s full?): %w", path, size, err, shmDir, hal.ErrSystem)
+			free, where, _ := shm.Room(shmDir)
+			return nil, fmt.Errorf("pcie: size %s to %s: %v (%s has %s free): %w", path, shm.Bytes(uint64(size)), err, where, shm.Bytes(free), hal.ErrSystem)
 		}
 	} else if st, err := f.Stat(); err != nil || st.Size() < size {
 		return nil, fmt.Errorf("pcie: %s is shorter than %d bytes (%v): %w", path, size, err, hal.ErrRemote)
@@ -94,6 +99,30 @@ func mapShm(path string, size int64, create bool, p pinner) (*shmMap, error) {
 	}
 	shmMaps.m[path] = m
 	return m, nil
+}
+
+// unlinkIfLast removes the file when this is the process's only reference
+// to the mapping.
+func (m *shmMap) unlinkIfLast() {
+	shmMaps.Lock()
+	defer shmMaps.Unlock()
+	if m.refs == 1 {
+		os.Remove(m.path)
+	}
+}
+
+// reserve sizes a new file and allocates its pages now, so that memory
+// that is not there fails here rather than as a SIGBUS at a later store.
+// File systems without fallocate get a sparse file.
+func reserve(f *os.File, size int64) error {
+	switch err := syscall.Fallocate(int(f.Fd()), 0, 0, size); err {
+	case nil:
+		return nil
+	case syscall.EOPNOTSUPP, syscall.ENOSYS, syscall.EINVAL:
+		return f.Truncate(size)
+	default:
+		return err
+	}
 }
 
 // release drops a reference; the last one unpins and unmaps.
@@ -125,15 +154,21 @@ func (m *shmMap) releaseWith(p pinner) error {
 // The index of a receiving device is a small shared file through which
 // senders announce their inboxes: entries that a sender claims, fills in
 // and marks ready, and that the receiver takes and, once the inbox is
-// closed and drained, frees. Its name carries the job, the receiving GPU
-// and process; an inbox's name is the index's and a random nonce.
+// closed and drained, frees. Names carry nothing of the job (package
+// internal/shm): an index is "weft-pcie-TAG-UUID" with the receiving
+// process's tag and its GPU's UUID, an inbox "weft-pcie-TAG-inNONCE" with
+// its sender's tag and a random nonce, so that the files of a process
+// killed by a signal are reclaimed by the next weft process of the user.
+// Two jobs of one process on one GPU share the index; the job's hash in
+// each entry keeps each receiver to its own job's inboxes.
 //
 //	off        field (64-bit words)
-//	0          magic "WEFTPCI1"
+//	0          magic "WEFTPCI2"
 //	8          generation: incremented after each announcement
-//	64 + 64 i  entry i: state, nonce, sender pid, sender ordinal
+//	64 + 64 i  entry i: state, nonce, sender pid, sender ordinal, job hash,
+//	           sender start time, sender pid namespace (the sender's tag)
 const (
-	indexMagic   = 0x3149435054464557 // "WEFTPCI1"
+	indexMagic   = 0x3249435054464557 // "WEFTPCI2"
 	indexEntries = 256
 	indexSize    = 64 + indexEntries*64
 
@@ -141,14 +176,47 @@ const (
 	entryClaimed = 1 // a sender is creating the inbox
 	entryReady   = 2 // the inbox file exists and is initialised
 	entryTaken   = 3 // the receiver has opened it
+
+	fieldState   = 0
+	fieldNonce   = 1
+	fieldPID     = 2
+	fieldOrdinal = 3
+	fieldJob     = 4
+	fieldStart   = 5
+	fieldNS      = 6
 )
 
-// indexPath names the index of GPU uuid in process pid of job.
-func indexPath(job uint64, uuid string, pid int) string {
-	return filepath.Join(shmDir, fmt.Sprintf("weft-pcie-%016x-%s-%d", job, strings.TrimPrefix(uuid, "GPU-"), pid))
+// filePrefix starts the name of every file of this backend.
+const filePrefix = "weft-pcie-"
+
+// indexPath names the index of GPU uuid in the process whose tag is tag.
+func indexPath(tag, uuid string) string {
+	return filepath.Join(shmDir, filePrefix+tag+"-"+strings.TrimPrefix(uuid, "GPU-"))
 }
 
-func inboxPath(index string, nonce uint64) string { return fmt.Sprintf("%s-%016x", index, nonce) }
+// inboxPath names an inbox that the process whose tag is senderTag
+// created.
+func inboxPath(senderTag string, nonce uint64) string {
+	return filepath.Join(shmDir, fmt.Sprintf("%s%s-in%016x", filePrefix, senderTag, nonce))
+}
+
+// peerIndexPath names the index of GPU uuid of process pid of this host:
+// its tag is read from /proc, so the process must be visible in this pid
+// namespace. Errors wrap hal.ErrRemote (no such process).
+func peerIndexPath(uuid string, pid int) (string, error) {
+	tag, err := shm.Tag(pid)
+	if err != nil {
+		return "", fmt.Errorf("pcie: inbox index of pid %d: the process is gone or not visible in this pid namespace (%v): %w", pid, err, hal.ErrRemote)
+	}
+	return indexPath(tag, uuid), nil
+}
+
+// sender identifies the process announcing an inbox.
+type senderID struct {
+	tag     string
+	ordinal int
+	job     uint64
+}
 
 type index struct {
 	m *shmMap
@@ -185,35 +253,49 @@ func (x *index) word(off int64) *uint64 { return (*uint64)(unsafe.Pointer(&x.m.m
 
 func (x *index) entry(i int, field int64) *uint64 { return x.word(64 + int64(i)*64 + 8*field) }
 
+// entryTag is the tag of the sender of entry i.
+func (x *index) entryTag(i int) string {
+	return fmt.Sprintf("%d-%d-%d", atomic.LoadUint64(x.entry(i, fieldPID)), atomic.LoadUint64(x.entry(i, fieldStart)), atomic.LoadUint64(x.entry(i, fieldNS)))
+}
+
 func (x *index) generation() uint64 { return atomic.LoadUint64(x.word(8)) }
 
 // announce creates an inbox for a sender: it claims a free entry, creates
 // and maps the inbox file (pinned with p), initialises it, and marks the
-// entry ready. Errors wrap hal.ErrSystem (index full, file errors).
-func (x *index) announce(g geometry, senderPID, senderOrdinal int, p pinner) (*inbox, *shmMap, error) {
+// entry ready. Errors wrap hal.ErrSystem (index full, file errors, no
+// room) or hal.ErrInvalidArgument (a malformed tag).
+func (x *index) announce(g geometry, from senderID, p pinner) (*inbox, *shmMap, error) {
+	pid, start, ns, ok := shm.ParseTag(from.tag)
+	if !ok {
+		return nil, nil, fmt.Errorf("pcie: announce an inbox for sender tag %q: not a tag: %w", from.tag, hal.ErrInvalidArgument)
+	}
 	for i := 0; i < indexEntries; i++ {
-		if !atomic.CompareAndSwapUint64(x.entry(i, 0), entryFree, entryClaimed) {
+		if !atomic.CompareAndSwapUint64(x.entry(i, fieldState), entryFree, entryClaimed) {
 			continue
 		}
 		var nb [8]byte
 		rand.Read(nb[:])
 		nonce := binary.LittleEndian.Uint64(nb[:])
-		m, err := mapShm(inboxPath(x.m.path, nonce), g.size(), true, p)
+		path := inboxPath(from.tag, nonce)
+		m, err := mapShm(path, g.size(), true, p)
 		if err != nil {
-			atomic.StoreUint64(x.entry(i, 0), entryFree)
+			atomic.StoreUint64(x.entry(i, fieldState), entryFree)
 			return nil, nil, err
 		}
-		box, err := initInbox(m.mem, g, senderPID)
+		box, err := initInbox(m.mem, g, pid)
 		if err != nil {
 			m.release()
-			os.Remove(inboxPath(x.m.path, nonce))
-			atomic.StoreUint64(x.entry(i, 0), entryFree)
+			os.Remove(path)
+			atomic.StoreUint64(x.entry(i, fieldState), entryFree)
 			return nil, nil, err
 		}
-		atomic.StoreUint64(x.entry(i, 1), nonce)
-		atomic.StoreUint64(x.entry(i, 2), uint64(senderPID))
-		atomic.StoreUint64(x.entry(i, 3), uint64(senderOrdinal))
-		atomic.StoreUint64(x.entry(i, 0), entryReady)
+		atomic.StoreUint64(x.entry(i, fieldNonce), nonce)
+		atomic.StoreUint64(x.entry(i, fieldPID), uint64(pid))
+		atomic.StoreUint64(x.entry(i, fieldOrdinal), uint64(from.ordinal))
+		atomic.StoreUint64(x.entry(i, fieldJob), from.job)
+		atomic.StoreUint64(x.entry(i, fieldStart), start)
+		atomic.StoreUint64(x.entry(i, fieldNS), ns)
+		atomic.StoreUint64(x.entry(i, fieldState), entryReady)
 		atomic.AddUint64(x.word(8), 1)
 		return box, m, nil
 	}
@@ -229,17 +311,22 @@ type announced struct {
 	ordinal   int
 }
 
-// take opens the inboxes announced since the last call: maps each (pinned
-// with p), validates its header, unlinks its file (both sides hold it
-// mapped) and marks its entry taken. An inbox that fails to open is
-// reported in errs and its entry freed.
-func (x *index) take(p pinner) (got []announced, errs []error) {
+// take opens the inboxes of job announced since the last call: claims each
+// entry, maps its inbox (pinned with p), validates its header, unlinks its
+// file (both sides hold it mapped) and marks the entry taken. Entries of
+// other jobs (another device of this process on the same GPU) are left to
+// their receiver. An inbox that fails to open is reported in errs and its
+// entry freed.
+func (x *index) take(job uint64, p pinner) (got []announced, errs []error) {
 	for i := 0; i < indexEntries; i++ {
-		if atomic.LoadUint64(x.entry(i, 0)) != entryReady {
+		if atomic.LoadUint64(x.entry(i, fieldState)) != entryReady || atomic.LoadUint64(x.entry(i, fieldJob)) != job {
 			continue
 		}
-		path := inboxPath(x.m.path, atomic.LoadUint64(x.entry(i, 1)))
-		a := announced{entry: i, senderPID: int(atomic.LoadUint64(x.entry(i, 2))), ordinal: int(atomic.LoadUint64(x.entry(i, 3)))}
+		if !atomic.CompareAndSwapUint64(x.entry(i, fieldState), entryReady, entryTaken) {
+			continue // another receiver of the job took it
+		}
+		path := inboxPath(x.entryTag(i), atomic.LoadUint64(x.entry(i, fieldNonce)))
+		a := announced{entry: i, senderPID: int(atomic.LoadUint64(x.entry(i, fieldPID))), ordinal: int(atomic.LoadUint64(x.entry(i, fieldOrdinal)))}
 		var m *shmMap
 		st, err := os.Stat(path)
 		if err != nil {
@@ -252,29 +339,31 @@ func (x *index) take(p pinner) (got []announced, errs []error) {
 		os.Remove(path)
 		if err != nil {
 			errs = append(errs, err)
-			atomic.StoreUint64(x.entry(i, 0), entryFree)
+			atomic.StoreUint64(x.entry(i, fieldState), entryFree)
 			continue
 		}
 		a.m = m
-		atomic.StoreUint64(x.entry(i, 0), entryTaken)
 		got = append(got, a)
 	}
 	return got, errs
 }
 
 // free returns a taken entry to the senders.
-func (x *index) free(entry int) { atomic.StoreUint64(x.entry(entry, 0), entryFree) }
+func (x *index) free(entry int) { atomic.StoreUint64(x.entry(entry, fieldState), entryFree) }
 
-// close unmaps the index; remove also unlinks it, with the inbox files
-// of entries announced and never taken.
-func (x *index) close(remove bool) error {
+// close unmaps the index. With remove it first unlinks the inbox files of
+// job's entries announced and never taken (freeing the entries), and the
+// index file itself unless another device of this process still maps it
+// (a device of another job on the same GPU).
+func (x *index) close(remove bool, job uint64) error {
 	if remove {
 		for i := 0; i < indexEntries; i++ {
-			if atomic.LoadUint64(x.entry(i, 0)) == entryReady {
-				os.Remove(inboxPath(x.m.path, atomic.LoadUint64(x.entry(i, 1))))
+			if atomic.LoadUint64(x.entry(i, fieldJob)) == job && atomic.CompareAndSwapUint64(x.entry(i, fieldState), entryReady, entryClaimed) {
+				os.Remove(inboxPath(x.entryTag(i), atomic.LoadUint64(x.entry(i, fieldNonce))))
+				atomic.StoreUint64(x.entry(i, fieldState), entryFree)
 			}
 		}
-		os.Remove(x.m.path)
+		x.m.unlinkIfLast()
 	}
 	return x.m.release()
 }

@@ -42,18 +42,21 @@ func waitStream(s cuda.Stream, deadline time.Time) error {
 }
 
 // cudaStream is a non-blocking stream with a ring of events, one per
-// completion index of a sender or receiver.
+// completion index of a sender or receiver. The device tracks the stream
+// (cudadev.Device.CreateStream): its Free and Close wait for the copies.
 type cudaStream struct {
+	dev    *cudadev.Device
 	s      cuda.Stream
 	events []cuda.Event
 }
 
-func newCUDAStream(ctx cuda.Context, n int) (*cudaStream, error) {
-	s, err := ctx.StreamCreate(cuda.StreamNonBlocking)
+func newCUDAStream(d *cudadev.Device, what string, n int) (*cudaStream, error) {
+	s, err := d.CreateStream(what)
 	if err != nil {
 		return nil, err
 	}
-	c := &cudaStream{s: s}
+	_, ctx := d.CUDA()
+	c := &cudaStream{dev: d, s: s}
 	for i := 0; i < n; i++ {
 		ev, err := ctx.EventCreate(cuda.EventDisableTiming)
 		if err != nil {
@@ -72,7 +75,7 @@ func (c *cudaStream) destroy() error {
 	for _, ev := range c.events {
 		errs = append(errs, ev.Destroy())
 	}
-	return errors.Join(append(errs, c.s.Destroy())...)
+	return errors.Join(append(errs, c.dev.DestroyStream(c.s))...)
 }
 
 // cudaStager is a sender's stager: device-to-host copies into the inbox's
@@ -132,17 +135,21 @@ func (d *Device) newStagedEngine(peer hal.Endpoint) (*stagedEngine, error) {
 		return nil, err
 	}
 	name := fmt.Sprintf("host-staged engine of %s to GPU %d of pid %d", d, peer.Ordinal, peer.PID)
-	x, err := openIndex(indexPath(d.job, peer.UUID, peer.PID))
+	path, err := peerIndexPath(peer.UUID, peer.PID)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	defer x.close(false)
+	x, err := openIndex(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	defer x.close(false, d.job)
 	_, ctx := d.CUDA()
-	box, m, err := x.announce(defaultGeometry, d.Endpoint().PID, d.Ordinal(), ctxPinner{ctx})
+	box, m, err := x.announce(defaultGeometry, senderID{tag: d.tag, ordinal: d.Ordinal(), job: d.job}, ctxPinner{ctx})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	cs, err := newCUDAStream(ctx, sendFlights)
+	cs, err := newCUDAStream(d.Device, name, sendFlights)
 	if err != nil {
 		box.store(offClosed, 1)
 		m.release()
@@ -217,7 +224,7 @@ const maxIdleSleep = 200 * time.Microsecond
 
 func (d *Device) startReceiveLoop() (*rxLoop, error) {
 	ep := d.Endpoint()
-	x, err := openIndex(indexPath(d.job, ep.UUID, ep.PID))
+	x, err := openIndex(indexPath(d.tag, ep.UUID))
 	if err != nil {
 		return nil, fmt.Errorf("receive loop of %s: %w", d, err)
 	}
@@ -303,13 +310,13 @@ func (rx *rxLoop) takeInboxes() bool {
 	}
 	rx.gen = gen
 	_, ctx := rx.dev.CUDA()
-	got, errs := rx.index.take(ctxPinner{ctx})
+	got, errs := rx.index.take(rx.dev.job, ctxPinner{ctx})
 	for _, err := range errs {
 		rx.log("announced inbox unusable", "err", err)
 	}
 	for _, a := range got {
 		name := fmt.Sprintf("receiver of %s for GPU %d of pid %d", rx.dev, a.ordinal, a.senderPID)
-		cs, err := newCUDAStream(ctx, a.box.g.slots)
+		cs, err := newCUDAStream(rx.dev.Device, name, a.box.g.slots)
 		var w *cudadev.SignalWriter
 		if err == nil {
 			if w, err = rx.dev.NewSignalWriter(cs.s); err != nil {
@@ -355,5 +362,5 @@ func (rx *rxLoop) close() error {
 		rx.closeInbox(in, deadline)
 	}
 	rx.inboxes = nil
-	return rx.index.close(true)
+	return rx.index.close(true, rx.dev.job)
 }

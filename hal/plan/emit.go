@@ -162,9 +162,6 @@ func EmitCUDA(p *Plan, t DataType, op RedOp) (string, error) {
 		e.f("// group %d: %d blocks\n", gi, g.Blocks)
 		e.f("__device__ __forceinline__ void group%d(const weft_params& P, int part) {\n", gi)
 		e.f("  Ctx c = begin(P, part, %d, %d);\n", g.Blocks, g.Arg)
-		if g.Arg > 0 {
-			e.f("  if (c.count == WEFT_SKIP_COUNT) return;\n")
-		}
 		if e.scale {
 			e.f("  if (P.scalar_ptr) c.scalar = ld_elem<ES>((const char*)P.scalar_ptr);\n")
 		}
@@ -189,7 +186,13 @@ func EmitCUDA(p *Plan, t DataType, op RedOp) (string, error) {
 		if gi == 0 {
 			kw = "if"
 		}
-		e.f("  %s (blockIdx.x < %d) {\n    group%d(P, blockIdx.x - %d);\n", kw, first+g.Blocks, gi, first)
+		e.f("  %s (blockIdx.x < %d) {\n", kw, first+g.Blocks)
+		if g.Arg > 0 {
+			// A group left out of the launch leaves its blocks' launch
+			// counters alone (Plan.StateBytes).
+			e.f("    if (P.gcount[%d] == WEFT_SKIP_COUNT) return;\n", g.Arg-1)
+		}
+		e.f("    group%d(P, blockIdx.x - %d);\n", gi, first)
 		first += g.Blocks
 	}
 	e.f("  }\n  finish(P);\n}\n")
@@ -217,7 +220,7 @@ func (e *emitter) ops(ops []Op) {
 		n := 1
 		for oi+n < len(ops) && n < e.p.Threads && (o.Kind == OpSignal || o.Kind == OpWait) && ops[oi+n].Kind == o.Kind &&
 			ops[oi+n].Relaxed == o.Relaxed && ops[oi+n].SkipFirst == o.SkipFirst && ops[oi+n].SkipLast == o.SkipLast &&
-			e.port(ops[oi+n].Chan) == e.port(o.Chan) {
+			e.port(ops[oi+n].Chan) == e.port(o.Chan) && ops[oi+n].Credits == o.Credits {
 			n++
 		}
 		cond := ""
@@ -336,8 +339,17 @@ func (e *emitter) many(ops []Op, check []bool) {
 		e.f("    signal_all<%d>(c, chs, sems, %s);\n  }\n", len(ops), boolC(ops[0].Relaxed))
 	} else {
 		e.f("    const bool check[%d] = {%s};\n", len(ops), list(checks))
-		e.f("    if (!wait_all<%d>(c, chs, sems, check, %s)) return;\n  }\n", len(ops), boolC(ops[0].Relaxed))
+		e.f("    if (!wait_all<%d>(c, chs, sems, check, %s%s)) return;\n  }\n", len(ops), boolC(ops[0].Relaxed), creditsC(ops[0]))
 	}
+}
+
+// creditsC is the credits argument of a wait with Op.Credits ("" for an
+// ordinary wait, whose call keeps the header's default of 0).
+func creditsC(o Op) string {
+	if o.Credits == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d", o.Credits)
 }
 
 // cmb is the combine mode of transfer o: CMB for a Combine transfer, 0
@@ -412,7 +424,7 @@ func (e *emitter) op(o Op, check bool) {
 		e.f("  signal(c, %d, %d + c.part, %s);\n", o.Chan, o.Sem, boolC(o.Relaxed))
 		return
 	case OpWait:
-		e.f("  if (!wait(c, %d, %d + c.part, %s, %s)) return;\n", o.Chan, o.Sem, boolC(o.Relaxed), e.checkC(check))
+		e.f("  if (!wait(c, %d, %d + c.part, %s, %s%s)) return;\n", o.Chan, o.Sem, boolC(o.Relaxed), e.checkC(check), creditsC(o))
 		return
 	case OpFlush:
 		// Stores are complete at the source once issued; the barrier makes

@@ -125,8 +125,13 @@ func (p *Plan) ExpectedRegionBytes() int64 { return int64(p.NRanks*p.Semaphores)
 
 // StateBytes is the size of the plan's device state: one launch counter
 // (uint64) per thread block, at 8 × block. Each block reads its own counter
-// at the start of a launch and advances it at the end; every launch runs
-// every block, so the counters move in step without any cross-block atomic.
+// at the start of a launch and advances it at the end, so the counters of
+// a group's blocks move in step without any cross-block atomic. A group
+// that a launch leaves out (GroupArgs.Skip) does not advance its counters:
+// a group's launch number counts the launches in which it ran, so the LL
+// flags and scratch halves of a point-to-point group to a peer follow the
+// sends to that peer alone, and match the peer's receive group whatever
+// else either rank launched in between.
 func (p *Plan) StateBytes() int64 { return 8 * int64(max(p.Blocks(), 1)) }
 
 // Control block: host-visible memory (hal.Device.AllocHost) through which
@@ -266,7 +271,7 @@ type Args struct {
 }
 
 // GroupArgs are one group's count and buffers. Skip leaves the group's
-// blocks idle in this launch.
+// blocks idle in this launch; their launch counters stay (StateBytes).
 type GroupArgs struct {
 	Count         int64
 	Input, Output uint64

@@ -169,6 +169,17 @@ type Op struct {
 	// before this wait runs, overwriting the count word; LL plans check
 	// counts in their packet headers instead.
 	Ack bool
+	// Credits, on an Ack wait, lets the wait run that many signals behind:
+	// its k-th run in a block (k = 1, 2, … over the plan's launches, as the
+	// expected-value table counts) waits for the peer's (k − Credits)-th
+	// signal, and its first Credits runs do not wait at all. A sender that
+	// reuses one of two scratch halves (LL plans alternate halves by
+	// launch) waits at the start of launch k, with Credits 2, for the
+	// receiver's release of launch k − 2, which used the same half: the
+	// credit is consumed by the next launch that needs it instead of
+	// ending this one. The expected values advance on the device, so CUDA
+	// graph replays stay in step. 0: an ordinary wait.
+	Credits int
 	// Chunk and NChunks select the element range: chunk Chunk of NChunks
 	// (ChunkRange), or the whole count when Chunk == All.
 	Chunk, NChunks int
@@ -318,6 +329,9 @@ func (o Op) Name() string {
 func (o Op) String() string {
 	switch o.Kind {
 	case OpSignal, OpWait:
+		if o.Credits > 0 {
+			return fmt.Sprintf("%s(ch%d, sem %d, %d credits)", o.Name(), o.Chan, o.Sem, o.Credits)
+		}
 		return fmt.Sprintf("%s(ch%d, sem %d)", o.Name(), o.Chan, o.Sem)
 	case OpFlush:
 		return fmt.Sprintf("flush(ch%d)", o.Chan)
@@ -531,6 +545,9 @@ func (p *Plan) Validate() error {
 		}
 		for oi, o := range all {
 			where := fmt.Sprintf("group %d op %d (%s)", gi, oi, o.Name())
+			if o.Credits != 0 && (o.Credits < 0 || o.Credits > MaxCredits || o.Kind != OpWait || !o.Ack) {
+				return bad("%s: %d credits (want 0 to %d, and only on an Ack wait)", where, o.Credits, MaxCredits)
+			}
 			switch o.Kind {
 			case OpSignal, OpWait:
 				if !chanOK(o.Chan) {
@@ -590,6 +607,11 @@ func (p *Plan) Validate() error {
 	}
 	return nil
 }
+
+// MaxCredits bounds Op.Credits: a sender may run at most this many
+// launches ahead of a receiver's release (one per scratch half or slot it
+// can fill before it must reuse one).
+const MaxCredits = 8
 
 // MaxSegments bounds Ref.Seg (the largest segmented buffer holds one
 // segment per rank).

@@ -393,6 +393,7 @@ func TestPlanKernelsCompileHIP(t *testing.T) {
 	}
 	var all []planKernel
 	turn := map[bool]int{}
+	covered := map[kernelCase]bool{}
 	for _, p := range plans {
 		rep := chosen[p.Name] == p.NRanks
 		if !rep && !full && !frontAll {
@@ -402,8 +403,22 @@ func TestPlanKernelsCompileHIP(t *testing.T) {
 		red := reduces(p)
 		pick := -1
 		if rep {
-			pick = turn[red] % len(cases)
+			// In turn, but a case this plan serves, and one no plan has
+			// compiled yet where there is one.
+			start := turn[red]
 			turn[red]++
+			for j := range cases {
+				i := (start + j) % len(cases)
+				if unserved(p, cases[i]) {
+					continue
+				}
+				if pick < 0 || !covered[cases[i]] && covered[cases[pick]] {
+					pick = i
+				}
+			}
+			if pick >= 0 {
+				covered[cases[pick]] = true
+			}
 		}
 		for i, k := range cases {
 			if unserved(p, k) {

@@ -6,6 +6,7 @@ import (
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
 	"github.com/weftccl/weft/internal/hip"
+	"github.com/weftccl/weft/internal/hipdev"
 )
 
 // Compile compiles src with hipRTC for this GPU's offload target (Target:
@@ -24,7 +25,7 @@ func (d *Device) Compile(src hal.KernelSource) (hal.Module, error) {
 		return nil, fmt.Errorf("compile %s for %s: %w", src.Name, d, d.kernelsErr)
 	}
 	s := hip.Source{Name: src.Name, Source: src.Source, Headers: src.Headers, Options: src.Options, Arch: d.target}
-	return hip.CompileModule(d.dev, d.kernels, s, hip.Limits{MaxBlock: d.maxBlock, MaxShared: d.maxShared}, d.String())
+	return hipdev.CompileModule(d.dev, d.kernels, s, hipdev.Limits{MaxBlock: d.maxBlock, MaxShared: d.maxShared}, d.String())
 }
 
 // Program is a plan compiled for this GPU: one kernel, generated from the

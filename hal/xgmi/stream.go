@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/weftccl/weft/hal"
-	"github.com/weftccl/weft/internal/hip"
+	"github.com/weftccl/weft/internal/hipdev"
 )
 
 // NewStream creates a HIP stream with hipStreamNonBlocking (it does not
@@ -14,13 +14,13 @@ func (d *Device) NewStream() (hal.Stream, error) {
 	if err := d.checkOpen("new stream"); err != nil {
 		return nil, err
 	}
-	return hip.NewHALStream(d.dev, d.String())
+	return hipdev.NewHALStream(d.dev, d.String())
 }
 
 // BeginCapture starts capturing s, a stream of this GPU, into a HIP graph
 // (relaxed mode, so that other threads' HIP calls are unaffected).
 func (d *Device) BeginCapture(s hal.Stream) error {
-	hs, err := hip.HALStreamOf("begin capture", s, d.dev, d.String())
+	hs, err := hipdev.HALStreamOf("begin capture", s, d.dev, d.String())
 	if err != nil {
 		return err
 	}
@@ -29,7 +29,7 @@ func (d *Device) BeginCapture(s hal.Stream) error {
 
 // EndCapture ends the capture of s and instantiates the graph.
 func (d *Device) EndCapture(s hal.Stream) (hal.Graph, error) {
-	hs, err := hip.HALStreamOf("end capture", s, d.dev, d.String())
+	hs, err := hipdev.HALStreamOf("end capture", s, d.dev, d.String())
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func (d *Device) EndCapture(s hal.Stream) (hal.Graph, error) {
 
 // NewEngine creates the port-mapped engine of the link to peer, which may
 // be this GPU's own endpoint (then it copies within the GPU and signals
-// local semaphores): a hip.CopyEngine, whose puts are hipMemcpyAsync on
+// local semaphores): a hipdev.CopyEngine, whose puts are hipMemcpyAsync on
 // the SDMA engines and whose signals are stream-ordered
 // hipStreamWriteValue64 stores. Errors wrap hal.ErrNotSupported when the
 // link is not port-mapped.
@@ -53,5 +53,5 @@ func (d *Device) NewEngine(peer hal.Endpoint) (hal.Engine, error) {
 	if l := d.Link(peer); l.Caps&hal.CapPortMapped == 0 {
 		return nil, fmt.Errorf("%s: %s: %w", name, l.Reason, hal.ErrNotSupported)
 	}
-	return hip.NewCopyEngine(d.dev, name)
+	return hipdev.NewCopyEngine(d.dev, name)
 }

@@ -1,5 +1,5 @@
 // Package apicheck compares the exported functions of Go source files. The
-// cgo bindings (internal/cuda, internal/nccl) use it in tests to keep their
+// cgo bindings (internal/cuda, internal/sysnccl) use it in tests to keep their
 // !cgo stubs' API identical to the cgo one, so that CGO_ENABLED=0 builds of
 // code using them keep compiling.
 package apicheck

@@ -5,7 +5,18 @@
 //     backend, and neither channels nor algorithms, directly or through
 //     other packages of the module;
 //   - channels and algorithms import no backend, directly or indirectly;
-//   - topology imports no backend.
+//   - topology imports no backend;
+//   - the vendor bindings below the contract (internal/cuda, internal/hip,
+//     internal/ibverbs, internal/sysnccl) and topology/sysfs import no hal
+//     package (hal, hal/plan, a backend), directly or indirectly: they
+//     take the error kinds from the leaf internal/errkind;
+//   - internal/errkind imports nothing of the module;
+//   - one package, the backends list (backends/), imports the backends,
+//     and it imports every one of them; no other package names a backend
+//     (test support that only tests import, such as
+//     conformance/internal/mutant, excepted, as tests are);
+//   - every binary (package main) that uses the HAL imports the backends
+//     list directly.
 //
 // Only non-test Go files count: tests may wire several layers together.
 // Build constraints are ignored (every file of a package is read), so a
@@ -23,6 +34,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,8 +46,21 @@ type Graph struct {
 	Module string
 	Root   string              // directory of go.mod
 	Dirs   map[string]string   // import path -> directory
+	Names  map[string]string   // import path -> package name ("main" for a binary)
 	Deps   map[string][]string // import path -> imported paths (module packages only), sorted
 }
+
+// Bindings are the vendor bindings below the HAL contract and the sysfs
+// reader of topology, relative to the module: they import no hal package.
+var Bindings = []string{"internal/cuda", "internal/hip", "internal/ibverbs", "internal/sysnccl", "topology/sysfs"}
+
+// ErrorKinds is the leaf package of error kinds that hal re-exports and
+// the bindings use; it imports nothing of the module.
+const ErrorKinds = "internal/errkind"
+
+// BackendList is the one package that imports the backends for their
+// registration, and that every binary imports.
+const BackendList = "backends"
 
 // Load parses every non-test Go file under root (a module root holding
 // go.mod), skipping testdata, hidden directories and directories named
@@ -45,7 +70,7 @@ func Load(root string) (*Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Graph{Module: mod, Root: root, Dirs: map[string]string{}, Deps: map[string][]string{}}
+	g := &Graph{Module: mod, Root: root, Dirs: map[string]string{}, Names: map[string]string{}, Deps: map[string][]string{}}
 	deps := map[string]map[string]bool{}
 	fset := token.NewFileSet()
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -75,6 +100,7 @@ func Load(root string) (*Graph, error) {
 			return fmt.Errorf("archcheck: parse %s: %w", p, err)
 		}
 		g.Dirs[pkg] = filepath.Dir(p)
+		g.Names[pkg] = f.Name.Name
 		if deps[pkg] == nil {
 			deps[pkg] = map[string]bool{}
 		}
@@ -185,6 +211,7 @@ func (g *Graph) Violations() []string {
 		}
 		return false
 	}
+	out = append(out, g.contractViolations(isBackend, short)...)
 	for _, b := range backends {
 		if c := g.Path(b, func(p string) bool { return p != b && (isBackend[p] || upper(p)) }); c != nil {
 			out = append(out, "backend imports another backend or an upper layer: "+short(c))
@@ -201,6 +228,60 @@ func (g *Graph) Violations() []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// contractViolations checks the rules about what sits below the contract
+// (bindings, error kinds) and about who names a backend (the backends list
+// and the binaries).
+func (g *Graph) contractViolations(isBackend map[string]bool, short func([]string) string) []string {
+	var out []string
+	abs := func(rel string) string { return g.Module + "/" + rel }
+	isHAL := func(p string) bool { return p == abs("hal") || strings.HasPrefix(p, abs("hal")+"/") }
+	for _, b := range Bindings {
+		if _, ok := g.Dirs[abs(b)]; !ok {
+			continue
+		}
+		if c := g.Path(abs(b), isHAL); c != nil {
+			out = append(out, "binding imports a hal package: "+short(c))
+		}
+	}
+	if len(g.Deps[abs(ErrorKinds)]) > 0 {
+		out = append(out, "error kinds import the module: "+short([]string{abs(ErrorKinds), g.Deps[abs(ErrorKinds)][0]}))
+	}
+	importedBy := map[string]bool{}
+	for _, deps := range g.Deps {
+		for _, d := range deps {
+			importedBy[d] = true
+		}
+	}
+	list := abs(BackendList)
+	_, haveList := g.Dirs[list]
+	for pkg, name := range g.Names {
+		if pkg == list || isBackend[pkg] {
+			continue
+		}
+		// Test support (a library that only tests import) may wire
+		// backends, as the tests themselves do.
+		support := name != "main" && !importedBy[pkg]
+		for _, d := range g.Deps[pkg] {
+			if isBackend[d] && !support {
+				out = append(out, "names a backend outside the backends list: "+short([]string{pkg, d}))
+			}
+		}
+		if name == "main" && g.Path(pkg, isHAL) != nil && !slices.Contains(g.Deps[pkg], list) {
+			out = append(out, "binary does not import the backends list: "+short([]string{pkg})+" (import _ \""+list+"\")")
+		}
+	}
+	if haveList {
+		for b := range isBackend {
+			if !slices.Contains(g.Deps[list], b) {
+				out = append(out, "backends list misses a backend: "+short([]string{list, b}))
+			}
+		}
+	} else if len(isBackend) > 0 {
+		out = append(out, "no backends list: "+BackendList+"/ must import every backend")
+	}
 	return out
 }
 

@@ -82,6 +82,7 @@ func TestViolationsFound(t *testing.T) {
 		"algorithms/al.go":        "package algorithms\nimport _ \"example.com/m/internal/shared\"\n",
 		"topology/topo.go":        "package topology\nimport _ \"example.com/m/hal/b\"\n",
 		"testdata/x/x.go":         "package x\nimport _ \"example.com/m/hal/a\"\n",
+		"backends/b.go":           "package backends\nimport (\n_ \"example.com/m/hal/a\"\n_ \"example.com/m/hal/b\"\n_ \"example.com/m/hal/c\"\n)\n",
 	})
 	g, err := Load(root)
 	if err != nil {
@@ -94,6 +95,7 @@ func TestViolationsFound(t *testing.T) {
 		"algorithms imports a backend: algorithms -> internal/shared -> hal/c",
 		"backend imports another backend or an upper layer: hal/a -> internal/shared -> hal/c",
 		"backend imports another backend or an upper layer: hal/b -> channels",
+		"names a backend outside the backends list: internal/shared -> hal/c",
 		"topology imports a backend: topology -> hal/b",
 	}
 	if diff := cmp.Diff(want, g.Violations()); diff != "" {
@@ -105,6 +107,75 @@ func TestViolationsFound(t *testing.T) {
 	}
 	if l.Go != 2 || l.Device != 2 || l.Total() != 4 {
 		t.Errorf("hal/a counted %+v, want Go 2 Device 2", l)
+	}
+}
+
+// TestContractRulesFound builds a module that breaks each rule about the
+// bindings, the error kinds and the backends list once (a binding reaching
+// hal directly and through internal/env, error kinds importing the module,
+// a list missing a backend, a binary without the list, a library naming a
+// backend) beside packages that keep them (a clean binding, a binary that
+// imports the list, a binary that needs no HAL, test support that only
+// tests import, a test file naming a backend), and checks that exactly the
+// breaches are reported.
+func TestContractRulesFound(t *testing.T) {
+	imp := func(pkg string, paths ...string) string {
+		s := "package " + pkg + "\nimport (\n"
+		for _, p := range paths {
+			s += "\t_ \"example.com/m/" + p + "\"\n"
+		}
+		return s + ")\n"
+	}
+	root := writeModule(t, map[string]string{
+		"go.mod":                      "module example.com/m\n\ngo 1.22\n",
+		"weft.go":                     imp("m", "hal", "hal/y"),
+		"hal/hal.go":                  imp("hal", "hal/plan", "internal/errkind"),
+		"hal/plan/plan.go":            "package plan\n",
+		"hal/x/x.go":                  imp("x", "hal", "internal/cuda"),
+		"hal/y/y.go":                  imp("y", "hal", "internal/ibverbs"),
+		"internal/errkind/errkind.go": imp("errkind", "internal/half"),
+		"internal/half/half.go":       "package half\n",
+		"internal/env/env.go":         imp("env", "hal"),
+		"internal/cuda/cuda.go":       imp("cuda", "internal/errkind", "internal/env"),
+		"internal/hip/hip.go":         imp("hip", "hal/plan"),
+		"internal/ibverbs/ibverbs.go": imp("ibverbs", "internal/errkind"),
+		"internal/sysnccl/sysnccl.go": imp("sysnccl", "internal/errkind"),
+		"topology/sysfs/sysfs.go":     imp("sysfs", "hal"),
+		"backends/backends.go":        imp("backends", "hal/x"),
+		"cmd/good/main.go":            "package main\nimport (\n_ \"example.com/m\"\n_ \"example.com/m/backends\"\n)\n",
+		"cmd/good/main_test.go":       imp("main", "hal/y"),
+		"cmd/tool/main.go":            imp("main", "hal"),
+		"cmd/gen/main.go":             imp("main", "internal/half"),
+		"support/fake/fake.go":        imp("fake", "hal/x"),
+	})
+	g, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"backends list misses a backend: backends -> hal/y",
+		`binary does not import the backends list: cmd/tool (import _ "example.com/m/backends")`,
+		"binding imports a hal package: internal/cuda -> internal/env -> hal",
+		"binding imports a hal package: internal/hip -> hal/plan",
+		"binding imports a hal package: topology/sysfs -> hal",
+		"error kinds import the module: internal/errkind -> internal/half",
+		"names a backend outside the backends list: example.com/m -> hal/y",
+	}
+	if diff := cmp.Diff(want, g.Violations()); diff != "" {
+		t.Errorf("violations (-want +got):\n%s", diff)
+	}
+
+	// Without a backends list at all, that is the one breach reported.
+	root = writeModule(t, map[string]string{
+		"go.mod":     "module example.com/m\n",
+		"hal/hal.go": "package hal\n",
+		"hal/y/y.go": imp("y", "hal"),
+	})
+	if g, err = Load(root); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"no backends list: backends/ must import every backend"}, g.Violations()); diff != "" {
+		t.Errorf("module without a list: violations (-want +got):\n%s", diff)
 	}
 }
 

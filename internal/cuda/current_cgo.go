@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // CurrentDevice returns the device of the CUDA context current on the
@@ -21,7 +21,7 @@ import (
 // context is current. The device value is the driver's CUdevice, which is
 // the ordinal cuDeviceGet takes. The caller must stay on its OS thread
 // (runtime.LockOSThread, or a cgo callback) for the answer to mean
-// anything. Errors wrap hal.ErrNotSupported without a driver.
+// anything. Errors wrap errkind.ErrNotSupported without a driver.
 func CurrentDevice() (dev Device, ctx Context, ok bool, err error) {
 	if err := Load(); err != nil {
 		return 0, 0, false, err
@@ -29,7 +29,7 @@ func CurrentDevice() (dev Device, ctx Context, ok bool, err error) {
 	path := C.CString(DriverLibrary())
 	defer C.free(unsafe.Pointer(path))
 	if rc := C.weft_current_load(path); rc != 0 {
-		return 0, 0, false, fmt.Errorf("resolve cuCtxGetCurrent/cuCtxGetDevice in %s (step %d): %w", DriverLibrary(), int(rc), hal.ErrNotSupported)
+		return 0, 0, false, fmt.Errorf("resolve cuCtxGetCurrent/cuCtxGetDevice in %s (step %d): %w", DriverLibrary(), int(rc), errkind.ErrNotSupported)
 	}
 	var has, d C.int
 	var c unsafe.Pointer

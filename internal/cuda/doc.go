@@ -12,9 +12,9 @@
 // ([Function.Launch]) is one cgo call.
 //
 // Errors returned by driver calls are [*Error] values that name the call and
-// the CUresult, and wrap [hal.ErrDevice] (and [hal.ErrNotSupported] or
-// [hal.ErrInvalidArgument] where the result says so). Without a driver,
-// [Load] fails with an error wrapping [hal.ErrNotSupported]; built without
+// the CUresult, and wrap [errkind.ErrDevice] (and [errkind.ErrNotSupported] or
+// [errkind.ErrInvalidArgument] where the result says so). Without a driver,
+// [Load] fails with an error wrapping [errkind.ErrNotSupported]; built without
 // cgo every function does.
 //
 // [Compile] turns CUDA C++ into a cubin with NVRTC for one exact

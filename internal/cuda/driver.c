@@ -39,6 +39,7 @@
   X(cuCtxEnablePeerAccess, CUresult, (CUcontext, unsigned int))                                \
   X(cuMemAlloc, CUresult, (CUdeviceptr*, size_t))                                              \
   X(cuMemFree, CUresult, (CUdeviceptr))                                                        \
+  X(cuMemGetInfo, CUresult, (size_t*, size_t*))                                                \
   X(cuMemHostAlloc, CUresult, (void**, size_t, unsigned int))                                  \
   X(cuMemHostGetDevicePointer, CUresult, (CUdeviceptr*, void*, unsigned int))                  \
   X(cuMemFreeHost, CUresult, (void*))                                                          \
@@ -58,6 +59,7 @@
   X(cuIpcCloseMemHandle, CUresult, (CUdeviceptr))                                              \
   X(cuStreamCreate, CUresult, (CUstream*, unsigned int))                                       \
   X(cuStreamQuery, CUresult, (CUstream))                                                       \
+  X(cuStreamIsCapturing, CUresult, (CUstream, int*))                                           \
   X(cuStreamSynchronize, CUresult, (CUstream))                                                 \
   X(cuStreamDestroy, CUresult, (CUstream))                                                     \
   X(cuStreamWaitEvent, CUresult, (CUstream, CUevent, unsigned int))                            \
@@ -219,6 +221,7 @@ CUresult weft_cuCtxEnablePeerAccess(CUcontext ctx, CUcontext peer) {
 
 CUresult weft_cuMemAlloc(CUcontext ctx, CUdeviceptr* p, size_t n) { CUR(ctx); return p_cuMemAlloc(p, n); }
 CUresult weft_cuMemFree(CUcontext ctx, CUdeviceptr p) { CUR(ctx); return p_cuMemFree(p); }
+CUresult weft_cuMemGetInfo(CUcontext ctx, size_t* free, size_t* total) { CUR(ctx); return p_cuMemGetInfo(free, total); }
 
 CUresult weft_cuMemHostAlloc(CUcontext ctx, void** p, size_t n, unsigned int flags) {
   CUR(ctx);
@@ -325,6 +328,21 @@ CUresult weft_signal64(CUcontext ctx, CUstream s, CUdeviceptr addr0, cuuint64_t 
 
 CUresult weft_cuEventCreate(CUcontext ctx, CUevent* e, unsigned int flags) { CUR(ctx); return p_cuEventCreate(e, flags); }
 CUresult weft_cuEventRecord(CUcontext ctx, CUevent e, CUstream s) { CUR(ctx); return p_cuEventRecord(e, s); }
+
+// weft_record_unless_capturing records e on s unless s is capturing a
+// graph (a capture runs nothing; the graph's launch is recorded instead).
+// *recorded says whether it did.
+CUresult weft_record_unless_capturing(CUcontext ctx, CUevent e, CUstream s, int* recorded) {
+  CUR(ctx);
+  *recorded = 0;
+  int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
+  CUresult r = p_cuStreamIsCapturing(s, &status);
+  if (r != 0) return r;
+  if (status != 0) return 0;
+  r = p_cuEventRecord(e, s);
+  if (r == 0) *recorded = 1;
+  return r;
+}
 CUresult weft_cuEventQuery(CUcontext ctx, CUevent e) { CUR(ctx); return p_cuEventQuery(e); }
 CUresult weft_cuEventSynchronize(CUcontext ctx, CUevent e) { CUR(ctx); return p_cuEventSynchronize(e); }
 CUresult weft_cuEventElapsedTime(CUcontext ctx, float* ms, CUevent start, CUevent end) {

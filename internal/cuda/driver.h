@@ -26,6 +26,7 @@ CUresult weft_cuCtxSynchronize(CUcontext ctx);
 CUresult weft_cuCtxEnablePeerAccess(CUcontext ctx, CUcontext peer);
 CUresult weft_cuMemAlloc(CUcontext ctx, CUdeviceptr* p, size_t n);
 CUresult weft_cuMemFree(CUcontext ctx, CUdeviceptr p);
+CUresult weft_cuMemGetInfo(CUcontext ctx, size_t* free, size_t* total);
 CUresult weft_cuMemHostAlloc(CUcontext ctx, void** p, size_t n, unsigned int flags);
 CUresult weft_cuMemHostGetDevicePointer(CUcontext ctx, CUdeviceptr* d, void* p);
 CUresult weft_cuMemFreeHost(CUcontext ctx, void* p);
@@ -54,6 +55,7 @@ CUresult weft_signal64(CUcontext ctx, CUstream s, CUdeviceptr addr0, cuuint64_t 
                        cuuint64_t value1);
 CUresult weft_cuEventCreate(CUcontext ctx, CUevent* e, unsigned int flags);
 CUresult weft_cuEventRecord(CUcontext ctx, CUevent e, CUstream s);
+CUresult weft_record_unless_capturing(CUcontext ctx, CUevent e, CUstream s, int* recorded);
 CUresult weft_cuEventQuery(CUcontext ctx, CUevent e);
 CUresult weft_cuEventSynchronize(CUcontext ctx, CUevent e);
 CUresult weft_cuEventElapsedTime(CUcontext ctx, float* ms, CUevent start, CUevent end);

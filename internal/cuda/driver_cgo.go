@@ -27,7 +27,7 @@ var (
 // Load opens the CUDA driver library, resolves every entry point weft uses
 // and calls cuInit. It is safe to call many times; the first call's result
 // is kept. Without a driver the error is a *LoadError wrapping
-// hal.ErrNotSupported: "libcuda.so.1: cannot open shared object file: No
+// errkind.ErrNotSupported: "libcuda.so.1: cannot open shared object file: No
 // such file or directory: no NVIDIA driver".
 func Load() error {
 	loadOnce.Do(func() {
@@ -242,6 +242,14 @@ func (c Context) MemFree(p DevicePtr) error {
 	return newError("cuMemFree", Result(C.weft_cuMemFree(c.c(), C.CUdeviceptr(p))))
 }
 
+// MemGetInfo returns the device memory of c's device that is free and its
+// total, in bytes (cuMemGetInfo).
+func (c Context) MemGetInfo() (free, total int64, err error) {
+	var f, t C.size_t
+	err = newError("cuMemGetInfo", Result(C.weft_cuMemGetInfo(c.c(), &f, &t)))
+	return int64(f), int64(t), err
+}
+
 // MemHostAlloc allocates pinned host memory (cuMemHostAlloc with flags such
 // as MemHostAllocDeviceMap|MemHostAllocPortable).
 func (c Context) MemHostAlloc(bytes int64, flags uint) (unsafe.Pointer, error) {
@@ -348,6 +356,15 @@ func (c Context) StreamCreate(flags uint) (Stream, error) {
 }
 
 func (s Stream) c() C.CUstream { return *(*C.CUstream)(unsafe.Pointer(&s.Handle)) }
+
+// RecordUnlessCapturing records e on s, unless s is capturing a graph:
+// work captured does not run, so there is nothing to wait for. It reports
+// whether e was recorded. One cgo call.
+func (e Event) RecordUnlessCapturing(s Stream) (recorded bool, err error) {
+	var r C.int
+	err = newError("cuEventRecord", Result(C.weft_record_unless_capturing(e.Ctx.c(), e.c(), s.c(), &r)))
+	return r != 0, err
+}
 
 // Query reports whether all work on s is done. A failed kernel is an error.
 func (s Stream) Query() (done bool, err error) {

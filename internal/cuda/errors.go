@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // Result is a CUresult.
@@ -116,9 +116,9 @@ func (r Result) Description() string {
 
 func (r Result) String() string { return r.Name() }
 
-// Error is a failed CUDA driver call. It wraps hal.ErrDevice, and in
-// addition hal.ErrNotSupported for CUDA_ERROR_NOT_SUPPORTED and
-// hal.ErrInvalidArgument for CUDA_ERROR_INVALID_VALUE, so callers test it
+// Error is a failed CUDA driver call. It wraps errkind.ErrDevice, and in
+// addition errkind.ErrNotSupported for CUDA_ERROR_NOT_SUPPORTED and
+// errkind.ErrInvalidArgument for CUDA_ERROR_INVALID_VALUE, so callers test it
 // with errors.Is; errors.As recovers the call and code.
 type Error struct {
 	Call        string // "cuIpcOpenMemHandle"
@@ -135,11 +135,11 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() []error {
 	switch e.Code {
 	case ErrorNotSupported, ErrorPeerAccessUnsupport:
-		return []error{hal.ErrDevice, hal.ErrNotSupported}
+		return []error{errkind.ErrDevice, errkind.ErrNotSupported}
 	case ErrorInvalidValue:
-		return []error{hal.ErrDevice, hal.ErrInvalidArgument}
+		return []error{errkind.ErrDevice, errkind.ErrInvalidArgument}
 	}
-	return []error{hal.ErrDevice}
+	return []error{errkind.ErrDevice}
 }
 
 // newError returns nil for Success and an *Error otherwise.
@@ -157,7 +157,7 @@ func IsResult(err error, r Result) bool {
 }
 
 // LoadError says why a library could not be loaded. It wraps
-// hal.ErrNotSupported: a machine without a driver lacks the feature.
+// errkind.ErrNotSupported: a machine without a driver lacks the feature.
 type LoadError struct {
 	// Library is the library that was asked for ("libcuda.so.1").
 	Library string
@@ -182,9 +182,9 @@ func (e *LoadError) Error() string {
 
 func (e *LoadError) Unwrap() []error {
 	if e.Err != nil {
-		return []error{hal.ErrNotSupported, e.Err}
+		return []error{errkind.ErrNotSupported, e.Err}
 	}
-	return []error{hal.ErrNotSupported}
+	return []error{errkind.ErrNotSupported}
 }
 
 // NVRTCResult is an nvrtcResult.
@@ -218,8 +218,8 @@ func (r NVRTCResult) String() string {
 
 // NVRTCError is a failed NVRTC call. A compilation error
 // (NVRTC_ERROR_COMPILATION) carries the program log and wraps
-// hal.ErrInvalidArgument (the source is wrong); every NVRTC error wraps
-// hal.ErrDevice.
+// errkind.ErrInvalidArgument (the source is wrong); every NVRTC error wraps
+// errkind.ErrDevice.
 type NVRTCError struct {
 	Call    string // "nvrtcCompileProgram"
 	Program string // program name
@@ -238,9 +238,9 @@ func (e *NVRTCError) Error() string {
 
 func (e *NVRTCError) Unwrap() []error {
 	if e.Code == NVRTCErrorCompilation {
-		return []error{hal.ErrDevice, hal.ErrInvalidArgument}
+		return []error{errkind.ErrDevice, errkind.ErrInvalidArgument}
 	}
-	return []error{hal.ErrDevice}
+	return []error{errkind.ErrDevice}
 }
 
 // ResultError returns the error of a driver call that returned r (nil for

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 func TestErrorMessageAndWrapping(t *testing.T) {
@@ -17,15 +17,15 @@ func TestErrorMessageAndWrapping(t *testing.T) {
 		not       []error
 	}{
 		{"cuIpcOpenMemHandle", ErrorInvalidHandle, "cuIpcOpenMemHandle: CUDA_ERROR_INVALID_HANDLE (invalid resource handle)",
-			[]error{hal.ErrDevice}, []error{hal.ErrNotSupported, hal.ErrInvalidArgument}},
+			[]error{errkind.ErrDevice}, []error{errkind.ErrNotSupported, errkind.ErrInvalidArgument}},
 		{"cuMemAlloc", ErrorOutOfMemory, "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out of memory)",
-			[]error{hal.ErrDevice}, []error{hal.ErrInvalidArgument}},
+			[]error{errkind.ErrDevice}, []error{errkind.ErrInvalidArgument}},
 		{"cuMemCreate", ErrorNotSupported, "cuMemCreate: CUDA_ERROR_NOT_SUPPORTED (operation not supported)",
-			[]error{hal.ErrDevice, hal.ErrNotSupported}, []error{hal.ErrInvalidArgument}},
+			[]error{errkind.ErrDevice, errkind.ErrNotSupported}, []error{errkind.ErrInvalidArgument}},
 		{"cuMemsetD8", ErrorInvalidValue, "cuMemsetD8: CUDA_ERROR_INVALID_VALUE (invalid argument)",
-			[]error{hal.ErrDevice, hal.ErrInvalidArgument}, []error{hal.ErrNotSupported}},
+			[]error{errkind.ErrDevice, errkind.ErrInvalidArgument}, []error{errkind.ErrNotSupported}},
 		{"cuLaunchKernel", Result(12345), "cuLaunchKernel: CUresult(12345) (unrecognized CUDA error code)",
-			[]error{hal.ErrDevice}, nil},
+			[]error{errkind.ErrDevice}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
@@ -80,12 +80,12 @@ func TestLoadErrorWrapsNotSupported(t *testing.T) {
 	if e.Error() != want {
 		t.Errorf("Error() = %q, want %q", e.Error(), want)
 	}
-	if !errors.Is(e, hal.ErrNotSupported) {
-		t.Error("LoadError does not wrap hal.ErrNotSupported")
+	if !errors.Is(e, errkind.ErrNotSupported) {
+		t.Error("LoadError does not wrap errkind.ErrNotSupported")
 	}
 	inner := newError("cuInit", ErrorNoDevice)
 	e2 := &LoadError{Library: "libcuda.so.1", Detail: "libcuda.so.1", Hint: "no CUDA devices", Err: inner}
-	if !errors.Is(e2, hal.ErrNotSupported) || !IsResult(e2, ErrorNoDevice) {
+	if !errors.Is(e2, errkind.ErrNotSupported) || !IsResult(e2, ErrorNoDevice) {
 		t.Errorf("LoadError with cause: Is/As failed for %v", e2)
 	}
 }
@@ -97,11 +97,11 @@ func TestNVRTCError(t *testing.T) {
 	if e.Error() != want {
 		t.Errorf("Error() = %q, want %q", e.Error(), want)
 	}
-	if !errors.Is(e, hal.ErrInvalidArgument) || !errors.Is(e, hal.ErrDevice) {
+	if !errors.Is(e, errkind.ErrInvalidArgument) || !errors.Is(e, errkind.ErrDevice) {
 		t.Error("compilation error should wrap ErrInvalidArgument and ErrDevice")
 	}
 	e.Code = 11
-	if errors.Is(e, hal.ErrInvalidArgument) {
+	if errors.Is(e, errkind.ErrInvalidArgument) {
 		t.Error("internal NVRTC error should not wrap ErrInvalidArgument")
 	}
 	if NVRTCResult(99).String() != "nvrtcResult(99)" {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // POSIX file descriptors between the processes of a job. A shareable
@@ -31,14 +31,14 @@ const (
 
 // DupFD returns a new descriptor, in this process and close-on-exec, for
 // the open file that descriptor fd names in process pid (pidfd_open, then
-// pidfd_getfd). The caller closes it. Errors wrap hal.ErrSystem for a
+// pidfd_getfd). The caller closes it. Errors wrap errkind.ErrSystem for a
 // permission problem (EPERM: ptrace access is denied; the message says how
-// to allow it), hal.ErrRemote when pid no longer exists, hal.ErrInvalidUsage
-// when pid has no descriptor fd (closed since), and hal.ErrNotSupported on
+// to allow it), errkind.ErrRemote when pid no longer exists, errkind.ErrInvalidUsage
+// when pid has no descriptor fd (closed since), and errkind.ErrNotSupported on
 // kernels without pidfd_getfd.
 func DupFD(pid, fd int) (int, error) {
 	if pid <= 0 || fd < 0 {
-		return -1, fmt.Errorf("fetch descriptor %d of pid %d: %w", fd, pid, hal.ErrInvalidArgument)
+		return -1, fmt.Errorf("fetch descriptor %d of pid %d: %w", fd, pid, errkind.ErrInvalidArgument)
 	}
 	pidfd, _, e := syscall.Syscall(sysPidfdOpen, uintptr(pid), 0, 0)
 	if e != 0 {
@@ -58,17 +58,17 @@ func fdError(call string, pid, fd int, e syscall.Errno) error {
 	switch e {
 	case syscall.EPERM:
 		return fmt.Errorf("%s: %v: ptrace permission denied: set kernel.yama.ptrace_scope=0 or run the ranks as one user (ptrace_scope is %s): %w",
-			what, e, ptraceScope(), hal.ErrSystem)
+			what, e, ptraceScope(), errkind.ErrSystem)
 	case syscall.ESRCH:
-		return fmt.Errorf("%s: %v: the exporting process is gone: %w", what, e, hal.ErrRemote)
+		return fmt.Errorf("%s: %v: the exporting process is gone: %w", what, e, errkind.ErrRemote)
 	case syscall.EBADF:
-		return fmt.Errorf("%s: %v: the exporting process has no such descriptor (closed since, or freed what it exported): %w", what, e, hal.ErrInvalidUsage)
+		return fmt.Errorf("%s: %v: the exporting process has no such descriptor (closed since, or freed what it exported): %w", what, e, errkind.ErrInvalidUsage)
 	case syscall.ENOSYS:
-		return fmt.Errorf("%s: %v: the kernel lacks pidfd_open/pidfd_getfd (Linux 5.6 or newer needed): %w", what, e, hal.ErrNotSupported)
+		return fmt.Errorf("%s: %v: the kernel lacks pidfd_open/pidfd_getfd (Linux 5.6 or newer needed): %w", what, e, errkind.ErrNotSupported)
 	case syscall.EMFILE, syscall.ENFILE:
-		return fmt.Errorf("%s: %v: out of file descriptors (raise ulimit -n): %w", what, e, hal.ErrSystem)
+		return fmt.Errorf("%s: %v: out of file descriptors (raise ulimit -n): %w", what, e, errkind.ErrSystem)
 	}
-	return fmt.Errorf("%s: %v: %w", what, e, hal.ErrSystem)
+	return fmt.Errorf("%s: %v: %w", what, e, errkind.ErrSystem)
 }
 
 // ptraceScope reads kernel.yama.ptrace_scope for messages.
@@ -103,7 +103,7 @@ func PIDNamespace() string {
 func NewFDTag() (fd int, id uint64, err error) {
 	var p [2]int
 	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
-		return -1, 0, fmt.Errorf("pipe2: %v: %w", err, hal.ErrSystem)
+		return -1, 0, fmt.Errorf("pipe2: %v: %w", err, errkind.ErrSystem)
 	}
 	syscall.Close(p[1])
 	if id, err = FDIdentity(p[0]); err != nil {
@@ -118,7 +118,7 @@ func NewFDTag() (fd int, id uint64, err error) {
 func FDIdentity(fd int) (uint64, error) {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
-		return 0, fmt.Errorf("fstat descriptor %d: %v: %w", fd, err, hal.ErrSystem)
+		return 0, fmt.Errorf("fstat descriptor %d: %v: %w", fd, err, errkind.ErrSystem)
 	}
 	// FNV-1a over the 16 bytes of device and inode.
 	h := uint64(14695981039346656037)

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // fdChildEnv makes the test binary, re-executed, the exporting process of
@@ -85,7 +85,7 @@ func TestDupFDBetweenProcesses(t *testing.T) {
 	}
 
 	nfd, err := DupFD(pid, fd)
-	if errors.Is(err, hal.ErrNotSupported) {
+	if errors.Is(err, errkind.ErrNotSupported) {
 		stdin.Close()
 		cmd.Wait()
 		t.Skipf("kernel without pidfd_getfd: %v", err)
@@ -106,7 +106,7 @@ func TestDupFDBetweenProcesses(t *testing.T) {
 	}
 
 	// A descriptor number the child has not opened.
-	if _, err := DupFD(pid, 1<<20-1); !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "pidfd_getfd") {
+	if _, err := DupFD(pid, 1<<20-1); !errors.Is(err, errkind.ErrInvalidUsage) || !strings.Contains(err.Error(), "pidfd_getfd") {
 		t.Errorf("DupFD of a closed descriptor = %v, want ErrInvalidUsage naming pidfd_getfd", err)
 	}
 
@@ -116,16 +116,16 @@ func TestDupFDBetweenProcesses(t *testing.T) {
 	}
 	// The child is reaped: its pid names no process (pids are not reused
 	// this quickly).
-	if _, err := DupFD(pid, fd); !errors.Is(err, hal.ErrRemote) || !strings.Contains(err.Error(), "pidfd_open") {
+	if _, err := DupFD(pid, fd); !errors.Is(err, errkind.ErrRemote) || !strings.Contains(err.Error(), "pidfd_open") {
 		t.Errorf("DupFD of an exited process = %v, want ErrRemote naming pidfd_open", err)
 	}
 }
 
 func TestDupFDErrors(t *testing.T) {
-	if _, err := DupFD(0, 3); !errors.Is(err, hal.ErrInvalidArgument) {
+	if _, err := DupFD(0, 3); !errors.Is(err, errkind.ErrInvalidArgument) {
 		t.Errorf("DupFD(pid 0) = %v", err)
 	}
-	if _, err := DupFD(1, -1); !errors.Is(err, hal.ErrInvalidArgument) {
+	if _, err := DupFD(1, -1); !errors.Is(err, errkind.ErrInvalidArgument) {
 		t.Errorf("DupFD(fd -1) = %v", err)
 	}
 	tests := []struct {
@@ -133,12 +133,12 @@ func TestDupFDErrors(t *testing.T) {
 		sentinel error
 		text     string
 	}{
-		{syscall.EPERM, hal.ErrSystem, "ptrace permission denied: set kernel.yama.ptrace_scope=0 or run the ranks as one user"},
-		{syscall.ESRCH, hal.ErrRemote, "the exporting process is gone"},
-		{syscall.EBADF, hal.ErrInvalidUsage, "has no such descriptor"},
-		{syscall.ENOSYS, hal.ErrNotSupported, "Linux 5.6"},
-		{syscall.EMFILE, hal.ErrSystem, "ulimit -n"},
-		{syscall.EINVAL, hal.ErrSystem, "invalid argument"},
+		{syscall.EPERM, errkind.ErrSystem, "ptrace permission denied: set kernel.yama.ptrace_scope=0 or run the ranks as one user"},
+		{syscall.ESRCH, errkind.ErrRemote, "the exporting process is gone"},
+		{syscall.EBADF, errkind.ErrInvalidUsage, "has no such descriptor"},
+		{syscall.ENOSYS, errkind.ErrNotSupported, "Linux 5.6"},
+		{syscall.EMFILE, errkind.ErrSystem, "ulimit -n"},
+		{syscall.EINVAL, errkind.ErrSystem, "invalid argument"},
 	}
 	for _, tt := range tests {
 		err := fdError("pidfd_getfd", 42, 7, tt.errno)

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // requireOrSkip skips the test, or fails it when WEFT_REQUIRE names nvlink:
@@ -50,8 +50,8 @@ func TestLoadWithoutDriver(t *testing.T) {
 	if err == nil {
 		t.Skip("a CUDA driver is installed")
 	}
-	if !errors.Is(err, hal.ErrNotSupported) {
-		t.Errorf("Load() = %v, want an error wrapping hal.ErrNotSupported", err)
+	if !errors.Is(err, errkind.ErrNotSupported) {
+		t.Errorf("Load() = %v, want an error wrapping errkind.ErrNotSupported", err)
 	}
 	var le *LoadError
 	if !errors.As(err, &le) {
@@ -62,10 +62,10 @@ func TestLoadWithoutDriver(t *testing.T) {
 	if strings.Contains(err.Error(), "cannot open shared object file") && !strings.HasSuffix(err.Error(), ": no NVIDIA driver") {
 		t.Errorf("Load() = %q, want it to end in \": no NVIDIA driver\"", err)
 	}
-	if _, err := DeviceCount(); !errors.Is(err, hal.ErrNotSupported) {
+	if _, err := DeviceCount(); !errors.Is(err, errkind.ErrNotSupported) {
 		t.Errorf("DeviceCount() without driver = %v", err)
 	}
-	if _, err := Device(0).Name(); !errors.Is(err, hal.ErrNotSupported) {
+	if _, err := Device(0).Name(); !errors.Is(err, errkind.ErrNotSupported) {
 		t.Errorf("Device(0).Name() without driver = %v", err)
 	}
 }
@@ -117,7 +117,7 @@ func TestDriverSmoke(t *testing.T) {
 		t.Errorf("PointerDeviceOrdinal = %d, %v", ord, err)
 	}
 	// An invalid free is a CUDA error wrapping ErrDevice.
-	if err := ctx.MemFree(DevicePtr(0x10)); !errors.Is(err, hal.ErrDevice) {
+	if err := ctx.MemFree(DevicePtr(0x10)); !errors.Is(err, errkind.ErrDevice) {
 		t.Errorf("MemFree(bogus) = %v, want ErrDevice", err)
 	}
 }
@@ -213,7 +213,7 @@ func TestCompileErrorCarriesLog(t *testing.T) {
 	if !errors.As(err, &ne) || ne.Code != NVRTCErrorCompilation || !strings.Contains(ne.Log, "undefined_thing") {
 		t.Fatalf("Compile(bad) = %v, want NVRTC_ERROR_COMPILATION with the log", err)
 	}
-	if !errors.Is(err, hal.ErrInvalidArgument) {
+	if !errors.Is(err, errkind.ErrInvalidArgument) {
 		t.Error("compile error does not wrap ErrInvalidArgument")
 	}
 }

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // TestMulticastWithoutDriver: without a driver (or without cgo) every
 // multicast call fails with an error that names the call and wraps
-// hal.ErrNotSupported; nothing reaches a null entry point.
+// errkind.ErrNotSupported; nothing reaches a null entry point.
 func TestMulticastWithoutDriver(t *testing.T) {
 	if Load() == nil {
 		t.Skip("a CUDA driver is installed; TestMulticastGranularity covers it")
@@ -34,8 +34,8 @@ func TestMulticastWithoutDriver(t *testing.T) {
 		{"cuMulticastUnbind", c.MulticastUnbind(1, 0, 0, 1<<21)},
 	}
 	for _, tt := range calls {
-		if !errors.Is(tt.err, hal.ErrNotSupported) {
-			t.Errorf("%s without driver = %v, want an error wrapping hal.ErrNotSupported", tt.name, tt.err)
+		if !errors.Is(tt.err, errkind.ErrNotSupported) {
+			t.Errorf("%s without driver = %v, want an error wrapping errkind.ErrNotSupported", tt.name, tt.err)
 		}
 		// The cgo build names the call; the !cgo stub says why nothing can.
 		if cgoBuild && !strings.Contains(tt.err.Error(), tt.name) {
@@ -46,7 +46,7 @@ func TestMulticastWithoutDriver(t *testing.T) {
 
 // TestMissingEntryPointError: a driver older than CUDA 12.1 lacks the
 // multicast entry points; the error names the call, says what is needed
-// and wraps hal.ErrNotSupported and hal.ErrDevice.
+// and wraps errkind.ErrNotSupported and errkind.ErrDevice.
 func TestMissingEntryPointError(t *testing.T) {
 	err := error(&Error{Call: "cuMulticastCreate", Code: ErrorNotSupported, Name: ErrorNotSupported.Name(),
 		Description: "the driver has no cuMulticastCreate (multicast objects need a CUDA 12.1 or newer driver)"})
@@ -54,7 +54,7 @@ func TestMissingEntryPointError(t *testing.T) {
 	if !loaded() && err.Error() != want {
 		t.Errorf("Error() = %q, want %q", err, want)
 	}
-	if !errors.Is(err, hal.ErrNotSupported) || !errors.Is(err, hal.ErrDevice) {
+	if !errors.Is(err, errkind.ErrNotSupported) || !errors.Is(err, errkind.ErrDevice) {
 		t.Errorf("%v does not wrap ErrNotSupported and ErrDevice", err)
 	}
 }

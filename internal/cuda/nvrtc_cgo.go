@@ -15,8 +15,8 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 var (
@@ -29,7 +29,7 @@ var (
 
 // LoadNVRTC opens NVRTC (see NVRTCCandidates). It is safe to call many
 // times; the first result is kept. The error is a *LoadError wrapping
-// hal.ErrNotSupported.
+// errkind.ErrNotSupported.
 func LoadNVRTC() error {
 	nvrtcOnce.Do(func() {
 		var tried []string
@@ -79,13 +79,13 @@ func NVRTCPath() string {
 // Compile compiles s with NVRTC into a cubin for s.Arch, with
 // --gpu-architecture=<arch> and -std=c++17 followed by s.Options. Headers
 // are offered to #include by name. A source with errors gives an
-// *NVRTCError that carries the compiler log and wraps hal.ErrInvalidArgument.
+// *NVRTCError that carries the compiler log and wraps errkind.ErrInvalidArgument.
 func Compile(s Source) ([]byte, error) {
 	if err := LoadNVRTC(); err != nil {
 		return nil, err
 	}
 	if s.Arch == "" {
-		return nil, fmt.Errorf("compile %s: no target architecture: %w", s.Name, hal.ErrInvalidArgument)
+		return nil, fmt.Errorf("compile %s: no target architecture: %w", s.Name, errkind.ErrInvalidArgument)
 	}
 	var cstrs []unsafe.Pointer
 	defer func() {

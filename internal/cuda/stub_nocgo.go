@@ -5,7 +5,7 @@ package cuda
 import "unsafe"
 
 // Without cgo there is no way to reach the driver: every call fails with
-// errNoCgo, which wraps hal.ErrNotSupported. (Generated from the signatures
+// errNoCgo, which wraps errkind.ErrNotSupported. (Generated from the signatures
 // of driver_cgo.go and nvrtc_cgo.go.)
 var errNoCgo = &LoadError{Library: "libcuda.so.1", Detail: "weft built without cgo (CGO_ENABLED=0)", Hint: "no NVIDIA driver support in this build"}
 
@@ -75,6 +75,14 @@ func (c Context) MemAlloc(bytes int64) (DevicePtr, error) {
 
 func (c Context) MemFree(p DevicePtr) error {
 	return errNoCgo
+}
+
+func (c Context) MemGetInfo() (free, total int64, err error) {
+	return 0, 0, errNoCgo
+}
+
+func (e Event) RecordUnlessCapturing(s Stream) (recorded bool, err error) {
+	return false, errNoCgo
 }
 
 func (c Context) MemHostAlloc(bytes int64, flags uint) (unsafe.Pointer, error) {

@@ -3,10 +3,12 @@ package cudadev
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/cuda"
+	"github.com/weftccl/weft/internal/shm"
 )
 
 type bufferKind uint8
@@ -102,12 +104,29 @@ func (b *Buffer) Slice(off, size int64) (*Buffer, error) {
 
 // Free releases the memory: cuMemFree, cuMemFreeHost, or, for an imported
 // buffer, the IPC mapping once no other import of the same allocation uses
-// it. A second Free, or any use after Free, is hal.ErrInvalidUsage.
-func (b *Buffer) Free() error {
+// it. Work weft queued on the device that may still use the memory (any
+// stream of the device, any launch on a caller's stream) is waited for
+// first, until the WEFT_TIMEOUT deadline: neither cuIpcCloseMemHandle nor
+// cuMemFreeHost waits for the device, and cuMemFree waits without a
+// deadline. If work is still running then, the error wraps hal.ErrTimeout
+// and names the buffer, which stays allocated and mapped (Free may be
+// called again). A second Free, or any use after Free, is
+// hal.ErrInvalidUsage. Freeing a view (Slice) or an import of a buffer of
+// this process releases nothing and waits for nothing.
+func (b *Buffer) Free() error { return b.free(time.Time{}) }
+
+func (b *Buffer) free(deadline time.Time) error {
 	if b.freed.Swap(true) {
 		return fmt.Errorf("free %s: already freed: %w", b, hal.ErrInvalidUsage)
 	}
 	ctx := b.dev.ctx
+	switch b.kind {
+	case deviceMemory, hostMemory, importedIPC, external:
+		if err := b.dev.quiesce(deadline, "free "+b.String()); err != nil {
+			b.freed.Store(false)
+			return err
+		}
+	}
 	switch b.kind {
 	case deviceMemory:
 		unregisterExport(b)
@@ -151,6 +170,9 @@ func (d *Device) AllocDevice(bytes int64) (*Buffer, error) {
 	if bytes <= 0 {
 		return nil, fmt.Errorf("alloc %d bytes on %s: size must be positive: %w", bytes, d, hal.ErrInvalidArgument)
 	}
+	if err := d.roomOnDevice(bytes); err != nil {
+		return nil, err
+	}
 	p, err := d.ctx.MemAlloc(bytes)
 	if err != nil {
 		return nil, fmt.Errorf("alloc %d bytes on %s: %w", bytes, d, err)
@@ -181,6 +203,9 @@ func (d *Device) AllocHostPinned(bytes int64) (*Buffer, error) {
 	if bytes <= 0 {
 		return nil, fmt.Errorf("alloc %d host bytes for %s: size must be positive: %w", bytes, d, hal.ErrInvalidArgument)
 	}
+	if err := roomOnHost(bytes, fmt.Sprintf("for GPU %d (%s)", d.ordinal, d.info.Name)); err != nil {
+		return nil, err
+	}
 	hp, err := d.ctx.MemHostAlloc(bytes, cuda.MemHostAllocDeviceMap|cuda.MemHostAllocPortable)
 	if err != nil {
 		return nil, fmt.Errorf("alloc %d host bytes for %s: %w", bytes, d, err)
@@ -193,6 +218,44 @@ func (d *Device) AllocHostPinned(bytes int64) (*Buffer, error) {
 	host := unsafe.Slice((*byte)(hp), bytes)
 	clear(host)
 	return &Buffer{dev: d, kind: hostMemory, ptr: dp, size: bytes, host: host, hostPtr: hp}, nil
+}
+
+// MemoryFree returns the device memory of d's GPU that is free now and its
+// total, in bytes (cuMemGetInfo). Errors wrap hal.ErrDevice.
+func (d *Device) MemoryFree() (free, total int64, err error) {
+	if err := d.checkOpen("memory info"); err != nil {
+		return 0, 0, err
+	}
+	free, total, err = d.ctx.MemGetInfo()
+	if err != nil {
+		return 0, 0, fmt.Errorf("memory info of %s: %w", d, err)
+	}
+	return free, total, nil
+}
+
+// roomOnDevice fails at once, with an error wrapping hal.ErrSystem that
+// names the size asked and what the GPU has free, when bytes cannot fit in
+// the device's free memory: "allocate 200 GiB on GPU 0 (NVIDIA H100 80GB
+// HBM3): 79.1 GiB free". A driver that cannot say leaves it to cuMemAlloc.
+func (d *Device) roomOnDevice(bytes int64) error {
+	free, total, err := d.ctx.MemGetInfo()
+	if err != nil || bytes <= free {
+		return nil
+	}
+	return fmt.Errorf("allocate %s on GPU %d (%s): %s free of %s: %w",
+		shm.Bytes(uint64(bytes)), d.ordinal, d.info.Name, shm.Bytes(uint64(free)), shm.Bytes(uint64(total)), hal.ErrSystem)
+}
+
+// roomOnHost fails at once with hal.ErrSystem when bytes of pinned host
+// memory exceed the host's MemAvailable: page-locking memory that is not
+// there pushes the host into the OOM killer instead of failing.
+func roomOnHost(bytes int64, what string) error {
+	avail, err := shm.MemAvailable()
+	if err != nil || uint64(bytes) <= avail {
+		return nil
+	}
+	return fmt.Errorf("allocate %s of pinned host memory %s: the host has %s available (MemAvailable): %w",
+		shm.Bytes(uint64(bytes)), what, shm.Bytes(avail), hal.ErrSystem)
 }
 
 // legacyStream is the context's NULL stream, on which the synchronous

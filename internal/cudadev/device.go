@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/cuda"
@@ -43,6 +44,7 @@ type Device struct {
 	visible map[string]int
 
 	closed atomic.Bool
+	work   inflight // streams and launch events Free and Close wait for
 
 	kernelsOnce sync.Once
 	kernels     *cuda.KernelCache
@@ -283,11 +285,23 @@ func (d *Device) Peer(peer hal.Endpoint) PeerLink {
 }
 
 // Close releases the primary context. Buffers, streams, modules and graphs
-// must be released first.
-func (d *Device) Close() error {
+// should be released first. Work weft queued on the device that still runs
+// (a kernel waiting for a peer that never signals) is waited for until the
+// WEFT_TIMEOUT deadline, since destroying the context under it would fault
+// it and cuCtxDestroy itself waits without a deadline; if it is still
+// running then, Close returns an error wrapping hal.ErrTimeout, the device
+// stays open and Close may be called again.
+func (d *Device) Close() error { return d.close(time.Time{}) }
+
+func (d *Device) close(deadline time.Time) error {
 	if d.closed.Swap(true) {
 		return fmt.Errorf("close %s: already closed: %w", d, hal.ErrInvalidUsage)
 	}
+	if err := d.quiesce(deadline, "close "+d.String()); err != nil {
+		d.closed.Store(false)
+		return err
+	}
+	d.destroyEvents()
 	openDevices.Lock()
 	for i, o := range openDevices.list {
 		if o == d {
@@ -327,7 +341,7 @@ func (d *Device) StreamMemOps64() bool { return d.streamMemOps64 }
 func (d *Device) Ordinal() int { return d.ordinal }
 
 // Context returns the CUcontext (the device's primary context) for code
-// that calls CUDA libraries directly, such as internal/nccl.
+// that calls CUDA libraries directly, such as internal/sysnccl.
 func (d *Device) Context() uintptr { return uintptr(d.ctx) }
 
 // CUDA returns the device's CUDA device and context.

@@ -70,9 +70,9 @@ func (d *Device) NewCopyEngine(peer string) (*CopyEngine, error) {
 	if err := d.checkOpen("new engine"); err != nil {
 		return nil, err
 	}
-	s, err := d.ctx.StreamCreate(cuda.StreamNonBlocking)
+	s, err := d.CreateStream("engine to " + peer)
 	if err != nil {
-		return nil, fmt.Errorf("engine of %s to %s: %w", d, peer, err)
+		return nil, err
 	}
 	e := &CopyEngine{dev: d, peer: peer, stream: s, mirrors: map[uint64]uint64{}}
 	if err := e.growMarks(copyEngineMarks); err != nil {
@@ -273,7 +273,7 @@ func (e *CopyEngine) destroy() error {
 		errs = append(errs, e.signals.Close())
 	}
 	if e.stream.Handle != 0 {
-		errs = append(errs, e.stream.Destroy())
+		errs = append(errs, e.dev.DestroyStream(e.stream))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close %s: %w", e, err)

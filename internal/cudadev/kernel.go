@@ -167,5 +167,5 @@ func (f *Function) LaunchDim(s *Stream, grid, block cuda.Dim3, sharedBytes int, 
 	if err := f.fn.Launch(grid, block, sharedBytes, s.stream, params); err != nil {
 		return fmt.Errorf("launch %s on %s: %w", f.name, f.dev, err)
 	}
-	return nil
+	return f.dev.launched(s)
 }

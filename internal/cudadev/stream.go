@@ -2,6 +2,7 @@ package cudadev
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,9 @@ type Stream struct {
 	closed atomic.Bool
 	// foreign streams belong to the caller (WrapStream): Close leaves them.
 	foreign bool
+
+	mu   sync.Mutex
+	last cuda.Event // foreign: recorded after each launch (Device.launched)
 }
 
 var _ hal.Stream = (*Stream)(nil)
@@ -30,9 +34,9 @@ func (d *Device) NewCUDAStream() (*Stream, error) {
 	if err := d.checkOpen("new stream"); err != nil {
 		return nil, err
 	}
-	s, err := d.ctx.StreamCreate(cuda.StreamNonBlocking)
+	s, err := d.CreateStream("new stream")
 	if err != nil {
-		return nil, fmt.Errorf("new stream on %s: %w", d, err)
+		return nil, err
 	}
 	return &Stream{dev: d, stream: s}, nil
 }
@@ -108,15 +112,17 @@ func (s *Stream) Record() (hal.Event, error) {
 	return &Event{dev: s.dev, event: e}, nil
 }
 
-// Close destroys the stream; work already queued still completes.
+// Close destroys the stream; work already queued still completes, and the
+// device's Free and Close still wait for it.
 func (s *Stream) Close() error {
 	if s.closed.Swap(true) {
 		return fmt.Errorf("close stream of %s: already closed: %w", s.dev, hal.ErrInvalidUsage)
 	}
 	if s.foreign {
+		s.dev.disown(s)
 		return nil
 	}
-	if err := s.stream.Destroy(); err != nil {
+	if err := s.dev.DestroyStream(s.stream); err != nil {
 		return fmt.Errorf("close stream of %s: %w", s.dev, err)
 	}
 	return nil
@@ -243,7 +249,7 @@ func (g *Graph) Launch(hs hal.Stream) error {
 	if err := g.exec.Launch(s.stream); err != nil {
 		return fmt.Errorf("launch graph on %s: %w", g.dev, err)
 	}
-	return nil
+	return g.dev.launched(s)
 }
 
 // Close destroys the graph.

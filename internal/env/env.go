@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // Var is one documented environment variable.
@@ -79,7 +79,7 @@ func String(name string) string {
 
 // Duration returns the variable as a Go duration, or def when unset. A
 // malformed value is an error naming the variable and wrapping
-// hal.ErrInvalidArgument.
+// errkind.ErrInvalidArgument.
 func Duration(name string, def time.Duration) (time.Duration, error) {
 	s := String(name)
 	if s == "" {
@@ -87,13 +87,13 @@ func Duration(name string, def time.Duration) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 10s: %w", name, s, hal.ErrInvalidArgument)
+		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 10s: %w", name, s, errkind.ErrInvalidArgument)
 	}
 	return d, nil
 }
 
 // Int returns the variable as an integer; ok is false when unset. A
-// malformed value is an error wrapping hal.ErrInvalidArgument.
+// malformed value is an error wrapping errkind.ErrInvalidArgument.
 func Int(name string) (v int, ok bool, err error) {
 	s := String(name)
 	if s == "" {
@@ -101,7 +101,7 @@ func Int(name string) (v int, ok bool, err error) {
 	}
 	v, err = strconv.Atoi(s)
 	if err != nil {
-		return 0, false, fmt.Errorf("%s=%q: want an integer: %w", name, s, hal.ErrInvalidArgument)
+		return 0, false, fmt.Errorf("%s=%q: want an integer: %w", name, s, errkind.ErrInvalidArgument)
 	}
 	return v, true, nil
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // A form is what a variable accepts: the text that error messages and
@@ -106,12 +106,25 @@ var forms = map[string]form{
 	"WEFT_PCIE_P2P":        bit,
 }
 
+// backendCheck reports whether a value of WEFT_HAL names a backend
+// registered in this binary. Package hal sets it from its init
+// (SetBackendCheck): env sits below hal — the vendor bindings read their
+// variables here and import no hal package — so it cannot ask the registry
+// itself. Unset (hal not linked, so no backend registered), every value
+// passes and the opener reports a bad name.
+var backendCheck func(name string) bool
+
+// SetBackendCheck installs the check of WEFT_HAL's values: known reports
+// whether name (trimmed) is a registered backend, or true when none is
+// registered. Package hal calls it from init, once; it is not for other
+// callers.
+func SetBackendCheck(known func(name string) bool) { backendCheck = known }
+
 func validBackend(v string) bool {
-	if len(hal.Backends()) == 0 { // nothing registered in this binary: the opener reports it
+	if backendCheck == nil {
 		return true
 	}
-	_, err := hal.Lookup(strings.TrimSpace(v))
-	return err == nil
+	return backendCheck(strings.TrimSpace(v))
 }
 
 // Accepted describes the values variable name accepts ("one of 0, 1").
@@ -125,7 +138,7 @@ func Accepted(name string) string {
 }
 
 // Check returns nil when the variable is unset or holds a value of its
-// accepted form, and otherwise an error wrapping hal.ErrInvalidArgument
+// accepted form, and otherwise an error wrapping errkind.ErrInvalidArgument
 // that names the variable, its value and the accepted form:
 // `WEFT_TIMEOUT="abc": want a positive Go duration such as 10s or 500ms`.
 // The value of a sensitive variable (Sensitive) is not repeated. It panics
@@ -140,7 +153,7 @@ func Check(name string) error {
 	if Sensitive(name) {
 		shown = "(hidden)"
 	}
-	return fmt.Errorf("%s=%s: want %s: %w", name, shown, f.accepted, hal.ErrInvalidArgument)
+	return fmt.Errorf("%s=%s: want %s: %w", name, shown, f.accepted, errkind.ErrInvalidArgument)
 }
 
 // CheckAll checks every variable of Table (Check) and joins the errors of
@@ -167,5 +180,5 @@ func Bool(name string, def bool) (bool, error) {
 	case "0", "false", "off", "no":
 		return false, nil
 	}
-	return def, fmt.Errorf("%s=%q: want 1 or 0: %w", name, os.Getenv(name), hal.ErrInvalidArgument)
+	return def, fmt.Errorf("%s=%q: want 1 or 0: %w", name, os.Getenv(name), errkind.ErrInvalidArgument)
 }

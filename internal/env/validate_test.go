@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // TestCheck: values of the wrong form are ErrInvalidArgument naming the
@@ -41,10 +41,10 @@ func TestCheck(t *testing.T) {
 			}
 			continue
 		}
-		if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.name) || !strings.Contains(err.Error(), tc.says) {
+		if !errors.Is(err, errkind.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.name) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s=%q: %v; want ErrInvalidArgument naming %s and %q", tc.name, tc.value, err, tc.name, tc.says)
 		}
-		if all := CheckAll(); !errors.Is(all, hal.ErrInvalidArgument) || !strings.Contains(all.Error(), tc.name) {
+		if all := CheckAll(); !errors.Is(all, errkind.ErrInvalidArgument) || !strings.Contains(all.Error(), tc.name) {
 			t.Errorf("%s=%q: CheckAll = %v", tc.name, tc.value, all)
 		}
 		if tc.name == "WEFT_JOB_SECRET" && strings.Contains(err.Error(), tc.value) {
@@ -53,7 +53,7 @@ func TestCheck(t *testing.T) {
 		t.Setenv(tc.name, "")
 	}
 	t.Setenv("WEFT_TIMEOUT", "abc")
-	if _, err := Duration("WEFT_TIMEOUT", 0); !errors.Is(err, hal.ErrInvalidArgument) {
+	if _, err := Duration("WEFT_TIMEOUT", 0); !errors.Is(err, errkind.ErrInvalidArgument) {
 		t.Errorf("Duration of WEFT_TIMEOUT=abc: %v, want ErrInvalidArgument", err)
 	}
 }
@@ -68,5 +68,35 @@ func TestEveryVariableHasAForm(t *testing.T) {
 	}
 	for name := range forms {
 		lookup(name) // panics for a form of an undeclared variable
+	}
+}
+
+// TestBackendCheck: WEFT_HAL passes any value until a check is installed
+// (no backend registered in the binary), and then only the names the check
+// accepts, trimmed.
+func TestBackendCheck(t *testing.T) {
+	saved := backendCheck
+	t.Cleanup(func() { backendCheck = saved })
+
+	backendCheck = nil
+	t.Setenv("WEFT_HAL", "nosuch")
+	if err := Check("WEFT_HAL"); err != nil {
+		t.Errorf("WEFT_HAL=nosuch without a registry: %v, want nil", err)
+	}
+	var asked []string
+	SetBackendCheck(func(name string) bool {
+		asked = append(asked, name)
+		return name == "host"
+	})
+	t.Setenv("WEFT_HAL", " host ")
+	if err := Check("WEFT_HAL"); err != nil {
+		t.Errorf("WEFT_HAL=host: %v, want nil", err)
+	}
+	t.Setenv("WEFT_HAL", "nosuch")
+	if err := Check("WEFT_HAL"); !errors.Is(err, errkind.ErrInvalidArgument) || !strings.Contains(err.Error(), "registered backend") {
+		t.Errorf("WEFT_HAL=nosuch: %v, want ErrInvalidArgument naming a registered backend", err)
+	}
+	if want := []string{"host", "nosuch"}; strings.Join(asked, ",") != strings.Join(want, ",") {
+		t.Errorf("check asked %q, want %q", asked, want)
 	}
 }

@@ -23,9 +23,9 @@
 // Errors of runtime calls are [*Error] values that name the call and the
 // hipError_t (name and text from hipGetErrorName and hipGetErrorString,
 // or a fallback table before the runtime is loaded), and wrap
-// [hal.ErrDevice] (and [hal.ErrNotSupported] or [hal.ErrInvalidArgument]
+// [errkind.ErrDevice] (and [errkind.ErrNotSupported] or [errkind.ErrInvalidArgument]
 // where the result says so). Without ROCm, [Load] fails with a
-// [*LoadError] wrapping [hal.ErrNotSupported]; built without cgo every
+// [*LoadError] wrapping [errkind.ErrNotSupported]; built without cgo every
 // function does.
 //
 // [Compile] turns HIP C++ into a code object with hipRTC for one exact
@@ -34,4 +34,10 @@
 // target and compiler version. [Poll] bounds waits on streams and events
 // with a deadline, and [Marks] turns a ring of events into the tickets of
 // a port-channel engine.
+//
+// The package is a binding below the HAL contract: it imports no hal
+// package, only the error kinds of internal/errkind (the same values hal
+// re-exports). The HAL objects built on it — streams, events, graphs,
+// modules and the copy engine as hal.Stream & co — are package
+// internal/hipdev's.
 package hip

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // Result is a hipError_t.
@@ -94,9 +94,9 @@ func (r Result) Description() string {
 
 func (r Result) String() string { return r.Name() }
 
-// Error is a failed HIP runtime call. It wraps hal.ErrDevice, and in
-// addition hal.ErrNotSupported for hipErrorNotSupported and
-// hipErrorPeerAccessUnsupported and hal.ErrInvalidArgument for
+// Error is a failed HIP runtime call. It wraps errkind.ErrDevice, and in
+// addition errkind.ErrNotSupported for hipErrorNotSupported and
+// hipErrorPeerAccessUnsupported and errkind.ErrInvalidArgument for
 // hipErrorInvalidValue, so callers test it with errors.Is; errors.As
 // recovers the call and code.
 type Error struct {
@@ -114,11 +114,11 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() []error {
 	switch e.Code {
 	case ErrorNotSupported, ErrorPeerAccessUnsupported:
-		return []error{hal.ErrDevice, hal.ErrNotSupported}
+		return []error{errkind.ErrDevice, errkind.ErrNotSupported}
 	case ErrorInvalidValue:
-		return []error{hal.ErrDevice, hal.ErrInvalidArgument}
+		return []error{errkind.ErrDevice, errkind.ErrInvalidArgument}
 	}
-	return []error{hal.ErrDevice}
+	return []error{errkind.ErrDevice}
 }
 
 // setDeviceFailed is WEFT_HIP_SETDEVICE_FAILED of weft_hip.h: the bit a
@@ -144,7 +144,7 @@ func IsResult(err error, r Result) bool {
 }
 
 // LoadError says why a library could not be loaded. It wraps
-// hal.ErrNotSupported: a machine without ROCm lacks the feature.
+// errkind.ErrNotSupported: a machine without ROCm lacks the feature.
 type LoadError struct {
 	// Library is the library asked for ("libamdhip64.so.6"), the first
 	// candidate when several were tried.
@@ -173,9 +173,9 @@ func (e *LoadError) Error() string {
 
 func (e *LoadError) Unwrap() []error {
 	if e.Err != nil {
-		return []error{hal.ErrNotSupported, e.Err}
+		return []error{errkind.ErrNotSupported, e.Err}
 	}
-	return []error{hal.ErrNotSupported}
+	return []error{errkind.ErrNotSupported}
 }
 
 // RTCResult is a hiprtcResult.
@@ -211,8 +211,8 @@ func (r RTCResult) String() string {
 
 // RTCError is a failed hipRTC call. A compilation error
 // (HIPRTC_ERROR_COMPILATION) carries the program log and wraps
-// hal.ErrInvalidArgument (the source is wrong); every hipRTC error wraps
-// hal.ErrDevice.
+// errkind.ErrInvalidArgument (the source is wrong); every hipRTC error wraps
+// errkind.ErrDevice.
 type RTCError struct {
 	Call    string // "hiprtcCompileProgram"
 	Program string // program name
@@ -235,7 +235,7 @@ func (e *RTCError) Error() string {
 
 func (e *RTCError) Unwrap() []error {
 	if e.Code == RTCErrorCompilation {
-		return []error{hal.ErrDevice, hal.ErrInvalidArgument}
+		return []error{errkind.ErrDevice, errkind.ErrInvalidArgument}
 	}
-	return []error{hal.ErrDevice}
+	return []error{errkind.ErrDevice}
 }

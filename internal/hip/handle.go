@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // ExportHandle is weft's exported form of a buffer in HIP device memory:
@@ -66,15 +66,15 @@ func (h ExportHandle) Encode() []byte {
 }
 
 // DecodeExportHandle parses and validates b. Errors wrap
-// hal.ErrInvalidArgument: a handle of the wrong size, of another backend
+// errkind.ErrInvalidArgument: a handle of the wrong size, of another backend
 // or format version (magic), or with inconsistent sizes.
 func DecodeExportHandle(b []byte) (ExportHandle, error) {
 	var h ExportHandle
 	if len(b) != ExportHandleSize {
-		return h, fmt.Errorf("HIP IPC handle is %d bytes, want %d: %w", len(b), ExportHandleSize, hal.ErrInvalidArgument)
+		return h, fmt.Errorf("HIP IPC handle is %d bytes, want %d: %w", len(b), ExportHandleSize, errkind.ErrInvalidArgument)
 	}
 	if !bytes.Equal(b[:8], []byte(handleMagic)) {
-		return h, fmt.Errorf("not a HIP IPC handle of this weft version (magic %q, want %q; exported by another backend or weft version?): %w", b[:8], handleMagic, hal.ErrInvalidArgument)
+		return h, fmt.Errorf("not a HIP IPC handle of this weft version (magic %q, want %q; exported by another backend or weft version?): %w", b[:8], handleMagic, errkind.ErrInvalidArgument)
 	}
 	le := binary.LittleEndian
 	h.PID = le.Uint32(b[8:])
@@ -83,7 +83,7 @@ func DecodeExportHandle(b []byte) (ExportHandle, error) {
 	}
 	copy(h.IPC[:], b[72:])
 	if le.Uint32(b[12:]) != 0 || h.Size == 0 || h.AllocSize > 1<<62 || h.Offset > h.AllocSize || h.Size > h.AllocSize-h.Offset {
-		return h, fmt.Errorf("HIP IPC handle is inconsistent: buffer of %d bytes at offset %d in an allocation of %d bytes: %w", h.Size, h.Offset, h.AllocSize, hal.ErrInvalidArgument)
+		return h, fmt.Errorf("HIP IPC handle is inconsistent: buffer of %d bytes at offset %d in an allocation of %d bytes: %w", h.Size, h.Offset, h.AllocSize, errkind.ErrInvalidArgument)
 	}
 	return h, nil
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 func testHandle() ExportHandle {
@@ -41,7 +41,7 @@ func TestExportHandleRoundTrip(t *testing.T) {
 	} {
 		bad := testHandle()
 		c.edit(&bad)
-		if _, err := DecodeExportHandle(bad.Encode()); !errors.Is(err, hal.ErrInvalidArgument) {
+		if _, err := DecodeExportHandle(bad.Encode()); !errors.Is(err, errkind.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", c.name, err)
 		}
 	}
@@ -56,7 +56,7 @@ func FuzzDecodeExportHandle(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := DecodeExportHandle(b)
 		if err != nil {
-			if !errors.Is(err, hal.ErrInvalidArgument) {
+			if !errors.Is(err, errkind.ErrInvalidArgument) {
 				t.Fatalf("error %v does not wrap ErrInvalidArgument", err)
 			}
 			return

@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 var (
@@ -30,7 +30,7 @@ var (
 // Load opens the HIP runtime (the first of Candidates that loads),
 // resolves every entry point weft uses and calls hipInit. The first call's
 // result is kept (unless LoadFrom replaces it). Without ROCm the error is a
-// *LoadError with NotFound set, wrapping hal.ErrNotSupported:
+// *LoadError with NotFound set, wrapping errkind.ErrNotSupported:
 // "libamdhip64.so: cannot open shared object file: …: no ROCm: …".
 func Load() error {
 	libMu.Lock()
@@ -218,8 +218,8 @@ func (d Device) UUID() (u UUID, ok bool, err error) {
 // ArchName returns the device's offload target, gcnArchName of its
 // properties ("gfx942:sramecc+:xnack-"): from hipGetDevicePropertiesR0600
 // (ROCm 6 and later), else ROCm 5's hipGetDeviceProperties. A runtime
-// with neither gives an error wrapping hal.ErrNotSupported; properties
-// without a "gfx" name, one wrapping hal.ErrDevice.
+// with neither gives an error wrapping errkind.ErrNotSupported; properties
+// without a "gfx" name, one wrapping errkind.ErrDevice.
 func (d Device) ArchName() (string, error) {
 	if err := ensure("hipGetDeviceProperties"); err != nil {
 		return "", err
@@ -233,7 +233,7 @@ func (d Device) ArchName() (string, error) {
 	}
 	s := C.GoString(&buf[0])
 	if s == "" {
-		return "", fmt.Errorf("%s: no gfx architecture name in the properties of device %d: %w", name, d, hal.ErrDevice)
+		return "", fmt.Errorf("%s: no gfx architecture name in the properties of device %d: %w", name, d, errkind.ErrDevice)
 	}
 	return s, nil
 }

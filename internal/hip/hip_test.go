@@ -16,7 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 	"github.com/weftccl/weft/internal/hip"
 	"github.com/weftccl/weft/internal/hip/hiptest"
 )
@@ -38,7 +38,7 @@ func TestLoadMissing(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "libamdhip64.so")
 	err := hip.LoadFrom(missing, missing+".6")
 	var le *hip.LoadError
-	if !errors.As(err, &le) || !le.NotFound || !errors.Is(err, hal.ErrNotSupported) {
+	if !errors.As(err, &le) || !le.NotFound || !errors.Is(err, errkind.ErrNotSupported) {
 		t.Fatalf("LoadFrom(missing) = %v, want a *LoadError with NotFound wrapping ErrNotSupported", err)
 	}
 	if !strings.Contains(err.Error(), "no ROCm: libamdhip64.so not found") || !strings.Contains(err.Error(), missing+".6") {
@@ -47,7 +47,7 @@ func TestLoadMissing(t *testing.T) {
 	if err2 := hip.Load(); err2 != err {
 		t.Errorf("Load after a failed LoadFrom = %v, want the same error", err2)
 	}
-	if _, err := hip.DeviceCount(); !errors.Is(err, hal.ErrNotSupported) || !strings.Contains(err.Error(), "hipGetDeviceCount") {
+	if _, err := hip.DeviceCount(); !errors.Is(err, errkind.ErrNotSupported) || !strings.Contains(err.Error(), "hipGetDeviceCount") {
 		t.Errorf("DeviceCount without a runtime = %v, want an error naming the call, wrapping ErrNotSupported", err)
 	}
 	if hip.LibraryPath() != "" {
@@ -66,7 +66,7 @@ func TestLoadMissingSymbol(t *testing.T) {
 		t.Fatalf("LoadRTCFrom(HIP runtime) = %v, want a missing-entry-point error", err)
 	}
 	t.Setenv("FAKEHIP_FAIL", "hiprtcVersion=11")
-	if err := hip.LoadRTCFrom(libs.RTC); !errors.Is(err, hal.ErrNotSupported) || !strings.Contains(err.Error(), "hiprtcVersion: HIPRTC_ERROR_INTERNAL_ERROR") {
+	if err := hip.LoadRTCFrom(libs.RTC); !errors.Is(err, errkind.ErrNotSupported) || !strings.Contains(err.Error(), "hiprtcVersion: HIPRTC_ERROR_INTERNAL_ERROR") {
 		t.Fatalf("LoadRTCFrom with hiprtcVersion failing = %v", err)
 	}
 }
@@ -76,7 +76,7 @@ func TestLoadInitFails(t *testing.T) {
 	t.Setenv("FAKEHIP_FAIL", "hipInit=100")
 	err := hip.LoadFrom(libs.HIP)
 	var le *hip.LoadError
-	if !errors.As(err, &le) || le.Hint != "no AMD GPU" || !hip.IsResult(err, hip.ErrorNoDevice) || !errors.Is(err, hal.ErrNotSupported) {
+	if !errors.As(err, &le) || le.Hint != "no AMD GPU" || !hip.IsResult(err, hip.ErrorNoDevice) || !errors.Is(err, errkind.ErrNotSupported) {
 		t.Fatalf("LoadFrom with hipInit failing = %v, want a LoadError saying no AMD GPU", err)
 	}
 	t.Setenv("FAKEHIP_FAIL", "")
@@ -119,7 +119,7 @@ func TestDeviceQueries(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("device 1 (-want +got):\n%s", diff)
 	}
-	if _, err := d.Attribute(12345); !errors.Is(err, hal.ErrInvalidArgument) {
+	if _, err := d.Attribute(12345); !errors.Is(err, errkind.ErrInvalidArgument) {
 		t.Errorf("Attribute(unknown) = %v, want hipErrorInvalidValue wrapping ErrInvalidArgument", err)
 	}
 	if _, err := hip.Device(7).Name(); !hip.IsResult(err, hip.ErrorInvalidDevice) {
@@ -139,7 +139,7 @@ func TestDeviceQueries(t *testing.T) {
 			t.Errorf("CanAccessPeer(%d, %d) no_peer=%v = %v, %v; want %v", c.d, c.peer, c.noPeer, can, err, c.want)
 		}
 	}
-	if err := hip.Device(0).EnablePeerAccess(1); !errors.Is(err, hal.ErrNotSupported) {
+	if err := hip.Device(0).EnablePeerAccess(1); !errors.Is(err, errkind.ErrNotSupported) {
 		t.Errorf("EnablePeerAccess without peer access = %v, want hipErrorPeerAccessUnsupported wrapping ErrNotSupported", err)
 	}
 	os.Unsetenv("FAKEHIP_NO_PEER")
@@ -191,7 +191,7 @@ func TestMemory(t *testing.T) {
 	if err != nil || base != p || size != 4096 {
 		t.Errorf("MemGetAddressRange(p+1234) = %#x, %d, %v; want %#x, 4096", base, size, err, p)
 	}
-	if err := d.MemcpyHtoD(p+4000, data); !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "hipMemcpy") {
+	if err := d.MemcpyHtoD(p+4000, data); !errors.Is(err, errkind.ErrInvalidArgument) || !strings.Contains(err.Error(), "hipMemcpy") {
 		t.Errorf("out-of-range MemcpyHtoD = %v, want hipMemcpy failing with an invalid value", err)
 	}
 
@@ -208,7 +208,7 @@ func TestMemory(t *testing.T) {
 	}
 	check(t, d.HostFree(h))
 	check(t, d.Free(p))
-	if err := d.Free(p); !errors.Is(err, hal.ErrDevice) || !strings.Contains(err.Error(), "hipFree") {
+	if err := d.Free(p); !errors.Is(err, errkind.ErrDevice) || !strings.Contains(err.Error(), "hipFree") {
 		t.Errorf("second Free = %v, want hipFree failing", err)
 	}
 }
@@ -270,7 +270,7 @@ func TestStreamsAndEvents(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("after copy and stream writes:\n got %x\nwant %x", got, want)
 	}
-	if err := s.WriteValue64(dst+4, 1); !errors.Is(err, hal.ErrInvalidArgument) {
+	if err := s.WriteValue64(dst+4, 1); !errors.Is(err, errkind.ErrInvalidArgument) {
 		t.Errorf("misaligned WriteValue64 = %v, want an invalid value", err)
 	}
 
@@ -422,10 +422,10 @@ func TestCompileErrors(t *testing.T) {
 	_, err := hip.Compile(hip.Source{Name: "bad.hip", Source: kernelSource, Arch: "gfx942"}) // header missing
 	var re *hip.RTCError
 	if !errors.As(err, &re) || re.Code != hip.RTCErrorCompilation || re.Call != "hiprtcCompileProgram" ||
-		!strings.Contains(re.Log, "'weft_test.h' file not found") || !errors.Is(err, hal.ErrInvalidArgument) {
+		!strings.Contains(re.Log, "'weft_test.h' file not found") || !errors.Is(err, errkind.ErrInvalidArgument) {
 		t.Errorf("Compile without the header = %v, want a compilation error with the log", err)
 	}
-	if _, err := hip.Compile(hip.Source{Name: "k", Source: kernelSource}); !errors.Is(err, hal.ErrInvalidArgument) {
+	if _, err := hip.Compile(hip.Source{Name: "k", Source: kernelSource}); !errors.Is(err, errkind.ErrInvalidArgument) {
 		t.Errorf("Compile without a target = %v, want ErrInvalidArgument", err)
 	}
 	for _, c := range []struct{ fail, call string }{
@@ -436,7 +436,7 @@ func TestCompileErrors(t *testing.T) {
 	} {
 		t.Setenv("FAKEHIP_FAIL", c.fail)
 		_, err := hip.Compile(hip.Source{Name: "k.hip", Source: kernelSource, Headers: kernelHeaders, Arch: "gfx942"})
-		if !errors.As(err, &re) || re.Call != c.call || !strings.HasPrefix(re.Text, "fake hipRTC error") || !errors.Is(err, hal.ErrDevice) {
+		if !errors.As(err, &re) || re.Call != c.call || !strings.HasPrefix(re.Text, "fake hipRTC error") || !errors.Is(err, errkind.ErrDevice) {
 			t.Errorf("FAKEHIP_FAIL=%s: Compile = %v, want an RTCError of %s with the library's text", c.fail, err, c.call)
 		}
 	}
@@ -554,7 +554,7 @@ func TestErrorPaths(t *testing.T) {
 				t.Fatalf("%s failing: got %v, want a *hip.Error", c.call, err)
 			}
 			want := hip.Error{Call: c.call, Code: 4242, Name: "hipErrorFake4242", Description: "fake HIP error 4242"}
-			if diff := cmp.Diff(want, *he); diff != "" || !errors.Is(err, hal.ErrDevice) {
+			if diff := cmp.Diff(want, *he); diff != "" || !errors.Is(err, errkind.ErrDevice) {
 				t.Errorf("error (-want +got):\n%s", diff)
 			}
 		})
@@ -587,9 +587,9 @@ func TestPoll(t *testing.T) {
 		if err != nil || waited < 2*time.Millisecond {
 			t.Errorf("fail(%v, %v) at the deadline", err, waited)
 		}
-		return hal.ErrTimeout
+		return errkind.ErrTimeout
 	})
-	if err != hal.ErrTimeout {
+	if err != errkind.ErrTimeout {
 		t.Errorf("Poll past its deadline = %v", err)
 	}
 	boom := errors.New("boom")

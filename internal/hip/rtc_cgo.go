@@ -15,7 +15,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 var (
@@ -29,7 +29,7 @@ var (
 
 // LoadRTC opens hipRTC (the first of RTCCandidates that loads). The first
 // call's result is kept (unless LoadRTCFrom replaces it). The error is a
-// *LoadError wrapping hal.ErrNotSupported.
+// *LoadError wrapping errkind.ErrNotSupported.
 func LoadRTC() error {
 	rtcMu.Lock()
 	defer rtcMu.Unlock()
@@ -107,14 +107,14 @@ func RTCPath() string {
 // target s.Arch, with --offload-arch=<target>, -O3 and -std=c++17
 // followed by s.Options. Headers are offered to #include by name. A source
 // with errors gives an *RTCError that carries the compiler log and wraps
-// hal.ErrInvalidArgument; a missing hipRTC, a *LoadError wrapping
-// hal.ErrNotSupported.
+// errkind.ErrInvalidArgument; a missing hipRTC, a *LoadError wrapping
+// errkind.ErrNotSupported.
 func Compile(s Source) ([]byte, error) {
 	if err := LoadRTC(); err != nil {
 		return nil, err
 	}
 	if s.Arch == "" {
-		return nil, fmt.Errorf("compile %s: no offload target: %w", s.Name, hal.ErrInvalidArgument)
+		return nil, fmt.Errorf("compile %s: no offload target: %w", s.Name, errkind.ErrInvalidArgument)
 	}
 	var cmem []unsafe.Pointer
 	defer func() {

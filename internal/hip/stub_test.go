@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/apicheck"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // TestStubMatchesCgo keeps the !cgo build's API identical to the cgo one,
@@ -34,15 +34,15 @@ func TestErrorSentinels(t *testing.T) {
 		err  error
 		want []error
 	}{
-		{newError("hipMalloc", ErrorOutOfMemory), []error{hal.ErrDevice}},
-		{newError("hipMemcpy", ErrorInvalidValue), []error{hal.ErrDevice, hal.ErrInvalidArgument}},
-		{newError("hipDeviceEnablePeerAccess", ErrorPeerAccessUnsupported), []error{hal.ErrDevice, hal.ErrNotSupported}},
-		{newError("hipFoo", ErrorNotSupported), []error{hal.ErrDevice, hal.ErrNotSupported}},
-		{&LoadError{Detail: "x"}, []error{hal.ErrNotSupported}},
-		{&RTCError{Code: RTCErrorCompilation}, []error{hal.ErrDevice, hal.ErrInvalidArgument}},
-		{&RTCError{Code: 1}, []error{hal.ErrDevice}},
+		{newError("hipMalloc", ErrorOutOfMemory), []error{errkind.ErrDevice}},
+		{newError("hipMemcpy", ErrorInvalidValue), []error{errkind.ErrDevice, errkind.ErrInvalidArgument}},
+		{newError("hipDeviceEnablePeerAccess", ErrorPeerAccessUnsupported), []error{errkind.ErrDevice, errkind.ErrNotSupported}},
+		{newError("hipFoo", ErrorNotSupported), []error{errkind.ErrDevice, errkind.ErrNotSupported}},
+		{&LoadError{Detail: "x"}, []error{errkind.ErrNotSupported}},
+		{&RTCError{Code: RTCErrorCompilation}, []error{errkind.ErrDevice, errkind.ErrInvalidArgument}},
+		{&RTCError{Code: 1}, []error{errkind.ErrDevice}},
 	} {
-		for _, s := range []error{hal.ErrDevice, hal.ErrInvalidArgument, hal.ErrNotSupported} {
+		for _, s := range []error{errkind.ErrDevice, errkind.ErrInvalidArgument, errkind.ErrNotSupported} {
 			want := false
 			for _, w := range c.want {
 				want = want || w == s

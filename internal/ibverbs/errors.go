@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"syscall"
 
-	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // DefaultLibrary is the library Load opens when WEFT_IBVERBS_LIB is unset.
@@ -22,7 +22,7 @@ func Library() string {
 }
 
 // LoadError says why a verbs library could not be used. It wraps
-// hal.ErrNotSupported.
+// errkind.ErrNotSupported.
 type LoadError struct {
 	Library string
 	Detail  string // dlerror text, or the missing symbol
@@ -32,7 +32,7 @@ func (e *LoadError) Error() string {
 	return fmt.Sprintf("libibverbs not found: %s: %s", e.Library, e.Detail)
 }
 
-func (e *LoadError) Unwrap() error { return hal.ErrNotSupported }
+func (e *LoadError) Unwrap() error { return errkind.ErrNotSupported }
 
 // Error is a failed verbs call.
 type Error struct {
@@ -51,12 +51,12 @@ func (e *Error) Error() string {
 
 // Unwrap returns the errno and the sentinel it maps to.
 func (e *Error) Unwrap() []error {
-	kind := hal.ErrSystem
+	kind := errkind.ErrSystem
 	switch e.Errno {
 	case syscall.ENOSYS, syscall.EOPNOTSUPP:
-		kind = hal.ErrNotSupported
+		kind = errkind.ErrNotSupported
 	case syscall.EINVAL:
-		kind = hal.ErrInvalidArgument
+		kind = errkind.ErrInvalidArgument
 	}
 	return []error{e.Errno, kind}
 }

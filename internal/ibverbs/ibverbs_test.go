@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 	"github.com/weftccl/weft/internal/ibverbs"
 	"github.com/weftccl/weft/internal/ibverbs/ibvtest"
 )
@@ -18,7 +18,7 @@ import (
 func TestOpenMissing(t *testing.T) {
 	_, err := ibverbs.Open("/nonexistent/libibverbs.so.1")
 	var le *ibverbs.LoadError
-	if !errors.As(err, &le) || !errors.Is(err, hal.ErrNotSupported) || !strings.Contains(err.Error(), "libibverbs not found") {
+	if !errors.As(err, &le) || !errors.Is(err, errkind.ErrNotSupported) || !strings.Contains(err.Error(), "libibverbs not found") {
 		t.Fatalf("Open(missing) = %v; want a *LoadError wrapping ErrNotSupported", err)
 	}
 }
@@ -214,7 +214,7 @@ func TestVerbsErrors(t *testing.T) {
 		t.Errorf("OpenDevice(unknown) = %v", err)
 	}
 	a, b := open(t, l, "ib0", 4), open(t, l, "ib1", 4)
-	if err := a.qp.ToRTR(ibverbs.RTR{Port: 1, DestQPN: b.qp.Num(), MTU: 5}); !errors.Is(err, hal.ErrInvalidArgument) {
+	if err := a.qp.ToRTR(ibverbs.RTR{Port: 1, DestQPN: b.qp.Num(), MTU: 5}); !errors.Is(err, errkind.ErrInvalidArgument) {
 		t.Errorf("RTR without a LID on IB = %v, want EINVAL", err)
 	}
 	connect(t, a, b)

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,6 +94,12 @@ func parseTag(rest string) (creator, bool) {
 		return creator{}, false
 	}
 	return creator{pid, start, ns}, true
+}
+
+// ParseTag reads a tag "PID-START-NS" made by [Tag].
+func ParseTag(tag string) (pid int, start, ns uint64, ok bool) {
+	c, ok := parseTag(tag + "-")
+	return c.pid, c.start, c.ns, ok
 }
 
 // Alive reports whether the process a tag names still runs: same pid and
@@ -234,14 +241,88 @@ func Dir() string {
 	return os.TempDir()
 }
 
-// ReclaimAll is Reclaim of every prefix in Prefixes in Dir: what a
-// launcher runs once its ranks have ended, so that ranks killed by a
-// signal leave nothing behind. It returns the names removed.
+// ReclaimAll is Reclaim of every prefix in Prefixes in Dir, and
+// ReclaimLegacy: what a launcher runs once its ranks have ended, so that
+// ranks killed by a signal leave nothing behind. It returns the names
+// removed.
 func ReclaimAll() []string {
 	var all []string
 	for _, p := range Prefixes {
 		r, _ := Reclaim(Dir(), p)
 		all = append(all, r...)
 	}
-	return all
+	return append(all, ReclaimLegacy(Dir())...)
+}
+
+// Names of the scheme before tags (weft up to 2026-11), which carried the
+// job: hal/host "weft-JOB-PID-ORDINAL-SEQ" and "weft-JOB-PID-ORDINAL-mcSEQ"
+// (JOB is the job id as given, and may hold '-': the pid is the third
+// field from the end), hal/pcie "weft-pcie-HASH-UUID-PID" (an inbox index)
+// and the same followed by "-NONCE" (an inbox), with a 16-digit hex HASH
+// and NONCE.
+var (
+	legacyHost = regexp.MustCompile(`^weft-(.+)-([0-9]+)-([0-9]+)-(mc)?[0-9]+$`)
+	legacyPCIe = regexp.MustCompile(`^weft-pcie-[0-9a-f]{16}-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-([0-9]+)(-[0-9a-f]{16})?$`)
+)
+
+// legacyPID returns the creator's pid in a name of the old scheme.
+func legacyPID(name string) (int, bool) {
+	if m := legacyPCIe.FindStringSubmatch(name); m != nil {
+		pid, err := strconv.Atoi(m[1])
+		return pid, err == nil && pid > 0
+	}
+	if strings.HasPrefix(name, "weft-pcie-") {
+		return 0, false
+	}
+	m := legacyHost.FindStringSubmatch(name)
+	if m == nil {
+		return 0, false
+	}
+	// A name of the current scheme ("weft-PID-START-NS-SEQ") fits the
+	// pattern too; its tag decides, in Reclaim. So does an old name whose
+	// job id was one decimal number, which cannot be told from it.
+	if _, ok := parseTag(strings.TrimPrefix(name, "weft-")); ok {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(m[2])
+	return pid, err == nil && pid > 0
+}
+
+// ReclaimLegacy removes files of dir named in the scheme before tags
+// whose creator pid no longer exists in this pid namespace and that belong
+// to this process's effective user. Those names carry no start time, so a
+// file whose pid a later process reuses stays (until that process is gone
+// too), and one made in another pid namespace that shares dir can be told
+// by nothing: it is removed if its pid does not exist here, which only a
+// job started by an old weft and still running across namespaces would
+// notice. It returns the names removed.
+func ReclaimLegacy(dir string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	uid := uint32(os.Geteuid())
+	var removed []string
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasPrefix(name, "weft-") || !e.Type().IsRegular() {
+			continue
+		}
+		pid, ok := legacyPID(name)
+		if !ok {
+			continue
+		}
+		if _, err := StartTime(pid); !errors.Is(err, os.ErrNotExist) {
+			continue // running, or not known to be gone
+		}
+		path := filepath.Join(dir, name)
+		var st syscall.Stat_t
+		if err := syscall.Lstat(path, &st); err != nil || st.Uid != uid || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			continue
+		}
+		if os.Remove(path) == nil {
+			removed = append(removed, name)
+		}
+	}
+	return removed
 }

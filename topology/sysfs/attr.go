@@ -7,13 +7,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // ErrMalformed is wrapped by every error about an attribute whose content
-// does not parse. It wraps [hal.ErrSystem]: the kernel (or a fake tree) gave
+// does not parse. It wraps [errkind.ErrSystem]: the kernel (or a fake tree) gave
 // data weft cannot read, which is not the caller's mistake.
-var ErrMalformed = fmt.Errorf("malformed sysfs attribute: %w", hal.ErrSystem)
+var ErrMalformed = fmt.Errorf("malformed sysfs attribute: %w", errkind.ErrSystem)
 
 // AttrError names the file an attribute came from. Err wraps ErrMalformed
 // for content that does not parse, or an fs error (fs.ErrNotExist,

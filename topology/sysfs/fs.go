@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // DefaultRoot is where the kernel mounts sysfs.
@@ -28,22 +28,22 @@ type FS struct {
 }
 
 // Open returns an FS for root ("" means /sys). The error wraps
-// hal.ErrNotSupported when root does not exist or is not a directory.
+// errkind.ErrNotSupported when root does not exist or is not a directory.
 func Open(root string) (*FS, error) {
 	if root == "" {
 		root = DefaultRoot
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
-		return nil, fmt.Errorf("sysfs root %s: %w", root, hal.ErrInvalidArgument)
+		return nil, fmt.Errorf("sysfs root %s: %w", root, errkind.ErrInvalidArgument)
 	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
-		return nil, fmt.Errorf("sysfs root %s: %v: %w", root, err, hal.ErrNotSupported)
+		return nil, fmt.Errorf("sysfs root %s: %v: %w", root, err, errkind.ErrNotSupported)
 	}
 	st, err := os.Stat(real)
 	if err != nil || !st.IsDir() {
-		return nil, fmt.Errorf("sysfs root %s is not a directory: %w", root, hal.ErrNotSupported)
+		return nil, fmt.Errorf("sysfs root %s is not a directory: %w", root, errkind.ErrNotSupported)
 	}
 	return &FS{root: real}, nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/errkind"
 	"github.com/weftccl/weft/topology/sysfs"
 	"github.com/weftccl/weft/topology/sysfs/fakesys"
 )
@@ -149,7 +149,7 @@ func TestLinkOutOfRoot(t *testing.T) {
 
 func TestOpenMissingRoot(t *testing.T) {
 	_, err := sysfs.Open(filepath.Join(t.TempDir(), "nope"))
-	if !errors.Is(err, hal.ErrNotSupported) {
+	if !errors.Is(err, errkind.ErrNotSupported) {
 		t.Fatalf("Open(missing) = %v, want ErrNotSupported", err)
 	}
 }

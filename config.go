@@ -8,12 +8,35 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/env"
 )
+
+// Options configure a communicator. Zero values mean defaults. An option
+// set here wins over the WEFT_* variables, which win over the tuning file,
+// which wins over the defaults (configure).
+type Options struct {
+	// Config overrides the algorithm configuration (block counts, LL
+	// threshold); nil uses WEFT_ALGO, WEFT_ALLREDUCE, the tuning file and
+	// algorithms.DefaultConfig for the device.
+	Config *algorithms.Config
+	// Timeout bounds every device- and host-side wait; 0: WEFT_TIMEOUT.
+	Timeout time.Duration
+}
+
+// algoFromEnv reads WEFT_ALGO.
+func algoFromEnv() (string, error) {
+	v := strings.ToLower(env.String("WEFT_ALGO"))
+	if v == "" || slices.Contains(algorithms.Families, v) {
+		return v, nil
+	}
+	return "", fmt.Errorf("weft: WEFT_ALGO=%q: want one of %s: %w", v, strings.Join(algorithms.Families, ", "), hal.ErrInvalidArgument)
+}
 
 // DefaultTuningFile is where communicators look for a tuning file when
 // WEFT_TUNING_FILE is unset: $XDG_CONFIG_HOME/weft/tuning.json (the user's
@@ -39,17 +62,46 @@ func TuningFile() (path string, named bool) {
 	return DefaultTuningFile(), false
 }
 
-// allReduceTiers chooses the AllReduce tiers of a communicator that was
-// given no explicit configuration: WEFT_ALLREDUCE, else the tuning file's
-// entry for this backend, device and rank count, else nil (the defaults).
-// source says which, for logs and for the ranks' agreement check.
-func allReduceTiers(info hal.DeviceInfo, nranks int) (tiers []algorithms.Tier, source string, err error) {
-	if s := env.String("WEFT_ALLREDUCE"); s != "" {
-		if tiers, err = algorithms.ParseTiers(s); err != nil {
-			return nil, "", fmt.Errorf("weft: WEFT_ALLREDUCE=%q: %v: %w", s, err, hal.ErrInvalidArgument)
+// configure assembles a communicator's configuration. It is the one place
+// that applies the order of precedence, highest first: an explicit option
+// (Options.Config, Options.Timeout), the WEFT_* variables (WEFT_ALGO,
+// WEFT_ALLREDUCE, WEFT_TIMEOUT), the tuning file's entry for this backend,
+// device and rank count (TuningFile), the defaults for the device
+// (algorithms.DefaultConfig, a 10 s timeout). An explicit Options.Config
+// replaces the whole algorithm configuration: neither variables nor the
+// tuning file apply to it. source says where the AllReduce tiers came from
+// (PlanSource). The link kinds of the configuration (PortOnly, Switch,
+// Nodes) are no choice: NewComm measures them.
+func configure(opts Options, info hal.DeviceInfo, rank, nranks int) (cfg algorithms.Config, source string, timeout time.Duration, err error) {
+	if opts.Config != nil {
+		cfg, source = *opts.Config, "Options.Config"
+	} else {
+		cfg = algorithms.DefaultConfig(rank, nranks, info.Multiprocessors, info.Backend != "host")
+		if cfg.Algo, err = algoFromEnv(); err != nil {
+			return cfg, "", 0, err
 		}
-		return tiers, "WEFT_ALLREDUCE", nil
+		if s := env.String("WEFT_ALLREDUCE"); s != "" {
+			if cfg.AllReduce, err = algorithms.ParseTiers(s); err != nil {
+				return cfg, "", 0, fmt.Errorf("weft: WEFT_ALLREDUCE=%q: %v: %w", s, err, hal.ErrInvalidArgument)
+			}
+			source = "WEFT_ALLREDUCE"
+		} else if cfg.AllReduce, source, err = tuningTiers(info, nranks); err != nil {
+			return cfg, "", 0, err
+		}
 	}
+	if timeout = opts.Timeout; timeout <= 0 {
+		if timeout, err = env.Duration("WEFT_TIMEOUT", 10*time.Second); err != nil {
+			return cfg, "", 0, fmt.Errorf("weft: rank %d: %w", rank, err)
+		}
+	}
+	return cfg, source, timeout, nil
+}
+
+// tuningTiers reads the AllReduce tiers of the tuning file's entry for
+// this backend, device and rank count; nil (the defaults) where there is
+// no tuning file or no entry. source says which, for logs and for the
+// ranks' agreement check.
+func tuningTiers(info hal.DeviceInfo, nranks int) (tiers []algorithms.Tier, source string, err error) {
 	path, named := TuningFile()
 	if path == "" {
 		return nil, "default", nil

@@ -8,37 +8,7 @@
 #include <string.h>
 
 #include "weft_nccl.h"
-
-#define WEFT_NCCL_FUNCS(X)                                                                                  \
-  X(ncclGetVersion, ncclResult_t, (int*))                                                                   \
-  X(ncclGetUniqueId, ncclResult_t, (ncclUniqueId*))                                                         \
-  X(ncclCommInitRank, ncclResult_t, (ncclComm_t*, int, ncclUniqueId, int))                                  \
-  X(ncclCommDestroy, ncclResult_t, (ncclComm_t))                                                            \
-  X(ncclCommAbort, ncclResult_t, (ncclComm_t))                                                              \
-  X(ncclCommGetAsyncError, ncclResult_t, (ncclComm_t, ncclResult_t*))                                       \
-  X(ncclGetErrorString, const char*, (ncclResult_t))                                                        \
-  X(ncclAllReduce, ncclResult_t, (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t)) \
-  X(ncclAllGather, ncclResult_t, (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))     \
-  X(ncclReduceScatter, ncclResult_t,                                                                        \
-    (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))                    \
-  X(ncclBroadcast, ncclResult_t, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)) \
-  X(ncclReduce, ncclResult_t,                                                                               \
-    (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t))               \
-  X(ncclSend, ncclResult_t, (const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))            \
-  X(ncclRecv, ncclResult_t, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                  \
-  X(ncclGroupStart, ncclResult_t, (void))                                                                   \
-  X(ncclGroupEnd, ncclResult_t, (void))
-
-// Entry points that some NCCL releases lack (ncclAlltoAll before 2.28,
-// ncclCommInitRankConfig before 2.14, PreMulSum before 2.11,
-// ncclGetLastError before 2.13): Load leaves them NULL and their wrappers
-// return WEFT_NCCL_MISSING, which the Go side reports as not supported.
-#define WEFT_NCCL_OPTIONAL(X)                                                                               \
-  X(ncclAlltoAll, ncclResult_t, (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))      \
-  X(ncclCommInitRankConfig, ncclResult_t, (ncclComm_t*, int, ncclUniqueId, int, void*))                     \
-  X(ncclRedOpCreatePreMulSum, ncclResult_t, (ncclRedOp_t*, void*, ncclDataType_t, ncclScalarResidence_t, ncclComm_t)) \
-  X(ncclRedOpDestroy, ncclResult_t, (ncclRedOp_t, ncclComm_t))                                              \
-  X(ncclGetLastError, const char*, (ncclComm_t))
+#include "nccl_funcs.h"  // WEFT_NCCL_FUNCS, WEFT_NCCL_OPTIONAL: the entry points, listed once
 
 #define WEFT_DECLARE(name, ret, params) static ret(*p_##name) params;
 WEFT_NCCL_FUNCS(WEFT_DECLARE)

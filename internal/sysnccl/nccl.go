@@ -1,7 +1,7 @@
-// Package nccl binds NCCL, loaded with dlopen at run time, so that
+// Package sysnccl binds the system's NCCL (NVIDIA's library, not weft's
+// NCCL drop-in nccl/), loaded with dlopen at run time, so that
 // `weft bench --baseline nccl` measures NVIDIA's library in the same run as
-// weft and weft's NCCL drop-in (nccl/) can forward what weft does not
-// serve. The library is WEFT_NCCL_LIB, else libnccl.so.2; nothing of NCCL
+// weft and weft's NCCL drop-in can forward what weft does not serve. The library is WEFT_NCCL_LIB, else libnccl.so.2; nothing of NCCL
 // is needed to build.
 //
 // The binding covers the calls of NCCL 2.28 that weft benchmarks and
@@ -12,27 +12,33 @@
 // (RedOpCreatePreMulSum, RedOpDestroy). Entry points that older releases
 // lack (ncclAlltoAll before 2.28, ncclCommInitRankConfig, PreMulSum) are
 // optional: [Has] reports them, and calling a missing one returns an
-// error wrapping hal.ErrNotSupported; AlltoAll then runs as a group of
+// error wrapping errkind.ErrNotSupported; AlltoAll then runs as a group of
 // sends and receives instead.
 //
 // Counts are elements, as in nccl.h; addresses are device pointers as
-// uint64 (hal.Buffer.Addr), streams CUstream values as uintptr. Calls
-// between GroupStart and GroupEnd are issued together by GroupEnd. Communicators are bound to the CUDA context passed to
+// uint64 (a HAL buffer's Addr), streams CUstream values as uintptr. Calls
+// between GroupStart and GroupEnd are issued together by GroupEnd.
+// Communicators are bound to the CUDA context passed to
 // [CommInitRank] (hal/nvlink's (*Device).Context()); streams are CUstream
 // values as uintptr ((*nvlink.Stream).Native()).
 //
 // Errors are [*Error] values naming the call and NCCL's text, wrapping the
-// HAL sentinel of the ncclResult_t (hal.ErrDevice for
-// ncclUnhandledCudaError, hal.ErrInvalidArgument, …). Built without cgo,
-// every function returns an error wrapping hal.ErrNotSupported.
-package nccl
+// error kind of the ncclResult_t (errkind.ErrDevice for
+// ncclUnhandledCudaError, errkind.ErrInvalidArgument, …); [ResultOf] maps
+// the other way, any weft error to the ncclResult_t that reports it. Built
+// without cgo, every function returns an error wrapping
+// errkind.ErrNotSupported.
+//
+// The entry points the binding resolves are listed once, in nccl_funcs.h,
+// which weft's drop-in includes too for its forwarding to the system NCCL.
+package sysnccl
 
 import (
 	"errors"
 	"fmt"
 
-	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // DataType is an ncclDataType_t (values from nccl.h).
@@ -139,6 +145,41 @@ func IsInProgress(err error) bool {
 	return errors.As(err, &e) && e.Code == InProgress
 }
 
+// ResultOf returns the ncclResult_t that err maps to: Success for nil,
+// UnhandledCudaError for errkind.ErrDevice, InternalError,
+// InvalidArgument, InvalidUsage (also for errkind.ErrNotSupported: NCCL
+// has no code of its own for a missing feature), RemoteError, and
+// SystemError for the rest. A timeout (errkind.ErrTimeout) is RemoteError
+// when its errkind.TimeoutError names a peer and SystemError otherwise,
+// following NCCL's treatment of a lost peer as a remote error. Values are
+// from nccl.h (NCCL 2.28). weft's drop-in (nccl/) returns it from every
+// export, and `weft` exits with 1 plus it.
+func ResultOf(err error) Result {
+	switch {
+	case err == nil:
+		return Success
+	case errors.Is(err, errkind.ErrDevice):
+		return UnhandledCudaError
+	case errors.Is(err, errkind.ErrInternal):
+		return InternalError
+	case errors.Is(err, errkind.ErrInvalidArgument):
+		return InvalidArgument
+	case errors.Is(err, errkind.ErrInvalidUsage), errors.Is(err, errkind.ErrNotSupported):
+		return InvalidUsage
+	case errors.Is(err, errkind.ErrRemote):
+		return RemoteError
+	case errors.Is(err, errkind.ErrTimeout):
+		var te *errkind.TimeoutError
+		if errors.As(err, &te) && te.Peer >= 0 {
+			return RemoteError
+		}
+		return SystemError
+	default:
+		return SystemError
+	}
+}
+
+// String is the result's name in nccl.h ("ncclInvalidUsage").
 func (r Result) String() string {
 	if r >= 0 && int(r) < len(resultNames) {
 		return resultNames[r]
@@ -163,20 +204,20 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error {
 	switch e.Code {
 	case UnhandledCudaError:
-		return hal.ErrDevice
+		return errkind.ErrDevice
 	case InternalError:
-		return hal.ErrInternal
+		return errkind.ErrInternal
 	case InvalidArgument:
-		return hal.ErrInvalidArgument
+		return errkind.ErrInvalidArgument
 	case InvalidUsage:
-		return hal.ErrInvalidUsage
+		return errkind.ErrInvalidUsage
 	case RemoteError:
-		return hal.ErrRemote
+		return errkind.ErrRemote
 	}
-	return hal.ErrSystem
+	return errkind.ErrSystem
 }
 
-// LoadError says why NCCL could not be loaded; it wraps hal.ErrNotSupported.
+// LoadError says why NCCL could not be loaded; it wraps errkind.ErrNotSupported.
 type LoadError struct {
 	Library string
 	Detail  string
@@ -186,10 +227,10 @@ func (e *LoadError) Error() string {
 	return e.Detail + ": NCCL not available (set WEFT_NCCL_LIB to libnccl.so.2)"
 }
 
-func (e *LoadError) Unwrap() error { return hal.ErrNotSupported }
+func (e *LoadError) Unwrap() error { return errkind.ErrNotSupported }
 
 // MissingError is the error of a call to an entry point that the loaded
-// NCCL does not export; it wraps hal.ErrNotSupported.
+// NCCL does not export; it wraps errkind.ErrNotSupported.
 type MissingError struct {
 	Call    string
 	Library string
@@ -199,7 +240,7 @@ func (e *MissingError) Error() string {
 	return fmt.Sprintf("%s: not exported by %s (an older NCCL)", e.Call, e.Library)
 }
 
-func (e *MissingError) Unwrap() error { return hal.ErrNotSupported }
+func (e *MissingError) Unwrap() error { return errkind.ErrNotSupported }
 
 // Library is the library Load opens: WEFT_NCCL_LIB, else libnccl.so.2.
 func Library() string {

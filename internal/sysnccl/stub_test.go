@@ -1,12 +1,12 @@
-package nccl
+package sysnccl
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/apicheck"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 // TestStubMatchesCgo keeps the !cgo build's API identical to the cgo one,
@@ -50,7 +50,7 @@ func TestStubErrors(t *testing.T) {
 		calls["RedOpDestroy"] = c.RedOpDestroy(5)
 	}
 	for name, err := range calls {
-		if !errors.Is(err, hal.ErrNotSupported) {
+		if !errors.Is(err, errkind.ErrNotSupported) {
 			t.Errorf("%s without NCCL = %v, want ErrNotSupported", name, err)
 		}
 	}

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package nccl
+package sysnccl
 
 /*
 #cgo LDFLAGS: -ldl

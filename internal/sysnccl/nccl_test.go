@@ -1,4 +1,4 @@
-package nccl
+package sysnccl
 
 import (
 	"encoding/binary"
@@ -11,6 +11,7 @@ import (
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/cuda"
 	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/errkind"
 )
 
 func TestErrorWrapping(t *testing.T) {
@@ -19,12 +20,12 @@ func TestErrorWrapping(t *testing.T) {
 		sentinel error
 		want     string
 	}{
-		{UnhandledCudaError, hal.ErrDevice, "ncclAllReduce: ncclUnhandledCudaError (unhandled cuda error)"},
-		{SystemError, hal.ErrSystem, "ncclAllReduce: ncclSystemError (unhandled system error)"},
-		{InternalError, hal.ErrInternal, "ncclAllReduce: ncclInternalError (internal error)"},
-		{InvalidArgument, hal.ErrInvalidArgument, "ncclAllReduce: ncclInvalidArgument (invalid argument)"},
-		{InvalidUsage, hal.ErrInvalidUsage, "ncclAllReduce: ncclInvalidUsage (invalid usage)"},
-		{RemoteError, hal.ErrRemote, "ncclAllReduce: ncclRemoteError (remote process exited or there was a network error)"},
+		{UnhandledCudaError, errkind.ErrDevice, "ncclAllReduce: ncclUnhandledCudaError (unhandled cuda error)"},
+		{SystemError, errkind.ErrSystem, "ncclAllReduce: ncclSystemError (unhandled system error)"},
+		{InternalError, errkind.ErrInternal, "ncclAllReduce: ncclInternalError (internal error)"},
+		{InvalidArgument, errkind.ErrInvalidArgument, "ncclAllReduce: ncclInvalidArgument (invalid argument)"},
+		{InvalidUsage, errkind.ErrInvalidUsage, "ncclAllReduce: ncclInvalidUsage (invalid usage)"},
+		{RemoteError, errkind.ErrRemote, "ncclAllReduce: ncclRemoteError (remote process exited or there was a network error)"},
 	}
 	for _, tt := range tests {
 		text := strings.TrimSuffix(strings.SplitN(tt.want, "(", 2)[1], ")")
@@ -35,12 +36,42 @@ func TestErrorWrapping(t *testing.T) {
 		if got := errors.Unwrap(err).Error(); got != tt.want {
 			t.Errorf("Error() = %q, want %q", got, tt.want)
 		}
-		if hal.ResultCode(err) != int(tt.code) {
-			t.Errorf("hal.ResultCode(%v) = %d, want the NCCL code %d", err, hal.ResultCode(err), tt.code)
+		if got := ResultOf(err); got != tt.code {
+			t.Errorf("ResultOf(%v) = %v, want the NCCL code %v", err, got, tt.code)
 		}
 	}
 	if s := Result(42).String(); s != "ncclResult_t(42)" {
 		t.Errorf("Result(42) = %q", s)
+	}
+}
+
+// TestResultOf checks the mapping of weft's error kinds onto ncclResult_t
+// codes that weft's drop-in returns and `weft` exits with, through wrapping
+// and through hal's re-exported sentinels (the same values).
+func TestResultOf(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want Result
+	}{
+		{"nil", nil, Success},
+		{"device", fmt.Errorf("launch: %w", errkind.ErrDevice), UnhandledCudaError},
+		{"system", errkind.ErrSystem, SystemError},
+		{"internal", errkind.ErrInternal, InternalError},
+		{"invalid argument via hal", fmt.Errorf("count: %w", hal.ErrInvalidArgument), InvalidArgument},
+		{"invalid usage", errkind.ErrInvalidUsage, InvalidUsage},
+		{"not supported", fmt.Errorf("multicast: %w", errkind.ErrNotSupported), InvalidUsage},
+		{"remote", errkind.ErrRemote, RemoteError},
+		{"timeout naming a peer", fmt.Errorf("wait: %w", &hal.TimeoutError{Peer: 3, Channel: -1}), RemoteError},
+		{"timeout without peer", &errkind.TimeoutError{Peer: -1, Channel: -1}, SystemError},
+		{"bare timeout", errkind.ErrTimeout, SystemError},
+		{"no kind", errors.New("something"), SystemError},
+		{"first kind of a join", errors.Join(errkind.ErrInvalidArgument, errkind.ErrRemote), InvalidArgument},
+	}
+	for _, tt := range tests {
+		if got := ResultOf(tt.err); got != tt.want {
+			t.Errorf("%s: ResultOf(%v) = %v, want %v", tt.name, tt.err, got, tt.want)
+		}
 	}
 }
 
@@ -57,14 +88,14 @@ func TestVersionAndTypes(t *testing.T) {
 			t.Errorf("%d.Size() = %d, want %d", dt, dt.Size(), n)
 		}
 	}
-	if !errors.Is(&LoadError{}, hal.ErrNotSupported) {
+	if !errors.Is(&LoadError{}, errkind.ErrNotSupported) {
 		t.Error("LoadError does not wrap ErrNotSupported")
 	}
 }
 
 func TestMissingAndInProgress(t *testing.T) {
 	err := fmt.Errorf("forward: %w", &MissingError{Call: "ncclAlltoAll", Library: "libnccl.so.2"})
-	if !errors.Is(err, hal.ErrNotSupported) {
+	if !errors.Is(err, errkind.ErrNotSupported) {
 		t.Errorf("%v does not wrap ErrNotSupported", err)
 	}
 	if want := "forward: ncclAlltoAll: not exported by libnccl.so.2 (an older NCCL)"; err.Error() != want {
@@ -291,7 +322,7 @@ func TestCollectivesSingleProcess(t *testing.T) {
 	}
 	// A bad call is an error naming the call, wrapping the HAL sentinel.
 	err = ranks[0].comm.AllReduce(uint64(send[0]), uint64(recv[0]), count, DataType(99), Sum, ranks[0].stream.Handle)
-	if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "ncclAllReduce") {
+	if !errors.Is(err, errkind.ErrInvalidArgument) || !strings.Contains(err.Error(), "ncclAllReduce") {
 		t.Errorf("AllReduce with data type 99 = %v, want ncclInvalidArgument", err)
 	}
 }

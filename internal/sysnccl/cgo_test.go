@@ -1,5 +1,5 @@
 //go:build cgo
 
-package nccl
+package sysnccl
 
 const cgoEnabled = true

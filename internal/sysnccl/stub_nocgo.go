@@ -1,6 +1,6 @@
 //go:build !cgo
 
-package nccl
+package sysnccl
 
 var errNoCgo = &LoadError{Library: "libnccl.so.2", Detail: "weft built without cgo (CGO_ENABLED=0)"}
 

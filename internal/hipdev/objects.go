@@ -1,4 +1,4 @@
-package hip
+package hipdev
 
 import (
 	"errors"
@@ -8,12 +8,8 @@ import (
 	"time"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/hip"
 )
-
-// The HAL objects below wrap runtime objects of one GPU for a HIP backend
-// (hal/xgmi): streams, events, graphs, modules and kernels, and the copy
-// engine of port-mapped links. Owner names the backend's device in
-// messages ("xgmi GPU 0 (rank 3)").
 
 // timeout words the failure of a wait for Poll: the runtime's error, or
 // one wrapping hal.ErrTimeout when the deadline passed.
@@ -28,7 +24,7 @@ func timeout(what string) func(error, time.Duration) error {
 
 // HALStream is a non-blocking HIP stream as a hal.Stream.
 type HALStream struct {
-	stream Stream
+	stream hip.Stream
 	owner  string
 	closed atomic.Bool
 }
@@ -37,8 +33,8 @@ var _ hal.Stream = (*HALStream)(nil)
 
 // NewHALStream creates a stream with hipStreamNonBlocking on d: it does not
 // synchronise with the null stream.
-func NewHALStream(d Device, owner string) (*HALStream, error) {
-	s, err := d.StreamCreate(StreamNonBlocking)
+func NewHALStream(d hip.Device, owner string) (*HALStream, error) {
+	s, err := d.StreamCreate(hip.StreamNonBlocking)
 	if err != nil {
 		return nil, fmt.Errorf("new stream on %s: %w", owner, err)
 	}
@@ -48,7 +44,7 @@ func NewHALStream(d Device, owner string) (*HALStream, error) {
 // HALStreamOf returns hs as a live stream of d; errors wrap
 // hal.ErrInvalidArgument (another backend's or device's stream) or
 // hal.ErrInvalidUsage (closed). op names the caller in messages.
-func HALStreamOf(op string, hs hal.Stream, d Device, owner string) (*HALStream, error) {
+func HALStreamOf(op string, hs hal.Stream, d hip.Device, owner string) (*HALStream, error) {
 	s, ok := hs.(*HALStream)
 	if !ok || s == nil || s.stream.Dev != d {
 		return nil, fmt.Errorf("%s on %s: stream %T is not a stream of this GPU: %w", op, owner, hs, hal.ErrInvalidArgument)
@@ -57,7 +53,7 @@ func HALStreamOf(op string, hs hal.Stream, d Device, owner string) (*HALStream, 
 }
 
 // Raw is the runtime stream.
-func (s *HALStream) Raw() Stream { return s.stream }
+func (s *HALStream) Raw() hip.Stream { return s.stream }
 
 func (s *HALStream) check(op string) error {
 	if s.closed.Load() {
@@ -74,7 +70,7 @@ func (s *HALStream) Synchronize(deadline time.Time) error {
 	if err := s.check("synchronize"); err != nil {
 		return err
 	}
-	return Poll(deadline, s.stream.Query, timeout("synchronize stream of "+s.owner))
+	return hip.Poll(deadline, s.stream.Query, timeout("synchronize stream of "+s.owner))
 }
 
 // Record places a timing event in s.
@@ -82,7 +78,7 @@ func (s *HALStream) Record() (hal.Event, error) {
 	if err := s.check("record"); err != nil {
 		return nil, err
 	}
-	e, err := s.stream.Dev.EventCreate(EventDefault)
+	e, err := s.stream.Dev.EventCreate(hip.EventDefault)
 	if err == nil {
 		if err = e.Record(s.stream); err != nil {
 			e.Destroy()
@@ -111,7 +107,7 @@ func (s *HALStream) BeginCapture() error {
 	if err := s.check("begin capture"); err != nil {
 		return err
 	}
-	if err := s.stream.BeginCapture(StreamCaptureModeRelaxed); err != nil {
+	if err := s.stream.BeginCapture(hip.StreamCaptureModeRelaxed); err != nil {
 		return fmt.Errorf("begin capture on %s: %w", s.owner, err)
 	}
 	return nil
@@ -136,7 +132,7 @@ func (s *HALStream) EndCapture() (*HALGraph, error) {
 
 // HALEvent is a timing event recorded in a HALStream.
 type HALEvent struct {
-	event  Event
+	event  hip.Event
 	owner  string
 	closed atomic.Bool
 }
@@ -164,7 +160,7 @@ func (e *HALEvent) Synchronize(deadline time.Time) error {
 	if e.closed.Load() {
 		return fmt.Errorf("event synchronize on %s: event used after Close: %w", e.owner, hal.ErrInvalidUsage)
 	}
-	return Poll(deadline, e.event.Query, timeout("event synchronize on "+e.owner))
+	return hip.Poll(deadline, e.event.Query, timeout("event synchronize on "+e.owner))
 }
 
 // Close destroys the event.
@@ -180,8 +176,8 @@ func (e *HALEvent) Close() error {
 
 // HALGraph is a captured and instantiated HIP graph.
 type HALGraph struct {
-	graph  Graph
-	exec   GraphExec
+	graph  hip.Graph
+	exec   hip.GraphExec
 	owner  string
 	closed atomic.Bool
 }
@@ -222,7 +218,7 @@ type Limits struct {
 
 // HALModule is a loaded code object as a hal.Module.
 type HALModule struct {
-	mod    Module
+	mod    hip.Module
 	name   string
 	owner  string
 	limits Limits
@@ -237,14 +233,14 @@ var _ hal.Module = (*HALModule)(nil)
 // loads the code object on d. A cached code object the runtime refuses is
 // compiled again. Errors are those of Compile (source errors wrap
 // hal.ErrInvalidArgument and carry the log) and of hipModuleLoadData.
-func CompileModule(d Device, cache *KernelCache, s Source, limits Limits, owner string) (*HALModule, error) {
+func CompileModule(d hip.Device, cache *hip.KernelCache, s hip.Source, limits Limits, owner string) (*HALModule, error) {
 	bin, hit, err := cache.Get(s)
 	if err != nil {
 		return nil, fmt.Errorf("compile %s for %s: %w", s.Name, owner, err)
 	}
 	mod, err := d.ModuleLoadData(bin)
 	if err != nil && hit {
-		Logger().Warn("cached code object refused; recompiling", "kernel", s.Name, "device", owner, "err", err)
+		hip.Logger().Warn("cached code object refused; recompiling", "kernel", s.Name, "device", owner, "err", err)
 		cache.Invalidate(s)
 		if bin, _, err = cache.Get(s); err != nil {
 			return nil, fmt.Errorf("compile %s for %s: %w", s.Name, owner, err)
@@ -293,7 +289,7 @@ func (m *HALModule) Close() error {
 type HALFunction struct {
 	mod  *HALModule
 	name string
-	fn   Function
+	fn   hip.Function
 }
 
 var _ hal.Function = (*HALFunction)(nil)
@@ -318,7 +314,7 @@ func (f *HALFunction) Launch(hs hal.Stream, grid, block, sharedBytes int, params
 		return fmt.Errorf("launch %s on %s: grid %d, block %d (at most %d), shared %d bytes (at most %d): %w",
 			f.name, m.owner, grid, block, m.limits.MaxBlock, sharedBytes, m.limits.MaxShared, hal.ErrInvalidArgument)
 	}
-	if err := f.fn.Launch(Dim3{X: uint32(grid)}, Dim3{X: uint32(block)}, sharedBytes, s.stream, params); err != nil {
+	if err := f.fn.Launch(hip.Dim3{X: uint32(grid)}, hip.Dim3{X: uint32(block)}, sharedBytes, s.stream, params); err != nil {
 		return fmt.Errorf("launch %s on %s: %w", f.name, m.owner, err)
 	}
 	return nil
@@ -342,8 +338,8 @@ func (f *HALFunction) Launch(hs hal.Stream, grid, block, sharedBytes int, params
 // Methods are called from one goroutine at a time (the proxy's).
 type CopyEngine struct {
 	name    string // "engine of xgmi GPU 0 (rank 0) to GPU 1 of pid 42"
-	stream  Stream
-	marks   *Marks
+	stream  hip.Stream
+	marks   *hip.Marks
 	mirrors map[uint64]uint64 // semaphore address -> value last written
 	last    uint64            // last ticket Completed returned
 	err     error             // first failure (sticky)
@@ -353,13 +349,13 @@ type CopyEngine struct {
 var _ hal.Engine = (*CopyEngine)(nil)
 
 // NewCopyEngine creates a copy engine on d; name names it in messages.
-func NewCopyEngine(d Device, name string) (*CopyEngine, error) {
-	s, err := d.StreamCreate(StreamNonBlocking)
+func NewCopyEngine(d hip.Device, name string) (*CopyEngine, error) {
+	s, err := d.StreamCreate(hip.StreamNonBlocking)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	e := &CopyEngine{name: name, stream: s, mirrors: map[uint64]uint64{}}
-	if e.marks, err = NewMarks(s, 64); err != nil {
+	if e.marks, err = hip.NewMarks(s, 64); err != nil {
 		s.Destroy()
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -397,7 +393,7 @@ func (e *CopyEngine) copy(op string, dst, src uint64, bytes int64) error {
 	if bytes < 0 {
 		return fmt.Errorf("%s of %d bytes on %s: %w", op, bytes, e.name, hal.ErrInvalidArgument)
 	}
-	if err := e.stream.MemcpyAsync(DevicePtr(dst), DevicePtr(src), bytes); err != nil {
+	if err := e.stream.MemcpyAsync(hip.DevicePtr(dst), hip.DevicePtr(src), bytes); err != nil {
 		return e.fail(fmt.Errorf("%s of %d bytes from %#x to %#x on %s: %w", op, bytes, src, dst, e.name, err))
 	}
 	e.marks.Queued()
@@ -415,7 +411,7 @@ func (e *CopyEngine) Signal(semAddr, countAddr, count uint64) error {
 		return fmt.Errorf("signal on %s: semaphore %#x and count word %#x must be non-null (semaphore) and 8-byte aligned: %w", e.name, semAddr, countAddr, hal.ErrInvalidArgument)
 	}
 	v := e.mirrors[semAddr] + 1
-	if err := e.stream.Signal64(DevicePtr(countAddr), count, DevicePtr(semAddr), v); err != nil {
+	if err := e.stream.Signal64(hip.DevicePtr(countAddr), count, hip.DevicePtr(semAddr), v); err != nil {
 		return e.fail(fmt.Errorf("signal of semaphore %#x on %s: %w", semAddr, e.name, err))
 	}
 	e.mirrors[semAddr] = v
@@ -458,7 +454,7 @@ func (e *CopyEngine) Close() error {
 		return fmt.Errorf("close %s: already closed: %w", e.name, hal.ErrInvalidUsage)
 	}
 	e.closed = true
-	err := Poll(time.Time{}, e.stream.Query, timeout("close "+e.name))
+	err := hip.Poll(time.Time{}, e.stream.Query, timeout("close "+e.name))
 	if errors.Is(err, hal.ErrTimeout) {
 		return err
 	}

@@ -1,0 +1,242 @@
+package algorithms
+
+import (
+	"fmt"
+
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// Broadcast and Reduce move data one way: from the root to every peer, or
+// from every peer to the root. Nothing the writers receive in a launch
+// tells them that the readers are done, so the LL plans need flow control
+// of their own. LL scratch has two halves and launch k writes half k mod 2
+// (plan.HeaderOffset), so the writers may run one launch ahead of the
+// readers but not two. The readers release each launch's half with one
+// signal per block (after they have unpacked or combined it); a writer
+// consumes that release at the start of launch k + 2, the next one that
+// writes the same half, through a wait with two credits (plan.Op.Credits).
+// In steady state the release arrived long before, so the wait costs one
+// load of local memory; no launch ends with a wait for an acknowledgement
+// (the v2 plans did, one more one-way trip, ~1.5 µs, on the root of every
+// Broadcast). Block p of a writer writes part p of every slot (block 0
+// also the count header) and block p of a reader reads part p (block 0
+// the headers), with the same split on both sides, so each block's credit
+// covers exactly the bytes that block rewrites. The expected values the
+// waits count against live in device memory and advance with each run, so
+// launches replayed from a CUDA graph stay in step.
+//
+// Messages between Config.RootedWideMinBytes and RootedLLMaxBytes take the
+// same LL plans with Config.WideLL's blocks: LL moves data as soon as each
+// packet lands (the receiver unpacks while the root still writes later
+// packets), so a mid-size message pipelines at packet granularity with no
+// window handshake. Larger messages take the windowed (HB) plans with
+// Config.RootedHB's blocks.
+
+// llCredits are the waits with which a writer of an LL plan starts a
+// launch: one per channel of chs on semaphore base s, each two releases
+// behind (one per scratch half).
+func llCredits(chs []int, s int) []plan.Op {
+	ops := acks(chs, s)
+	for i := range ops {
+		ops[i].Credits = llHalves
+	}
+	return ops
+}
+
+// llHalves is the number of halves of an LL plan's scratch (plan.halves):
+// how many launches a writer may run ahead of a reader.
+const llHalves = 2
+
+// narrowLL is the shape of the LL plans: LLBlocks × Threads.
+func (c Config) narrowLL() Shape { return Shape{Blocks: c.LLBlocks, Threads: c.Threads} }
+
+// rooted returns c with the windowed shape of Broadcast and Reduce
+// (RootedHB, when set) in place of HB.
+func (c Config) rooted() Config {
+	if c.RootedHB.Blocks > 0 {
+		c.HB = c.RootedHB
+	}
+	return c
+}
+
+// rootedLLBounds returns the largest message of the narrow LL plan of
+// Broadcast and Reduce and, when a wide LL plan takes the sizes above it,
+// that plan's bound (0: no wide plan). The LL bound is RootedLLMaxBytes,
+// or CollLLMaxBytes where that is unset.
+func (c Config) rootedLLBounds() (narrow, wide int64) {
+	bound := c.RootedLLMaxBytes
+	if bound <= 0 {
+		bound = c.CollLLMaxBytes
+	}
+	if c.WideLL.Blocks > 0 && c.RootedWideMinBytes > 0 && bound > c.RootedWideMinBytes {
+		return c.RootedWideMinBytes, bound
+	}
+	return bound, 0
+}
+
+// BroadcastLL is the LL Broadcast with LLBlocks blocks for messages up to
+// the narrow bound of Config.RootedLLMaxBytes (see the comment above):
+// the root writes its input as packets into its slot of every peer (and
+// into its own output), the others unpack it and release the slot; the
+// root takes the release of launch k − 2 at the start of launch k.
+func BroadcastLL(c Config, root int) (*plan.Plan, error) {
+	narrow, _ := c.rootedLLBounds()
+	return broadcastLL(c, root, c.narrowLL(), narrow, false)
+}
+
+// BroadcastLLWide is BroadcastLL with Config.WideLL's blocks, for messages
+// up to Config.RootedLLMaxBytes.
+func BroadcastLLWide(c Config, root int) (*plan.Plan, error) {
+	_, wide := c.rootedLLBounds()
+	return broadcastLL(c, root, c.WideLL, wide, true)
+}
+
+func broadcastLL(c Config, root int, s Shape, maxBytes int64, wide bool) (*plan.Plan, error) {
+	if err := c.validateRoot(root); err != nil {
+		return nil, err
+	}
+	chs, all := c.channels(), c.others()
+	var ops []plan.Op
+	if c.Rank == root {
+		dsts := []plan.Ref{plan.L(plan.Output)}
+		for ci, ch := range chs {
+			dsts = append(dsts, plan.RS(ci, slotOf(root, ch.Peer)))
+		}
+		ops = cat(llCredits(all, 0), []plan.Op{plan.Transfer(plan.All, 0, dsts, plan.L(plan.Input))})
+	} else {
+		rc := c.chanOf(root)
+		ops = []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.LS(rc)), plan.Signal(rc, 0)}
+	}
+	return c.llPlanShape(fmt.Sprintf("broadcast-r%d", root), s, maxBytes, wide, ops, 1)
+}
+
+// BroadcastHB is the windowed Broadcast with Config.RootedHB's shape: the
+// root pushes each window into every peer's slot, the others copy it out.
+func BroadcastHB(c Config, root int) (*plan.Plan, error) {
+	if err := c.validateRoot(root); err != nil {
+		return nil, err
+	}
+	c = c.rooted()
+	chs, all := c.channels(), c.others()
+	b := c.HB.Blocks
+	var g plan.Group
+	if c.Rank == root {
+		dsts := []plan.Ref{plan.L(plan.Output)}
+		for ci, ch := range chs {
+			dsts = append(dsts, plan.RS(ci, slotOf(root, ch.Peer)))
+		}
+		g = c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), []plan.Op{xfer(dsts, plan.L(plan.Input))}, signals(all, sem(semData, b))),
+			waits(all, sem(semDone, b)))
+		if c.NRanks == 1 {
+			g.After = nil
+		}
+	} else {
+		rc := []int{c.chanOf(root)}
+		g = c.group(1, cat(waits(rc, sem(semData, b)), []plan.Op{xfer([]plan.Ref{plan.L(plan.Output)}, plan.LS(rc[0]))},
+			skip(signals(rc, sem(semFree, b)), 0, 2)), signals(rc, sem(semDone, b)))
+	}
+	return c.hbPlan(fmt.Sprintf("broadcast-r%d", root), len(chs), 3, g)
+}
+
+// ReduceLL is the LL Reduce with LLBlocks blocks for messages up to the
+// narrow bound of Config.RootedLLMaxBytes: every other rank writes its
+// input as packets into its slot of the root's scratch, the root combines
+// its input with the slots and releases them; a peer takes the release of
+// launch k − 2 at the start of launch k.
+func ReduceLL(c Config, root int) (*plan.Plan, error) {
+	narrow, _ := c.rootedLLBounds()
+	return reduceLL(c, root, c.narrowLL(), narrow, false)
+}
+
+// ReduceLLWide is ReduceLL with Config.WideLL's blocks, for messages up
+// to Config.RootedLLMaxBytes.
+func ReduceLLWide(c Config, root int) (*plan.Plan, error) {
+	_, wide := c.rootedLLBounds()
+	return reduceLL(c, root, c.WideLL, wide, true)
+}
+
+func reduceLL(c Config, root int, s Shape, maxBytes int64, wide bool) (*plan.Plan, error) {
+	if err := c.validateRoot(root); err != nil {
+		return nil, err
+	}
+	all := c.others()
+	var ops []plan.Op
+	if c.Rank == root {
+		srcs := []plan.Ref{plan.L(plan.Input)}
+		for _, ci := range all {
+			srcs = append(srcs, plan.LS(ci))
+		}
+		red := plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, srcs...)
+		red.Combine = true
+		ops = cat([]plan.Op{red}, signals(all, 0))
+	} else {
+		rc := c.chanOf(root)
+		ops = cat(llCredits([]int{rc}, 0), []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(rc, slotOf(c.Rank, root))}, plan.L(plan.Input))})
+	}
+	return c.llPlanShape(fmt.Sprintf("reduce-r%d", root), s, maxBytes, wide, ops, 1)
+}
+
+// ReduceHB is the windowed Reduce with Config.RootedHB's shape: the others
+// push each window into their slot of the root's scratch; the root
+// combines.
+func ReduceHB(c Config, root int) (*plan.Plan, error) {
+	if err := c.validateRoot(root); err != nil {
+		return nil, err
+	}
+	c = c.rooted()
+	all := c.others()
+	b := c.HB.Blocks
+	var g plan.Group
+	if c.Rank == root {
+		srcs := []plan.Ref{plan.L(plan.Input)}
+		for _, ci := range all {
+			srcs = append(srcs, plan.LS(ci))
+		}
+		red := xfer([]plan.Ref{plan.L(plan.Output)}, srcs...)
+		red.Combine = true
+		g = c.group(1, cat(waits(all, sem(semData, b)), []plan.Op{red}, skip(signals(all, sem(semFree, b)), 0, 2)), signals(all, sem(semDone, b)))
+		if c.NRanks == 1 {
+			g.Ops, g.After = []plan.Op{red}, nil
+		}
+	} else {
+		rc := []int{c.chanOf(root)}
+		g = c.group(1, cat(skip(waits(rc, sem(semFree, b)), 2, 0), []plan.Op{xfer([]plan.Ref{plan.RS(rc[0], slotOf(c.Rank, root))}, plan.L(plan.Input))},
+			signals(rc, sem(semData, b))), waits(rc, sem(semDone, b)))
+	}
+	return c.hbPlan(fmt.Sprintf("reduce-r%d", root), len(all), 3, g)
+}
+
+// rootedPlans are the memory-channel plans of Broadcast or Reduce,
+// smallest messages first: the narrow LL plan, the wide one where
+// configured, the windowed plan (Config.Algo "ll" keeps the LL plans, "hb"
+// the windowed one).
+func rootedPlans(c Config, coll Collective, root int) ([]Choice, error) {
+	narrowB, hb := BroadcastLL, BroadcastHB
+	wideB := BroadcastLLWide
+	if coll == Reduce {
+		narrowB, wideB, hb = ReduceLL, ReduceLLWide, ReduceHB
+	}
+	var out []Choice
+	narrow, wide := c.rootedLLBounds()
+	if narrow > 0 && c.Algo != "hb" {
+		p, err := narrowB(c, root)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Choice{Plan: p, MaxBytes: narrow})
+		if wide > 0 {
+			if p, err = wideB(c, root); err != nil {
+				return nil, err
+			}
+			out = append(out, Choice{Plan: p, MaxBytes: wide})
+		}
+		if c.Algo == "ll" {
+			return out, nil
+		}
+	}
+	p, err := hb(c, root)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, Choice{Plan: p}), nil
+}

@@ -1,0 +1,405 @@
+package weft
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/channels"
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+	"github.com/weftccl/weft/internal/env"
+)
+
+// Bootstrap is what a communicator needs of the bootstrap
+// (bootstrap.Bootstrap satisfies it).
+type Bootstrap interface {
+	channels.Exchanger
+	// Err is the first failure of the bootstrap (a peer that disappeared).
+	Err() error
+	// Failed is closed when Err becomes non-nil.
+	Failed() <-chan struct{}
+}
+
+// Comm is a communicator: the ranks of a job and the prepared plans of
+// their collectives.
+type Comm struct {
+	boot    Bootstrap
+	dev     hal.Device
+	exec    hal.Executor
+	cfg     algorithms.Config
+	source  string // where the AllReduce tiers came from (PlanSource)
+	timeout time.Duration
+	stall   stallState // progress exchange with the other ranks (stall.go)
+
+	net       *channels.Network   // peers on other nodes (nil: none)
+	allreduce []*algo             // zero-copy AllReduce (Comm.AllReduce)
+	p2p       []*algo             // point-to-point (LaunchP2P), smallest operations first
+	colls     map[collKey][]*algo // scratch-based plans (Launch), set up on first use
+
+	mu   sync.Mutex
+	regs map[uint64]*channels.Registration
+	// staging holds the data of sends that overlap receives of the same
+	// group; retired are earlier, smaller staging buffers, freed at Close.
+	staging hal.Buffer
+	retired []hal.Buffer
+}
+
+// algo is one plan with its resources and compiled programs.
+type algo struct {
+	choice   algorithms.Choice
+	res      *channels.Resources
+	library  map[string]string
+	programs map[progKey]hal.Program
+}
+
+type progKey struct {
+	t  plan.DataType
+	op plan.RedOp
+}
+
+// NewComm creates a communicator. It is collective: every rank calls it
+// with its own device. Errors wrap hal sentinels; on error nothing stays
+// allocated.
+func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) (_ *Comm, err error) {
+	// Every WEFT_* variable is checked before any is used: a malformed
+	// value is ErrInvalidArgument naming it, never a silent default.
+	if err := env.CheckAll(); err != nil {
+		return nil, fmt.Errorf("weft: rank %d: %w", boot.Rank(), err)
+	}
+	exec, ok := dev.(hal.Executor)
+	if !ok {
+		return nil, fmt.Errorf("weft: backend %s cannot execute plans: %w", dev.Info().Backend, hal.ErrNotSupported)
+	}
+	info := dev.Info()
+	cfg, source, timeout, err := configure(opts, info, boot.Rank(), boot.Size())
+	if err != nil {
+		return nil, err
+	}
+	if cfg.PortOnly, cfg.Switch, cfg.Nodes, err = linkKinds(ctx, boot, dev); err != nil {
+		return nil, err
+	}
+	if err := agreeOnPlans(ctx, boot, cfg, source); err != nil {
+		return nil, err
+	}
+	c := &Comm{boot: boot, dev: dev, exec: exec, cfg: cfg, source: source, timeout: timeout, regs: map[uint64]*channels.Registration{}, colls: map[collKey][]*algo{}}
+	c.startProgress()
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	if cfg.Nodes != nil {
+		// Peers on other nodes: their port channels use the network.
+		if c.net, err = channels.OpenNetwork(ctx, boot, dev); err != nil {
+			return nil, fmt.Errorf("weft: %w", err)
+		}
+	}
+	if !cfg.PortOnly {
+		// The zero-copy AllReduce plans use memory channels; where links
+		// are port-mapped only, AllReduce goes through Launch's
+		// port-channel plan.
+		choices, err := algorithms.AllReducePlans(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
+		}
+		if c.allreduce, err = c.setupAlgos(choices); err != nil {
+			return nil, err
+		}
+	}
+	// Point-to-point operations involve only some ranks, so their plan
+	// (over port channels where links are port-mapped only) is set up and
+	// compiled here, where every rank takes part.
+	p2p, err := algorithms.Plans(cfg, algorithms.SendRecv, 0)
+	if err != nil {
+		return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
+	}
+	if c.p2p, err = c.setupAlgos(p2p); err != nil {
+		return nil, err
+	}
+	for _, a := range c.p2p {
+		if _, err := c.program(a, plan.Uint8, plan.Sum, 0); err != nil {
+			return nil, err
+		}
+	}
+	env.Logger("INIT").Info("communicator ready", "rank", cfg.Rank, "nranks", cfg.NRanks, "backend", info.Backend,
+		"device", info.Name, "memory", c.MemoryBytes())
+	return c, nil
+}
+
+// linkKinds exchanges endpoints and reports whether every link to a peer
+// is port-mapped but not memory-mapped, whether every link is
+// memory-mapped and switch-mapped (the NVLS plans can run), and whether
+// some peer is on another node (Endpoint.Node), reached through a network
+// whose links are port-mapped: then nodes is the node of each rank (0, 1,
+// … in order of first appearance), else nil. A link with neither memory nor port mapping
+// within a node is ErrNotSupported, naming the peer; links of mixed kinds
+// use memory channels where they can, which needs all links memory-mapped.
+func linkKinds(ctx context.Context, boot Bootstrap, dev hal.Device) (portOnly, switchMapped bool, nodes []int, err error) {
+	if boot.Size() == 1 {
+		return false, false, nil, nil
+	}
+	blob, err := json.Marshal(dev.Endpoint())
+	if err != nil {
+		return false, false, nil, fmt.Errorf("weft: %w", err)
+	}
+	all, err := boot.AllGather(ctx, blob)
+	if err != nil {
+		return false, false, nil, fmt.Errorf("weft: exchange endpoints: %w", err)
+	}
+	memory, port, sw := true, true, true
+	ids := map[string]int{}
+	nodes = make([]int, len(all))
+	for r, b := range all {
+		var ep hal.Endpoint
+		if r == boot.Rank() {
+			ep = dev.Endpoint()
+		} else if err := json.Unmarshal(b, &ep); err != nil {
+			return false, false, nil, fmt.Errorf("weft: rank %d sent a malformed endpoint: %v: %w", r, err, hal.ErrRemote)
+		}
+		node := hal.NodeOf(ep.HostID, ep.Node)
+		if _, ok := ids[node]; !ok {
+			ids[node] = len(ids)
+		}
+		nodes[r] = ids[node]
+		if r == boot.Rank() {
+			continue
+		}
+		if dev.Endpoint().OtherNode(ep) != "" {
+			memory, sw = false, false
+			continue
+		}
+		l := dev.Link(ep)
+		if l.Caps&(hal.CapMemoryMapped|hal.CapPortMapped) == 0 {
+			return false, false, nil, fmt.Errorf("weft: rank %d: no memory- or port-mapped link to rank %d (%s): %w", boot.Rank(), r, l.Reason, hal.ErrNotSupported)
+		}
+		memory = memory && l.Caps&hal.CapMemoryMapped != 0
+		port = port && l.Caps&hal.CapPortMapped != 0
+		sw = sw && l.Caps&hal.CapSwitchMapped != 0
+	}
+	if len(ids) == 1 {
+		nodes = nil
+	}
+	return !memory && port, memory && sw, nodes, nil
+}
+
+// setupAlgos allocates and connects the resources of each choice. It is
+// collective.
+func (c *Comm) setupAlgos(choices []algorithms.Choice) ([]*algo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	var out []*algo
+	for _, ch := range choices {
+		var scratch int64
+		switch {
+		case ch.Plan.Windowed():
+			scratch = ch.Plan.ScratchBytes(0, 1) // window-sized, whatever the count
+		case ch.MaxBytes > 0:
+			for _, t := range plan.DataTypes {
+				scratch = max(scratch, ch.Plan.ScratchBytes(ch.MaxBytes/int64(t.Size()), t.Size()))
+			}
+		}
+		res, err := channels.Setup(ctx, c.boot, c.dev, ch.Plan, scratch, 0)
+		if err != nil {
+			for _, a := range out {
+				a.res.Close()
+			}
+			return nil, fmt.Errorf("weft: %w", err)
+		}
+		out = append(out, &algo{choice: ch, res: res, library: channels.DeviceLibrary(), programs: map[progKey]hal.Program{}})
+	}
+	return out, nil
+}
+
+// Rank is this rank of the communicator, 0 to Size-1.
+func (c *Comm) Rank() int { return c.cfg.Rank }
+
+// Size is the number of ranks of the communicator.
+
+func (c *Comm) Size() int { return c.cfg.NRanks }
+
+// Device is the communicator's device.
+func (c *Comm) Device() hal.Device { return c.dev }
+
+// MemoryBytes is the device memory the communicator holds on this rank for
+// scratch, semaphores, state and the staging buffer of in-place AllToAll
+// and overlapping point-to-point sends (registered user buffers not
+// counted), in bytes.
+func (c *Comm) MemoryBytes() int64 {
+	var n int64
+	for _, a := range c.allAlgos() {
+		n += a.res.Bytes()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range append(c.retired, c.staging) {
+		n += sizeOf(b)
+	}
+	return n
+}
+
+func sizeOf(b hal.Buffer) int64 {
+	if b == nil {
+		return 0
+	}
+	return b.Size()
+}
+
+// allAlgos lists every plan of the communicator.
+func (c *Comm) allAlgos() []*algo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := append(append([]*algo{}, c.allreduce...), c.p2p...)
+	for _, as := range c.colls {
+		out = append(out, as...)
+	}
+	return out
+}
+
+// Synchronize waits for the work queued on s and returns the first failure
+// any launch recorded, or the loss of a peer. When the bootstrap reports a
+// lost peer first, the device's waits are aborted at once, and the error
+// names that peer. It gives up (ErrTimeout, after aborting the device's
+// waits) when the stream is still busy Options.Timeout + 5 s after the
+// call: callers that queue longer work on the stream synchronise it
+// themselves first, or raise the timeout.
+//
+// Before it reports a wait that passed its deadline or a lost connection,
+// it asks the other ranks for their progress (for at most a quarter of the
+// timeout, capped at 5 s) and returns a *StallError naming the ranks that
+// stopped making progress, rather than the peer the wait was on, which may
+// itself have been waiting for them.
+func (c *Comm) Synchronize(s hal.Stream) error {
+	deadline := time.Now().Add(c.timeout + 5*time.Second)
+	for {
+		step := time.Now().Add(50 * time.Millisecond)
+		if step.After(deadline) {
+			step = deadline
+		}
+		err := s.Synchronize(step)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, hal.ErrTimeout) {
+			return fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, err)
+		}
+		if berr := c.lostPeer(); berr != nil {
+			c.Abort()
+			// Waits give up now; let the stream drain briefly.
+			_ = s.Synchronize(time.Now().Add(5 * time.Second))
+			return fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, c.diagnose(berr))
+		}
+		if !time.Now().Before(deadline) {
+			c.Abort()
+			return fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, c.diagnose(fmt.Errorf("stream did not finish within %v: %w", c.timeout+5*time.Second, err)))
+		}
+	}
+	if err := c.Check(); err != nil {
+		if v := c.diagnose(err); v != err {
+			return fmt.Errorf("weft: %w", v)
+		}
+		return err
+	}
+	return nil
+}
+
+// Check returns the first failure recorded by any launch (see
+// channels.Resources.Check) without waiting.
+func (c *Comm) Check() error {
+	if v := c.stall.verdict.Load(); v != nil {
+		return fmt.Errorf("weft: %w", v)
+	}
+	for _, a := range c.allAlgos() {
+		if err := a.res.Check(); err != nil {
+			if berr := c.boot.Err(); berr != nil {
+				return fmt.Errorf("weft: %w (%v)", berr, err)
+			}
+			return fmt.Errorf("weft: %w", err)
+		}
+	}
+	return nil
+}
+
+// AsyncError returns, without waiting, the first failure any launch has
+// recorded or the loss of a peer (an error wrapping hal.ErrRemote that
+// names the rank), or nil. It is what ncclCommGetAsyncError reports.
+func (c *Comm) AsyncError() error {
+	if v := c.stall.verdict.Load(); v != nil {
+		return fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, v)
+	}
+	if err := c.boot.Err(); err != nil {
+		return fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, err)
+	}
+	return c.Check()
+}
+
+// lostPeer is the first loss of a peer that the bootstrap or the network
+// saw (each names the peer's rank), or nil.
+func (c *Comm) lostPeer() error {
+	if err := c.boot.Err(); err != nil {
+		return err
+	}
+	if c.net != nil {
+		if err := c.net.Err(); err != nil {
+			return fmt.Errorf("network %s: %w", c.net.Name, err)
+		}
+	}
+	return nil
+}
+
+// Abort makes every wait of running and later launches give up at once,
+// so that streams drain; the communicator is unusable afterwards except
+// for Close. It does not block.
+func (c *Comm) Abort() {
+	for _, a := range c.allAlgos() {
+		a.res.Abort()
+	}
+}
+
+// Close releases programs, channels and registrations.
+func (c *Comm) Close() error {
+	var errs []error
+	for _, a := range c.allAlgos() {
+		for _, p := range a.programs {
+			errs = append(errs, p.Close())
+		}
+		errs = append(errs, a.res.Close())
+	}
+	c.mu.Lock()
+	c.allreduce, c.p2p, c.colls = nil, nil, map[collKey][]*algo{}
+	c.mu.Unlock()
+	c.mu.Lock()
+	for k, r := range c.regs {
+		errs = append(errs, r.Close())
+		delete(c.regs, k)
+	}
+	for _, b := range append(c.retired, c.staging) {
+		if b != nil {
+			errs = append(errs, b.Free())
+		}
+	}
+	c.staging, c.retired = nil, nil
+	c.mu.Unlock()
+	if c.net != nil {
+		// After the plans: their engines close before the NetDevice.
+		errs = append(errs, c.net.Close())
+		c.net = nil
+	}
+	return errors.Join(errs...)
+}
+
+// OpenDevice opens device ordinal (the backend's own index: the CUDA
+// ordinal for "nvlink") of a registered HAL backend ("host", "nvlink",
+// "pcie", …) with the defaults of hal.Config: hal/host names its shared
+// memory after this process. A backend registers itself when its package
+// is imported, usually for its side effect alone (import _
+// "github.com/weftccl/weft/hal/host"). Jobs whose processes share memory
+// through hal/host, or that want ranks in the device's messages, call
+// hal.Open with a full hal.Config instead.
+func OpenDevice(backend string, ordinal int) (hal.Device, error) {
+	return hal.Open(backend, hal.Config{Ordinal: ordinal})
+}

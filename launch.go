@@ -1,0 +1,583 @@
+package weft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/channels"
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// Call is one collective call on buffers given by address in the device's
+// address space (hal.Buffer.Addr; for hal/nvlink any device pointer, also
+// memory weft did not allocate). This is the form the NCCL C ABI uses.
+//
+// Count is NCCL's count argument: elements per rank for AllReduce,
+// Broadcast and Reduce; the send count of AllGather (Recv holds
+// NRanks × Count); the receive count of ReduceScatter (Send holds
+// NRanks × Count); the elements sent to each peer by AllToAll (both
+// buffers hold NRanks × Count). In place is Send == Recv for AllReduce,
+// Broadcast, Reduce and AllToAll, Send == Recv + Rank × Count × size for
+// AllGather, and Recv == Send + Rank × Count × size for ReduceScatter, as
+// in NCCL. In-place AllToAll costs one more local copy of the NRanks ×
+// Count elements, on the same stream, into a staging buffer that the
+// communicator keeps (grown to the largest such call) until Close;
+// buffers that overlap otherwise are refused (ErrInvalidArgument).
+// Send of Broadcast and Recv of Reduce matter at the root only.
+type Call struct {
+	Coll       Collective
+	Send, Recv uint64
+	Count      int64
+	Type       DataType
+	Op         RedOp // collectives that reduce
+	Root       int   // Broadcast and Reduce
+	// Scalar (the element's bits, little-endian) or, when ScalarPtr is not
+	// 0, the element at device address ScalarPtr, is the PreMulSum
+	// multiplier.
+	Scalar    uint64
+	ScalarPtr uint64
+}
+
+// collKey names the plans of one collective (and root).
+type collKey struct {
+	coll algorithms.Collective
+	root int
+}
+
+// key names the plans that serve call.
+func (call Call) key() collKey {
+	k := collKey{coll: call.Coll}
+	if call.Coll.Rooted() {
+		k.root = call.Root
+	}
+	return k
+}
+
+// progOp is the operator call's program is compiled for: the call's, or
+// Sum for a collective that only moves data (one program per type).
+func (call Call) progOp() plan.RedOp {
+	if !call.Coll.Reduces() {
+		return plan.Sum
+	}
+	return call.Op
+}
+
+// Launch enqueues one collective call on stream s. It is collective: every
+// rank makes the same call (same collective, count, type, operator and
+// root) in the same order. Buffers need no registration: plans move data
+// through the communicator's scratch buffers.
+//
+// Errors: ErrInvalidArgument for a zero address with a non-zero count, a
+// negative count, an unknown type, operator or root, or an operator the
+// collective does not take; ErrNotSupported for what weft does not serve
+// (the NCCL layer forwards those); a lost peer (ErrRemote) as soon as it
+// is known. Failures inside the launch are reported by Synchronize and
+// AsyncError.
+func (c *Comm) Launch(call Call, s hal.Stream) error {
+	if s == nil {
+		return fmt.Errorf("weft: %v on rank %d: stream is nil: %w", call.Coll, c.cfg.Rank, hal.ErrInvalidArgument)
+	}
+	if err := c.checkCall(call); err != nil {
+		return err
+	}
+	if err := c.boot.Err(); err != nil {
+		return fmt.Errorf("weft: %v on rank %d: %w", call.Coll, c.cfg.Rank, err)
+	}
+	if call.Count == 0 {
+		return nil
+	}
+	a, err := c.selectAlgo(call, false)
+	if err != nil {
+		return err
+	}
+	op := call.progOp()
+	if op == plan.PreMulSum && !a.choice.Serves(call.Type, op) {
+		// No plan of this communicator scales each rank's input with its
+		// own scalar (plan/premul.go): refuse rather than compute wrong
+		// numbers.
+		why := fmt.Sprintf("plan %s cannot run it for %v", a.choice.Plan.Name, call.Type)
+		if err := a.choice.Plan.ServesPreMulSum(); err != nil {
+			why = err.Error()
+		}
+		return fmt.Errorf("weft: %v on rank %d: PreMulSum: %s: %w", call.Coll, c.cfg.Rank, why, hal.ErrNotSupported)
+	}
+	args := c.callArgs(call)
+	prog, err := c.program(a, call.Type, op, call.Count)
+	if err != nil {
+		return err
+	}
+	if inPlaceAllToAll(call, c.cfg.NRanks) {
+		if args.Input, err = c.stageInput(call, s); err != nil {
+			return err
+		}
+	}
+	c.launched()
+	return prog.Launch(s, args)
+}
+
+// selectPlan decides which plan serves call; it is the one function that
+// does, for Launch, PlanName, PlanSMs, AllReducePlan and AllReduce alike.
+// The call is valid (checkCall, or checkArgs for AllReduce).
+//
+// zeroCopy: the call comes through Comm.AllReduce, whose own zero-copy
+// plans serve it (the first whose size bound takes the message), except
+// where allReduceViaLaunch sends it to Launch's plans. Otherwise the
+// collective's scratch-based plans serve it: the first that runs its type
+// and operator (algorithms.SelectFor) and takes its size; LaunchP2P's plan
+// serves SendRecv.
+//
+// setUp: the collective's plans are set up on first use (a collective
+// step: only Launch, where every rank makes the same call), and the
+// chosen plan's algo is returned. Without it the choices are computed, not
+// set up (naming a plan is no collective call: it must not allocate or
+// exchange anything), and the algo is nil where the plans are not set up
+// yet.
+func (c *Comm) selectPlan(call Call, zeroCopy, setUp bool) (algorithms.Choice, *algo, error) {
+	bytes := call.Count * int64(call.Type.Size())
+	switch {
+	case zeroCopy && !c.allReduceViaLaunch():
+		choices := choicesOf(c.allreduce)
+		a := c.allreduce[algorithms.Select(choices, bytes)]
+		return a.choice, a, nil
+	case call.Coll == algorithms.SendRecv:
+		a := c.p2pAlgo(bytes)
+		if a == nil {
+			return algorithms.Choice{}, nil, fmt.Errorf("weft: point-to-point on rank %d: no plan: %w", c.cfg.Rank, hal.ErrNotSupported)
+		}
+		return a.choice, a, nil
+	}
+	var algos []*algo
+	var choices []algorithms.Choice
+	var err error
+	if setUp {
+		if algos, err = c.collAlgos(call.key()); err != nil {
+			return algorithms.Choice{}, nil, err
+		}
+		choices = choicesOf(algos)
+	} else if choices, err = c.plansOf(call.key()); err != nil {
+		return algorithms.Choice{}, nil, err
+	}
+	i := algorithms.SelectFor(choices, bytes, call.Type, call.progOp())
+	if algos == nil {
+		return choices[i], nil, nil
+	}
+	return choices[i], algos[i], nil
+}
+
+// selectAlgo is the set-up plan that serves call (selectPlan; collective).
+func (c *Comm) selectAlgo(call Call, zeroCopy bool) (*algo, error) {
+	_, a, err := c.selectPlan(call, zeroCopy, true)
+	return a, err
+}
+
+// callArgs are the launch arguments of call. The scalar is set up here
+// only: the PreMulSum multiplier as the call gives it, or, for Avg of a
+// floating type, 1/nranks (plan.AvgScalar).
+func (c *Comm) callArgs(call Call) *plan.Args {
+	args := &plan.Args{Count: call.Count, Input: call.Send, Output: call.Recv, Timeout: c.timeout, Scalar: call.Scalar, ScalarPtr: call.ScalarPtr}
+	if call.progOp() == plan.Avg && call.Type.Float() {
+		args.Scalar, args.ScalarPtr = plan.AvgScalar(call.Type, c.cfg.NRanks), 0
+	}
+	return args
+}
+
+// checkCall validates a call.
+func (c *Comm) checkCall(call Call) error {
+	bad := func(f string, a ...any) error {
+		return fmt.Errorf("weft: %v on rank %d: %s: %w", call.Coll, c.cfg.Rank, fmt.Sprintf(f, a...), hal.ErrInvalidArgument)
+	}
+	n := c.cfg.NRanks
+	switch {
+	case call.Coll == algorithms.SendRecv || call.Coll > algorithms.SendRecv:
+		return bad("not a collective call (point-to-point goes through LaunchP2P)")
+	case !call.Type.Valid():
+		return bad("unsupported data type %v", call.Type)
+	case call.Coll.Reduces() && !call.Op.Valid():
+		return bad("unsupported reduction op %v", call.Op)
+	case call.Count < 0:
+		return bad("negative count %d", call.Count)
+	case call.Count > (1<<62)/int64(call.Type.Size())/int64(n):
+		return bad("count %d overflows", call.Count)
+	}
+	if call.Coll.Rooted() && (call.Root < 0 || call.Root >= n) {
+		return bad("root %d is not a rank of the communicator (0 to %d)", call.Root, n-1)
+	}
+	if call.Count == 0 {
+		return nil
+	}
+	me := c.cfg.Rank
+	needSend := call.Coll != algorithms.Broadcast || me == call.Root
+	needRecv := call.Coll != algorithms.Reduce || me == call.Root
+	switch {
+	case needSend && call.Send == 0:
+		return bad("send buffer is null")
+	case needRecv && call.Recv == 0:
+		return bad("receive buffer is null")
+	case call.Op == plan.PreMulSum && !call.Coll.Reduces():
+		return bad("PreMulSum on a collective that does not reduce")
+	}
+	es := uint64(call.Type.Size())
+	seg := uint64(call.Count) * es
+	switch call.Coll {
+	case algorithms.AllToAll:
+		if call.Send != call.Recv && overlaps(call.Send, seg*uint64(n), call.Recv, seg*uint64(n)) {
+			return bad("send and receive buffers overlap without being the same (in place is send = recv)")
+		}
+	case algorithms.AllGather:
+		if call.Send != call.Recv+uint64(me)*seg && overlaps(call.Send, seg, call.Recv, seg*uint64(n)) {
+			return bad("send buffer overlaps the receive buffer other than at this rank's segment (in place is send = recv + rank × count)")
+		}
+	case algorithms.ReduceScatter:
+		if call.Recv != call.Send+uint64(me)*seg && overlaps(call.Recv, seg, call.Send, seg*uint64(n)) {
+			return bad("receive buffer overlaps the send buffer other than at this rank's segment (in place is recv = send + rank × count)")
+		}
+	}
+	return nil
+}
+
+func overlaps(a, an, b, bn uint64) bool { return a < b+bn && b < a+an }
+
+// collAlgos returns the plans of a collective, set up on first use (every
+// rank makes the same first call, so the setup's exchange is collective).
+func (c *Comm) collAlgos(k collKey) ([]*algo, error) {
+	c.mu.Lock()
+	algos, ok := c.colls[k]
+	c.mu.Unlock()
+	if ok {
+		return algos, nil
+	}
+	choices, err := c.plansOf(k)
+	if err != nil {
+		return nil, err
+	}
+	if algos, err = c.setupAlgos(choices); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.colls[k] = algos
+	c.mu.Unlock()
+	return algos, nil
+}
+
+// plansOf computes the choices of Launch's plans for a collective (and
+// root), sets nothing up: ErrNotSupported where weft has no plan for it.
+func (c *Comm) plansOf(k collKey) ([]algorithms.Choice, error) {
+	choices, err := algorithms.Plans(c.cfg, k.coll, k.root)
+	if errors.Is(err, algorithms.ErrNoPlan) {
+		return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrNotSupported)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
+	}
+	return choices, nil
+}
+
+func choicesOf(algos []*algo) []algorithms.Choice {
+	cs := make([]algorithms.Choice, len(algos))
+	for i, a := range algos {
+		cs[i] = a.choice
+	}
+	return cs
+}
+
+// inPlaceAllToAll reports whether call is an AllToAll whose send and
+// receive buffers are the same (NCCL 2.28 takes it) on more than one rank.
+func inPlaceAllToAll(call Call, nranks int) bool {
+	return call.Coll == algorithms.AllToAll && call.Send == call.Recv && call.Count > 0 && nranks > 1
+}
+
+// stageInput copies the whole send buffer of an in-place AllToAll (NRanks
+// × Count elements) into the communicator's staging buffer, enqueued on s
+// before the collective, and returns the copy's address for the plan to
+// send from. Every AllToAll plan writes segment p of the output while
+// segment p of the input may still be unsent (the receive group runs
+// beside the send group; a port plan's engines read the input while other
+// engines write the output), so the plan must read a copy. The copy is
+// the point-to-point plan's self-copy group (every communicator has that
+// plan, over memory or port channels), so it needs nothing of a backend
+// beyond the HAL contract. Out-of-place calls never come here.
+func (c *Comm) stageInput(call Call, s hal.Stream) (uint64, error) {
+	bytes := int64(c.cfg.NRanks) * call.Count * int64(call.Type.Size())
+	prog, err := c.p2pProgram()
+	if err != nil {
+		return 0, err
+	}
+	base, err := c.stagingBuffer(bytes)
+	if err != nil {
+		return 0, fmt.Errorf("weft: in-place %v on rank %d: staging buffer of %d bytes for the send data: %w", call.Coll, c.cfg.Rank, bytes, err)
+	}
+	args := &plan.Args{Timeout: c.timeout, Groups: make([]plan.GroupArgs, plan.MaxGroupArgs)}
+	for i := range args.Groups {
+		args.Groups[i].Skip = true
+	}
+	args.Groups[algorithms.SelfArg(c.cfg.NRanks)-1] = plan.GroupArgs{Count: bytes, Input: call.Send, Output: base}
+	if err := prog.Launch(s, args); err != nil {
+		return 0, fmt.Errorf("weft: in-place %v on rank %d: staging the send data: %w", call.Coll, c.cfg.Rank, err)
+	}
+	return base, nil
+}
+
+// program returns a's program for a type and operator, preparing it on
+// first use (collective: see prepare).
+func (c *Comm) program(a *algo, t plan.DataType, op plan.RedOp, count int64) (hal.Program, error) {
+	key := progKey{t, op}
+	c.mu.Lock()
+	prog, ok := a.programs[key]
+	c.mu.Unlock()
+	if ok {
+		return prog, nil
+	}
+	prog, err := c.prepare(a, t, op, count)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	a.programs[key] = prog
+	c.mu.Unlock()
+	return prog, nil
+}
+
+// prepare compiles a plan for a data type and operator on its first use,
+// then waits until every rank has done the same before anyone launches it:
+// loading a module can wait for kernels already running in the context, and
+// a kernel of this plan spins until its peers' kernels run. The exchange
+// also checks that every rank chose the same plan, type, operator and
+// count, and names the ranks that did not.
+func (c *Comm) prepare(a *algo, t plan.DataType, op plan.RedOp, count int64) (hal.Program, error) {
+	prog, err := c.exec.Prepare(hal.PlanSpec{Plan: a.choice.Plan, Bindings: a.res.Bindings, DataType: t, RedOp: op, Library: a.library})
+	status := "ok"
+	if err != nil {
+		status = err.Error()
+	}
+	me := fmt.Sprintf("%s %v %v count=%d", a.choice.Plan.Name, t, op, count)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	all, xerr := c.boot.AllGather(ctx, []byte(me+"\x00"+status))
+	if err != nil {
+		return nil, fmt.Errorf("weft: prepare %s for %v %v on rank %d: %w", a.choice.Plan.Name, t, op, c.cfg.Rank, err)
+	}
+	if xerr != nil {
+		prog.Close()
+		return nil, fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, xerr)
+	}
+	for r, b := range all {
+		theirs, st, _ := strings.Cut(string(b), "\x00")
+		if theirs != me {
+			prog.Close()
+			return nil, fmt.Errorf("weft: rank %d calls %s but rank %d calls %s: %w", c.cfg.Rank, me, r, theirs, hal.ErrInvalidUsage)
+		}
+		if st != "ok" {
+			prog.Close()
+			return nil, fmt.Errorf("weft: rank %d could not prepare %s: %s: %w", r, me, st, hal.ErrRemote)
+		}
+	}
+	return prog, nil
+}
+
+// PlanName names the plan that Launch uses for call ("all_gather-LL16",
+// …; for SendRecv, LaunchP2P's plan), or "" for a call Launch refuses. It
+// is local: it sets nothing up.
+func (c *Comm) PlanName(call Call) string {
+	if p := c.planFor(call, false); p != nil {
+		return p.Name
+	}
+	return ""
+}
+
+// planFor is the plan that serves call (selectPlan: through Comm.AllReduce
+// when zeroCopy, else through Launch or, for SendRecv, LaunchP2P), or nil
+// for a call they refuse. It is local: it sets nothing up.
+func (c *Comm) planFor(call Call, zeroCopy bool) *plan.Plan {
+	if call.Coll != algorithms.SendRecv {
+		if err := c.checkCall(call); err != nil {
+			return nil
+		}
+	}
+	ch, _, err := c.selectPlan(call, zeroCopy, false)
+	if err != nil {
+		return nil
+	}
+	return ch.Plan
+}
+
+// PlanSMs reports, for the plan PlanName names, the thread blocks a launch
+// occupies (at most one SM each) and how many of them move data; the
+// others only push port-channel triggers and wait (plan.Plan.DataBlocks).
+// Both are 0 for a call Launch refuses.
+func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
+	if p := c.planFor(call, false); p != nil {
+		return p.Blocks(), p.DataBlocks()
+	}
+	return 0, 0
+}
+
+// Plans describes the AllReduce plans and the message sizes each serves,
+// smallest first ("allreduce-1pa-LL16 ≤ 131072 B").
+func (c *Comm) Plans() []string {
+	var out []string
+	for _, a := range c.allreduce {
+		if a.choice.MaxBytes > 0 {
+			out = append(out, fmt.Sprintf("%s ≤ %d B", a.choice.Plan.Name, a.choice.MaxBytes))
+		} else {
+			out = append(out, a.choice.Plan.Name+" above")
+		}
+	}
+	return out
+}
+
+// PlanSource says where the AllReduce plans came from: "default",
+// "WEFT_ALLREDUCE", "tuning file PATH" or "Options.Config".
+func (c *Comm) PlanSource() string { return c.source }
+
+// AllReducePlan names the plan that serves an AllReduce of count elements
+// of type t and operator op through Comm.AllReduce ("allreduce-1pa-LL16-8x1024";
+// the Launch plan where AllReduce goes through Launch), or "" for a call
+// it refuses.
+func (c *Comm) AllReducePlan(count int64, t DataType, op RedOp) string {
+	// Stand-in addresses: naming the plan depends only on the count, type
+	// and operator.
+	call := Call{Coll: algorithms.AllReduce, Send: 16, Recv: 16, Count: count, Type: t, Op: op}
+	if p := c.planFor(call, true); p != nil {
+		return p.Name
+	}
+	return ""
+}
+
+// allReduceViaLaunch: port-mapped links, or WEFT_ALGO=port or nvls, take
+// AllReduce through the scratch-based plans of Launch (the NVLS plan
+// through the switch buffer).
+func (c *Comm) allReduceViaLaunch() bool {
+	return len(c.allreduce) == 0 || c.cfg.Algo == algorithms.PortFamily || c.cfg.Algo == algorithms.NVLSFamily
+}
+
+// AllReduce enqueues an AllReduce of count elements of type t with operator
+// op on stream s: out[i] = in_0[i] ⊕ … ⊕ in_{n−1}[i] on every rank. in and
+// out may be the same buffer (in place). count may be 0.
+//
+// Errors: ErrInvalidArgument for a nil buffer, a negative count, a count
+// whose bytes exceed a buffer, an unknown data type or operator; errors of
+// buffer registration (collective, on a buffer's first use by a zero-copy
+// plan) and of the device otherwise. Failures during the launch are
+// reported by Synchronize.
+func (c *Comm) AllReduce(in, out hal.Buffer, count int64, t DataType, op RedOp, s hal.Stream) error {
+	if err := c.checkArgs("allreduce", in, out, count, t, op, s); err != nil {
+		return err
+	}
+	call := Call{Coll: algorithms.AllReduce, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: t, Op: op}
+	if c.allReduceViaLaunch() {
+		return c.Launch(call, s)
+	}
+	a, err := c.selectAlgo(call, true)
+	if err != nil {
+		return err
+	}
+	return c.launch(a, call, in, out, s)
+}
+
+func (c *Comm) checkArgs(coll string, in, out hal.Buffer, count int64, t plan.DataType, op plan.RedOp, s hal.Stream) error {
+	bad := func(f string, a ...any) error {
+		return fmt.Errorf("weft: %s on rank %d: %s: %w", coll, c.cfg.Rank, fmt.Sprintf(f, a...), hal.ErrInvalidArgument)
+	}
+	switch {
+	case in == nil:
+		return bad("input buffer is nil")
+	case out == nil:
+		return bad("output buffer is nil")
+	case s == nil:
+		return bad("stream is nil")
+	case !t.Valid():
+		return bad("unsupported data type %v", t)
+	case !op.Valid():
+		return bad("unsupported reduction op %v", op)
+	case op == plan.PreMulSum:
+		return bad("PreMulSum needs a scalar: use Launch with Call.Scalar")
+	case count < 0:
+		return bad("negative count %d", count)
+	}
+	es := int64(t.Size())
+	if count > (1<<62)/es {
+		return bad("count %d overflows (× %d bytes)", count, es)
+	}
+	if count*es > in.Size() {
+		return bad("count %d × %d bytes exceeds the %d-byte input buffer", count, es, in.Size())
+	}
+	if count*es > out.Size() {
+		return bad("count %d × %d bytes exceeds the %d-byte output buffer", count, es, out.Size())
+	}
+	if err := c.boot.Err(); err != nil {
+		return fmt.Errorf("weft: %s on rank %d: %w", coll, c.cfg.Rank, err)
+	}
+	return nil
+}
+
+// launch enqueues call (an AllReduce) with a zero-copy plan a, registering
+// in and out with the peers where a reads or writes them there.
+func (c *Comm) launch(a *algo, call Call, in, out hal.Buffer, s hal.Stream) error {
+	prog, err := c.program(a, call.Type, call.Op, call.Count)
+	if err != nil {
+		return err
+	}
+	args := c.callArgs(call)
+	needIn, needOut := a.choice.Plan.Needs()
+	if needIn || needOut {
+		args.PeerInput = make([]uint64, len(a.choice.Plan.Channels))
+		args.PeerOutput = make([]uint64, len(a.choice.Plan.Channels))
+		for _, pair := range []struct {
+			need bool
+			buf  hal.Buffer
+			dst  []uint64
+		}{{needIn, in, args.PeerInput}, {needOut, out, args.PeerOutput}} {
+			if !pair.need {
+				continue
+			}
+			reg, err := c.register(pair.buf)
+			if err != nil {
+				return err
+			}
+			for ci, ch := range a.choice.Plan.Channels {
+				pair.dst[ci] = reg.Peers[ch.Peer].Addr()
+			}
+		}
+	}
+	c.launched()
+	return prog.Launch(s, args)
+}
+
+// register returns buf's registration, registering it collectively on
+// first use. Every rank reaches this point for the same call, because plan
+// selection depends only on the (common) message size.
+func (c *Comm) register(buf hal.Buffer) (*channels.Registration, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.regs[buf.Addr()]; ok && r.Local == buf {
+		return r, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	r, err := channels.Register(ctx, c.boot, c.dev, buf)
+	if err != nil {
+		return nil, fmt.Errorf("weft: register buffer on rank %d: %w", c.cfg.Rank, err)
+	}
+	if old, ok := c.regs[buf.Addr()]; ok {
+		old.Close()
+	}
+	c.regs[buf.Addr()] = r
+	return r, nil
+}
+
+// Deregister unmaps buf from the peers; call it before freeing a buffer
+// that collectives used. It is not collective.
+func (c *Comm) Deregister(buf hal.Buffer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.regs[buf.Addr()]
+	if !ok {
+		return nil
+	}
+	delete(c.regs, buf.Addr())
+	return r.Close()
+}
