@@ -8,13 +8,13 @@ import (
 	"sync"
 
 	"github.com/weftccl/weft"
+	_ "github.com/weftccl/weft/backends" // registers every backend weft has: "host" runs anywhere
 	"github.com/weftccl/weft/bootstrap"
-	_ "github.com/weftccl/weft/hal/host" // registers the CPU backend, "host"
 )
 
 // Two ranks in one process, each with its own hal/host device: every rank
 // contributes rank+1 to each element, and every rank receives the sum. A
-// program imports weft, bootstrap, and the backends it may run on; a job
+// program imports weft, bootstrap, and the list of backends; a job
 // of several processes joins its ranks with bootstrap.Connect instead of
 // bootstrap.NewLocal.
 func ExampleComm_AllReduce() {
