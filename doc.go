@@ -4,10 +4,10 @@
 //
 // A [Comm] joins the ranks of a job: one process per device (or one
 // goroutine per device in tests), a bootstrap for out-of-band exchange, and
-// a device opened through a HAL backend, which registers itself when its
-// package is imported:
+// a device opened through a HAL backend. Backends register themselves when
+// the one list of them, package backends, is imported:
 //
-//	import _ "github.com/weftccl/weft/hal/nvlink" // or hal/host, hal/pcie, …
+//	import _ "github.com/weftccl/weft/backends" // nvlink, pcie, xgmi, host, …
 //
 //	boot, _ := bootstrap.Connect(ctx, id, rank, size)
 //	dev, _ := weft.OpenDevice("nvlink", localRank)
