@@ -7,9 +7,10 @@
 # What it checks:
 #   premul-*   ncclRedOpCreatePreMulSum with a different scalar on each rank (examples/cbench
 #              -o premulsum), host-immediate and device scalars, every NCCL type, AllReduce,
-#              ReduceScatter and Reduce, 8 B to 64 MB (LL, HB and zero-copy plan ranges), through
+#              ReduceScatter and Reduce, 8 B to 2 MB (LL and HB ranges; bfloat16 to 256 MB), through
 #              libweft_nccl.so and through the system NCCL (the client checked against NCCL too)
-#   a2a-*      ncclAlltoAll in place (sendbuff == recvbuff) and out of place, every type, to 256 MB
+#   a2a-*      ncclAlltoAll in place (sendbuff == recvbuff) and out of place, every type to 16 MB,
+#              float to 256 MB
 #   mpirun-*   the same client under `mpirun -np 2`, one case of each
 #   bench-*    weft bench PreMulSum (per-rank scalars) and AlltoAll in place beside NCCL
 #   tests      the root package's GPU tests of these items (WEFT_REQUIRE=nvlink)
@@ -20,14 +21,15 @@
 #   shm        no weft file of a dead process is left in /dev/shm after the whole run
 #
 # Files back in $OUT: summary.txt, logs.tar.gz, cbench.log (every cbench row).
-# Knobs: STEPS="cbench premul a2a mpirun bench tests close fit shm"  BUDGET=540  MAXB=64M  A2A_MAX=256M
+# Knobs: STEPS="cbench premul a2a mpirun bench tests close fit shm"  BUDGET=540  MAXB=2M  A2A_MAX=16M  BIG=256M
 set -u
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
 BUDGET=${BUDGET:-540}
 STEPS=${STEPS:-"cbench premul a2a mpirun bench tests close fit shm"}
-MAXB=${MAXB:-64M}
-A2A_MAX=${A2A_MAX:-256M}
+MAXB=${MAXB:-2M}        # the every-type sweeps (LL and HB ranges); one type goes to BIG
+A2A_MAX=${A2A_MAX:-16M}
+BIG=${BIG:-256M}
 LIB=$B/libweft_nccl.so
 
 # Never NVLink multicast on these hosts (it can take the shared GPUs out of service).
@@ -56,15 +58,16 @@ if want premul; then
     step "premul-weft-$res" 90 'wrong' -- "${WEFT_ENV[@]}" $CB "${PM[@]}" -S $res
     step "premul-nccl-$res" 90 'wrong' -- "${REF_ENV[@]}" $CB "${PM[@]}" -S $res
   done
-  # CUDA graphs: a device scalar is read when the captured launch runs.
+  # CUDA graphs: a device scalar is read when the captured launch runs; to BIG.
   step premul-weft-graph 60 'wrong' -- "${WEFT_ENV[@]}" $CB -g "$NP" -t allreduce,reducescatter,reduce -o premulsum -S device \
-    -d bfloat16 -b 8 -e "$MAXB" -f 8 -w 2 -n 5 -G 5 -c 1
+    -d bfloat16 -b 8 -e "$BIG" -f 8 -w 2 -n 5 -G 5 -c 1
 fi
 
 # ---- item 2: in-place ncclAlltoAll, every type
 if want a2a; then
   step a2a-weft 100 'wrong' -- "${WEFT_ENV[@]}" $CB -g "$NP" -t alltoall -d all -b 8 -e "$A2A_MAX" -f 8 -w 1 -n 2 -G 0 -c 1 -p 1
   step a2a-nccl 100 'wrong' -- "${REF_ENV[@]}" $CB -g "$NP" -t alltoall -d all -b 8 -e "$A2A_MAX" -f 8 -w 1 -n 2 -G 0 -c 1 -p 1
+  step a2a-weft-big 60 'wrong' -- "${WEFT_ENV[@]}" $CB -g "$NP" -t alltoall -d float -b 32M -e "$BIG" -f 8 -w 1 -n 2 -G 0 -c 1 -p 1
 fi
 
 # ---- the same client under mpirun (one process per GPU started by Open MPI)
@@ -85,7 +88,7 @@ fi
 # ---- the root package's GPU tests of these items
 if want tests; then
   step test-root 150 'pass' -- "$B/weft.test" -test.count=1 -test.v -test.timeout 140s \
-    -test.run "${TEST_RUN:-PreMul|InPlaceAllToAll|InPlaceAlltoAll}"
+    -test.run "${TEST_RUN:-TestInPlaceAllToAllNVLink}"
 fi
 
 # ---- item 5: nothing unmaps memory a launch in flight can touch
@@ -113,7 +116,7 @@ fi
 for f in "$L"/premul-*.log "$L"/a2a-*.log "$L"/mpirun-*.log; do [ -f "$f" ] && { echo "== $(basename "$f")"; cat "$f"; }; done >"$OUT/cbench.log" 2>/dev/null
 save
 {
-  echo "== gpu-harden: $NP GPUs, $(( $(date +%s) - T0 ))s, MAXB=$MAXB A2A_MAX=$A2A_MAX"
+  echo "== gpu-harden: $NP GPUs, $(( $(date +%s) - T0 ))s, MAXB=$MAXB A2A_MAX=$A2A_MAX BIG=$BIG"
   printf '%-20s %-7s %5s  %s\n' step result secs note
   printf '%s\n' "${rows[@]}"
   echo "== $nbad step(s) failed, timed out or skipped"

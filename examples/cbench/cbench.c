@@ -118,10 +118,23 @@ static float fp8_decode(uint8_t b, int mbits, int bias) {
   float f = e ? ldexpf(1.0f + (float)m / (1 << mbits), e - bias) : ldexpf((float)m / (1 << mbits), 1 - bias);
   return (b & 0x80) ? -f : f;
 }
-static uint8_t fp8_encode(float f, int mbits, int bias) {
+static uint8_t fp8_search(float f, int mbits, int bias) {
   for (int b = 0; b < 256; b++)
     if (fp8_decode((uint8_t)b, mbits, bias) == f && !(f == 0 && (b & 0x80))) return (uint8_t)b;
   return 0x7f; /* NaN in e4m3, a NaN pattern in e5m2: a value that is not exact shows as wrong */
+}
+/* fp8_encode looks small integers up in a table filled on first use (the inputs are small
+ * integers; a search per element made -d all sweeps take minutes). */
+static uint8_t fp8_encode(float f, int mbits, int bias) {
+  static uint8_t table[2][257];
+  static int filled[2];
+  int k = mbits == 3 ? 0 : 1;
+  if (!filled[k]) {
+    for (int v = -128; v <= 128; v++) table[k][v + 128] = fp8_search((float)v, mbits, bias);
+    filled[k] = 1;
+  }
+  if (f == (float)(int)f && f >= -128 && f <= 128) return table[k][(int)f + 128];
+  return fp8_search(f, mbits, bias);
 }
 
 static void put(void *p, size_t i, double v) {
