@@ -31,4 +31,5 @@ require (
 	golang.org/x/image v0.24.0 // indirect
 	golang.org/x/sys v0.42.0 // indirect
 	golang.org/x/text v0.22.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1
 )

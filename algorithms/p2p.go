@@ -24,7 +24,11 @@ import (
 //     it (a signal, which nothing waits for in this launch), and the
 //     sender takes that credit at the start of the launch that reuses the
 //     half (an Ack wait with 2 credits): normally long there, it costs one
-//     load.
+//     load. Each block waits only for its matching receiver block, so the
+//     send and receive groups split the span of P2PLLMaxBytes among their
+//     blocks, not the count (plan.Group.Span): a block owns the same
+//     packets whatever the count, and launches k and k+2 of different
+//     sizes never have one block write what another still reads.
 //   - P2PPlan, the windowed plan, for larger operations: Config.P2P
 //     blocks per group, windows through scratch with data, free and done
 //     semaphores.
@@ -82,8 +86,8 @@ func P2PLLPlan(c Config) (*plan.Plan, error) {
 		put := plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input))
 		get := plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.LS(ci))
 		p.Groups = append(p.Groups,
-			plan.Group{Blocks: b, Arg: SendArg(c.Rank, ch.Peer), Ops: []plan.Op{credit, put}},
-			plan.Group{Blocks: b, Arg: RecvArg(c.Rank, ch.Peer), Ops: []plan.Op{get, plan.Signal(ci, sem(semP2PRelease, b))}})
+			plan.Group{Blocks: b, Arg: SendArg(c.Rank, ch.Peer), Ops: []plan.Op{credit, put}, Span: c.P2PLLMaxBytes},
+			plan.Group{Blocks: b, Arg: RecvArg(c.Rank, ch.Peer), Ops: []plan.Op{get, plan.Signal(ci, sem(semP2PRelease, b))}, Span: c.P2PLLMaxBytes})
 	}
 	p.Groups = append(p.Groups, plan.Group{Blocks: b, Arg: SelfArg(c.NRanks),
 		Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}})

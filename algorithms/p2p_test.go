@@ -13,7 +13,10 @@ import (
 // validates, has a send and a receive group per peer in P2PPlan's argument
 // slots and a self-copy group, takes its credit at the start of each send
 // (an Ack wait 2 launches behind) and releases the half after each
-// receive, and sizes its scratch for P2PLLMaxBytes of LL16 packets.
+// receive, splits its send and receive groups over the span of
+// P2PLLMaxBytes (so a block's packets are the same whatever the count,
+// and a per-block credit covers them), and sizes its scratch for
+// P2PLLMaxBytes of LL16 packets.
 func TestP2PLLPlan(t *testing.T) {
 	for n := 1; n <= 8; n++ {
 		for r := 0; r < n; r++ {
@@ -27,6 +30,7 @@ func TestP2PLLPlan(t *testing.T) {
 			}
 			type shape struct {
 				Arg, Blocks int
+				Span        int64
 				Ops         string
 			}
 			var got, want []shape
@@ -35,15 +39,15 @@ func TestP2PLLPlan(t *testing.T) {
 				for _, o := range g.Ops {
 					ops = append(ops, p.OpString(o))
 				}
-				got = append(got, shape{g.Arg, g.Blocks, strings.Join(ops, "; ")})
+				got = append(got, shape{g.Arg, g.Blocks, g.Span, strings.Join(ops, "; ")})
 			}
 			b := c.P2PLL.Blocks
 			for ci, ch := range c.channels() {
 				want = append(want,
-					shape{SendArg(r, ch.Peer), b, fmt.Sprintf("wait(ch%d, sem 0, 2 credits); putPackets[all] ch%d.scratch[%d] <- local.in", ci, ci, slotOf(r, ch.Peer))},
-					shape{RecvArg(r, ch.Peer), b, fmt.Sprintf("unpackPackets[all] local.out <- local.scratch[%d]; signal(ch%d, sem 0)", ci, ci)})
+					shape{SendArg(r, ch.Peer), b, c.P2PLLMaxBytes, fmt.Sprintf("wait(ch%d, sem 0, 2 credits); putPackets[all] ch%d.scratch[%d] <- local.in", ci, ci, slotOf(r, ch.Peer))},
+					shape{RecvArg(r, ch.Peer), b, c.P2PLLMaxBytes, fmt.Sprintf("unpackPackets[all] local.out <- local.scratch[%d]; signal(ch%d, sem 0)", ci, ci)})
 			}
-			want = append(want, shape{SelfArg(n), b, "copy[all] local.out <- local.in"})
+			want = append(want, shape{SelfArg(n), b, 0, "copy[all] local.out <- local.in"})
 			if d := cmp.Diff(want, got); d != "" {
 				t.Fatalf("%s, rank %d of %d: groups differ (-want +got):\n%s", p.Name, r, n, d)
 			}
@@ -126,6 +130,7 @@ func TestP2PLLKernel(t *testing.T) {
 		"if (!wait(c, 0, 0 + c.part, false, false, 2)) return;",
 		"if (P.gcount[0] == WEFT_SKIP_COUNT) return;\n    group0(P, blockIdx.x - 0);",
 		"if (P.gcount[4] == WEFT_SKIP_COUNT) return;\n    group4(P, blockIdx.x - 64);",
+		"range_span<ES>(c, 131072ull, off, len);",
 	} {
 		if !strings.Contains(src, want) {
 			t.Errorf("generated kernel lacks %q", want)

@@ -16,14 +16,15 @@ import (
 // consumes that release at the start of launch k + 2, the next one that
 // writes the same half, through a wait with two credits (plan.Op.Credits).
 // In steady state the release arrived long before, so the wait costs one
-// load of local memory; no launch ends with a wait for an acknowledgement
-// (the v2 plans did, one more one-way trip, ~1.5 µs, on the root of every
-// Broadcast). Block p of a writer writes part p of every slot (block 0
-// also the count header) and block p of a reader reads part p (block 0
-// the headers), with the same split on both sides, so each block's credit
-// covers exactly the bytes that block rewrites. The expected values the
-// waits count against live in device memory and advance with each run, so
-// launches replayed from a CUDA graph stay in step.
+// load of local memory per thread; no launch ends with a wait for an
+// acknowledgement (the v2 plans did, one more one-way trip, ~1.5 µs, on
+// the root of every Broadcast). A writer block waits for the release of
+// every reader block, not only its namesake: blocks split a message by its
+// count, so block p's bytes in launch k + 2 may lie in block q's share of
+// launch k (TestRootedLLConsecutiveAndReplayed found exactly that with a
+// per-block credit). The expected values the waits count against live in
+// device memory and advance with each run, so launches replayed from a
+// CUDA graph stay in step.
 //
 // Messages between Config.RootedWideMinBytes and RootedLLMaxBytes take the
 // same LL plans with Config.WideLL's blocks: LL moves data as soon as each

@@ -68,7 +68,7 @@ func TestRootedLLCreditsAtStart(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						if !strings.Contains(src, "false, 2)) return;") {
+						if !strings.Contains(src, fmt.Sprintf("wait_credits<%d>(c, chs, 0, 2)", peers)) {
 							t.Errorf("%s: generated source passes no credits to its wait", where)
 						}
 					} else {
@@ -344,10 +344,14 @@ func (r rootedRun) rank(boot bootstrap.Bootstrap, rank int) error {
 	if !writer {
 		time.Sleep(r.delayReaders)
 	}
+	var scalar uint64
+	if r.op == plan.Avg && r.t.Float() {
+		scalar = plan.AvgScalar(r.t, r.n) // as Comm.Launch passes it
+	}
 	launchAll := func() error {
 		for i, count := range r.counts {
 			prog := progs[algorithms.Select(cs, count*es)]
-			if err := prog.Launch(s, &plan.Args{Count: count, Input: ins[i].Addr(), Output: outs[i].Addr(), Timeout: r.timeout}); err != nil {
+			if err := prog.Launch(s, &plan.Args{Count: count, Input: ins[i].Addr(), Output: outs[i].Addr(), Timeout: r.timeout, Scalar: scalar}); err != nil {
 				return err
 			}
 		}
@@ -414,7 +418,9 @@ func (r rootedRun) rank(boot bootstrap.Bootstrap, rank int) error {
 		}
 	}
 	// Every rank has cleared its outputs before anyone replays again.
-	if err := boot.Barrier(ctx); err != nil {
+	bctx, cancel := context.WithTimeout(ctx, 4*r.timeout)
+	defer cancel()
+	if err := boot.Barrier(bctx); err != nil {
 		return err
 	}
 	if !writer {

@@ -32,6 +32,18 @@
 // Those rounding rules are the device library's and hal/host's: FP8
 // results round through binary16, which for single operations equals
 // rounding to FP8 directly.
+//
+// More than 8 ranks ([ValueN], [InputN]; [Send] and [AllReduce] use them):
+// element i of rank r is active on the 8 ranks r with (r − i) mod nranks
+// < 8 and takes [Value]'s value for rank j = (r − i) mod nranks there, so
+// at most 8 contributions per element are not neutral and every bound
+// above holds whatever nranks is. Elsewhere it is neutral: 0 for Sum,
+// PreMulSum and Avg, ±1 for Prod (unsigned: 1); Max and Min take [Value]
+// for rank r (they are exact for any number of ranks). The 8 active ranks
+// are consecutive (cyclically), so the PreMulSum scalars of the active
+// ranks sum to at most 17 for unsigned types (uint8: 17 × 15 = 255) and
+// have magnitude at most 2 otherwise. Up to 8 ranks the values are
+// [Value]'s, unchanged.
 package check
 
 import (
@@ -43,8 +55,13 @@ import (
 )
 
 // MaxRanks is the largest number of ranks for which the results of
-// [AllReduce] are exact.
-const MaxRanks = 8
+// [AllReduce] are checked to be exact (the package tests run every type
+// and operator up to it; the construction holds for any count).
+const MaxRanks = 64
+
+// denseRanks is the number of ranks up to which every rank contributes to
+// every element ([Value]); beyond, 8 ranks per element do ([ValueN]).
+const denseRanks = 8
 
 // magnitude is m(t): the largest |input| of Sum, Max, Min, PreMulSum and
 // Avg for a signed or floating type t, the largest input for an unsigned
@@ -97,11 +114,48 @@ func Value(t plan.DataType, op plan.RedOp, rank int, i int64) float64 {
 	return float64(k%(2*m+1) - m)
 }
 
-// Input returns rank's input of count elements of type t for operator op.
+// Input returns rank's input of count elements of type t for operator op,
+// for at most 8 ranks ([InputN] for more).
 func Input(t plan.DataType, op plan.RedOp, rank int, count int64) []byte {
 	out := make([]byte, count*int64(t.Size()))
 	for i := int64(0); i < count; i++ {
 		Put(t, out, i, Value(t, op, rank, i))
+	}
+	return out
+}
+
+// ValueN is rank's input element i (i ≥ 0) of type t for operator op among
+// nranks ranks: [Value] up to 8 ranks; beyond, Value's value for rank
+// (rank − i) mod nranks on the 8 ranks where that is below 8, a neutral
+// value elsewhere (see the package documentation), so that every
+// reduction over any number of ranks stays exact.
+func ValueN(t plan.DataType, op plan.RedOp, nranks, rank int, i int64) float64 {
+	if nranks <= denseRanks {
+		return Value(t, op, rank, i)
+	}
+	switch op {
+	case plan.Max, plan.Min:
+		return Value(t, op, rank, i)
+	}
+	j := ((int64(rank)-i)%int64(nranks) + int64(nranks)) % int64(nranks)
+	if j < denseRanks {
+		return Value(t, op, int(j), i)
+	}
+	if op == plan.Prod {
+		if !unsigned(t) && (i*5+int64(rank))%7 == 0 {
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+// InputN returns rank's input of count elements of type t for operator op
+// among nranks ranks ([ValueN]; the same bytes as [Input] up to 8 ranks).
+func InputN(t plan.DataType, op plan.RedOp, nranks, rank int, count int64) []byte {
+	out := make([]byte, count*int64(t.Size()))
+	for i := int64(0); i < count; i++ {
+		Put(t, out, i, ValueN(t, op, nranks, rank, i))
 	}
 	return out
 }
@@ -128,7 +182,8 @@ func PreMulValue(t plan.DataType, rank int) float64 {
 }
 
 // AllReduce returns the expected AllReduce output of nranks ranks
-// (1 … MaxRanks) for inputs made by [Input]: PreMulSum multiplies rank r's
+// (1 … MaxRanks) for inputs made by [InputN] (the same as [Input] up to 8
+// ranks): PreMulSum multiplies rank r's
 // input by rank r's [PreMulValue]; Avg of an integer type is the sum divided by nranks,
 // truncated toward zero; Avg of a floating type is Σ x·plan.AvgScalar in
 // rank order, rounded to the type after every operation.
@@ -141,7 +196,7 @@ func AllReduce(t plan.DataType, op plan.RedOp, nranks int, count int64) []byte {
 	for i := int64(0); i < count; i++ {
 		var acc float64
 		for r := 0; r < nranks; r++ {
-			v := Value(t, op, r, i)
+			v := ValueN(t, op, nranks, r, i)
 			switch op {
 			case plan.Sum:
 				acc += v

@@ -39,6 +39,10 @@ func representable(t plan.DataType, v float64) bool {
 	return elems(t, b)[0] == v
 }
 
+// testRanks are the communicator sizes the exactness tests check: every
+// size up to 9, then sizes past powers of two and odd ones up to MaxRanks.
+var testRanks = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 31, 33, 48, 63, MaxRanks}
+
 // orders are reduction orders over nranks contributions: rank order,
 // reverse, and a pairwise tree (what ring, direct and tree algorithms do).
 func orders(nranks int) map[string]func(xs []float64, op func(a, b float64) float64) float64 {
@@ -82,7 +86,7 @@ func TestAllReduceInAnyOrder(t *testing.T) {
 	const count = 300 // crosses the i/97 steps of the Sum values
 	for _, dt := range plan.DataTypes {
 		for _, op := range plan.RedOps {
-			for n := 1; n <= MaxRanks; n++ {
+			for _, n := range testRanks {
 				t.Run(fmt.Sprintf("%v/%v/%d", dt, op, n), func(t *testing.T) {
 					want := AllReduce(dt, op, n, count)
 					rounding := op == plan.Avg && dt.Float()
@@ -116,13 +120,13 @@ func TestAllReduceInAnyOrder(t *testing.T) {
 						for i := int64(0); i < count; i++ {
 							xs := make([]float64, n)
 							for r := range xs {
-								xs[r] = Value(dt, op, r, i)
+								xs[r] = ValueN(dt, op, n, r, i)
 								if op == plan.PreMulSum {
 									// Each rank's own scalar, as the
 									// rank passes it (bits of the type).
 									xs[r] *= elems(dt, binary.LittleEndian.AppendUint64(nil, PreMulScalar(dt, r)))[0]
 									if !representable(dt, xs[r]) {
-										t.Fatalf("rank %d: %v × its scalar is not exact in %v", r, Value(dt, op, r, i), dt)
+										t.Fatalf("rank %d: %v × its scalar is not exact in %v", r, ValueN(dt, op, n, r, i), dt)
 									}
 								} else if rounding {
 									xs[r] = round(dt, xs[r]*pre)
@@ -154,7 +158,7 @@ func TestInputRanges(t *testing.T) {
 		for _, op := range plan.RedOps {
 			lo, hi := math.Inf(1), math.Inf(-1)
 			nonzero := make([]int, 500)
-			for r := 0; r < MaxRanks; r++ {
+			for r := 0; r < denseRanks; r++ {
 				for i, v := range elems(dt, Input(dt, op, r, 500)) {
 					lo, hi = math.Min(lo, v), math.Max(hi, v)
 					if v != 0 {
@@ -178,7 +182,7 @@ func TestInputRanges(t *testing.T) {
 			if op == plan.Avg && dt.Float() {
 				for i, k := range nonzero {
 					if k != 2 {
-						t.Fatalf("%v avg: element %d is non-zero on %d of %d ranks, want 2", dt, i, k, MaxRanks)
+						t.Fatalf("%v avg: element %d is non-zero on %d of %d ranks, want 2", dt, i, k, denseRanks)
 					}
 				}
 			}
@@ -196,7 +200,7 @@ func TestPreMulScalarMatters(t *testing.T) {
 				t.Errorf("%v rank %d: PreMulScalar is %v, want %v", dt, r, s, PreMulValue(dt, r))
 			}
 		}
-		for n := 2; n <= MaxRanks; n++ {
+		for _, n := range testRanks[1:] {
 			want := AllReduce(dt, plan.PreMulSum, n, 64)
 			if Wrong(dt, want, AllReduce(dt, plan.Sum, n, 64)) == 0 {
 				t.Errorf("%v, %d ranks: PreMulSum and Sum expect the same result", dt, n)
@@ -208,7 +212,7 @@ func TestPreMulScalarMatters(t *testing.T) {
 				for i := int64(0); i < 64; i++ {
 					var acc float64
 					for r := 0; r < n; r++ {
-						acc += Value(dt, plan.PreMulSum, r, i) * PreMulValue(dt, local)
+						acc += ValueN(dt, plan.PreMulSum, n, r, i) * PreMulValue(dt, local)
 					}
 					Put(dt, uniform, i, acc)
 				}
@@ -263,6 +267,54 @@ func TestWrong(t *testing.T) {
 	} {
 		if got := Wrong(tc.t, tc.got, tc.want); got != tc.wrong {
 			t.Errorf("%s: Wrong = %d, want %d", tc.name, got, tc.wrong)
+		}
+	}
+}
+
+// Beyond 8 ranks every element has exactly 8 active contributions (the
+// others neutral), the active ones are 8 consecutive ranks, every rank is
+// active somewhere, and up to 8 ranks InputN is Input.
+func TestInputNSparse(t *testing.T) {
+	for _, dt := range []plan.DataType{plan.Float32, plan.Uint8, plan.Float8E4M3} {
+		for _, op := range []plan.RedOp{plan.Sum, plan.Prod, plan.PreMulSum} {
+			for _, n := range []int{3, 8} {
+				for r := 0; r < n; r++ {
+					if Wrong(dt, InputN(dt, op, n, r, 100), Input(dt, op, r, 100)) != 0 {
+						t.Fatalf("%v %v, %d ranks: InputN differs from Input for rank %d", dt, op, n, r)
+					}
+				}
+			}
+			for _, n := range []int{9, 33, 64} {
+				active := make([]int, n)
+				for i := int64(0); i < 200; i++ {
+					k := 0
+					for r := 0; r < n; r++ {
+						j := ((r-int(i))%n + n) % n
+						v := ValueN(dt, op, n, r, i)
+						neutral := v == 0 || (op == plan.Prod && math.Abs(v) == 1)
+						if j >= denseRanks && !neutral {
+							t.Fatalf("%v %v, %d ranks: element %d of rank %d is %v, want neutral", dt, op, n, i, r, v)
+						}
+						if j < denseRanks {
+							k++
+							if v != Value(dt, op, j, i) {
+								t.Fatalf("%v %v, %d ranks: element %d of rank %d is %v, want Value of rank %d", dt, op, n, i, r, v, j)
+							}
+							if v != 0 {
+								active[r]++
+							}
+						}
+					}
+					if k != denseRanks {
+						t.Fatalf("%v %v: element %d active on %d ranks, want %d", dt, op, i, k, denseRanks)
+					}
+				}
+				for r, a := range active {
+					if a == 0 {
+						t.Errorf("%v %v, %d ranks: rank %d contributes nothing in 200 elements", dt, op, n, r)
+					}
+				}
+			}
 		}
 	}
 }

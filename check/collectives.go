@@ -9,23 +9,25 @@ import (
 // Segments(nranks).send × count elements of type t, where count is NCCL's
 // count argument (see [algorithms.Collective.Segments]).
 //
-// Values follow [Input]'s rules for t and op, so reductions stay exact:
-//   - AllReduce, Reduce: Input(t, op, rank, count).
-//   - ReduceScatter: Input(t, op, rank, nranks×count); segment s holds the
+// Values follow [InputN]'s rules for t, op and nranks (the same as
+// [Input]'s up to 8 ranks), so reductions stay exact:
+//   - AllReduce, Reduce: InputN(t, op, nranks, rank, count).
+//   - ReduceScatter: InputN(t, op, nranks, rank, nranks×count); segment s holds the
 //     elements of global index s×count … (s+1)×count−1, so every segment
 //     of every rank is a different (rank, s)-dependent stream.
 //   - AllToAll: the same layout with the Sum values (the op is not used);
 //     segment s is what rank sends to rank s.
 //   - AllGather, Broadcast, SendRecv: Input(t, Sum, rank, count).
 //
-// Collectives that do not reduce use the Sum values whatever op is: they
-// spread over more distinct values than Prod's ±1, ±2.
+// Collectives that do not reduce use the dense Sum values whatever op and
+// nranks are: they spread over more distinct values than Prod's ±1, ±2,
+// and nothing is summed.
 func Send(coll algorithms.Collective, t plan.DataType, op plan.RedOp, nranks, rank int, count int64) []byte {
-	if !coll.Reduces() {
-		op = plan.Sum
-	}
 	send, _ := coll.Segments(nranks)
-	return Input(t, op, rank, int64(send)*count)
+	if !coll.Reduces() {
+		return Input(t, plan.Sum, rank, int64(send)*count)
+	}
+	return InputN(t, op, nranks, rank, int64(send)*count)
 }
 
 // Expected returns the receive buffer rank must hold after coll, for

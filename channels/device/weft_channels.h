@@ -21,7 +21,7 @@
 #include "weft_reduce.h"
 
 #ifndef WEFT_MAX_PEERS
-#define WEFT_MAX_PEERS 8
+#define WEFT_MAX_PEERS 16
 #endif
 #ifndef WEFT_MAX_GROUP_ARGS
 #define WEFT_MAX_GROUP_ARGS (2 * WEFT_MAX_PEERS + 1)
@@ -175,6 +175,19 @@ WEFT_DEV void split(weft_u64 count, weft_u64 align, weft_u64 i, weft_u64 n, weft
   len = count - off < per ? count - off : per;
 }
 
+// range_span: this block's part of the whole range in a group with a span
+// (plan.Group.Span, plan.SpanRange): the span is split among the blocks,
+// then clipped to the count; the last block also takes anything beyond it.
+template <int ES>
+WEFT_DEV void range_span(const Ctx& c, weft_u64 span_bytes, weft_u64& off, weft_u64& len) {
+  weft_u64 per = ((span_bytes + ES - 1) / ES + c.nparts - 1) / c.nparts;
+  per = (per + 16 / ES - 1) / (16 / ES) * (16 / ES);
+  off = c.part * per < c.count ? c.part * per : c.count;
+  weft_u64 end = c.part == c.nparts - 1 ? c.count : off + per;
+  if (end > c.count) end = c.count;
+  len = end > off ? end - off : 0;
+}
+
 template <int ES>
 WEFT_DEV void range(const Ctx& c, int chunk, int nchunks, weft_u64& off, weft_u64& len) {
   weft_u64 o = 0, l = c.count;
@@ -266,23 +279,14 @@ WEFT_DEV void signal_one(const Ctx& c, int ch, int sem, bool relaxed) {
 // passes the next expected value, then (check) verifies the count the peer
 // stored. It polls with relaxed loads and makes one acquire load once the
 // value is reached (unless relaxed): an acquire on every poll costs more
-// than the poll. With credits (plan.Op.Credits, on acknowledgement waits
-// only, which never check), the wait runs that many signals behind the
-// expected value: its first `credits` runs pass at once, and a credit that
-// is normally long there costs one acquire load. False when the wait
-// failed (recorded).
-WEFT_DEV bool wait_one(const Ctx& c, int ch, int sem, bool relaxed, bool check, int credits = 0) {
+// than the poll. False when the wait failed (recorded).
+WEFT_DEV bool wait_one(const Ctx& c, int ch, int sem, bool relaxed, bool check) {
   const weft_params& p = *c.p;
   weft_u64 idx = (weft_u64)p.peers[ch] * p.semaphores + sem;
   weft_u64* inbound = (weft_u64*)p.sems + idx;
   weft_u64* expected = (weft_u64*)p.expected + idx;
   weft_u64 want = *expected + 1;
   *expected = want;
-  if (credits > 0) {
-    if (want <= (weft_u64)credits) return true;
-    want -= (weft_u64)credits;
-    if (ld_acquire_sys(inbound) >= want) return true;
-  }
   Deadline d(c);
   weft_u64 v;
   while ((v = ld_relaxed_sys(inbound)) < want) {
@@ -318,16 +322,61 @@ WEFT_DEV void signal_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N]
 
 // wait: one thread waits, the block follows. False when the block must
 // leave the kernel (this or another wait failed).
-WEFT_DEV bool wait(const Ctx& c, int ch, int sem, bool relaxed, bool check, int credits = 0) {
-  bool ok = threadIdx.x != 0 || wait_one(c, ch, sem, relaxed, check, credits);
+WEFT_DEV bool wait(const Ctx& c, int ch, int sem, bool relaxed, bool check) {
+  bool ok = threadIdx.x != 0 || wait_one(c, ch, sem, relaxed, check);
   return block_ok(ok);
 }
 
 // wait_all: N waits in parallel, thread k waiting on chs[k].
 template <int N>
-WEFT_DEV bool wait_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N], const bool (&check)[N], bool relaxed,
-                       int credits = 0) {
-  bool ok = threadIdx.x >= N || wait_one(c, chs[threadIdx.x], sems[threadIdx.x], relaxed, check[threadIdx.x], credits);
+WEFT_DEV bool wait_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N], const bool (&check)[N], bool relaxed) {
+  bool ok = threadIdx.x >= N || wait_one(c, chs[threadIdx.x], sems[threadIdx.x], relaxed, check[threadIdx.x]);
+  return block_ok(ok);
+}
+
+// wait_credits: the credit waits of plan.Op.Credits on the channels chs,
+// semaphore base sem. Each run is one more expected release per channel
+// (the block's own expected value, sem + part, advances by one), and the
+// wait passes once every block q of the peer's group (as many blocks as
+// this one's) has signalled sem + q at least that often, less `credits`:
+// a block's share of a message depends on the count, which may change from
+// launch to launch, so a writer block must know that all reader blocks
+// have released the scratch half, not only its namesake. The first
+// `credits` runs pass at once. Thread t polls pair t (channel t / nparts,
+// reader block t % nparts) with relaxed loads and makes one acquire load
+// once it is reached, so a release that is already there (the steady
+// state) costs every thread one load, in parallel. False when the block
+// must leave the kernel.
+template <int N>
+WEFT_DEV bool wait_credits(const Ctx& c, const int (&chs)[N], int sem, int credits) {
+  const weft_params& p = *c.p;
+  const int np = c.nparts;
+  // Every thread reads the expected values before thread k < N advances
+  // channel k's (after the barrier below).
+  bool ok = true;
+  for (int i = threadIdx.x; ok && i < N * np; i += blockDim.x) {
+    const int ch = chs[i / np];
+    const int s = sem + i % np;
+    weft_u64 want = ((weft_u64*)p.expected)[(weft_u64)p.peers[ch] * p.semaphores + sem + c.part] + 1;
+    if (want > (weft_u64)credits) {
+      want -= (weft_u64)credits;
+      weft_u64* inbound = (weft_u64*)p.sems + (weft_u64)p.peers[ch] * p.semaphores + s;
+      Deadline d(c);
+      weft_u64 v;
+      while ((v = ld_relaxed_sys(inbound)) < want) {
+        if (d.expired(c)) {
+          v = ld_acquire_sys(inbound);
+          if (v >= want) break;
+          if (*(volatile weft_u32*)(p.control + CTL_STATUS) == 0) fail(c, STATUS_TIMEOUT, WHAT_SEMAPHORE, ch, s, want, v);
+          ok = false;
+          break;
+        }
+      }
+      if (ok) ld_acquire_sys(inbound);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < N) ((weft_u64*)p.expected)[(weft_u64)p.peers[chs[threadIdx.x]] * p.semaphores + sem + c.part] += 1;
   return block_ok(ok);
 }
 

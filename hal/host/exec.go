@@ -464,13 +464,8 @@ func (b *blockCtx) wait(o plan.Op, checkCount bool) bool {
 	exp := u64(b.expected, b.p.InboundOffset(peer, s))
 	want := *exp + 1
 	*exp = want
-	if c := uint64(o.Credits); c > 0 {
-		// A credit wait (plan.Op.Credits) runs c signals behind: its
-		// first c runs pass at once.
-		if want <= c {
-			return true
-		}
-		want -= c
+	if o.Credits > 0 {
+		return b.waitCredits(o, peer, want)
 	}
 	inbound := u64(b.sems, b.p.InboundOffset(peer, s))
 	if !b.spin(func() bool { return atomic.LoadUint64(inbound) >= want }) {
@@ -482,6 +477,29 @@ func (b *blockCtx) wait(o plan.Op, checkCount bool) bool {
 	if got := atomic.LoadUint64(u64(b.sems, b.p.CountOffset(peer, s))); checkCount && got != uint64(b.count) {
 		b.fail(plan.StatusMismatch, plan.WhatSemaphore, o.Chan, s, uint64(b.count), got)
 		return false
+	}
+	return true
+}
+
+// waitCredits is the rest of a credit wait (plan.Op.Credits) whose run
+// expects release number want: it passes once every block q of the peer's
+// group (as many as this group's) has signalled Sem+q at least want −
+// Credits times; the first Credits runs pass at once.
+func (b *blockCtx) waitCredits(o plan.Op, peer int, want uint64) bool {
+	c := uint64(o.Credits)
+	if want <= c {
+		return true
+	}
+	want -= c
+	for q := 0; q < b.g.Blocks; q++ {
+		s := o.Sem + q
+		inbound := u64(b.sems, b.p.InboundOffset(peer, s))
+		if !b.spin(func() bool { return atomic.LoadUint64(inbound) >= want }) {
+			if !b.aborted() || atomic.LoadUint32(u32(b.control, plan.CtlStatus)) == 0 {
+				b.fail(plan.StatusTimeout, plan.WhatSemaphore, o.Chan, s, want, atomic.LoadUint64(inbound))
+			}
+			return false
+		}
 	}
 	return true
 }
@@ -533,9 +551,12 @@ func (b *blockCtx) packetSlot(r plan.Ref) []byte {
 // window of a windowed group, whose start it records in b.wstart).
 func (b *blockCtx) partRange(o plan.Op) (off, n int64) {
 	off, n = plan.ChunkRange(b.count, b.esize, o.Chunk, o.NChunks)
-	if b.g.Window > 0 && b.window >= 0 {
+	switch {
+	case b.g.Window > 0 && b.window >= 0:
 		b.wstart, off, n = b.g.WindowPart(off, n, b.esize, b.window, b.part, b.g.Blocks)
-	} else {
+	case b.g.Span > 0:
+		off, n = plan.SpanRange(b.count, b.esize, b.g.Span, b.part, b.g.Blocks)
+	default:
 		off, n = plan.PartRange(off, n, b.esize, b.part, b.g.Blocks)
 	}
 	return off, n

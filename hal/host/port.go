@@ -45,7 +45,7 @@ func (d *Device) NewEngine(peer hal.Endpoint) (hal.Engine, error) {
 	if closed {
 		return nil, fmt.Errorf("host: engine on a closed device: %w", hal.ErrInvalidUsage)
 	}
-	e := &Engine{dev: d, peer: peer}
+	e := &Engine{dev: d, peer: peer, tickets: hal.MakeTickets(engineRing + 2)}
 	e.notEmpty = sync.NewCond(&e.mu)
 	e.notFull = sync.NewCond(&e.mu)
 	go e.run()
@@ -91,19 +91,12 @@ type Engine struct {
 
 	done atomic.Uint64 // requests finished, in order
 
-	// Tickets. Outstanding marks are kept in a ring: each holds the request
-	// number a ticket covers; marks with the same number are merged (the
-	// later ticket covers the earlier), so at most engineRing+2 are ever
-	// outstanding.
-	markMu    sync.Mutex
-	tickets   uint64 // last ticket issued
-	completed uint64 // last ticket known complete
-	marks     [engineRing + 2]mark
-	markHead  int // index of the oldest outstanding mark
-	markCount int
+	// Tickets of Mark and Completed over the request numbers (seq) and
+	// done: marks with the same number merge, so at most engineRing+1 are
+	// ever outstanding and the ring never grows.
+	markMu  sync.Mutex
+	tickets hal.Tickets
 }
-
-type mark struct{ ticket, seq uint64 }
 
 // Put queues a copy of bytes from local address src to dst, the address of
 // a buffer imported with ImportPort.
@@ -166,32 +159,8 @@ func (e *Engine) Mark() (uint64, error) {
 	}
 	e.markMu.Lock()
 	defer e.markMu.Unlock()
-	e.tickets++
-	t := e.tickets
-	switch {
-	case seq <= e.done.Load() && e.markCount == 0:
-		e.completed = t
-	case e.markCount > 0 && e.marks[(e.markHead+e.markCount-1)%len(e.marks)].seq == seq:
-		e.marks[(e.markHead+e.markCount-1)%len(e.marks)].ticket = t
-	default:
-		e.advanceLocked()
-		if e.markCount == len(e.marks) { // cannot happen: seqs are distinct and at most engineRing+1 are not done
-			return 0, fmt.Errorf("host: engine mark: %d tickets outstanding: %w", e.markCount, hal.ErrInternal)
-		}
-		e.marks[(e.markHead+e.markCount)%len(e.marks)] = mark{ticket: t, seq: seq}
-		e.markCount++
-	}
+	t, _ := e.tickets.Mark(seq, e.done.Load())
 	return t, nil
-}
-
-// advanceLocked retires the marks whose requests are done.
-func (e *Engine) advanceLocked() {
-	done := e.done.Load()
-	for e.markCount > 0 && e.marks[e.markHead].seq <= done {
-		e.completed = e.marks[e.markHead].ticket
-		e.markHead = (e.markHead + 1) % len(e.marks)
-		e.markCount--
-	}
 }
 
 // Completed returns the largest ticket whose requests are all finished, or
@@ -203,8 +172,7 @@ func (e *Engine) Completed() (uint64, error) {
 	}
 	e.markMu.Lock()
 	defer e.markMu.Unlock()
-	e.advanceLocked()
-	return e.completed, err
+	return e.tickets.Advance(e.done.Load()), err
 }
 
 // Close waits until the queued requests are done (at most WEFT_TIMEOUT)

@@ -73,7 +73,7 @@ func (c *conn) newEngine(a address) (*engine, error) {
 		}
 		c.connected, c.peerNonce = true, a.nonce
 	}
-	e := &engine{c: c, peer: c.peer, timeout: env.Timeout(), slotWR: make([]uint64, stagingSlots)}
+	e := &engine{c: c, peer: c.peer, timeout: env.Timeout(), slotWR: make([]uint64, stagingSlots), tickets: hal.MakeTickets(ringSize + 2)}
 	var err error
 	e.scratch, err = syscall.Mmap(-1, 0, 16*c.depth, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
@@ -167,8 +167,6 @@ type request struct {
 // and own-engine ticket are.
 type retired struct{ req, wr, own uint64 }
 
-type mark struct{ ticket, req uint64 }
-
 // engine is a port-mapped engine to one peer over RDMA. The proxy's calls
 // queue requests and post what can be posted at once; requests wait only
 // on earlier work they depend on:
@@ -220,10 +218,7 @@ type engine struct {
 	reqDone        uint64
 	ret            [ringSize]retired
 	rhead, rlen    int
-	tickets        uint64
-	completed      uint64
-	marks          [ringSize + 2]mark
-	mhead, mlen    int
+	tickets        hal.Tickets // over reqIssued and reqDone
 	helper, closed bool
 	err            error
 }
@@ -336,11 +331,7 @@ func (e *engine) pump() {
 		e.rhead = (e.rhead + 1) % ringSize
 		e.rlen--
 	}
-	for e.mlen > 0 && e.marks[e.mhead].req <= e.reqDone {
-		e.completed = e.marks[e.mhead].ticket
-		e.mhead = (e.mhead + 1) % len(e.marks)
-		e.mlen--
-	}
+	e.tickets.Advance(e.reqDone)
 	if e.qlen > 0 && !e.helper && !e.closed && e.errLocked() == nil {
 		e.helper = true
 		go e.help()
@@ -523,21 +514,8 @@ func (e *engine) Mark() (uint64, error) {
 	if err := e.errLocked(); err != nil {
 		return 0, err
 	}
-	e.tickets++
-	if e.reqIssued <= e.reqDone {
-		e.completed = e.tickets
-		return e.tickets, nil
-	}
-	if e.mlen > 0 {
-		last := &e.marks[(e.mhead+e.mlen-1)%len(e.marks)]
-		if last.req == e.reqIssued {
-			last.ticket = e.tickets
-			return e.tickets, nil
-		}
-	}
-	e.marks[(e.mhead+e.mlen)%len(e.marks)] = mark{ticket: e.tickets, req: e.reqIssued}
-	e.mlen++
-	return e.tickets, nil
+	t, _ := e.tickets.Mark(e.reqIssued, e.reqDone)
+	return t, nil
 }
 
 // Completed polls and returns the largest ticket whose requests are
@@ -547,10 +525,7 @@ func (e *engine) Completed() (uint64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.pump()
-	if err := e.errLocked(); err != nil {
-		return e.completed, err
-	}
-	return e.completed, nil
+	return e.tickets.Completed(), e.errLocked()
 }
 
 // Close waits (up to WEFT_TIMEOUT) for queued requests and releases the

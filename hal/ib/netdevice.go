@@ -319,11 +319,9 @@ func (nd *NetDevice) ImportPort(h hal.Handle) (hal.Buffer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ib: rank %d: import: %v: %w", nd.cfg.Rank, err, hal.ErrInvalidArgument)
 	}
-	if x.job != nd.job {
-		return nil, fmt.Errorf("ib: rank %d: import: handle of another job: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
-	}
-	if x.rank < 0 || x.rank >= nd.cfg.NRanks {
-		return nil, fmt.Errorf("ib: rank %d: import: handle of rank %d in a job of %d ranks: %w", nd.cfg.Rank, x.rank, nd.cfg.NRanks, hal.ErrInvalidArgument)
+	owner := hal.HandleOwner{Job: x.job, Rank: x.rank, Nonce: x.nonce}
+	if err := hal.CheckImport(owner, hal.HandleOwner{Job: nd.job, Rank: nd.cfg.Rank, Nonce: nd.nonce}, nd.cfg.NRanks); err != nil {
+		return nil, fmt.Errorf("ib: rank %d: import: %w", nd.cfg.Rank, err)
 	}
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
@@ -332,8 +330,8 @@ func (nd *NetDevice) ImportPort(h hal.Handle) (hal.Buffer, error) {
 	}
 	if x.rank == nd.cfg.Rank {
 		r := nd.regs[x.reg]
-		if x.nonce != nd.nonce || r == nil || r.size != x.size {
-			return nil, fmt.Errorf("ib: rank %d: import: handle of this rank from another NetDevice or of a registration gone: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
+		if r == nil || r.size != x.size {
+			return nil, fmt.Errorf("ib: rank %d: import: handle of this rank of a registration gone: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
 		}
 		return &ownImport{addr: r.devAddr, size: r.size}, nil
 	}

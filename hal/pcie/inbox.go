@@ -235,8 +235,6 @@ type flight struct {
 	last  bool // the op's last piece
 }
 
-type mark struct{ ticket, seq uint64 }
-
 // sender is the sending half of the inbox protocol, with requests queued
 // without bound (growing only when full) so that no method blocks: a put
 // waits in the queue for free staging slots, a published descriptor for a
@@ -260,11 +258,8 @@ type sender struct {
 	seq       uint64 // requests queued, ever
 	doneSeq   uint64 // requests complete at the source, in order
 
-	marks               []mark // ring of outstanding marks
-	markHead, markCount int
-	tickets             uint64
-	completed           uint64
-	completedPub        atomic.Uint64 // completed, for readers that find the lock taken
+	tickets      hal.Tickets   // over seq and doneSeq
+	completedPub atomic.Uint64 // tickets.Completed(), for readers that find the lock taken
 
 	mirrors map[uint64]uint64 // semaphore -> value last sent
 
@@ -273,7 +268,7 @@ type sender struct {
 }
 
 func newSender(box *inbox, st stager, name string) *sender {
-	return &sender{box: box, st: st, name: name, ops: make([]op, 64), marks: make([]mark, 64), mirrors: map[uint64]uint64{}}
+	return &sender{box: box, st: st, name: name, ops: make([]op, 64), tickets: hal.MakeTickets(64), mirrors: map[uint64]uint64{}}
 }
 
 func (s *sender) check(what string) error {
@@ -347,25 +342,8 @@ func (s *sender) mark() (uint64, error) {
 		return 0, err
 	}
 	s.progressLocked()
-	s.tickets++
-	t := s.tickets
-	switch {
-	case s.seq <= s.doneSeq && s.markCount == 0:
-		s.completed = t
-		s.completedPub.Store(t)
-	case s.markCount > 0 && s.marks[(s.markHead+s.markCount-1)%len(s.marks)].seq == s.seq:
-		s.marks[(s.markHead+s.markCount-1)%len(s.marks)].ticket = t
-	default:
-		if s.markCount == len(s.marks) {
-			grown := make([]mark, 2*len(s.marks))
-			for i := 0; i < s.markCount; i++ {
-				grown[i] = s.marks[(s.markHead+i)%len(s.marks)]
-			}
-			s.marks, s.markHead = grown, 0
-		}
-		s.marks[(s.markHead+s.markCount)%len(s.marks)] = mark{ticket: t, seq: s.seq}
-		s.markCount++
-	}
+	t, _ := s.tickets.Mark(s.seq, s.doneSeq)
+	s.completedPub.Store(s.tickets.Completed())
 	return t, s.err
 }
 
@@ -378,10 +356,10 @@ func (s *sender) completedTicket() (uint64, error) {
 	}
 	defer s.mu.Unlock()
 	if s.closed {
-		return s.completed, fmt.Errorf("completed: %s is closed: %w", s.name, hal.ErrInvalidUsage)
+		return s.tickets.Completed(), fmt.Errorf("completed: %s is closed: %w", s.name, hal.ErrInvalidUsage)
 	}
 	s.progressLocked()
-	return s.completed, s.err
+	return s.tickets.Completed(), s.err
 }
 
 // tryProgress moves requests on if nobody else holds the sender; it
@@ -406,16 +384,7 @@ func (s *sender) progressLocked() {
 	s.retire()
 	s.issue()
 	s.retire()
-	for s.markCount > 0 && s.marks[s.markHead].seq <= s.doneSeq {
-		s.completed = s.marks[s.markHead].ticket
-		s.markHead = (s.markHead + 1) % len(s.marks)
-		s.markCount--
-	}
-	if s.markCount == 0 && s.seq <= s.doneSeq {
-		// Nothing outstanding: every ticket handed out is complete.
-		s.completed = s.tickets
-	}
-	s.completedPub.Store(s.completed)
+	s.completedPub.Store(s.tickets.Advance(s.doneSeq))
 }
 
 // issue hands queued requests to the stager, in order, while staging

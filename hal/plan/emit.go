@@ -8,8 +8,11 @@ import (
 )
 
 // MaxPeers is the number of channels a GPU plan may have (WEFT_MAX_PEERS
-// in the channel device library).
-const MaxPeers = 8
+// in the channel device library). It bounds the peers of one rank, not
+// the ranks of a communicator: all-pairs plans of up to 8 ranks use 7, and
+// the bounded-peer plans of package algorithms use at most 2·⌈log2 n⌉
+// (Bruck AllGather and ReduceScatter: 12 for 64 ranks, 16 for 256).
+const MaxPeers = 16
 
 // ParamsBytes is the size of the kernel parameter struct weft_params.
 const ParamsBytes = (6+2*MaxPeers+3+2*MaxPeers+1+2+2+3*MaxGroupArgs+4)*8 + (4+MaxPeers)*4
@@ -220,7 +223,7 @@ func (e *emitter) ops(ops []Op) {
 		n := 1
 		for oi+n < len(ops) && n < e.p.Threads && (o.Kind == OpSignal || o.Kind == OpWait) && ops[oi+n].Kind == o.Kind &&
 			ops[oi+n].Relaxed == o.Relaxed && ops[oi+n].SkipFirst == o.SkipFirst && ops[oi+n].SkipLast == o.SkipLast &&
-			e.port(ops[oi+n].Chan) == e.port(o.Chan) && ops[oi+n].Credits == o.Credits {
+			e.port(ops[oi+n].Chan) == e.port(o.Chan) && ops[oi+n].Credits == o.Credits && (o.Credits == 0 || ops[oi+n].Sem == o.Sem) {
 			n++
 		}
 		cond := ""
@@ -230,7 +233,9 @@ func (e *emitter) ops(ops []Op) {
 		if cond != "" {
 			e.f("  %s{\n", cond)
 		}
-		if n > 1 {
+		if o.Credits > 0 {
+			e.credits(ops[oi : oi+n])
+		} else if n > 1 {
 			e.many(ops[oi:oi+n], check[oi:oi+n])
 		} else {
 			e.f("  // %s\n", e.p.OpString(o))
@@ -339,17 +344,22 @@ func (e *emitter) many(ops []Op, check []bool) {
 		e.f("    signal_all<%d>(c, chs, sems, %s);\n  }\n", len(ops), boolC(ops[0].Relaxed))
 	} else {
 		e.f("    const bool check[%d] = {%s};\n", len(ops), list(checks))
-		e.f("    if (!wait_all<%d>(c, chs, sems, check, %s%s)) return;\n  }\n", len(ops), boolC(ops[0].Relaxed), creditsC(ops[0]))
+		e.f("    if (!wait_all<%d>(c, chs, sems, check, %s)) return;\n  }\n", len(ops), boolC(ops[0].Relaxed))
 	}
 }
 
-// creditsC is the credits argument of a wait with Op.Credits ("" for an
-// ordinary wait, whose call keeps the header's default of 0).
-func creditsC(o Op) string {
-	if o.Credits == 0 {
-		return ""
+// credits emits consecutive credit waits (Op.Credits; same semaphore base
+// and credits): one wait_credits over their channels, each thread polling
+// one (channel, peer block) pair.
+func (e *emitter) credits(ops []Op) {
+	var chs, names []string
+	for _, o := range ops {
+		chs = append(chs, fmt.Sprint(o.Chan))
+		names = append(names, e.p.OpString(o))
 	}
-	return fmt.Sprintf(", %d", o.Credits)
+	e.f("  // %s\n", strings.Join(names, ", "))
+	e.f("  {\n    const int chs[%d] = {%s};\n", len(ops), list(chs))
+	e.f("    if (!wait_credits<%d>(c, chs, %d, %d)) return;\n  }\n", len(ops), ops[0].Sem, ops[0].Credits)
 }
 
 // cmb is the combine mode of transfer o: CMB for a Combine transfer, 0
@@ -388,6 +398,8 @@ func (e *emitter) port(ch int) bool {
 func (e *emitter) rangeC(o Op) {
 	if e.win {
 		e.f("  {\n    weft_u64 wstart, off, len;\n    range_w<ES>(c, %d, %d, w, %d, wstart, off, len);\n", o.Chunk, o.NChunks, e.g.Window)
+	} else if e.g.Span > 0 {
+		e.f("  {\n    weft_u64 off, len;\n    range_span<ES>(c, %dull, off, len);\n", e.g.Span)
 	} else {
 		e.f("  {\n    weft_u64 off, len;\n    range<ES>(c, %d, %d, off, len);\n", o.Chunk, max(o.NChunks, 1))
 	}
@@ -424,7 +436,7 @@ func (e *emitter) op(o Op, check bool) {
 		e.f("  signal(c, %d, %d + c.part, %s);\n", o.Chan, o.Sem, boolC(o.Relaxed))
 		return
 	case OpWait:
-		e.f("  if (!wait(c, %d, %d + c.part, %s, %s%s)) return;\n", o.Chan, o.Sem, boolC(o.Relaxed), e.checkC(check), creditsC(o))
+		e.f("  if (!wait(c, %d, %d + c.part, %s, %s)) return;\n", o.Chan, o.Sem, boolC(o.Relaxed), e.checkC(check))
 		return
 	case OpFlush:
 		// Stores are complete at the source once issued; the barrier makes

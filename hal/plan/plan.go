@@ -169,16 +169,20 @@ type Op struct {
 	// before this wait runs, overwriting the count word; LL plans check
 	// counts in their packet headers instead.
 	Ack bool
-	// Credits, on an Ack wait, lets the wait run that many signals behind:
-	// its k-th run in a block (k = 1, 2, … over the plan's launches, as the
-	// expected-value table counts) waits for the peer's (k − Credits)-th
-	// signal, and its first Credits runs do not wait at all. A sender that
-	// reuses one of two scratch halves (LL plans alternate halves by
-	// launch) waits at the start of launch k, with Credits 2, for the
-	// receiver's release of launch k − 2, which used the same half: the
-	// credit is consumed by the next launch that needs it instead of
-	// ending this one. The expected values advance on the device, so CUDA
-	// graph replays stay in step. 0: an ordinary wait.
+	// Credits makes an Ack wait a credit wait that runs that many releases
+	// behind, over every block of the peer's group: its k-th run in block
+	// p (k = 1, 2, … over the plan's launches; the expected value of
+	// Sem+p counts them) passes once the peer has signalled each of
+	// Sem+q, for every block q of a group of this group's size, at least
+	// k − Credits times; the first Credits runs do not wait at all. A
+	// writer that reuses one of two scratch halves (LL plans alternate
+	// halves by launch) waits at the start of launch k, with Credits 2,
+	// for the readers' release of launch k − 2, which used the same half:
+	// the credit is consumed by the next launch that needs it instead of
+	// ending this one. Every reader block counts, not only block p,
+	// because a block's share of a message depends on the count, which
+	// may differ between launches. The expected values advance on the
+	// device, so CUDA graph replays stay in step. 0: an ordinary wait.
 	Credits int
 	// Chunk and NChunks select the element range: chunk Chunk of NChunks
 	// (ChunkRange), or the whole count when Chunk == All.
@@ -375,6 +379,15 @@ type Group struct {
 	Window  int64 // bytes per chunk per window; 0: no windows
 	NChunks int   // chunks of a windowed group's transfers
 	After   []Op
+	// Span, in a group without windows, fixes each block's part of every
+	// transfer whatever the count: the parts split Span bytes (the plan's
+	// MaxBytes), not the count (SpanRange). A block then owns the same
+	// scratch packets in every launch, so a writer block that waits only
+	// for the matching reader block's release (Op.Credits) never
+	// overwrites packets another reader block has not read yet, even when
+	// consecutive launches have different counts. Its transfers move the
+	// whole range (Chunk All). 0: parts split the count (PartRange).
+	Span int64
 }
 
 // Windows is the number of windows of a windowed group for count elements
@@ -528,6 +541,16 @@ func (p *Plan) Validate() error {
 		if g.Window < 0 || (g.Window > 0 && (g.Window%AlignBytes != 0 || g.NChunks < 1)) {
 			return bad("group %d: window %d bytes over %d chunks (want a multiple of %d bytes and chunks ≥ 1)", gi, g.Window, g.NChunks, AlignBytes)
 		}
+		if g.Span < 0 || (g.Span > 0 && g.Window > 0) {
+			return bad("group %d: span %d bytes (want 0, or a positive span in a group without windows)", gi, g.Span)
+		}
+		if g.Span > 0 {
+			for oi, o := range append(append([]Op{}, g.Ops...), g.After...) {
+				if o.Kind == OpTransfer && o.Chunk != All {
+					return bad("group %d op %d: a group with a span moves whole ranges (chunk all)", gi, oi)
+				}
+			}
+		}
 		if g.Window > 0 && p.Scratch != Simple {
 			return bad("group %d: windowed groups use plain (HB) scratch", gi)
 		}
@@ -613,9 +636,13 @@ func (p *Plan) Validate() error {
 // can fill before it must reuse one).
 const MaxCredits = 8
 
-// MaxSegments bounds Ref.Seg (the largest segmented buffer holds one
-// segment per rank).
-const MaxSegments = MaxOperands
+// MaxSegments bounds Ref.Seg. The largest segmented buffer holds one
+// segment per rank, so this bounds the ranks a segmented plan can address
+// (AllGather's output, ReduceScatter's input), not the peers a rank has:
+// the bounded-peer plans of package algorithms (rings, trees, Bruck) give
+// a rank of 64 or more ranks a few channels but address every rank's
+// segment. Segment offsets are Seg × count elements, computed in 64 bits.
+const MaxSegments = 1 << 16
 
 // MaxGroupArgs is the number of per-group argument slots (Args.Groups): a
 // send and a receive group per peer, and one for a rank's send to itself.
@@ -640,6 +667,20 @@ func ChunkRange(count int64, esize, c, n int) (off, length int64) {
 		return 0, count
 	}
 	return split(count, AlignElems(esize), c, n)
+}
+
+// SpanRange is block part's share of a count-element range in a group
+// with a span (Group.Span) of span bytes: the span is split among nparts
+// blocks as PartRange splits a count, then the share is clipped to the
+// count; the last part also takes any elements beyond the span.
+func SpanRange(count int64, esize int, span int64, part, nparts int) (off, n int64) {
+	per := roundUp(ceilDiv(ceilDiv(span, int64(esize)), int64(nparts)), AlignElems(esize))
+	off = min(int64(part)*per, count)
+	end := min(off+per, count)
+	if part == nparts-1 {
+		end = count
+	}
+	return off, max(0, end-off)
 }
 
 // PartRange splits the range [off, off+length) among nparts blocks the same

@@ -162,12 +162,12 @@ func TestEmitCUDA(t *testing.T) {
 		}
 	}
 	params, err := PackParams(p, &Bindings{Peers: make([]PeerBinding, 1)}, &Args{Count: 7})
-	// 6 bindings, 2×8 peer bindings, count/input/output, 2×8 peer buffers,
-	// timeout, scalar and its address, FIFO and its head, 3×17 group
-	// arguments, 4 switch-buffer words (8 bytes each), then rank, nranks,
-	// semaphores, slots and 8 peer ranks (4 bytes each).
-	if err != nil || len(params) != ParamsBytes || ParamsBytes != 856 {
-		t.Fatalf("PackParams: %d bytes, %v; want 856", len(params), err)
+	// 6 bindings, 2×16 peer bindings, count/input/output, 2×16 peer
+	// buffers, timeout, scalar and its address, FIFO and its head, 3×33
+	// group arguments, 4 switch-buffer words (8 bytes each), then rank,
+	// nranks, semaphores, slots and 16 peer ranks (4 bytes each).
+	if err != nil || len(params) != ParamsBytes || ParamsBytes != 1528 {
+		t.Fatalf("PackParams: %d bytes, %v; want 1528", len(params), err)
 	}
 }
 

@@ -79,14 +79,10 @@ type Engine struct {
 	queued    atomic.Uint64 // frames handed to senders
 	written   atomic.Uint64 // frames written
 
-	// tickets (see hal/host's engine: marks with the same request count
-	// merge, so at most ringSize+2 are outstanding)
-	markMu    sync.Mutex
-	tickets   uint64
-	completed uint64
-	marks     [ringSize + 2]mark
-	markHead  int
-	markCount int
+	// tickets over the request counts and srcDone: marks with the same
+	// request count merge, so at most ringSize+1 are outstanding
+	markMu  sync.Mutex
+	tickets hal.Tickets
 
 	err          atomic.Pointer[error]
 	reported     atomic.Bool // err was returned by a call
@@ -116,8 +112,6 @@ type request struct {
 
 type retireEntry struct{ req, ticket uint64 }
 
-type mark struct{ ticket, req uint64 }
-
 // sendConn is one connection of an engine.
 type sendConn struct {
 	e     *Engine
@@ -144,7 +138,7 @@ func (nd *NetDevice) dial(a address) (*Engine, error) {
 	e := &Engine{
 		nd: nd, peer: a.rank, nonce: a.nonce, remote: a.addrs[0], id: rand.Uint64(), chunk: o.Chunk, timeout: o.Timeout,
 		wakeStager: make(chan struct{}, 1), wakeCompleter: make(chan struct{}, 1),
-		dead: make(chan struct{}), stop: make(chan struct{}),
+		dead: make(chan struct{}), stop: make(chan struct{}), tickets: hal.MakeTickets(ringSize + 2),
 	}
 	e.log = nd.log.With("peer", a.rank)
 	nslots := max(4, 2*o.Conns)
@@ -434,32 +428,8 @@ func (e *Engine) Mark() (uint64, error) {
 	}
 	e.markMu.Lock()
 	defer e.markMu.Unlock()
-	e.tickets++
-	t := e.tickets
-	last := (e.markHead + e.markCount - 1) % len(e.marks)
-	switch {
-	case req <= e.srcDone.Load() && e.markCount == 0:
-		e.completed = t
-	case e.markCount > 0 && e.marks[last].req == req:
-		e.marks[last].ticket = t
-	default:
-		e.advanceLocked()
-		if e.markCount == len(e.marks) { // cannot happen: at most ringSize requests are not done
-			return 0, fmt.Errorf("%s: mark: %d tickets outstanding: %w", e.describe(), e.markCount, hal.ErrInternal)
-		}
-		e.marks[(e.markHead+e.markCount)%len(e.marks)] = mark{ticket: t, req: req}
-		e.markCount++
-	}
+	t, _ := e.tickets.Mark(req, e.srcDone.Load())
 	return t, nil
-}
-
-func (e *Engine) advanceLocked() {
-	done := e.srcDone.Load()
-	for e.markCount > 0 && e.marks[e.markHead].req <= done {
-		e.completed = e.marks[e.markHead].ticket
-		e.markHead = (e.markHead + 1) % len(e.marks)
-		e.markCount--
-	}
 }
 
 // Completed returns the largest ticket whose requests are complete at the
@@ -468,8 +438,7 @@ func (e *Engine) Completed() (uint64, error) {
 	err := e.check()
 	e.markMu.Lock()
 	defer e.markMu.Unlock()
-	e.advanceLocked()
-	return e.completed, err
+	return e.tickets.Advance(e.srcDone.Load()), err
 }
 
 // stager takes requests in order and stages them.

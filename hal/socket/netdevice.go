@@ -194,14 +194,9 @@ func (nd *NetDevice) ImportPort(h hal.Handle) (hal.Buffer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("socket: rank %d: import: %v: %w", nd.cfg.Rank, err, hal.ErrInvalidArgument)
 	}
-	if x.job != nd.job {
-		return nil, fmt.Errorf("socket: rank %d: import: handle of another job: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
-	}
-	if x.rank < 0 || x.rank >= nd.cfg.NRanks {
-		return nil, fmt.Errorf("socket: rank %d: import: handle of rank %d in a job of %d ranks: %w", nd.cfg.Rank, x.rank, nd.cfg.NRanks, hal.ErrInvalidArgument)
-	}
-	if x.rank == nd.cfg.Rank && x.nonce != nd.nonce {
-		return nil, fmt.Errorf("socket: rank %d: import: handle of this rank from another NetDevice (an earlier incarnation?): %w", nd.cfg.Rank, hal.ErrInvalidUsage)
+	owner := hal.HandleOwner{Job: x.job, Rank: x.rank, Nonce: x.nonce}
+	if err := hal.CheckImport(owner, hal.HandleOwner{Job: nd.job, Rank: nd.cfg.Rank, Nonce: nd.nonce}, nd.cfg.NRanks); err != nil {
+		return nil, fmt.Errorf("socket: rank %d: import: %w", nd.cfg.Rank, err)
 	}
 	nd.regMu.Lock()
 	defer nd.regMu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/devcore"
 	"github.com/weftccl/weft/internal/env"
 	"github.com/weftccl/weft/internal/hip"
 )
@@ -121,7 +122,7 @@ func (d *Device) query(count int) error {
 		d.visible[b] = hip.Device(i)
 	}
 	host, _ := os.Hostname()
-	d.ep = hal.Endpoint{Backend: Name, Hostname: host, HostID: hip.HostID(), Ordinal: d.cfg.Ordinal, PCIBusID: bus, PID: os.Getpid()}
+	d.ep = hal.Endpoint{Backend: Name, Hostname: host, HostID: devcore.HostID(), Ordinal: d.cfg.Ordinal, PCIBusID: bus, PID: os.Getpid()}
 	d.ep.Node = hal.NodeOf(d.ep.HostID, env.String("WEFT_NODE_ID"))
 	if hasUUID && uuid != (hip.UUID{}) {
 		d.ep.UUID = uuid.String()

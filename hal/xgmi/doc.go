@@ -23,7 +23,7 @@
 // coherent only there, and Alloc cannot tell those buffers from data.
 // Host memory (AllocHost) is pinned, mapped and coherent (hipHostMalloc).
 //
-// The device-side primitives (device/weft_hal.h, [Device.DeviceHeader])
+// The device-side primitives (internal/hipdev/device/weft_hal.h, [Device.DeviceHeader])
 // are the HIP twin of the CUDA backends' header, so channels/device and
 // generated plan kernels compile unchanged. Wavefronts are 64 lanes wide:
 // [Device.Prepare] refuses plans whose blocks are not a multiple of 64

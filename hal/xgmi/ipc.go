@@ -1,26 +1,24 @@
 package xgmi
 
 import (
-	_ "embed"
 	"fmt"
 	"os"
 	"sync"
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/hip"
+	"github.com/weftccl/weft/internal/hipdev"
 )
-
-//go:embed device/weft_hal.h
-var deviceHeader string
 
 // DeviceHeaderName is the include name generated kernels use for
 // DeviceHeader: #include "weft_hal.h".
-const DeviceHeaderName = "weft_hal.h"
+const DeviceHeaderName = hipdev.DeviceHeaderName
 
 // DeviceHeader returns weft_hal.h, the device-side primitives of this
 // backend (system-scope release/acquire, atomics, fences, LL packet
-// stores, clocks for deadlines) written for hipRTC.
-func (d *Device) DeviceHeader() string { return deviceHeader }
+// stores, clocks for deadlines) written for hipRTC: the HIP device core's
+// (hipdev.DeviceHeader, internal/hipdev/device/weft_hal.h).
+func (d *Device) DeviceHeader() string { return hipdev.DeviceHeader() }
 
 // exports is the process-local registry of exported allocations: HIP
 // opens an IPC handle in processes other than its exporter's, so Import of
@@ -32,7 +30,7 @@ var exports struct {
 }
 
 type exportKey struct {
-	device uint64 // hip.HashID of the exporter's PCI bus id
+	device uint64 // hipdev.HashID of the exporter's PCI bus id
 	base   uint64
 }
 
@@ -48,7 +46,7 @@ func unregisterExport(b *Buffer) {
 
 // Export makes b importable by other processes of the job on this host
 // (and by other devices of this process). b must be device memory
-// allocated on d by Alloc. The handle (hip.ExportHandle) carries the
+// allocated on d by Alloc. The handle (hipdev.ExportHandle) carries the
 // host and job, so that an importer elsewhere refuses it. Errors wrap
 // hal.ErrInvalidArgument (a buffer of another device, host-pinned or
 // imported), hal.ErrInvalidUsage (freed) or hal.ErrDevice.
@@ -68,8 +66,8 @@ func (d *Device) Export(hb hal.Buffer) (hal.Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("export %s: %w", b, err)
 	}
-	h := hip.ExportHandle{PID: uint32(os.Getpid()), Host: hip.HashID(d.ep.HostID), Job: hip.HashID(d.cfg.JobID),
-		Device: hip.HashID(d.ep.PCIBusID), AllocBase: uint64(base), AllocSize: uint64(allocSize),
+	h := hipdev.ExportHandle{PID: uint32(os.Getpid()), Host: hipdev.HashID(d.ep.HostID), Job: hipdev.HashID(d.cfg.JobID),
+		Device: hipdev.HashID(d.ep.PCIBusID), AllocBase: uint64(base), AllocSize: uint64(allocSize),
 		Offset: uint64(b.ptr - base), Size: uint64(b.size), IPC: ipc}
 	exports.Lock()
 	if exports.m == nil {
@@ -90,13 +88,13 @@ func (d *Device) Import(hh hal.Handle) (hal.Buffer, error) {
 	if err := d.checkOpen("import"); err != nil {
 		return nil, err
 	}
-	h, err := hip.DecodeExportHandle(hh)
+	h, err := hipdev.DecodeExportHandle(hh)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("import on %s: %w", d, err)
-	case h.Host != hip.HashID(d.ep.HostID):
+	case h.Host != hipdev.HashID(d.ep.HostID):
 		return nil, fmt.Errorf("import on %s: buffer was exported by pid %d on another host (or IPC namespace): %w", d, h.PID, hal.ErrInvalidUsage)
-	case h.Job != hip.HashID(d.cfg.JobID):
+	case h.Job != hipdev.HashID(d.cfg.JobID):
 		return nil, fmt.Errorf("import on %s: buffer was exported by pid %d of another job (this is job %q): %w", d, h.PID, d.cfg.JobID, hal.ErrInvalidUsage)
 	}
 	local := int(h.PID) == os.Getpid()
@@ -110,7 +108,7 @@ func (d *Device) Import(hh hal.Handle) (hal.Buffer, error) {
 		// Not exported here (or freed since): a process of the same pid in
 		// another pid namespace is possible, so try IPC before giving up.
 	}
-	m, err := d.dev.OpenIPC(h.IPC)
+	m, err := hipdev.OpenIPC(d.dev, h.IPC)
 	switch {
 	case err != nil && local:
 		return nil, fmt.Errorf("import on %s: buffer exported by this process is no longer allocated: %w", d, hal.ErrInvalidUsage)
@@ -123,7 +121,7 @@ func (d *Device) Import(hh hal.Handle) (hal.Buffer, error) {
 	return &Buffer{dev: d, kind: importedIPC, ptr: m.Base + hip.DevicePtr(h.Offset), size: int64(h.Size), mapping: m}, nil
 }
 
-func (d *Device) importLocal(h hip.ExportHandle, root *Buffer) (*Buffer, error) {
+func (d *Device) importLocal(h hipdev.ExportHandle, root *Buffer) (*Buffer, error) {
 	if err := root.live("import"); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/hip"
+	"github.com/weftccl/weft/internal/hipdev"
 )
 
 type bufferKind uint8
@@ -29,10 +30,10 @@ type Buffer struct {
 	kind    bufferKind
 	ptr     hip.DevicePtr // device address of the first byte
 	size    int64
-	host    []byte          // hostMemory: the host view
-	hostPtr unsafe.Pointer  // hostMemory: for hipHostFree
-	mapping *hip.IPCMapping // importedIPC
-	parent  *Buffer         // importedLocal: the exporter's buffer
+	host    []byte             // hostMemory: the host view
+	hostPtr unsafe.Pointer     // hostMemory: for hipHostFree
+	mapping *hipdev.IPCMapping // importedIPC
+	parent  *Buffer            // importedLocal: the exporter's buffer
 	freed   atomic.Bool
 }
 

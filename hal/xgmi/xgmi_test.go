@@ -26,6 +26,7 @@ import (
 	"github.com/weftccl/weft/internal/cudadev/porttest"
 	"github.com/weftccl/weft/internal/hip"
 	"github.com/weftccl/weft/internal/hip/hiptest"
+	"github.com/weftccl/weft/internal/hipdev"
 )
 
 // These tests run the backend against the fake HIP runtime and hipRTC of
@@ -259,7 +260,7 @@ func TestExportImport(t *testing.T) {
 	must(t, d0.Write(b, 0, data))
 	h, err := d0.Export(b)
 	must(t, err)
-	if len(h) != hip.ExportHandleSize {
+	if len(h) != hipdev.ExportHandleSize {
 		t.Fatalf("handle of %d bytes", len(h))
 	}
 	r, err := d1.Import(h)

@@ -139,7 +139,7 @@ func (b *Buffer) free(deadline time.Time) error {
 			return fmt.Errorf("free %s: %w", b, err)
 		}
 	case importedIPC:
-		if err := b.mapping.release(); err != nil {
+		if err := b.mapping.Release(); err != nil {
 			return fmt.Errorf("free %s: %w", b, err)
 		}
 	case external:

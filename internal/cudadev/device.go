@@ -10,6 +10,7 @@ import (
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/cuda"
+	"github.com/weftccl/weft/internal/devcore"
 	"github.com/weftccl/weft/internal/env"
 )
 
@@ -186,7 +187,7 @@ func (d *Device) query(count int) error {
 	d.ep = hal.Endpoint{
 		Backend:  d.backend,
 		Hostname: host,
-		HostID:   hostID(),
+		HostID:   devcore.HostID(),
 		Ordinal:  d.ordinal,
 		UUID:     d.uuid.String(),
 		PCIBusID: bus,

@@ -20,6 +20,11 @@
 // CUDA stream of asynchronous copies, with signals as stream-ordered 64-bit
 // writes ([Device.NewCopyEngine]).
 //
+// What the CUDA and HIP cores (this package and internal/hipdev) do alike
+// is written once in internal/devcore: the deadline poll, the host id, the
+// IPC mapping table and the copy engine with its ring of event-marked
+// tickets (a hal.Tickets). This package passes it the CUDA calls.
+//
 // The device-side primitives generated kernels use (system-scope
 // release/acquire, atomics, LL packet stores) are in device/weft_hal.h,
 // returned by [Device.DeviceHeader].

@@ -8,53 +8,29 @@ import (
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/cuda"
-	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/devcore"
 )
 
 // CopyEngine is the port-mapped engine of a link over which this GPU
 // reaches the destination memory by address: a peer GPU with peer access
 // (imported buffers are mapped, and unified addressing makes their
-// addresses valid in this context) or this GPU itself. It owns one
-// non-blocking CUDA stream, on which requests run in issue order:
+// addresses valid in this context) or this GPU itself. It is the copy
+// engine both GPU cores share (devcore.CopyEngine, whose documentation
+// gives the semantics) over one non-blocking CUDA stream:
 //
 //   - Put and Copy are cuMemcpyAsync (the copy engines move the bytes, no
 //     SM is used);
 //   - Signal is a cuStreamWriteValue64 of the count (when asked for) and
 //     one of the semaphore's next value, both after a memory barrier, so
-//     stream order puts them after the data of every earlier copy. The
-//     engine keeps the value it last wrote to each semaphore (a mirror),
-//     so a semaphore it signals must be signalled by it only, starting
-//     from 0. Without 64-bit stream memory operations
+//     stream order puts them after the data of every earlier copy.
+//     Without 64-bit stream memory operations
 //     (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = 0) each value is
-//     an 8-byte cuMemcpyHtoDAsync from a slot of a small pinned ring;
-//   - Mark records an event from a preallocated ring (grown only when every
-//     event in it is outstanding) and Completed queries them oldest first
-//     without blocking.
-//
-// Methods are called from one goroutine at a time (the proxy's), as
-// hal.Engine says. In the steady state they allocate nothing: the mirror
-// map gains an entry the first time a semaphore is signalled.
+//     an 8-byte cuMemcpyHtoDAsync from a slot of a small pinned ring
+//     ([SignalWriter]);
+//   - Mark and Completed are a ring of CUDA events (devcore.Marks).
 type CopyEngine struct {
-	dev    *Device
-	peer   string // for messages: "GPU 1", "itself"
+	*devcore.CopyEngine[cuda.Event]
 	stream cuda.Stream
-
-	mirrors map[uint64]uint64 // semaphore address -> value last written
-
-	// Ring of outstanding marks: events[(head+i)%len] was recorded for
-	// ticket tickets[...], i < count.
-	events    []cuda.Event
-	tickets   []uint64
-	head      int
-	count     int
-	issued    uint64 // last ticket handed out
-	completed uint64 // last ticket known complete
-	dirty     bool   // requests queued since the last recorded mark
-
-	signals *SignalWriter
-
-	err    error // first failure (sticky)
-	closed bool
 }
 
 var _ hal.Engine = (*CopyEngine)(nil)
@@ -74,212 +50,50 @@ func (d *Device) NewCopyEngine(peer string) (*CopyEngine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &CopyEngine{dev: d, peer: peer, stream: s, mirrors: map[uint64]uint64{}}
-	if err := e.growMarks(copyEngineMarks); err != nil {
-		e.destroy()
+	name := fmt.Sprintf("engine of %s to %s", d, peer)
+	signals, err := d.NewSignalWriter(s)
+	if err != nil {
+		d.DestroyStream(s)
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	q := copyStream{stream: s, signals: signals}
+	release := func() error { return errors.Join(signals.Close(), d.DestroyStream(s)) }
+	e, err := devcore.NewCopyEngine(name, q, d.events(s), copyEngineMarks, release)
+	if err != nil {
+		release()
 		return nil, err
 	}
-	if e.signals, err = d.NewSignalWriter(s); err != nil {
-		e.destroy()
-		return nil, fmt.Errorf("engine of %s to %s: %w", d, peer, err)
-	}
-	return e, nil
+	return &CopyEngine{CopyEngine: e, stream: s}, nil
 }
-
-func (e *CopyEngine) String() string { return fmt.Sprintf("engine of %s to %s", e.dev, e.peer) }
 
 // Stream is the engine's CUDA stream.
 func (e *CopyEngine) Stream() cuda.Stream { return e.stream }
 
-func (e *CopyEngine) check(op string) error {
-	if e.closed {
-		return fmt.Errorf("%s: %s is closed: %w", op, e, hal.ErrInvalidUsage)
-	}
-	return e.err
-}
-
-func (e *CopyEngine) fail(err error) error {
-	if e.err == nil {
-		e.err = err
-	}
-	return err
-}
-
-// Put queues a copy of bytes from local address src to dst, an address
-// this GPU reaches (a buffer imported from the engine's peer).
-func (e *CopyEngine) Put(dst, src uint64, bytes int64) error { return e.copy("put", dst, src, bytes) }
-
-// Copy queues a copy between two local addresses, in order with the
-// engine's other requests.
-func (e *CopyEngine) Copy(dst, src uint64, bytes int64) error { return e.copy("copy", dst, src, bytes) }
-
-func (e *CopyEngine) copy(op string, dst, src uint64, bytes int64) error {
-	if err := e.check(op); err != nil {
-		return err
-	}
-	if bytes < 0 {
-		return fmt.Errorf("%s of %d bytes on %s: %w", op, bytes, e, hal.ErrInvalidArgument)
-	}
-	if bytes == 0 {
-		return nil
-	}
-	if err := e.stream.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), bytes); err != nil {
-		return e.fail(fmt.Errorf("%s of %d bytes from %#x to %#x on %s: %w", op, bytes, src, dst, e, err))
-	}
-	e.dirty = true
-	return nil
-}
-
-// Signal queues, after every earlier request: count stored at countAddr
-// (unless it is 0), then the semaphore at semAddr set to one more than the
-// engine last set it to. Both addresses must be 8-byte aligned.
-func (e *CopyEngine) Signal(semAddr, countAddr, count uint64) error {
-	if err := e.check("signal"); err != nil {
-		return err
-	}
-	if semAddr == 0 || semAddr%8 != 0 || countAddr%8 != 0 {
-		return fmt.Errorf("signal on %s: semaphore %#x and count word %#x must be non-null (semaphore) and 8-byte aligned: %w", e, semAddr, countAddr, hal.ErrInvalidArgument)
-	}
-	v := e.mirrors[semAddr] + 1
-	if err := e.signals.Signal(countAddr, count, semAddr, v); err != nil {
-		return e.fail(fmt.Errorf("signal of semaphore %#x on %s: %w", semAddr, e, err))
-	}
-	e.mirrors[semAddr] = v
-	e.dirty = true
-	return nil
-}
-
-// Mark returns a ticket for the requests queued so far: it records an
-// event on the engine's stream (none when nothing was queued since the
-// last mark).
-func (e *CopyEngine) Mark() (uint64, error) {
-	if err := e.check("mark"); err != nil {
-		return 0, err
-	}
-	e.issued++
-	t := e.issued
-	switch {
-	case !e.dirty && e.count == 0:
-		e.completed = t
-		return t, nil
-	case !e.dirty:
-		// Nothing new: the newest outstanding event covers this ticket too.
-		e.tickets[(e.head+e.count-1)%len(e.events)] = t
-		return t, nil
-	}
-	if e.count == len(e.events) {
-		e.poll()
-		if e.err != nil {
-			return 0, e.err
-		}
-		if e.count == len(e.events) {
-			if err := e.growMarks(len(e.events)); err != nil {
-				return 0, e.fail(err)
-			}
-		}
-	}
-	i := (e.head + e.count) % len(e.events)
-	if err := e.events[i].Record(e.stream); err != nil {
-		return 0, e.fail(fmt.Errorf("mark on %s: %w", e, err))
-	}
-	e.tickets[i] = t
-	e.count++
-	e.dirty = false
-	return t, nil
-}
-
-// Completed returns the largest ticket whose requests are complete,
-// querying outstanding events oldest first; it never blocks. A failed
-// copy (a fault on the stream) is returned as the engine's error.
-func (e *CopyEngine) Completed() (uint64, error) {
-	if e.closed {
-		return e.completed, fmt.Errorf("completed: %s is closed: %w", e, hal.ErrInvalidUsage)
-	}
-	e.poll()
-	return e.completed, e.err
-}
-
-func (e *CopyEngine) poll() {
-	for e.count > 0 && e.err == nil {
-		done, err := e.events[e.head].Query()
-		if err != nil {
-			e.fail(fmt.Errorf("%s: %w", e, err))
-			return
-		}
-		if !done {
-			return
-		}
-		e.completed = e.tickets[e.head]
-		e.head = (e.head + 1) % len(e.events)
-		e.count--
+// events are the calls devcore.Marks makes on CUDA events of stream s.
+func (d *Device) events(s cuda.Stream) devcore.Events[cuda.Event] {
+	return devcore.Events[cuda.Event]{
+		New:     func() (cuda.Event, error) { return d.ctx.EventCreate(cuda.EventDisableTiming) },
+		Record:  func(ev cuda.Event) error { return ev.Record(s) },
+		Query:   cuda.Event.Query,
+		Destroy: cuda.Event.Destroy,
 	}
 }
 
-// growMarks adds n events to the mark ring, keeping the outstanding ones
-// in order.
-func (e *CopyEngine) growMarks(n int) error {
-	evs := make([]cuda.Event, 0, len(e.events)+n)
-	tks := make([]uint64, len(e.events)+n)
-	for i := 0; i < e.count; i++ {
-		j := (e.head + i) % len(e.events)
-		evs = append(evs, e.events[j])
-		tks[i] = e.tickets[j]
-	}
-	for i := e.count; i < len(e.events); i++ { // free events after the outstanding ones
-		evs = append(evs, e.events[(e.head+i)%len(e.events)])
-	}
-	for len(evs) < cap(evs) {
-		ev, err := e.dev.ctx.EventCreate(cuda.EventDisableTiming)
-		if err != nil {
-			for _, x := range evs[len(e.events):] {
-				x.Destroy()
-			}
-			return fmt.Errorf("mark ring of %s: %w", e, err)
-		}
-		evs = append(evs, ev)
-	}
-	e.events, e.tickets, e.head = evs, tks, 0
-	return nil
+// copyStream is a CUDA stream as a devcore.Stream.
+type copyStream struct {
+	stream  cuda.Stream
+	signals *SignalWriter
 }
 
-// Close waits for the queued requests (until the WEFT_TIMEOUT deadline)
-// and destroys the stream and events. A request still running at the
-// deadline is an error wrapping hal.ErrTimeout; the engine is released
-// anyway only when the stream drained.
-func (e *CopyEngine) Close() error {
-	if e.closed {
-		return fmt.Errorf("close %s: already closed: %w", e, hal.ErrInvalidUsage)
-	}
-	e.closed = true
-	err := poll(time.Now().Add(env.Timeout()), e.stream.Query, func(err error, waited time.Duration) error {
-		if err != nil {
-			return fmt.Errorf("close %s: %w", e, err)
-		}
-		return fmt.Errorf("close %s: requests still running after %v: %w", e, waited.Round(time.Millisecond), hal.ErrTimeout)
-	})
-	if errors.Is(err, hal.ErrTimeout) {
-		return err // the copies may still read and write: keep the stream
-	}
-	return errors.Join(err, e.destroy())
+func (q copyStream) MemcpyAsync(dst, src uint64, bytes int64) error {
+	return q.stream.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), bytes)
 }
 
-func (e *CopyEngine) destroy() error {
-	var errs []error
-	for _, ev := range e.events {
-		errs = append(errs, ev.Destroy())
-	}
-	e.events = nil
-	if e.signals != nil {
-		errs = append(errs, e.signals.Close())
-	}
-	if e.stream.Handle != 0 {
-		errs = append(errs, e.dev.DestroyStream(e.stream))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("close %s: %w", e, err)
-	}
-	return nil
+func (q copyStream) Signal(countAddr, count, semAddr, value uint64) error {
+	return q.signals.Signal(countAddr, count, semAddr, value)
 }
+
+func (q copyStream) Query() (bool, error) { return q.stream.Query() }
 
 // SignalWriter queues the stores of a port-channel signal on a stream:
 // cuStreamWriteValue64 where the device has 64-bit stream memory
@@ -364,7 +178,7 @@ func (d *Device) newValueRing() (*valueRing, error) {
 func (r *valueRing) write(s cuda.Stream, addr cuda.DevicePtr, v uint64) error {
 	g := r.next / valuesPerGroup
 	if r.next%valuesPerGroup == 0 && r.used[g] {
-		err := poll(time.Time{}, r.events[g].Query, func(err error, waited time.Duration) error {
+		err := devcore.Poll(time.Time{}, r.events[g].Query, func(err error, waited time.Duration) error {
 			if err != nil {
 				return err
 			}

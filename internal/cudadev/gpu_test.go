@@ -17,6 +17,7 @@ import (
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/cuda"
+	"github.com/weftccl/weft/internal/devcore"
 	"github.com/weftccl/weft/internal/env"
 )
 
@@ -251,7 +252,7 @@ func TestDeviceInfo(t *testing.T) {
 		!strings.HasPrefix(info.UUID, "GPU-") || info.PCIBusID == "" || info.Name == "" {
 		t.Errorf("incomplete info %+v", info)
 	}
-	if ep.HostID != hostID() || ep.PID != os.Getpid() || ep.UUID != info.UUID {
+	if ep.HostID != devcore.HostID() || ep.PID != os.Getpid() || ep.UUID != info.UUID {
 		t.Errorf("bad endpoint %+v", ep)
 	}
 	if d.Context() == 0 || d.MaxThreadsPerBlock() < 256 {
@@ -497,7 +498,7 @@ func TestWrongHandles(t *testing.T) {
 		t.Errorf("Import(bad magic) = %v", err)
 	}
 	other := append(hal.Handle(nil), h...)
-	binary.LittleEndian.PutUint64(other[16:], hostHash("another host"))
+	binary.LittleEndian.PutUint64(other[16:], HostHash("another host"))
 	if _, err := d.Import(other); !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "another host") {
 		t.Errorf("Import(other host) = %v, want ErrInvalidUsage", err)
 	}

@@ -2,12 +2,12 @@ package cudadev
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/cuda"
+	"github.com/weftccl/weft/internal/devcore"
 )
 
 // Handle format, version 1 (all integers little-endian):
@@ -101,12 +101,7 @@ func decodeHandle(b []byte) (*handle, error) {
 	return h, nil
 }
 
-// hostHash condenses a HostID for handles.
-func hostHash(hostID string) uint64 {
-	sum := sha256.Sum256([]byte(hostID))
-	return binary.LittleEndian.Uint64(sum[:8])
-}
-
 // HostHash condenses a HostID (or any identity string, such as a job id)
-// into the 64 bits that handles carry: the first 8 bytes of its SHA-256.
-func HostHash(id string) uint64 { return hostHash(id) }
+// into the 64 bits that handles carry: devcore.HashID, the first 8 bytes
+// of its SHA-256.
+func HostHash(id string) uint64 { return devcore.HashID(id) }

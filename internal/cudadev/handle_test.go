@@ -3,8 +3,6 @@ package cudadev
 import (
 	"encoding/binary"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,7 +15,7 @@ func sampleHandle() handle {
 	h := handle{
 		kind:      kindCUDAIPC,
 		pid:       4242,
-		hostHash:  hostHash("boot/ipc:[1]"),
+		hostHash:  HostHash("boot/ipc:[1]"),
 		uuid:      cuda.UUID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
 		allocBase: 0x7f0000000000,
 		allocSize: 1 << 21,
@@ -99,28 +97,6 @@ func FuzzDecodeHandle(f *testing.F) {
 			t.Fatalf("re-encoding differs")
 		}
 	})
-}
-
-func TestReadHostID(t *testing.T) {
-	root := t.TempDir()
-	os.MkdirAll(filepath.Join(root, "sys/kernel/random"), 0o755)
-	os.MkdirAll(filepath.Join(root, "self/ns"), 0o755)
-	os.WriteFile(filepath.Join(root, "sys/kernel/random/boot_id"), []byte("6a1b0d3c-0000-4000-8000-000000000001\n"), 0o644)
-	os.Symlink("ipc:[4026531839]", filepath.Join(root, "self/ns/ipc"))
-	got, err := readHostID(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "6a1b0d3c-0000-4000-8000-000000000001/ipc:[4026531839]"; got != want {
-		t.Errorf("readHostID = %q, want %q", got, want)
-	}
-	if _, err := readHostID(t.TempDir()); err == nil {
-		t.Error("readHostID of an empty tree succeeded")
-	}
-	// The real one works on Linux and is stable.
-	if id := hostID(); id == "" || id != hostID() {
-		t.Errorf("hostID() = %q", id)
-	}
 }
 
 func TestPeerWithoutGPU(t *testing.T) {

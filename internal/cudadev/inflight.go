@@ -8,6 +8,7 @@ import (
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/cuda"
+	"github.com/weftccl/weft/internal/devcore"
 	"github.com/weftccl/weft/internal/env"
 )
 
@@ -175,7 +176,7 @@ func (d *Device) quiesce(deadline time.Time, what string) error {
 		}
 		return true, nil
 	}
-	err := poll(deadline, query, func(_ error, waited time.Duration) error {
+	err := devcore.Poll(deadline, query, func(_ error, waited time.Duration) error {
 		return fmt.Errorf("%s: %d stream(s) and %d launch(es) of %s still running after %v (a kernel waiting for a peer that never signals?); left in place: %w",
 			what, len(streams), len(events), d, waited.Round(time.Millisecond), hal.ErrTimeout)
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/cuda"
+	"github.com/weftccl/weft/internal/devcore"
 )
 
 //go:embed device/weft_hal.h
@@ -62,69 +63,17 @@ func lookupExport(k exportKey) *Buffer {
 
 // ipcMaps holds one cuIpcOpenMemHandle mapping per (context, allocation):
 // CUDA refuses to open the same handle twice in one context, so imports of
-// buffers of one allocation share the mapping, refcounted. A second
-// context (another GPU of this process) opens its own mapping, so that
-// peer access is enabled for it too, or shares the first if CUDA refuses.
-var ipcMaps struct {
-	sync.Mutex
-	m map[ipcKey]*ipcMapping
+// buffers of one allocation share the mapping, counted. A second context
+// (another GPU of this process) opens its own mapping, so that peer access
+// is enabled for it too, or shares the first if CUDA refuses.
+var ipcMaps = devcore.IPC[cuda.Context, cuda.IPCMemHandle, cuda.DevicePtr]{
+	OpenHandle:  cuda.Context.IPCOpenMemHandle,
+	Range:       cuda.Context.MemGetAddressRange,
+	CloseHandle: cuda.Context.IPCCloseMemHandle,
 }
 
-type ipcKey struct {
-	ctx cuda.Context
-	h   cuda.IPCMemHandle
-}
-
-type ipcMapping struct {
-	key  ipcKey
-	base cuda.DevicePtr
-	size int64 // of the allocation, as mapped here
-	refs int
-}
-
-func openIPC(ctx cuda.Context, h cuda.IPCMemHandle) (*ipcMapping, error) {
-	ipcMaps.Lock()
-	defer ipcMaps.Unlock()
-	k := ipcKey{ctx, h}
-	if m := ipcMaps.m[k]; m != nil {
-		m.refs++
-		return m, nil
-	}
-	base, err := ctx.IPCOpenMemHandle(h)
-	if err != nil {
-		// Another device of this process may have opened the handle
-		// already, and CUDA can refuse a second open in one process: share
-		// that mapping (the address is valid process-wide).
-		for ok, m := range ipcMaps.m {
-			if ok.h == h {
-				m.refs++
-				return m, nil
-			}
-		}
-		return nil, err
-	}
-	_, size, err := ctx.MemGetAddressRange(base)
-	if err != nil {
-		ctx.IPCCloseMemHandle(base)
-		return nil, err
-	}
-	m := &ipcMapping{key: k, base: base, size: size, refs: 1}
-	if ipcMaps.m == nil {
-		ipcMaps.m = map[ipcKey]*ipcMapping{}
-	}
-	ipcMaps.m[k] = m
-	return m, nil
-}
-
-func (m *ipcMapping) release() error {
-	ipcMaps.Lock()
-	defer ipcMaps.Unlock()
-	if m.refs--; m.refs > 0 {
-		return nil
-	}
-	delete(ipcMaps.m, m.key)
-	return m.key.ctx.IPCCloseMemHandle(m.base)
-}
+// ipcMapping is one mapping of ipcMaps.
+type ipcMapping = devcore.Mapping[cuda.Context, cuda.IPCMemHandle, cuda.DevicePtr]
 
 // rootOf returns the buffer that owns b's allocation.
 func rootOf(b *Buffer) *Buffer {
@@ -160,7 +109,7 @@ func (d *Device) Export(b hal.Buffer) (hal.Handle, error) {
 	h := handle{
 		kind:      kindCUDAIPC,
 		pid:       uint32(os.Getpid()),
-		hostHash:  hostHash(d.ep.HostID),
+		hostHash:  HostHash(d.ep.HostID),
 		uuid:      d.uuid,
 		allocBase: uint64(base),
 		allocSize: uint64(allocSize),
@@ -185,7 +134,7 @@ func (d *Device) Import(hh hal.Handle) (hal.Buffer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("import on %s: %w", d, err)
 	}
-	if h.hostHash != hostHash(d.ep.HostID) {
+	if h.hostHash != HostHash(d.ep.HostID) {
 		return nil, fmt.Errorf("import on %s: buffer was exported by pid %d on another host (or IPC namespace): %w", d, h.pid, hal.ErrInvalidUsage)
 	}
 	if int(h.pid) == os.Getpid() {
@@ -195,18 +144,18 @@ func (d *Device) Import(hh hal.Handle) (hal.Buffer, error) {
 		// Not exported here (or freed since): a process of the same pid in
 		// another pid namespace is possible, so try IPC before giving up.
 	}
-	m, err := openIPC(d.ctx, h.ipc)
+	m, err := ipcMaps.Open(d.ctx, h.ipc)
 	if err != nil {
 		if int(h.pid) == os.Getpid() {
 			return nil, fmt.Errorf("import on %s: buffer exported by this process is no longer allocated: %w", d, hal.ErrInvalidUsage)
 		}
 		return nil, fmt.Errorf("import on %s of a buffer of pid %d, %s: %w", d, h.pid, cudaUUID(h.uuid), err)
 	}
-	if uint64(m.size) < h.offset+h.size {
-		m.release()
-		return nil, fmt.Errorf("import on %s: handle names %d bytes at offset %d but the allocation maps %d bytes: %w", d, h.size, h.offset, m.size, hal.ErrInvalidArgument)
+	if uint64(m.Size) < h.offset+h.size {
+		m.Release()
+		return nil, fmt.Errorf("import on %s: handle names %d bytes at offset %d but the allocation maps %d bytes: %w", d, h.size, h.offset, m.Size, hal.ErrInvalidArgument)
 	}
-	return &Buffer{dev: d, kind: importedIPC, ptr: m.base + cuda.DevicePtr(h.offset), size: int64(h.size), mapping: m}, nil
+	return &Buffer{dev: d, kind: importedIPC, ptr: m.Base + cuda.DevicePtr(h.offset), size: int64(h.size), mapping: m}, nil
 }
 
 func (d *Device) importLocal(h *handle, root *Buffer) (*Buffer, error) {

@@ -2,11 +2,11 @@ package cudadev
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/cuda"
+	"github.com/weftccl/weft/internal/devcore"
 )
 
 // Compile compiles src with NVRTC for this GPU's exact architecture
@@ -28,23 +28,14 @@ func (d *Device) CompileModule(src hal.KernelSource) (*Module, error) {
 		return nil, fmt.Errorf("compile %s for %s: %w", src.Name, d, err)
 	}
 	s := cuda.Source{Name: src.Name, Source: src.Source, Headers: src.Headers, Options: src.Options, Arch: d.arch}
-	bin, hit, err := cache.Get(s)
-	if err != nil {
-		return nil, fmt.Errorf("compile %s for %s: %w", src.Name, d, err)
-	}
-	mod, err := d.ctx.ModuleLoadData(bin)
-	if err != nil && hit {
+	refused := func(err error) {
 		d.log.Warn("cached kernel binary refused; recompiling", "kernel", src.Name, "err", err)
-		cache.Invalidate(s)
-		if bin, _, err = cache.Get(s); err != nil {
-			return nil, fmt.Errorf("compile %s for %s: %w", src.Name, d, err)
-		}
-		mod, err = d.ctx.ModuleLoadData(bin)
 	}
+	mod, err := devcore.LoadCached(cache, s, d.ctx.ModuleLoadData, refused, src.Name, d.String())
 	if err != nil {
-		return nil, fmt.Errorf("load %s on %s: %w", src.Name, d, err)
+		return nil, err
 	}
-	return &Module{dev: d, name: src.Name, mod: mod, funcs: map[string]*Function{}}, nil
+	return &Module{Kernels: devcore.NewKernels[*Function](src.Name, d.String(), mod.Unload), dev: d, name: src.Name, mod: mod}, nil
 }
 
 func (d *Device) kernelCache() (*cuda.KernelCache, error) {
@@ -61,12 +52,10 @@ func (d *Device) kernelCache() (*cuda.KernelCache, error) {
 
 // Module is a loaded device binary.
 type Module struct {
-	dev    *Device
-	name   string
-	mod    cuda.Module
-	mu     sync.Mutex
-	funcs  map[string]*Function
-	closed atomic.Bool
+	*devcore.Kernels[*Function] // Close, and the kernels looked up so far
+	dev                         *Device
+	name                        string
+	mod                         cuda.Module
 }
 
 var _ hal.Module = (*Module)(nil)
@@ -77,32 +66,13 @@ func (m *Module) Function(name string) (hal.Function, error) { return m.Kernel(n
 
 // Kernel is Function returning the concrete type.
 func (m *Module) Kernel(name string) (*Function, error) {
-	if m.closed.Load() {
-		return nil, fmt.Errorf("function %q of %s: module used after Close: %w", name, m.name, hal.ErrInvalidUsage)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if f := m.funcs[name]; f != nil {
-		return f, nil
-	}
-	cf, err := m.mod.Function(name)
-	if err != nil {
-		return nil, fmt.Errorf("module %s on %s: %w", m.name, m.dev, err)
-	}
-	f := &Function{dev: m.dev, mod: m, name: name, fn: cf}
-	m.funcs[name] = f
-	return f, nil
-}
-
-// Close unloads the module; its functions become invalid.
-func (m *Module) Close() error {
-	if m.closed.Swap(true) {
-		return fmt.Errorf("close module %s: already closed: %w", m.name, hal.ErrInvalidUsage)
-	}
-	if err := m.mod.Unload(); err != nil {
-		return fmt.Errorf("close module %s on %s: %w", m.name, m.dev, err)
-	}
-	return nil
+	return m.Kernels.Kernel(name, func(name string) (*Function, error) {
+		cf, err := m.mod.Function(name)
+		if err != nil {
+			return nil, err
+		}
+		return &Function{dev: m.dev, mod: m, name: name, fn: cf}, nil
+	})
 }
 
 // Function is a kernel entry point. Kernels take one parameter, a struct

@@ -8,7 +8,7 @@ import (
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/cuda"
-	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/devcore"
 )
 
 // Stream is a non-blocking CUDA stream of a Device.
@@ -60,40 +60,7 @@ func (s *Stream) Synchronize(deadline time.Time) error {
 	if err := s.check("synchronize"); err != nil {
 		return err
 	}
-	return poll(deadline, s.stream.Query, func(err error, waited time.Duration) error {
-		if err != nil {
-			return fmt.Errorf("synchronize stream of %s: %w", s.dev, err)
-		}
-		return fmt.Errorf("synchronize stream of %s: work still running after %v: %w", s.dev, waited.Round(time.Millisecond), hal.ErrTimeout)
-	})
-}
-
-// poll calls query until it reports done, fails, or the deadline passes.
-func poll(deadline time.Time, query func() (bool, error), fail func(err error, waited time.Duration) error) error {
-	start := time.Now()
-	if deadline.IsZero() {
-		deadline = start.Add(env.Timeout())
-	}
-	const spin = 50 * time.Microsecond
-	sleep := time.Microsecond
-	for {
-		done, err := query()
-		if err != nil {
-			return fail(err, time.Since(start))
-		}
-		if done {
-			return nil
-		}
-		now := time.Now()
-		if !now.Before(deadline) {
-			return fail(nil, now.Sub(start))
-		}
-		if now.Sub(start) < spin {
-			continue
-		}
-		time.Sleep(min(sleep, deadline.Sub(now)))
-		sleep = min(2*sleep, 100*time.Microsecond)
-	}
+	return devcore.Poll(deadline, s.stream.Query, devcore.Failure(fmt.Sprintf("synchronize stream of %s", s.dev)))
 }
 
 // Record places a timing event in s.
@@ -177,12 +144,7 @@ func (e *Event) Synchronize(deadline time.Time) error {
 	if e.closed.Load() {
 		return fmt.Errorf("event synchronize on %s: event used after Close: %w", e.dev, hal.ErrInvalidUsage)
 	}
-	return poll(deadline, e.event.Query, func(err error, waited time.Duration) error {
-		if err != nil {
-			return fmt.Errorf("event synchronize on %s: %w", e.dev, err)
-		}
-		return fmt.Errorf("event synchronize on %s: not reached after %v: %w", e.dev, waited.Round(time.Millisecond), hal.ErrTimeout)
-	})
+	return devcore.Poll(deadline, e.event.Query, devcore.Failure(fmt.Sprintf("event synchronize on %s", e.dev)))
 }
 
 // Close destroys the event.

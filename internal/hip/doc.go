@@ -31,13 +31,13 @@
 // [Compile] turns HIP C++ into a code object with hipRTC for one exact
 // offload target ("gfx942:sramecc+:xnack-"); [NewKernelCache] keeps code
 // objects on disk with internal/cuda's KernelCache, keyed by source hash,
-// target and compiler version. [Poll] bounds waits on streams and events
-// with a deadline, and [Marks] turns a ring of events into the tickets of
-// a port-channel engine.
+// target and compiler version.
 //
 // The package is a binding below the HAL contract: it imports no hal
 // package, only the error kinds of internal/errkind (the same values hal
 // re-exports). The HAL objects built on it — streams, events, graphs,
-// modules and the copy engine as hal.Stream & co — are package
-// internal/hipdev's.
+// modules, the copy engine, weft's IPC handle format and mappings, and the
+// device header — are the HIP device core's, package internal/hipdev, as
+// CUDA's are internal/cudadev's; deadline polls, the host id and the
+// ticket ring are internal/devcore's, shared by both cores.
 package hip

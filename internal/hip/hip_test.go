@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
@@ -301,54 +300,6 @@ func TestStreamsAndEvents(t *testing.T) {
 	}
 }
 
-func TestMarks(t *testing.T) {
-	hiptest.Load(t, hiptest.ROCm6)
-	s, err := hip.Device(0).StreamCreate(hip.StreamNonBlocking)
-	check(t, err)
-	m, err := hip.NewMarks(s, 2)
-	check(t, err)
-	ticket := func() uint64 {
-		t.Helper()
-		v, err := m.Mark()
-		check(t, err)
-		return v
-	}
-	completed := func() uint64 {
-		t.Helper()
-		v, err := m.Completed()
-		check(t, err)
-		return v
-	}
-	if v := ticket(); v != 1 || completed() != 1 {
-		t.Fatalf("a mark with nothing queued: ticket %d, completed %d; want 1, 1", v, completed())
-	}
-	t.Setenv("FAKEHIP_FAIL", "hipEventQuery=600") // nothing completes
-	var last uint64
-	for i := 0; i < 5; i++ { // more than the ring holds: it grows
-		m.Queued()
-		last = ticket()
-	}
-	if last != 6 || completed() != 1 {
-		t.Fatalf("5 outstanding marks: last ticket %d, completed %d; want 6, 1", last, completed())
-	}
-	if v := ticket(); v != 7 { // nothing new: covered by the newest event
-		t.Fatalf("ticket = %d, want 7", v)
-	}
-	t.Setenv("FAKEHIP_FAIL", "")
-	if c := completed(); c != 7 {
-		t.Fatalf("completed = %d after the events completed, want 7", c)
-	}
-	m.Queued()
-	t.Setenv("FAKEHIP_FAIL", "hipEventQuery=700")
-	ticket()
-	if _, err := m.Completed(); !hip.IsResult(err, 700) {
-		t.Errorf("Completed with a failing event = %v, want hipError 700", err)
-	}
-	t.Setenv("FAKEHIP_FAIL", "")
-	check(t, m.Destroy())
-	check(t, s.Destroy())
-}
-
 const kernelSource = `#include "weft_test.h"
 struct Params { unsigned long long a, b; };
 extern "C" __global__ void __launch_bounds__(256) fill(Params p) { store(p.a, p.b); }
@@ -574,27 +525,6 @@ func TestErrorPaths(t *testing.T) {
 	}
 	if err := d.Memset(p, 0, 16); !errors.As(err, &he) || he.Call != "hipStreamSynchronize (after hipMemset)" {
 		t.Errorf("Memset with the synchronisation failing = %v", err)
-	}
-}
-
-func TestPoll(t *testing.T) {
-	n := 0
-	err := hip.Poll(time.Now().Add(time.Second), func() (bool, error) { n++; return n == 3, nil }, func(error, time.Duration) error { return errors.New("failed") })
-	if err != nil || n != 3 {
-		t.Errorf("Poll until done = %v after %d queries", err, n)
-	}
-	err = hip.Poll(time.Now().Add(2*time.Millisecond), func() (bool, error) { return false, nil }, func(err error, waited time.Duration) error {
-		if err != nil || waited < 2*time.Millisecond {
-			t.Errorf("fail(%v, %v) at the deadline", err, waited)
-		}
-		return errkind.ErrTimeout
-	})
-	if err != errkind.ErrTimeout {
-		t.Errorf("Poll past its deadline = %v", err)
-	}
-	boom := errors.New("boom")
-	if err := hip.Poll(time.Time{}, func() (bool, error) { return false, boom }, func(err error, _ time.Duration) error { return err }); err != boom {
-		t.Errorf("Poll with a failing query = %v", err)
 	}
 }
 

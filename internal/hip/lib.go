@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/weftccl/weft/internal/cuda"
 	"github.com/weftccl/weft/internal/env"
@@ -94,30 +93,3 @@ func BaseArch(target string) string {
 
 // Logger is the logger of the HAL subsystem (WEFT_DEBUG_SUBSYS=HAL).
 func Logger() *slog.Logger { return env.Logger("HAL") }
-
-// readHostID returns the identity of this machine and IPC namespace under
-// procRoot ("/proc"): the kernel's boot id plus the inode of the IPC
-// namespace. Two processes can share HIP IPC memory only when both match.
-func readHostID(procRoot string) (string, error) {
-	boot, err := os.ReadFile(filepath.Join(procRoot, "sys/kernel/random/boot_id"))
-	if err != nil {
-		return "", fmt.Errorf("read boot id: %w", err)
-	}
-	ns, err := os.Readlink(filepath.Join(procRoot, "self/ns/ipc"))
-	if err != nil {
-		return "", fmt.Errorf("read IPC namespace: %w", err)
-	}
-	return strings.TrimSpace(string(boot)) + "/" + ns, nil
-}
-
-// HostID is this process's hal.Endpoint.HostID, computed once. When /proc
-// cannot be read, the hostname and pid stand in: the process then links to
-// no other.
-var HostID = sync.OnceValue(func() string {
-	id, err := readHostID("/proc")
-	if err != nil {
-		h, _ := os.Hostname()
-		return fmt.Sprintf("unknown:%s:%d", h, os.Getpid())
-	}
-	return id
-})

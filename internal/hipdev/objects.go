@@ -3,24 +3,13 @@ package hipdev
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/devcore"
 	"github.com/weftccl/weft/internal/hip"
 )
-
-// timeout words the failure of a wait for Poll: the runtime's error, or
-// one wrapping hal.ErrTimeout when the deadline passed.
-func timeout(what string) func(error, time.Duration) error {
-	return func(err error, waited time.Duration) error {
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		return fmt.Errorf("%s: not done after %v: %w", what, waited.Round(time.Millisecond), hal.ErrTimeout)
-	}
-}
 
 // HALStream is a non-blocking HIP stream as a hal.Stream.
 type HALStream struct {
@@ -70,7 +59,7 @@ func (s *HALStream) Synchronize(deadline time.Time) error {
 	if err := s.check("synchronize"); err != nil {
 		return err
 	}
-	return hip.Poll(deadline, s.stream.Query, timeout("synchronize stream of "+s.owner))
+	return devcore.Poll(deadline, s.stream.Query, devcore.Failure("synchronize stream of "+s.owner))
 }
 
 // Record places a timing event in s.
@@ -160,7 +149,7 @@ func (e *HALEvent) Synchronize(deadline time.Time) error {
 	if e.closed.Load() {
 		return fmt.Errorf("event synchronize on %s: event used after Close: %w", e.owner, hal.ErrInvalidUsage)
 	}
-	return hip.Poll(deadline, e.event.Query, timeout("event synchronize on "+e.owner))
+	return devcore.Poll(deadline, e.event.Query, devcore.Failure("event synchronize on "+e.owner))
 }
 
 // Close destroys the event.
@@ -218,13 +207,11 @@ type Limits struct {
 
 // HALModule is a loaded code object as a hal.Module.
 type HALModule struct {
-	mod    hip.Module
-	name   string
-	owner  string
-	limits Limits
-	mu     sync.Mutex
-	funcs  map[string]*HALFunction
-	closed atomic.Bool
+	*devcore.Kernels[*HALFunction] // Close, and the kernels looked up so far
+	mod                            hip.Module
+	name                           string
+	owner                          string
+	limits                         Limits
 }
 
 var _ hal.Module = (*HALModule)(nil)
@@ -234,54 +221,30 @@ var _ hal.Module = (*HALModule)(nil)
 // compiled again. Errors are those of Compile (source errors wrap
 // hal.ErrInvalidArgument and carry the log) and of hipModuleLoadData.
 func CompileModule(d hip.Device, cache *hip.KernelCache, s hip.Source, limits Limits, owner string) (*HALModule, error) {
-	bin, hit, err := cache.Get(s)
-	if err != nil {
-		return nil, fmt.Errorf("compile %s for %s: %w", s.Name, owner, err)
-	}
-	mod, err := d.ModuleLoadData(bin)
-	if err != nil && hit {
+	refused := func(err error) {
 		hip.Logger().Warn("cached code object refused; recompiling", "kernel", s.Name, "device", owner, "err", err)
-		cache.Invalidate(s)
-		if bin, _, err = cache.Get(s); err != nil {
-			return nil, fmt.Errorf("compile %s for %s: %w", s.Name, owner, err)
-		}
-		mod, err = d.ModuleLoadData(bin)
 	}
+	mod, err := devcore.LoadCached(cache, s, d.ModuleLoadData, refused, s.Name, owner)
 	if err != nil {
-		return nil, fmt.Errorf("load %s on %s: %w", s.Name, owner, err)
+		return nil, err
 	}
-	return &HALModule{mod: mod, name: s.Name, owner: owner, limits: limits, funcs: map[string]*HALFunction{}}, nil
+	return &HALModule{Kernels: devcore.NewKernels[*HALFunction](s.Name, owner, mod.Unload), mod: mod, name: s.Name, owner: owner, limits: limits}, nil
 }
 
 // Function returns the kernel called name (an extern "C" __global__
 // function). Unknown names wrap hal.ErrDevice (hipErrorNotFound).
 func (m *HALModule) Function(name string) (hal.Function, error) {
-	if m.closed.Load() {
-		return nil, fmt.Errorf("function %q of %s: module used after Close: %w", name, m.name, hal.ErrInvalidUsage)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if f := m.funcs[name]; f != nil {
-		return f, nil
-	}
-	fn, err := m.mod.Function(name)
+	f, err := m.Kernel(name, func(name string) (*HALFunction, error) {
+		fn, err := m.mod.Function(name)
+		if err != nil {
+			return nil, err
+		}
+		return &HALFunction{mod: m, name: name, fn: fn}, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("module %s on %s: %w", m.name, m.owner, err)
+		return nil, err
 	}
-	f := &HALFunction{mod: m, name: name, fn: fn}
-	m.funcs[name] = f
 	return f, nil
-}
-
-// Close unloads the module; its functions become invalid.
-func (m *HALModule) Close() error {
-	if m.closed.Swap(true) {
-		return fmt.Errorf("close module %s: already closed: %w", m.name, hal.ErrInvalidUsage)
-	}
-	if err := m.mod.Unload(); err != nil {
-		return fmt.Errorf("close module %s on %s: %w", m.name, m.owner, err)
-	}
-	return nil
 }
 
 // HALFunction is a kernel entry point; kernels take one parameter, a
@@ -308,7 +271,7 @@ func (f *HALFunction) Launch(hs hal.Stream, grid, block, sharedBytes int, params
 	switch {
 	case err != nil:
 		return err
-	case m.closed.Load():
+	case m.Closed():
 		return fmt.Errorf("launch %s on %s: module used after Close: %w", f.name, m.owner, hal.ErrInvalidUsage)
 	case grid <= 0 || grid > 1<<31-1 || block <= 0 || block > m.limits.MaxBlock || sharedBytes < 0 || sharedBytes > m.limits.MaxShared:
 		return fmt.Errorf("launch %s on %s: grid %d, block %d (at most %d), shared %d bytes (at most %d): %w",
@@ -322,31 +285,22 @@ func (f *HALFunction) Launch(hs hal.Stream, grid, block, sharedBytes int, params
 
 // CopyEngine is the port-mapped engine of a link over which a GPU reaches
 // the destination memory by address (a peer GPU with peer access, whose
-// buffers are mapped by IPC, or the GPU itself): a non-blocking stream on
-// which requests run in issue order.
+// buffers are mapped by IPC, or the GPU itself): the copy engine both GPU
+// cores share (devcore.CopyEngine, whose documentation gives the
+// semantics) over one non-blocking HIP stream:
 //
 //   - Put and Copy are hipMemcpyAsync: copies between GPUs (and within
 //     one) run on the SDMA engines, no compute unit is used;
 //   - Signal is a hipStreamWriteValue64 of the count (when asked for) and
 //     one of the semaphore's next value, each ordered after the work
 //     queued before it, so that the data of every earlier copy is in
-//     place first. The engine keeps the value it last wrote to each
-//     semaphore (a mirror), so a semaphore it signals must be signalled by
-//     it only, starting from 0 (hal.Engine);
-//   - Mark and Completed are a ring of events (Marks), never blocking.
-//
-// Methods are called from one goroutine at a time (the proxy's).
-type CopyEngine struct {
-	name    string // "engine of xgmi GPU 0 (rank 0) to GPU 1 of pid 42"
-	stream  hip.Stream
-	marks   *hip.Marks
-	mirrors map[uint64]uint64 // semaphore address -> value last written
-	last    uint64            // last ticket Completed returned
-	err     error             // first failure (sticky)
-	closed  bool
-}
+//     place first;
+//   - Mark and Completed are a ring of HIP events (devcore.Marks).
+type CopyEngine = devcore.CopyEngine[hip.Event]
 
-var _ hal.Engine = (*CopyEngine)(nil)
+// copyEngineMarks is the initial number of events of an engine's mark
+// ring; it covers the flushes a proxy keeps outstanding per channel.
+const copyEngineMarks = 64
 
 // NewCopyEngine creates a copy engine on d; name names it in messages.
 func NewCopyEngine(d hip.Device, name string) (*CopyEngine, error) {
@@ -354,112 +308,27 @@ func NewCopyEngine(d hip.Device, name string) (*CopyEngine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	e := &CopyEngine{name: name, stream: s, mirrors: map[uint64]uint64{}}
-	if e.marks, err = hip.NewMarks(s, 64); err != nil {
+	events := devcore.Events[hip.Event]{
+		New:     func() (hip.Event, error) { return d.EventCreate(hip.EventDisableTiming) },
+		Record:  func(ev hip.Event) error { return ev.Record(s) },
+		Query:   hip.Event.Query,
+		Destroy: hip.Event.Destroy,
+	}
+	e, err := devcore.NewCopyEngine(name, copyStream{s}, events, copyEngineMarks, s.Destroy)
+	if err != nil {
 		s.Destroy()
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, err
 	}
 	return e, nil
 }
 
-func (e *CopyEngine) String() string { return e.name }
+// copyStream is a HIP stream as a devcore.Stream.
+type copyStream struct{ hip.Stream }
 
-func (e *CopyEngine) check(op string) error {
-	if e.closed {
-		return fmt.Errorf("%s: %s is closed: %w", op, e.name, hal.ErrInvalidUsage)
-	}
-	return e.err
+func (q copyStream) MemcpyAsync(dst, src uint64, bytes int64) error {
+	return q.Stream.MemcpyAsync(hip.DevicePtr(dst), hip.DevicePtr(src), bytes)
 }
 
-func (e *CopyEngine) fail(err error) error {
-	if e.err == nil {
-		e.err = err
-	}
-	return err
-}
-
-// Put queues a copy of bytes from local address src to dst, an address of
-// a buffer imported from the engine's peer.
-func (e *CopyEngine) Put(dst, src uint64, bytes int64) error { return e.copy("put", dst, src, bytes) }
-
-// Copy queues a copy between two local addresses, in order with the
-// engine's other requests.
-func (e *CopyEngine) Copy(dst, src uint64, bytes int64) error { return e.copy("copy", dst, src, bytes) }
-
-func (e *CopyEngine) copy(op string, dst, src uint64, bytes int64) error {
-	if err := e.check(op); err != nil || bytes == 0 {
-		return err
-	}
-	if bytes < 0 {
-		return fmt.Errorf("%s of %d bytes on %s: %w", op, bytes, e.name, hal.ErrInvalidArgument)
-	}
-	if err := e.stream.MemcpyAsync(hip.DevicePtr(dst), hip.DevicePtr(src), bytes); err != nil {
-		return e.fail(fmt.Errorf("%s of %d bytes from %#x to %#x on %s: %w", op, bytes, src, dst, e.name, err))
-	}
-	e.marks.Queued()
-	return nil
-}
-
-// Signal queues, after every earlier request: count stored at countAddr
-// (unless it is 0), then the semaphore at semAddr set to one more than the
-// engine last set it to. Both addresses must be 8-byte aligned.
-func (e *CopyEngine) Signal(semAddr, countAddr, count uint64) error {
-	if err := e.check("signal"); err != nil {
-		return err
-	}
-	if semAddr == 0 || semAddr%8 != 0 || countAddr%8 != 0 {
-		return fmt.Errorf("signal on %s: semaphore %#x and count word %#x must be non-null (semaphore) and 8-byte aligned: %w", e.name, semAddr, countAddr, hal.ErrInvalidArgument)
-	}
-	v := e.mirrors[semAddr] + 1
-	if err := e.stream.Signal64(hip.DevicePtr(countAddr), count, hip.DevicePtr(semAddr), v); err != nil {
-		return e.fail(fmt.Errorf("signal of semaphore %#x on %s: %w", semAddr, e.name, err))
-	}
-	e.mirrors[semAddr] = v
-	e.marks.Queued()
-	return nil
-}
-
-// Mark returns a ticket for the requests queued so far.
-func (e *CopyEngine) Mark() (uint64, error) {
-	if err := e.check("mark"); err != nil {
-		return 0, err
-	}
-	t, err := e.marks.Mark()
-	if err != nil {
-		return 0, e.fail(fmt.Errorf("mark on %s: %w", e.name, err))
-	}
-	return t, nil
-}
-
-// Completed returns the largest ticket whose requests are complete; it
-// never blocks. A failed copy is returned as the engine's error.
-func (e *CopyEngine) Completed() (uint64, error) {
-	if err := e.check("completed"); err != nil {
-		return e.last, err
-	}
-	c, err := e.marks.Completed()
-	if err != nil {
-		return c, e.fail(fmt.Errorf("%s: %w", e.name, err))
-	}
-	e.last = c
-	return c, nil
-}
-
-// Close waits for the queued requests (until the WEFT_TIMEOUT deadline)
-// and releases the stream and events. Requests still running at the
-// deadline are an error wrapping hal.ErrTimeout, and the stream is kept:
-// the copies may still read and write.
-func (e *CopyEngine) Close() error {
-	if e.closed {
-		return fmt.Errorf("close %s: already closed: %w", e.name, hal.ErrInvalidUsage)
-	}
-	e.closed = true
-	err := hip.Poll(time.Time{}, e.stream.Query, timeout("close "+e.name))
-	if errors.Is(err, hal.ErrTimeout) {
-		return err
-	}
-	if err := errors.Join(err, e.marks.Destroy(), e.stream.Destroy()); err != nil {
-		return fmt.Errorf("close %s: %w", e.name, err)
-	}
-	return nil
+func (q copyStream) Signal(countAddr, count, semAddr, value uint64) error {
+	return q.Signal64(hip.DevicePtr(countAddr), count, hip.DevicePtr(semAddr), value)
 }

@@ -159,22 +159,11 @@ func checkData(t *testing.T, d hal.Device, b hal.Buffer, off int64, want []byte)
 	}
 }
 
-// waitTicket polls Completed until it reaches ticket.
+// waitTicket waits (hal.AwaitTicket) until Completed reaches ticket.
 func waitTicket(t *testing.T, e hal.Engine, ticket uint64) {
 	t.Helper()
-	deadline := time.Now().Add(Deadline)
-	for {
-		done, err := e.Completed()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if done >= ticket {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ticket %d not completed after %v (completed %d)", ticket, Deadline, done)
-		}
-		time.Sleep(10 * time.Microsecond)
+	if err := hal.AwaitTicket(e, ticket, time.Now().Add(Deadline)); err != nil {
+		t.Fatal(err)
 	}
 }
 

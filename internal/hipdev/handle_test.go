@@ -1,11 +1,11 @@
-package hip
+package hipdev
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/weftccl/weft/internal/errkind"
+	"github.com/weftccl/weft/hal"
 )
 
 func testHandle() ExportHandle {
@@ -41,7 +41,7 @@ func TestExportHandleRoundTrip(t *testing.T) {
 	} {
 		bad := testHandle()
 		c.edit(&bad)
-		if _, err := DecodeExportHandle(bad.Encode()); !errors.Is(err, errkind.ErrInvalidArgument) {
+		if _, err := DecodeExportHandle(bad.Encode()); !errors.Is(err, hal.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", c.name, err)
 		}
 	}
@@ -56,7 +56,7 @@ func FuzzDecodeExportHandle(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := DecodeExportHandle(b)
 		if err != nil {
-			if !errors.Is(err, errkind.ErrInvalidArgument) {
+			if !errors.Is(err, hal.ErrInvalidArgument) {
 				t.Fatalf("error %v does not wrap ErrInvalidArgument", err)
 			}
 			return

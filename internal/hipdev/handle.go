@@ -1,13 +1,13 @@
-package hip
+package hipdev
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"sync"
 
-	"github.com/weftccl/weft/internal/errkind"
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/devcore"
+	"github.com/weftccl/weft/internal/hip"
 )
 
 // ExportHandle is weft's exported form of a buffer in HIP device memory:
@@ -37,7 +37,7 @@ type ExportHandle struct {
 	AllocSize uint64
 	Offset    uint64
 	Size      uint64
-	IPC       IPCMemHandle
+	IPC       hip.IPCMemHandle
 }
 
 const handleMagic = "WEFTHIP1"
@@ -46,11 +46,9 @@ const handleMagic = "WEFTHIP1"
 const ExportHandleSize = 136
 
 // HashID condenses an identity (a HostID, a job id, a PCI bus id) into the
-// 64 bits a handle carries: the first 8 bytes of its SHA-256.
-func HashID(id string) uint64 {
-	sum := sha256.Sum256([]byte(id))
-	return binary.LittleEndian.Uint64(sum[:8])
-}
+// 64 bits a handle carries: devcore.HashID, the first 8 bytes of its
+// SHA-256.
+func HashID(id string) uint64 { return devcore.HashID(id) }
 
 // Encode returns the handle's bytes.
 func (h ExportHandle) Encode() []byte {
@@ -66,15 +64,15 @@ func (h ExportHandle) Encode() []byte {
 }
 
 // DecodeExportHandle parses and validates b. Errors wrap
-// errkind.ErrInvalidArgument: a handle of the wrong size, of another backend
+// hal.ErrInvalidArgument: a handle of the wrong size, of another backend
 // or format version (magic), or with inconsistent sizes.
 func DecodeExportHandle(b []byte) (ExportHandle, error) {
 	var h ExportHandle
 	if len(b) != ExportHandleSize {
-		return h, fmt.Errorf("HIP IPC handle is %d bytes, want %d: %w", len(b), ExportHandleSize, errkind.ErrInvalidArgument)
+		return h, fmt.Errorf("HIP IPC handle is %d bytes, want %d: %w", len(b), ExportHandleSize, hal.ErrInvalidArgument)
 	}
 	if !bytes.Equal(b[:8], []byte(handleMagic)) {
-		return h, fmt.Errorf("not a HIP IPC handle of this weft version (magic %q, want %q; exported by another backend or weft version?): %w", b[:8], handleMagic, errkind.ErrInvalidArgument)
+		return h, fmt.Errorf("not a HIP IPC handle of this weft version (magic %q, want %q; exported by another backend or weft version?): %w", b[:8], handleMagic, hal.ErrInvalidArgument)
 	}
 	le := binary.LittleEndian
 	h.PID = le.Uint32(b[8:])
@@ -83,7 +81,7 @@ func DecodeExportHandle(b []byte) (ExportHandle, error) {
 	}
 	copy(h.IPC[:], b[72:])
 	if le.Uint32(b[12:]) != 0 || h.Size == 0 || h.AllocSize > 1<<62 || h.Offset > h.AllocSize || h.Size > h.AllocSize-h.Offset {
-		return h, fmt.Errorf("HIP IPC handle is inconsistent: buffer of %d bytes at offset %d in an allocation of %d bytes: %w", h.Size, h.Offset, h.AllocSize, errkind.ErrInvalidArgument)
+		return h, fmt.Errorf("HIP IPC handle is inconsistent: buffer of %d bytes at offset %d in an allocation of %d bytes: %w", h.Size, h.Offset, h.AllocSize, hal.ErrInvalidArgument)
 	}
 	return h, nil
 }
@@ -91,22 +89,15 @@ func DecodeExportHandle(b []byte) (ExportHandle, error) {
 // IPCMapping is one hipIpcOpenMemHandle mapping of an allocation, shared
 // by every import of it on one device: the runtime opens a handle once per
 // device and process, so imports of buffers of one allocation share it,
-// counted.
-type IPCMapping struct {
-	key  ipcKey
-	Base DevicePtr // the allocation's base address on the importing device
-	Size int64     // the allocation's size, as mapped
-	refs int
-}
+// counted. Base is the allocation's address on the importing device, Size
+// its size as mapped.
+type IPCMapping = devcore.Mapping[hip.Device, hip.IPCMemHandle, hip.DevicePtr]
 
-type ipcKey struct {
-	dev Device
-	h   IPCMemHandle
-}
-
-var ipcMaps struct {
-	sync.Mutex
-	m map[ipcKey]*IPCMapping
+// ipcMaps is the process's table of IPC mappings.
+var ipcMaps = devcore.IPC[hip.Device, hip.IPCMemHandle, hip.DevicePtr]{
+	OpenHandle:  hip.Device.IPCOpenMemHandle,
+	Range:       hip.Device.MemGetAddressRange,
+	CloseHandle: hip.Device.IPCCloseMemHandle,
 }
 
 // OpenIPC maps the allocation of h on d, or takes another reference to
@@ -114,44 +105,4 @@ var ipcMaps struct {
 // handle by another device of this process, that device's mapping is
 // shared (its address is valid process-wide). Release each mapping once
 // per OpenIPC.
-func (d Device) OpenIPC(h IPCMemHandle) (*IPCMapping, error) {
-	ipcMaps.Lock()
-	defer ipcMaps.Unlock()
-	k := ipcKey{d, h}
-	if m := ipcMaps.m[k]; m != nil {
-		m.refs++
-		return m, nil
-	}
-	base, err := d.IPCOpenMemHandle(h)
-	if err != nil {
-		for ok, m := range ipcMaps.m {
-			if ok.h == h {
-				m.refs++
-				return m, nil
-			}
-		}
-		return nil, err
-	}
-	_, size, err := d.MemGetAddressRange(base)
-	if err != nil {
-		d.IPCCloseMemHandle(base)
-		return nil, err
-	}
-	m := &IPCMapping{key: k, Base: base, Size: size, refs: 1}
-	if ipcMaps.m == nil {
-		ipcMaps.m = map[ipcKey]*IPCMapping{}
-	}
-	ipcMaps.m[k] = m
-	return m, nil
-}
-
-// Release drops a reference; the last one closes the mapping.
-func (m *IPCMapping) Release() error {
-	ipcMaps.Lock()
-	defer ipcMaps.Unlock()
-	if m.refs--; m.refs > 0 {
-		return nil
-	}
-	delete(ipcMaps.m, m.key)
-	return m.key.dev.IPCCloseMemHandle(m.Base)
-}
+func OpenIPC(d hip.Device, h hip.IPCMemHandle) (*IPCMapping, error) { return ipcMaps.Open(d, h) }

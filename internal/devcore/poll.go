@@ -1,8 +1,10 @@
-package hip
+package devcore
 
 import (
+	"fmt"
 	"time"
 
+	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/env"
 )
 
@@ -10,8 +12,8 @@ import (
 // (a zero deadline is now + WEFT_TIMEOUT): it spins for 50 µs, then sleeps
 // with a backoff of at most 100 µs. On failure it returns fail(err, waited)
 // with the query's error, or fail(nil, waited) at the deadline, so that
-// the caller words the error (and wraps hal.ErrTimeout). No wait of weft
-// on a GPU is unbounded.
+// the caller words the error ([Failure] words it the usual way). No wait
+// of weft on a GPU is unbounded.
 func Poll(deadline time.Time, query func() (bool, error), fail func(err error, waited time.Duration) error) error {
 	start := time.Now()
 	if deadline.IsZero() {
@@ -36,5 +38,18 @@ func Poll(deadline time.Time, query func() (bool, error), fail func(err error, w
 		}
 		time.Sleep(min(sleep, deadline.Sub(now)))
 		sleep = min(2*sleep, 100*time.Microsecond)
+	}
+}
+
+// Failure words the failure of a wait for Poll: "what: " and the query's
+// error, or, at the deadline, an error wrapping hal.ErrTimeout that says
+// how long the wait was ("synchronize stream of nvlink GPU 0 (rank 3): not
+// done after 30s").
+func Failure(what string) func(error, time.Duration) error {
+	return func(err error, waited time.Duration) error {
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return fmt.Errorf("%s: not done after %v: %w", what, waited.Round(time.Millisecond), hal.ErrTimeout)
 	}
 }

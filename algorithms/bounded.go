@@ -1,0 +1,290 @@
+package algorithms
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// Plans with bounded peers.
+//
+// The all-pairs plans (plans.go, allreduce.go) give each rank a channel to
+// every peer: right inside one NVLink domain, wrong beyond it (channels,
+// semaphores and scratch per rank grow with n, and a GPU plan holds at most
+// plan.MaxPeers channels). The plans of ring.go, tree.go and bruck.go keep
+// the channels of a rank bounded whatever the number of ranks n:
+//
+//   - Ring (ring.go): one channel to rank+1 (send) and one to rank−1
+//     (receive); 1 for 2 ranks. AllReduce is a reduce-scatter ring then an
+//     all-gather ring, 2(n−1) steps; AllGather and ReduceScatter take n−1;
+//     Broadcast and Reduce are a pipelined chain from, or to, the root.
+//   - Double binary tree (tree.go): AllReduce over two complementary binary
+//     trees, each reducing half of the data up to its root and
+//     broadcasting it back down; at most 3 peers per tree, 6 in all.
+//   - Bruck (bruck.go): AllGather and ReduceScatter in ⌈log2 n⌉ rounds with
+//     peers rank ± 2^k, any n; 2⌈log2 n⌉ channels (NCCL's PAT serves the
+//     same need with the same logarithmic step count).
+//
+// Every plan has an LL form (LL packets into scratch, the packets' flags
+// the only synchronisation, for small messages) and an HB form (windowed,
+// plain data, semaphores, scratch a few window-sized slots), as the
+// all-pairs plans do. The reductions stage partial sums over several
+// transfers, so none serves Avg (Choice.Staged); PreMulSum they serve:
+// each rank's input is scaled where it is read (plan/premul.go).
+// docs/collectives.md, "Plans with bounded peers", gives step counts,
+// chunking and the cost formulas.
+
+// boundedScratchWindows is the scratch budget of an HB plan with bounded
+// peers, in windows of Config.HB.Window: a plan with more slots gets
+// smaller windows (boundedWindow), so that scratch stays at most this many
+// HB windows (64 MiB on GPUs, 256 KiB on hal/host) whatever n is.
+const boundedScratchWindows = 16
+
+// chainWindowDivisor makes the windows of the chains (Broadcast and Reduce)
+// smaller than HB's: a chain of n ranks pipelines its windows, so its time
+// is about (n − 1 + windows) window transfers, and small windows keep the
+// fill of the pipeline short (NCCL's chain uses chunks of 128–512 KiB).
+const chainWindowDivisor = 8
+
+// minBoundedWindow is the smallest window of a bounded-peer HB plan.
+const minBoundedWindow = 1 << 10
+
+// validateBounded checks the rank and the shapes the bounded-peer plans
+// use; unlike Config.validate, it sets no limit on the number of ranks.
+func (c Config) validateBounded() error {
+	if c.NRanks < 1 || c.Rank < 0 || c.Rank >= c.NRanks {
+		return fmt.Errorf("algorithms: rank %d of %d", c.Rank, c.NRanks)
+	}
+	if c.LLBlocks < 1 || c.Threads < 32 {
+		return fmt.Errorf("algorithms: LL shape %d blocks × %d threads: want blocks ≥ 1 and threads ≥ 32", c.LLBlocks, c.Threads)
+	}
+	return validShape("HB", c.HB)
+}
+
+// boundedWindow is the window of an HB plan with slots scratch slots per
+// half: Config.HB.Window, or less so that the two halves hold at most
+// boundedScratchWindows HB windows; a multiple of plan.AlignBytes, at least
+// minBoundedWindow (or HB's window when that is smaller).
+func (c Config) boundedWindow(slots int) int64 {
+	w := c.HB.Window
+	if slots > 0 {
+		w = min(w, boundedScratchWindows*c.HB.Window/int64(2*slots))
+	}
+	w = w / plan.AlignBytes * plan.AlignBytes
+	return max(w, min(c.HB.Window, minBoundedWindow))
+}
+
+// chainWindow is the window of the chains (Broadcast, Reduce).
+func (c Config) chainWindow() int64 {
+	w := c.HB.Window / chainWindowDivisor / plan.AlignBytes * plan.AlignBytes
+	return min(c.HB.Window, max(w, 16<<10))
+}
+
+// peerSet collects the channels of a bounded-peer plan: one per distinct
+// peer, in the order first asked for.
+type peerSet struct {
+	rank  int
+	chans []plan.Channel
+}
+
+// ch returns the channel index of peer, adding a channel when new.
+func (s *peerSet) ch(peer int) int {
+	for i, c := range s.chans {
+		if c.Peer == peer {
+			return i
+		}
+	}
+	s.chans = append(s.chans, plan.Channel{Peer: peer})
+	return len(s.chans) - 1
+}
+
+// mod is x mod n in [0, n).
+func mod(x, n int) int { return ((x % n) + n) % n }
+
+// log2Ceil is ⌈log2 n⌉ for n ≥ 1.
+func log2Ceil(n int) int { return bits.Len(uint(n - 1)) }
+
+// boundedLL finishes an LL plan with bounded peers: one group of
+// LLBlocks × Threads, slots scratch slots of c.LL packets, sems semaphores
+// per block, serving messages up to maxBytes.
+func (c Config) boundedLL(name string, chans []plan.Channel, slots, sems int, maxBytes int64, ops []plan.Op) (*plan.Plan, error) {
+	p := &plan.Plan{Name: name + "-" + c.LL.String(), Rank: c.Rank, NRanks: c.NRanks, Channels: chans, Threads: c.Threads,
+		Scratch: c.LL, ScratchSlots: slots, Semaphores: sems * c.LLBlocks, MaxBytes: maxBytes}
+	if slots == 0 {
+		p.Scratch = plan.Simple
+	}
+	p.Groups = []plan.Group{{Blocks: c.LLBlocks, Ops: ops}}
+	pruneChannels(p)
+	return p, p.Validate()
+}
+
+// pruneChannels removes the channels no op of p names and renumbers the
+// others: a receiver of LL packets needs no channel to their writer (it
+// polls its own scratch), so an LL plan keeps only the channels it writes
+// through or signals on.
+func pruneChannels(p *plan.Plan) {
+	used := make([]bool, len(p.Channels))
+	each := func(f func(o *plan.Op)) {
+		for gi := range p.Groups {
+			g := &p.Groups[gi]
+			for _, ops := range [][]plan.Op{g.Ops, g.After} {
+				for oi := range ops {
+					f(&ops[oi])
+				}
+			}
+		}
+	}
+	each(func(o *plan.Op) {
+		if o.Kind != plan.OpTransfer {
+			used[o.Chan] = true
+		}
+		for _, r := range append(append([]plan.Ref{}, o.Srcs...), o.Dsts...) {
+			if r.Remote() {
+				used[r.Chan] = true
+			}
+		}
+	})
+	index := make([]int, len(p.Channels))
+	var kept []plan.Channel
+	for i, ch := range p.Channels {
+		index[i] = len(kept)
+		if used[i] {
+			kept = append(kept, ch)
+		}
+	}
+	if len(kept) == len(p.Channels) {
+		return
+	}
+	p.Channels = kept
+	renumber := func(rs []plan.Ref) []plan.Ref {
+		out := append([]plan.Ref(nil), rs...)
+		for i := range out {
+			if out[i].Remote() {
+				out[i].Chan = index[out[i].Chan]
+			}
+		}
+		return out
+	}
+	each(func(o *plan.Op) {
+		if o.Kind != plan.OpTransfer {
+			o.Chan = index[o.Chan]
+		}
+		o.Srcs, o.Dsts = renumber(o.Srcs), renumber(o.Dsts)
+	})
+}
+
+// boundedHB finishes a windowed plan with bounded peers: groups of
+// Config.HB's blocks with windows of window bytes over nchunks chunks,
+// slots scratch slots per half, sems semaphores per block.
+func (c Config) boundedHB(name string, chans []plan.Channel, window int64, slots, sems int, groups ...plan.Group) (*plan.Plan, error) {
+	s := c.HB
+	p := &plan.Plan{Name: fmt.Sprintf("%s-hb-%dx%d-w%d", name, s.Blocks, s.Threads, window), Rank: c.Rank, NRanks: c.NRanks,
+		Channels: chans, Threads: s.Threads, Unroll: s.Unroll, Scratch: plan.Simple, ScratchSlots: slots, Semaphores: sems * s.Blocks}
+	for _, g := range groups {
+		if len(g.Ops) > 0 || len(g.After) > 0 {
+			g.Blocks, g.Window = s.Blocks, window
+			p.Groups = append(p.Groups, g)
+		}
+	}
+	return p, p.Validate()
+}
+
+// copyPlan is the plan of a communicator of one rank: the input (segment
+// in) copied into the output (segment out), with the operator's scaling of
+// this rank's input (PreMulSum).
+func (c Config) copyPlan(name string, in, out int) (*plan.Plan, error) {
+	p := &plan.Plan{Name: name, Rank: c.Rank, NRanks: c.NRanks, Threads: c.Threads,
+		Groups: []plan.Group{{Blocks: c.LLBlocks, Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output).At(out)}, plan.L(plan.Input).At(in))}}}}
+	return p, p.Validate()
+}
+
+// Semaphore bases of the windowed ring and chain plans (per block: base +
+// part). One data semaphore serves every step of a window: the waits on it
+// count the sender's signals in order.
+const (
+	ringData = iota
+	ringFree
+	ringDone
+	ringSems
+)
+
+// boundedLLMaxBytes is the largest segment the LL plans with bounded peers
+// serve when a rank's LL scratch holds slots segments: slots × segment ≤
+// Config.CollLLMaxBytes (LL scratch is then at most 4 × CollLLMaxBytes
+// with LL16 packets and two halves), a power of two, at least 1 KiB.
+func (c Config) boundedLLMaxBytes(slots int) int64 {
+	return max(1<<10, floorPow2(c.CollLLMaxBytes/int64(max(1, slots))))
+}
+
+// Size ranges of BoundedPlans beyond the LL plans: the tree AllReduce
+// serves messages up to treeMaxBytes, the Bruck HB plans up to
+// bruckMaxBytes per segment; the rings serve the rest. First choices from
+// the cost model of docs/collectives.md (a tree pays 2·log2(n) latencies
+// and moves each byte over up to three links, a ring 2(n−1) latencies at
+// the optimal 2(n−1)/n of the message per rank), not measured.
+const (
+	treeMaxBytes  = 4 << 20
+	bruckMaxBytes = 1 << 20
+)
+
+// BoundedPlans returns the plans with bounded peers of a collective for a
+// rank (with root for Broadcast and Reduce), smallest messages first, each
+// with the largest message (bytes of count × element size: a segment for
+// AllGather and ReduceScatter) it serves; the last is unbounded:
+//
+//   - AllReduce: DoubleTreeAllReduceLL up to boundedLLMaxBytes(6),
+//     DoubleTreeAllReduceHB up to 4 MiB, RingAllReduceHB beyond.
+//   - AllGather, ReduceScatter: the Bruck LL plan up to
+//     boundedLLMaxBytes(n − 1), the Bruck HB plan up to 1 MiB, the ring
+//     HB plan beyond.
+//   - Broadcast, Reduce: the chain's LL plan up to boundedLLMaxBytes(1),
+//     its HB plan beyond.
+//
+// The reductions are Staged (no Avg). Every plan's channels go to at most
+// 2·⌈log2 n⌉ peers (6 for the trees, 2 for rings and chains), whatever n
+// is; the plans validate for any n ≥ 1 (the Bruck plans for up to 256
+// ranks: plan.MaxOperands). Errors: an invalid rank, root or shape; a
+// collective without such plans (AllToAll, SendRecv: every rank sends to
+// every rank) wraps ErrNoPlan.
+func BoundedPlans(c Config, coll Collective, root int) ([]Choice, error) {
+	type build func(Config) (*plan.Plan, error)
+	rooted := func(f func(Config, int) (*plan.Plan, error)) build {
+		return func(c Config) (*plan.Plan, error) { return f(c, root) }
+	}
+	var steps []build
+	var bounds []int64
+	staged := coll.Reduces()
+	switch coll {
+	case AllReduce:
+		steps = []build{DoubleTreeAllReduceLL, DoubleTreeAllReduceHB, RingAllReduceHB}
+		bounds = []int64{0, treeMaxBytes, 0}
+	case AllGather:
+		steps = []build{BruckAllGatherLL, BruckAllGatherHB, RingAllGatherHB}
+		bounds = []int64{0, bruckMaxBytes, 0}
+	case ReduceScatter:
+		steps = []build{BruckReduceScatterLL, BruckReduceScatterHB, RingReduceScatterHB}
+		bounds = []int64{0, bruckMaxBytes, 0}
+	case Broadcast:
+		steps = []build{rooted(RingBroadcastLL), rooted(RingBroadcastHB)}
+		bounds = []int64{0, 0}
+	case Reduce:
+		steps = []build{rooted(RingReduceLL), rooted(RingReduceHB)}
+		bounds = []int64{0, 0}
+	default:
+		return nil, fmt.Errorf("algorithms: %v has no plan with bounded peers: %w", coll, ErrNoPlan)
+	}
+	var out []Choice
+	for i, f := range steps {
+		p, err := f(c)
+		if err != nil {
+			return nil, err
+		}
+		bound := bounds[i]
+		if i == 0 {
+			bound = p.MaxBytes // the LL plan's own bound (0 for one rank: a copy)
+		}
+		out = append(out, Choice{Plan: p, MaxBytes: bound, Staged: staged})
+	}
+	return out, nil
+}

@@ -1,0 +1,215 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"reflect"
+
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// SMs is the multiprocessor count the plans are shaped for
+// (algorithms.DefaultConfig): H100 and H200 SXM have 132.
+const SMs = 132
+
+// Row is the prediction for one message size, as a row of nccl-tests:
+// Bytes is nccl-tests' size (AllGather: the n×count output, ReduceScatter:
+// the n×count input), Count the elements per rank (algorithms.Collective.
+// Segments), TimeUs the time of one call, AlgBW = Bytes / time and BusBW =
+// AlgBW × the collective's bus factor, in GB/s. Simulated is the number of
+// ranks the engine executed (fewer than the cluster's where the plans are
+// translation-symmetric), Ops the number of ops it executed.
+type Row struct {
+	Bytes, Count         int64
+	Plan                 string
+	TimeUs, AlgBW, BusBW float64
+	Simulated, Ops       int
+}
+
+// Predictor predicts one family's collective on one cluster.
+type Predictor struct {
+	Cluster Cluster
+	Family  Family
+	Coll    algorithms.Collective
+	Type    plan.DataType
+
+	n, g    int
+	nodes   []int
+	period  int
+	choices [][]algorithms.Choice // by representative rank
+}
+
+// NewPredictor builds the plans of the representative ranks. Errors wrap
+// ErrInvalid for a bad cluster, or are the family's when it does not apply.
+func NewPredictor(cl Cluster, fam Family, coll algorithms.Collective, dt plan.DataType) (*Predictor, error) {
+	if err := cl.Validate(); err != nil {
+		return nil, err
+	}
+	if !dt.Valid() {
+		return nil, fmt.Errorf("sim: data type %v: %w", dt, ErrInvalid)
+	}
+	p := &Predictor{Cluster: cl, Family: fam, Coll: coll, Type: dt, n: cl.GPUs(), g: cl.GPUsPerNode}
+	if cl.Nodes > 1 {
+		p.nodes = make([]int, p.n)
+		for r := range p.nodes {
+			p.nodes[r] = r / p.g
+		}
+	}
+	p.period = p.n
+	if cl.Nodes > 1 {
+		sym, err := p.symmetric()
+		if err != nil {
+			return nil, err
+		}
+		if sym {
+			p.period = p.g
+		}
+	}
+	for r := len(p.choices); r < p.period; r++ {
+		cs, err := p.build(r)
+		if err != nil {
+			return nil, err
+		}
+		p.choices = append(p.choices, cs)
+	}
+	return p, nil
+}
+
+func (p *Predictor) build(rank int) ([]algorithms.Choice, error) {
+	c := algorithms.DefaultConfig(rank, p.n, SMs, true)
+	c.Nodes = p.nodes
+	cs, err := p.Family.Build(c, p.Coll)
+	if err != nil {
+		return nil, fmt.Errorf("sim: family %s, %v, rank %d of %d: %w", p.Family.Name, p.Coll, rank, p.n, err)
+	}
+	if len(cs) == 0 {
+		return nil, fmt.Errorf("sim: family %s has no %v plan: %w", p.Family.Name, p.Coll, ErrInvalid)
+	}
+	return cs, nil
+}
+
+// symmetric reports whether the plans of rank r and r+G are the same up
+// to the shift of every peer by G (chunk and segment indices, which only
+// place the data, aside), for the ranks of the first node: then every
+// node behaves as the first, and one node's ranks represent all.
+func (p *Predictor) symmetric() (bool, error) {
+	for r := 0; r < p.g; r++ {
+		a, err := p.build(r)
+		if err != nil {
+			return false, err
+		}
+		p.choices = append(p.choices, a)
+		b, err := p.build(r + p.g)
+		if err != nil {
+			return false, err
+		}
+		if len(a) != len(b) {
+			return false, nil
+		}
+		for i := range a {
+			if !shifted(a[i].Plan, b[i].Plan, p.g, p.n) || a[i].MaxBytes != b[i].MaxBytes {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+func shifted(a, b *plan.Plan, shift, n int) bool {
+	if len(a.Channels) != len(b.Channels) || a.Name != b.Name {
+		return false
+	}
+	for i, c := range a.Channels {
+		if b.Channels[i].Port != c.Port || b.Channels[i].Peer != (c.Peer+shift)%n {
+			return false
+		}
+	}
+	return reflect.DeepEqual(placeless(a.Groups), placeless(b.Groups))
+}
+
+// placeless copies groups with every chunk index and segment set to 0.
+func placeless(gs []plan.Group) []plan.Group {
+	out := make([]plan.Group, len(gs))
+	for i, g := range gs {
+		g.Ops, g.After = placelessOps(g.Ops), placelessOps(g.After)
+		out[i] = g
+	}
+	return out
+}
+
+func placelessOps(ops []plan.Op) []plan.Op {
+	out := make([]plan.Op, len(ops))
+	for i, o := range ops {
+		if o.Chunk != plan.All {
+			o.Chunk = 0
+		}
+		o.Srcs, o.Dsts = placelessRefs(o.Srcs), placelessRefs(o.Dsts)
+		out[i] = o
+	}
+	return out
+}
+
+func placelessRefs(rs []plan.Ref) []plan.Ref {
+	out := make([]plan.Ref, len(rs))
+	for i, r := range rs {
+		r.Seg = 0
+		out[i] = r
+	}
+	return out
+}
+
+// Representatives is the number of ranks the engine executes.
+func (p *Predictor) Representatives() int { return p.period }
+
+// Predict returns the row for a message of bytes (nccl-tests' size); ok
+// is false when the size gives less than one element per rank.
+func (p *Predictor) Predict(bytes int64) (Row, bool, error) {
+	es := int64(p.Type.Size())
+	send, recv := p.Coll.Segments(p.n)
+	count := bytes / es / int64(max(send, recv))
+	if count < 1 {
+		return Row{}, false, nil
+	}
+	idx := algorithms.Select(p.choices[0], count*es)
+	cl := p.Cluster
+	r := &run{cl: &cl, p: &cl.Model, n: p.n, g: p.g, period: p.period, esize: int(es), count: count,
+		resIdx: map[resKey]int{}, boxes: map[sigKey]*mailbox{}, pkts: map[sigKey]*mailbox{}, engs: map[[2]int]*engine{}}
+	heap.Init(&r.q)
+	blocks := 0
+	var name string
+	for rank := 0; rank < p.period; rank++ {
+		pl := p.choices[rank][min(idx, len(p.choices[rank])-1)].Plan
+		name = pl.Name
+		blocks = max(blocks, pl.Blocks())
+		r.plans = append(r.plans, pl)
+		for gi := range pl.Groups {
+			g := &pl.Groups[gi]
+			if g.Arg != 0 {
+				continue
+			}
+			r.actors = append(r.actors, &actor{rank: rank, pl: pl, g: g, nwin: g.Windows(count, int(es)), waits: map[sigKey]int{}})
+		}
+	}
+	t, err := r.execute()
+	if err != nil {
+		return Row{}, false, fmt.Errorf("%s, %d bytes: %w", name, bytes, err)
+	}
+	t += cl.Model.LaunchUs + cl.Model.BlockUs*float64(blocks)
+	size := count * es * int64(max(send, recv))
+	alg := float64(size) / t / 1e3
+	return Row{Bytes: size, Count: count, Plan: name, TimeUs: t, AlgBW: alg, BusBW: alg * p.Coll.BusFactor(p.n),
+		Simulated: p.period, Ops: r.ops}, true, nil
+}
+
+// Sizes returns min, min·factor, … up to max (bytes).
+func Sizes(min, max, factor int64) []int64 {
+	var out []int64
+	for b := min; b <= max && b > 0; b *= factor {
+		out = append(out, b)
+		if factor < 2 {
+			break
+		}
+	}
+	return out
+}
