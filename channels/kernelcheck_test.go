@@ -111,6 +111,34 @@ func TestGeneratedKernelsCompile(t *testing.T) {
 			}
 		}
 	}
+	// The plans with bounded peers (rings, chains, trees, Bruck) of 2 and
+	// 16 ranks, rank 1 (an interior rank of the trees and chains), root 0:
+	// not in selection yet, so listed here (algorithms.BoundedPlans).
+	for _, n := range []int{2, 16} {
+		bc := algorithms.DefaultConfig(1, n, 132, true)
+		for _, coll := range []algorithms.Collective{algorithms.AllReduce, algorithms.AllGather, algorithms.ReduceScatter, algorithms.Broadcast, algorithms.Reduce} {
+			choices, err := algorithms.BoundedPlans(bc, coll, 0)
+			if err != nil {
+				t.Fatalf("%v with bounded peers, %d ranks: %v", coll, n, err)
+			}
+			for _, ch := range choices {
+				k := struct {
+					t  plan.DataType
+					op plan.RedOp
+				}{plan.Float32, plan.Sum}
+				if coll.Reduces() {
+					k.t, k.op = plan.BFloat16, plan.PreMulSum
+				}
+				src, err := plan.EmitCUDA(ch.Plan, k.t, k.op)
+				if err != nil {
+					t.Fatalf("%s: %v", ch.Plan.Name, err)
+				}
+				name := fmt.Sprintf("k%d.cu", len(srcs))
+				files[name] = "#include \"prelude.h\"\n" + src
+				srcs = append(srcs, name)
+			}
+		}
+	}
 	compileKernels(t, cc, dir, files, srcs)
 	t.Logf("%d kernels checked with %s", len(srcs), cc.Path)
 }

@@ -273,6 +273,21 @@ func gpuPlans(t *testing.T) []*plan.Plan {
 			for _, ch := range choices {
 				add(ch.Plan)
 			}
+			// The plans with bounded peers (not in selection yet:
+			// algorithms.BoundedPlans) of 2 and 16 ranks, rank 1.
+			for _, bn := range map[int][]int{2: {2, 16}}[n] {
+				bc := algorithms.DefaultConfig(1, bn, cus, true)
+				bc.LL = ll
+				for _, coll := range []algorithms.Collective{algorithms.AllReduce, algorithms.AllGather, algorithms.ReduceScatter, algorithms.Broadcast, algorithms.Reduce} {
+					choices, err := algorithms.BoundedPlans(bc, coll, 0)
+					if err != nil {
+						t.Fatalf("%d ranks, %v with bounded peers: %v", bn, coll, err)
+					}
+					for _, ch := range choices {
+						add(ch.Plan)
+					}
+				}
+			}
 			push := cfg.Large
 			push.Push, push.Window = true, 4<<20
 			p, err := algorithms.AllReduce2PAPush(cfg, push)
