@@ -12,7 +12,8 @@
  * launching cbench's pid).
  *
  * Columns: size in bytes (nccl-tests' convention: allgather the received total, reducescatter
- * the sent total, alltoall each rank's send buffer), time in us per operation (the largest over
+ * the sent total, alltoall each rank's send buffer, gather the root's received total, scatter the
+ * root's sent total), time in us per operation (the largest over
  * ranks), algbw = size/time, busbw = algbw x factor: allreduce 2(n-1)/n; allgather,
  * reducescatter and alltoall (n-1)/n; broadcast, reduce and sendrecv 1. #wrong counts wrong
  * elements over all ranks after one checked run per size (-c 1); inputs are small integers so
@@ -45,8 +46,9 @@
   fprintf(stderr, "[rank %d] %s:%d %s: %s (%s)\n", g_rank, __FILE__, __LINE__, #x, ncclGetErrorString(r_), \
           ncclGetLastError(g_comm)); exit(3); } } while (0)
 
-enum { AR, AG, RS, BC, RD, A2A, SR, NCOLL };
-static const char *coll_name[NCOLL] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv"};
+enum { AR, AG, RS, BC, RD, A2A, SR, GA, SC, NCOLL };
+static const char *coll_name[NCOLL] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall",
+                                        "sendrecv",  "gather",    "scatter"};
 
 static int g_rank, g_n, g_dev;
 static ncclComm_t g_comm;
@@ -63,6 +65,9 @@ static int g_premul, g_scalar_device;
 static void *g_scalar_dev; /* the device-resident scalar (-S device) */
 typedef ncclResult_t (*alltoall_fn)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
 static alltoall_fn g_alltoall; /* ncclAlltoAll where the library has it (NCCL >= 2.28), else grouped p2p */
+/* ncclGather and ncclScatter (NCCL >= 2.28): root gathers / scatters count elements per rank. */
+typedef ncclResult_t (*rooted_fn)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+static rooted_fn g_gather, g_scatter;
 
 /* The data types cbench knows, by the names -d takes. */
 static const struct { const char *name; ncclDataType_t dt; size_t size; } type_table[] = {
@@ -83,7 +88,7 @@ static int set_type(const char *name) { /* 0 if name is not a type */
 
 static double busfactor(int c) {
   if (c == AR) return 2.0 * (g_n - 1) / g_n;
-  if (c == AG || c == RS || c == A2A) return (double)(g_n - 1) / g_n;
+  if (c == AG || c == RS || c == A2A || c == GA || c == SC) return (double)(g_n - 1) / g_n;
   return 1.0;
 }
 
@@ -213,6 +218,8 @@ static void issue(int c, const void *s, void *r, size_t count) {
     }
     NCCLCHECK(ncclGroupEnd());
     break;
+  case GA: NCCLCHECK(g_gather(s, r, part, g_dt, g_root, g_comm, g_stream)); break;
+  case SC: NCCLCHECK(g_scatter(s, r, part, g_dt, g_root, g_comm, g_stream)); break;
   case SR:
     NCCLCHECK(ncclGroupStart());
     NCCLCHECK(ncclSend(s, count, g_dt, (g_rank + 1) % g_n, g_comm, g_stream));
@@ -234,7 +241,7 @@ static void buffers(int c, int inplace, char *S, char *R, size_t count, const vo
 
 /* One run on known inputs; returns this rank's wrong elements. */
 static size_t check(int c, int inplace, char *S, char *R, size_t count, void *h) {
-  size_t part = count / g_n, nin = (c == AG) ? part : count, nout = (c == RS) ? part : count;
+  size_t part = count / g_n, nin = (c == AG || c == GA) ? part : count, nout = (c == RS || c == SC) ? part : count;
   const void *s; void *r;
   buffers(c, inplace, S, R, count, &s, &r);
   CUDACHECK(cudaMemset(R, 0xff, count * g_tsize)); /* NaN / -1: a result not written shows */
@@ -243,7 +250,7 @@ static size_t check(int c, int inplace, char *S, char *R, size_t count, void *h)
   issue(c, s, r, count);
   CUDACHECK(cudaStreamSynchronize(g_stream));
   CUDACHECK(cudaMemcpy(h, r, nout * g_tsize, cudaMemcpyDeviceToHost));
-  if (c == RD && g_rank != g_root) return 0;
+  if ((c == RD || c == GA) && g_rank != g_root) return 0;
   size_t wrong = 0;
   for (size_t i = 0; i < nout; i++) {
     double want;
@@ -253,6 +260,8 @@ static size_t check(int c, int inplace, char *S, char *R, size_t count, void *h)
     case RS: want = red(i, g_rank * part); break;
     case BC: want = val(g_root, i); break;
     case A2A: want = val((int)(i / part), g_rank * part + i % part); break;
+    case GA: want = val((int)(i / part), i % part); break;
+    case SC: want = val(g_root, g_rank * part + i); break;
     default: want = val((g_rank - 1 + g_n) % g_n, i); break;
     }
     wrong += get(h, i) != want;
@@ -304,6 +313,15 @@ static double across(double v, ncclRedOp_t op, double *dev) {
   CUDACHECK(cudaStreamSynchronize(g_stream));
   CUDACHECK(cudaMemcpy(&v, dev, sizeof v, cudaMemcpyDeviceToHost));
   return v;
+}
+
+/* listed reports whether the comma-separated list names name exactly ("reduce" is not in
+ * "allreduce,reducescatter"). */
+static int listed(const char *list, const char *name) {
+  size_t L = strlen(name);
+  for (const char *p = list; (p = strstr(p, name)) != NULL; p += L)
+    if ((p == list || p[-1] == ',') && (p[L] == 0 || p[L] == ',')) return 1;
+  return 0;
 }
 
 /* premul_create makes this rank's PreMulSum operator for the current type (-o premulsum). */
@@ -403,7 +421,8 @@ static void usage(void) {
     "     all: every type in turn, on one communicator\n"
     "  -o premulsum: ncclRedOpCreatePreMulSum with a different scalar on each rank (1 + rank %% 2),\n"
     "     -S host (ncclScalarHostImmediate, default) or -S device (ncclScalarDevice)\n"
-    "  colls: comma list of allreduce,allgather,reducescatter,broadcast,reduce,alltoall,sendrecv (default all)\n"
+    "  colls: comma list of allreduce,allgather,reducescatter,broadcast,reduce,alltoall,sendrecv,gather,scatter\n"
+    "     (default all; gather and scatter through ncclGather/ncclScatter of NCCL >= 2.28)\n"
     "  -p 0: out-of-place only; -a p2p: alltoall as grouped send/recv even where ncclAlltoAll exists\n"
     "  -C: the graph capture mode (default global, as PyTorch)\n");
   exit(1);
@@ -413,7 +432,7 @@ int main(int argc, char **argv) {
   size_t minb = 8, maxb = 32 << 20;
   int factor = 2, warmup = 5, iters = 20, graphs = 0, docheck = 1, inplace = 1, nprocs = 0, a2a_p2p = 0;
   const char *types = "float";
-  const char *colls = "allreduce,allgather,reducescatter,broadcast,reduce,alltoall,sendrecv", *idfile = NULL;
+  const char *colls = "allreduce,allgather,reducescatter,broadcast,reduce,alltoall,sendrecv,gather,scatter", *idfile = NULL;
   int opt;
   while ((opt = getopt(argc, argv, "g:t:b:e:f:w:n:G:c:p:d:o:r:a:u:C:S:h")) != -1) {
     switch (opt) {
@@ -483,6 +502,8 @@ int main(int argc, char **argv) {
   if (g_rank == 0) unlink(idfile); /* every rank has joined once init returns */
 
   if (!a2a_p2p) g_alltoall = (alltoall_fn)dlsym(RTLD_DEFAULT, "ncclAlltoAll");
+  g_gather = (rooted_fn)dlsym(RTLD_DEFAULT, "ncclGather");
+  g_scatter = (rooted_fn)dlsym(RTLD_DEFAULT, "ncclScatter");
   if (g_rank == 0) {
     int ver = 0;
     Dl_info info;
@@ -512,12 +533,14 @@ int main(int argc, char **argv) {
     if (g_premul) premul_create();
     if (g_rank == 0 && !strcmp(types, "all")) printf("#\n# type %s\n", g_tname);
     for (int c = 0; c < NCOLL; c++) {
-      const char *p = strstr(colls, coll_name[c]);
-      size_t L = strlen(coll_name[c]);
-      if (!p || (p != colls && p[-1] != ',') || (p[L] && p[L] != ',')) continue;
+      if (!listed(colls, coll_name[c])) continue;
       /* In place: every collective NCCL serves in place; AlltoAll through ncclAlltoAll only
        * (grouped send/recv on one buffer is not an in-place AlltoAll). */
-      int ip_ok = inplace && c != SR && (c != A2A || g_alltoall);
+      int ip_ok = inplace && c != SR && c != GA && c != SC && (c != A2A || g_alltoall);
+      if ((c == GA && !g_gather) || (c == SC && !g_scatter)) {
+        if (g_rank == 0) printf("#\n# %s: not in this NCCL (needs 2.28 or later)\n", coll_name[c]);
+        continue;
+      }
       if (g_rank == 0) {
         printf("#\n# %s\n#%12s %12s %9s %6s %5s %10s %8s %8s %7s %10s %8s %8s %7s\n", coll_name[c], "size(B)", "count",
                "type", "redop", "root", "oop(us)", "algbw", "busbw", "#wrong", "ip(us)", "algbw", "busbw", "#wrong");
@@ -525,7 +548,7 @@ int main(int argc, char **argv) {
       }
       for (size_t bytes = minb; bytes <= maxb; bytes *= factor) {
         size_t count = bytes / g_tsize;
-        if (c == AG || c == RS || c == A2A) count -= count % g_n;
+        if (c == AG || c == RS || c == A2A || c == GA || c == SC) count -= count % g_n;
         if (count == 0) continue;
         size_t sz = count * g_tsize;
         double t[2] = {0, 0}, wrong[2] = {0, 0};
@@ -537,7 +560,7 @@ int main(int argc, char **argv) {
         if (g_rank == 0) {
           double bw0 = sz / t[0] / 1e3;
           printf(" %12zu %12zu %9s %6s %5d %10.2f %8.2f %8.2f %7.0f", sz, count, g_tname,
-                 (c == AR || c == RS || c == RD) ? g_oname : "none", (c == BC || c == RD) ? g_root : -1,
+                 (c == AR || c == RS || c == RD) ? g_oname : "none", (c == BC || c == RD || c == GA || c == SC) ? g_root : -1,
                  t[0], bw0, bw0 * busfactor(c), docheck ? wrong[0] : -1.0);
           if (ip_ok) {
             double bw1 = sz / t[1] / 1e3;
