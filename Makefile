@@ -10,7 +10,7 @@ NPROC ?= 4
 BENCH_ARGS ?= -b 8 -e 64M -f 4
 FUZZTIME ?= 3s
 
-.PHONY: build test hip-clang run gpu-bundle gpu-bundle-tune gpu-bundle-port gpu-bundle-net gpu-bundle-harden gpu-bundle-pkgs gpu-bundle-switch nocgo fuzz-smoke nccl
+.PHONY: build test hip-clang run gpu-bundle gpu-bundle-tune gpu-bundle-port gpu-bundle-net gpu-bundle-harden gpu-bundle-final gpu-bundle-pkgs gpu-bundle-switch nocgo fuzz-smoke nccl
 
 build: nccl
 	@echo "make: building every package and bin/weft"
@@ -79,6 +79,9 @@ gpu-bundle-net:
 # scripts/gpu-harden.sh (issue 18): the drop-in library, the root package's and the close tests.
 gpu-bundle-harden:
 	$(MAKE) gpu-bundle-pkgs PKGS=". ./hal/nvlink ./internal/cudadev" EXTRA="nccl"
+# scripts/gpu-final.sh (issues 18-20): the same and hal/nvswitch's compile-only tests.
+gpu-bundle-final:
+	$(MAKE) gpu-bundle-pkgs PKGS=". ./hal/nvlink ./hal/nvswitch ./internal/cudadev" EXTRA="nccl"
 
 gpu-bundle-pkgs:
 	rm -rf .gpu && mkdir -p .gpu
@@ -89,7 +92,7 @@ gpu-bundle-pkgs:
 	  name=$$(echo $$p | sed 's#^\./##; s#/#_#g; s#^\.$$#weft#'); \
 	  CGO_ENABLED=1 $(GO) test -c -ldflags='-s -w' -o .gpu/$$name.test $$p || exit 1; \
 	done
-	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/gpu-net.sh scripts/gpu-tune.sh scripts/gpu-harden.sh scripts/steps.sh .gpu/
+	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/gpu-net.sh scripts/gpu-tune.sh scripts/gpu-harden.sh scripts/gpu-final.sh scripts/steps.sh .gpu/
 	@du -sh .gpu
 
 # Issue 10's one-GPU check (scripts/gpu-switch.sh): stripped binaries, well inside the device
