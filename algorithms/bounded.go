@@ -84,7 +84,6 @@ func (c Config) chainWindow() int64 {
 // peerSet collects the channels of a bounded-peer plan: one per distinct
 // peer, in the order first asked for.
 type peerSet struct {
-	rank  int
 	chans []plan.Channel
 }
 
@@ -233,13 +232,14 @@ const (
 // with the largest message (bytes of count × element size: a segment for
 // AllGather and ReduceScatter) it serves; the last is unbounded:
 //
-//   - AllReduce: DoubleTreeAllReduceLL up to boundedLLMaxBytes(6),
-//     DoubleTreeAllReduceHB up to 4 MiB, RingAllReduceHB beyond.
-//   - AllGather, ReduceScatter: the Bruck LL plan up to
-//     boundedLLMaxBytes(n − 1), the Bruck HB plan up to 1 MiB, the ring
+//   - AllReduce: DoubleTreeAllReduceLL up to its MaxBytes
+//     (CollLLMaxBytes / 6, as a power of two), DoubleTreeAllReduceHB up
+//     to 4 MiB, RingAllReduceHB beyond.
+//   - AllGather, ReduceScatter: the Bruck LL plan up to its MaxBytes
+//     (CollLLMaxBytes / (n−1)), the Bruck HB plan up to 1 MiB, the ring
 //     HB plan beyond.
-//   - Broadcast, Reduce: the chain's LL plan up to boundedLLMaxBytes(1),
-//     its HB plan beyond.
+//   - Broadcast, Reduce: the chain's LL plan up to CollLLMaxBytes, its HB
+//     plan beyond.
 //
 // The reductions are Staged (no Avg). Every plan's channels go to at most
 // 2·⌈log2 n⌉ peers (6 for the trees, 2 for rings and chains), whatever n

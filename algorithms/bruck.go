@@ -74,7 +74,7 @@ func (c Config) validateBruck() error {
 func (c Config) bruckAllGather(x func(dsts []plan.Ref, src plan.Ref) plan.Op) (chans []plan.Channel, own []plan.Op, rounds [][]plan.Op, send, recv []int) {
 	n, r := c.NRanks, c.Rank
 	cs := bruck(n)
-	s := peerSet{rank: r}
+	s := peerSet{}
 	for k := range cs {
 		recv = append(recv, s.ch(mod(r+(1<<k), n)))
 	}
@@ -154,7 +154,7 @@ func BruckAllGatherHB(c Config) (*plan.Plan, error) {
 func (c Config) bruckReduceScatter(x func(dsts []plan.Ref, srcs ...plan.Ref) plan.Op) (chans []plan.Channel, rounds [][]plan.Op, final plan.Op, send, recv []int) {
 	n, r := c.NRanks, c.Rank
 	cs := bruck(n)
-	s := peerSet{rank: r}
+	s := peerSet{}
 	for k := range cs {
 		recv = append(recv, s.ch(mod(r-(1<<k), n)))
 	}

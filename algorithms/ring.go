@@ -55,7 +55,7 @@ import (
 // ring returns the channels of a ring rank, [rank−1, rank+1] (one channel
 // for 2 ranks), and the indices of the channels to rank−1 and rank+1.
 func (c Config) ring() (chans []plan.Channel, prev, next int) {
-	s := peerSet{rank: c.Rank}
+	s := peerSet{}
 	prev = s.ch(mod(c.Rank-1, c.NRanks))
 	next = s.ch(mod(c.Rank+1, c.NRanks))
 	return s.chans, prev, next
@@ -243,7 +243,7 @@ func RingReduceScatterHB(c Config) (*plan.Plan, error) {
 // A chain starts at rank first and ends at first−1 (mod n).
 func (c Config) chainRole(first int) (chans []plan.Channel, prev, next int) {
 	pos := mod(c.Rank-first, c.NRanks)
-	s := peerSet{rank: c.Rank}
+	s := peerSet{}
 	prev, next = -1, -1
 	if pos > 0 {
 		prev = s.ch(mod(c.Rank-1, c.NRanks))

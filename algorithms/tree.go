@@ -128,7 +128,7 @@ type treeShape struct {
 }
 
 func (c Config) trees() ([]plan.Channel, [2]treeShape) {
-	s := peerSet{rank: c.Rank}
+	s := peerSet{}
 	var out [2]treeShape
 	for t, tr := range DoubleTree(c.NRanks, c.Rank) {
 		sh := treeShape{parent: -1}
