@@ -24,11 +24,11 @@ import (
 //     it (a signal, which nothing waits for in this launch), and the
 //     sender takes that credit at the start of the launch that reuses the
 //     half (an Ack wait with 2 credits): normally long there, it costs one
-//     load. Each block waits only for its matching receiver block, so the
-//     send and receive groups split the span of P2PLLMaxBytes among their
-//     blocks, not the count (plan.Group.Span): a block owns the same
-//     packets whatever the count, and launches k and k+2 of different
-//     sizes never have one block write what another still reads.
+//     load per receiver block. The send and receive groups also split the
+//     span of P2PLLMaxBytes among their blocks, not the count
+//     (plan.Group.Span): a block owns the same packets whatever the count,
+//     so launches k and k+2 of different sizes never have one block write
+//     what another still reads, even with a per-block credit.
 //   - P2PPlan, the windowed plan, for larger operations: Config.P2P
 //     blocks per group, windows through scratch with data, free and done
 //     semaphores.

@@ -114,8 +114,9 @@ func TestP2PPlans(t *testing.T) {
 	}
 }
 
-// TestP2PLLKernel: the generated kernel takes the credit 2 launches behind,
-// and a group left out of a launch returns before finish(), so its launch
+// TestP2PLLKernel: the generated kernel takes the credit 2 launches behind
+// (from every receiver block), splits the span among the blocks, and a
+// group left out of a launch returns before finish(), so its launch
 // counters stay (plan.Plan.StateBytes).
 func TestP2PLLKernel(t *testing.T) {
 	p, err := P2PLLPlan(DefaultConfig(0, 3, 132, true))
@@ -127,7 +128,7 @@ func TestP2PLLKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"if (!wait(c, 0, 0 + c.part, false, false, 2)) return;",
+		"if (!wait_credits<1>(c, chs, 0, 2)) return;",
 		"if (P.gcount[0] == WEFT_SKIP_COUNT) return;\n    group0(P, blockIdx.x - 0);",
 		"if (P.gcount[4] == WEFT_SKIP_COUNT) return;\n    group4(P, blockIdx.x - 64);",
 		"range_span<ES>(c, 131072ull, off, len);",

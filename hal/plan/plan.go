@@ -382,10 +382,10 @@ type Group struct {
 	// Span, in a group without windows, fixes each block's part of every
 	// transfer whatever the count: the parts split Span bytes (the plan's
 	// MaxBytes), not the count (SpanRange). A block then owns the same
-	// scratch packets in every launch, so a writer block that waits only
-	// for the matching reader block's release (Op.Credits) never
-	// overwrites packets another reader block has not read yet, even when
-	// consecutive launches have different counts. Its transfers move the
+	// scratch packets in every launch, so a writer block never overwrites
+	// packets another reader block has not read yet, even when
+	// consecutive launches have different counts and the writer waited
+	// only for its matching reader block. Its transfers move the
 	// whole range (Chunk All). 0: parts split the count (PartRange).
 	Span int64
 }
