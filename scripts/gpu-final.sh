@@ -55,7 +55,7 @@ if want tests; then
 fi
 
 # ---- issue 20: every collective through the C ABI beside NCCL, float, CUDA graphs, 8 B to MAXB
-CBA=(-g "$NP" -b 8 -e "$MAXB" -f 4 -w 5 -n 20 -G 20 -c 1 -p 0)
+CBA=(-g "$NP" -b 8 -e "$MAXB" -f 4 -w 3 -n 10 -G 10 -c 1 -p 0)
 if want cbench; then
   step cbench-weft 120 'wrong' -- "${WEFT_ENV[@]}" $CB "${CBA[@]}"
   step cbench-nccl 120 'wrong' -- "${REF_ENV[@]}" $CB "${CBA[@]}"
