@@ -99,10 +99,11 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 			return nil, fmt.Errorf("weft: %w", err)
 		}
 	}
-	if !cfg.PortOnly {
-		// The zero-copy AllReduce plans use memory channels; where links
-		// are port-mapped only, AllReduce goes through Launch's
-		// port-channel plan.
+	if !cfg.PortOnly && !cfg.UsesBounded(algorithms.AllReduce) {
+		// The zero-copy AllReduce plans use memory channels and are
+		// all-pairs; where links are port-mapped only, or past
+		// algorithms.AllPairsMaxRanks ranks (or WEFT_ALGO=ring/tree),
+		// AllReduce goes through Launch's plans (allReduceViaLaunch).
 		choices, err := algorithms.AllReducePlans(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)

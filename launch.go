@@ -94,16 +94,18 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 	if err != nil {
 		return err
 	}
-	op := call.progOp()
-	if op == plan.PreMulSum && !a.choice.Serves(call.Type, op) {
-		// No plan of this communicator scales each rank's input with its
-		// own scalar (plan/premul.go): refuse rather than compute wrong
-		// numbers.
+	op := runOp([]algorithms.Choice{a.choice}, call)
+	if !a.choice.Serves(call.Type, op) {
+		// No plan of this communicator computes it (PreMulSum without a
+		// scalar per rank, plan/premul.go; Avg of an integer type on plans
+		// that reduce in stages): refuse rather than compute wrong numbers.
 		why := fmt.Sprintf("plan %s cannot run it for %v", a.choice.Plan.Name, call.Type)
-		if err := a.choice.Plan.ServesPreMulSum(); err != nil {
+		if err := a.choice.Plan.ServesPreMulSum(); op == plan.PreMulSum && err != nil {
 			why = err.Error()
+		} else if a.choice.Staged && op == plan.Avg {
+			why = fmt.Sprintf("plan %s reduces in stages (%d ranks), so it cannot divide the sum of an integer type", a.choice.Plan.Name, c.cfg.NRanks)
 		}
-		return fmt.Errorf("weft: %v on rank %d: PreMulSum: %s: %w", call.Coll, c.cfg.Rank, why, hal.ErrNotSupported)
+		return fmt.Errorf("weft: %v on rank %d: %v: %s: %w", call.Coll, c.cfg.Rank, op, why, hal.ErrNotSupported)
 	}
 	args := c.callArgs(call)
 	prog, err := c.program(a, call.Type, op, call.Count)
@@ -161,11 +163,29 @@ func (c *Comm) selectPlan(call Call, zeroCopy, setUp bool) (algorithms.Choice, *
 	} else if choices, err = c.plansOf(call.key()); err != nil {
 		return algorithms.Choice{}, nil, err
 	}
-	i := algorithms.SelectFor(choices, bytes, call.Type, call.progOp())
+	i := algorithms.SelectFor(choices, bytes, call.Type, runOp(choices, call))
 	if algos == nil {
 		return choices[i], nil, nil
 	}
 	return choices[i], algos[i], nil
+}
+
+// runOp is the operator the plans of choices run call with: call.progOp(),
+// except Avg of a floating type where no choice serves Avg (the plans with
+// bounded peers and the chained port-channel plans reduce in stages,
+// Choice.Staged): then PreMulSum, whose scalar callArgs sets to
+// plan.AvgScalar on every rank, which is what Avg computes (Σ x·(1/n)).
+func runOp(choices []algorithms.Choice, call Call) plan.RedOp {
+	op := call.progOp()
+	if op != plan.Avg || !call.Type.Float() {
+		return op
+	}
+	for _, ch := range choices {
+		if ch.Serves(call.Type, op) {
+			return op
+		}
+	}
+	return plan.PreMulSum
 }
 
 // selectAlgo is the set-up plan that serves call (selectPlan; collective).

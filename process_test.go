@@ -87,6 +87,8 @@ func childMain(mode string) error {
 		return nvlsChild(comm, dev, s)
 	case "net", "netkill":
 		return netChild(mode, launch.Rank, comm, dev, s)
+	case "scale":
+		return scaleChild(launch.Rank, comm, dev, s)
 	case "stop", "netstop":
 		return stopChild(mode, launch.Rank, comm, dev, s)
 	case "kill":

@@ -23,6 +23,7 @@
 package algorithms
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/weftccl/weft/hal/plan"
@@ -97,12 +98,14 @@ type Config struct {
 	// and window bytes per chunk.
 	NVLS Shape
 	// Algo forces one plan family for the collectives of Plans: "ll",
-	// "hb", "port" or "nvls" (WEFT_ALGO); "" selects by size.
+	// "hb", "port", "nvls", or one with bounded peers: "ring", "tree",
+	// "bruck" (WEFT_ALGO); "" selects by size, rank count and links.
+	// A collective without a plan of the family keeps its own selection.
 	Algo string
 }
 
 // Algorithm families Config.Algo names.
-var Families = []string{"ll", "hb", PortFamily, NVLSFamily}
+var Families = []string{"ll", "hb", PortFamily, NVLSFamily, RingFamily, TreeFamily, BruckFamily}
 
 // Shape is the launch shape of a bandwidth-bound plan: thread blocks,
 // threads per block, and 16-byte vectors per thread per step (loads in
@@ -205,14 +208,52 @@ func floorPow2(v int64) int64 {
 }
 
 func (c Config) validate() error {
-	if c.NRanks < 1 || c.NRanks > plan.MaxOperands-1 || c.Rank < 0 || c.Rank >= c.NRanks {
-		return fmt.Errorf("algorithms: rank %d of %d (supported: 1 to %d ranks)", c.Rank, c.NRanks, plan.MaxOperands-1)
+	if c.NRanks < 1 || c.Rank < 0 || c.Rank >= c.NRanks {
+		return fmt.Errorf("algorithms: rank %d of %d", c.Rank, c.NRanks)
+	}
+	if c.NRanks > PeerPlansMaxRanks {
+		return fmt.Errorf("algorithms: %d ranks: a plan with a channel to every peer serves at most %d (plan.MaxPeers channels of a GPU plan, 2 argument slots per peer): %w",
+			c.NRanks, PeerPlansMaxRanks, ErrTooManyRanks)
 	}
 	if len(c.AllReduce) == 0 && (c.Mid.Blocks < 1 || c.Large.Blocks < 1 || c.LLBlocks < 1) {
 		return fmt.Errorf("algorithms: %d, %d and %d LL thread blocks: want at least 1 each", c.Mid.Blocks, c.Large.Blocks, c.LLBlocks)
 	}
 	return nil
 }
+
+// validateAllPairs is validate for the all-pairs plans that combine (or
+// write) the contributions of all n ranks in one transfer: n ≤
+// AllPairsMaxRanks (plan.MaxOperands operands per transfer). Larger
+// communicators take the plans with bounded peers (BoundedPlans).
+func (c Config) validateAllPairs() error {
+	if err := c.validate(); err != nil {
+		return err
+	}
+	if c.NRanks > AllPairsMaxRanks {
+		return fmt.Errorf("algorithms: %d ranks: the all-pairs plans combine every rank in one transfer and serve at most %d (plan.MaxOperands−1); larger communicators take the ring, tree and Bruck plans: %w",
+			c.NRanks, AllPairsMaxRanks, ErrTooManyRanks)
+	}
+	return nil
+}
+
+// AllPairsMaxRanks is the largest communicator the all-pairs plans that
+// combine every rank's contribution in one transfer serve (1PA, 2PA, the
+// LL and HB AllGather, ReduceScatter, AllReduce, Broadcast and Reduce):
+// plan.MaxOperands − 1. Selection (Plans) takes BoundedPlans beyond it.
+const AllPairsMaxRanks = plan.MaxOperands - 1
+
+// PeerPlansMaxRanks is the largest communicator served by the plans with
+// one channel per peer whose transfers each name one peer (AllToAll, the
+// point-to-point plans, the flat port-channel plans, which combine in
+// chained transfers past AllPairsMaxRanks): a GPU plan holds plan.MaxPeers
+// channels, and a point-to-point plan's send and receive groups per peer
+// take 2(n−1)+1 ≤ plan.MaxGroupArgs argument slots.
+const PeerPlansMaxRanks = plan.MaxPeers + 1
+
+// ErrTooManyRanks is wrapped by plan builders given more ranks than their
+// structure serves (AllPairsMaxRanks, PeerPlansMaxRanks); selection
+// (Plans) avoids them.
+var ErrTooManyRanks = errors.New("too many ranks for this plan")
 
 // validShape checks the shape of a windowed plan.
 func validShape(name string, s Shape) error {
@@ -252,7 +293,7 @@ func AllReduce1PA(c Config) (*plan.Plan, error) {
 }
 
 func allReduce1PA(c Config, t Tier) (*plan.Plan, error) {
-	if err := c.validate(); err != nil {
+	if err := c.validateAllPairs(); err != nil {
 		return nil, err
 	}
 	chs := c.channels()
@@ -289,7 +330,7 @@ func allReduce1PA(c Config, t Tier) (*plan.Plan, error) {
 // AllReduce2PA builds the two-phase all-pairs zero-copy AllReduce with
 // launch shape s.
 func AllReduce2PA(c Config, s Shape) (*plan.Plan, error) {
-	if err := c.validate(); err != nil {
+	if err := c.validateAllPairs(); err != nil {
 		return nil, err
 	}
 	chs := c.channels()
@@ -349,7 +390,7 @@ func AllReduce2PA(c Config, s Shape) (*plan.Plan, error) {
 // Memory: 2·(n−1)·Window bytes of scratch per rank, independent of the
 // message size.
 func AllReduce2PAPush(c Config, s Shape) (*plan.Plan, error) {
-	if err := c.validate(); err != nil {
+	if err := c.validateAllPairs(); err != nil {
 		return nil, err
 	}
 	if s.Window <= 0 || s.Window%plan.AlignBytes != 0 {

@@ -237,46 +237,98 @@ const (
 //     to 4 MiB, RingAllReduceHB beyond.
 //   - AllGather, ReduceScatter: the Bruck LL plan up to its MaxBytes
 //     (CollLLMaxBytes / (n−1)), the Bruck HB plan up to 1 MiB, the ring
-//     HB plan beyond.
+//     HB plan beyond; past 256 ranks (the Bruck plans' limit) the ring LL
+//     and HB plans.
 //   - Broadcast, Reduce: the chain's LL plan up to CollLLMaxBytes, its HB
 //     plan beyond.
 //
 // The reductions are Staged (no Avg). Every plan's channels go to at most
 // 2·⌈log2 n⌉ peers (6 for the trees, 2 for rings and chains), whatever n
-// is; the plans validate for any n ≥ 1 (the Bruck plans for up to 256
-// ranks: plan.MaxOperands). Errors: an invalid rank, root or shape; a
-// collective without such plans (AllToAll, SendRecv: every rank sends to
-// every rank) wraps ErrNoPlan.
+// is; the plans validate for any n ≥ 1. Errors: an invalid rank, root or
+// shape; a collective without such plans (AllToAll, SendRecv: every rank
+// sends to every rank) wraps ErrNoPlan.
 func BoundedPlans(c Config, coll Collective, root int) ([]Choice, error) {
-	type build func(Config) (*plan.Plan, error)
-	rooted := func(f func(Config, int) (*plan.Plan, error)) build {
-		return func(c Config) (*plan.Plan, error) { return f(c, root) }
-	}
-	var steps []build
+	var steps []boundedBuild
 	var bounds []int64
-	staged := coll.Reduces()
 	switch coll {
 	case AllReduce:
-		steps = []build{DoubleTreeAllReduceLL, DoubleTreeAllReduceHB, RingAllReduceHB}
+		steps = []boundedBuild{plain(DoubleTreeAllReduceLL), plain(DoubleTreeAllReduceHB), plain(RingAllReduceHB)}
 		bounds = []int64{0, treeMaxBytes, 0}
-	case AllGather:
-		steps = []build{BruckAllGatherLL, BruckAllGatherHB, RingAllGatherHB}
+	case AllGather, ReduceScatter:
+		if c.NRanks > bruckRanks {
+			return boundedFamily(c, coll, root, RingFamily)
+		}
+		if coll == AllGather {
+			steps = []boundedBuild{plain(BruckAllGatherLL), plain(BruckAllGatherHB), plain(RingAllGatherHB)}
+		} else {
+			steps = []boundedBuild{plain(BruckReduceScatterLL), plain(BruckReduceScatterHB), plain(RingReduceScatterHB)}
+		}
 		bounds = []int64{0, bruckMaxBytes, 0}
-	case ReduceScatter:
-		steps = []build{BruckReduceScatterLL, BruckReduceScatterHB, RingReduceScatterHB}
-		bounds = []int64{0, bruckMaxBytes, 0}
-	case Broadcast:
-		steps = []build{rooted(RingBroadcastLL), rooted(RingBroadcastHB)}
-		bounds = []int64{0, 0}
-	case Reduce:
-		steps = []build{rooted(RingReduceLL), rooted(RingReduceHB)}
-		bounds = []int64{0, 0}
+	case Broadcast, Reduce:
+		return boundedFamily(c, coll, root, RingFamily)
 	default:
 		return nil, fmt.Errorf("algorithms: %v has no plan with bounded peers: %w", coll, ErrNoPlan)
 	}
+	return c.boundedChoices(coll, root, steps, bounds)
+}
+
+// Families of the plans with bounded peers, as Config.Algo names them.
+const (
+	RingFamily  = "ring"
+	TreeFamily  = "tree"
+	BruckFamily = "bruck"
+)
+
+// boundedBuild builds one plan with bounded peers for a root (ignored by
+// the collectives without one).
+type boundedBuild func(c Config, root int) (*plan.Plan, error)
+
+func plain(f func(Config) (*plan.Plan, error)) boundedBuild {
+	return func(c Config, _ int) (*plan.Plan, error) { return f(c) }
+}
+
+// boundedFamilyBuilds are the builders of one family for a collective, LL
+// plan first: nil where the family has no plan for it (a tree serves
+// AllReduce only, Bruck AllGather and ReduceScatter).
+func boundedFamilyBuilds(coll Collective, family string) []boundedBuild {
+	type key struct {
+		coll   Collective
+		family string
+	}
+	return map[key][]boundedBuild{
+		{AllReduce, RingFamily}:      {plain(RingAllReduceLL), plain(RingAllReduceHB)},
+		{AllGather, RingFamily}:      {plain(RingAllGatherLL), plain(RingAllGatherHB)},
+		{ReduceScatter, RingFamily}:  {plain(RingReduceScatterLL), plain(RingReduceScatterHB)},
+		{Broadcast, RingFamily}:      {RingBroadcastLL, RingBroadcastHB},
+		{Reduce, RingFamily}:         {RingReduceLL, RingReduceHB},
+		{AllReduce, TreeFamily}:      {plain(DoubleTreeAllReduceLL), plain(DoubleTreeAllReduceHB)},
+		{AllGather, BruckFamily}:     {plain(BruckAllGatherLL), plain(BruckAllGatherHB)},
+		{ReduceScatter, BruckFamily}: {plain(BruckReduceScatterLL), plain(BruckReduceScatterHB)},
+	}[key{coll, family}]
+}
+
+// boundedFamily returns the LL and HB plans of one family (ring, tree,
+// bruck) for a collective: the LL plan up to its MaxBytes, the HB plan
+// beyond. Bruck past its 256 ranks takes the ring's. ErrNoPlan where the
+// family has no plan of the collective.
+func boundedFamily(c Config, coll Collective, root int, family string) ([]Choice, error) {
+	if family == BruckFamily && c.NRanks > bruckRanks {
+		family = RingFamily
+	}
+	steps := boundedFamilyBuilds(coll, family)
+	if steps == nil {
+		return nil, fmt.Errorf("algorithms: %v has no %s plan: %w", coll, family, ErrNoPlan)
+	}
+	return c.boundedChoices(coll, root, steps, []int64{0, 0})
+}
+
+// boundedChoices builds steps in order: the first (an LL plan) serves up
+// to its own MaxBytes, each next one up to its bound in bounds (0:
+// unbounded; the last is).
+func (c Config) boundedChoices(coll Collective, root int, steps []boundedBuild, bounds []int64) ([]Choice, error) {
 	var out []Choice
 	for i, f := range steps {
-		p, err := f(c)
+		p, err := f(c, root)
 		if err != nil {
 			return nil, err
 		}
@@ -284,7 +336,46 @@ func BoundedPlans(c Config, coll Collective, root int) ([]Choice, error) {
 		if i == 0 {
 			bound = p.MaxBytes // the LL plan's own bound (0 for one rank: a copy)
 		}
-		out = append(out, Choice{Plan: p, MaxBytes: bound, Staged: staged})
+		out = append(out, Choice{Plan: p, MaxBytes: bound, Staged: coll.Reduces()})
+	}
+	return out, nil
+}
+
+// UsesBounded reports whether Plans serves coll with plans with bounded
+// peers (ring, tree, Bruck) rather than all-pairs ones: for the
+// collectives that have them (AllReduce, AllGather, ReduceScatter,
+// Broadcast, Reduce) on memory-mapped links, past AllPairsMaxRanks ranks
+// or where Config.Algo names a family (ring, tree, bruck) that has a plan
+// of coll.
+func (c Config) UsesBounded(coll Collective) bool {
+	if c.PortOnly || c.Algo == PortFamily || c.Algo == NVLSFamily {
+		return false
+	}
+	switch coll {
+	case AllReduce, AllGather, ReduceScatter, Broadcast, Reduce:
+	default:
+		return false
+	}
+	return c.NRanks > AllPairsMaxRanks || boundedFamilyBuilds(coll, c.Algo) != nil
+}
+
+// boundedSelection is Plans for a collective that UsesBounded: the forced
+// family's plans (Config.Algo ring, tree or bruck) where it has a plan of
+// coll, else BoundedPlans; Config.Algo "ll" keeps the LL plan (the
+// smallest messages' choice) alone, "hb" drops it.
+func boundedSelection(c Config, coll Collective, root int) ([]Choice, error) {
+	if boundedFamilyBuilds(coll, c.Algo) != nil {
+		return boundedFamily(c, coll, root, c.Algo)
+	}
+	out, err := BoundedPlans(c, coll, root)
+	if err != nil || len(out) < 2 {
+		return out, err
+	}
+	switch c.Algo {
+	case "ll":
+		return out[:1], nil
+	case "hb":
+		return out[1:], nil
 	}
 	return out, nil
 }

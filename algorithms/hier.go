@@ -95,12 +95,21 @@ func (c Config) hierLayout() (layout, bool) {
 	return l, true
 }
 
+// fits reports whether the hierarchical plans serve the layout: a
+// transfer combines (or writes) the L ranks of a node or the N nodes'
+// partials, at most plan.MaxOperands, and a rank's channels, L−1 local
+// peers and N−1 counterparts, are at most plan.MaxPeers. Elsewhere the
+// flat port-channel plan serves (hierPlans).
+func (l layout) fits() bool {
+	return l.local <= plan.MaxOperands && l.nodes <= plan.MaxOperands && l.local-1+l.nodes-1 <= plan.MaxPeers
+}
+
 // AllReduce2PH builds the hierarchical AllReduce of one rank. Channels:
 // memory channels to the L−1 local peers first, then port channels to the
 // N−1 counterparts. It returns an error when Config.Nodes does not give
 // at least 2 nodes of equal size ≥ 2.
 func AllReduce2PH(c Config) (*plan.Plan, error) {
-	if err := c.validate(); err != nil {
+	if err := c.validateBounded(); err != nil {
 		return nil, err
 	}
 	lay, ok := c.hierLayout()
@@ -215,7 +224,11 @@ func localIndexOf(ci, me int) int {
 // allow it (Config.Nodes); SelectFor falls back to flat for Avg where the
 // hierarchical plan reduces in stages.
 func hierPlans(c Config, coll Collective, flat *plan.Plan) ([]Choice, error) {
-	if _, ok := c.hierLayout(); !ok {
+	if lay, ok := c.hierLayout(); !ok || !lay.fits() {
+		if flat == nil {
+			return nil, fmt.Errorf("algorithms: %v over %d ranks on port-mapped links: the flat port-channel plans serve up to %d ranks and the hierarchical ones need equal nodes of at most %d ranks, at most %d nodes and at most %d channels (nodes by rank: %v): %w",
+				coll, c.NRanks, PeerPlansMaxRanks, plan.MaxOperands, plan.MaxOperands, plan.MaxPeers, c.Nodes, ErrTooManyRanks)
+		}
 		return []Choice{{Plan: flat}}, nil
 	}
 	var h *plan.Plan
@@ -232,6 +245,9 @@ func hierPlans(c Config, coll Collective, flat *plan.Plan) ([]Choice, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if flat == nil { // past PeerPlansMaxRanks: no flat plan (no Avg)
+		return []Choice{{Plan: h, Staged: coll.Reduces()}}, nil
 	}
 	return []Choice{{Plan: h, Staged: coll.Reduces()}, {Plan: flat}}, nil
 }

@@ -37,7 +37,7 @@ type hierSetup struct {
 }
 
 func (c Config) hierSetup(what string) (hierSetup, error) {
-	if err := c.validate(); err != nil {
+	if err := c.validateBounded(); err != nil {
 		return hierSetup{}, err
 	}
 	lay, ok := c.hierLayout()

@@ -59,9 +59,8 @@ func ReducePort(c Config, root int) (*plan.Plan, error) {
 		for _, ci := range all {
 			srcs = append(srcs, plan.LS(ci))
 		}
-		red := xfer([]plan.Ref{plan.L(plan.Output)}, srcs...)
-		red.Combine = true
-		g = c.portGroup(b, 1, cat(waits(all, sem(semData, b)), []plan.Op{red}, skip(signals(all, sem(semFree, b)), 0, 2)),
+		red := combineChain(xfer, plan.L(plan.Output), srcs)
+		g = c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, skip(signals(all, sem(semFree, b)), 0, 2)),
 			cat(signals(all, sem(semDone, b)), flushes(all)))
 	} else {
 		rc := []int{c.chanOf(root)}

@@ -41,7 +41,7 @@ const NVLSFamily = "nvls"
 
 // AllReduceNVLS builds the NVLS AllReduce of a rank, shaped by Config.NVLS.
 func AllReduceNVLS(c Config) (*plan.Plan, error) {
-	if err := c.validate(); err != nil {
+	if err := c.validateAllPairs(); err != nil {
 		return nil, err
 	}
 	s := c.NVLS
@@ -65,7 +65,7 @@ func AllReduceNVLS(c Config) (*plan.Plan, error) {
 
 // AllGatherNVLS builds the NVLS AllGather of a rank, shaped by Config.NVLS.
 func AllGatherNVLS(c Config) (*plan.Plan, error) {
-	if err := c.validate(); err != nil {
+	if err := c.validateAllPairs(); err != nil {
 		return nil, err
 	}
 	s := c.NVLS

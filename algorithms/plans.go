@@ -171,7 +171,7 @@ func xfer(dsts []plan.Ref, srcs ...plan.Ref) plan.Op { return plan.Transfer(0, 1
 // and into segment r of its own output; each rank unpacks slot i into
 // segment peer(i).
 func AllGatherLL(c Config) (*plan.Plan, error) {
-	if err := c.validate(); err != nil {
+	if err := c.validateAllPairs(); err != nil {
 		return nil, err
 	}
 	chs := c.channels()
@@ -190,7 +190,7 @@ func AllGatherLL(c Config) (*plan.Plan, error) {
 // into every peer's slot (and the own output segment), a receive group
 // copies each slot into its segment.
 func AllGatherHB(c Config) (*plan.Plan, error) {
-	if err := c.validate(); err != nil {
+	if err := c.validateAllPairs(); err != nil {
 		return nil, err
 	}
 	chs, all := c.channels(), c.others()
@@ -250,7 +250,7 @@ func AllToAllHB(c Config) (*plan.Plan, error) {
 // ReduceScatterLL: segment p of rank r's input goes as packets into slot r
 // of peer p; each rank combines its own segment with its slots.
 func ReduceScatterLL(c Config) (*plan.Plan, error) {
-	if err := c.validate(); err != nil {
+	if err := c.validateAllPairs(); err != nil {
 		return nil, err
 	}
 	chs := c.channels()
@@ -269,7 +269,7 @@ func ReduceScatterLL(c Config) (*plan.Plan, error) {
 // segment p into peer p's slot, the receive group combines the own segment
 // with the slots.
 func ReduceScatterHB(c Config) (*plan.Plan, error) {
-	if err := c.validate(); err != nil {
+	if err := c.validateAllPairs(); err != nil {
 		return nil, err
 	}
 	chs, all := c.channels(), c.others()
@@ -299,7 +299,7 @@ func ReduceScatterHB(c Config) (*plan.Plan, error) {
 // into the output chunks of the peers. Scratch: 2 × 2(n−1) window-sized
 // slots.
 func AllReduceHB(c Config) (*plan.Plan, error) {
-	if err := c.validate(); err != nil {
+	if err := c.validateAllPairs(); err != nil {
 		return nil, err
 	}
 	chs, all := c.channels(), c.others()
@@ -370,14 +370,53 @@ func SendArg(rank, peer int) int { return 2*slotOf(peer, rank) + 1 }
 func RecvArg(rank, peer int) int { return 2*slotOf(peer, rank) + 2 }
 func SelfArg(nranks int) int     { return 2*(nranks-1) + 1 }
 
+// validateRoot is validate with a root rank.
 func (c Config) validateRoot(root int) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
+	return c.checkRoot(root)
+}
+
+// validateRootAllPairs is validateAllPairs with a root rank.
+func (c Config) validateRootAllPairs(root int) error {
+	if err := c.validateAllPairs(); err != nil {
+		return err
+	}
+	return c.checkRoot(root)
+}
+
+func (c Config) checkRoot(root int) error {
 	if root < 0 || root >= c.NRanks {
 		return fmt.Errorf("algorithms: root %d of %d ranks", root, c.NRanks)
 	}
 	return nil
+}
+
+// combineChain is the reduction of srcs into dst as a chain of Combine
+// transfers made by mk, each within plan.MaxOperands sources: the first
+// combines up to MaxOperands of srcs, each next one dst with up to
+// MaxOperands−1 more, in the order of srcs (so every rank that combines
+// the same sources gets the same bits). One transfer for up to
+// MaxOperands sources; more reduce in stages, which serves every operator
+// but Avg (Choice.Staged). dst must not alias any of srcs but itself.
+func combineChain(mk func(dsts []plan.Ref, srcs ...plan.Ref) plan.Op, dst plan.Ref, srcs []plan.Ref) []plan.Op {
+	var ops []plan.Op
+	for len(srcs) > 0 {
+		k := plan.MaxOperands
+		var in []plan.Ref
+		if len(ops) > 0 {
+			k--
+			in = append(in, dst)
+		}
+		k = min(k, len(srcs))
+		in = append(in, srcs[:k]...)
+		srcs = srcs[k:]
+		op := mk([]plan.Ref{dst}, in...)
+		op.Combine = true
+		ops = append(ops, op)
+	}
+	return ops
 }
 
 // Plans returns the plans of a collective for a rank (with root for
@@ -396,23 +435,49 @@ func (c Config) validateRoot(root int) error {
 // AllReduce and AllGather first (nvls.go; ErrNoPlan when the links are not
 // switch-mapped); the NVLS plans are offered only then, and SelectFor
 // picks among the choices by type and operator too.
+//
+// Past AllPairsMaxRanks ranks on memory-mapped links, and wherever
+// Config.Algo names a family with bounded peers ("ring", "tree",
+// "bruck") that has a plan of the collective, AllReduce, AllGather,
+// ReduceScatter, Broadcast and Reduce take the plans with bounded peers
+// (Config.UsesBounded, BoundedPlans); AllToAll and SendRecv keep their
+// all-pairs plans up to PeerPlansMaxRanks. On port-mapped links the
+// port-channel plans serve up to PeerPlansMaxRanks ranks, reducing in a
+// chain of transfers past AllPairsMaxRanks (Staged), and the hierarchical
+// plans come first where the nodes allow them (hierPlans).
+// docs/collectives.md, "Selection", has the table.
 func Plans(c Config, coll Collective, root int) ([]Choice, error) {
 	if c.Algo == NVLSFamily {
 		return nvlsPlans(c, coll, root)
 	}
 	if c.PortOnly || c.Algo == PortFamily {
 		p, err := PortPlanRoot(c, coll, root)
+		var out []Choice
 		switch {
+		case errors.Is(err, ErrTooManyRanks) && c.PortOnly && (coll == AllReduce || coll == AllGather || coll == ReduceScatter):
+			return hierPlans(c, coll, nil) // the hierarchical plan alone, where it fits
 		case err != nil:
 			return nil, err
 		case p != nil && c.PortOnly && (coll == AllReduce || coll == AllGather || coll == ReduceScatter):
-			return hierPlans(c, coll, p)
+			if out, err = hierPlans(c, coll, p); err != nil {
+				return nil, err
+			}
 		case p != nil:
-			return []Choice{{Plan: p}}, nil
+			out = []Choice{{Plan: p}}
 		case c.PortOnly:
 			return nil, fmt.Errorf("algorithms: %v has no port-channel plan (%d ranks), and the links are not memory-mapped: %w", coll, c.NRanks, ErrNoPlan)
 		}
+		if out != nil {
+			if coll.Reduces() && c.NRanks > AllPairsMaxRanks {
+				// The flat plan combines in a chain (combineChain).
+				out[len(out)-1].Staged = true
+			}
+			return out, nil
+		}
 		c.Algo = "" // collectives without a port-channel plan keep their own
+	}
+	if c.UsesBounded(coll) {
+		return boundedSelection(c, coll, root)
 	}
 	out, err := memoryPlans(c, coll, root)
 	if err != nil || c.PortMinBytes <= 0 || c.Algo != "" {

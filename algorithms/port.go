@@ -22,6 +22,11 @@ import (
 //   - AllGatherPort and AllToAllPort: no SM moves data (the own segment is
 //     copied by channel 0's engine too). One block per group.
 //   - ReduceScatterPort: puts through engines, the reduction on SMs.
+//
+// Past AllPairsMaxRanks ranks the reducing plans (ReduceScatterPort,
+// AllReducePort, ReducePort) combine in a chain of transfers of at most
+// plan.MaxOperands sources (combineChain), so they serve every operator
+// but Avg (Plans marks them Staged); they serve up to PeerPlansMaxRanks.
 //   - AllReducePort (2PA over port channels): reduce-scatter through
 //     engines with the reduction of window w overlapping the puts of
 //     window w+1, then all-gather of the reduced chunk through engines. For
@@ -127,11 +132,10 @@ func ReduceScatterPort(c Config) (*plan.Plan, error) {
 		puts = append(puts, put)
 		srcs = append(srcs, plan.LS(ci))
 	}
-	red := xfer([]plan.Ref{plan.L(plan.Output)}, srcs...)
-	red.Combine = true
+	red := combineChain(xfer, plan.L(plan.Output), srcs)
 	send := c.portGroup(b, 1, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))),
 		cat(waits(all, sem(semDone, b)), flushes(all)))
-	recv := c.portGroup(b, 1, cat(waits(all, sem(semData, b)), []plan.Op{red}, skip(signals(all, sem(semFree, b)), 0, 2)),
+	recv := c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, skip(signals(all, sem(semFree, b)), 0, 2)),
 		signals(all, sem(semDone, b)))
 	return c.portPlan("reduce_scatter", b, 2*m, 3, send, recv)
 }
@@ -160,11 +164,10 @@ func AllReducePort(c Config) (*plan.Plan, error) {
 		gputs = append(gputs, plan.PortPut(ci, c.Rank, n, plan.RS(ci, m+slotOf(c.Rank, ch.Peer)), plan.L(plan.Output)))
 		copies = append(copies, plan.PortCopy(ci, ch.Peer, n, plan.L(plan.Output), plan.LS(m+ci)))
 	}
-	red := plan.Transfer(c.Rank, n, []plan.Ref{plan.L(plan.Output)}, srcs...)
-	red.Combine = true
+	red := combineChain(func(dsts []plan.Ref, srcs ...plan.Ref) plan.Op { return plan.Transfer(c.Rank, n, dsts, srcs...) }, plan.L(plan.Output), srcs)
 	send := c.portGroup(b, n, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))),
 		cat(waits(all, sem(semDone, b)), flushes(all)))
-	reduce := c.portGroup(b, n, cat(waits(all, sem(semData, b)), skip(waits(all, sem(semFree2, b)), 2, 0), []plan.Op{red},
+	reduce := c.portGroup(b, n, cat(waits(all, sem(semData, b)), skip(waits(all, sem(semFree2, b)), 2, 0), red,
 		skip(signals(all, sem(semFree, b)), 0, 2), gputs, signals(all, sem(semData2, b))),
 		cat(signals(all, sem(semDone, b)), waits(all, sem(semDone2, b)), flushes(all)))
 	gather := c.portGroup(b, n, cat(waits(all, sem(semData2, b)), copies, skip(signals(all, sem(semFree2, b)), 0, 2)),

@@ -93,7 +93,7 @@ func BroadcastLLWide(c Config, root int) (*plan.Plan, error) {
 }
 
 func broadcastLL(c Config, root int, s Shape, maxBytes int64, wide bool) (*plan.Plan, error) {
-	if err := c.validateRoot(root); err != nil {
+	if err := c.validateRootAllPairs(root); err != nil {
 		return nil, err
 	}
 	chs, all := c.channels(), c.others()
@@ -114,7 +114,7 @@ func broadcastLL(c Config, root int, s Shape, maxBytes int64, wide bool) (*plan.
 // BroadcastHB is the windowed Broadcast with Config.RootedHB's shape: the
 // root pushes each window into every peer's slot, the others copy it out.
 func BroadcastHB(c Config, root int) (*plan.Plan, error) {
-	if err := c.validateRoot(root); err != nil {
+	if err := c.validateRootAllPairs(root); err != nil {
 		return nil, err
 	}
 	c = c.rooted()
@@ -157,7 +157,7 @@ func ReduceLLWide(c Config, root int) (*plan.Plan, error) {
 }
 
 func reduceLL(c Config, root int, s Shape, maxBytes int64, wide bool) (*plan.Plan, error) {
-	if err := c.validateRoot(root); err != nil {
+	if err := c.validateRootAllPairs(root); err != nil {
 		return nil, err
 	}
 	all := c.others()
@@ -181,7 +181,7 @@ func reduceLL(c Config, root int, s Shape, maxBytes int64, wide bool) (*plan.Pla
 // push each window into their slot of the root's scratch; the root
 // combines.
 func ReduceHB(c Config, root int) (*plan.Plan, error) {
-	if err := c.validateRoot(root); err != nil {
+	if err := c.validateRootAllPairs(root); err != nil {
 		return nil, err
 	}
 	c = c.rooted()

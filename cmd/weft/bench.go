@@ -277,7 +277,7 @@ func runBench(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	nproc, err := jobRanks("bench", benchOpts.nproc, cfg.halName)
+	nproc, err := jobRanks("bench", benchOpts.nproc, cfg.halName, []algorithms.Collective{cfg.coll})
 	if err != nil {
 		return err
 	}

@@ -125,7 +125,7 @@ func runSoak(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	nproc, err := jobRanks("soak", soakOpts.nproc, soakOpts.hal)
+	nproc, err := jobRanks("soak", soakOpts.nproc, soakOpts.hal, cfg.colls)
 	if err != nil {
 		return err
 	}

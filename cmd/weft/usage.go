@@ -22,16 +22,22 @@ import (
 // jobRanks checks, in the process that starts a job and before anything
 // starts, what a multi-rank command (bench, soak) was given: the backend
 // (--hal, else WEFT_HAL, else the first available) must be registered and
-// available, and the rank count one the plans serve. nproc 0 asks for the
-// default: one rank per device of the backend, at least 2 (ranks then
-// share a device), so that a run without --nproc measures a collective
-// between ranks. It returns the rank count. Inside a job that a launcher
-// started, nproc is not used and is returned as it is.
+// available, and the rank count one that the plans of colls serve (the
+// collectives the command will run). nproc 0 asks for the default: one
+// rank per device of the backend, at least 2 (ranks then share a device),
+// so that a run without --nproc measures a collective between ranks. It
+// returns the rank count. Inside a job that a launcher started, nproc is
+// not used and is returned as it is.
 //
-// Errors: ErrInvalidArgument for an unknown backend or a rank count
-// outside what the plans serve (1 to plan.MaxOperands−1 ranks),
-// ErrNotSupported for a backend that cannot run on this machine.
-func jobRanks(what string, nproc int, halName string) (int, error) {
+// The rank limit is what algorithms.Plans reports for each collective with
+// the defaults for nproc ranks on memory-mapped links: none for the
+// collectives with plans with bounded peers; AllToAll and point-to-point
+// serve up to algorithms.PeerPlansMaxRanks.
+//
+// Errors: ErrInvalidArgument for an unknown backend or a rank count that
+// a collective's plans do not serve, naming it; ErrNotSupported for a
+// backend that cannot run on this machine.
+func jobRanks(what string, nproc int, halName string, colls []algorithms.Collective) (int, error) {
 	if _, inJob, err := bootstrap.FromEnv(); err != nil || inJob {
 		return nproc, err
 	}
@@ -57,22 +63,16 @@ func jobRanks(what string, nproc int, halName string) (int, error) {
 	if nproc < 1 {
 		return 0, fmt.Errorf("%s: --nproc %d: want at least 1 rank: %w", what, nproc, hal.ErrInvalidArgument)
 	}
-	if _, err := algorithms.Plans(algorithms.DefaultConfig(0, nproc, 1, false), algorithms.AllReduce, 0); err != nil {
-		return 0, fmt.Errorf("%s: --nproc %d: the plans serve 1 to %d ranks (%v): %w", what, nproc, maxRanks(), err, hal.ErrInvalidArgument)
+	for _, coll := range colls {
+		// Rank 0 and the last rank: every rank's plans have the same
+		// shape limits.
+		for _, r := range []int{0, nproc - 1} {
+			if _, err := algorithms.Plans(algorithms.DefaultConfig(r, nproc, 1, false), coll, 0); err != nil {
+				return 0, fmt.Errorf("%s: --nproc %d: %v has no plan for %d ranks (%v): %w", what, nproc, coll, nproc, err, hal.ErrInvalidArgument)
+			}
+		}
 	}
 	return nproc, nil
-}
-
-// maxRanks is the largest rank count the plans serve.
-func maxRanks() int {
-	n := 1
-	for n < 1<<16 {
-		if _, err := algorithms.Plans(algorithms.DefaultConfig(0, n+1, 1, false), algorithms.AllReduce, 0); err != nil {
-			break
-		}
-		n++
-	}
-	return n
 }
 
 // defaultRanks is the rank count of a command given no --nproc: the

@@ -31,7 +31,9 @@ func TestCheck(t *testing.T) {
 		{"WEFT_NET", "carrier-pigeon", false, "one of ib, socket"},
 		{"WEFT_JOB_SECRET", "abc", false, "32 to 128 hex digits"},
 		{"WEFT_ALGO", "port", true, ""},
-		{"WEFT_ALGO", "fast", false, "one of ll, hb, port, nvls"},
+		{"WEFT_ALGO", "ring", true, ""},
+		{"WEFT_ALGO", "bruck", true, ""},
+		{"WEFT_ALGO", "fast", false, "one of ll, hb, port, nvls, ring, tree, bruck"},
 	} {
 		t.Setenv(tc.name, tc.value)
 		err := Check(tc.name)

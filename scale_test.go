@@ -1,0 +1,127 @@
+package weft_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weftccl/weft"
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// scaleCases are the collectives of a communicator past 8 ranks (issue 21
+// item 2): for collective i, every other data type, rotating with i, so
+// that every type appears twice over the six collectives and every
+// collective runs six types; counts of one element, an LL-sized and an
+// HB-sized message in turn (hal/host windows are 16 KiB), in and out of
+// place; operators rotating over Sum, Max, Min, Prod, PreMulSum (a scalar
+// per rank) and, for floating types, Avg (which the plans with bounded
+// peers compute as PreMulSum with 1/n); roots at both ends.
+func scaleCases(n int) []collCase {
+	var cases []collCase
+	counts := []int64{1, 3001, 20011}
+	ops := []plan.RedOp{plan.Sum, plan.Max, plan.Min, plan.Prod, plan.PreMulSum, plan.Avg}
+	j := 0
+	for ci, coll := range algorithms.Collectives {
+		if coll == algorithms.SendRecv {
+			continue
+		}
+		for ti, t := range plan.DataTypes {
+			if (ti+ci)%2 != 0 {
+				continue
+			}
+			k := collCase{coll: coll, t: t, op: plan.Sum, count: counts[j%len(counts)], inPlace: j%2 == 1}
+			if coll.Rooted() && j%2 == 1 {
+				k.root = n - 1
+			}
+			if coll.Reduces() {
+				k.op = ops[j%len(ops)]
+				if k.op == plan.Avg && !t.Float() {
+					k.op = plan.Sum
+				}
+			}
+			cases = append(cases, k)
+			j++
+		}
+	}
+	return cases
+}
+
+// scaleChild is one rank of a job of 12 or more ranks: every collective
+// (scaleCases), each element checked, the plan family named (all-pairs
+// plans serve at most 8 ranks), integer Avg refused with
+// ErrNotSupported where the plans reduce in stages, then a group of
+// sends and receives to every peer (netP2P).
+func scaleChild(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+	defer releaseCaseBuffers(c, dev)
+	n := c.Size()
+	for _, k := range scaleCases(n) {
+		call := weft.Call{Coll: k.coll, Count: k.count, Type: k.t, Op: k.op, Root: k.root, Send: 1 << 30, Recv: 2 << 30}
+		name := c.PlanName(call)
+		if name == "" {
+			return fmt.Errorf("rank %d: %v: no plan", rank, k)
+		}
+		// Past 8 ranks: plans with bounded peers on one node; across
+		// nodes the hierarchical or port-channel plans; AllToAll keeps
+		// its plans with a channel per peer.
+		families := []string{"-tree", "-ring", "-bruck", "-chain"}
+		if os.Getenv("WEFT_NODE_ID") != "" {
+			families = []string{"-2ph-", "-port-"}
+		}
+		if k.coll != algorithms.AllToAll && !slices.ContainsFunc(families, func(f string) bool { return strings.Contains(name, f) }) {
+			return fmt.Errorf("rank %d: %v: plan %q, want one of %v", rank, k, name, families)
+		}
+		wrong, err := runColl(rank, c, dev, s, k)
+		if err != nil {
+			return fmt.Errorf("rank %d: %v (plan %s): %w", rank, k, name, err)
+		}
+		if wrong != 0 {
+			return fmt.Errorf("rank %d: %v (plan %s): %d wrong elements", rank, k, name, wrong)
+		}
+	}
+	// Avg of an integer type: no plan divides after reducing in stages.
+	k := collCase{coll: algorithms.AllReduce, t: plan.Int32, op: plan.Avg, count: 5}
+	if _, err := runColl(rank, c, dev, s, k); !errors.Is(err, hal.ErrNotSupported) {
+		return fmt.Errorf("rank %d: %v: error %v, want ErrNotSupported", rank, k, err)
+	}
+	return netP2P(rank, n, c, dev, s)
+}
+
+// TestCollectivesAt12Ranks runs every collective (every data type across
+// them) and a group of sends and receives to every peer with 12 ranks on
+// one node, as 12 processes on hal/host: past 8 ranks, AllReduce takes the
+// tree and ring plans, AllGather and ReduceScatter Bruck and ring,
+// Broadcast and Reduce the chains; AllToAll and point-to-point the
+// all-pairs plans (one channel per peer).
+func TestCollectivesAt12Ranks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns 12 processes")
+	}
+	out, err, took := runChildren(t, 12, "scale")
+	if err != nil {
+		t.Fatalf("12 ranks: %v\n%s", err, out)
+	}
+	t.Logf("12 ranks: %v", took.Round(time.Millisecond))
+}
+
+// TestCollectivesAt16RanksOn4Nodes runs the same with 16 ranks on 4
+// emulated nodes of 4 (WEFT_NODE_ID, the socket transport between nodes):
+// AllReduce, AllGather and ReduceScatter take the hierarchical plans, the
+// others (and Avg) the flat port-channel plans, which reduce in a chain
+// of transfers past 8 ranks.
+func TestCollectivesAt16RanksOn4Nodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns 16 processes")
+	}
+	out, err, took := runNodes(t, 16, 4, "scale")
+	if err != nil {
+		t.Fatalf("16 ranks on 4 nodes: %v\n%s", err, out)
+	}
+	t.Logf("16 ranks on 4 nodes: %v", took.Round(time.Millisecond))
+}
