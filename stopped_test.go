@@ -170,6 +170,7 @@ func runStopped(t *testing.T, nodes, victim int) {
 	// bound that only a hang of the code under test reaches, so that Run
 	// always returns and nothing is left behind.
 	released := make(chan struct{})
+	runDone := make(chan struct{}) // Run returned: every rank process has ended
 	go func() {
 		defer close(released)
 		select {
@@ -183,8 +184,11 @@ func runStopped(t *testing.T, nodes, victim int) {
 			return
 		}
 		syscall.Kill(pid, syscall.SIGCONT)
-		time.Sleep(10 * time.Second)
-		syscall.Kill(pid, syscall.SIGKILL) // no-op once it has exited
+		select { // the victim ends by itself once it runs; kill it if it does not
+		case <-runDone:
+		case <-time.After(10 * time.Second):
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}()
 	argv := []string{os.Args[0], "-test.run=^$"}
 	var err error
@@ -193,6 +197,7 @@ func runStopped(t *testing.T, nodes, victim int) {
 	} else {
 		err = bootstrap.Run(ctx, nproc, argv, env, &stopStream{w}, &stopStream{w})
 	}
+	close(runDone)
 	w.closeOnce.Do(func() { close(w.done) })
 	<-released
 

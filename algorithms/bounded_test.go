@@ -381,6 +381,15 @@ func single(b boundedBuilder, root int) func(algorithms.Config) ([]algorithms.Ch
 // segment where a rank's buffers hold n segments).
 func boundedCounts(b boundedBuilder, p *plan.Plan, n int, t plan.DataType) []int64 {
 	es := int64(t.Size())
+	if n > 16 {
+		// 33 and 64 ranks on two cores: what a large n checks is the step
+		// structure (one element, an odd count, one past the LL range or
+		// a windowed count); the size sweep runs on fewer ranks.
+		if p.MaxBytes > 0 {
+			return []int64{1, 7, p.MaxBytes/es/3 + 1}
+		}
+		return []int64{1, 33, (int64(256<<10)/int64(n))/es + 5}
+	}
 	if p.MaxBytes > 0 {
 		top := p.MaxBytes / es
 		return []int64{1, 7, top, top/3 + 1, 1000/es + 3, 2}
