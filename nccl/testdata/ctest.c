@@ -42,11 +42,64 @@ static int rank, nranks, passed, failed;
 
 static size_t typeSize(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8: case ncclUint8: return 1;
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
     case ncclFloat16: case ncclBfloat16: return 2;
     case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
     default: return 8;
   }
+}
+
+// Half, bfloat16 and FP8 (OCP e4m3: bias 7, no infinities; e5m2: bias 15)
+// for the small integers the tests use. Encoding finds the exact code, so
+// a value a type cannot hold shows up as a wrong element.
+static float halfTo(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  float f = e ? ldexpf(1.0f + m / 1024.0f, e - 15) : ldexpf(m / 1024.0f, -14);
+  return (h & 0x8000) ? -f : f;
+}
+static uint16_t toHalf(float f) {  // normal values, rounded to nearest (the tests' are exact)
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+  int e = (int)((x >> 23) & 0xff) - 127 + 15;
+  if ((x & 0x7fffffff) == 0 || e <= 0) return sign;
+  if (e >= 31) return sign | 0x7c00;
+  uint32_t m = x & 0x7fffff, rest = m & 0x1fff;
+  uint16_t h = (uint16_t)(sign | (e << 10) | (m >> 13));
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++;
+  return h;
+}
+static float bf16To(uint16_t b) {
+  uint32_t x = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+static uint16_t toBf16(float f) {  // exact for the values used: truncation keeps them
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  return (uint16_t)(x >> 16);
+}
+static float fp8To(uint8_t b, int mbits, int bias) {
+  int e = (b >> mbits) & ((1 << (7 - mbits)) - 1), m = b & ((1 << mbits) - 1);
+  float f = e ? ldexpf(1.0f + (float)m / (1 << mbits), e - bias) : ldexpf((float)m / (1 << mbits), 1 - bias);
+  return (b & 0x80) ? -f : f;
+}
+static uint8_t toFp8(float f, int mbits, int bias) {  // small integers: a table filled once
+  static uint8_t table[2][33];
+  static int filled[2];
+  int k = mbits == 3 ? 0 : 1;
+  if (!filled[k]) {
+    for (int v = 0; v <= 32; v++) {
+      table[k][v] = 0x7f;  // NaN: a value the type cannot hold shows up as wrong
+      for (int c = 0; c < 128; c++)
+        if (fp8To((uint8_t)c, mbits, bias) == (float)v) { table[k][v] = (uint8_t)c; break; }
+    }
+    filled[k] = 1;
+  }
+  float a = fabsf(f);
+  uint8_t c = (a == (float)(int)a && a <= 32) ? table[k][(int)a] : 0x7f;
+  return (uint8_t)(c | (f < 0 ? 0x80 : 0));
 }
 
 // Values are small integers, exact in every type used here.
@@ -57,6 +110,13 @@ static void put(void* buf, ncclDataType_t t, size_t i, double v) {
     case ncclInt64: ((int64_t*)buf)[i] = (int64_t)v; break;
     case ncclFloat32: ((float*)buf)[i] = (float)v; break;
     case ncclFloat64: ((double*)buf)[i] = v; break;
+    case ncclInt8: ((int8_t*)buf)[i] = (int8_t)v; break;
+    case ncclUint32: ((uint32_t*)buf)[i] = (uint32_t)v; break;
+    case ncclUint64: ((uint64_t*)buf)[i] = (uint64_t)v; break;
+    case ncclFloat16: ((uint16_t*)buf)[i] = toHalf((float)v); break;
+    case ncclBfloat16: ((uint16_t*)buf)[i] = toBf16((float)v); break;
+    case ncclFloat8e4m3: ((uint8_t*)buf)[i] = toFp8((float)v, 3, 7); break;
+    case ncclFloat8e5m2: ((uint8_t*)buf)[i] = toFp8((float)v, 2, 15); break;
     default: abort();
   }
 }
@@ -68,6 +128,13 @@ static double get(const void* buf, ncclDataType_t t, size_t i) {
     case ncclInt64: return (double)((const int64_t*)buf)[i];
     case ncclFloat32: return ((const float*)buf)[i];
     case ncclFloat64: return ((const double*)buf)[i];
+    case ncclInt8: return ((const int8_t*)buf)[i];
+    case ncclUint32: return ((const uint32_t*)buf)[i];
+    case ncclUint64: return (double)((const uint64_t*)buf)[i];
+    case ncclFloat16: return halfTo(((const uint16_t*)buf)[i]);
+    case ncclBfloat16: return bf16To(((const uint16_t*)buf)[i]);
+    case ncclFloat8e4m3: return fp8To(((const uint8_t*)buf)[i], 3, 7);
+    case ncclFloat8e5m2: return fp8To(((const uint8_t*)buf)[i], 2, 15);
     default: abort();
   }
 }
@@ -191,29 +258,37 @@ static void testPreMulSum(ncclComm_t comm) {
   }
 }
 
-// testPreMulSumPerRank: every rank passes its own scalar r + 2, as a host
+// testPreMulSumPerRank: every rank passes its own scalar, as a host
 // immediate and in device memory (on hal/host, ncclMemAlloc memory is host
-// memory the program writes directly); the result is
-// Σ_r in(r, j)·(r + 2) = (j % 7 + 1)·Σ_r (r + 1)(r + 2), exact in every
-// type used here up to 3 ranks (uint8: at most 7 × 20 = 140).
+// memory the program writes directly), for every NCCL 2.28 type. Wide
+// types: scalar r + 2 and input (r + 1)(j % 7 + 1), so the result is
+// (j % 7 + 1)·Σ_r (r + 1)(r + 2), exact up to 3 ranks (at most 7 × 20 =
+// 140: uint8, half and bfloat16 hold it). Narrow types (int8, FP8): scalar
+// r + 1 and input j % 2 + 1, so every partial sum of (r + 1)(j % 2 + 1) is
+// at most 12 and exact in e4m3 and e5m2.
+static const ncclDataType_t allTypes[] = {ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64, ncclUint64,
+                                          ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+static const char* allTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+                                     "half", "float", "double", "bfloat16", "fp8e4m3", "fp8e5m2"};
 static void testPreMulSumPerRank(ncclComm_t comm) {
-  double k = 0;
-  for (int r = 0; r < nranks; r++) k += (double)(r + 1) * (r + 2);
   const ncclScalarResidence_t where[] = {ncclScalarHostImmediate, ncclScalarDevice};
   const size_t ns[] = {7, 65537};
-  for (size_t ti = 0; ti < N(types); ti++) {
-    ncclDataType_t t = types[ti];
+  for (size_t ti = 0; ti < N(allTypes); ti++) {
+    ncclDataType_t t = allTypes[ti];
     size_t es = typeSize(t);
+    int narrow = t == ncclInt8 || t == ncclFloat8e4m3 || t == ncclFloat8e5m2;
+    double k = 0;  // Σ_r of rank r's scalar × its input's per-rank factor
+    for (int r = 0; r < nranks; r++) k += narrow ? (double)(r + 1) : (double)(r + 1) * (r + 2);
     for (size_t wi = 0; wi < N(where); wi++) {
       void* sc = alloc(8);
-      put(sc, t, 0, rank + 2);
+      put(sc, t, 0, narrow ? rank + 1 : rank + 2);
       ncclRedOp_t op;
       CALL(ncclRedOpCreatePreMulSum(&op, sc, t, where[wi], comm));
       for (size_t ci = 0; ci < N(ns); ci++) {
         size_t n = ns[ci];
         void* s = alloc(n * nranks * es);
         void* d = alloc(n * nranks * es);
-        for (size_t i = 0; i < n * nranks; i++) put(s, t, i, in(rank, i));
+        for (size_t i = 0; i < n * nranks; i++) put(s, t, i, narrow ? (double)(i % 2 + 1) : in(rank, i));
         for (int coll = 0; coll < 3; coll++) {
           size_t base = 0;
           int check = 1;
@@ -224,10 +299,10 @@ static void testPreMulSumPerRank(ncclComm_t comm) {
           }
           int bad = 0;
           for (size_t i = 0; check && i < n; i++) {
-            double want = (double)((base + i) % 7 + 1) * k, got = get(d, t, i);
+            double want = (double)(narrow ? (base + i) % 2 + 1 : (base + i) % 7 + 1) * k, got = get(d, t, i);
             if (got != want && bad++ < 3) fprintf(stderr, "rank %d:   element %zu: got %g, want %g\n", rank, i, got, want);
           }
-          CHECK(bad == 0, "PreMulSum per rank, type %s, scalar residence %d, collective %d, count %zu: %d wrong", typeNames[ti],
+          CHECK(bad == 0, "PreMulSum per rank, type %s, scalar residence %d, collective %d, count %zu: %d wrong", allTypeNames[ti],
                 (int)where[wi], coll, n, bad);
         }
         ncclMemFree(s);
