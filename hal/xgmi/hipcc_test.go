@@ -273,8 +273,8 @@ func gpuPlans(t *testing.T) []*plan.Plan {
 			for _, ch := range choices {
 				add(ch.Plan)
 			}
-			// The plans with bounded peers (not in selection yet:
-			// algorithms.BoundedPlans) of 2 and 16 ranks, rank 1.
+			// The plans with bounded peers (algorithms.BoundedPlans,
+			// selected past 8 ranks) of 2 and 16 ranks, rank 1.
 			for _, bn := range map[int][]int{2: {2, 16}}[n] {
 				bc := algorithms.DefaultConfig(1, bn, cus, true)
 				bc.LL = ll
