@@ -32,7 +32,10 @@ func TestInPlaceAllToAll(t *testing.T) {
 	for _, n := range []int{2, 3, 4, 5} {
 		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
 			var cases []collCase
-			for _, typ := range plan.DataTypes {
+			for ti, typ := range plan.DataTypes {
+				if n > 2 && ti%3 != n%3 { // every type on 2 ranks, a third of them on each larger count
+					continue
+				}
 				for _, count := range inPlaceA2ACounts(typ, llMax) {
 					cases = append(cases, collCase{coll: algorithms.AllToAll, t: typ, op: plan.Sum, count: count, inPlace: true})
 				}

@@ -2,6 +2,7 @@ package weft_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/weftccl/weft/algorithms"
@@ -36,7 +37,11 @@ func premulCases(n int, counts []int64) []collCase {
 func TestPreMulSumPerRankScalars(t *testing.T) {
 	for _, n := range []int{3, 4, 5} {
 		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
-			runCases(t, n, premulCases(n, []int64{37, 70001}))
+			cases := premulCases(n, []int64{37, 70001})
+			if n > 3 { // every type on 3 ranks, half of them on each larger count
+				cases = slices.DeleteFunc(cases, func(k collCase) bool { return slices.Index(plan.DataTypes, k.t)%2 != n%2 })
+			}
+			runCases(t, n, cases)
 		})
 	}
 }

@@ -438,25 +438,33 @@ func (b *blockCtx) signal(o plan.Op) {
 }
 
 // spin polls ready until it returns true, the deadline passes (false) or
-// the launch is aborted (false).
+// the launch is aborted (false). It yields for the first spinYields polls
+// (a peer block of this process may be about to store), then sleeps with a
+// growing pause of at most spinMaxSleep: ranks are often separate
+// processes on few cores, and a process that only yields keeps its core
+// from the peer it waits for.
 func (b *blockCtx) spin(ready func() bool) bool {
 	deadline := time.Now().Add(b.timeout)
 	for i := 0; ; i++ {
 		if ready() {
 			return true
 		}
-		if i&63 == 63 {
-			if b.aborted() || time.Now().After(deadline) {
-				return ready()
-			}
-			if i > 4096 {
-				time.Sleep(20 * time.Microsecond)
-				continue
-			}
+		if i&15 == 15 && (b.aborted() || time.Now().After(deadline)) {
+			return ready()
 		}
-		runtime.Gosched()
+		if i < spinYields {
+			runtime.Gosched()
+			continue
+		}
+		time.Sleep(min(time.Duration(i-spinYields+1)*time.Microsecond, spinMaxSleep))
 	}
 }
+
+// spinYields and spinMaxSleep shape spin's backoff (see there).
+const (
+	spinYields   = 1024
+	spinMaxSleep = 100 * time.Microsecond
+)
 
 func (b *blockCtx) wait(o plan.Op, checkCount bool) bool {
 	s := o.Sem + b.part
