@@ -84,25 +84,18 @@ func RingAllReduceLL(c Config) (*plan.Plan, error) {
 	if err := c.validateBounded(); err != nil {
 		return nil, err
 	}
-	n, r := c.NRanks, c.Rank
-	if n == 1 {
+	if c.NRanks == 1 {
 		return c.copyPlan("all_reduce-ring", 0, 0)
 	}
 	chans, _, next := c.ring()
-	tr := func(chunk int, dsts []plan.Ref, srcs ...plan.Ref) plan.Op {
-		return plan.Transfer(mod(chunk, n), n, dsts, srcs...)
-	}
-	in, out := plan.L(plan.Input), plan.L(plan.Output)
-	ops := []plan.Op{tr(r-1, []plan.Ref{plan.RS(next, 0)}, in)}
-	for s := 1; s <= n-2; s++ {
-		ops = append(ops, tr(r-1-s, []plan.Ref{plan.RS(next, 0)}, in, plan.LS(0)))
-	}
-	ops = append(ops, tr(r, []plan.Ref{out, plan.RS(next, 1)}, in, plan.LS(0)))
-	for t := 1; t <= n-2; t++ {
-		ops = append(ops, tr(r-t, []plan.Ref{out, plan.RS(next, 1)}, plan.LS(1)))
-	}
-	ops = append(ops, tr(r+1, []plan.Ref{out}, plan.LS(1)))
-	return c.boundedLL("all_reduce-ring", chans, 2, 0, c.boundedLLMaxBytes(2), ops)
+	// Two slots: the reduce-scatter steps use slot 0, the all-gather steps 1.
+	steps := c.ringAllReduceSteps(next, func(step int) int {
+		if step >= c.NRanks-1 {
+			return 1
+		}
+		return 0
+	})
+	return c.ringLL("all_reduce-ring", chans, c.NRanks, 2, c.boundedLLMaxBytes(2), steps)
 }
 
 // RingAllReduceHB builds the windowed ring AllReduce for one rank: in each
@@ -116,29 +109,32 @@ func RingAllReduceHB(c Config) (*plan.Plan, error) {
 	if err := c.validateBounded(); err != nil {
 		return nil, err
 	}
-	n, r := c.NRanks, c.Rank
-	if n == 1 {
+	if c.NRanks == 1 {
 		return c.copyPlan("all_reduce-ring", 0, 0)
 	}
 	chans, prev, next := c.ring()
-	b := c.HB.Blocks
-	waitFree, signalFree, after := c.ringHandshakes(prev, next)
-	sig, wait := plan.Signal(next, sem(ringData, b)), plan.Wait(prev, sem(ringData, b))
-	tr := func(chunk int, dsts []plan.Ref, srcs ...plan.Ref) plan.Op {
-		return plan.Transfer(mod(chunk, n), n, dsts, srcs...)
-	}
+	steps := c.ringAllReduceSteps(next, func(step int) int { return step })
+	return c.ringHB("all_reduce-ring", chans, prev, next, c.NRanks, 2*(c.NRanks-1), steps)
+}
+
+// ringAllReduceSteps are the 2(n−1) steps of the ring AllReduce on this
+// rank, over n chunks: n−1 reduce-scatter steps (step s sends chunk r−1−s,
+// from s = 1 reduced with the partial sum received), the step that
+// completes chunk r into the output and forwards it, and n−2 all-gather
+// steps forwarding what arrives. slot(step) is the scratch slot of rank+1
+// that step writes (and, one step later, this rank reads).
+func (c Config) ringAllReduceSteps(next int, slot func(step int) int) []ringStep {
+	n, r := c.NRanks, c.Rank
 	in, out := plan.L(plan.Input), plan.L(plan.Output)
-	ops := []plan.Op{waitFree, tr(r-1, []plan.Ref{plan.RS(next, 0)}, in), sig}
+	steps := []ringStep{{mod(r-1, n), []plan.Ref{plan.RS(next, slot(0))}, []plan.Ref{in}}}
 	for s := 1; s <= n-2; s++ {
-		ops = append(ops, wait, tr(r-1-s, []plan.Ref{plan.RS(next, s)}, in, plan.LS(s-1)), sig)
+		steps = append(steps, ringStep{mod(r-1-s, n), []plan.Ref{plan.RS(next, slot(s))}, []plan.Ref{in, plan.LS(slot(s - 1))}})
 	}
-	ops = append(ops, wait, tr(r, []plan.Ref{out, plan.RS(next, n-1)}, in, plan.LS(n-2)), sig)
+	steps = append(steps, ringStep{mod(r, n), []plan.Ref{out, plan.RS(next, slot(n-1))}, []plan.Ref{in, plan.LS(slot(n - 2))}})
 	for t := 1; t <= n-2; t++ {
-		ops = append(ops, wait, tr(r-t, []plan.Ref{out, plan.RS(next, n-1+t)}, plan.LS(n-2+t)), sig)
+		steps = append(steps, ringStep{mod(r-t, n), []plan.Ref{out, plan.RS(next, slot(n-1+t))}, []plan.Ref{plan.LS(slot(n - 2 + t))}})
 	}
-	ops = append(ops, wait, tr(r+1, []plan.Ref{out}, plan.LS(2*n-3)), signalFree)
-	slots := 2 * (n - 1)
-	return c.boundedHB("all_reduce-ring", chans, c.boundedWindow(slots), slots, ringSems, plan.Group{NChunks: n, Ops: ops, After: after})
+	return append(steps, ringStep{mod(r+1, n), []plan.Ref{out}, []plan.Ref{plan.LS(slot(2*n - 3))}})
 }
 
 // RingAllGatherLL builds the ring AllGather with LL packets: n−1 steps,
@@ -150,19 +146,12 @@ func RingAllGatherLL(c Config) (*plan.Plan, error) {
 	if err := c.validateBounded(); err != nil {
 		return nil, err
 	}
-	n, r := c.NRanks, c.Rank
-	if n == 1 {
+	if c.NRanks == 1 {
 		return c.copyPlan("all_gather-ring", 0, 0)
 	}
 	chans, _, next := c.ring()
-	out := func(seg int) plan.Ref { return plan.L(plan.Output).At(mod(seg, n)) }
-	all := func(dsts []plan.Ref, src plan.Ref) plan.Op { return plan.Transfer(plan.All, 0, dsts, src) }
-	ops := []plan.Op{all([]plan.Ref{out(r), plan.RS(next, 0)}, plan.L(plan.Input))}
-	for t := 1; t <= n-2; t++ {
-		ops = append(ops, all([]plan.Ref{out(r - t), plan.RS(next, t)}, plan.LS(t-1)))
-	}
-	ops = append(ops, all([]plan.Ref{out(r + 1)}, plan.LS(n-2)))
-	return c.boundedLL("all_gather-ring", chans, n-1, 0, c.boundedLLMaxBytes(n-1), ops)
+	n := c.NRanks
+	return c.ringLL("all_gather-ring", chans, 0, n-1, c.boundedLLMaxBytes(n-1), c.ringAllGatherSteps(next))
 }
 
 // RingAllGatherHB builds the windowed ring AllGather: in each window, n−1
@@ -173,21 +162,24 @@ func RingAllGatherHB(c Config) (*plan.Plan, error) {
 	if err := c.validateBounded(); err != nil {
 		return nil, err
 	}
-	n, r := c.NRanks, c.Rank
-	if n == 1 {
+	if c.NRanks == 1 {
 		return c.copyPlan("all_gather-ring", 0, 0)
 	}
 	chans, prev, next := c.ring()
-	b := c.HB.Blocks
-	waitFree, signalFree, after := c.ringHandshakes(prev, next)
-	sig, wait := plan.Signal(next, sem(ringData, b)), plan.Wait(prev, sem(ringData, b))
+	return c.ringHB("all_gather-ring", chans, prev, next, 0, c.NRanks-1, c.ringAllGatherSteps(next))
+}
+
+// ringAllGatherSteps: step t forwards segment r−t (its own input at t = 0)
+// through slot t of rank+1 and keeps it in that output segment; the last
+// step only keeps segment r+1.
+func (c Config) ringAllGatherSteps(next int) []ringStep {
+	n, r := c.NRanks, c.Rank
 	out := func(seg int) plan.Ref { return plan.L(plan.Output).At(mod(seg, n)) }
-	ops := []plan.Op{waitFree, xfer([]plan.Ref{out(r), plan.RS(next, 0)}, plan.L(plan.Input)), sig}
+	steps := []ringStep{{-1, []plan.Ref{out(r), plan.RS(next, 0)}, []plan.Ref{plan.L(plan.Input)}}}
 	for t := 1; t <= n-2; t++ {
-		ops = append(ops, wait, xfer([]plan.Ref{out(r - t), plan.RS(next, t)}, plan.LS(t-1)), sig)
+		steps = append(steps, ringStep{-1, []plan.Ref{out(r - t), plan.RS(next, t)}, []plan.Ref{plan.LS(t - 1)}})
 	}
-	ops = append(ops, wait, xfer([]plan.Ref{out(r + 1)}, plan.LS(n-2)), signalFree)
-	return c.boundedHB("all_gather-ring", chans, c.boundedWindow(n-1), n-1, ringSems, plan.Group{NChunks: 1, Ops: ops, After: after})
+	return append(steps, ringStep{-1, []plan.Ref{out(r + 1)}, []plan.Ref{plan.LS(n - 2)}})
 }
 
 // RingReduceScatterLL builds the ring ReduceScatter with LL packets: step s
@@ -199,19 +191,12 @@ func RingReduceScatterLL(c Config) (*plan.Plan, error) {
 	if err := c.validateBounded(); err != nil {
 		return nil, err
 	}
-	n, r := c.NRanks, c.Rank
-	if n == 1 {
+	if c.NRanks == 1 {
 		return c.copyPlan("reduce_scatter-ring", 0, 0)
 	}
 	chans, _, next := c.ring()
-	in := func(seg int) plan.Ref { return plan.L(plan.Input).At(mod(seg, n)) }
-	all := func(dsts []plan.Ref, srcs ...plan.Ref) plan.Op { return plan.Transfer(plan.All, 0, dsts, srcs...) }
-	ops := []plan.Op{all([]plan.Ref{plan.RS(next, 0)}, in(r-1))}
-	for s := 1; s <= n-2; s++ {
-		ops = append(ops, all([]plan.Ref{plan.RS(next, s)}, in(r-1-s), plan.LS(s-1)))
-	}
-	ops = append(ops, all([]plan.Ref{plan.L(plan.Output)}, in(r), plan.LS(n-2)))
-	return c.boundedLL("reduce_scatter-ring", chans, n-1, 0, c.boundedLLMaxBytes(n-1), ops)
+	n := c.NRanks
+	return c.ringLL("reduce_scatter-ring", chans, 0, n-1, c.boundedLLMaxBytes(n-1), c.ringReduceScatterSteps(next))
 }
 
 // RingReduceScatterHB builds the windowed ring ReduceScatter (the steps of
@@ -221,21 +206,81 @@ func RingReduceScatterHB(c Config) (*plan.Plan, error) {
 	if err := c.validateBounded(); err != nil {
 		return nil, err
 	}
-	n, r := c.NRanks, c.Rank
-	if n == 1 {
+	if c.NRanks == 1 {
 		return c.copyPlan("reduce_scatter-ring", 0, 0)
 	}
 	chans, prev, next := c.ring()
+	return c.ringHB("reduce_scatter-ring", chans, prev, next, 0, c.NRanks-1, c.ringReduceScatterSteps(next))
+}
+
+// ringReduceScatterSteps: step s sends input segment r−1−s, reduced from
+// s = 1 with the partial sum received in slot s−1, to slot s of rank+1;
+// the last step reduces segment r into the output.
+func (c Config) ringReduceScatterSteps(next int) []ringStep {
+	n, r := c.NRanks, c.Rank
+	in := func(seg int) plan.Ref { return plan.L(plan.Input).At(mod(seg, n)) }
+	steps := []ringStep{{-1, []plan.Ref{plan.RS(next, 0)}, []plan.Ref{in(r - 1)}}}
+	for s := 1; s <= n-2; s++ {
+		steps = append(steps, ringStep{-1, []plan.Ref{plan.RS(next, s)}, []plan.Ref{in(r - 1 - s), plan.LS(s - 1)}})
+	}
+	return append(steps, ringStep{-1, []plan.Ref{plan.L(plan.Output)}, []plan.Ref{in(r), plan.LS(n - 2)}})
+}
+
+// ringStep is one step of a ring plan: chunk (0 to the plan's chunks − 1;
+// −1: the whole range) moved from srcs to dsts. The remote destination and the
+// local source name scratch slots.
+type ringStep struct {
+	chunk      int
+	dsts, srcs []plan.Ref
+}
+
+// transfer is the step's transfer in a plan of nChunks chunks (0: the whole
+// range, as windowed plans take it, in chunk 0 of 1; LL plans, in plan.All).
+func (s ringStep) transfer(nChunks int, ll bool) plan.Op {
+	switch {
+	case s.chunk >= 0:
+		return plan.Transfer(s.chunk, nChunks, s.dsts, s.srcs...)
+	case ll:
+		return plan.Transfer(plan.All, 0, s.dsts, s.srcs...)
+	}
+	return xfer(s.dsts, s.srcs...)
+}
+
+// ringLL is a ring plan with LL packets: the steps in order (a step reads
+// what the one before it received; LL flags are the waits), slots scratch
+// slots, messages up to maxBytes.
+func (c Config) ringLL(name string, chans []plan.Channel, nChunks, slots int, maxBytes int64, steps []ringStep) (*plan.Plan, error) {
+	ops := make([]plan.Op, len(steps))
+	for i, s := range steps {
+		ops[i] = s.transfer(nChunks, true)
+	}
+	return c.boundedLL(name, chans, slots, 0, maxBytes, ops)
+}
+
+// ringHB is the windowed form over slots scratch slots: in each window the
+// first step waits until rank+1 has freed its slots, every later step
+// waits for the data of rank−1 before it reads, every step but the last
+// signals rank+1, and the last frees this rank's slots for rank−1
+// (ringHandshakes).
+func (c Config) ringHB(name string, chans []plan.Channel, prev, next, nChunks, slots int, steps []ringStep) (*plan.Plan, error) {
 	b := c.HB.Blocks
 	waitFree, signalFree, after := c.ringHandshakes(prev, next)
 	sig, wait := plan.Signal(next, sem(ringData, b)), plan.Wait(prev, sem(ringData, b))
-	in := func(seg int) plan.Ref { return plan.L(plan.Input).At(mod(seg, n)) }
-	ops := []plan.Op{waitFree, xfer([]plan.Ref{plan.RS(next, 0)}, in(r-1)), sig}
-	for s := 1; s <= n-2; s++ {
-		ops = append(ops, wait, xfer([]plan.Ref{plan.RS(next, s)}, in(r-1-s), plan.LS(s-1)), sig)
+	ops := make([]plan.Op, 0, 3*len(steps))
+	for i, s := range steps {
+		if i == 0 {
+			ops = append(ops, waitFree)
+		} else {
+			ops = append(ops, wait)
+		}
+		ops = append(ops, s.transfer(nChunks, false))
+		if i == len(steps)-1 {
+			ops = append(ops, signalFree)
+		} else {
+			ops = append(ops, sig)
+		}
 	}
-	ops = append(ops, wait, xfer([]plan.Ref{plan.L(plan.Output)}, in(r), plan.LS(n-2)), signalFree)
-	return c.boundedHB("reduce_scatter-ring", chans, c.boundedWindow(n-1), n-1, ringSems, plan.Group{NChunks: 1, Ops: ops, After: after})
+	return c.boundedHB(name, chans, c.boundedWindow(slots), slots, ringSems, plan.Group{NChunks: max(nChunks, 1), Ops: ops, After: after})
 }
 
 // chainRole is a rank's place in a chain: whether it receives from rank−1

@@ -290,6 +290,12 @@ func writePlot(path string, r *benchReport) error {
 			}
 		}
 	}
+	return writePanels(path, bus, tm)
+}
+
+// writePanels draws the bus-bandwidth and time panels side by side (13 ×
+// 5.5 inches) into the SVG file path. Errors wrap hal.ErrSystem.
+func writePanels(path string, bus, tm *plot.Plot) error {
 	const w, h = 13 * vg.Inch, 5.5 * vg.Inch
 	c := vgsvg.New(w, h)
 	dc := draw.New(c)

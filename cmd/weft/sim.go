@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"image/color"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -20,7 +19,6 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 var simOpts struct {
@@ -255,25 +253,7 @@ func writeSimPlot(path string, cl sim.Cluster, tables []simTable) error {
 	if err != nil {
 		return err
 	}
-	const w, h = 13 * vg.Inch, 5.5 * vg.Inch
-	c := vgsvg.New(w, h)
-	dc := draw.New(c)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Points(18), PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(12)}
-	cv := plot.Align([][]*plot.Plot{{bus, tm}}, tiles, dc)
-	bus.Draw(cv[0][0])
-	tm.Draw(cv[0][1])
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("sim plot: %v: %w", err, hal.ErrSystem)
-	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("sim plot %s: %v: %w", path, err, hal.ErrSystem)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("sim plot %s: %v: %w", path, err, hal.ErrSystem)
-	}
-	return nil
+	return writePanels(path, bus, tm)
 }
 
 var simColors = append(append([]color.Color{}, plotColors...),
