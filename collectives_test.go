@@ -425,6 +425,7 @@ func testP2P(t *testing.T, backend string, n int) {
 // by both sides as a count mismatch naming the peer, not computed (sizes
 // of the windowed plan; TestP2PLLMismatch has the LL plan's).
 func TestP2PMismatch(t *testing.T) {
+	t.Parallel() // waits on sockets and deadlines more than it computes
 	errs := runRanksOpts(t, "host", 2, weft.Options{Timeout: 5 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 		b, err := dev.Alloc(1 << 20)
 		if err != nil {

@@ -100,6 +100,7 @@ func scaleChild(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 // Broadcast and Reduce the chains; AllToAll and point-to-point the
 // all-pairs plans (one channel per peer).
 func TestCollectivesAt12Ranks(t *testing.T) {
+	t.Parallel() // waits on sockets and deadlines more than it computes
 	if testing.Short() {
 		t.Skip("spawns 12 processes")
 	}
@@ -116,6 +117,7 @@ func TestCollectivesAt12Ranks(t *testing.T) {
 // others (and Avg) the flat port-channel plans, which reduce in a chain
 // of transfers past 8 ranks.
 func TestCollectivesAt16RanksOn4Nodes(t *testing.T) {
+	t.Parallel() // waits on sockets and deadlines more than it computes
 	if testing.Short() {
 		t.Skip("spawns 16 processes")
 	}
