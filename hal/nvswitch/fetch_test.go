@@ -33,8 +33,12 @@ func TestFetchFD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := io.ReadAll(io.NewSectionReader(os.NewFile(uintptr(fd), "fetched"), 0, 100))
-	syscall.Close(fd)
+	// The *os.File owns fd from here: closing it through the File (not
+	// syscall.Close) keeps its finalizer from closing the number again
+	// after another test has reused it.
+	fetched := os.NewFile(uintptr(fd), "fetched")
+	got, _ := io.ReadAll(io.NewSectionReader(fetched, 0, 100))
+	fetched.Close()
 	if string(got) != "exported" {
 		t.Errorf("fetched descriptor reads %q", got)
 	}

@@ -95,14 +95,14 @@ func TestDupFDBetweenProcesses(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("DupFD(%d, %d): %v", pid, fd, err)
 	}
+	if flags, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(nfd), syscall.F_GETFD, 0); e == 0 && flags&syscall.FD_CLOEXEC == 0 {
+		t.Error("the fetched descriptor is not close-on-exec")
+	}
 	f := os.NewFile(uintptr(nfd), "dup")
 	got, err := io.ReadAll(f)
 	f.Close()
 	if err != nil || string(got) != "pidfd_getfd" {
 		t.Errorf("read through the fetched descriptor: %q, %v; want %q (the child's file from its offset 5)", got, err, "pidfd_getfd")
-	}
-	if flags, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(nfd), syscall.F_GETFD, 0); e == 0 && flags&syscall.FD_CLOEXEC == 0 {
-		t.Error("the fetched descriptor is not close-on-exec")
 	}
 
 	// A descriptor number the child has not opened.
