@@ -93,7 +93,10 @@ func TestAllReduceHost(t *testing.T) {
 		sizes = []int64{0, 3, 17, 4096 + 3, 300000}
 	}
 	for _, n := range []int{2, 3, 4, 8} {
-		for _, dt := range plan.DataTypes {
+		for ti, dt := range plan.DataTypes {
+			if n > 2 && ti%3 != n%3 { // every type on 2 ranks, a third of them on each larger count
+				continue
+			}
 			t.Run(fmt.Sprintf("n%d-%v", n, dt), func(t *testing.T) {
 				errs := runRanks(t, "host", n, sweep(sizes, dt, plan.Sum))
 				reportRanks(t, errs)
