@@ -215,7 +215,10 @@ func TestAllReduceHost64MB(t *testing.T) {
 func TestAllReduce2PAPushHost(t *testing.T) {
 	sizes := []int64{0, 3, 17, 4096 + 3, 64 << 10, 300000 + 4}
 	for _, n := range []int{2, 3, 4, 8} {
-		for _, dt := range plan.DataTypes {
+		for ti, dt := range plan.DataTypes {
+			if n > 2 && ti%3 != n%3 { // every type on 2 ranks, a third of them on each larger count
+				continue
+			}
 			t.Run(fmt.Sprintf("n%d-%v", n, dt), func(t *testing.T) {
 				errs := runRanksConfig(t, n, func(c *algorithms.Config) {
 					c.LLMaxBytes, c.MidMaxBytes = 16, 16
