@@ -32,11 +32,15 @@ hip-clang:
 	@echo "make: finding a clang with the AMDGPU target for hal/xgmi's tests (installs clang-19 when missing)"
 	@scripts/install-hip-clang.sh >/dev/null
 
-test: nocgo hip-clang
-	@echo "make: go vet ./..."
-	@$(GO) vet ./...
-	@echo "make: go test ./... (hal/host on CPU-only machines; GPU tests skip with a reason)"
-	@clang=$$(scripts/install-hip-clang.sh) && WEFT_HIP_CLANG=$$clang $(GO) test -count=1 -timeout 30m ./...
+# The cgo-free build and vet run beside the tests (the tests' tail is one
+# package on one core); any of the three failing fails the target.
+test: hip-clang
+	@echo "make: go test ./... (hal/host on CPU-only machines; GPU tests skip with a reason), beside go vet ./... and a build without cgo"
+	@CGO_ENABLED=0 $(GO) build ./... & nocgo=$$!; $(GO) vet ./... & vet=$$!; \
+	clang=$$(scripts/install-hip-clang.sh) && WEFT_HIP_CLANG=$$clang $(GO) test -count=1 -timeout 30m ./...; rc=$$?; \
+	wait $$nocgo || { echo "make: CGO_ENABLED=0 go build ./... failed"; rc=1; }; \
+	wait $$vet || { echo "make: go vet ./... failed"; rc=1; }; \
+	exit $$rc
 
 run: build
 	@echo "make: weft bench allreduce --nproc $(NPROC) $(BENCH_ARGS)"

@@ -191,6 +191,7 @@ func TestAllReduceNVLink(t *testing.T) {
 // The largest size the issue names, 64 MB, on 4 goroutine ranks: float
 // through the zero-copy 2PA plan, bfloat16 in place.
 func TestAllReduceHost64MB(t *testing.T) {
+	t.Parallel() // computes while the socket-bound parallel tests wait
 	if testing.Short() {
 		t.Skip("64 MB per rank: not in -short")
 	}

@@ -221,6 +221,7 @@ func TestCollectivesAcrossNodes(t *testing.T) {
 // TestKilledRankAcrossNodes: a rank killed mid-collective makes the
 // survivors fail within 30 s with errors that name it.
 func TestKilledRankAcrossNodes(t *testing.T) {
+	t.Parallel() // waits on a killed peer and sockets
 	if testing.Short() {
 		t.Skip("spawns processes and waits for a failure: not in -short")
 	}
