@@ -251,6 +251,7 @@ func TestCollectivesTypesOps(t *testing.T) {
 // TestCollectivesRanksSizes: 1 to 8 ranks, sizes from 0 through the LL/HB
 // threshold to many windows, every root.
 func TestCollectivesRanksSizes(t *testing.T) {
+	t.Parallel() // computes while the socket-bound parallel tests wait
 	for _, n := range []int{1, 2, 4, 5, 8} {
 		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
 			var cases []collCase

@@ -142,6 +142,7 @@ func TestP2PPlanChoice(t *testing.T) {
 // 16-byte boundaries, on 2, 3 and 4 ranks, each size three times in a row
 // (both scratch halves and a reuse of the first).
 func TestP2PLLSizes(t *testing.T) {
+	t.Parallel() // computes while the socket-bound parallel tests wait
 	m := p2pLLMax(t)
 	sizes := []int64{0, 1, 7, 8, 9, 15, 16, 17, 4095, m - 1, m, m + 1, 2*m + 3}
 	for _, n := range []int{2, 3, 4} {
