@@ -394,17 +394,19 @@ func boundedCounts(b boundedBuilder, p *plan.Plan, n int, t plan.DataType) []int
 		top := p.MaxBytes / es
 		return []int64{1, 7, top, top/3 + 1, 1000/es + 3, 2}
 	}
-	big := int64(3<<20) / es // a few MiB
+	// Windowed plans: hal/host's 16 KiB windows (DefaultConfig), so 768 KiB
+	// per rank crosses 48 of them and every scratch slot many times over.
+	big := int64(768<<10) / es
 	if b.coll == algorithms.AllGather || b.coll == algorithms.ReduceScatter {
-		big = (int64(4<<20) / int64(n)) / es
+		big = (int64(1536<<10) / int64(n)) / es
 	} else if n > 8 {
-		big = (1 << 20) / es
+		big = (384 << 10) / es
 	}
 	return []int64{1, 5, 100<<10/es + 3, big, 33, big/7 + 1}
 }
 
 // Every plan with bounded peers, on 2 to 64 ranks of hal/host in one
-// process: consecutive calls of 1 element to a few MiB with exact results,
+// process: consecutive calls of 1 element to 768 KiB with exact results,
 // for Sum, Max and PreMulSum (a scalar per rank) on float32, bfloat16,
 // int32 and FP8 E4M3, roots at both ends and inside. -short stops at 8
 // ranks.

@@ -136,6 +136,7 @@ func writeDeviceTree(t *testing.T) string {
 type compileJob struct {
 	src, arch string
 	flags     []string // added to hipFlags
+	first     int      // index of the unit's first kernel (plan units)
 	asm       string   // the assembly, once compiled
 	err       error
 }
@@ -353,7 +354,7 @@ type planKernel struct {
 
 // planUnits writes kernels into translation units of at most n kernels
 // and returns one job per unit and target.
-func planUnits(t *testing.T, dir, prefix string, ks []planKernel, n int, flags []string) []*compileJob {
+func planUnits(t *testing.T, dir, prefix string, ks []planKernel, n int, flags []string, alternate bool) []*compileJob {
 	t.Helper()
 	var jobs []*compileJob
 	for u := 0; u*n < len(ks); u++ {
@@ -365,8 +366,14 @@ func planUnits(t *testing.T, dir, prefix string, ks []planKernel, n int, flags [
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(kernelUnit(t, srcs, u*n)), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		if alternate {
+			// One target a unit, in turn: each target gets every other
+			// unit, so both compile kernels of every kind between them.
+			jobs = append(jobs, &compileJob{src: name, arch: hipArches[u%len(hipArches)], flags: flags, first: u * n})
+			continue
+		}
 		for _, arch := range hipArches {
-			jobs = append(jobs, &compileJob{src: name, arch: arch, flags: flags})
+			jobs = append(jobs, &compileJob{src: name, arch: arch, flags: flags, first: u * n})
 		}
 	}
 	return jobs
@@ -378,7 +385,9 @@ func planUnits(t *testing.T, dir, prefix string, ks []planKernel, n int, flags [
 // set is representative: every plan once, for one of its cases in turn (so
 // that every data type and operator of planCases meets some plan, and each
 // case meets plans of every collective and size), and, for plans that
-// reduce, FP8 E4M3 Sum too (the largest code). -hip-front (WEFT_HIP_FULL=front)
+// reduce, FP8 E4M3 Sum too (the largest code); its units of six kernels go
+// to the two targets in turn (each kernel is compiled once, and each target
+// gets kernels of every kind), where -hip-full compiles every unit for both. -hip-front (WEFT_HIP_FULL=front)
 // also checks every other plan × type × operator with the front end
 // (templates instantiated, types checked against the target); -hip-full
 // (WEFT_HIP_FULL=1) compiles all of them to assembly (hipFullSet). In the
@@ -508,8 +517,8 @@ func TestPlanKernelsCompileHIP(t *testing.T) {
 	// Several kernels per translation unit, so that the library is parsed
 	// once per unit; units still outnumber the cores.
 	syntax := append(slices.Clone(planFlags), "-fsyntax-only")
-	frontJobs := planUnits(t, dir, "front", frontOnly, 32, syntax)
-	asmJobs := planUnits(t, dir, "plans", toAsm, 6, planFlags)
+	frontJobs := planUnits(t, dir, "front", frontOnly, 32, syntax, false)
+	asmJobs := planUnits(t, dir, "plans", toAsm, 6, planFlags, !full)
 	compileAll(t, clang, dir, append(slices.Clone(asmJobs), frontJobs...))
 	failed := 0
 	for _, j := range frontJobs {
@@ -519,15 +528,14 @@ func TestPlanKernelsCompileHIP(t *testing.T) {
 			}
 		}
 	}
-	for u, j := range asmJobs {
+	for _, j := range asmJobs {
 		if j.err != nil {
 			if failed++; failed <= 3 {
 				t.Errorf("%s for %s: %v", j.src, j.arch, j.err)
 			}
 			continue
 		}
-		lo := (u / len(hipArches)) * 6
-		for i := lo; i < min(len(toAsm), lo+6); i++ {
+		for i := j.first; i < min(len(toAsm), j.first+6); i++ {
 			if !strings.Contains(j.asm, fmt.Sprintf("\n%s_%d:", plan.KernelName, i)) {
 				t.Errorf("%s: kernel %s_%d (%s) is not in the %s assembly", j.src, plan.KernelName, i, toAsm[i].name, j.arch)
 			}
