@@ -38,7 +38,8 @@ type Comm struct {
 
 	net       *channels.Network   // peers on other nodes (nil: none)
 	allreduce []*algo             // zero-copy AllReduce (Comm.AllReduce)
-	p2p       []*algo             // point-to-point (LaunchP2P), smallest operations first
+	p2p       []*algo             // point-to-point (LaunchP2P): per peer window, smallest operations first
+	p2pWins   []p2pWindow         // the peer windows of p2p, in order (p2p.go)
 	colls     map[collKey][]*algo // scratch-based plans (Launch), set up on first use
 
 	mu   sync.Mutex
@@ -47,6 +48,9 @@ type Comm struct {
 	// group; retired are earlier, smaller staging buffers, freed at Close.
 	staging hal.Buffer
 	retired []hal.Buffer
+	// posts are the registrations' ids and the post table of zero-copy
+	// point-to-point (p2ppost.go).
+	posts postRegistry
 }
 
 // algo is one plan with its resources and compiled programs.
@@ -112,20 +116,13 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 			return nil, err
 		}
 	}
-	// Point-to-point operations involve only some ranks, so their plan
-	// (over port channels where links are port-mapped only) is set up and
-	// compiled here, where every rank takes part.
-	p2p, err := algorithms.Plans(cfg, algorithms.SendRecv, 0)
-	if err != nil {
-		return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
-	}
-	if c.p2p, err = c.setupAlgos(p2p); err != nil {
+	// Point-to-point operations involve only some ranks, so their plans
+	// (over port channels where links are port-mapped only; one set per
+	// window of at most plan.MaxPeers peers past
+	// algorithms.PeerPlansMaxRanks ranks) are set up and compiled here,
+	// where every rank takes part.
+	if err := c.setupP2P(); err != nil {
 		return nil, err
-	}
-	for _, a := range c.p2p {
-		if _, err := c.program(a, plan.Uint8, plan.Sum, 0); err != nil {
-			return nil, err
-		}
 	}
 	env.Logger("INIT").Info("communicator ready", "rank", cfg.Rank, "nranks", cfg.NRanks, "backend", info.Backend,
 		"device", info.Name, "memory", c.MemoryBytes())
@@ -371,7 +368,7 @@ func (c *Comm) Close() error {
 		errs = append(errs, a.res.Close())
 	}
 	c.mu.Lock()
-	c.allreduce, c.p2p, c.colls = nil, nil, map[collKey][]*algo{}
+	c.allreduce, c.p2p, c.p2pWins, c.colls = nil, nil, nil, map[collKey][]*algo{}
 	c.mu.Unlock()
 	c.mu.Lock()
 	for k, r := range c.regs {
@@ -384,6 +381,13 @@ func (c *Comm) Close() error {
 		}
 	}
 	c.staging, c.retired = nil, nil
+	for _, r := range c.posts.held {
+		errs = append(errs, r.Close())
+	}
+	if c.posts.table != nil {
+		errs = append(errs, c.posts.table.Free())
+	}
+	c.posts = postRegistry{}
 	c.mu.Unlock()
 	if c.net != nil {
 		// After the plans: their engines close before the NetDevice.

@@ -27,6 +27,24 @@ type Options struct {
 	Config *algorithms.Config
 	// Timeout bounds every device- and host-side wait; 0: WEFT_TIMEOUT.
 	Timeout time.Duration
+	// MaxCTAs bounds the thread blocks (CTAs: each holds up to one SM)
+	// that one launch of this communicator holds, as NCCL's
+	// ncclConfig_t.maxCTAs: every plan is fitted with fewer blocks per
+	// group until it fits (algorithms.BlockBudget), so that collectives
+	// overlapping compute leave the compute kernels their SMs. A plan that
+	// cannot run with so few (one block per group: the point-to-point
+	// plan holds 2(n−1)+1 groups on n ranks) keeps its minimum, logged
+	// once. 0: Config.Budget when Config sets one, else WEFT_MAX_CTAS,
+	// else no bound (each plan's default blocks). Negative:
+	// ErrInvalidArgument. It applies with an explicit Config too: it is a
+	// property of the job's use of the GPU, not of the plans. Every rank
+	// must give the same value.
+	MaxCTAs int
+	// MinCTAs raises plans that hold fewer blocks towards MinCTAs where
+	// their shapes can grow, within MaxCTAs and the device's
+	// multiprocessors, as ncclConfig_t.minCTAs. 0: Config.Budget, else
+	// WEFT_MIN_CTAS, else none. Above MaxCTAs: ErrInvalidArgument.
+	MinCTAs int
 }
 
 // algoFromEnv reads WEFT_ALGO.
@@ -64,12 +82,14 @@ func TuningFile() (path string, named bool) {
 
 // configure assembles a communicator's configuration. It is the one place
 // that applies the order of precedence, highest first: an explicit option
-// (Options.Config, Options.Timeout), the WEFT_* variables (WEFT_ALGO,
-// WEFT_ALLREDUCE, WEFT_TIMEOUT), the tuning file's entry for this backend,
+// (Options.Config, Options.Timeout, Options.MaxCTAs and MinCTAs), the
+// WEFT_* variables (WEFT_ALGO, WEFT_ALLREDUCE, WEFT_TIMEOUT,
+// WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
 // device and rank count (TuningFile), the defaults for the device
-// (algorithms.DefaultConfig, a 10 s timeout). An explicit Options.Config
-// replaces the whole algorithm configuration: neither variables nor the
-// tuning file apply to it. source says where the AllReduce tiers came from
+// (algorithms.DefaultConfig, a 10 s timeout, no block budget). An
+// explicit Options.Config replaces the whole algorithm configuration:
+// neither variables nor the tuning file apply to it, except the block
+// budget (blockBudget). source says where the AllReduce tiers came from
 // (PlanSource). The link kinds of the configuration (PortOnly, Switch,
 // Nodes) are no choice: NewComm measures them.
 func configure(opts Options, info hal.DeviceInfo, rank, nranks int) (cfg algorithms.Config, source string, timeout time.Duration, err error) {
@@ -89,12 +109,62 @@ func configure(opts Options, info hal.DeviceInfo, rank, nranks int) (cfg algorit
 			return cfg, "", 0, err
 		}
 	}
+	if cfg.Budget, err = blockBudget(opts, info, rank); err != nil {
+		return cfg, "", 0, err
+	}
 	if timeout = opts.Timeout; timeout <= 0 {
 		if timeout, err = env.Duration("WEFT_TIMEOUT", 10*time.Second); err != nil {
 			return cfg, "", 0, fmt.Errorf("weft: rank %d: %w", rank, err)
 		}
 	}
 	return cfg, source, timeout, nil
+}
+
+// blockBudget is the communicator's block budget, each bound from the
+// first of Options.MaxCTAs (MinCTAs), Options.Config.Budget and
+// WEFT_MAX_CTAS (WEFT_MIN_CTAS) that sets it; SMs is the device's
+// multiprocessor count. Errors (ErrInvalidArgument) name the option or
+// variable: a negative option, a variable that is not a positive integer
+// (env.Check's form), a minimum above the maximum.
+func blockBudget(opts Options, info hal.DeviceInfo, rank int) (algorithms.BlockBudget, error) {
+	var b algorithms.BlockBudget
+	if opts.Config != nil {
+		b = opts.Config.Budget
+	}
+	from := [2]string{"Options.Config.Budget", "Options.Config.Budget"}
+	for i, bound := range []struct {
+		opt  int
+		name string
+		v    string
+		dst  *int
+	}{{opts.MinCTAs, "Options.MinCTAs", "WEFT_MIN_CTAS", &b.Min}, {opts.MaxCTAs, "Options.MaxCTAs", "WEFT_MAX_CTAS", &b.Max}} {
+		switch {
+		case bound.opt < 0:
+			return b, fmt.Errorf("weft: rank %d: %s %d: want a positive number of thread blocks, or 0 for none: %w", rank, bound.name, bound.opt, hal.ErrInvalidArgument)
+		case bound.opt > 0:
+			*bound.dst, from[i] = bound.opt, bound.name
+		case *bound.dst == 0:
+			if err := env.Check(bound.v); err != nil {
+				return b, fmt.Errorf("weft: rank %d: %w", rank, err)
+			}
+			v, ok, err := env.Int(bound.v)
+			if err != nil {
+				return b, fmt.Errorf("weft: rank %d: %w", rank, err)
+			}
+			if ok {
+				*bound.dst, from[i] = v, bound.v
+			}
+		}
+	}
+	b.SMs = info.Multiprocessors
+	if err := b.Validate(); err != nil {
+		return b, fmt.Errorf("weft: rank %d: %s and %s: %v: %w", rank, from[0], from[1], err, hal.ErrInvalidArgument)
+	}
+	if b.Set() {
+		env.Logger("INIT").Info("block budget: every plan is fitted to it", "rank", rank, "budget", b.String(),
+			"min_from", from[0], "max_from", from[1], "sms", b.SMs)
+	}
+	return b, nil
 }
 
 // tuningTiers reads the AllReduce tiers of the tuning file's entry for
@@ -131,8 +201,8 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 	if boot.Size() == 1 {
 		return nil
 	}
-	type choice struct{ Tiers, Algo, Source string }
-	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source}
+	type choice struct{ Tiers, Algo, Source, Budget string }
+	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget)}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -152,6 +222,21 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			return fmt.Errorf("weft: ranks chose different plans: rank 0 AllReduce %s, WEFT_ALGO %q (from %s); rank %d AllReduce %s, WEFT_ALGO %q (from %s): give every rank the same WEFT_ALLREDUCE, WEFT_ALGO and tuning file: %w",
 				first.Tiers, first.Algo, first.Source, r, c.Tiers, c.Algo, c.Source, hal.ErrInvalidUsage)
 		}
+		if c.Budget != first.Budget {
+			// Blocks that signal each other pair up across ranks: every
+			// rank must fit its plans to the same budget.
+			return fmt.Errorf("weft: ranks chose different block budgets: rank 0 %s, rank %d %s: give every rank the same MaxCTAs and MinCTAs (ncclConfig_t, NCCL_MAX_CTAS, WEFT_MAX_CTAS, …): %w",
+				first.Budget, r, c.Budget, hal.ErrInvalidUsage)
+		}
 	}
 	return nil
+}
+
+// budgetKey is what the ranks must agree on of a block budget: its bounds,
+// and the multiprocessors where a minimum raises plans towards them.
+func budgetKey(b algorithms.BlockBudget) string {
+	if b.Min > 0 {
+		return fmt.Sprintf("%s within %d SMs", b, b.SMs)
+	}
+	return b.String()
 }

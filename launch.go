@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/channels"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
+	"github.com/weftccl/weft/internal/env"
 )
 
 // Call is one collective call on buffers given by address in the device's
@@ -90,6 +92,9 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 	if call.Count == 0 {
 		return nil
 	}
+	if c.allToAllByP2P(call) {
+		return c.allToAllP2P(call, s) // past PeerPlansMaxRanks ranks (p2p.go)
+	}
 	a, err := c.selectAlgo(call, false)
 	if err != nil {
 		return err
@@ -145,7 +150,7 @@ func (c *Comm) selectPlan(call Call, zeroCopy, setUp bool) (algorithms.Choice, *
 		choices := choicesOf(c.allreduce)
 		a := c.allreduce[algorithms.Select(choices, bytes)]
 		return a.choice, a, nil
-	case call.Coll == algorithms.SendRecv:
+	case call.Coll == algorithms.SendRecv || c.allToAllByP2P(call):
 		a := c.p2pAlgo(bytes)
 		if a == nil {
 			return algorithms.Choice{}, nil, fmt.Errorf("weft: point-to-point on rank %d: no plan: %w", c.cfg.Rank, hal.ErrNotSupported)
@@ -334,7 +339,7 @@ func (c *Comm) stageInput(call Call, s hal.Stream) (uint64, error) {
 	for i := range args.Groups {
 		args.Groups[i].Skip = true
 	}
-	args.Groups[algorithms.SelfArg(c.cfg.NRanks)-1] = plan.GroupArgs{Count: bytes, Input: call.Send, Output: base}
+	args.Groups[c.p2pSelfArg()-1] = plan.GroupArgs{Count: bytes, Input: call.Send, Output: base}
 	if err := prog.Launch(s, args); err != nil {
 		return 0, fmt.Errorf("weft: in-place %v on rank %d: staging the send data: %w", call.Coll, c.cfg.Rank, err)
 	}
@@ -351,14 +356,66 @@ func (c *Comm) program(a *algo, t plan.DataType, op plan.RedOp, count int64) (ha
 	if ok {
 		return prog, nil
 	}
+	c.mu.Lock()
+	first := len(a.programs) == 0
+	c.mu.Unlock()
+	if b := c.cfg.Budget; first && b.Max > 0 && a.choice.Plan.Blocks() > b.Max {
+		// Fitting (algorithms.FitBlocks) left it above the budget: one
+		// block per group is its minimum.
+		env.Logger("INIT").Warn("plan holds more thread blocks than the block budget: it cannot run with fewer (one block per group)",
+			"rank", c.cfg.Rank, "plan", a.choice.Plan.Name, "blocks", a.choice.Plan.Blocks(), "groups", len(a.choice.Plan.Groups), "max_ctas", b.Max)
+	}
 	prog, err := c.prepare(a, t, op, count)
 	if err != nil {
 		return nil, err
 	}
+	prog = &heldProgram{Program: prog, blocks: a.choice.Plan.Blocks()}
 	c.mu.Lock()
 	a.programs[key] = prog
 	c.mu.Unlock()
 	return prog, nil
+}
+
+// heldProgram is a prepared program that remembers whether it was
+// launched, for PeakBlocks: a launch holds blocks thread blocks (GPU
+// backends launch one per plan block, whichever groups a call runs).
+type heldProgram struct {
+	hal.Program
+	blocks   int
+	launched atomic.Bool
+}
+
+func (h *heldProgram) Launch(s hal.Stream, a *plan.Args) error {
+	h.launched.Store(true)
+	return h.Program.Launch(s, a)
+}
+
+// PeakBlocks is the most thread blocks (CTAs) any launch of this
+// communicator has held so far, over every plan it launched: Launch,
+// AllReduce, LaunchP2P and the staging copies of in-place AllToAll. With a
+// block budget (Options.MaxCTAs, WEFT_MAX_CTAS, ncclConfig_t.maxCTAs) it
+// is at most the budget, unless a plan cannot run with fewer blocks
+// (logged once when that plan is first prepared). 0 before the first
+// launch.
+func (c *Comm) PeakBlocks() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	peak := 0
+	visit := func(algos []*algo) {
+		for _, a := range algos {
+			for _, p := range a.programs {
+				if h, ok := p.(*heldProgram); ok && h.launched.Load() {
+					peak = max(peak, h.blocks)
+				}
+			}
+		}
+	}
+	visit(c.allreduce)
+	visit(c.p2p)
+	for _, algos := range c.colls {
+		visit(algos)
+	}
+	return peak
 }
 
 // prepare compiles a plan for a data type and operator on its first use,
@@ -427,7 +484,8 @@ func (c *Comm) planFor(call Call, zeroCopy bool) *plan.Plan {
 // PlanSMs reports, for the plan PlanName names, the thread blocks a launch
 // occupies (at most one SM each) and how many of them move data; the
 // others only push port-channel triggers and wait (plan.Plan.DataBlocks).
-// Both are 0 for a call Launch refuses.
+// With a block budget (Options.MaxCTAs) it is the fitted plan's. Both are
+// 0 for a call Launch refuses.
 func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
 	if p := c.planFor(call, false); p != nil {
 		return p.Blocks(), p.DataBlocks()
@@ -583,9 +641,13 @@ func (c *Comm) register(buf hal.Buffer) (*channels.Registration, error) {
 		return nil, fmt.Errorf("weft: register buffer on rank %d: %w", c.cfg.Rank, err)
 	}
 	if old, ok := c.regs[buf.Addr()]; ok {
+		c.postRemoveLocked(old)
 		old.Close()
 	}
 	c.regs[buf.Addr()] = r
+	if err := c.postAddLocked(r); err != nil { // zero-copy point-to-point (p2ppost.go)
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -599,5 +661,5 @@ func (c *Comm) Deregister(buf hal.Buffer) error {
 		return nil
 	}
 	delete(c.regs, buf.Addr())
-	return r.Close()
+	return errors.Join(c.postRemoveLocked(r), r.Close())
 }

@@ -51,7 +51,7 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 	if err != nil {
 		return err
 	}
-	n, me := c.cfg.NRanks, c.cfg.Rank
+	me := c.cfg.Rank
 	newArgs := func() *plan.Args {
 		args := &plan.Args{Timeout: c.timeout, Groups: make([]plan.GroupArgs, plan.MaxGroupArgs)}
 		for i := range args.Groups {
@@ -59,32 +59,49 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 		}
 		return args
 	}
-	choices := choicesOf(c.p2p)
+	// Zero-copy: with a registration on the communicator, the windowed
+	// plan's groups exchange posts (p2ppost.go).
+	table, lookup := c.postState()
 	c.launched()
 	for _, round := range rounds {
 		// Any plan's self-copy group stages; the last (windowed) plan's
 		// serves every size.
-		if err := c.stageOverlapping(round, progs[len(progs)-1], s, newArgs); err != nil {
+		if err := c.stageOverlapping(round, progs, s, newArgs); err != nil {
 			return err
 		}
 		// One launch per plan the round's operations need, smallest
-		// operations' plan first on every rank (algorithms/p2p.go).
+		// operations' plan first on every rank (algorithms/p2p.go); past
+		// algorithms.PeerPlansMaxRanks ranks, per peer window, in window
+		// order (progs holds the windows' plans one after another).
 		for pi, prog := range progs {
+			w := c.p2pWindowOf(pi)
 			args, used := newArgs(), false
+			posts := table != 0 && c.p2p[pi].choice.Plan.Posts()
+			if posts {
+				args.PostTable = table
+			}
 			for _, o := range round {
-				if algorithms.Select(choices, o.Bytes) != pi {
+				if !w.serves(o.Peer, me) || w.first+algorithms.Select(w.choices, o.Bytes) != pi {
 					continue
 				}
 				used = true
-				switch self := algorithms.SelfArg(n) - 1; {
+				switch self := w.win.SelfArg() - 1; {
 				case o.Peer == me && o.Send:
 					args.Groups[self].Input, args.Groups[self].Count, args.Groups[self].Skip = o.Buf, o.Bytes, false
 				case o.Peer == me:
 					args.Groups[self].Output = o.Buf
 				case o.Send:
-					args.Groups[algorithms.SendArg(me, o.Peer)-1] = plan.GroupArgs{Count: o.Bytes, Input: o.Buf}
+					g := plan.GroupArgs{Count: o.Bytes, Input: o.Buf}
+					if posts {
+						g.Post = plan.PostNone
+					}
+					args.Groups[w.win.SendArg(o.Peer)-1] = g
 				default:
-					args.Groups[algorithms.RecvArg(me, o.Peer)-1] = plan.GroupArgs{Count: o.Bytes, Output: o.Buf}
+					g := plan.GroupArgs{Count: o.Bytes, Output: o.Buf}
+					if posts {
+						g.Post = lookup(o.Buf, o.Bytes)
+					}
+					args.Groups[w.win.RecvArg(o.Peer)-1] = g
 				}
 			}
 			if !used {
@@ -101,11 +118,87 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 // p2pAlgo is the point-to-point plan that serves an operation of bytes
 // bytes (the first whose bound takes it), or nil when there is none.
 func (c *Comm) p2pAlgo(bytes int64) *algo {
-	if len(c.p2p) == 0 {
+	if len(c.p2pWins) == 0 {
 		return nil
 	}
-	return c.p2p[algorithms.Select(choicesOf(c.p2p), bytes)]
+	w := c.p2pWins[0] // every window has plans of the same bounds
+	return c.p2p[w.first+algorithms.Select(w.choices, bytes)]
 }
+
+// p2pWindow is one peer window of the point-to-point plans
+// (algorithms.P2PWindows): the peers its plans reach, and where the plans
+// are in Comm.p2p (n from first, smallest operations first, with their
+// choices). A communicator of up to algorithms.PeerPlansMaxRanks ranks has
+// one window, of every peer.
+type p2pWindow struct {
+	win      algorithms.PeerWindow
+	first, n int
+	choices  []algorithms.Choice
+}
+
+// serves reports whether the window's plans serve an operation with peer
+// (this rank me itself: a copy, served by the window that says Self).
+func (w p2pWindow) serves(peer, me int) bool {
+	if peer == me {
+		return w.win.Self
+	}
+	return w.win.Has(peer)
+}
+
+// setupP2P sets up and compiles the point-to-point plans of every peer
+// window of this rank. It is collective: every rank sets up its window j
+// together with the others' window j, which holds the matching channels.
+func (c *Comm) setupP2P() error {
+	wins, err := algorithms.P2PWindows(c.cfg.Rank, c.cfg.NRanks)
+	if err != nil {
+		return fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
+	}
+	for _, win := range wins {
+		choices, err := algorithms.P2PWindowPlans(c.cfg, win)
+		if err != nil {
+			return fmt.Errorf("weft: %v: %w", err, hal.ErrInvalidArgument)
+		}
+		algos, err := c.setupAlgos(choices)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.p2pWins = append(c.p2pWins, p2pWindow{win: win, first: len(c.p2p), n: len(algos), choices: choices})
+		c.p2p = append(c.p2p, algos...)
+		c.mu.Unlock()
+		for _, a := range algos {
+			if _, err := c.program(a, plan.Uint8, plan.Sum, 0); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// p2pWindowOf is the window of plan i of Comm.p2p.
+func (c *Comm) p2pWindowOf(i int) p2pWindow {
+	for _, w := range c.p2pWins {
+		if i < w.first+w.n {
+			return w
+		}
+	}
+	return p2pWindow{}
+}
+
+// p2pSelf is the peer window whose plans serve this rank's copies to
+// itself; its last plan's self-copy group also stages data.
+func (c *Comm) p2pSelf() p2pWindow {
+	for _, w := range c.p2pWins {
+		if w.win.Self {
+			return w
+		}
+	}
+	return p2pWindow{}
+}
+
+// p2pSelfArg is the argument slot (plan.Args.Groups index + 1) of the
+// self-copy group of p2pProgram's plan.
+func (c *Comm) p2pSelfArg() int { return c.p2pSelf().win.SelfArg() }
 
 // p2pRounds splits a group's operations into rounds in which each peer
 // has at most one send and one receive: the k-th send to a peer matches
@@ -163,10 +256,11 @@ func b2i(b bool) int {
 
 // stageOverlapping copies the data of every send of round that overlaps a
 // receive of the round (in place, as nccl-tests' sendrecv does) into the
-// communicator's staging buffer first, with the plan's self-copy group,
-// and points the send there: the fused launch reads sends and writes
-// receives concurrently.
-func (c *Comm) stageOverlapping(round []P2P, prog hal.Program, s hal.Stream, newArgs func() *plan.Args) error {
+// communicator's staging buffer first, with the self-copy group of the
+// last plan (which serves every size; progs is p2pPrograms) of the window
+// that serves this rank's copies to itself, and points the send there:
+// the fused launch reads sends and writes receives concurrently.
+func (c *Comm) stageOverlapping(round []P2P, progs []hal.Program, s hal.Stream, newArgs func() *plan.Args) error {
 	var need int64
 	for i, o := range round {
 		if o.Send && c.overlapsRecv(round, i) {
@@ -180,7 +274,8 @@ func (c *Comm) stageOverlapping(round []P2P, prog hal.Program, s hal.Stream, new
 	if err != nil {
 		return fmt.Errorf("weft: point-to-point on rank %d: staging buffer of %d bytes for sends that overlap receives: %w", c.cfg.Rank, need, err)
 	}
-	self := algorithms.SelfArg(c.cfg.NRanks) - 1
+	sw := c.p2pSelf()
+	prog, self := progs[sw.first+sw.n-1], sw.win.SelfArg()-1
 	var off uint64
 	for i := range round {
 		o := &round[i]
@@ -229,16 +324,18 @@ func (c *Comm) p2pPrograms() ([]hal.Program, error) {
 }
 
 // p2pProgram returns the compiled point-to-point plan that serves every
-// size (the last of Comm.p2p), whose self-copy group stages data.
+// size in the window of this rank's copies to itself (that window's last
+// plan), whose self-copy group (argument slot p2pSelfArg) stages data.
 func (c *Comm) p2pProgram() (hal.Program, error) {
 	progs, err := c.p2pPrograms()
 	if err != nil {
 		return nil, err
 	}
-	if len(progs) == 0 {
+	sw := c.p2pSelf()
+	if len(progs) == 0 || sw.n == 0 {
 		return nil, fmt.Errorf("weft: rank %d: no point-to-point plan: %w", c.cfg.Rank, hal.ErrNotSupported)
 	}
-	return progs[len(progs)-1], nil
+	return progs[sw.first+sw.n-1], nil
 }
 
 // stagingBuffer returns the address of the communicator's staging buffer,
@@ -259,4 +356,29 @@ func (c *Comm) stagingBuffer(need int64) (uint64, error) {
 		c.staging = b
 	}
 	return c.staging.Addr(), nil
+}
+
+// allToAllByP2P reports whether call is an AllToAll that LaunchP2P serves:
+// past algorithms.PeerPlansMaxRanks ranks, where no AllToAll plan (one
+// channel per peer) exists.
+func (c *Comm) allToAllByP2P(call Call) bool {
+	return call.Coll == algorithms.AllToAll && c.cfg.NRanks > algorithms.PeerPlansMaxRanks
+}
+
+// allToAllP2P runs an AllToAll as one group of point-to-point operations:
+// segment p of the send buffer to rank p, segment p of the receive buffer
+// from rank p, for every rank p (this one included), so that the peer
+// windows of LaunchP2P serve any rank count. In place (send = receive),
+// LaunchP2P stages every send that overlaps a receive first.
+func (c *Comm) allToAllP2P(call Call, s hal.Stream) error {
+	n, seg := c.cfg.NRanks, call.Count*int64(call.Type.Size())
+	ops := make([]P2P, 0, 2*n)
+	for p := 0; p < n; p++ {
+		off := uint64(p) * uint64(seg)
+		ops = append(ops, P2P{Peer: p, Send: true, Buf: call.Send + off, Bytes: seg}, P2P{Peer: p, Buf: call.Recv + off, Bytes: seg})
+	}
+	if err := c.LaunchP2P(ops, s); err != nil {
+		return fmt.Errorf("weft: %v on rank %d as point-to-point: %w", call.Coll, c.cfg.Rank, err)
+	}
+	return nil
 }

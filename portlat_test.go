@@ -91,6 +91,7 @@ func pingPong(backend string, port bool, rounds, reps int) (time.Duration, error
 					if err != nil {
 						return err
 					}
+					res.Launching()
 					if err := prog.Launch(s, &plan.Args{Count: count, Input: in.Addr(), Output: in.Addr(), Timeout: 10 * time.Second}); err != nil {
 						return err
 					}

@@ -61,6 +61,9 @@ func scaleCases(n int) []collCase {
 func scaleChild(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 	defer releaseCaseBuffers(c, dev)
 	n := c.Size()
+	if n > algorithms.PeerPlansMaxRanks {
+		return p2pScaleChild(rank, c, dev, s)
+	}
 	for _, k := range scaleCases(n) {
 		call := weft.Call{Coll: k.coll, Count: k.count, Type: k.t, Op: k.op, Root: k.root, Send: 1 << 30, Recv: 2 << 30}
 		name := c.PlanName(call)
@@ -126,4 +129,80 @@ func TestCollectivesAt16RanksOn4Nodes(t *testing.T) {
 		t.Fatalf("16 ranks on 4 nodes: %v\n%s", err, out)
 	}
 	t.Logf("16 ranks on 4 nodes: %v", took.Round(time.Millisecond))
+}
+
+// TestAllToAllAndP2PAt24Ranks runs AllToAll and a group of sends and
+// receives to every peer with 24 ranks, goroutines of one process on
+// hal/host (p2pScaleChild): past algorithms.PeerPlansMaxRanks ranks no
+// plan has a channel per peer, so each rank's peers are split into
+// windows of at most plan.MaxPeers (algorithms.P2PWindows: blocks of 12
+// ranks here, two windows) with point-to-point plans of their own, and
+// AllToAll runs as one such group.
+func TestAllToAllAndP2PAt24Ranks(t *testing.T) {
+	t.Parallel() // waits on deadlines more than it computes
+	if testing.Short() {
+		t.Skip("runs 24 ranks")
+	}
+	start := time.Now()
+	errs := runRanks(t, "host", 24, p2pScaleChild)
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	t.Logf("24 ranks: %v", time.Since(start).Round(time.Millisecond))
+}
+
+// p2pScaleChild is one rank of a job past algorithms.PeerPlansMaxRanks
+// ranks: AllToAll (served by the point-to-point plans of the peer windows,
+// algorithms.P2PWindows) for types of 1, 2, 4 and 8 bytes, one element,
+// an LL-sized and an HB-sized segment, in and out of place, every element
+// compared with check's values, then a group of sends and receives of
+// different sizes (zero included) to every peer (netP2P).
+func p2pScaleChild(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+	defer releaseCaseBuffers(c, dev)
+	n := c.Size()
+	wins, err := algorithms.P2PWindows(rank, n)
+	if err != nil {
+		return err
+	}
+	if want := (n + plan.MaxPeers - 1) / plan.MaxPeers; len(wins) != want {
+		return fmt.Errorf("rank %d: %d peer windows, want %d", rank, len(wins), want)
+	}
+	cases := []collCase{
+		{coll: algorithms.AllToAll, t: plan.Uint8, count: 1},
+		{coll: algorithms.AllToAll, t: plan.BFloat16, count: 3001, inPlace: true},
+		{coll: algorithms.AllToAll, t: plan.Float32, count: 20011},
+		{coll: algorithms.AllToAll, t: plan.Int64, count: 1001, inPlace: true},
+	}
+	for _, k := range cases {
+		call := weft.Call{Coll: k.coll, Count: k.count, Type: k.t, Send: 1 << 30, Recv: 2 << 30}
+		name := c.PlanName(call)
+		if !strings.HasPrefix(name, "sendrecv") || !strings.HasSuffix(name, "-win0") {
+			return fmt.Errorf("rank %d: %v: plan %q, want window 0's point-to-point plan", rank, k, name)
+		}
+		wrong, err := runColl(rank, c, dev, s, k)
+		if err != nil {
+			return fmt.Errorf("rank %d: %v (plan %s): %w", rank, k, name, err)
+		}
+		if wrong != 0 {
+			return fmt.Errorf("rank %d: %v (plan %s): %d wrong elements", rank, k, name, wrong)
+		}
+	}
+	return netP2P(rank, n, c, dev, s)
+}
+
+// TestAllToAllAndP2PAt24RanksOn4Nodes is TestAllToAllAndP2PAt24Ranks with
+// 24 processes on 4 emulated nodes of 6 (WEFT_NODE_ID, the socket
+// transport between nodes): the windows' plans run over port channels.
+func TestAllToAllAndP2PAt24RanksOn4Nodes(t *testing.T) {
+	t.Parallel() // waits on sockets and deadlines more than it computes
+	if testing.Short() {
+		t.Skip("spawns 24 processes")
+	}
+	out, err, took := runNodes(t, 24, 4, "scale")
+	if err != nil {
+		t.Fatalf("24 ranks on 4 nodes: %v\n%s", err, out)
+	}
+	t.Logf("24 ranks on 4 nodes: %v", took.Round(time.Millisecond))
 }

@@ -102,6 +102,10 @@ type Config struct {
 	// "bruck" (WEFT_ALGO); "" selects by size, rank count and links.
 	// A collective without a plan of the family keeps its own selection.
 	Algo string
+	// Budget bounds the thread blocks one launch of a plan holds
+	// (BlockBudget: ncclConfig_t.maxCTAs and minCTAs, WEFT_MAX_CTAS);
+	// Plans and AllReducePlans fit every plan to it. Zero: none.
+	Budget BlockBudget
 }
 
 // Algorithm families Config.Algo names.
@@ -466,9 +470,13 @@ type Choice struct {
 }
 
 // AllReducePlans returns the AllReduce plans of a rank, one per tier of
-// c.AllReduceTiers(), smallest messages first. Errors name a malformed
-// tier list.
+// c.AllReduceTiers(), smallest messages first, fitted to c.Budget
+// (BlockBudget). Errors name a malformed tier list.
 func AllReducePlans(c Config) ([]Choice, error) {
+	if c.Budget.Set() {
+		choices, _, err := FitBlocks(c, AllReduce, 0, true)
+		return choices, err
+	}
 	tiers := c.AllReduceTiers()
 	if err := ValidateTiers(tiers); err != nil {
 		return nil, err

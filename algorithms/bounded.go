@@ -248,28 +248,56 @@ const (
 // shape; a collective without such plans (AllToAll, SendRecv: every rank
 // sends to every rank) wraps ErrNoPlan.
 func BoundedPlans(c Config, coll Collective, root int) ([]Choice, error) {
-	var steps []boundedBuild
-	var bounds []int64
-	switch coll {
-	case AllReduce:
-		steps = []boundedBuild{plain(DoubleTreeAllReduceLL), plain(DoubleTreeAllReduceHB), plain(RingAllReduceHB)}
-		bounds = []int64{0, treeMaxBytes, 0}
-	case AllGather, ReduceScatter:
-		if c.NRanks > bruckRanks {
-			return boundedFamily(c, coll, root, RingFamily)
-		}
-		if coll == AllGather {
-			steps = []boundedBuild{plain(BruckAllGatherLL), plain(BruckAllGatherHB), plain(RingAllGatherHB)}
-		} else {
-			steps = []boundedBuild{plain(BruckReduceScatterLL), plain(BruckReduceScatterHB), plain(RingReduceScatterHB)}
-		}
-		bounds = []int64{0, bruckMaxBytes, 0}
-	case Broadcast, Reduce:
-		return boundedFamily(c, coll, root, RingFamily)
-	default:
-		return nil, fmt.Errorf("algorithms: %v has no plan with bounded peers: %w", coll, ErrNoPlan)
+	steps, bounds, err := boundedSteps(c, coll)
+	if err != nil {
+		return nil, err
 	}
 	return c.boundedChoices(coll, root, steps, bounds)
+}
+
+// BoundedPlan is choice i of BoundedPlans(c, coll, root), built alone:
+// the same plan and bound, without building the others (a simulator that
+// needs one plan of every rank of a large communicator builds only the
+// one it runs; a ring's plan grows with n). Errors: those of
+// BoundedPlans, and an i out of range.
+func BoundedPlan(c Config, coll Collective, root, i int) (Choice, error) {
+	steps, bounds, err := boundedSteps(c, coll)
+	if err != nil {
+		return Choice{}, err
+	}
+	if i < 0 || i >= len(steps) {
+		return Choice{}, fmt.Errorf("algorithms: %v has %d plans with bounded peers, not %d", coll, len(steps), i+1)
+	}
+	p, err := steps[i](c, root)
+	if err != nil {
+		return Choice{}, err
+	}
+	bound := bounds[i]
+	if i == 0 {
+		bound = p.MaxBytes
+	}
+	return Choice{Plan: p, MaxBytes: bound, Staged: coll.Reduces()}, nil
+}
+
+// boundedSteps are the builders of BoundedPlans for coll, smallest
+// messages first, and the bound of each (see boundedChoices).
+func boundedSteps(c Config, coll Collective) ([]boundedBuild, []int64, error) {
+	switch coll {
+	case AllReduce:
+		return []boundedBuild{plain(DoubleTreeAllReduceLL), plain(DoubleTreeAllReduceHB), plain(RingAllReduceHB)},
+			[]int64{0, treeMaxBytes, 0}, nil
+	case AllGather, ReduceScatter:
+		if c.NRanks > bruckRanks {
+			return boundedFamilyBuilds(coll, RingFamily), []int64{0, 0}, nil
+		}
+		if coll == AllGather {
+			return []boundedBuild{plain(BruckAllGatherLL), plain(BruckAllGatherHB), plain(RingAllGatherHB)}, []int64{0, bruckMaxBytes, 0}, nil
+		}
+		return []boundedBuild{plain(BruckReduceScatterLL), plain(BruckReduceScatterHB), plain(RingReduceScatterHB)}, []int64{0, bruckMaxBytes, 0}, nil
+	case Broadcast, Reduce:
+		return boundedFamilyBuilds(coll, RingFamily), []int64{0, 0}, nil
+	}
+	return nil, nil, fmt.Errorf("algorithms: %v has no plan with bounded peers: %w", coll, ErrNoPlan)
 }
 
 // Families of the plans with bounded peers, as Config.Algo names them.

@@ -96,3 +96,243 @@ func P2PLLPlan(c Config) (*plan.Plan, error) {
 	}
 	return p, p.Validate()
 }
+
+// Zero-copy point-to-point (hal/plan/posted.go). Every send and receive
+// group of P2PPlan on a memory channel has a posted-buffer exchange: with
+// GroupArgs.Post set (the communicator has a registration), the receive
+// group posts its output's registration and offset into the sender's
+// mailbox, and the send group, when the post names a buffer it has
+// mapped, stores the whole message straight into it with all of the
+// group's blocks (no windows, no scratch) and answers; otherwise both run
+// the windowed path of the same launch. The LL plan has no exchange: at
+// its sizes the post's one-way trip costs more than the copy it saves.
+
+// p2pPostSems is the number of semaphore indices the mailbox of a group of
+// b blocks takes (3 words per block: plan.PostMailbox).
+func p2pPostSems(b int) int { return 3 * b }
+
+// p2pSendPost is the exchange of the send group of channel ci (peer ch),
+// whose mailbox starts at semaphore sem: the direct path stores the input
+// into the posted buffer. nil for a port channel (the engine cannot reach
+// a posted buffer this way).
+func p2pSendPost(ch plan.Channel, ci, sem int) *plan.Post {
+	if ch.Port {
+		return nil
+	}
+	direct := plan.Transfer(plan.All, 0, []plan.Ref{{Buf: plan.Posted, Chan: ci}}, plan.L(plan.Input))
+	return &plan.Post{Chan: ci, Send: true, Sem: sem, Direct: []plan.Op{direct}}
+}
+
+// p2pRecvPost is the exchange of the receive group of channel ci.
+func p2pRecvPost(ch plan.Channel, ci, sem int) *plan.Post {
+	if ch.Port {
+		return nil
+	}
+	return &plan.Post{Chan: ci, Sem: sem}
+}
+
+// Point-to-point past PeerPlansMaxRanks: peer windows.
+//
+// A point-to-point plan has a channel and two argument slots per peer, so
+// one plan serves at most plan.MaxPeers peers. A larger communicator
+// splits each rank's peers into windows of at most plan.MaxPeers peers
+// and gives every window plans of its own (P2PWindowPlans); a group of
+// sends and receives runs, round by round, one launch per window and plan
+// its operations need (LaunchP2P in the root package).
+//
+// Windows must pair up: the plans of window j are set up together on
+// every rank (the setup is collective), and a channel of rank r to peer p
+// in window j connects to p's channel to r in p's window j. The ranks are
+// cut into nb = ⌈n / plan.MaxPeers⌉ blocks of consecutive ranks (sizes
+// differ by at most one, so each holds at most plan.MaxPeers), and window
+// j of rank r holds the ranks of block (j − block(r)) mod nb, itself left
+// out: p is in r's window j exactly when block(r) + block(p) ≡ j, which is
+// symmetric, and every rank has one block per window, so every rank takes
+// part in the setup of every window. The window holding its own block also
+// serves a rank's sends to itself. Up to PeerPlansMaxRanks ranks there is
+// one window, of every peer: the plans are those of Plans.
+
+// PeerWindow is one window of a rank's point-to-point peers.
+type PeerWindow struct {
+	// Index is the window's number, 0 to len(P2PWindows(…))−1, the same
+	// on every rank for the windows that connect to each other.
+	Index int
+	// Peers are the window's peer ranks, ascending: channel i of the
+	// window's plans goes to Peers[i].
+	Peers []int
+	// Slots[i] is this rank's channel index in Peers[i]'s window: the slot
+	// of Peers[i]'s scratch that receives from this rank.
+	Slots []int
+	// Self: the window serves sends from this rank to itself.
+	Self bool
+	// Width is the scratch slots of the window's plans on every rank (the
+	// most peers any rank has in the window), so that all ranks set up
+	// plans of the same scratch size.
+	Width int
+}
+
+// SendArg, RecvArg and SelfArg are the argument slots (plan.Args.Groups
+// index + 1) of the window's plans for a send to, a receive from peer
+// rank peer, and a copy to this rank itself; peer must be in the window.
+func (w PeerWindow) SendArg(peer int) int { return 2*w.channel(peer) + 1 }
+func (w PeerWindow) RecvArg(peer int) int { return 2*w.channel(peer) + 2 }
+func (w PeerWindow) SelfArg() int         { return 2*len(w.Peers) + 1 }
+
+// Has reports whether peer is in the window.
+func (w PeerWindow) Has(peer int) bool { return w.channel(peer) >= 0 }
+
+func (w PeerWindow) channel(peer int) int {
+	lo, hi := 0, len(w.Peers)
+	for lo < hi {
+		m := (lo + hi) / 2
+		if w.Peers[m] < peer {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(w.Peers) && w.Peers[lo] == peer {
+		return lo
+	}
+	return -1
+}
+
+// p2pBlocks is the number of rank blocks of the windows of n ranks.
+func p2pBlocks(n int) int {
+	if n <= PeerPlansMaxRanks {
+		return 1
+	}
+	return (n + plan.MaxPeers - 1) / plan.MaxPeers
+}
+
+// P2PWindows returns the peer windows of rank of nranks (see above),
+// ordered by Index. Errors: an invalid rank.
+func P2PWindows(rank, nranks int) ([]PeerWindow, error) {
+	if nranks < 1 || rank < 0 || rank >= nranks {
+		return nil, fmt.Errorf("algorithms: point-to-point windows of rank %d of %d", rank, nranks)
+	}
+	nb := p2pBlocks(nranks)
+	start := func(b int) int { return b * nranks / nb }
+	block := func(r int) int { // the b with start(b) ≤ r < start(b+1)
+		b := r * nb / nranks
+		for start(b+1) <= r {
+			b++
+		}
+		for start(b) > r {
+			b--
+		}
+		return b
+	}
+	if nb == 1 {
+		w := PeerWindow{Self: true, Width: nranks - 1}
+		for p := 0; p < nranks; p++ {
+			if p != rank {
+				w.Peers, w.Slots = append(w.Peers, p), append(w.Slots, slotOf(rank, p))
+			}
+		}
+		return []PeerWindow{w}, nil
+	}
+	me := block(rank)
+	var width int
+	for b := 0; b < nb; b++ {
+		width = max(width, start(b+1)-start(b))
+	}
+	out := make([]PeerWindow, nb)
+	for j := range out {
+		q := ((j-me)%nb + nb) % nb
+		w := PeerWindow{Index: j, Self: q == me, Width: width}
+		for p := start(q); p < start(q+1); p++ {
+			if p == rank {
+				continue
+			}
+			// This rank's place in p's window j, which holds block(rank)
+			// without p.
+			s := rank - start(me)
+			if q == me && p < rank {
+				s--
+			}
+			w.Peers, w.Slots = append(w.Peers, p), append(w.Slots, s)
+		}
+		out[j] = w
+	}
+	return out, nil
+}
+
+// P2PWindowPlans returns the point-to-point plans of window w of rank
+// c.Rank (P2PWindows), smallest operations first. With one window (up to
+// PeerPlansMaxRanks ranks) they are Plans(c, SendRecv, 0). Otherwise they
+// are the plans of a communicator of len(w.Peers)+1 ranks in which this
+// rank is the last, placed in the whole communicator: channel i goes to
+// w.Peers[i], a transfer into the scratch of channel i's peer writes slot
+// w.Slots[i] (its scratch slot for this rank), every plan has w.Width
+// scratch slots (the same scratch size on every rank of the window), and
+// the name says the window ("…-win1"). Semaphores are per rank of the
+// whole communicator (plan.Plan.SemaphoreRegionBytes), so nothing else
+// changes. Errors: those of Plans.
+func P2PWindowPlans(c Config, w PeerWindow) ([]Choice, error) {
+	if p2pBlocks(c.NRanks) == 1 {
+		return Plans(c, SendRecv, 0)
+	}
+	k := len(w.Peers)
+	if len(w.Slots) != k || k == 0 || k > plan.MaxPeers || w.Width < k {
+		return nil, fmt.Errorf("algorithms: point-to-point window %d of rank %d: %d peers, %d slots, width %d", w.Index, c.Rank, k, len(w.Slots), w.Width)
+	}
+	vc := c
+	vc.Rank, vc.NRanks = k, k+1
+	if c.Nodes != nil {
+		// The window's ranks' nodes, renumbered in order of appearance.
+		ids := map[int]int{}
+		vc.Nodes = make([]int, k+1)
+		for i := 0; i <= k; i++ {
+			r := c.Rank
+			if i < k {
+				r = w.Peers[i]
+			}
+			if _, ok := ids[c.Nodes[r]]; !ok {
+				ids[c.Nodes[r]] = len(ids)
+			}
+			vc.Nodes[i] = ids[c.Nodes[r]]
+		}
+		if len(ids) == 1 {
+			vc.Nodes = nil
+		}
+	}
+	choices, err := Plans(vc, SendRecv, 0)
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range choices {
+		p := ch.Plan
+		p.Name = fmt.Sprintf("%s-win%d", p.Name, w.Index)
+		p.Rank, p.NRanks = c.Rank, c.NRanks
+		for i := range p.Channels {
+			p.Channels[i].Peer = w.Peers[i]
+		}
+		if p.ScratchSlots > 0 {
+			p.ScratchSlots = w.Width
+		}
+		for gi := range p.Groups {
+			g := &p.Groups[gi]
+			remoteSlots(g.Ops, w.Slots)
+			remoteSlots(g.After, w.Slots)
+		}
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("algorithms: point-to-point window %d of rank %d: %w", w.Index, c.Rank, err)
+		}
+	}
+	return choices, nil
+}
+
+// remoteSlots points every reference to the scratch of a channel's peer
+// at the peer's slot for this rank, slots[channel].
+func remoteSlots(ops []plan.Op, slots []int) {
+	for i := range ops {
+		for _, refs := range [][]plan.Ref{ops[i].Srcs, ops[i].Dsts} {
+			for j := range refs {
+				if refs[j].Buf == plan.Scratch && refs[j].Chan >= 0 {
+					refs[j].Slot = slots[refs[j].Chan]
+				}
+			}
+		}
+	}
+}

@@ -345,16 +345,20 @@ func P2PPlan(c Config) (*plan.Plan, error) {
 	chs := c.channels()
 	b := s.Blocks
 	p := c.newPlan(fmt.Sprintf("sendrecv-hb-%dx%d-w%d", b, s.Threads, s.Window), s.Threads)
-	p.Unroll, p.Scratch, p.ScratchSlots, p.Semaphores = s.Unroll, plan.Simple, len(chs), 3*b
+	// Semaphores 0..3b−1: the windows' free, data and done; 3b..6b−1: the
+	// posted-buffer mailbox (p2pPostSems, algorithms/p2p.go).
+	p.Unroll, p.Scratch, p.ScratchSlots, p.Semaphores = s.Unroll, plan.Simple, len(chs), 3*b+p2pPostSems(b)
 	for ci, ch := range chs {
 		one := []int{ci}
 		put := xfer([]plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input))
 		get := xfer([]plan.Ref{plan.L(plan.Output)}, plan.LS(ci))
 		p.Groups = append(p.Groups,
 			plan.Group{Blocks: b, Arg: 2*ci + 1, Window: s.Window, NChunks: 1,
-				Ops: cat(skip(waits(one, sem(semFree, b)), 2, 0), []plan.Op{put}, signals(one, sem(semData, b))), After: waits(one, sem(semDone, b))},
+				Ops: cat(skip(waits(one, sem(semFree, b)), 2, 0), []plan.Op{put}, signals(one, sem(semData, b))), After: waits(one, sem(semDone, b)),
+				Post: p2pSendPost(ch, ci, 3*b)},
 			plan.Group{Blocks: b, Arg: 2*ci + 2, Window: s.Window, NChunks: 1,
-				Ops: cat(waits(one, sem(semData, b)), []plan.Op{get}, skip(signals(one, sem(semFree, b)), 0, 2)), After: signals(one, sem(semDone, b))})
+				Ops: cat(waits(one, sem(semData, b)), []plan.Op{get}, skip(signals(one, sem(semFree, b)), 0, 2)), After: signals(one, sem(semDone, b)),
+				Post: p2pRecvPost(ch, ci, 3*b)})
 	}
 	p.Groups = append(p.Groups, plan.Group{Blocks: b, Arg: 2*len(chs) + 1, Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}})
 	if len(chs) == 0 {
@@ -445,8 +449,14 @@ func combineChain(mk func(dsts []plan.Ref, srcs ...plan.Ref) plan.Op, dst plan.R
 // port-channel plans serve up to PeerPlansMaxRanks ranks, reducing in a
 // chain of transfers past AllPairsMaxRanks (Staged), and the hierarchical
 // plans come first where the nodes allow them (hierPlans).
-// docs/collectives.md, "Selection", has the table.
+// docs/collectives.md, "Selection", has the table. Every choice is fitted
+// to Config.Budget, the most (and fewest) thread blocks a launch may hold
+// (BlockBudget, FitBlocks).
 func Plans(c Config, coll Collective, root int) ([]Choice, error) {
+	if c.Budget.Set() { // fitted to the block budget (budget.go)
+		choices, _, err := FitBlocks(c, coll, root, false)
+		return choices, err
+	}
 	if c.Algo == NVLSFamily {
 		return nvlsPlans(c, coll, root)
 	}

@@ -13,14 +13,15 @@ import (
 //
 // They keep the windowed structure of the HB plans (plans.go): a send
 // group puts window w of each chunk into the peer's slot and signals
-// "data"; a receive group waits for it and has the slot copied out by the
-// same channel's engine, then signals "free" on that engine, which applies
-// the signal only after the copy. Both groups end by flushing their
-// channels, so that every copy is done when the launch ends and the next
-// work on the stream reads finished output.
+// "data"; a receive group waits for it and has the slot copied out by an
+// engine (the ack channel's, below), then signals "free" on that engine,
+// which applies the signal only after the copy. Both groups end by
+// flushing their channels, so that every copy is done when the launch
+// ends and the next work on the stream reads finished output.
 //
 //   - AllGatherPort and AllToAllPort: no SM moves data (the own segment is
-//     copied by channel 0's engine too). One block per group.
+//     copied by data channel 0's engine too). One block per group: 2
+//     blocks, 0 moving data.
 //   - ReduceScatterPort: puts through engines, the reduction on SMs.
 //
 // Past AllPairsMaxRanks ranks the reducing plans (ReduceScatterPort,
@@ -32,9 +33,34 @@ import (
 //     window w+1, then all-gather of the reduced chunk through engines. For
 //     2 ranks this is the two-phase ring (2PR) of MSCCL++; for more ranks
 //     it is all-pairs, which on a switch (NVSwitch, a PCIe switch, the host
-//     bridge) sends the same bytes in fewer steps than a ring.
+//     bridge) sends the same bytes in fewer steps than a ring. Three
+//     engines per peer: the reduce-scatter puts, the all-gather puts (so a
+//     reduced window does not queue behind the next window's reduce-scatter
+//     put on one stream) and the acks with the all-gather copies
+//     (allReducePortShape gives its blocks, threads and window).
 //
-// Scratch per plan: 2 halves × slots × Config.Port.Window. The reducing
+// Ack channels: AllGatherPort, AllToAllPort, ReduceScatterPort and
+// AllReducePort have another port channel to every peer (channels m … 2m−1
+// beside the data channels 0 … m−1, m = NRanks − 1; AllReducePort's are
+// 2m … 3m−1, after its all-gather channels), whose engine runs
+// the receiver's work: the slot-to-output copies and the "free" and
+// "done" signals. An engine's signal follows every earlier request of that
+// engine (hal.Engine), so a "free" sent on the data channel's engine
+// would wait for this rank's own puts in flight to the same peer (a
+// window's put takes ~90 µs at 32 MiB) before the peer may refill the
+// slot; on the ack channel it waits only for the copy out of that slot.
+// Each semaphore word still has one writing engine: the data channel's
+// writes "data", the ack channel's "free" and "done". Waits name either
+// channel (a wait reads the counter of the peer and semaphore).
+//
+// Windows: AllGatherPort, AllToAllPort and AllReducePort move
+// Config.Port.Window × 4 / (NRanks − 1) bytes per window and chunk (at
+// least Port.Window; 32 MiB on 2 GPUs):
+// with two halves of slots, a window's put must outlast the round trip of
+// "data" and "free" through the proxies for the link to stay busy
+// (gatherWindow).
+//
+// Scratch per plan: 2 halves × slots × window. The reducing
 // plans add a staging slot per put of the input (plan.Op.Stage): with
 // PreMulSum the SMs store the input window times this rank's scalar there
 // and the engine puts that, since an engine cannot scale (plan/premul.go);
@@ -52,6 +78,57 @@ func (c Config) portChannels() []plan.Channel {
 	return chs
 }
 
+// ackChannels are portChannels twice: data channels 0 … m−1, then ack
+// channels m … 2m−1 to the same peers (see Ack channels above); acks
+// returns the indices of the ack channels.
+func (c Config) ackChannels() (chs []plan.Channel, acks []int) {
+	chs, sets := c.channelSets(2)
+	return chs, sets[1]
+}
+
+// channelSets are k sets of portChannels, set i at indices i·m … i·m+m−1;
+// sets[i] are their indices.
+func (c Config) channelSets(k int) (chs []plan.Channel, sets [][]int) {
+	one := c.portChannels()
+	for i := 0; i < k; i++ {
+		var idx []int
+		for j := range one {
+			idx = append(idx, i*len(one)+j)
+		}
+		chs = append(chs, one...)
+		sets = append(sets, idx)
+	}
+	return chs, sets
+}
+
+// allReducePortShape is the shape of AllReducePort: Port's blocks, twice
+// its threads (at most 1024) and gatherWindow's window. Its reduce group
+// combines on as many blocks as each group pushes triggers from, so more
+// blocks buy SM bandwidth with more proxy work per window (a put, copy or
+// signal per block and step). On 2×H200 (2026-11-26, 1 GB, float): 4
+// blocks of 512 threads with 8 MiB windows 95 GB/s busbw; with 32 MiB
+// windows, three engines per peer and 1024 threads, 4 blocks 248 GB/s,
+// 8 blocks 240 GB/s (and 16 blocks, on two engines per peer, 51 GB/s).
+func (c Config) allReducePortShape() Shape {
+	s := c.Port
+	s.Blocks = max(1, s.Blocks)
+	s.Threads = min(2*s.Threads, 1024)
+	s.Window = c.gatherWindow()
+	return s
+}
+
+// gatherWindow is the window of AllGatherPort and AllToAllPort: 4 ×
+// Port.Window spread over the peers, at least Port.Window, a multiple of
+// plan.AlignBytes. On 2 GPUs it is 32 MiB: a put of it takes ~90 µs at
+// 370 GB/s, longer than the ~60 µs round trip of "data" and "free"
+// through the proxies measured on 2×H100 (docs/portchannel.md), so two
+// halves keep the link busy; 8 MiB windows left it idle half the time.
+func (c Config) gatherWindow() int64 {
+	w := 4 * c.Port.Window / int64(max(1, c.NRanks-1))
+	w = w / plan.AlignBytes * plan.AlignBytes
+	return max(w, c.Port.Window)
+}
+
 func flushes(chs []int) []plan.Op {
 	var ops []plan.Op
 	for _, ci := range chs {
@@ -62,6 +139,11 @@ func flushes(chs []int) []plan.Op {
 
 // portPlan finishes a port-channel plan with windowed groups of b blocks.
 func (c Config) portPlan(name string, b, slots, sems int, groups ...plan.Group) (*plan.Plan, error) {
+	return c.portPlanOn(c.portChannels(), name, b, slots, sems, groups...)
+}
+
+// portPlanOn is portPlan over channels chs.
+func (c Config) portPlanOn(chs []plan.Channel, name string, b, slots, sems int, groups ...plan.Group) (*plan.Plan, error) {
 	s := c.Port
 	if err := validShape("port", s); err != nil {
 		return nil, err
@@ -69,8 +151,12 @@ func (c Config) portPlan(name string, b, slots, sems int, groups ...plan.Group) 
 	if c.NRanks == 1 {
 		return nil, fmt.Errorf("algorithms: %s over port channels needs at least 2 ranks", name)
 	}
-	p := &plan.Plan{Name: fmt.Sprintf("%s-%s-%dx%d-w%d", name, PortFamily, b, s.Threads, s.Window), Rank: c.Rank, NRanks: c.NRanks,
-		Channels: c.portChannels(), Threads: s.Threads, Unroll: s.Unroll, Scratch: plan.Simple, ScratchSlots: slots, Semaphores: sems * b}
+	w := s.Window
+	for _, g := range groups {
+		w = max(w, g.Window)
+	}
+	p := &plan.Plan{Name: fmt.Sprintf("%s-%s-%dx%d-w%d", name, PortFamily, b, s.Threads, w), Rank: c.Rank, NRanks: c.NRanks,
+		Channels: chs, Threads: s.Threads, Unroll: s.Unroll, Scratch: plan.Simple, ScratchSlots: slots, Semaphores: sems * b}
 	p.Groups = groups
 	return p, p.Validate()
 }
@@ -99,19 +185,24 @@ func (c Config) gatherPort(name string, src func(peer int) plan.Ref) (*plan.Plan
 		return nil, err
 	}
 	chs, all := c.channels(), c.others()
+	pchs, acks := c.ackChannels()
 	var puts, copies []plan.Op
 	for ci, ch := range chs {
 		puts = append(puts, plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(c.Rank, ch.Peer)), src(ch.Peer)))
-		copies = append(copies, plan.PortCopy(ci, 0, 1, plan.L(plan.Output).At(ch.Peer), plan.LS(ci)))
+		copies = append(copies, plan.PortCopy(acks[ci], 0, 1, plan.L(plan.Output).At(ch.Peer), plan.LS(ci)))
 	}
 	if len(chs) > 0 {
+		// The own segment: on data channel 0, whose closing flush covers
+		// it; its copy lane runs it beside the puts (hal/nvlink).
 		puts = append(puts, plan.PortCopy(0, 0, 1, plan.L(plan.Output).At(c.Rank), src(c.Rank)))
 	}
+	w := c.gatherWindow()
 	send := c.portGroup(1, 1, cat(skip(waits(all, sem(semFree, 1)), 2, 0), puts, signals(all, sem(semData, 1))),
 		cat(waits(all, sem(semDone, 1)), flushes(all)))
-	recv := c.portGroup(1, 1, cat(waits(all, sem(semData, 1)), copies, skip(signals(all, sem(semFree, 1)), 0, 2)),
-		cat(signals(all, sem(semDone, 1)), flushes(all)))
-	return c.portPlan(name, 1, len(chs), 3, send, recv)
+	recv := c.portGroup(1, 1, cat(waits(acks, sem(semData, 1)), copies, skip(signals(acks, sem(semFree, 1)), 0, 2)),
+		cat(signals(acks, sem(semDone, 1)), flushes(acks)))
+	send.Window, recv.Window = w, w
+	return c.portPlanOn(pchs, name, 1, len(chs), 3, send, recv)
 }
 
 // ReduceScatterPort: the send group puts segment p of the input into peer
@@ -133,11 +224,12 @@ func ReduceScatterPort(c Config) (*plan.Plan, error) {
 		srcs = append(srcs, plan.LS(ci))
 	}
 	red := combineChain(xfer, plan.L(plan.Output), srcs)
+	pchs, acks := c.ackChannels()
 	send := c.portGroup(b, 1, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))),
 		cat(waits(all, sem(semDone, b)), flushes(all)))
-	recv := c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, skip(signals(all, sem(semFree, b)), 0, 2)),
-		signals(all, sem(semDone, b)))
-	return c.portPlan("reduce_scatter", b, 2*m, 3, send, recv)
+	recv := c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, skip(signals(acks, sem(semFree, b)), 0, 2)),
+		cat(signals(acks, sem(semDone, b)), flushes(acks)))
+	return c.portPlanOn(pchs, "reduce_scatter", b, 2*m, 3, send, recv)
 }
 
 // AllReducePort is the two-phase AllReduce over port channels. In each
@@ -151,6 +243,7 @@ func AllReducePort(c Config) (*plan.Plan, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	c.Port = c.allReducePortShape()
 	chs, all := c.channels(), c.others()
 	n, b := c.NRanks, c.Port.Blocks
 	m := len(chs)
@@ -161,18 +254,26 @@ func AllReducePort(c Config) (*plan.Plan, error) {
 		put.Stage = 1 + 2*m + ci
 		puts = append(puts, put)
 		srcs = append(srcs, plan.LS(ci))
-		gputs = append(gputs, plan.PortPut(ci, c.Rank, n, plan.RS(ci, m+slotOf(c.Rank, ch.Peer)), plan.L(plan.Output)))
-		copies = append(copies, plan.PortCopy(ci, ch.Peer, n, plan.L(plan.Output), plan.LS(m+ci)))
+		gputs = append(gputs, plan.PortPut(m+ci, c.Rank, n, plan.RS(m+ci, m+slotOf(c.Rank, ch.Peer)), plan.L(plan.Output)))
+		copies = append(copies, plan.PortCopy(2*m+ci, ch.Peer, n, plan.L(plan.Output), plan.LS(m+ci)))
 	}
 	red := combineChain(func(dsts []plan.Ref, srcs ...plan.Ref) plan.Op { return plan.Transfer(c.Rank, n, dsts, srcs...) }, plan.L(plan.Output), srcs)
+	// Three engines per peer: the reduce-scatter puts (all), the
+	// all-gather puts (gch), so that a reduced window does not queue
+	// behind the next window's reduce-scatter put on one stream, and the
+	// acks with the all-gather copies.
+	pchs, sets := c.channelSets(3)
+	gch, acks := sets[1], sets[2]
+	w := c.Port.Window
 	send := c.portGroup(b, n, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))),
 		cat(waits(all, sem(semDone, b)), flushes(all)))
 	reduce := c.portGroup(b, n, cat(waits(all, sem(semData, b)), skip(waits(all, sem(semFree2, b)), 2, 0), red,
-		skip(signals(all, sem(semFree, b)), 0, 2), gputs, signals(all, sem(semData2, b))),
-		cat(signals(all, sem(semDone, b)), waits(all, sem(semDone2, b)), flushes(all)))
-	gather := c.portGroup(b, n, cat(waits(all, sem(semData2, b)), copies, skip(signals(all, sem(semFree2, b)), 0, 2)),
-		cat(signals(all, sem(semDone2, b)), flushes(all)))
-	return c.portPlan("all_reduce", b, 3*m, 6, send, reduce, gather)
+		skip(signals(acks, sem(semFree, b)), 0, 2), gputs, signals(gch, sem(semData2, b))),
+		cat(signals(acks, sem(semDone, b)), waits(all, sem(semDone2, b)), flushes(gch)))
+	gather := c.portGroup(b, n, cat(waits(acks, sem(semData2, b)), copies, skip(signals(acks, sem(semFree2, b)), 0, 2)),
+		cat(signals(acks, sem(semDone2, b)), flushes(acks)))
+	send.Window, reduce.Window, gather.Window = w, w, w
+	return c.portPlanOn(pchs, "all_reduce", b, 3*m, 6, send, reduce, gather)
 }
 
 // PortPlan returns the port-channel plan of a collective, or nil when the

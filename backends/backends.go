@@ -1,7 +1,8 @@
 // Package backends is the one list of weft's hardware backends. Importing
 // it for its side effects registers every backend of hal/ with the HAL —
-// devices with hal.Register, networks (hal/ib, hal/socket) with
-// hal.RegisterNetwork — as database/sql drivers register themselves:
+// devices with hal.Register, networks (hal/ucx, hal/ib, hal/netplugin,
+// hal/socket) with hal.RegisterNetwork — as database/sql drivers register
+// themselves:
 //
 //	import _ "github.com/weftccl/weft/backends"
 //
@@ -18,11 +19,13 @@
 package backends
 
 import (
-	_ "github.com/weftccl/weft/hal/host"     // CPU reference backend (host shared memory)
-	_ "github.com/weftccl/weft/hal/ib"       // InfiniBand / RoCE through verbs
-	_ "github.com/weftccl/weft/hal/nvlink"   // NVIDIA GPUs over NVLink
-	_ "github.com/weftccl/weft/hal/nvswitch" // NVLink SHARP multicast
-	_ "github.com/weftccl/weft/hal/pcie"     // GPUs over PCIe (peer BAR or host-staged)
-	_ "github.com/weftccl/weft/hal/socket"   // TCP between nodes, the fallback network
-	_ "github.com/weftccl/weft/hal/xgmi"     // AMD GPUs over Infinity Fabric (HIP)
+	_ "github.com/weftccl/weft/hal/host"      // CPU reference backend (host shared memory)
+	_ "github.com/weftccl/weft/hal/ib"        // InfiniBand / RoCE through verbs
+	_ "github.com/weftccl/weft/hal/netplugin" // NCCL net plugins (WEFT_NET=plugin, NCCL_NET_PLUGIN)
+	_ "github.com/weftccl/weft/hal/nvlink"    // NVIDIA GPUs over NVLink
+	_ "github.com/weftccl/weft/hal/nvswitch"  // NVLink SHARP multicast
+	_ "github.com/weftccl/weft/hal/pcie"      // GPUs over PCIe (peer BAR or host-staged)
+	_ "github.com/weftccl/weft/hal/socket"    // TCP between nodes, the fallback network
+	_ "github.com/weftccl/weft/hal/ucx"       // UCX (UCP) between nodes: RDMA, TCP, shared memory
+	_ "github.com/weftccl/weft/hal/xgmi"      // AMD GPUs over Infinity Fabric (HIP)
 )

@@ -25,7 +25,7 @@ func TestRegistered(t *testing.T) {
 	if diff := cmp.Diff([]string{"host", "nvlink", "nvswitch", "pcie", "xgmi"}, devs); diff != "" {
 		t.Errorf("device backends (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"ib", "socket"}, nets); diff != "" {
+	if diff := cmp.Diff([]string{"ib", "plugin", "socket", "ucx"}, nets); diff != "" {
 		t.Errorf("networks (-want +got):\n%s", diff)
 	}
 	t.Setenv("WEFT_HAL", "host")

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
@@ -252,6 +251,7 @@ func (c *PortChannel) Wait(deadline time.Time) error {
 	defer c.mu.Unlock()
 	want := c.expected + 1
 	var buf [8]byte
+	start := time.Now()
 	for spins := 0; ; spins++ {
 		if err := c.g.dev.Read(buf[:], c.g.sems, int64(c.Peer)*8); err != nil {
 			return fmt.Errorf("channels: port channel to rank %d: wait: %w", c.Peer, err)
@@ -268,10 +268,6 @@ func (c *PortChannel) Wait(deadline time.Time) error {
 			return &hal.TimeoutError{Rank: c.g.fifo.rank, Peer: c.Peer, Channel: c.ch, Semaphore: c.Peer, Block: -1,
 				What: "port-channel semaphore", Expected: want, Observed: v}
 		}
-		if spins > 1000 {
-			time.Sleep(5 * time.Microsecond)
-		} else {
-			runtime.Gosched()
-		}
+		hostBackoff(spins, start)
 	}
 }

@@ -13,46 +13,113 @@ import (
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
 	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/stageprof"
 )
 
 // Proxy drains the port-channel FIFOs of one device and hands their
-// triggers to the channels' engines (architecture.md §3). It is one
-// goroutine locked to an OS thread. Its polling loop reads the FIFOs'
-// memory with atomic loads and calls the engines, nothing else: no
-// allocation, no system call; it yields the processor between idle polls.
-// When no FIFO has had work for SpinFor it
-// backs off, sleeping longer each idle round up to MaxSleep, and a new
-// registration wakes it. MSCCL++ runs one such proxy per rank; so does
-// weft (one per opened device and process).
+// triggers to the channels' engines (architecture.md §3). MSCCL++ runs one
+// such proxy per rank; so does weft (one per opened device and process).
 //
 // Triggers of one FIFO are handled in FIFO order. A flush does not stop the
 // FIFO: the proxy takes the engine's ticket (hal.Engine.Mark), goes on with
 // later triggers, and publishes the flush as done (plan.FifoFlushed) when
 // the ticket completes, in FIFO order among flushes.
+//
+// # Polling policy
+//
+// The proxy is one goroutine. Its loop reads the FIFOs' memory with atomic
+// loads and calls the engines, nothing else: no allocation, no system
+// call. A device pushes triggers with stores to host memory, which nothing
+// signals, so the proxy must poll; how it polls sets the latency of every
+// port-channel request (a put-with-signal is two triggers, and a ping-pong
+// crosses two proxies):
+//
+//   - Hot: while a trigger was seen less than SpinFor ago, a flush awaits
+//     its engine, or the proxy was kicked less than SpinFor ago, the loop
+//     polls without sleeping: bursts of spinBurst polls back to back, then
+//     runtime.Gosched so that goroutines sharing its processor run (on
+//     hal/host the ranks' kernels are goroutines of the same process).
+//   - Warm: for WarmFor after the last trigger or kick, it naps warmNap
+//     between polls in the kernel (nanosleep, not time.Sleep: Go rounds
+//     sleeps under 1 ms up to 1 ms when the runtime is idle), so that a
+//     launch that comes after a pause (the next step's collective, the
+//     next size of a benchmark) waits about 100 µs, not a millisecond:
+//     about ten thousand short wake-ups a second, a few percent of a core.
+//   - Idle: after that it blocks on its wake channel with a timer,
+//     sleeping 10 µs, then twice as long each round up to MaxSleep. An
+//     idle proxy costs about a thousand wake-ups a second, no core.
+//   - Woken: [Proxy.Kick] wakes a sleeping proxy at once and makes it hot.
+//     Host-pushed triggers (PortChannel) kick it; so does a registration;
+//     the launch path kicks it through [Resources.Launching] before it
+//     launches a plan with port channels. Launches that do not go through
+//     it (a CUDA graph replayed by its owner) are found by the idle timer,
+//     at most MaxSleep late, and then everything runs hot.
+//
+// The goroutine is not locked to an OS thread: a locked goroutine that
+// yields hands its processor to another thread and parks until the
+// scheduler hands it back (two futex round trips per idle poll, tens of
+// microseconds on a busy host), and the engines need no thread of their
+// own (CUDA calls make their context current per call).
+//
+// WEFT_PROXY_PROFILE=1 times the stages (stageprof): the gap between the
+// last empty poll and the one that found a trigger, every engine call by
+// kind, a flush's wait for its engine, and the sleeps; the summary is
+// logged when the proxy closes.
 type Proxy struct {
 	dev  hal.Device
 	rank int
 	log  *slog.Logger
+	prof *stageprof.Set
 
-	mu      sync.Mutex // registration
-	fifos   atomic.Pointer[[]*fifo]
-	version atomic.Uint64 // bumped by every registration change
-	seen    atomic.Uint64 // version the loop has started an iteration with
-	wake    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
-	stopped atomic.Bool
+	mu       sync.Mutex // registration
+	fifos    atomic.Pointer[[]*fifo]
+	version  atomic.Uint64 // bumped by every registration change
+	seen     atomic.Uint64 // version the loop has started an iteration with
+	kicked   atomic.Bool   // Kick since the loop last looked
+	sleeping atomic.Bool   // the loop is in (or entering) its idle wait
+	wake     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	stopped  atomic.Bool
 }
 
 // Back-off of an idle proxy.
 const (
-	// SpinFor is how long the proxy polls without sleeping after its last
-	// trigger: launches that push triggers come in bursts, and a sleeping
-	// proxy adds its wake-up latency to the first trigger of the next one.
+	// SpinFor is how long the proxy stays hot (polls without sleeping)
+	// after its last trigger or kick: launches that push triggers come in
+	// bursts, and a sleeping proxy adds its wake-up latency to the first
+	// trigger of the next one.
 	SpinFor = 20 * time.Millisecond
-	// MaxSleep bounds the sleep of an idle proxy.
+	// WarmFor is how long after its last trigger or kick the proxy naps
+	// warmNap between polls rather than sleeping on a timer.
+	WarmFor = 1 * time.Second
+	// MaxSleep bounds the sleep of an idle proxy, and so the delay of the
+	// first trigger of a launch that did not kick it.
 	MaxSleep = 1 * time.Millisecond
+	// warmNap is the nap of a warm proxy (plus the kernel's timer slack).
+	warmNap = 50 * time.Microsecond
+	// spinBurst is how many empty polls a hot proxy makes between yields
+	// of its processor: a few microseconds of polling with one FIFO.
+	spinBurst = 64
 )
+
+// Profile stages (WEFT_PROXY_PROFILE).
+const (
+	profGap = iota
+	profPut
+	profSignal
+	profCopy
+	profMark
+	profFlush
+	profSleep
+	profLate
+	profNap
+)
+
+var profStages = []string{
+	"poll gap before a trigger", "engine put call", "engine signal call", "engine copy call", "engine mark call",
+	"flush: mark to completion seen", "idle sleep", "sleep overshoot", "warm nap",
+}
 
 // watchEvery is how many polls of a FIFO pass between checks of its
 // watch function.
@@ -67,10 +134,40 @@ const maxPendingFlush = 64
 func NewProxy(dev hal.Device, rank int) *Proxy {
 	p := &Proxy{dev: dev, rank: rank, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	p.log = env.Logger("PROXY").With("rank", rank)
+	if stageprof.Enabled() {
+		backend := "no device"
+		if dev != nil {
+			backend = dev.Info().Backend
+		}
+		p.prof = stageprof.New(fmt.Sprintf("port-channel proxy of rank %d (%s)", rank, backend), profStages...)
+	}
 	empty := []*fifo{}
 	p.fifos.Store(&empty)
 	go p.loop()
 	return p
+}
+
+// Kick tells the proxy that triggers are coming: a sleeping proxy wakes
+// at once, and it stays hot for SpinFor. It costs an atomic store, and a
+// channel send only when the proxy sleeps; any goroutine may call it.
+func (p *Proxy) Kick() {
+	p.kicked.Store(true)
+	if p.sleeping.Load() {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Launching tells the plan's proxy that a launch of the plan is about to
+// start (Proxy.Kick): call it before launching a plan with port channels,
+// so that a proxy asleep after an idle stretch does not add its sleep to
+// the first trigger. It does nothing for plans without port channels.
+func (r *Resources) Launching() {
+	if r.proxy != nil {
+		r.proxy.Kick()
+	}
 }
 
 // Close stops the proxy once its FIFOs are unregistered. Triggers still in
@@ -81,6 +178,7 @@ func (p *Proxy) Close() error {
 	}
 	close(p.stop)
 	<-p.done
+	p.prof.Log(p.log)
 	var names []string
 	for _, f := range *p.fifos.Load() {
 		names = append(names, f.name)
@@ -97,13 +195,11 @@ func (p *Proxy) add(f *fifo) error {
 	if p.stopped.Load() {
 		return fmt.Errorf("channels: proxy of rank %d is closed: %w", p.rank, hal.ErrInvalidUsage)
 	}
+	f.proxy, f.prof = p, p.prof
 	list := append(append([]*fifo{}, *p.fifos.Load()...), f)
 	p.fifos.Store(&list)
 	p.version.Add(1)
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
+	p.Kick()
 	return nil
 }
 
@@ -119,41 +215,42 @@ func (p *Proxy) remove(f *fifo) {
 	p.fifos.Store(&list)
 	v := p.version.Add(1)
 	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
+	p.Kick()
 	deadline := time.Now().Add(plan.DefaultTimeout)
 	for p.seen.Load() < v && !p.stopped.Load() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Microsecond)
+		runtime.Gosched()
 	}
 }
 
 func (p *Proxy) loop() {
-	runtime.LockOSThread()
 	defer close(p.done)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	lastWork := time.Now()
+	var lastPoll time.Time // profiling only
 	sleep := time.Duration(0)
-	for polls := 0; ; polls++ {
+	for idle := 0; ; {
 		p.seen.Store(p.version.Load())
 		list := *p.fifos.Load()
-		work := false
+		work, pending := false, false
 		for _, f := range list {
 			if f.poll() {
 				work = true
 			}
+			pending = pending || f.pendCount > 0
+		}
+		if p.prof.On() {
+			if work {
+				p.prof.Since(profGap, lastPoll)
+			}
+			lastPoll = time.Now()
 		}
 		if work {
-			sleep, lastWork = 0, time.Now()
+			idle, sleep = 0, 0
+			lastWork = time.Now()
 			continue
 		}
-		// Yield the processor between idle polls: on hosts with few cores
-		// (hal/host ranks are goroutines of one process) a proxy that spins
-		// without yielding starves the work it waits for.
-		runtime.Gosched()
-		if polls&255 != 0 {
+		if idle++; idle%spinBurst != 0 {
 			continue
 		}
 		select {
@@ -161,8 +258,30 @@ func (p *Proxy) loop() {
 			return
 		default:
 		}
-		now := time.Now()
-		if sleep == 0 && now.Sub(lastWork) < SpinFor {
+		if p.kicked.Load() {
+			p.kicked.Store(false)
+			lastWork = time.Now()
+		}
+		quiet := time.Since(lastWork)
+		if pending || quiet < SpinFor {
+			// Hot: let goroutines sharing the processor run, and poll on.
+			runtime.Gosched()
+			continue
+		}
+		if quiet < WarmFor {
+			start := p.prof.Now()
+			nap(warmNap)
+			p.prof.Since(profNap, start)
+			lastPoll = time.Time{}
+			idle = spinBurst - 1 // one poll, then the next nap
+			continue
+		}
+		// Idle. Announce the sleep, then look once more for a kick that
+		// raced with the announcement (Kick stores kicked, then reads
+		// sleeping; the loop stores sleeping, then reads kicked).
+		p.sleeping.Store(true)
+		if p.kicked.Load() {
+			p.sleeping.Store(false)
 			continue
 		}
 		if sleep == 0 {
@@ -170,16 +289,24 @@ func (p *Proxy) loop() {
 		} else {
 			sleep = min(2*sleep, MaxSleep)
 		}
+		start := p.prof.Now()
 		timer.Reset(sleep)
 		select {
 		case <-p.stop:
 			timer.Stop()
+			p.sleeping.Store(false)
 			return
 		case <-p.wake:
 			timer.Stop()
-			sleep, lastWork = 0, time.Now()
+			sleep = 0
 		case <-timer.C:
+			if p.prof.On() {
+				p.prof.Add(profLate, time.Since(start)-sleep)
+			}
 		}
+		p.sleeping.Store(false)
+		p.prof.Since(profSleep, start)
+		lastPoll = time.Time{} // a trigger found now waited in the sleep, counted there
 	}
 }
 
@@ -199,6 +326,10 @@ type fifo struct {
 	// watchEvery polls and fails the FIFO with it.
 	watch func() error
 	polls uint64
+	// proxy and prof are set when the FIFO is registered (Proxy.add):
+	// host pushes kick the proxy; prof times the engine calls.
+	proxy *Proxy
+	prof  *stageprof.Set
 
 	tail                 uint64
 	pend                 [maxPendingFlush]pendingFlush
@@ -275,13 +406,20 @@ func (f *fifo) handle(t plan.Trigger, pos uint64) error {
 		return fmt.Errorf("trigger %d (%v) names channel %d, which has no engine (%d channels): %w", pos, t.Kind, t.Chan, len(f.engines), hal.ErrInvalidUsage)
 	}
 	e := f.engines[t.Chan]
+	start := f.prof.Now()
 	switch t.Kind {
 	case plan.TriggerPut:
-		return e.Put(t.B, t.A, int64(t.C))
+		err := e.Put(t.B, t.A, int64(t.C))
+		f.prof.Since(profPut, start)
+		return err
 	case plan.TriggerCopy:
-		return e.Copy(t.B, t.A, int64(t.C))
+		err := e.Copy(t.B, t.A, int64(t.C))
+		f.prof.Since(profCopy, start)
+		return err
 	case plan.TriggerSignal:
-		return e.Signal(t.B, t.C, t.A)
+		err := e.Signal(t.B, t.C, t.A)
+		f.prof.Since(profSignal, start)
+		return err
 	case plan.TriggerFlush, plan.TriggerCounter:
 		counter := -1
 		if t.Kind == plan.TriggerCounter {
@@ -291,6 +429,7 @@ func (f *fifo) handle(t plan.Trigger, pos uint64) error {
 			counter = int(t.C)
 		}
 		tk, err := e.Mark()
+		f.prof.Since(profMark, start)
 		if err != nil {
 			return err
 		}
@@ -324,6 +463,7 @@ func (f *fifo) completeFlushes() bool {
 			}
 			return work
 		}
+		f.prof.Since(profFlush, pf.started)
 		if pf.counter >= 0 {
 			atomic.AddUint64(f.word(plan.CounterOffset(pf.counter)), 1)
 		} else {
@@ -402,11 +542,17 @@ func (f *fifo) push(k plan.TriggerKind, ch int, a, b, c uint64, deadline time.Ti
 	atomic.StoreUint64(f.word(off+8), b)
 	atomic.StoreUint64(f.word(off+16), c)
 	atomic.StoreUint64(f.word(off+24), plan.TriggerTag(pos, k, ch))
+	if f.proxy != nil {
+		f.proxy.Kick()
+	}
 	return pos + 1, nil
 }
 
-// waitFlushed waits until flush position me is published.
+// waitFlushed waits until flush position me is published: it polls,
+// yielding the processor between polls, for hostSpinFor, then sleeps
+// hostSleep between polls (a flush that long is a large copy).
 func (f *fifo) waitFlushed(me uint64, ch int, deadline time.Time) error {
+	start := time.Now()
 	for spins := 0; ; spins++ {
 		v := atomic.LoadUint64(f.word(plan.FifoFlushed))
 		if v >= me {
@@ -419,12 +565,27 @@ func (f *fifo) waitFlushed(me uint64, ch int, deadline time.Time) error {
 			return &hal.TimeoutError{Rank: f.rank, Peer: f.peer(ch), Channel: ch, Semaphore: -1, Block: -1,
 				What: "port-channel flush", Expected: me, Observed: v}
 		}
-		if spins > 1000 {
-			time.Sleep(5 * time.Microsecond)
-		} else {
-			runtime.Gosched()
-		}
+		hostBackoff(spins, start)
 	}
+}
+
+// Host-side waits (Flush, Wait of a PortChannel): poll, yielding the
+// processor, for hostSpinFor, then sleep hostSleep between polls. A
+// sub-millisecond sleep on an idle Go runtime lasts about a millisecond,
+// so a wait that sleeps at once is a millisecond late.
+const (
+	hostSpinFor = 2 * time.Millisecond
+	hostSleep   = 50 * time.Microsecond
+)
+
+// hostBackoff pauses between two polls of a host-side wait that started
+// at start (spins: polls so far); the clock is read from the 64th poll on.
+func hostBackoff(spins int, start time.Time) {
+	if spins < 64 || time.Since(start) < hostSpinFor {
+		runtime.Gosched()
+		return
+	}
+	time.Sleep(hostSleep)
 }
 
 func (f *fifo) peer(ch int) int {

@@ -20,7 +20,9 @@ type Registration struct {
 }
 
 // Register maps buf on every rank. It is collective: every rank registers
-// one buffer in the same call. Errors: ErrNotSupported when a link is not
+// one buffer in the same call, or nil when it has none to offer in this
+// call (its entry of Peers stays nil on every rank, and Local is nil).
+// Errors: ErrNotSupported when a link is not
 // memory-mapped, errors of Export and Import otherwise; nothing stays
 // mapped on error.
 func Register(ctx context.Context, ex Exchanger, dev hal.Device, buf hal.Buffer) (_ *Registration, err error) {
@@ -28,11 +30,15 @@ func Register(ctx context.Context, ex Exchanger, dev hal.Device, buf hal.Buffer)
 	if !ok {
 		return nil, fmt.Errorf("channels: register: backend %s offers no memory-mapped capability: %w", dev.Info().Backend, hal.ErrNotSupported)
 	}
-	h, err := mm.Export(buf)
-	if err != nil {
-		return nil, fmt.Errorf("channels: register: %w", err)
+	card := regCard{Endpoint: dev.Endpoint()}
+	if buf != nil {
+		h, err := mm.Export(buf)
+		if err != nil {
+			return nil, fmt.Errorf("channels: register: %w", err)
+		}
+		card.Handle, card.Size = h, buf.Size()
 	}
-	blob, err := encodeJSON(regCard{Endpoint: dev.Endpoint(), Handle: h, Size: buf.Size()})
+	blob, err := encodeJSON(card)
 	if err != nil {
 		return nil, err
 	}
@@ -53,6 +59,9 @@ func Register(ctx context.Context, ex Exchanger, dev hal.Device, buf hal.Buffer)
 		var c regCard
 		if err := decodeJSON(bytes.NewReader(b), &c); err != nil {
 			return nil, fmt.Errorf("channels: register: rank %d sent a malformed card: %v: %w", rk, err, hal.ErrRemote)
+		}
+		if len(c.Handle) == 0 {
+			continue // the rank registered nothing in this call
 		}
 		if l := dev.Link(c.Endpoint); l.Caps&hal.CapMemoryMapped == 0 {
 			return nil, fmt.Errorf("channels: register: link to rank %d is not memory-mapped (%s): %w", rk, l.Reason, hal.ErrNotSupported)

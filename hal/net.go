@@ -77,7 +77,7 @@ type NetDevice interface {
 
 var (
 	netRegistry   = map[string]Network{}
-	netPreference = []string{"ib", "socket"}
+	netPreference = []string{"ucx", "ib", "socket"}
 )
 
 // RegisterNetwork adds a network to the registry; it panics if the name is
@@ -120,7 +120,8 @@ func LookupNetwork(name string) (Network, error) {
 }
 
 // AutoNetwork returns the first available registered network in the order
-// ib, socket, with the reasons the others were skipped.
+// ucx (where UCX's libraries load), ib, socket, with the reasons the
+// others were skipped.
 func AutoNetwork() (Network, []string, error) {
 	var skipped []string
 	for _, name := range netPreference {

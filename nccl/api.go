@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"runtime"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
+	"github.com/weftccl/weft/internal/env"
 )
 
 // splitNoColor is NCCL_SPLIT_NOCOLOR.
@@ -515,10 +517,44 @@ func getUniqueID() ([uniqueIDBytes]byte, error) {
 	return encodeID(id)
 }
 
-// config is what weft takes from an ncclConfig_t.
+// config is what weft takes from an ncclConfig_t. minCTAs and maxCTAs
+// are 0 where the config leaves them undefined (NCCL_CONFIG_UNDEF_INT).
 type config struct {
-	blocking bool
-	name     string
+	blocking         bool
+	name             string
+	minCTAs, maxCTAs int
+}
+
+// ctaBudget is the block budget of a communicator made with cfg, as NCCL
+// resolves minCTAs and maxCTAs (init.cc, envConfigOverride): NCCL_MIN_CTAS
+// and NCCL_MAX_CTAS override the config's fields, values that are not
+// positive integers are ignored (logged), and a minimum above the maximum
+// becomes the maximum. NCCL also caps both at its channel limit
+// (MAXCHANNELS); weft does not, since a plan never holds more blocks than
+// its default shape gives it whatever the cap. 0 leaves a bound to
+// weft's own configuration (WEFT_MAX_CTAS, WEFT_MIN_CTAS; else none).
+func ctaBudget(cfg config, log *slog.Logger) (minCTAs, maxCTAs int) {
+	minCTAs, maxCTAs = cfg.minCTAs, cfg.maxCTAs
+	for _, v := range []struct {
+		name string
+		dst  *int
+	}{{"NCCL_MIN_CTAS", &minCTAs}, {"NCCL_MAX_CTAS", &maxCTAs}} {
+		s := strings.TrimSpace(env.String(v.name))
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			log.Info("weft: "+v.name+" is not a positive integer, ignored as NCCL ignores it", "value", s, "kept", *v.dst)
+			continue
+		}
+		*v.dst = n
+	}
+	if minCTAs > 0 && maxCTAs > 0 && minCTAs > maxCTAs {
+		log.Info("weft: minCTAs is above maxCTAs; set to maxCTAs, as NCCL does", "minCTAs", minCTAs, "maxCTAs", maxCTAs)
+		minCTAs = maxCTAs
+	}
+	return minCTAs, maxCTAs
 }
 
 // initRank is ncclCommInitRank(Config): it binds the communicator to the
@@ -541,6 +577,7 @@ func initRank(fn string, nranks int, rawID [uniqueIDBytes]byte, rank int, cfg co
 		return 0, failErr(fn, err)
 	}
 	c := newComm(rank, nranks, b, ord, cfg.blocking, cfg.name)
+	c.minCTAs, c.maxCTAs = cfg.minCTAs, cfg.maxCTAs
 	h := registerComm(c)
 	return started(h, startInit(fn, c, func() error { c.init(id); return c.initErr }))
 }
@@ -658,6 +695,7 @@ func split(fn string, parent *comm, color, key int, cfg config) (uintptr, result
 			return 0, ncclSuccess
 		}
 		c := newComm(rank, size, parent.backend, parent.ordinal, cfg.blocking, cfg.name)
+		c.minCTAs, c.maxCTAs = cfg.minCTAs, cfg.maxCTAs
 		h := registerComm(c)
 		return started(h, startInit(fn, c, func() error { c.init(id); return c.initErr }))
 	}
@@ -668,6 +706,7 @@ func split(fn string, parent *comm, color, key int, cfg config) (uintptr, result
 		})
 	}
 	c := newComm(-1, 0, parent.backend, parent.ordinal, cfg.blocking, cfg.name)
+	c.minCTAs, c.maxCTAs = cfg.minCTAs, cfg.maxCTAs
 	h := registerComm(c)
 	return started(h, startInit(fn, c, func() error {
 		rank, size, id, err := splitExchange(parent, color, key)

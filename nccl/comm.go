@@ -65,6 +65,10 @@ type comm struct {
 	ordinal  int
 	blocking bool
 	name     string
+	// minCTAs and maxCTAs are ncclConfig_t's (0: undefined), before
+	// NCCL_MIN_CTAS and NCCL_MAX_CTAS (ctaBudget); a split without a
+	// config inherits them, as in NCCL.
+	minCTAs, maxCTAs int
 
 	ready   chan struct{} // closed when init has finished (initErr set)
 	initErr error
@@ -161,7 +165,8 @@ func (c *comm) attach(boot bootstrap.Bootstrap) error {
 	if cx, ok := dev.(interface{ Context() uintptr }); ok {
 		c.cuCtx = cx.Context()
 	}
-	w, err := weft.NewComm(context.Background(), boot, dev, weft.Options{})
+	minCTAs, maxCTAs := ctaBudget(config{minCTAs: c.minCTAs, maxCTAs: c.maxCTAs}, c.log)
+	w, err := weft.NewComm(context.Background(), boot, dev, weft.Options{MinCTAs: minCTAs, MaxCTAs: maxCTAs})
 	switch {
 	case err == nil:
 		c.w = w
@@ -177,7 +182,7 @@ func (c *comm) attach(boot bootstrap.Bootstrap) error {
 		served = "NCCL (weft cannot: " + c.noWeft.Error() + ")"
 	}
 	c.log.Info("weft: communicator ready", "backend", info.Backend, "device", info.Name, "ordinal", c.ordinal,
-		"served_by", served, "name", c.name)
+		"served_by", served, "name", c.name, "min_ctas", minCTAs, "max_ctas", maxCTAs)
 	return nil
 }
 
@@ -341,7 +346,9 @@ func (c *comm) destroy() error {
 		return nil
 	}
 	err := c.syncStreams()
+	peak := 0 // the most thread blocks one of weft's launches held
 	if c.w != nil {
+		peak = c.w.PeakBlocks()
 		err = errors.Join(err, c.w.Close())
 	}
 	if c.fb != 0 {
@@ -349,7 +356,7 @@ func (c *comm) destroy() error {
 	}
 	c.closeStreams()
 	err = errors.Join(err, c.boot.Close())
-	c.log.Info("weft: communicator destroyed", "calls", c.summary())
+	c.log.Info("weft: communicator destroyed", "calls", c.summary(), "peak_blocks", peak)
 	return err
 }
 
@@ -366,7 +373,9 @@ func (c *comm) abort() {
 		if c.initErr != nil || c.closed.Swap(true) {
 			return
 		}
+		peak := 0
 		if c.w != nil {
+			peak = c.w.PeakBlocks()
 			c.w.Abort()
 		}
 		if c.boot != nil {
@@ -379,7 +388,7 @@ func (c *comm) abort() {
 			c.w.Close()
 		}
 		c.closeStreams()
-		c.log.Info("weft: communicator aborted", "calls", c.summary())
+		c.log.Info("weft: communicator aborted", "calls", c.summary(), "peak_blocks", peak)
 	}()
 	select {
 	case <-done:

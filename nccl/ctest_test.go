@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -49,14 +50,89 @@ func TestCProgram(t *testing.T) {
 	if out, err := compile.CombinedOutput(); err != nil {
 		t.Fatalf("cc testdata/ctest.c: %v\n%s", err, out)
 	}
-	for _, n := range []int{2, 3} {
-		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) { runCTest(t, bin, n) })
-	}
+	// The three jobs run side by side (each its own processes and unique
+	// id), so the 16-rank one adds little to the package's wall time.
+	t.Run("ranks=2", func(t *testing.T) {
+		t.Parallel()
+		runCTest(t, bin, 2, false)
+	})
+	t.Run("ranks=3,maxCTAs=5", func(t *testing.T) {
+		t.Parallel()
+		// ncclConfig_t.maxCTAs = 5 (the point-to-point plan's minimum on
+		// 3 ranks: 5 groups): the whole suite under a block budget that
+		// binds (hal/host's default plans hold up to 10 blocks on 3 ranks).
+		const budget = 5
+		outs := runCTest(t, bin, 3, false, fmt.Sprintf("WEFT_CTEST_MAX_CTAS=%d", budget), "NCCL_DEBUG=INFO")
+		for r, out := range outs {
+			lines := peakBlocks.FindAllStringSubmatch(out, -1)
+			if len(lines) == 0 {
+				t.Errorf("rank %d: no 3-rank \"communicator destroyed\" line with peak_blocks\n%s", r, tail(out))
+			}
+			for _, m := range lines {
+				peak, _ := strconv.Atoi(m[1])
+				if peak < 1 || peak > budget {
+					t.Errorf("rank %d: a launch held %d blocks under ncclConfig_t.maxCTAs = %d (%s)", r, peak, budget, m[0])
+				} else {
+					t.Logf("rank %d: at most %d blocks per launch (budget %d)", r, peak, budget)
+				}
+			}
+		}
+	})
+	t.Run("ranks=16,scale", func(t *testing.T) {
+		t.Parallel()
+		runCTest(t, bin, 16, true)
+	})
 }
 
 var summary = regexp.MustCompile(`rank (\d+): (\d+) passed, (\d+) failed`)
 
-func runCTest(t *testing.T, bin string, n int) {
+// peakBlocks matches the destroy-time log line of a 3-rank communicator
+// (the split ones have fewer ranks and their own config) and the most
+// thread blocks one of its launches held (nccl comm.go, destroy).
+var peakBlocks = regexp.MustCompile(`msg="weft: communicator destroyed".*nranks=3 .*peak_blocks=(\d+)`)
+
+// callCounts matches the destroy-time log line of a communicator (nccl
+// comm.go, summary): "calls=\"all_reduce=12/0 … (served by weft/forwarded
+// to NCCL)\"", one served/forwarded pair per kind of call.
+var (
+	destroyed  = regexp.MustCompile(`msg="weft: communicator destroyed".*calls="([^"]*)"`)
+	callCounts = regexp.MustCompile(`(\w+)=(\d+)/(\d+)`)
+	refused    = regexp.MustCompile(`rank \d+: (\d+) integer Avg calls refused`)
+)
+
+// servedByWeft checks, from a rank's NCCL_DEBUG=INFO log, that its
+// communicators were served by weft (not NCCL) and that no call of any
+// kind was forwarded; it returns the calls weft served.
+func servedByWeft(t *testing.T, r int, out string) int64 {
+	t.Helper()
+	if strings.Contains(out, `served_by="NCCL`) {
+		t.Errorf("rank %d: a communicator was handed to NCCL\n%s", r, tail(out))
+	}
+	var served int64
+	lines := destroyed.FindAllStringSubmatch(out, -1)
+	if len(lines) == 0 {
+		t.Errorf("rank %d: no \"communicator destroyed\" line to count calls from\n%s", r, tail(out))
+	}
+	for _, m := range lines {
+		for _, kv := range callCounts.FindAllStringSubmatch(m[1], -1) {
+			s, _ := strconv.ParseInt(kv[2], 10, 64)
+			f, _ := strconv.ParseInt(kv[3], 10, 64)
+			served += s
+			if f != 0 {
+				t.Errorf("rank %d: %d %s calls forwarded to NCCL (%s)", r, f, kv[1], m[1])
+			}
+		}
+	}
+	return served
+}
+
+// runCTest runs bin as n processes of one job on hal/host and checks every
+// rank's summary line. scale runs ctest.c's scale mode (WEFT_CTEST_SCALE=1:
+// inputs exact at any rank count) and checks, from NCCL_DEBUG=INFO logs,
+// that weft served every call of every communicator and forwarded none.
+// extra are more NAME=VALUE variables for every rank; it returns each
+// rank's output.
+func runCTest(t *testing.T, bin string, n int, scale bool, extra ...string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	idFile := filepath.Join(t.TempDir(), "id")
@@ -67,6 +143,10 @@ func runCTest(t *testing.T, bin string, n int) {
 		cmd := exec.CommandContext(ctx, bin)
 		cmd.Env = append(os.Environ(), "WEFT_HAL=host", "WEFT_NCCL_FALLBACK=0", "WEFT_TIMEOUT=60s",
 			fmt.Sprintf("RANK=%d", r), fmt.Sprintf("WORLD_SIZE=%d", n), "WEFT_ID_FILE="+idFile)
+		if scale {
+			cmd.Env = append(cmd.Env, "WEFT_CTEST_SCALE=1", "NCCL_DEBUG=INFO")
+		}
+		cmd.Env = append(cmd.Env, extra...)
 		cmd.Stdout = &outs[r]
 		cmd.Stderr = &outs[r]
 		wg.Add(1)
@@ -76,8 +156,10 @@ func runCTest(t *testing.T, bin string, n int) {
 		}()
 	}
 	wg.Wait()
+	texts := make([]string, n)
 	for r := 0; r < n; r++ {
 		out := outs[r].String()
+		texts[r] = out
 		m := summary.FindStringSubmatch(out)
 		switch {
 		case ctx.Err() != nil:
@@ -91,7 +173,16 @@ func runCTest(t *testing.T, bin string, n int) {
 		default:
 			t.Logf("rank %d: %s passed", r, m[2])
 		}
+		if scale {
+			served := servedByWeft(t, r, out)
+			note := ""
+			if m := refused.FindStringSubmatch(out); m != nil {
+				note = ", " + m[1] + " integer Avg calls refused (weft serves integer Avg on all-pairs plans only)"
+			}
+			t.Logf("rank %d: %d calls served by weft, none forwarded%s", r, served, note)
+		}
 	}
+	return texts
 }
 
 func tail(s string) string {

@@ -126,3 +126,15 @@ func (t *deviceTable) contains(p uintptr, n int64) bool {
 	}
 	return false
 }
+
+// containing returns the ncclMemAlloc'd buffer that holds [p, p+n), or nil.
+func (t *deviceTable) containing(p uintptr, n int64) hal.Buffer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for a, b := range t.mem {
+		if p >= a && uint64(p-a)+uint64(n) <= uint64(b.Size()) {
+			return b
+		}
+	}
+	return nil
+}

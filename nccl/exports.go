@@ -15,7 +15,9 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"unsafe"
 )
@@ -89,8 +91,11 @@ func idBytes(id *C.ncclUniqueId) [uniqueIDBytes]byte {
 }
 
 // readConfig reads an ncclConfig_t of any NCCL version from 2.14 on:
-// blocking is at the same offset in all; commName only when the struct is
-// large enough to hold it.
+// blocking is at the same offset in all; minCTAs and maxCTAs from 2.17
+// (earlier versions have no such fields, as NCCL reads them), commName,
+// each only when the struct is large enough to hold it. minCTAs and
+// maxCTAs are checked as NCCL checks them: each NCCL_CONFIG_UNDEF_INT or
+// positive, minCTAs ≤ maxCTAs when both are set; else ncclInvalidArgument.
 func readConfig(fn string, cfg *C.ncclConfig_t) (config, result) {
 	out := config{blocking: true}
 	if cfg == nil {
@@ -101,6 +106,25 @@ func readConfig(fn string, cfg *C.ncclConfig_t) (config, result) {
 	}
 	if cfg.blocking == 0 {
 		out.blocking = false
+	}
+	if cfg.version >= 21700 && cfg.size >= C.size_t(unsafe.Offsetof(cfg.netName)) {
+		const undef = math.MinInt32 // NCCL_CONFIG_UNDEF_INT
+		lo, hi := int(cfg.minCTAs), int(cfg.maxCTAs)
+		if (lo != undef && lo <= 0) || (hi != undef && hi <= 0) || (lo != undef && hi != undef && lo > hi) {
+			show := func(v int) string {
+				if v == undef {
+					return "undefined"
+				}
+				return strconv.Itoa(v)
+			}
+			return out, fail(ncclInvalidArgument, "%s: minCTAs %s, maxCTAs %s: want each positive or NCCL_CONFIG_UNDEF_INT, and minCTAs ≤ maxCTAs (argument config)", fn, show(lo), show(hi))
+		}
+		if lo != undef {
+			out.minCTAs = lo
+		}
+		if hi != undef {
+			out.maxCTAs = hi
+		}
 	}
 	if cfg.size >= C.size_t(unsafe.Offsetof(cfg.collnetEnable)) && cfg.commName != nil {
 		out.name = C.GoString(cfg.commName)
@@ -195,7 +219,7 @@ func ncclCommSplit(parent C.ncclComm_t, color, key C.int, out *C.ncclComm_t, cfg
 	if out == nil {
 		return res(fail(ncclInvalidArgument, "%s: newcomm is NULL (argument newcomm)", fn))
 	}
-	conf := config{blocking: c.blocking, name: c.name}
+	conf := config{blocking: c.blocking, name: c.name, minCTAs: c.minCTAs, maxCTAs: c.maxCTAs}
 	if cfg != nil {
 		if conf, r = readConfig(fn, cfg); r != ncclSuccess {
 			return res(r)
@@ -373,15 +397,23 @@ func ncclMemFree(ptr unsafe.Pointer) (rc C.ncclResult_t) {
 func ncclCommRegister(h C.ncclComm_t, buff unsafe.Pointer, size C.size_t, handle *unsafe.Pointer) (rc C.ncclResult_t) {
 	const fn = "ncclCommRegister"
 	defer guard(fn, &rc)
-	if _, r := lookup(fn, commOf(h)); r != ncclSuccess {
+	c, r := lookup(fn, commOf(h))
+	if r != ncclSuccess {
 		return res(r)
 	}
 	if handle == nil {
 		return res(fail(ncclInvalidArgument, "%s: handle is NULL (argument handle)", fn))
 	}
-	// weft's plans copy through their own scratch buffers: nothing to
-	// register, but the caller gets a handle to give back.
-	*handle = C.weft_ptr_of(C.uintptr_t(newHandle()))
+	if uint64(size) > 1<<62 {
+		return res(fail(ncclInvalidArgument, "%s: size %d (argument size)", fn, uint64(size)))
+	}
+	// Collective in weft: the ncclMemAlloc buffer holding the range is
+	// mapped on every peer, for zero-copy receives (register.go).
+	rh, err := regs.register(c, addr(buff), int64(size))
+	if err != nil {
+		return res(failErr(fn, err))
+	}
+	*handle = C.weft_ptr_of(C.uintptr_t(rh))
 	return 0
 }
 
@@ -389,10 +421,11 @@ func ncclCommRegister(h C.ncclComm_t, buff unsafe.Pointer, size C.size_t, handle
 func ncclCommDeregister(h C.ncclComm_t, handle unsafe.Pointer) (rc C.ncclResult_t) {
 	const fn = "ncclCommDeregister"
 	defer guard(fn, &rc)
-	if _, r := lookup(fn, commOf(h)); r != ncclSuccess {
+	c, r := lookup(fn, commOf(h))
+	if r != ncclSuccess {
 		return res(r)
 	}
-	return 0
+	return res(failErr(fn, regs.deregister(c, addr(handle))))
 }
 
 //export ncclCommWindowRegister

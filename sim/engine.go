@@ -51,10 +51,44 @@ type waiter struct {
 	fn func(t float64)
 }
 
+// flow is one stream of bytes through its resources. rem is what is left
+// at time t0; since then it has moved at rate (bytes/µs). ver counts the
+// rate changes, so that stale entries of the completion heap are skipped.
 type flow struct {
-	rem, rate float64
-	res       []int
-	done      func()
+	rem, rate, t0 float64
+	res           []int
+	done          func()
+	ver           int
+	live          bool
+}
+
+// left is what remains of f at time t.
+func (f *flow) left(t float64) float64 {
+	if f.rate > 0 {
+		return f.rem - f.rate*(t-f.t0)
+	}
+	return f.rem
+}
+
+// finish is an entry of the completion heap: flow f ends at t at the rate
+// it had at version ver.
+type finish struct {
+	t   float64
+	f   *flow
+	ver int
+}
+
+type finishQueue []finish
+
+func (q finishQueue) Len() int           { return len(q) }
+func (q finishQueue) Less(i, j int) bool { return q[i].t < q[j].t }
+func (q finishQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *finishQueue) Push(x any)        { *q = append(*q, x.(finish)) }
+func (q *finishQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
 }
 
 type event struct {
@@ -118,11 +152,19 @@ type run struct {
 	plans  []*plan.Plan
 	count  int64 // elements per rank of the launch
 
-	now    float64
-	seq    int
-	q      eventQueue
-	flows  []*flow
-	dirty  bool
+	now float64
+	seq int
+	q   eventQueue
+	// Flows: users lists the live flows of each resource; rates are
+	// recomputed only for the flows connected (through shared resources)
+	// to a resource in dirty, where a flow started or ended: max-min
+	// fairness decomposes over those components, so the result is the
+	// same as recomputing every flow. ends holds each live flow's
+	// completion at its current rate.
+	nflows int
+	users  [][]*flow
+	dirty  []int
+	ends   finishQueue
 	caps   []float64
 	resIdx map[resKey]int
 	free   []int
@@ -463,9 +505,8 @@ func (r *run) transfer(a *actor, o plan.Op, count int64) bool {
 				}
 				r.at(r.now+overhead, func() { r.step(a, count) })
 			}
-			r.flows = append(r.flows, f)
+			r.addFlow(f)
 		}
-		r.dirty = true
 	}
 	if len(pktSlots) == 0 {
 		start()
@@ -538,30 +579,85 @@ func (r *run) pump(e *engine) {
 					}
 				}
 			}
-			r.flows = append(r.flows, f)
-			r.dirty = true
+			r.addFlow(f)
 		})
 		return
 	}
 }
 
-// rates shares every resource among its flows, max-min fairly.
+// addFlow starts f now.
+func (r *run) addFlow(f *flow) {
+	f.t0, f.rate, f.live = r.now, 0, true
+	r.nflows++
+	for _, x := range f.res {
+		for len(r.users) <= x {
+			r.users = append(r.users, nil)
+		}
+		r.users[x] = append(r.users[x], f)
+		r.dirty = append(r.dirty, x)
+	}
+}
+
+// endFlow removes f, which has ended.
+func (r *run) endFlow(f *flow) {
+	f.live = false
+	r.nflows--
+	for _, x := range f.res {
+		us := r.users[x]
+		for i, g := range us {
+			if g == f {
+				us[i] = us[len(us)-1]
+				r.users[x] = us[:len(us)-1]
+				break
+			}
+		}
+		r.dirty = append(r.dirty, x)
+	}
+}
+
+// rates shares every resource among its flows, max-min fairly
+// (progressive filling: the resource with the smallest fair share freezes
+// its flows at that share, repeatedly), for the flows connected to a
+// dirty resource; the others keep their rates.
 func (r *run) rates() {
-	r.dirty = false
-	left := make(map[int]float64)
-	users := make(map[int]int)
-	for _, f := range r.flows {
+	seenRes := map[int]bool{}
+	seenFlow := map[*flow]bool{}
+	var comp []*flow
+	var res []int
+	stack := append([]int(nil), r.dirty...)
+	r.dirty = r.dirty[:0]
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seenRes[x] {
+			continue
+		}
+		seenRes[x] = true
+		res = append(res, x)
+		for _, f := range r.users[x] {
+			if seenFlow[f] {
+				continue
+			}
+			seenFlow[f] = true
+			comp = append(comp, f)
+			stack = append(stack, f.res...)
+		}
+	}
+	left := make(map[int]float64, len(res))
+	users := make(map[int]int, len(res))
+	for _, f := range comp {
+		f.rem, f.t0 = f.left(r.now), r.now
 		f.rate = -1
 		for _, x := range f.res {
 			left[x] = r.caps[x]
 			users[x]++
 		}
 	}
-	unfrozen := len(r.flows)
+	unfrozen := len(comp)
 	for unfrozen > 0 {
 		best, share := -1, math.Inf(1)
-		for x, u := range users {
-			if u > 0 {
+		for _, x := range res {
+			if u := users[x]; u > 0 {
 				if s := left[x] / float64(u); s < share || (s == share && x < best) {
 					best, share = x, s
 				}
@@ -570,15 +666,8 @@ func (r *run) rates() {
 		if best < 0 {
 			break
 		}
-		for _, f := range r.flows {
+		for _, f := range r.users[best] {
 			if f.rate >= 0 {
-				continue
-			}
-			uses := false
-			for _, x := range f.res {
-				uses = uses || x == best
-			}
-			if !uses {
 				continue
 			}
 			f.rate = share
@@ -589,6 +678,25 @@ func (r *run) rates() {
 			}
 		}
 	}
+	for _, f := range comp {
+		f.ver++
+		if f.rate > 0 {
+			heap.Push(&r.ends, finish{t: r.now + f.rem/f.rate, f: f, ver: f.ver})
+		}
+	}
+}
+
+// nextEnd is the earliest completion of a live flow at its current rate
+// (stale heap entries dropped), or false when no flow moves.
+func (r *run) nextEnd() (finish, bool) {
+	for len(r.ends) > 0 {
+		e := r.ends[0]
+		if e.f.live && e.ver == e.f.ver {
+			return e, true
+		}
+		heap.Pop(&r.ends)
+	}
+	return finish{}, false
 }
 
 // execute runs the launch and returns its time (µs from the launch).
@@ -598,44 +706,40 @@ func (r *run) execute() (float64, error) {
 	}
 	const maxOps = 400_000_000
 	for {
-		if r.dirty {
+		if len(r.dirty) > 0 {
 			r.rates()
 		}
-		tf, fi := math.Inf(1), -1
-		for i, f := range r.flows {
-			if f.rate > 0 {
-				if t := r.now + f.rem/f.rate; t < tf {
-					tf, fi = t, i
-				}
-			}
-		}
-		if fi < 0 && len(r.q) == 0 {
+		end, moving := r.nextEnd()
+		if !moving && len(r.q) == 0 {
 			break
 		}
-		if fi >= 0 && (len(r.q) == 0 || tf <= r.q[0].t) {
-			r.advance(tf)
+		if moving && (len(r.q) == 0 || end.t <= r.q[0].t) {
+			r.now = max(r.now, end.t)
+			// Every flow that is done by now (within rounding) ends.
 			var done []*flow
-			kept := r.flows[:0]
-			for _, f := range r.flows {
-				if f.rem <= 1e-6*max(1, f.rate) {
-					done = append(done, f)
-				} else {
-					kept = append(kept, f)
+			for {
+				e, ok := r.nextEnd()
+				if !ok || e.f.left(r.now) > 1e-6*max(1, e.f.rate) {
+					break
 				}
+				heap.Pop(&r.ends)
+				r.endFlow(e.f)
+				done = append(done, e.f)
 			}
-			r.flows = kept
-			r.dirty = true
 			for _, f := range done {
 				f.done()
 			}
 			continue
 		}
 		e := heap.Pop(&r.q).(event)
-		r.advance(e.t)
+		r.now = max(r.now, e.t)
 		e.fn()
 		if r.ops > maxOps {
 			return 0, fmt.Errorf("sim: more than %d operations: %w", maxOps, ErrInvalid)
 		}
+	}
+	if r.nflows > 0 {
+		return 0, fmt.Errorf("sim: %d flows never end (a resource of no capacity): %w", r.nflows, ErrInvalid)
 	}
 	end := 0.0
 	for _, a := range r.actors {
@@ -653,16 +757,4 @@ func describe(a *actor) string {
 		return a.pl.OpString(a.g.Ops[a.i-1])
 	}
 	return "?"
-}
-
-func (r *run) advance(t float64) {
-	dt := t - r.now
-	if dt > 0 {
-		for _, f := range r.flows {
-			if f.rate > 0 {
-				f.rem -= f.rate * dt
-			}
-		}
-		r.now = t
-	}
 }

@@ -18,6 +18,27 @@ type Family struct {
 	// apply (too many ranks, one GPU per node, …) and the family is left
 	// out of that table.
 	Build func(c algorithms.Config, coll algorithms.Collective) ([]algorithms.Choice, error)
+	// Choice, when not nil, builds choice i of Build's alone: a plan
+	// that must be built for every rank (one that is not
+	// translation-symmetric, as trees are) then costs only its own
+	// construction, not that of the family's other plans (a ring's
+	// grows with n).
+	Choice func(c algorithms.Config, coll algorithms.Collective, i int) (algorithms.Choice, error)
+}
+
+// choice builds choice i of the family for one rank.
+func (f Family) choice(c algorithms.Config, coll algorithms.Collective, i int) (algorithms.Choice, error) {
+	if f.Choice != nil {
+		return f.Choice(c, coll, i)
+	}
+	cs, err := f.Build(c, coll)
+	if err != nil {
+		return algorithms.Choice{}, err
+	}
+	if i >= len(cs) {
+		return algorithms.Choice{}, fmt.Errorf("sim: family %s has %d %v plans for rank %d, not %d: %w", f.Name, len(cs), coll, c.Rank, i+1, ErrInvalid)
+	}
+	return cs[i], nil
 }
 
 var registry = map[string]Family{}
@@ -83,9 +104,23 @@ func init() {
 	Register(Family{Name: "ring-ref",
 		Doc:   "the simulator's reference ring (ringref.go): one ring over all ranks, HB windows, reduce and forward in one transfer; stands in for the bounded plans until they land",
 		Build: RingPlans})
+	for _, fam := range []string{algorithms.RingFamily, algorithms.TreeFamily} {
+		Register(Family{Name: fam,
+			Doc: "one family of algorithms.BoundedPlans forced at every size, as WEFT_ALGO=" + fam + " does (Plans with Config.Algo): its LL plan, then its HB plan; tree: AllReduce only",
+			Build: func(c algorithms.Config, coll algorithms.Collective) ([]algorithms.Choice, error) {
+				if fam == algorithms.TreeFamily && coll != algorithms.AllReduce {
+					return nil, fmt.Errorf("sim: the tree family has no %v plan", coll)
+				}
+				c.Algo = fam
+				return algorithms.Plans(c, coll, 0)
+			}})
+	}
 	Register(Family{Name: "bounded",
 		Doc: "algorithms.BoundedPlans: plans whose channels per rank stay bounded (ring, double binary tree, Bruck/PAT), as weft selects them by size",
 		Build: func(c algorithms.Config, coll algorithms.Collective) ([]algorithms.Choice, error) {
 			return algorithms.BoundedPlans(c, coll, 0)
+		},
+		Choice: func(c algorithms.Config, coll algorithms.Collective, i int) (algorithms.Choice, error) {
+			return algorithms.BoundedPlan(c, coll, 0, i)
 		}})
 }

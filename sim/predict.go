@@ -34,10 +34,18 @@ type Predictor struct {
 	Coll    algorithms.Collective
 	Type    plan.DataType
 
-	n, g    int
-	nodes   []int
-	period  int
-	choices [][]algorithms.Choice // by representative rank
+	n, g   int
+	nodes  []int
+	period int
+	// choices are the plans of ranks 0 … period−1 (one node's when the
+	// cluster has several); sym[i] reports whether choice i is
+	// translation-symmetric (the plans of r and r+G agree up to the shift
+	// of every peer by G), so that those ranks represent all. full[i]
+	// holds every rank's plan of a choice that is not, built when a size
+	// first selects it (Family.Choice builds that plan alone).
+	choices [][]algorithms.Choice
+	sym     []bool
+	full    map[int][]*plan.Plan
 }
 
 // NewPredictor builds the plans of the representative ranks. Errors wrap
@@ -49,7 +57,7 @@ func NewPredictor(cl Cluster, fam Family, coll algorithms.Collective, dt plan.Da
 	if !dt.Valid() {
 		return nil, fmt.Errorf("sim: data type %v: %w", dt, ErrInvalid)
 	}
-	p := &Predictor{Cluster: cl, Family: fam, Coll: coll, Type: dt, n: cl.GPUs(), g: cl.GPUsPerNode}
+	p := &Predictor{Cluster: cl, Family: fam, Coll: coll, Type: dt, n: cl.GPUs(), g: cl.GPUsPerNode, full: map[int][]*plan.Plan{}}
 	if cl.Nodes > 1 {
 		p.nodes = make([]int, p.n)
 		for r := range p.nodes {
@@ -62,9 +70,7 @@ func NewPredictor(cl Cluster, fam Family, coll algorithms.Collective, dt plan.Da
 		if err != nil {
 			return nil, err
 		}
-		if sym {
-			p.period = p.g
-		}
+		p.sym, p.period = sym, p.g
 	}
 	for r := len(p.choices); r < p.period; r++ {
 		cs, err := p.build(r)
@@ -89,31 +95,61 @@ func (p *Predictor) build(rank int) ([]algorithms.Choice, error) {
 	return cs, nil
 }
 
-// symmetric reports whether the plans of rank r and r+G are the same up
-// to the shift of every peer by G (chunk and segment indices, which only
-// place the data, aside), for the ranks of the first node: then every
-// node behaves as the first, and one node's ranks represent all.
-func (p *Predictor) symmetric() (bool, error) {
+// symmetric reports, for each choice, whether the plans of rank r and r+G
+// are the same up to the shift of every peer by G (chunk and segment
+// indices, which only place the data, aside), for the ranks of the first
+// node: then every node behaves as the first, and one node's ranks
+// represent all. It keeps the first node's choices.
+func (p *Predictor) symmetric() ([]bool, error) {
+	var sym []bool
 	for r := 0; r < p.g; r++ {
 		a, err := p.build(r)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		p.choices = append(p.choices, a)
 		b, err := p.build(r + p.g)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		if len(a) != len(b) {
-			return false, nil
+		if len(a) != len(b) || len(a) != len(p.choices[0]) {
+			return nil, fmt.Errorf("sim: family %s gives rank %d %d %v plans, rank %d %d and rank 0 %d: %w",
+				p.Family.Name, r, len(a), p.Coll, r+p.g, len(b), len(p.choices[0]), ErrInvalid)
 		}
-		for i := range a {
-			if !shifted(a[i].Plan, b[i].Plan, p.g, p.n) || a[i].MaxBytes != b[i].MaxBytes {
-				return false, nil
+		if sym == nil {
+			sym = make([]bool, len(a))
+			for i := range sym {
+				sym[i] = true
 			}
 		}
+		for i := range a {
+			sym[i] = sym[i] && shifted(a[i].Plan, b[i].Plan, p.g, p.n) && a[i].MaxBytes == b[i].MaxBytes
+		}
 	}
-	return true, nil
+	return sym, nil
+}
+
+// fullPlans returns every rank's plan of choice i, built on first use.
+func (p *Predictor) fullPlans(i int) ([]*plan.Plan, error) {
+	if pl, ok := p.full[i]; ok {
+		return pl, nil
+	}
+	out := make([]*plan.Plan, p.n)
+	for r := range out {
+		if r < len(p.choices) {
+			out[r] = p.choices[r][i].Plan
+			continue
+		}
+		c := algorithms.DefaultConfig(r, p.n, SMs, true)
+		c.Nodes = p.nodes
+		ch, err := p.Family.choice(c, p.Coll, i)
+		if err != nil {
+			return nil, fmt.Errorf("sim: family %s, %v, rank %d of %d: %w", p.Family.Name, p.Coll, r, p.n, err)
+		}
+		out[r] = ch.Plan
+	}
+	p.full[i] = out
+	return out, nil
 }
 
 func shifted(a, b *plan.Plan, shift, n int) bool {
@@ -159,7 +195,9 @@ func placelessRefs(rs []plan.Ref) []plan.Ref {
 	return out
 }
 
-// Representatives is the number of ranks the engine executes.
+// Representatives is the number of ranks the engine executes for the
+// translation-symmetric choices (one node's on a cluster of several);
+// a choice that is not symmetric runs every rank (Row.Simulated).
 func (p *Predictor) Representatives() int { return p.period }
 
 // Predict returns the row for a message of bytes (nccl-tests' size); ok
@@ -172,14 +210,26 @@ func (p *Predictor) Predict(bytes int64) (Row, bool, error) {
 		return Row{}, false, nil
 	}
 	idx := algorithms.Select(p.choices[0], count*es)
+	period := p.period
+	plans := make([]*plan.Plan, 0, p.n)
+	if period == p.n || p.sym[idx] {
+		for rank := 0; rank < period; rank++ {
+			plans = append(plans, p.choices[rank][min(idx, len(p.choices[rank])-1)].Plan)
+		}
+	} else {
+		all, err := p.fullPlans(idx)
+		if err != nil {
+			return Row{}, false, err
+		}
+		plans, period = all, p.n
+	}
 	cl := p.Cluster
-	r := &run{cl: &cl, p: &cl.Model, n: p.n, g: p.g, period: p.period, esize: int(es), count: count,
+	r := &run{cl: &cl, p: &cl.Model, n: p.n, g: p.g, period: period, esize: int(es), count: count,
 		resIdx: map[resKey]int{}, boxes: map[sigKey]*mailbox{}, pkts: map[sigKey]*mailbox{}, engs: map[[2]int]*engine{}}
 	heap.Init(&r.q)
 	blocks := 0
 	var name string
-	for rank := 0; rank < p.period; rank++ {
-		pl := p.choices[rank][min(idx, len(p.choices[rank])-1)].Plan
+	for rank, pl := range plans {
 		name = pl.Name
 		blocks = max(blocks, pl.Blocks())
 		r.plans = append(r.plans, pl)
@@ -199,7 +249,7 @@ func (p *Predictor) Predict(bytes int64) (Row, bool, error) {
 	size := count * es * int64(max(send, recv))
 	alg := float64(size) / t / 1e3
 	return Row{Bytes: size, Count: count, Plan: name, TimeUs: t, AlgBW: alg, BusBW: alg * p.Coll.BusFactor(p.n),
-		Simulated: p.period, Ops: r.ops}, true, nil
+		Simulated: period, Ops: r.ops}, true, nil
 }
 
 // Sizes returns min, min·factor, … up to max (bytes).

@@ -43,6 +43,12 @@ struct weft_params {
   // Per-group arguments (plan.Group.Arg k ≥ 1 uses entry k−1); a count of
   // WEFT_SKIP_COUNT leaves the group out of the launch.
   weft_u64 gcount[WEFT_MAX_GROUP_ARGS], ginput[WEFT_MAX_GROUP_ARGS], goutput[WEFT_MAX_GROUP_ARGS];
+  // Posted-buffer exchange of point-to-point groups (plan.GroupArgs.Post:
+  // 0 none, 1 PostNone, else registration id << 48 | byte offset) and the
+  // communicator's post table (plan.Args.PostTable; "posted receive
+  // buffers" below).
+  weft_u64 gpost[WEFT_MAX_GROUP_ARGS];
+  weft_u64 post_table;
   // Switch buffer (plan.Bindings.Switch, Multicast, SwitchBytes; plan
   // SwitchSlots): this rank's copy, the group's multicast address, the
   // capacity and the slots per half. 0 for plans without one (weft_switch.h).
@@ -378,6 +384,124 @@ WEFT_DEV bool wait_credits(const Ctx& c, const int (&chs)[N], int sem, int credi
   __syncthreads();
   if (threadIdx.x < N) ((weft_u64*)p.expected)[(weft_u64)p.peers[chs[threadIdx.x]] * p.semaphores + sem + c.part] += 1;
   return block_ok(ok);
+}
+
+// ---- posted receive buffers (zero-copy point-to-point; plan/posted.go) --------
+
+// Mailbox words live in the semaphore regions (plan.PostMailbox): the
+// counter and count word of index sem + k·B + part, from the peer's rank
+// (in) or from this rank in the peer's region (out). They are plain stores
+// of sequence numbers, never increments.
+WEFT_DEV weft_u64* mailbox_out(const Ctx& c, int ch, int idx) {
+  return (weft_u64*)c.p->peer_sems[ch] + (weft_u64)c.p->rank * c.p->semaphores + idx;
+}
+WEFT_DEV weft_u64* mailbox_in(const Ctx& c, int ch, int idx) {
+  return (weft_u64*)c.p->sems + (weft_u64)c.p->peers[ch] * c.p->semaphores + idx;
+}
+WEFT_DEV weft_u64 count_word(const Ctx& c) { return (weft_u64)c.p->nranks * c.p->semaphores; }
+
+// mailbox_wait polls *w until key(*w) == want (key: the value, or the value
+// >> 1 for an answer), deadline-bound; one acquire load once it matches.
+// False when the wait failed (recorded).
+WEFT_DEV bool mailbox_wait(const Ctx& c, int ch, int idx, weft_u64* w, weft_u64 want, int shift, weft_u64& v) {
+  Deadline d(c);
+  while (((v = ld_relaxed_sys(w)) >> shift) != want) {
+    if (d.expired(c)) {
+      v = ld_acquire_sys(w);
+      if ((v >> shift) == want) return true;
+      if (*(volatile weft_u32*)(c.p->control + CTL_STATUS) == 0) fail(c, STATUS_TIMEOUT, WHAT_SEMAPHORE, ch, idx, want << shift, v);
+      return false;
+    }
+  }
+  v = ld_acquire_sys(w);
+  return true;
+}
+
+// post_recv is the receive side's exchange: post this block's output (arg:
+// plan.GroupArgs.Post) with the launch's sequence number, and when it names
+// a registration, wait for the sender's answer. 1: the sender stored the
+// data directly (the group is done); 0: the windowed ops follow; −1: failed.
+WEFT_DEV int post_recv(const Ctx& c, int ch, int sem, weft_u64 arg) {
+  __shared__ int res;
+  if (threadIdx.x == 0) {
+    const int B = c.nparts, p = c.part;
+    const weft_u64 seq = c.launch + 1;
+    st_relaxed_sys(mailbox_out(c, ch, sem + B + p), arg);
+    st_relaxed_sys(mailbox_out(c, ch, sem + p) + count_word(c), c.count);
+    st_release_sys(mailbox_out(c, ch, sem + p), seq);
+    int r = 0;
+    if (arg > 1) {
+      const int idx = sem + 2 * B + p;
+      weft_u64 v;
+      if (!mailbox_wait(c, ch, idx, mailbox_in(c, ch, idx), seq, 1, v)) {
+        r = -1;
+      } else if (v & 1) {
+        weft_u64 theirs = ld_relaxed_sys(mailbox_in(c, ch, idx) + count_word(c));
+        if (theirs != c.count) {
+          fail(c, STATUS_MISMATCH, WHAT_SEMAPHORE, ch, idx, c.count, theirs);
+          r = -1;
+        } else {
+          r = 1;
+        }
+      }
+    }
+    res = r;
+  }
+  __syncthreads();
+  return res;
+}
+
+// post_take is the send side's exchange: wait for the receiver's post of
+// this launch and look it up in the post table (plan.PostEntryOffset).
+// posted gets the buffer's address mapped here when the entry is there for
+// that id, the counts agree and count·ES bytes fit at the offset; 0 sends
+// the block down the windowed path (answered "refused" when the post named
+// a registration). False when the wait failed (recorded).
+template <int ES>
+WEFT_DEV bool post_take(const Ctx& c, int ch, int sem, weft_u64& posted) {
+  __shared__ weft_u64 dst;
+  __shared__ int ok;
+  if (threadIdx.x == 0) {
+    const int B = c.nparts, p = c.part;
+    const weft_u64 seq = c.launch + 1;
+    weft_u64 v, d = 0;
+    ok = mailbox_wait(c, ch, sem + p, mailbox_in(c, ch, sem + p), seq, 0, v);
+    if (ok) {
+      const weft_u64 arg = ld_relaxed_sys(mailbox_in(c, ch, sem + B + p));
+      const weft_u64 theirs = ld_relaxed_sys(mailbox_in(c, ch, sem + p) + count_word(c));
+      if (arg > 1) {
+        const weft_u64 id = arg >> 48, off = arg & ((1ull << 48) - 1);
+        const weft_u64 stride = 1 + 2 * (weft_u64)c.p->nranks;
+        const volatile weft_u64* e = (const volatile weft_u64*)c.p->post_table + (id % 256) * stride;
+        const int peer = c.p->peers[ch];
+        if (c.p->post_table != 0 && e[0] == id && theirs == c.count) {
+          const weft_u64 base = e[1 + 2 * peer], size = e[2 + 2 * peer], bytes = c.count * ES;
+          if (base != 0 && off <= size && bytes <= size - off) d = base + off;
+        }
+        if (d == 0) {
+          const int idx = sem + 2 * B + p;
+          st_relaxed_sys(mailbox_out(c, ch, idx) + count_word(c), c.count);
+          st_release_sys(mailbox_out(c, ch, idx), seq << 1);
+        }
+      }
+    }
+    dst = d;
+  }
+  __syncthreads();
+  posted = dst;
+  return ok;
+}
+
+// post_done answers "direct" once every thread of the block has stored its
+// part into the posted buffer: the barrier orders the block's stores
+// before thread 0's release at system scope (as signal_one).
+WEFT_DEV void post_done(const Ctx& c, int ch, int sem) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int idx = sem + 2 * c.nparts + c.part;
+    st_relaxed_sys(mailbox_out(c, ch, idx) + count_word(c), c.count);
+    st_release_sys(mailbox_out(c, ch, idx), (c.launch + 1) << 1 | 1);
+  }
 }
 
 // ---- port channels (plan/port.go) --------------------------------------------

@@ -45,10 +45,10 @@ needs) or QualityWarning (correct but slower than its floor). The command
 exits with a non-zero status when any test fails. A backend named in
 WEFT_REQUIRE that is unavailable fails instead of being skipped.
 
-With --net socket (or ib) the port-mapped tests take their engines and
-registrations from that network's NetDevice, opened for each rank's device,
-instead of the device's own: the ranks are treated as devices of different
-nodes. The other sections are NotSupported, and every test is when the
+With --net socket (or ucx, ib, or plugin with NCCL_NET_PLUGIN set) the port-mapped
+tests take their engines and registrations from that network's NetDevice,
+opened for each rank's device, instead of the device's own: the ranks are
+treated as devices of different nodes. The other sections are NotSupported, and every test is when the
 network is unavailable (a failure when WEFT_REQUIRE names the network).
 
 With --json and --md the report is also written as JSON (schema:
@@ -80,7 +80,7 @@ func init() {
 	f.StringSliceVar(&o.run, "run", nil, "run only tests whose ID starts with one of these prefixes")
 	f.StringSliceVar(&o.skip, "skip", nil, "leave out tests whose ID starts with one of these prefixes")
 	f.BoolVar(&o.noProcesses, "no-processes", false, "report the cross-process tests NotSupported instead of starting processes")
-	f.StringVar(&o.net, "net", "", "run the port-mapped tests over this network (socket, ib) between ranks treated as different nodes")
+	f.StringVar(&o.net, "net", "", "run the port-mapped tests over this network (socket, ucx, ib, plugin with NCCL_NET_PLUGIN) between ranks treated as different nodes")
 	rootCmd.AddCommand(conformanceCmd, conformanceWorkerCmd)
 }
 

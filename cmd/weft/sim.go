@@ -184,9 +184,9 @@ func simulate(out io.Writer, cl sim.Cluster, f sim.Family, coll algorithms.Colle
 		fmt.Fprintf(out, "# %s %v on %s (%d GPUs): not applicable: %v\n\n", f.Name, coll, cl.Name, cl.GPUs(), err)
 		return nil, nil
 	}
-	fmt.Fprintf(out, "# weft sim: %v, family %s, cluster %s: %d nodes × %d GPUs (%d), %d ranks simulated\n",
+	fmt.Fprintf(out, "# weft sim: %v, family %s, cluster %s: %d nodes × %d GPUs (%d), %d ranks simulated (column sim: all of them for plans that are not translation-symmetric)\n",
 		coll, f.Name, cl.Name, cl.Nodes, cl.GPUsPerNode, cl.GPUs(), p.Representatives())
-	fmt.Fprintf(out, "#%14s %12s %8s %11s %9s %9s  %s\n", "size", "count", "type", "time(us)", "algbw", "busbw", "plan")
+	fmt.Fprintf(out, "#%14s %12s %8s %11s %9s %9s %6s  %s\n", "size", "count", "type", "time(us)", "algbw", "busbw", "sim", "plan")
 	t := &simTable{family: f.Name, coll: coll}
 	for _, b := range sizes {
 		row, ok, err := p.Predict(b)
@@ -197,7 +197,7 @@ func simulate(out io.Writer, cl sim.Cluster, f sim.Family, coll algorithms.Colle
 			continue
 		}
 		t.rows = append(t.rows, row)
-		fmt.Fprintf(out, " %14d %12d %8s %11.2f %9.2f %9.2f  %s\n", row.Bytes, row.Count, dt, row.TimeUs, row.AlgBW, row.BusBW, row.Plan)
+		fmt.Fprintf(out, " %14d %12d %8s %11.2f %9.2f %9.2f %6d  %s\n", row.Bytes, row.Count, dt, row.TimeUs, row.AlgBW, row.BusBW, row.Simulated, row.Plan)
 	}
 	fmt.Fprintln(out)
 	return t, nil

@@ -18,14 +18,14 @@ func TestSimSmallCase(t *testing.T) {
 	var row8, row512 []string
 	for _, l := range strings.Split(out.String(), "\n") {
 		f := strings.Fields(l)
-		if len(f) == 7 && f[0] == "8" {
+		if len(f) == 8 && f[0] == "8" {
 			row8 = f
 		}
-		if len(f) == 7 && f[0] == "134217728" {
+		if len(f) == 8 && f[0] == "134217728" {
 			row512 = f
 		}
 	}
-	if row8 == nil || row8[6] != "allreduce-1pa-LL16-8x1024" || row512 == nil || !strings.HasPrefix(row512[6], "allreduce-2pa-") {
+	if row8 == nil || row8[7] != "allreduce-1pa-LL16-8x1024" || row512 == nil || !strings.HasPrefix(row512[7], "allreduce-2pa-") {
 		t.Fatalf("rows for 8 B and 128 MiB missing or served by other plans:\n%s", out.String())
 	}
 	if st, err := os.Stat(svg); err != nil || st.Size() < 1000 {

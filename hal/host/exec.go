@@ -142,6 +142,7 @@ type launch struct {
 	timeout         time.Duration
 	scalar          uint64                 // PreMulSum multiplier (bits of one element)
 	scalarPtr       uint64                 // or its address, read when the launch runs
+	postTable       []byte                 // the communicator's post table (plan.Args.PostTable), or nil
 	inUse           []*guard               // the program's mappings and the arguments'
 	aborted         atomic.Pointer[string] // why a Free or Close aborted the launch
 }
@@ -177,6 +178,7 @@ type groupRun struct {
 	count   int64
 	in, out []byte
 	skip    bool
+	post    uint64 // plan.GroupArgs.Post
 }
 
 // Launch checks the arguments and queues one execution on s.
@@ -244,7 +246,10 @@ func (pr *Program) resolveArgs(a *plan.Args) (*launch, error) {
 		if ga.Count < 0 {
 			return nil, bad("group %d: negative count %d", gi, ga.Count)
 		}
-		gr := groupRun{count: ga.Count}
+		gr := groupRun{count: ga.Count, post: ga.Post}
+		if g.Post == nil {
+			gr.post = 0
+		}
 		segIn, segOut := g.Extent()
 		gb := ga.Count * int64(pr.esize)
 		if gr.in, err = res(ga.Input, int64(segIn)*gb, fmt.Sprintf("group %d input", gi)); err != nil {
@@ -254,6 +259,11 @@ func (pr *Program) resolveArgs(a *plan.Args) (*launch, error) {
 			return nil, err
 		}
 		l.groups = append(l.groups, gr)
+	}
+	if a.PostTable != 0 && p.Posts() {
+		if l.postTable, err = res(a.PostTable, plan.PostTableBytes(p.NRanks), "post table"); err != nil {
+			return nil, err
+		}
 	}
 	needIn, needOut := p.Needs()
 	l.peerIn = make([][]byte, len(p.Channels))
@@ -340,6 +350,7 @@ type blockCtx struct {
 	part     int
 	block    int
 	window   int64  // window of a windowed group; -1 outside the loop
+	posted   []byte // the peer's posted buffer mapped here, while direct ops run
 	number   uint64 // the block's launch number (plan.Plan.StateBytes)
 	flag     uint32 // the LL flag of that launch (plan.Flag)
 	wstart   int64  // first element of the current op's window
@@ -357,6 +368,13 @@ func (l *launch) runBlock(g *plan.Group, part, block int) error {
 	}
 	b.number = atomic.LoadUint64(u64(l.state, 8*int64(block)))
 	b.flag = plan.Flag(b.number)
+	if g.Post != nil && b.post != 0 {
+		b.window = -1 // direct ops run once, outside windows
+		done, ok, err := b.exchangePost(g.Post)
+		if !ok || done || err != nil {
+			return err
+		}
+	}
 	nwin := g.Windows(b.count, l.esize)
 	check := plan.FirstWaits(g.Ops)
 	for b.window = 0; b.window < nwin; b.window++ {
@@ -535,6 +553,8 @@ func (b *blockCtx) plain(r plan.Ref, off, n int64) []byte {
 	case r.Buf == plan.Switch:
 		o := b.switchOffset(r, off)
 		return b.sw[o : o+n*es]
+	case r.Buf == plan.Posted:
+		buf = b.posted
 	}
 	off += int64(r.Seg) * b.count
 	return buf[off*es : (off+n)*es]

@@ -5,6 +5,7 @@ import (
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/cudadev"
+	"github.com/weftccl/weft/internal/env"
 )
 
 // DeviceHeaderName is the include name generated kernels use for
@@ -66,21 +67,53 @@ func (d *Device) ExportPort(b hal.Buffer) (hal.Handle, error) { return d.Export(
 // target.
 func (d *Device) ImportPort(h hal.Handle) (hal.Buffer, error) { return d.Import(h) }
 
-// NewEngine creates a copy engine (cudadev.CopyEngine: a CUDA stream of
+// NewEngine creates a copy engine (cudadev.CopyEngine: CUDA streams of
 // asynchronous copies and stream-ordered semaphore writes) for the link to
-// peer, which may be this GPU's own endpoint. Errors wrap
-// hal.ErrNotSupported when the link is not port-mapped.
+// peer, which may be this GPU's own endpoint. An engine to a peer GPU has
+// Lanes() streams (WEFT_CE_LANES; cudadev.Device.NewLaneEngine): large
+// puts are cut over all but one and local copies take the last, signals
+// and marks follow every lane's earlier work. An engine to this GPU
+// itself has one. Errors wrap hal.ErrNotSupported when the link is not
+// port-mapped, hal.ErrInvalidArgument for a malformed WEFT_CE_LANES.
 func (d *Device) NewEngine(peer hal.Endpoint) (hal.Engine, error) {
 	l := d.Link(peer)
 	if l.Caps&hal.CapPortMapped == 0 {
 		return nil, fmt.Errorf("nvlink: engine of %s to %s GPU %d: %s: %w", d, peer.Backend, peer.Ordinal, l.Reason, hal.ErrNotSupported)
 	}
 	name := fmt.Sprintf("GPU %d", peer.Ordinal)
-	if peer.UUID == d.Endpoint().UUID {
+	self := peer.UUID == d.Endpoint().UUID
+	if self {
 		name = "itself"
 	}
 	if peer.PID != d.Endpoint().PID {
 		name += fmt.Sprintf(" of pid %d", peer.PID)
 	}
-	return d.NewCopyEngine(name)
+	lanes, err := Lanes()
+	if err != nil {
+		return nil, fmt.Errorf("nvlink: engine of %s to %s: %w", d, name, err)
+	}
+	if self {
+		lanes = 1
+	}
+	return d.NewLaneEngine(name, lanes)
+}
+
+// DefaultLanes is the number of streams of an engine to a peer GPU when
+// WEFT_CE_LANES is unset: a put lane and a copy lane (docs/portchannel.md,
+// "Copy engines", has the measurements it comes from).
+const DefaultLanes = 2
+
+// Lanes is the number of streams of an engine to a peer GPU: WEFT_CE_LANES
+// (1 to 8), else DefaultLanes. Errors wrap hal.ErrInvalidArgument.
+func Lanes() (int, error) {
+	v, ok, err := env.Int("WEFT_CE_LANES")
+	switch {
+	case err != nil:
+		return 0, err
+	case !ok:
+		return DefaultLanes, nil
+	case v < 1 || v > cudadev.MaxEngineLanes:
+		return 0, fmt.Errorf("WEFT_CE_LANES=%d: want 1 to %d: %w", v, cudadev.MaxEngineLanes, hal.ErrInvalidArgument)
+	}
+	return v, nil
 }

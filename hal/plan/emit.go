@@ -15,7 +15,7 @@ import (
 const MaxPeers = 16
 
 // ParamsBytes is the size of the kernel parameter struct weft_params.
-const ParamsBytes = (6+2*MaxPeers+3+2*MaxPeers+1+2+2+3*MaxGroupArgs+4)*8 + (4+MaxPeers)*4
+const ParamsBytes = (6+2*MaxPeers+3+2*MaxPeers+1+2+2+4*MaxGroupArgs+1+4)*8 + (4+MaxPeers)*4
 
 // SkipCount as a group's count in the kernel parameters leaves the group
 // out of the launch.
@@ -94,6 +94,13 @@ func PackParams(p *Plan, b *Bindings, a *Args) ([]byte, error) {
 	})
 	group(func(g GroupArgs) uint64 { return g.Input })
 	group(func(g GroupArgs) uint64 { return g.Output })
+	group(func(g GroupArgs) uint64 {
+		if g.Skip {
+			return 0
+		}
+		return g.Post
+	})
+	u64(a.PostTable)
 	u64(b.Switch)
 	u64(b.Multicast)
 	u64(uint64(b.SwitchBytes))
@@ -169,6 +176,7 @@ func EmitCUDA(p *Plan, t DataType, op RedOp) (string, error) {
 			e.f("  if (P.scalar_ptr) c.scalar = ld_elem<ES>((const char*)P.scalar_ptr);\n")
 		}
 		e.g = g
+		e.post(g)
 		if g.Window > 0 {
 			e.f("  const weft_u64 nwin = windows<ES>(c, %d, %d);\n", g.Window, g.NChunks)
 			e.f("  for (weft_u64 w = 0; w < nwin; ++w) {\n")
@@ -289,6 +297,8 @@ func (e *emitter) ptr(r Ref, constant bool) string {
 			return fmt.Sprintf("%sP.peer_%s[%d] + %s * ES", cast, name, r.Chan, at)
 		}
 		return fmt.Sprintf("%sc.%s + %s * ES", cast, name, at)
+	case Posted:
+		return fmt.Sprintf("%sposted + off * ES", cast)
 	case Switch:
 		base := "P.switch_local"
 		if r.IsMulticast() {
@@ -520,6 +530,27 @@ func (e *emitter) op(o Op, check bool) {
 	e.f("    char* const kd[%d] = {%s};\n", n1(len(kd)), list(kd))
 	e.f("    if (ok) ok = xfer_ll<DT, OP, PROTO, %d, %d, %d, %d, %s%s>(c, s, ks, kch, d, kd, len);\n", len(ps), len(ks), len(pd), len(kd), e.cmb(o), e.scl(plain))
 	e.f("    if (!block_ok(ok)) return;\n  }\n")
+}
+
+// post emits group g's posted-buffer exchange (Group.Post, posted.go),
+// which runs when the launch's GroupArgs.Post is not 0: the receive side
+// posts and ends the group when the sender stored the data directly; the
+// send side takes the post and, when it names a mapped buffer, runs the
+// direct ops and answers instead of the windowed ops.
+func (e *emitter) post(g *Group) {
+	q := g.Post
+	if q == nil {
+		return
+	}
+	a := g.Arg - 1
+	e.f("  // posted-buffer exchange on ch%d (%s side)\n", q.Chan, map[bool]string{true: "send", false: "receive"}[q.Send])
+	if !q.Send {
+		e.f("  if (P.gpost[%d] != 0 && post_recv(c, %d, %d, P.gpost[%d]) != 0) return;\n", a, q.Chan, q.Sem, a)
+		return
+	}
+	e.f("  if (P.gpost[%d] != 0) {\n    weft_u64 posted = 0;\n    if (!post_take<ES>(c, %d, %d, posted)) return;\n    if (posted != 0) {\n", a, q.Chan, q.Sem)
+	e.ops(q.Direct)
+	e.f("      post_done(c, %d, %d);\n      return;\n    }\n  }\n", q.Chan, q.Sem)
 }
 
 // unroll is the plan's unroll of plain transfers (4 when unset).

@@ -268,6 +268,10 @@ type Args struct {
 	// Groups are the per-group arguments of groups with Arg ≥ 1
 	// (Groups[Arg−1]); missing entries leave the group out.
 	Groups []GroupArgs
+	// PostTable is the address of the communicator's post table
+	// (PostTableBytes, posted.go), read by send groups with a post; 0
+	// when no group of the launch takes posts.
+	PostTable uint64
 }
 
 // GroupArgs are one group's count and buffers. Skip leaves the group's
@@ -276,6 +280,11 @@ type GroupArgs struct {
 	Count         int64
 	Input, Output uint64
 	Skip          bool
+	// Post drives a group's posted-buffer exchange (Group.Post,
+	// posted.go): 0, none in this launch; PostNone, take posts (send
+	// side) or post "nothing registered" (receive side); PostArg(id,
+	// off), post the output as off bytes into registration id.
+	Post uint64
 }
 
 // GroupArgs returns the count and buffers of group g for launch a, and

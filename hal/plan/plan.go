@@ -70,6 +70,8 @@ func (b BufferKind) String() string {
 		return "scratch"
 	case Switch:
 		return "switch"
+	case Posted:
+		return "posted"
 	}
 	return fmt.Sprintf("buffer(%d)", uint8(b))
 }
@@ -388,6 +390,10 @@ type Group struct {
 	// only for its matching reader block. Its transfers move the
 	// whole range (Chunk All). 0: parts split the count (PartRange).
 	Span int64
+	// Post, when not nil, makes the group exchange a posted receive
+	// buffer with its peer at the start of each launch (zero-copy
+	// point-to-point, posted.go); nil: no exchange.
+	Post *Post
 }
 
 // Windows is the number of windows of a windowed group for count elements
@@ -553,6 +559,9 @@ func (p *Plan) Validate() error {
 		}
 		if g.Window > 0 && p.Scratch != Simple {
 			return bad("group %d: windowed groups use plain (HB) scratch", gi)
+		}
+		if msg := p.validatePost(&g); msg != "" {
+			return bad("group %d: %s", gi, msg)
 		}
 		all := append(append([]Op{}, g.Ops...), g.After...)
 		for oi, o := range all {

@@ -163,11 +163,11 @@ func TestEmitCUDA(t *testing.T) {
 	}
 	params, err := PackParams(p, &Bindings{Peers: make([]PeerBinding, 1)}, &Args{Count: 7})
 	// 6 bindings, 2×16 peer bindings, count/input/output, 2×16 peer
-	// buffers, timeout, scalar and its address, FIFO and its head, 3×33
-	// group arguments, 4 switch-buffer words (8 bytes each), then rank,
+	// buffers, timeout, scalar and its address, FIFO and its head, 4×33
+	// group arguments, the post table, 4 switch-buffer words (8 bytes each), then rank,
 	// nranks, semaphores, slots and 16 peer ranks (4 bytes each).
-	if err != nil || len(params) != ParamsBytes || ParamsBytes != 1528 {
-		t.Fatalf("PackParams: %d bytes, %v; want 1528", len(params), err)
+	if err != nil || len(params) != ParamsBytes || ParamsBytes != 1800 {
+		t.Fatalf("PackParams: %d bytes, %v; want 1800", len(params), err)
 	}
 }
 

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/auth"
+	"github.com/weftccl/weft/internal/stageprof"
 )
 
 // ringSize is the number of requests an engine holds that are not yet
@@ -40,6 +42,18 @@ const sendQueue = 1024
 //
 // So staging of chunk k+1 overlaps the sending of chunk k, and no call of
 // the proxy waits for the network; only a full request ring makes it wait.
+//
+// Small messages skip those goroutines: a request that finds the engine
+// idle — a put of at most inlineMax bytes, a signal, a copy — runs on the
+// caller's goroutine (the proxy's), which stages a put, polls the own
+// engine and writes the frame itself (issueInline). Every hand-off
+// between goroutines costs a wake-up (5–20 µs on a virtual machine), and
+// a small message paid three of them before its frame left; now it pays
+// the device copy, the poll and the write. The proxy is busy meanwhile,
+// which costs nothing when the engine was idle anyway.
+//
+// WEFT_PROXY_PROFILE=1 times the stages (issue → queued → staged → written,
+// the inline path, the own engine's completions) and logs them at Close.
 type Engine struct {
 	nd      *NetDevice
 	peer    int
@@ -50,6 +64,7 @@ type Engine struct {
 	timeout time.Duration
 	log     *slog.Logger
 
+	prof    *stageprof.Set // WEFT_PROXY_PROFILE; nil: off
 	conns   []*sendConn
 	own     hal.Engine // the device's own engine
 	ownMu   sync.Mutex
@@ -57,11 +72,16 @@ type Engine struct {
 	slots   chan int // free staging slots
 
 	// issue side (the proxy's goroutine)
-	mu     sync.Mutex
-	ring   [ringSize]request
-	head   uint64 // requests issued
-	taken  uint64 // requests the stager has taken
-	closed bool
+	mu      sync.Mutex
+	ring    [ringSize]request
+	head    uint64 // requests issued
+	taken   uint64 // requests the stager has taken
+	closed  bool
+	staged  atomic.Uint64 // requests whose staging is done (the stager's or inline)
+	inlined atomic.Uint64 // requests run inline (statistics, tests)
+	// inlineHdr is the header buffer of frames the issuing goroutine
+	// writes itself (issueInline).
+	inlineHdr [headerSize]byte
 
 	wakeStager    chan struct{}
 	wakeCompleter chan struct{}
@@ -73,6 +93,7 @@ type Engine struct {
 	retHead   int
 	retCount  int
 	ownIssued atomic.Uint64 // last own-engine ticket taken
+	ownTick   atomic.Int64  // stageprof tick of that ticket (profiling)
 	ownDone   atomic.Uint64 // own-engine tickets complete
 	srcDone   atomic.Uint64 // requests complete at the source
 	nextSeq   atomic.Uint64 // next frame sequence number
@@ -108,6 +129,7 @@ type request struct {
 	kind     reqKind
 	dst, src uint64
 	n        uint64
+	t        int64 // stageprof tick of the issue (0: not profiled)
 }
 
 type retireEntry struct{ req, ticket uint64 }
@@ -128,6 +150,25 @@ type outFrame struct {
 	f      frame
 	slot   int
 	ticket uint64
+	// stageprof ticks (0: not profiled): the request's issue, the hand-off
+	// to the connection
+	issued, queued int64
+}
+
+// Profile stages of an engine (WEFT_PROXY_PROFILE).
+const (
+	profStage     = iota // issue → frame queued on its connection (the stager's wake-up and staging)
+	profOwn              // queued → the sender sees the own engine's ticket complete
+	profWrite            // the write of the frame
+	profTotal            // issue → frame written
+	profOwnDone          // an own-engine ticket: taken → completion published by the completer
+	profInline           // inline request: issue → frame written (or copy queued)
+	profInlineOwn        // inline put or signal: own-engine work queued → its completion seen
+)
+
+var profStages = []string{
+	"issue to frame queued", "queued to staging complete seen", "frame write", "issue to frame written", "own-engine ticket to completion seen",
+	"inline: issue to frame written", "inline: own engine queued to complete",
 }
 
 var _ hal.Engine = (*Engine)(nil)
@@ -141,6 +182,7 @@ func (nd *NetDevice) dial(a address) (*Engine, error) {
 		dead: make(chan struct{}), stop: make(chan struct{}), tickets: hal.MakeTickets(ringSize + 2),
 	}
 	e.log = nd.log.With("peer", a.rank)
+	e.prof = stageprof.New(fmt.Sprintf("socket engine of rank %d to rank %d", nd.cfg.Rank, a.rank), profStages...)
 	nslots := max(4, 2*o.Conns)
 	var err error
 	if e.staging, err = nd.dev.AllocHost(int64(nslots) * int64(o.Chunk)); err != nil {
@@ -271,7 +313,7 @@ func (e *Engine) Put(dst, src uint64, bytes int64) error {
 			return fmt.Errorf("%s: %w", e.describe(), err)
 		}
 	}
-	return e.issue(request{kind: reqPut, dst: dst, src: src, n: uint64(bytes)})
+	return e.issue(request{kind: reqPut, dst: dst, src: src, n: uint64(bytes), t: e.prof.Tick()})
 }
 
 // Copy queues a copy between two local addresses of the device, ordered
@@ -284,7 +326,7 @@ func (e *Engine) Copy(dst, src uint64, bytes int64) error {
 	if dst&addrTag != 0 || src&addrTag != 0 {
 		return fmt.Errorf("%s: copy %#x -> %#x: a copy takes local addresses, not remote ones: %w", e.describe(), src, dst, hal.ErrInvalidArgument)
 	}
-	return e.issue(request{kind: reqCopy, dst: dst, src: src, n: uint64(bytes)})
+	return e.issue(request{kind: reqCopy, dst: dst, src: src, n: uint64(bytes), t: e.prof.Tick()})
 }
 
 // Signal queues: once the data of every earlier put has been applied at
@@ -300,7 +342,7 @@ func (e *Engine) Signal(semAddr, countAddr, count uint64) error {
 			return fmt.Errorf("%s: signal: %w", e.describe(), err)
 		}
 	}
-	return e.issue(request{kind: reqSignal, dst: semAddr, src: countAddr, n: count})
+	return e.issue(request{kind: reqSignal, dst: semAddr, src: countAddr, n: count, t: e.prof.Tick()})
 }
 
 // issue puts r in the ring, waiting (at most the timeout without progress)
@@ -321,6 +363,17 @@ func (e *Engine) issue(r request) error {
 			return e.report(err)
 		}
 		e.mu.Lock()
+	}
+	if e.inlineable(r, h) {
+		e.head, e.taken = h+1, h+1
+		e.mu.Unlock()
+		if err := e.issueInline(r, h+1); err != nil {
+			if !errors.Is(err, errStopped) {
+				e.fail(err, false)
+			}
+			return e.report(e.Err())
+		}
+		return nil
 	}
 	e.ring[h%ringSize] = r
 	e.head = h + 1
@@ -467,6 +520,7 @@ func (e *Engine) stager() {
 			}
 			return
 		}
+		e.staged.Store(idx)
 	}
 }
 
@@ -491,7 +545,7 @@ func (e *Engine) stage(r request, idx uint64) error {
 				return err
 			}
 			seq := e.nextSeq.Add(1) - 1
-			if err := e.send(outFrame{f: frame{kind: framePut, seq: seq, a: r.dst + off, b: l}, slot: slot, ticket: t}); err != nil {
+			if err := e.send(outFrame{f: frame{kind: framePut, seq: seq, a: r.dst + off, b: l}, slot: slot, ticket: t, issued: r.t}); err != nil {
 				return err
 			}
 		}
@@ -505,7 +559,7 @@ func (e *Engine) stage(r request, idx uint64) error {
 	case reqSignal:
 		if t, err = e.ownOp(nil); err == nil {
 			seq := e.nextSeq.Add(1) - 1
-			err = e.send(outFrame{f: frame{kind: frameSignal, seq: seq, a: r.dst, b: r.src, c: r.n}, slot: -1, ticket: t})
+			err = e.send(outFrame{f: frame{kind: frameSignal, seq: seq, a: r.dst, b: r.src, c: r.n}, slot: -1, ticket: t, issued: r.t})
 		}
 	}
 	if err != nil {
@@ -539,6 +593,9 @@ func (e *Engine) ownOp(op func(hal.Engine) error) (uint64, error) {
 		return 0, fmt.Errorf("%s: the device's own engine: %w", e.describe(), err)
 	}
 	if t > e.ownIssued.Load() {
+		if e.prof.On() {
+			e.ownTick.Store(e.prof.Tick())
+		}
 		e.ownIssued.Store(t)
 		select {
 		case e.wakeCompleter <- struct{}{}:
@@ -572,6 +629,7 @@ func (e *Engine) takeSlot() (int, error) {
 func (e *Engine) send(of outFrame) error {
 	c := e.conns[of.f.seq%uint64(len(e.conns))]
 	e.queued.Add(1)
+	of.queued = e.prof.SinceTick(profStage, of.issued)
 	select {
 	case c.q <- of:
 		return nil
@@ -608,7 +666,10 @@ func (e *Engine) completer() {
 			return
 		}
 		if d > done {
-			e.ownDone.Store(d)
+			if e.prof.On() && d >= e.ownIssued.Load() {
+				e.prof.SinceTick(profOwnDone, e.ownTick.Load())
+			}
+			e.advanceOwnDone(d)
 			e.progress.notify()
 			last = time.Now()
 			continue
@@ -658,12 +719,17 @@ func (c *sendConn) sender() {
 		case <-e.dead:
 			return
 		}
-		if err := e.await("staging a chunk", func() bool { return e.ownDone.Load() >= of.ticket }); err != nil {
-			if !errors.Is(err, errStopped) {
-				e.fail(err, false)
+		staged := func() bool { return e.ownDone.Load() >= of.ticket }
+		if !spinUntil(staged) {
+			err := e.await("staging a chunk", staged)
+			if err != nil {
+				if !errors.Is(err, errStopped) {
+					e.fail(err, false)
+				}
+				return
 			}
-			return
 		}
+		wstart := e.prof.SinceTick(profOwn, of.queued)
 		if hooks != nil && hooks.beforeSend != nil {
 			hooks.beforeSend(c.index, of.f.seq)
 		}
@@ -677,6 +743,10 @@ func (c *sendConn) sender() {
 		if _, err := bufs.WriteTo(c.conn); err != nil {
 			e.fail(c.lost(err, fmt.Sprintf("writing %v frame %d", of.f.kind, of.f.seq)), true)
 			return
+		}
+		if e.prof.On() {
+			e.prof.SinceTick(profWrite, wstart)
+			e.prof.SinceTick(profTotal, of.issued)
 		}
 		if of.slot >= 0 {
 			e.slots <- of.slot
@@ -831,6 +901,7 @@ func (e *Engine) shutdown() error {
 		c.conn.Close()
 	}
 	e.wg.Wait()
+	e.prof.Log(e.log)
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)
@@ -845,4 +916,207 @@ func (e *Engine) shutdown() error {
 	delete(e.nd.engines, e)
 	e.nd.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// The inline path. A small message pays every hand-off between the
+// engine's goroutines: the stager's wake-up, the completer's, the
+// sender's (each a futex wake and a thread switch, 5–20 µs on a virtual
+// machine). When the engine is idle — the stager has staged every
+// request and every frame is written — the goroutine that issues a
+// request (the proxy's) runs it itself: a put of at most inlineMax bytes
+// is copied to a staging slot on the own engine, polled to completion and
+// written to its connection; a signal waits for the own engine's earlier
+// work (a Copy before it) and is written; a copy is queued on the own
+// engine and left to the completer. Nothing is reordered: the connection
+// of the frame has nothing queued or being written, the own engine runs
+// in order, and frames keep their sequence numbers. Larger puts, and
+// requests that find the engine busy, take the ring, whose pipeline
+// overlaps staging with sending.
+
+// inlineMax is the largest put the issuing goroutine stages and sends
+// itself (a 64 KiB device-to-host copy takes a few microseconds).
+const inlineMax = 64 << 10
+
+// inlineable reports, under e.mu, whether request r, number h+1, can run
+// inline: the engine is idle and r is a signal, a copy or a put of at
+// most inlineMax bytes (and of one chunk).
+func (e *Engine) inlineable(r request, h uint64) bool {
+	if e.taken != h || e.staged.Load() != h || e.written.Load() != e.queued.Load() {
+		return false
+	}
+	switch r.kind {
+	case reqPut:
+		return r.n > 0 && r.n <= min(inlineMax, uint64(e.chunk))
+	case reqSignal, reqCopy:
+		return true
+	}
+	return false
+}
+
+// issueInline runs request number idx (see inlineable) on the calling
+// goroutine.
+func (e *Engine) issueInline(r request, idx uint64) error {
+	defer e.staged.Store(idx)
+	e.inlined.Add(1)
+	switch r.kind {
+	case reqCopy:
+		t, err := e.ownOp(func(own hal.Engine) error {
+			if r.n == 0 {
+				return nil
+			}
+			return own.Copy(r.dst, r.src, int64(r.n))
+		})
+		if err != nil {
+			return err
+		}
+		e.retireLater(idx, t)
+		e.prof.SinceTick(profInline, r.t)
+		return nil
+	case reqSignal:
+		t, err := e.ownInline(nil)
+		if err != nil {
+			return err
+		}
+		if err := e.awaitOwn(t, "the copies before a signal"); err != nil {
+			return err
+		}
+		seq := e.nextSeq.Add(1) - 1
+		if err := e.writeInline(frame{kind: frameSignal, seq: seq, a: r.dst, b: r.src, c: r.n}, nil); err != nil {
+			return err
+		}
+		e.retireLater(idx, t)
+	case reqPut:
+		slot, err := e.takeSlot() // free: every frame is written
+		if err != nil {
+			return err
+		}
+		dst := e.staging.Addr() + uint64(slot*e.chunk)
+		t, err := e.ownInline(func(own hal.Engine) error { return own.Copy(dst, r.src, int64(r.n)) })
+		if err == nil {
+			err = e.awaitOwn(t, "staging a chunk")
+		}
+		if err != nil {
+			e.slots <- slot
+			return err
+		}
+		seq := e.nextSeq.Add(1) - 1
+		off := slot * e.chunk
+		err = e.writeInline(frame{kind: framePut, seq: seq, a: r.dst, b: r.n}, e.staging.Host()[off:off+int(r.n)])
+		e.slots <- slot
+		if err != nil {
+			return err
+		}
+		e.retireLater(idx, t)
+	}
+	e.prof.SinceTick(profInline, r.t)
+	return nil
+}
+
+// ownInline is ownOp for the inline path: it does not wake the completer,
+// since the caller polls the own engine itself (awaitOwn).
+func (e *Engine) ownInline(op func(hal.Engine) error) (uint64, error) {
+	e.ownMu.Lock()
+	var err error
+	if op != nil {
+		err = op(e.own)
+	}
+	var t uint64
+	if err == nil {
+		t, err = e.own.Mark()
+	}
+	e.ownMu.Unlock()
+	if err != nil {
+		return 0, fmt.Errorf("%s: the device's own engine: %w", e.describe(), err)
+	}
+	if t > e.ownIssued.Load() {
+		if e.prof.On() {
+			e.ownTick.Store(e.prof.Tick())
+		}
+		e.ownIssued.Store(t)
+	}
+	return t, nil
+}
+
+// awaitOwn polls the own engine until ticket t completes (at most the
+// timeout without progress).
+func (e *Engine) awaitOwn(t uint64, what string) error {
+	start := e.prof.Tick()
+	last := time.Now()
+	for i := 0; ; i++ {
+		if e.ownDone.Load() >= t {
+			break
+		}
+		e.ownMu.Lock()
+		d, err := e.own.Completed()
+		e.ownMu.Unlock()
+		if err != nil {
+			return fmt.Errorf("%s: the device's own engine: %w", e.describe(), err)
+		}
+		if d >= t {
+			e.advanceOwnDone(d)
+			break
+		}
+		if i%16 == 15 && time.Since(last) > e.timeout {
+			return fmt.Errorf("%s: the device's own engine did not finish %s within %v (ticket %d, completed %d): %w",
+				e.describe(), what, e.timeout, t, d, hal.ErrTimeout)
+		}
+		runtime.Gosched()
+	}
+	e.prof.SinceTick(profInlineOwn, start)
+	return nil
+}
+
+// advanceOwnDone raises ownDone to d (the completer and the inline path
+// both publish).
+func (e *Engine) advanceOwnDone(d uint64) {
+	for {
+		cur := e.ownDone.Load()
+		if d <= cur || e.ownDone.CompareAndSwap(cur, d) {
+			return
+		}
+	}
+}
+
+// retireLater records that request idx is complete at the source once
+// own-engine ticket t is, and lets the completer publish it (at once when
+// t is already complete).
+func (e *Engine) retireLater(idx, t uint64) {
+	e.retMu.Lock()
+	e.ret[(e.retHead+e.retCount)%ringSize] = retireEntry{req: idx, ticket: t}
+	e.retCount++
+	e.retMu.Unlock()
+	if done := e.ownDone.Load(); done >= t {
+		e.retire(done)
+		return
+	}
+	select {
+	case e.wakeCompleter <- struct{}{}:
+	default:
+	}
+}
+
+// writeInline writes frame f (and a put's payload) on its connection from
+// the issuing goroutine; the connection's sender has nothing queued.
+func (e *Engine) writeInline(f frame, payload []byte) error {
+	c := e.conns[f.seq%uint64(len(e.conns))]
+	e.queued.Add(1)
+	if hooks := e.nd.opts.hooks; hooks != nil && hooks.beforeSend != nil {
+		hooks.beforeSend(c.index, f.seq)
+	}
+	encodeHeader(e.inlineHdr[:], f)
+	bufs := net.Buffers{e.inlineHdr[:]}
+	if len(payload) > 0 {
+		bufs = append(bufs, payload)
+	}
+	start := e.prof.Tick()
+	c.conn.SetWriteDeadline(time.Now().Add(e.timeout))
+	if _, err := bufs.WriteTo(c.conn); err != nil {
+		err = c.lost(err, fmt.Sprintf("writing %v frame %d", f.kind, f.seq))
+		e.fail(err, true)
+		return err
+	}
+	e.prof.SinceTick(profWrite, start)
+	e.written.Add(1)
+	e.progress.notify()
+	return nil
 }

@@ -39,6 +39,31 @@ func (n *notifier) notify() {
 // stall every chunk for a millisecond.
 const spinFor = 2 * time.Millisecond
 
+// handoffSpin is how long a goroutine that waits for another one's next
+// step (a sender for the completer's word that its chunk is staged) polls
+// before it blocks: a small message's staging takes a few microseconds,
+// less than a block and a wake-up through the scheduler cost.
+const handoffSpin = 50 * time.Microsecond
+
+// spinUntil polls ready, yielding the processor between polls, for at
+// most handoffSpin, and reports whether it held.
+func spinUntil(ready func() bool) bool {
+	var start time.Time
+	for i := 0; ; i++ {
+		if ready() {
+			return true
+		}
+		if i%16 == 15 {
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) > handoffSpin {
+				return false
+			}
+		}
+		runtime.Gosched()
+	}
+}
+
 // backoff pauses between two polls of a device engine that has not
 // finished yet, waiting started at start: yield while the wait is shorter
 // than spinFor, then sleep 100 µs (about 1 ms in practice).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/auth"
+	"github.com/weftccl/weft/internal/stageprof"
 )
 
 // The receiving side. Every connection that passes the handshake belongs
@@ -22,6 +23,16 @@ import (
 // staging memory to the destination on the session's own device engine;
 // applying a signal queues the signal on the same engine, which executes
 // in order: the semaphore is stored after the data of every earlier put.
+
+// Profile stages of a session (WEFT_PROXY_PROFILE).
+const (
+	profRead      = iota // a frame's header and payload read, from its first byte buffered
+	profApplyWait        // waiting for the frames before it
+	profApply            // the own-engine calls that apply it
+	profFree             // waiting for a staging half to come free
+)
+
+var recvStages = []string{"frame read", "apply: wait for earlier frames", "apply: own-engine calls", "staging half free"}
 
 type sessionKey struct {
 	src    int
@@ -34,6 +45,7 @@ type session struct {
 	conns int
 	chunk int
 	own   hal.Engine // the device's own engine; calls under mu
+	prof  *stageprof.Set
 
 	mu       sync.Mutex
 	next     uint64 // next sequence number to apply
@@ -163,6 +175,7 @@ func (nd *NetDevice) join(h hello, c net.Conn, remote string) (*recvConn, error)
 			return fail(fmt.Errorf("own engine of the device: %v", err))
 		}
 		s = &session{nd: nd, key: key, conns: h.conns, chunk: h.chunk, own: own, members: make([]*recvConn, h.conns)}
+		s.prof = stageprof.New(fmt.Sprintf("socket receiver of rank %d from rank %d", nd.cfg.Rank, h.src), recvStages...)
 		nd.sessions[key] = s
 	}
 	s.mu.Lock()
@@ -230,6 +243,7 @@ func (rc *recvConn) run() {
 				return
 			}
 		}
+		t0 := s.prof.Tick()
 		rc.conn.SetReadDeadline(time.Now().Add(nd.opts.Timeout))
 		if n, err := io.ReadFull(rc.br, hdr[:]); err != nil {
 			s.fail(rc, rc.lost(err, fmt.Sprintf("mid-frame (got %d of %d header bytes)", n, headerSize)))
@@ -255,15 +269,18 @@ func (rc *recvConn) run() {
 				return
 			}
 			half := k % 2
+			tf := s.prof.Tick()
 			if err := rc.waitFree(half); err != nil {
 				s.fail(rc, err)
 				return
 			}
+			s.prof.SinceTick(profFree, tf)
 			buf := rc.stage.Host()[half*s.chunk : half*s.chunk+int(f.b)]
 			if n, err := io.ReadFull(rc.br, buf); err != nil {
 				s.fail(rc, rc.lost(err, fmt.Sprintf("mid-frame (got %d of %d payload bytes of frame %d)", n, f.b, f.seq)))
 				return
 			}
+			s.prof.SinceTick(profRead, t0)
 			src := rc.stage.Addr() + uint64(half*s.chunk)
 			err = s.apply(rc, f.seq, false, func(own hal.Engine) error {
 				if err := own.Copy(dst, src, int64(f.b)); err != nil {
@@ -287,6 +304,7 @@ func (rc *recvConn) run() {
 				s.fail(rc, rc.bad(f.seq, "signal: %v", err))
 				return
 			}
+			s.prof.SinceTick(profRead, t0)
 			err = s.apply(rc, f.seq, true, func(own hal.Engine) error { return own.Signal(sem, cnt, f.c) })
 			if err != nil {
 				s.fail(rc, err)
@@ -308,6 +326,7 @@ func (s *session) apply(rc *recvConn, seq uint64, signal bool, fn func(hal.Engin
 		}
 	}
 	var timer *time.Timer
+	t0 := s.prof.Tick()
 	for s.next != seq {
 		if s.failed != nil || s.stopped {
 			s.mu.Unlock()
@@ -328,7 +347,9 @@ func (s *session) apply(rc *recvConn, seq uint64, signal bool, fn func(hal.Engin
 		}
 		s.mu.Lock()
 	}
+	t1 := s.prof.SinceTick(profApplyWait, t0)
 	err := fn(s.own)
+	s.prof.SinceTick(profApply, t1)
 	s.next++
 	s.mu.Unlock()
 	s.progress.notify()
@@ -433,6 +454,7 @@ func (rc *recvConn) end() {
 	if err := s.own.Close(); err != nil && s.failed == nil {
 		nd.log.Warn("socket transport: closing the receiver's device engine", "peer", s.key.src, "err", err)
 	}
+	s.prof.Log(nd.log)
 	for _, m := range members {
 		if m != nil {
 			m.stage.Free()

@@ -39,12 +39,26 @@ var _ hal.Engine = (*CopyEngine)(nil)
 // ring; it covers the flushes a proxy keeps outstanding per channel.
 const copyEngineMarks = 64
 
-// NewCopyEngine creates a copy engine on this device; peer names the other
-// end in messages ("GPU 1"). Errors wrap hal.ErrInvalidUsage (closed
-// device) or hal.ErrDevice.
+// NewCopyEngine creates a copy engine on this device with one stream;
+// peer names the other end in messages ("GPU 1"). Errors wrap
+// hal.ErrInvalidUsage (closed device) or hal.ErrDevice.
 func (d *Device) NewCopyEngine(peer string) (*CopyEngine, error) {
+	return d.NewLaneEngine(peer, 1)
+}
+
+// NewLaneEngine is NewCopyEngine with lanes streams (1 to
+// devcore.MaxLanes): puts of at least 2 MiB are cut over lanes − 1 streams
+// and local copies run on a stream of their own, with signals and marks
+// after every lane's earlier work (devcore.Lanes gives the policy). An
+// engine of a GPU to itself only copies, so it takes one stream whatever
+// lanes says when peer is "itself". Errors as NewCopyEngine, and
+// hal.ErrInvalidArgument for lanes out of range.
+func (d *Device) NewLaneEngine(peer string, lanes int) (*CopyEngine, error) {
 	if err := d.checkOpen("new engine"); err != nil {
 		return nil, err
+	}
+	if lanes < 1 || lanes > devcore.MaxLanes {
+		return nil, fmt.Errorf("engine of %s to %s: %d lanes, want 1 to %d: %w", d, peer, lanes, devcore.MaxLanes, hal.ErrInvalidArgument)
 	}
 	s, err := d.CreateStream("engine to " + peer)
 	if err != nil {
@@ -57,13 +71,97 @@ func (d *Device) NewCopyEngine(peer string) (*CopyEngine, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	q := copyStream{stream: s, signals: signals}
-	release := func() error { return errors.Join(signals.Close(), d.DestroyStream(s)) }
-	e, err := devcore.NewCopyEngine(name, q, d.events(s), copyEngineMarks, release)
+	var ls *laneStreams
+	if lanes > 1 {
+		if ls, err = d.newLaneStreams(s, lanes, peer); err != nil {
+			signals.Close()
+			d.DestroyStream(s)
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		name += fmt.Sprintf(" (%d lanes)", lanes)
+	}
+	release := func() error {
+		err := errors.Join(signals.Close(), d.DestroyStream(s))
+		if ls != nil {
+			err = errors.Join(err, ls.close())
+		}
+		return err
+	}
+	var e *devcore.CopyEngine[cuda.Event]
+	if ls != nil {
+		e, err = devcore.NewLaneEngine(name, q, devcore.Lanes(ls), d.events(s), copyEngineMarks, release)
+	} else {
+		e, err = devcore.NewCopyEngine(name, q, d.events(s), copyEngineMarks, release)
+	}
 	if err != nil {
 		release()
 		return nil, err
 	}
 	return &CopyEngine{CopyEngine: e, stream: s}, nil
+}
+
+// MaxEngineLanes bounds the lanes of NewLaneEngine.
+const MaxEngineLanes = devcore.MaxLanes
+
+// laneStreams are the lanes of an engine: streams[0] is its main stream
+// (owned by the engine), the others are created here; events[i] is
+// recorded on lane i whenever another lane must wait for it.
+type laneStreams struct {
+	d       *Device
+	streams []cuda.Stream
+	events  []cuda.Event
+}
+
+func (d *Device) newLaneStreams(main cuda.Stream, n int, peer string) (*laneStreams, error) {
+	ls := &laneStreams{d: d, streams: []cuda.Stream{main}}
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			s, err := d.CreateStream(fmt.Sprintf("engine lane %d to %s", i, peer))
+			if err != nil {
+				ls.close()
+				return nil, err
+			}
+			ls.streams = append(ls.streams, s)
+		}
+		ev, err := d.ctx.EventCreate(cuda.EventDisableTiming)
+		if err != nil {
+			ls.close()
+			return nil, err
+		}
+		ls.events = append(ls.events, ev)
+	}
+	return ls, nil
+}
+
+func (l *laneStreams) Count() int { return len(l.streams) }
+
+func (l *laneStreams) MemcpyAsync(i int, dst, src uint64, bytes int64) error {
+	return l.streams[i].MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), bytes)
+}
+
+// Order records lane j's event on lane j and makes lane i wait for it: the
+// wait takes the record's state at this call, so re-recording the event
+// later does not change it (cuStreamWaitEvent).
+func (l *laneStreams) Order(i, j int) error {
+	if err := l.events[j].Record(l.streams[j]); err != nil {
+		return err
+	}
+	return l.streams[i].WaitEvent(l.events[j])
+}
+
+func (l *laneStreams) Query(i int) (bool, error) { return l.streams[i].Query() }
+
+// close destroys the lanes' events and the streams it created (the main
+// stream is the engine's); their work must be done.
+func (l *laneStreams) close() error {
+	var errs []error
+	for _, ev := range l.events {
+		errs = append(errs, ev.Destroy())
+	}
+	for _, s := range l.streams[1:] {
+		errs = append(errs, l.d.DestroyStream(s))
+	}
+	return errors.Join(errs...)
 }
 
 // Stream is the engine's CUDA stream.

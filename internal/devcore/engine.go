@@ -44,8 +44,11 @@ type CopyEngine[E any] struct {
 	marks   *Marks[E]
 	release func() error // frees the stream and what goes with it
 	mirrors map[uint64]uint64
+	counts  map[uint64]uint64 // the count each count word last got from Signal (nil until one did)
 	err     error
 	closed  bool
+	lanes   *laneState // nil: one stream (lanes.go)
+	pieces  []piece
 }
 
 var _ hal.Engine = (*CopyEngine[int])(nil)
@@ -60,6 +63,22 @@ func NewCopyEngine[E any](name string, s Stream, ev Events[E], marks int, releas
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &CopyEngine[E]{name: name, stream: s, marks: m, release: release, mirrors: map[uint64]uint64{}}, nil
+}
+
+// NewLaneEngine is NewCopyEngine with more lanes than the main stream s
+// (l's lane 0 is s; lanes.go gives the policy); release frees every lane.
+// l nil is NewCopyEngine.
+func NewLaneEngine[E any](name string, s Stream, l Lanes, ev Events[E], marks int, release func() error) (*CopyEngine[E], error) {
+	ls, err := newLaneState(l)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	e, err := NewCopyEngine(name, s, ev, marks, release)
+	if err != nil {
+		return nil, err
+	}
+	e.lanes = ls
+	return e, nil
 }
 
 func (e *CopyEngine[E]) String() string { return e.name }
@@ -97,7 +116,20 @@ func (e *CopyEngine[E]) copy(op string, dst, src uint64, bytes int64) error {
 	if bytes < 0 {
 		return fmt.Errorf("%s of %d bytes on %s: %w", op, bytes, e.name, hal.ErrInvalidArgument)
 	}
-	if err := e.stream.MemcpyAsync(dst, src, bytes); err != nil {
+	if op == "copy" && dst == src {
+		// A range copied onto itself is unchanged: nothing to queue (the
+		// own segment of an in-place AllGather; on an engine with lanes it
+		// would also overlap the puts that read it and cost a barrier).
+		return nil
+	}
+	var err error
+	if e.lanes == nil {
+		err = e.stream.MemcpyAsync(dst, src, bytes)
+	} else {
+		e.pieces = e.lanes.plan(op == "put", bytes, e.pieces)
+		err = e.lanes.issue(e.stream, e.pieces, dst, src)
+	}
+	if err != nil {
 		return e.fail(fmt.Errorf("%s of %d bytes from %#x to %#x on %s: %w", op, bytes, src, dst, e.name, err))
 	}
 	e.marks.Queued()
@@ -108,6 +140,11 @@ func (e *CopyEngine[E]) copy(op string, dst, src uint64, bytes int64) error {
 // (unless it is 0), then the semaphore at semAddr set to one more than the
 // engine last set it to. Both addresses must be 8-byte aligned; errors
 // wrap hal.ErrInvalidArgument otherwise.
+//
+// A count word, like the semaphore beside it, is written by this engine
+// only, so a count equal to the one it last stored there is not stored
+// again: a stream memory operation costs microseconds of driver time on
+// the proxy's critical path, and a plan's launches repeat their count.
 func (e *CopyEngine[E]) Signal(semAddr, countAddr, count uint64) error {
 	if err := e.check("signal"); err != nil {
 		return err
@@ -116,10 +153,22 @@ func (e *CopyEngine[E]) Signal(semAddr, countAddr, count uint64) error {
 		return fmt.Errorf("signal on %s: semaphore %#x and count word %#x must be non-null (semaphore) and 8-byte aligned: %w", e.name, semAddr, countAddr, hal.ErrInvalidArgument)
 	}
 	v := e.mirrors[semAddr] + 1
+	if last, ok := e.counts[countAddr]; ok && countAddr != 0 && last == count {
+		countAddr = 0
+	}
+	if err := e.joinLanes(); err != nil {
+		return e.fail(fmt.Errorf("signal of semaphore %#x on %s: %w", semAddr, e.name, err))
+	}
 	if err := e.stream.Signal(countAddr, count, semAddr, v); err != nil {
 		return e.fail(fmt.Errorf("signal of semaphore %#x on %s: %w", semAddr, e.name, err))
 	}
 	e.mirrors[semAddr] = v
+	if countAddr != 0 {
+		if e.counts == nil {
+			e.counts = map[uint64]uint64{}
+		}
+		e.counts[countAddr] = count
+	}
 	e.marks.Queued()
 	return nil
 }
@@ -129,6 +178,12 @@ func (e *CopyEngine[E]) Signal(semAddr, countAddr, count uint64) error {
 func (e *CopyEngine[E]) Mark() (uint64, error) {
 	if err := e.check("mark"); err != nil {
 		return 0, err
+	}
+	if e.lanes != nil && e.lanes.anyDirty() {
+		if err := e.joinLanes(); err != nil {
+			return 0, e.fail(fmt.Errorf("mark on %s: %w", e.name, err))
+		}
+		e.marks.Queued() // the main stream now waits for the lanes: the mark records
 	}
 	t, err := e.marks.Mark()
 	if err != nil {
@@ -160,7 +215,7 @@ func (e *CopyEngine[E]) Close() error {
 		return fmt.Errorf("close %s: already closed: %w", e.name, hal.ErrInvalidUsage)
 	}
 	e.closed = true
-	err := Poll(time.Time{}, e.stream.Query, Failure("close "+e.name))
+	err := Poll(time.Time{}, e.idle, Failure("close "+e.name))
 	if errors.Is(err, hal.ErrTimeout) {
 		return err
 	}
@@ -168,4 +223,27 @@ func (e *CopyEngine[E]) Close() error {
 		return fmt.Errorf("close %s: %w", e.name, err)
 	}
 	return nil
+}
+
+// joinLanes orders the lanes' queued work before the main stream's next
+// request (a signal or a mark); nothing without lanes.
+func (e *CopyEngine[E]) joinLanes() error {
+	if e.lanes == nil {
+		return nil
+	}
+	return e.lanes.join()
+}
+
+// idle reports whether the work of every lane is done.
+func (e *CopyEngine[E]) idle() (bool, error) {
+	done, err := e.stream.Query()
+	if err != nil || !done || e.lanes == nil {
+		return done, err
+	}
+	for i := 1; i < e.lanes.l.Count(); i++ {
+		if done, err := e.lanes.l.Query(i); err != nil || !done {
+			return done, err
+		}
+	}
+	return true, nil
 }

@@ -38,7 +38,8 @@ var Table = []Var{
 	{"WEFT_LOCAL_RANK", "", "node-local rank set by `weft run`; selects the device ordinal"},
 	{"WEFT_SOCKET_IFNAME", "", "network interface for bootstrap sockets (default: loopback for single-node jobs, else the first non-loopback)"},
 	{"WEFT_NODE_ID", "", "node this rank belongs to (default: the host); ranks of one host with different values form emulated nodes whose traffic goes through the network transport"},
-	{"WEFT_NET", "", "network transport between nodes: ib or socket (default: ib where an RDMA device is usable, else socket)"},
+	{"WEFT_NET", "", "network transport between nodes: ib, plugin (an NCCL net plugin named by NCCL_NET_PLUGIN; only when named), socket or ucx (default: ucx where UCX's libucp.so.0 loads, else ib where an RDMA device is usable, else socket)"},
+	{"NCCL_NET_PLUGIN", "", "WEFT_NET=plugin: the NCCL net plugin to load, by NCCL's rules: a name (aws-ofi loads libnccl-net-aws-ofi.so) or a library path; unset or none: no plugin (docs/network.md, NCCL net plugins)"},
 	{"WEFT_SOCKET_NSOCKS", "2", "socket transport: TCP connections per peer and direction, each carrying every n-th chunk (as NCCL_NSOCKS_PERTHREAD × NCCL_SOCKET_NTHREADS)"},
 	{"WEFT_SOCKET_CHUNK", "512KiB", "socket transport: bytes per pipelined chunk of a put"},
 	{"WEFT_SOCKET_ENCRYPT", "0", "set to 1 to encrypt the bootstrap and the socket transport with AES-256-GCM (keys derived from the job secret and both handshake nonces); needs a job secret; every rank must agree (docs/security.md)"},
@@ -57,8 +58,14 @@ var Table = []Var{
 	{"WEFT_ALGO", "", "plan family for the collectives of the NCCL API and Launch: ll, hb, port (port-channel plans through copy engines or the host engine) or nvls (AllReduce and AllGather through a multicast group of switch-mapped links: NVLink SHARP, or hal/host's software switch; AllReduce of types and operators the switch cannot reduce keeps the other plans; an error where the links are not switch-mapped), or a family with bounded peers at any rank count: ring (rings for AllReduce, AllGather, ReduceScatter; chains for Broadcast and Reduce), tree (double binary tree AllReduce) or bruck (Bruck AllGather and ReduceScatter; rings past 256 ranks); collectives without a plan of the family keep theirs; unset selects by size, rank count and links (all-pairs up to 8 ranks, ring/tree/Bruck beyond; docs/collectives.md, Selection) and never picks nvls"},
 	{"WEFT_ALLREDUCE", "", "AllReduce tiers, overriding the tuning file: comma-separated plans with the largest message each serves, e.g. 1pa-LL16-1x1024@4K,1pa-LL16-8x1024@128K,2pa-64x1024-u4@16M,2pa-128x512-u2 (see docs/tuning.md; `weft bench` prints the names)"},
 	{"WEFT_TUNING_FILE", "$XDG_CONFIG_HOME/weft/tuning.json", "tuning file read by communicators and written by `weft bench all_reduce --tune`; off: read none. A file named here must exist; the default may be absent"},
+	{"WEFT_MAX_CTAS", "", "most thread blocks (CTAs, one SM each at most) one launch of a communicator holds, as NCCL's maxCTAs: plans are fitted with fewer blocks per group; a plan that cannot run with so few keeps its minimum (logged). Unset: each plan's default (docs/tuning.md, SM budget)"},
+	{"WEFT_MIN_CTAS", "", "fewest thread blocks a launch holds where a plan's shape can grow (within WEFT_MAX_CTAS and the device's SMs), as NCCL's minCTAs; unset: none"},
+	{"NCCL_MAX_CTAS", "", "libweft_nccl.so only: as in NCCL, overrides ncclConfig_t.maxCTAs (values ≤ 0 ignored) and bounds weft's plans as WEFT_MAX_CTAS does"},
+	{"NCCL_MIN_CTAS", "", "libweft_nccl.so only: as in NCCL, overrides ncclConfig_t.minCTAs (values ≤ 0 ignored; above the maximum: set to it)"},
 	{"WEFT_NVLS", "", "set to 1 to allow NVLink SHARP multicast (hal/nvswitch); never on shared hosts"},
 	{"WEFT_PCIE_P2P", "1", "hal/pcie: set to 0 to turn CUDA peer access off, so that every link between GPUs is host-staged through shared memory"},
+	{"WEFT_PROXY_PROFILE", "", "set to 1 to time the stages of the port-channel proxy and of the socket transport (trigger seen, engine calls, completions, hand-offs) and log a summary per stage when they close (docs/portchannel.md, Proxy); costs a clock read per stage"},
+	{"WEFT_CE_LANES", "2", "hal/nvlink: CUDA streams of a copy engine to a peer GPU (1 to 8): puts of 2 MiB or more are cut over all but the last, local copies take the last; 1 puts everything on one stream (docs/portchannel.md, Copy engines)"},
 }
 
 func lookup(name string) Var {

@@ -61,6 +61,7 @@ var (
 	anyText  = form{"any text", func(string) bool { return true }}
 	anyPath  = form{"a path or library name", func(string) bool { return true }}
 	rankForm = intForm(0, 1<<30, "a rank: an integer ≥ 0")
+	ctaForm  = intForm(1, 1<<20, "a positive number of thread blocks")
 )
 
 // forms gives the accepted form of every WEFT_* variable of Table
@@ -81,7 +82,7 @@ var forms = map[string]form{
 	"WEFT_LOCAL_RANK":        rankForm,
 	"WEFT_SOCKET_IFNAME":     anyText,
 	"WEFT_NODE_ID":           anyText,
-	"WEFT_NET":               oneOf("ib", "socket"),
+	"WEFT_NET":               oneOf("ib", "plugin", "socket", "ucx"),
 	"WEFT_SOCKET_NSOCKS":     intForm(1, 64, "an integer from 1 to 64"),
 	"WEFT_SOCKET_CHUNK":      {"a size such as 512KiB (1KiB to 64MiB)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
 	"WEFT_SOCKET_ENCRYPT":    onOff,
@@ -102,8 +103,12 @@ var forms = map[string]form{
 	"WEFT_ALGO":            oneOf("ll", "hb", "port", "nvls", "ring", "tree", "bruck"),
 	"WEFT_ALLREDUCE":       {"comma-separated AllReduce tiers (docs/tuning.md)", func(string) bool { return true }},
 	"WEFT_TUNING_FILE":     {"a path, or off", func(string) bool { return true }},
+	"WEFT_MAX_CTAS":        ctaForm,
+	"WEFT_MIN_CTAS":        ctaForm,
 	"WEFT_NVLS":            bit,
 	"WEFT_PCIE_P2P":        bit,
+	"WEFT_PROXY_PROFILE":   bit,
+	"WEFT_CE_LANES":        intForm(1, 8, "an integer from 1 to 8"),
 }
 
 // backendCheck reports whether a value of WEFT_HAL names a backend

@@ -28,7 +28,7 @@ func TestCheck(t *testing.T) {
 		{"WEFT_DEBUG_SUBSYS", "INIT,COLL", true, ""},
 		{"WEFT_DEBUG_SUBSYS", "INIT,NOPE", false, "comma-separated list"},
 		{"WEFT_SOCKET_NSOCKS", "0", false, "1 to 64"},
-		{"WEFT_NET", "carrier-pigeon", false, "one of ib, socket"},
+		{"WEFT_NET", "carrier-pigeon", false, "one of ib, plugin, socket"},
 		{"WEFT_JOB_SECRET", "abc", false, "32 to 128 hex digits"},
 		{"WEFT_ALGO", "port", true, ""},
 		{"WEFT_ALGO", "ring", true, ""},

@@ -89,7 +89,8 @@ typedef enum {
 /* Communicator options. Always start from NCCL_CONFIG_INITIALIZER: size,
  * magic and version identify the layout, and fields left at
  * NCCL_CONFIG_UNDEF_INT / NCCL_CONFIG_UNDEF_PTR take their defaults. The
- * field order is NCCL 2.28's (ncclConfig_v22800). weft reads blocking and
+ * field order is NCCL 2.28's (ncclConfig_v22800). weft reads blocking,
+ * minCTAs, maxCTAs (the most thread blocks one of its launches holds) and
  * commName; the other fields matter only to a communicator forwarded to the
  * real NCCL. */
 typedef struct ncclConfig_v22800 {

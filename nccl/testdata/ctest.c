@@ -531,6 +531,82 @@ static void testSendRecv(ncclComm_t comm) {
   ncclMemFree(d);
 }
 
+// regByte is byte j of what rank r sends in round k of testRegistered.
+static uint8_t regByte(int r, int k, size_t j) { return (uint8_t)(r * 97 + k * 53 + j * 31 + (j >> 9)); }
+
+static int regWrong(const char* got, int r, int k, size_t n) {
+  int bad = 0;
+  for (size_t j = 0; j < n; j++)
+    if ((uint8_t)got[j] != regByte(r, k, j)) bad++;
+  return bad;
+}
+
+// testRegistered: zero-copy point-to-point. Receives into ncclMemAlloc'd
+// memory registered with ncclCommRegister (the sender stores into it
+// directly) and into unregistered memory, mixed in one group (two rounds
+// to the same peer), for every type at counts around the LL/HB boundary
+// (128 KiB) and at offsets inside the registration; then Gather and
+// Scatter into registered buffers.
+static void testRegistered(ncclComm_t comm) {
+  const size_t regBytes = 4u << 20;
+  char* reg = alloc(regBytes);
+  void* h = NULL;
+  CALL(ncclCommRegister(comm, reg, regBytes, &h));
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  const size_t sizes[] = {8, 131072, 131088, 393224};
+  for (size_t ti = 0; ti < N(allTypes); ti++) {
+    ncclDataType_t t = allTypes[ti];
+    size_t es = typeSize(t);
+    for (size_t k = 0; k < N(sizes); k++) {
+      size_t n = sizes[k] / es + (k % 2), bytes = n * es;
+      char* s = alloc(2 * bytes);
+      char* u = alloc(bytes);
+      char* d = reg + ((size_t)(rank + 1) * 40961 + ti * 1024) / es * es;  // inside the registration
+      for (size_t j = 0; j < bytes; j++) {
+        s[j] = (char)regByte(rank, 0, j);
+        s[bytes + j] = (char)regByte(rank, 1, j);
+      }
+      memset(d, 0, bytes);
+      memset(u, 0, bytes);
+      CALL(ncclGroupStart());
+      CALL(ncclSend(s, n, t, next, comm, NULL));
+      CALL(ncclRecv(d, n, t, prev, comm, NULL));
+      CALL(ncclSend(s + bytes, n, t, next, comm, NULL));
+      CALL(ncclRecv(u, n, t, prev, comm, NULL));
+      CALL(ncclGroupEnd());
+      int bad = regWrong(d, prev, 0, bytes), badU = regWrong(u, prev, 1, bytes);
+      CHECK(bad == 0 && badU == 0, "registered send/recv %s × %zu: %d wrong in the registered receive, %d in the other",
+            allTypeNames[ti], n, bad, badU);
+      ncclMemFree(s);
+      ncclMemFree(u);
+    }
+  }
+  // Gather to the last rank and Scatter from it, 160 KB per rank, into the
+  // registration.
+  size_t n = 40000, bytes = n * sizeof(float);
+  int root = nranks - 1;
+  char* s = alloc(bytes * nranks);
+  for (size_t j = 0; j < bytes * nranks; j++) s[j] = (char)regByte(rank, 2, j);
+  if ((size_t)nranks * bytes <= regBytes) {
+    memset(reg, 0, bytes * nranks);
+    CALL(ncclGather(s, reg, n, ncclFloat32, root, comm, NULL));
+    if (rank == root) {
+      int bad = 0;
+      for (int r = 0; r < nranks; r++) bad += regWrong(reg + r * bytes, r, 2, bytes);
+      CHECK(bad == 0, "Gather into a registered buffer: %d wrong", bad);
+    }
+    memset(reg + 64, 0, bytes);
+    CALL(ncclScatter(s, reg + 64, n, ncclFloat32, root, comm, NULL));
+    int bad = 0;
+    for (size_t j = 0; j < bytes; j++)
+      if ((uint8_t)reg[64 + j] != regByte(root, 2, rank * bytes + j)) bad++;
+    CHECK(bad == 0, "Scatter into a registered buffer: %d wrong", bad);
+  }
+  ncclMemFree(s);
+  CALL(ncclCommDeregister(comm, h));
+  ncclMemFree(reg);
+}
+
 static int mentions(const char* text, const char* word) { return text != NULL && strstr(text, word) != NULL; }
 
 static void testBadInput(ncclComm_t comm) {
@@ -567,6 +643,17 @@ static void testBadInput(ncclComm_t comm) {
   ncclComm_t c2 = NULL;
   r = ncclCommInitRank(&c2, 2, junk, 0);
   CHECK(r == ncclInvalidArgument, "init with a foreign unique id = %d, want ncclInvalidArgument", r);
+  // ncclConfig_t's minCTAs and maxCTAs are checked as NCCL checks them.
+  ncclConfig_t badCfg = NCCL_CONFIG_INITIALIZER;
+  badCfg.maxCTAs = 0;
+  r = ncclCommInitRankConfig(&c2, 2, junk, 0, &badCfg);
+  CHECK(r == ncclInvalidArgument && mentions(ncclGetLastError(NULL), "maxCTAs 0"),
+        "config maxCTAs 0 = %d (%s), want ncclInvalidArgument naming maxCTAs", r, ncclGetLastError(NULL));
+  badCfg.maxCTAs = 4;
+  badCfg.minCTAs = 8;
+  r = ncclCommInitRankConfig(&c2, 2, junk, 0, &badCfg);
+  CHECK(r == ncclInvalidArgument && mentions(ncclGetLastError(NULL), "minCTAs 8, maxCTAs 4"),
+        "config minCTAs 8 > maxCTAs 4 = %d (%s), want ncclInvalidArgument", r, ncclGetLastError(NULL));
   CHECK(strcmp(ncclGetErrorString(ncclSuccess), "no error") == 0, "ncclGetErrorString(ncclSuccess) = %s", ncclGetErrorString(ncclSuccess));
   CHECK(ncclGetErrorString((ncclResult_t)1000) != NULL, "ncclGetErrorString(1000) is NULL");
   ncclMemFree(s);
@@ -661,6 +748,151 @@ static void testOneThreadTwoRanks(void) {
   }
 }
 
+// Scale mode (WEFT_CTEST_SCALE=1): inputs that stay exact at any number of
+// ranks, for every type and operator. The inputs above, (r + 1)(i % 7 + 1),
+// overflow uint8 sums and every product past a few ranks; here element i
+// is active on 1 + i % 4 consecutive ranks only (rank r is active when
+// (r − i) mod n < 1 + i % 4, as check.InputN keeps a window of active
+// ranks) and neutral elsewhere (0 for sums and Max, 1 for Prod, 3 for
+// Min). Active values are 1 or 2 (1 for PreMulSum, whose per-rank scalar
+// is 1 or 2), so every partial sum or product of any reduction order is
+// an integer of at most 16 that is a power of two, or of at most 8: exact
+// in FP8 e5m2 (3 significant bits), and so in every type. Avg of a
+// floating type is Σ·(1/n) in the type (exact when n is a power of two,
+// within avgScaleTolerance otherwise); Avg of an integer type is
+// floor(Σ/n), or refused (weft serves it on all-pairs plans only, up to 8
+// ranks), never forwarded: the Go test runs with WEFT_NCCL_FALLBACK=0.
+
+static int isInteger(ncclDataType_t t) {
+  return t == ncclInt8 || t == ncclUint8 || t == ncclInt32 || t == ncclUint32 || t == ncclInt64 || t == ncclUint64;
+}
+
+static int scaleActive(int r, size_t i) {
+  int n = nranks, span = 1 + (int)(i % 4);
+  if (span > n) span = n;
+  int d = ((r - (int)(i % (size_t)n)) % n + n) % n;
+  return d < span;
+}
+
+static double scaleIn(ncclRedOp_t op, int r, size_t i) {
+  if (!scaleActive(r, i)) {
+    switch (op) {
+      case ncclProd: return 1;
+      case ncclMin: return 3;
+      default: return 0;
+    }
+  }
+  if (op >= ncclNumOps) return 1;  // PreMulSum: the scalar varies instead
+  return (double)(1 + (r + (int)(i / 4)) % 2);
+}
+
+static double scaleScalar(int r) { return (double)(1 + r % 2); }
+
+// scaleWant is the exact reduction of scaleIn(op, 0..n−1, i).
+static double scaleWant(ncclRedOp_t op, ncclDataType_t t, size_t i) {
+  double acc = op == ncclProd ? 1 : op == ncclMin ? INFINITY : 0;
+  for (int r = 0; r < nranks; r++) {
+    double v = scaleIn(op, r, i);
+    switch (op) {
+      case ncclProd: acc *= v; break;
+      case ncclMax: acc = v > acc ? v : acc; break;
+      case ncclMin: acc = v < acc ? v : acc; break;
+      case ncclSum: case ncclAvg: acc += v; break;
+      default: acc += scaleScalar(r) * v;  // PreMulSum
+    }
+  }
+  if (op == ncclAvg) acc = isInteger(t) ? floor(acc / nranks) : acc / nranks;
+  return acc;
+}
+
+// avgScaleTolerance: relative error of Σ·(1/n) rounded in type t, for at
+// most 8 terms of at most 2/n each (a few units in the last place).
+static double avgScaleTolerance(ncclRedOp_t op, ncclDataType_t t) {
+  if (op != ncclAvg || isInteger(t)) return 0;
+  switch (t) {
+    case ncclFloat64: return 1e-14;
+    case ncclFloat32: return 1e-6;
+    case ncclFloat16: return 4e-3;
+    case ncclBfloat16: return 3e-2;
+    case ncclFloat8e4m3: return 0.25;
+    default: return 0.5;  // e5m2: 2 mantissa bits
+  }
+}
+
+struct scaleCtx { ncclRedOp_t op; ncclDataType_t t; size_t base; };
+static double wantScale(size_t i, void* p) {
+  struct scaleCtx* c = p;
+  return scaleWant(c->op, c->t, c->base + i);
+}
+static int scaleRefused;  // integer Avg calls refused (not forwarded)
+
+// scaleReduce runs one reducing collective (0 AllReduce, 1 ReduceScatter,
+// 2 Reduce to root) of count elements per rank of type t with operator
+// op (ncclNumOps: PreMulSum with scalar 1 + rank % 2), in or out of
+// place, and checks every element.
+static void scaleReduce(ncclComm_t comm, int coll, ncclDataType_t t, const char* tn, int op, size_t count, int inplace, int root) {
+  size_t es = typeSize(t), elems = coll == 1 ? count * nranks : count;
+  char* s = alloc(elems * es);
+  char* d = !inplace ? alloc(count * es) : coll == 1 ? s + (size_t)rank * count * es : s;
+  for (size_t i = 0; i < elems; i++) put(s, t, i, scaleIn((ncclRedOp_t)op, rank, i));
+  ncclRedOp_t rop = (ncclRedOp_t)op;
+  char* sc = NULL;
+  if (op == ncclNumOps) {
+    sc = alloc(8);
+    put(sc, t, 0, scaleScalar(rank));
+    CALL(ncclRedOpCreatePreMulSum(&rop, sc, t, count % 2 ? ncclScalarHostImmediate : ncclScalarDevice, comm));
+  }
+  ncclResult_t r;
+  switch (coll) {
+    case 0: r = ncclAllReduce(s, d, count, t, rop, comm, NULL); break;
+    case 1: r = ncclReduceScatter(s, d, count, t, rop, comm, NULL); break;
+    default: r = ncclReduce(s, d, count, t, rop, root, comm, NULL);
+  }
+  static const char* colls[] = {"AllReduce", "ReduceScatter", "Reduce"};
+  if (r != ncclSuccess && op == ncclAvg && isInteger(t) && nranks > 8) {
+    // Refused, not forwarded: forwarding is off, and the error says so.
+    const char* why = ncclGetLastError(comm);
+    CHECK(mentions(why, "WEFT_NCCL_FALLBACK=0"), "%s Avg %s: %d (%s), want a refusal naming WEFT_NCCL_FALLBACK=0", colls[coll], tn, r, why);
+    scaleRefused++;
+  } else {
+    CHECK(r == ncclSuccess, "%s %s op %d count %zu: %d (%s): %s", colls[coll], tn, op, count, r, ncclGetErrorString(r), ncclGetLastError(comm));
+    if (r == ncclSuccess && (coll != 2 || rank == root)) {
+      struct scaleCtx c = {(ncclRedOp_t)op, t, coll == 1 ? (size_t)rank * count : 0};
+      tolerance = avgScaleTolerance((ncclRedOp_t)op, t);
+      int bad = wrong(d, t, 0, count, wantScale, &c);
+      tolerance = 0;
+      CHECK(bad == 0, "%s %s op %d count %zu inplace %d root %d: %d wrong", colls[coll], tn, op, count, inplace, root, bad);
+    }
+  }
+  if (sc != NULL) {
+    CALL(ncclRedOpDestroy(rop, comm));
+    ncclMemFree(sc);
+  }
+  if (!inplace) ncclMemFree(d);
+  ncclMemFree(s);
+}
+
+// testScale: AllReduce for every type and operator (PreMulSum with a
+// scalar per rank), ReduceScatter and Reduce for every type with the
+// operator rotating (two per type, so each operator runs on four types),
+// counts 1 and 3001 (past the LL plans' bounds on hal/host), in and out of
+// place alternating, Reduce to both ends.
+static void testScale(ncclComm_t comm) {
+  const size_t cs[] = {1, 3001};
+  for (size_t ti = 0; ti < N(allTypes); ti++) {
+    ncclDataType_t t = allTypes[ti];
+    for (int op = 0; op <= ncclNumOps; op++)
+      for (size_t ci = 0; ci < N(cs); ci++) scaleReduce(comm, 0, t, allTypeNames[ti], op, cs[ci], (int)((ti + op + ci) % 2), 0);
+    for (int k = 0; k < 2; k++) {
+      int op = (int)(ti + 3 * k) % (ncclNumOps + 1);
+      for (size_t ci = 0; ci < N(cs); ci++) {
+        scaleReduce(comm, 1, t, allTypeNames[ti], op, cs[ci], (int)((ti + ci) % 2), 0);
+        scaleReduce(comm, 2, t, allTypeNames[ti], op, cs[ci], (int)((ti + ci + 1) % 2), k ? 0 : nranks - 1);
+      }
+    }
+  }
+}
+
 static void readID(const char* path, ncclUniqueId* id) {
   for (int tries = 0; tries < 6000; tries++) {
     FILE* f = fopen(path, "rb");
@@ -708,6 +940,10 @@ int main(void) {
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0;
   cfg.commName = "ctest";
+  // WEFT_CTEST_MAX_CTAS: a block budget through the config; the Go test
+  // reads the blocks weft's launches held from its NCCL_DEBUG=INFO log.
+  const char* maxCTAs = getenv("WEFT_CTEST_MAX_CTAS");
+  if (maxCTAs != NULL) cfg.maxCTAs = atoi(maxCTAs);
   ncclComm_t comm = NULL;
   ncclResult_t r = ncclCommInitRankConfig(&comm, nranks, id, rank, &cfg);
   CHECK(r == ncclSuccess || r == ncclInProgress, "ncclCommInitRankConfig = %d: %s", r, ncclGetLastError(NULL));
@@ -727,18 +963,33 @@ int main(void) {
   CALL(ncclCommCuDevice(comm, &dev));
   CHECK(n == nranks && me == rank, "count %d rank %d, want %d and %d", n, me, nranks, rank);
 
-  testBadInput(comm);
-  testAllReduce(comm);
-  testPreMulSum(comm);
-  testPreMulSumPerRank(comm);
-  testAllGather(comm);
-  testReduceScatter(comm);
-  testBroadcastReduce(comm);
-  testAlltoAllGatherScatter(comm);
-  testAlltoAllInPlace(comm);
-  testSendRecv(comm);
-  if (nranks >= 2) testSplit(comm);
-  if (rank == 0) testOneThreadTwoRanks();
+  const char* scale = getenv("WEFT_CTEST_SCALE");
+  if (scale != NULL && strcmp(scale, "1") == 0) {
+    // Scale mode: every collective with inputs exact at any n (testScale),
+    // the data-moving collectives and grouped send/recv, whose inputs
+    // stay small at any n.
+    testScale(comm);
+    testAllGather(comm);
+    testBroadcastReduce(comm);
+    testAlltoAllGatherScatter(comm);
+    testSendRecv(comm);
+    testSplit(comm);
+    printf("rank %d: %d integer Avg calls refused\n", rank, scaleRefused);
+  } else {
+    testBadInput(comm);
+    testAllReduce(comm);
+    testPreMulSum(comm);
+    testPreMulSumPerRank(comm);
+    testAllGather(comm);
+    testReduceScatter(comm);
+    testBroadcastReduce(comm);
+    testAlltoAllGatherScatter(comm);
+    testAlltoAllInPlace(comm);
+    testSendRecv(comm);
+    testRegistered(comm);
+    if (nranks >= 2) testSplit(comm);
+    if (rank == 0) testOneThreadTwoRanks();
+  }
 
   void* h = NULL;
   void* buf = alloc(256);

@@ -1,0 +1,127 @@
+package algorithms_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// TestP2PWindowsPairUp checks the peer windows for 1–300 ranks: every
+// peer of a rank is in exactly one of its windows, at most plan.MaxPeers
+// a window; p is in r's window j exactly when r is in p's window j, and
+// Slots give r's place there; one window serves the copies to itself;
+// Width bounds every rank's window; one window of every peer in rank
+// order (the all-pairs layout) up to PeerPlansMaxRanks ranks.
+func TestP2PWindowsPairUp(t *testing.T) {
+	for n := 1; n <= 300; n++ {
+		all := make([][]algorithms.PeerWindow, n)
+		for r := range n {
+			w, err := algorithms.P2PWindows(r, n)
+			if err != nil {
+				t.Fatalf("%d ranks, rank %d: %v", n, r, err)
+			}
+			all[r] = w
+		}
+		nw := len(all[0])
+		if want := max(1, (n+plan.MaxPeers-1)/plan.MaxPeers); n <= algorithms.PeerPlansMaxRanks && nw != 1 || n > algorithms.PeerPlansMaxRanks && nw != want {
+			t.Fatalf("%d ranks: %d windows", n, nw)
+		}
+		for r := range n {
+			if len(all[r]) != nw {
+				t.Fatalf("%d ranks: rank %d has %d windows, rank 0 %d", n, r, len(all[r]), nw)
+			}
+			seen := map[int]bool{}
+			selfs := 0
+			for j, w := range all[r] {
+				if w.Index != j || len(w.Peers) > plan.MaxPeers || len(w.Peers) > w.Width || len(w.Slots) != len(w.Peers) || !slices.IsSorted(w.Peers) {
+					t.Fatalf("%d ranks, rank %d, window %d: %+v", n, r, j, w)
+				}
+				if w.Width != all[0][j].Width {
+					t.Fatalf("%d ranks, window %d: width %d on rank %d, %d on rank 0", n, j, w.Width, r, all[0][j].Width)
+				}
+				if w.Self {
+					selfs++
+				}
+				for i, p := range w.Peers {
+					if p == r || seen[p] {
+						t.Fatalf("%d ranks, rank %d: peer %d twice or itself", n, r, p)
+					}
+					seen[p] = true
+					back := all[p][j]
+					at := slices.Index(back.Peers, r)
+					if at < 0 || w.Slots[i] != at || back.SendArg(r) != 2*at+1 || back.RecvArg(r) != 2*at+2 {
+						t.Fatalf("%d ranks, window %d: rank %d has peer %d at slot %d, but rank %d's window has rank %d at %d", n, j, r, p, w.Slots[i], p, r, at)
+					}
+					if n <= algorithms.PeerPlansMaxRanks && (p != w.Peers[i] || w.SendArg(p) != algorithms.SendArg(r, p) || w.SelfArg() != algorithms.SelfArg(n)) {
+						t.Fatalf("%d ranks, rank %d: one window must be the all-pairs layout", n, r)
+					}
+				}
+			}
+			if len(seen) != n-1 || selfs != 1 {
+				t.Fatalf("%d ranks, rank %d: %d peers over the windows, %d self windows", n, r, len(seen), selfs)
+			}
+		}
+	}
+}
+
+// TestP2PWindowPlans builds the point-to-point plans of every window of
+// every rank for 18, 33 and 64 ranks (memory channels) and checks that
+// they connect: a transfer of rank r into the scratch of channel i's peer
+// p writes the slot at which p's plan of the same window reads from r,
+// every rank's plans of a window have the same name, scratch slots and
+// semaphores (channels.Setup checks that they agree), and the groups'
+// argument slots are those of PeerWindow.
+func TestP2PWindowPlans(t *testing.T) {
+	for _, n := range []int{18, 33, 64} {
+		plans := make([][][]algorithms.Choice, n) // rank, window, choices
+		wins := make([][]algorithms.PeerWindow, n)
+		for r := range n {
+			c := algorithms.DefaultConfig(r, n, 132, true)
+			ws, err := algorithms.P2PWindows(r, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wins[r] = ws
+			for _, w := range ws {
+				ch, err := algorithms.P2PWindowPlans(c, w)
+				if err != nil {
+					t.Fatalf("%d ranks, rank %d, window %d: %v", n, r, w.Index, err)
+				}
+				plans[r] = append(plans[r], ch)
+			}
+		}
+		for r := range n {
+			for j, w := range wins[r] {
+				for k, ch := range plans[r][j] {
+					p := ch.Plan
+					ref := plans[0][j][k].Plan
+					if p.Rank != r || p.NRanks != n || p.Name != ref.Name || p.ScratchSlots != ref.ScratchSlots || p.Semaphores != ref.Semaphores {
+						t.Fatalf("%d ranks, rank %d, window %d: plan %s (rank %d of %d, %d slots, %d semaphores) against rank 0's %s (%d, %d)",
+							n, r, j, p.Name, p.Rank, p.NRanks, p.ScratchSlots, p.Semaphores, ref.Name, ref.ScratchSlots, ref.Semaphores)
+					}
+					if len(p.Channels) != len(w.Peers) {
+						t.Fatalf("%d ranks, rank %d, window %d: %d channels for %d peers", n, r, j, len(p.Channels), len(w.Peers))
+					}
+					for gi, g := range p.Groups {
+						for _, op := range append(append([]plan.Op{}, g.Ops...), g.After...) {
+							for _, d := range op.Dsts {
+								if d.Buf != plan.Scratch || d.Chan < 0 {
+									continue
+								}
+								peer := p.Channels[d.Chan].Peer
+								if at := slices.Index(wins[peer][j].Peers, r); d.Slot != at {
+									t.Fatalf("%d ranks, rank %d, window %d, group %d: writes slot %d of rank %d, which reads rank %d from slot %d", n, r, j, gi, d.Slot, peer, r, at)
+								}
+							}
+						}
+						if g.Arg > w.SelfArg() || g.Arg < 1 {
+							t.Fatalf("%d ranks, rank %d, window %d: group %d has argument slot %d, window has %d", n, r, j, gi, g.Arg, w.SelfArg())
+						}
+					}
+				}
+			}
+		}
+	}
+}

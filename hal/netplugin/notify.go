@@ -1,0 +1,71 @@
+package netplugin
+
+import (
+	"runtime"
+	"sync"
+	"time"
+)
+
+// notifier wakes every goroutine waiting for some state to change: a
+// waiter takes the channel, checks its condition, then blocks on the
+// channel; notify closes it.
+type notifier struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (n *notifier) wait() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch == nil {
+		n.ch = make(chan struct{})
+	}
+	return n.ch
+}
+
+func (n *notifier) notify() {
+	n.mu.Lock()
+	if n.ch != nil {
+		close(n.ch)
+		n.ch = nil
+	}
+	n.mu.Unlock()
+}
+
+// The progress goroutine polls the plugin (ncclNet has no blocking wait:
+// NCCL's proxy thread polls too). After its last progress it yields for
+// spinFor, then sleeps between polls: busySleep while messages are in
+// flight, and while nothing is a sleep that doubles from busySleep to
+// idleSleep, or until an engine call wakes it.
+const (
+	spinFor   = 2 * time.Millisecond
+	busySleep = 50 * time.Microsecond
+	idleSleep = time.Millisecond
+)
+
+// pause waits before the next poll: idle is how long nothing progressed,
+// pending whether requests are in flight, naps the sleeps since the last
+// progress (the idle sleep doubles with them).
+func pause(idle time.Duration, pending bool, naps int, wake, stop <-chan struct{}, timer *time.Timer) {
+	if idle < spinFor {
+		runtime.Gosched()
+		return
+	}
+	d := busySleep
+	if !pending {
+		d = min(idleSleep, busySleep<<min(naps, 5))
+	}
+	timer.Reset(d)
+	select {
+	case <-wake:
+	case <-stop:
+	case <-timer.C:
+		return
+	}
+	if !timer.Stop() {
+		select {
+		case <-timer.C:
+		default:
+		}
+	}
+}

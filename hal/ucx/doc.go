@@ -1,0 +1,104 @@
+// Package ucx is weft's network through UCX (the UCP layer of Open UCX,
+// the engine of Open MPI): InfiniBand and RoCE (rc, dc, ud verbs), TCP and
+// shared memory, chosen and tuned by UCX's own UCX_* variables. It
+// registers itself with [hal.RegisterNetwork] as "ucx": WEFT_NET=ucx
+// selects it, and hal.AutoNetwork takes it first where UCX's libraries
+// load (libucp.so.0, libucs.so.0, bound with dlopen by internal/ucx, so
+// weft builds and runs without UCX). Import it for its side effect:
+//
+//	import _ "github.com/weftccl/weft/hal/ucx"
+//
+// # Model
+//
+// [Open] creates a UCP context with RMA, active messages (AM) and
+// wake-up, and one worker (single-threaded: every call on it and its
+// endpoints is serialised by one lock). A job on one host
+// (hal.NetConfig.OneHost) sets UCX's NET_DEVICES to lo, unless the user
+// set UCX_NET_DEVICES or Options.Settings does.
+//
+// [NetDevice.ExportPort] registers memory with ucp_mem_map and returns a
+// handle holding the packed remote key, the remote address and the size:
+// host memory (hal/host devices) as is; GPU memory as is when UCX reports
+// the GPU's memory type (a UCX built with CUDA or ROCm:
+// ucp_context_query's memory_types); other device memory through a host
+// bounce region of the same size (Device.AllocHost) that peers write
+// into. [NetDevice.ImportPort] checks every byte of a peer's handle
+// (lengths, magic, version, reserved bytes, range, hal.CheckImport for
+// job, rank and incarnation) and keeps the packed key; each engine
+// unpacks it on its endpoint (ucp_ep_rkey_unpack) when it first puts
+// there. Imported buffers are addressed by the peer's remote addresses;
+// engines check every Put and Signal against the imports of their peer.
+//
+// # Engines and ordering
+//
+// [NetDevice.NewEngine] dials the peer's side channel (below), receives
+// its worker address and a session token, and creates a UCP endpoint to
+// the peer's worker (with peer-failure handling where the transports
+// offer it; UCX's shared-memory transports do not). Requests are issued
+// in order as they become ready:
+//
+//   - Put: one ucp_put_nbx from memory UCX reads (host memory, GPU
+//     memory of a UCX with its memory type); other memory is staged chunk
+//     by chunk (Options.Chunk) into host slots by the device's own engine
+//     first, as hal/socket and hal/ib do.
+//   - Copy: on the device's own engine once every earlier UCX operation
+//     is complete at the source.
+//   - Signal: after earlier own-engine copies, ucp_ep_flush_nbx (every
+//     earlier put complete at the peer), then an active message (56 bytes,
+//     plus 16 per staged range received since the previous signal) that
+//     the peer checks and applies: it copies the staged ranges from the
+//     bounce region to device memory and stores the count and adds one to
+//     the semaphore with its device engine, the only writer of the
+//     semaphores that engine signals (host memory registered directly is
+//     signalled in place with the same atomics once that engine is idle).
+//     A flush rather than ucp_worker_fence: UCX 1.13's fence does not
+//     order operations on different lanes (a put over cma, a message over
+//     shared memory; RMA over rc and AM over ud), a flush does. The
+//     receiver checks each message's session, token and sequence number
+//     and each address against its registrations, as hostile input.
+//
+// Mark and Completed follow the completion of each request's UCX
+// operations and own-engine copies (hal.Tickets).
+//
+// # Progress
+//
+// UCX moves bytes only while a worker is progressed. The proxy's calls
+// (Put, Signal, Completed) progress the worker; besides them one
+// goroutine per NetDevice progresses while requests wait, applies
+// received signals in arrival order, and otherwise arms the worker
+// (ucp_worker_arm) and sleeps in poll(2) on its event descriptor until UCX
+// has something (a message, a put to place for TCP's emulated RMA, a
+// completion) or an engine call wakes it (ucp_worker_signal). While
+// requests are in flight it waits at most 1 ms per round; it never spins.
+//
+// # Authentication and the side channel
+//
+// UCX's transports carry no authentication, so a peer proves it belongs
+// to the job before it gets anything it could use: every NetDevice
+// listens on a TCP side channel (loopback for a job on one host, else
+// the interface WEFT_SOCKET_IFNAME selects, as hal/socket), and an engine
+// first runs internal/auth's mutual challenge–response there with a key
+// derived from hal.NetConfig.Secret, then sends a hello (job, ranks,
+// nonces, engine id). Only then does the listener answer with its UCX
+// worker address and a random session token; [NetDevice.Address], which
+// travels through the bootstrap, holds the side channel's host:port, not
+// the worker address. Refusals (failed authentication, another job, a
+// wrong rank or incarnation, a signal of no known session) are recorded
+// ([NetDevice.Refused]) and logged without the secret; the job is not
+// disturbed. Without a secret the side channel checks only the job and
+// logs the unauthenticated warning once.
+//
+// The side channel stays open for the engine's life: it carries the
+// engine's goodbye (with the number of signals sent, which the receiver
+// applies before it ends the session) and the listener's notice that its
+// NetDevice closes (requests still queued to that peer are then moot and
+// complete without being sent). Its end without either means the peer is
+// lost: the NetDevice records the failure by rank ([NetDevice.Err],
+// [NetDevice.PeerErr]) and engines to it fail with an error wrapping
+// hal.ErrRemote that names it. A UCX error on an endpoint waits up to a
+// second for that word before it fails the engine; an engine without
+// progress for the timeout (WEFT_TIMEOUT) fails with a hal.TimeoutError.
+//
+// Wire formats are in wire.go; docs/network.md gives the set-up for
+// mpirun, srun and torchrun.
+package ucx

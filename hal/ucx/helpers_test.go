@@ -1,0 +1,159 @@
+package ucx
+
+import (
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/weftccl/weft/hal"
+	_ "github.com/weftccl/weft/hal/host"
+	"github.com/weftccl/weft/internal/env"
+)
+
+// failBound bounds every wait of a test: a failure bound, not a timing
+// assertion.
+const failBound = 30 * time.Second
+
+var jobSeq atomic.Int64
+
+func newJob() string { return fmt.Sprintf("ucxtest-%d-%d", os.Getpid(), jobSeq.Add(1)) }
+
+// needUCX skips a test where UCX is not installed, unless WEFT_REQUIRE
+// names ucx: then it fails.
+func needUCX(t testing.TB) {
+	t.Helper()
+	if a := Probe(); !a.Available {
+		if env.Required("ucx") {
+			t.Fatalf("WEFT_REQUIRE names ucx, but it is unavailable: %s", a.Reason)
+		}
+		t.Skipf("UCX unavailable (apt-get install libucx0): %s", a.Reason)
+	}
+}
+
+// transports are the UCX transport sets the tests run over: TCP (on
+// loopback) and shared memory.
+var transports = []string{"tcp", "shm"}
+
+type rank struct {
+	r      int
+	dev    hal.Device
+	nd     *NetDevice
+	win    hal.Buffer
+	src    hal.Buffer
+	remote []hal.Buffer
+	eng    []hal.Engine
+}
+
+func testOptions(tls string, staging Staging) Options {
+	return Options{Staging: staging, Chunk: 4 << 10, Settings: map[string]string{"TLS": tls}, Timeout: 10 * time.Second}
+}
+
+// openRanks opens n ranks of one job (hal/host devices, one host) with
+// windows of winBytes and sources of srcBytes, connected all to all.
+func openRanks(t testing.TB, n int, winBytes, srcBytes int64, opts Options, secret []byte) []*rank {
+	t.Helper()
+	job := newJob()
+	rs := make([]*rank, n)
+	for i := range rs {
+		dev, err := hal.Open("host", hal.Config{Ordinal: i, Rank: i, JobID: job})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd, err := Open(dev, hal.NetConfig{Rank: i, NRanks: n, JobID: job, Secret: secret, OneHost: true}, opts)
+		if err != nil {
+			dev.Close()
+			t.Fatal(err)
+		}
+		x := &rank{r: i, dev: dev, nd: nd, remote: make([]hal.Buffer, n), eng: make([]hal.Engine, n)}
+		if x.win, err = dev.Alloc(winBytes); err != nil {
+			t.Fatal(err)
+		}
+		if x.src, err = dev.Alloc(srcBytes); err != nil {
+			t.Fatal(err)
+		}
+		rs[i] = x
+	}
+	t.Cleanup(func() { closeRanks(rs) })
+	handles := make([]hal.Handle, n)
+	for i, x := range rs {
+		h, err := x.nd.ExportPort(x.win)
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles[i] = h
+	}
+	for _, x := range rs {
+		for p, y := range rs {
+			if p == x.r {
+				continue
+			}
+			b, err := x.nd.ImportPort(handles[p])
+			if err != nil {
+				t.Fatal(err)
+			}
+			x.remote[p] = b
+			e, err := x.nd.NewEngine(endpointOf(y))
+			if err != nil {
+				t.Fatal(err)
+			}
+			x.eng[p] = e
+		}
+	}
+	return rs
+}
+
+func endpointOf(x *rank) hal.Endpoint {
+	ep := x.dev.Endpoint()
+	ep.Net = map[string][]byte{Name: x.nd.Address()}
+	return ep
+}
+
+func closeRanks(rs []*rank) {
+	for _, x := range rs {
+		if x == nil {
+			continue
+		}
+		for _, e := range x.eng {
+			if e != nil {
+				e.Close()
+			}
+		}
+		x.eng = nil
+		x.nd.Close()
+		x.win.Free()
+		x.src.Free()
+		x.dev.Close()
+	}
+}
+
+// word is the 64-bit word at byte off of a host buffer, read atomically.
+func word(b hal.Buffer, off int) uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b.Host()[off])))
+}
+
+// awaitWord waits until the word at off of b reaches want.
+func awaitWord(t testing.TB, b hal.Buffer, off int, want uint64, what string) {
+	t.Helper()
+	deadline := time.Now().Add(failBound)
+	for word(b, off) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: word at %d is %d after %v, want %d", what, off, word(b, off), failBound, want)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// awaitTicket waits until e completes ticket.
+func awaitTicket(t testing.TB, e hal.Engine, what string) {
+	t.Helper()
+	tk, err := e.Mark()
+	if err != nil {
+		t.Fatalf("%s: mark: %v", what, err)
+	}
+	if err := hal.AwaitTicket(e, tk, time.Now().Add(failBound)); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}

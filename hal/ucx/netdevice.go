@@ -1,0 +1,697 @@
+package ucx
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/auth"
+	"github.com/weftccl/weft/internal/ucx"
+)
+
+// amID is the active-message id of weft's signals.
+const amID = 0x5746 // "WF"
+
+// NetDevice is one rank's side of the UCX network: a UCP context and
+// worker, the registrations ExportPort made, the engines this rank opened,
+// the sessions of peers' engines connected here, and the side channel on
+// which every peer authenticates before it learns the worker's address.
+type NetDevice struct {
+	dev   hal.Device
+	pm    hal.PortMapped
+	cfg   hal.NetConfig
+	opts  Options
+	job   uint64
+	nonce uint64
+	log   *slog.Logger
+
+	secret auth.Secret
+	gate   *auth.Gate
+	ln     net.Listener
+	addr   []byte
+
+	lib   *ucx.Lib
+	ctx   *ucx.Context
+	w     *ucx.Worker
+	waddr []byte
+	// memType is the UCX memory type device memory is registered with,
+	// or -1: staged through host memory.
+	memType int
+
+	// wmu serialises every call on the worker, its endpoints and the
+	// context, and the engines' state. Lock order: wmu before mu.
+	wmu sync.Mutex
+
+	mu       sync.Mutex
+	closed   bool
+	regs     map[uint32]*registration
+	lastReg  uint32
+	imports  map[importKey]*importEntry
+	engines  map[*engine]struct{}
+	lastEng  uint32
+	sessions map[sessionKey]*session
+	inbound  map[net.Conn]struct{}
+	peerErr  map[int]error
+	firstErr error
+	refused  []error
+
+	closing atomic.Bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+var _ hal.NetDevice = (*NetDevice)(nil)
+
+// registration is a buffer exported with ExportPort: peers write at
+// remote (the address UCX knows the memory by: the host bytes, the GPU
+// address, or a host bounce region for a staged one).
+type registration struct {
+	id      uint32
+	devAddr uint64
+	remote  uint64
+	size    int64
+	staged  bool
+	bounce  hal.Buffer // staged: host memory from dev.AllocHost
+	host    []byte     // host memory registered directly
+	mem     *ucx.Mem
+}
+
+type importKey struct {
+	rank int
+	reg  uint32
+}
+
+// importEntry is a peer's registration imported here.
+type importEntry struct {
+	addr   uint64
+	size   int64
+	staged bool
+	nonce  uint64
+	rkey   []byte
+	refs   int
+}
+
+// Open opens the network for dev: a UCP context with RMA, active
+// messages and wake-up, one worker, and the side channel's listener.
+// Errors wrap hal.ErrInvalidArgument (bad options or rank, a malformed
+// secret), hal.ErrNotSupported (UCX absent; a device without a port-mapped
+// engine) or hal.ErrSystem (a UCX call failed, no listener).
+func Open(dev hal.Device, cfg hal.NetConfig, opts Options) (*NetDevice, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.NRanks < 1 || cfg.NRanks > maxRanks || cfg.Rank < 0 || cfg.Rank >= cfg.NRanks {
+		return nil, fmt.Errorf("ucx: rank %d of %d ranks: %w", cfg.Rank, cfg.NRanks, hal.ErrInvalidArgument)
+	}
+	var secret auth.Secret
+	if cfg.Secret != nil {
+		if secret, err = auth.SecretFromBytes(cfg.Secret); err != nil {
+			return nil, fmt.Errorf("ucx: open rank %d: NetConfig.Secret: %w", cfg.Rank, err)
+		}
+	}
+	if dev == nil {
+		return nil, fmt.Errorf("ucx: open rank %d: nil device: %w", cfg.Rank, hal.ErrInvalidArgument)
+	}
+	pm, ok := dev.(hal.PortMapped)
+	if !ok || dev.Link(dev.Endpoint()).Caps&hal.CapPortMapped == 0 {
+		return nil, fmt.Errorf("ucx: open rank %d: %s device %d has no port-mapped engine for local copies: %w",
+			cfg.Rank, dev.Info().Backend, dev.Info().Ordinal, hal.ErrNotSupported)
+	}
+	lib, err := ucx.Load()
+	if err != nil {
+		return nil, fmt.Errorf("ucx: open rank %d: %w", cfg.Rank, err)
+	}
+	settings := map[string]string{}
+	for k, v := range opts.Settings {
+		settings[k] = v
+	}
+	if _, set := settings["NET_DEVICES"]; cfg.OneHost && !set && os.Getenv("UCX_NET_DEVICES") == "" {
+		settings["NET_DEVICES"] = "lo"
+	}
+	ip, where, err := sideAddress(opts.IfName, cfg.OneHost)
+	if err != nil {
+		return nil, err
+	}
+	nd := &NetDevice{
+		dev: dev, pm: pm, cfg: cfg, opts: opts, job: jobHash(cfg.JobID), nonce: rand.Uint64() | 1,
+		log: opts.Logger.With("rank", cfg.Rank, "net", Name), secret: secret, gate: auth.NewGate(auth.MaxPending),
+		lib: lib, memType: -1,
+		regs: map[uint32]*registration{}, imports: map[importKey]*importEntry{}, engines: map[*engine]struct{}{},
+		sessions: map[sessionKey]*session{}, inbound: map[net.Conn]struct{}{}, peerErr: map[int]error{},
+		stop: make(chan struct{}),
+	}
+	if nd.ctx, err = lib.NewContext(ucx.FeatureRMA|ucx.FeatureAM|ucx.FeatureWakeup, settings); err != nil {
+		return nil, fmt.Errorf("ucx: open rank %d: %w", cfg.Rank, err)
+	}
+	types, err := nd.ctx.MemoryTypes()
+	if err != nil {
+		nd.ctx.Close()
+		return nil, fmt.Errorf("ucx: open rank %d: %w", cfg.Rank, err)
+	}
+	if opts.Staging == StagingAuto {
+		nd.memType = memTypeOf(dev.Info().Backend, types)
+	}
+	if nd.w, err = nd.ctx.NewWorker(amID, maxSignal); err != nil {
+		nd.ctx.Close()
+		return nil, fmt.Errorf("ucx: open rank %d: %w", cfg.Rank, err)
+	}
+	if nd.waddr, err = nd.w.Address(); err != nil {
+		nd.w.Close()
+		nd.ctx.Close()
+		return nil, fmt.Errorf("ucx: open rank %d: %w", cfg.Rank, err)
+	}
+	if nd.ln, err = net.Listen("tcp", net.JoinHostPort(ip.String(), "0")); err != nil {
+		nd.w.Close()
+		nd.ctx.Close()
+		return nil, fmt.Errorf("ucx: open rank %d: side channel: listen on %s: %v: %w", cfg.Rank, where, err, hal.ErrSystem)
+	}
+	nd.addr = encodeAddress(address{job: nd.job, nonce: nd.nonce, rank: cfg.Rank, nranks: cfg.NRanks, side: nd.ln.Addr().String()})
+	if secret.IsZero() {
+		auth.WarnUnauthenticated(nd.log, "ucx transport")
+	}
+	nd.wg.Add(2)
+	go nd.accept()
+	go nd.progressLoop()
+	nd.log.Info("ucx transport open", "ucx", lib.Version(), "side_channel", nd.ln.Addr().String(), "interface", where,
+		"device_memory", memTypeName(nd.memType, dev.Info().Backend), "settings", settings, "authenticated", !secret.IsZero())
+	return nd, nil
+}
+
+// memTypeOf is the UCX memory type of backend's device memory when UCX
+// reaches it (types has its bit), else -1 (staged). hal/host memory is
+// host memory.
+func memTypeOf(backend string, types uint64) int {
+	t := -1
+	switch backend {
+	case "host":
+		return ucx.MemHost
+	case "nvlink", "nvswitch", "pcie":
+		t = ucx.MemCUDA
+	case "xgmi":
+		t = ucx.MemROCm
+	}
+	if t >= 0 && types&(1<<t) != 0 {
+		return t
+	}
+	return -1
+}
+
+func memTypeName(t int, backend string) string {
+	switch t {
+	case ucx.MemHost:
+		return "host memory, registered directly"
+	case ucx.MemCUDA:
+		return "CUDA memory, registered directly (UCX reports CUDA support)"
+	case ucx.MemROCm:
+		return "ROCm memory, registered directly (UCX reports ROCm support)"
+	}
+	return backend + " memory, staged through host memory"
+}
+
+// Address is this rank's connection information: job, rank, nonce and
+// the side channel's host:port (wire.go). The UCX worker address is not
+// in it: a peer receives it only after authenticating.
+func (nd *NetDevice) Address() []byte { return append([]byte(nil), nd.addr...) }
+
+// Rank is the rank the NetDevice was opened for.
+func (nd *NetDevice) Rank() int { return nd.cfg.Rank }
+
+// Staged reports whether device memory is staged through host memory.
+func (nd *NetDevice) Staged() bool { return nd.memType < 0 }
+
+// ExportPort registers b as a destination of peers' engines: host memory
+// and GPU memory UCX reaches with ucp_mem_map, other device memory through
+// a host bounce region of the same size (peers write there; received
+// ranges are copied to b by the device's engine before each signal). The
+// handle carries the packed remote key, the remote address and the size.
+// Errors wrap hal.ErrInvalidArgument (nil, empty or larger than 1 TiB),
+// hal.ErrInvalidUsage (closed) or hal.ErrSystem (registration failed).
+func (nd *NetDevice) ExportPort(b hal.Buffer) (hal.Handle, error) {
+	if b == nil || b.Size() <= 0 || b.Size() > maxBytes {
+		return nil, fmt.Errorf("ucx: rank %d: export of a nil, empty or oversized buffer (1 byte to 1 TiB): %w", nd.cfg.Rank, hal.ErrInvalidArgument)
+	}
+	if nd.closing.Load() {
+		return nil, fmt.Errorf("ucx: rank %d: export on a closed NetDevice: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
+	}
+	reg := &registration{devAddr: b.Addr(), size: b.Size()}
+	memType := nd.memType
+	switch host := b.Host(); {
+	case nd.memType == ucx.MemHost && host != nil:
+		reg.remote = uint64(uintptr(unsafe.Pointer(&host[0])))
+		reg.host = host
+	case nd.memType >= 0 && nd.memType != ucx.MemHost:
+		reg.remote = b.Addr()
+	default:
+		bounce, err := nd.dev.AllocHost(b.Size())
+		if err == nil && bounce.Host() == nil {
+			bounce.Free()
+			err = fmt.Errorf("host allocation without host bytes")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ucx: rank %d: export: host bounce region of %d bytes: %w", nd.cfg.Rank, b.Size(), err)
+		}
+		reg.staged, reg.bounce, memType = true, bounce, ucx.MemHost
+		reg.remote = uint64(uintptr(unsafe.Pointer(&bounce.Host()[0])))
+	}
+	nd.wmu.Lock()
+	mem, err := nd.ctx.MemMap(uintptr(reg.remote), uint64(reg.size), memType)
+	var rkey []byte
+	if err == nil {
+		if rkey, err = mem.PackRkey(); err != nil {
+			mem.Unmap()
+		}
+	}
+	nd.wmu.Unlock()
+	if err == nil && (len(rkey) == 0 || len(rkey) > maxRkey) {
+		nd.wmu.Lock()
+		mem.Unmap()
+		nd.wmu.Unlock()
+		err = fmt.Errorf("packed remote key of %d bytes (want 1 to %d): %w", len(rkey), maxRkey, hal.ErrSystem)
+	}
+	if err != nil {
+		if reg.bounce != nil {
+			reg.bounce.Free()
+		}
+		return nil, fmt.Errorf("ucx: rank %d: export %d bytes: %w", nd.cfg.Rank, reg.size, err)
+	}
+	reg.mem = mem
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.closed {
+		nd.mu.Unlock()
+		nd.release(reg)
+		nd.mu.Lock()
+		return nil, fmt.Errorf("ucx: rank %d: export on a closed NetDevice: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
+	}
+	nd.lastReg++
+	reg.id = nd.lastReg
+	nd.regs[reg.id] = reg
+	return encodeHandle(handle{staged: reg.staged, job: nd.job, nonce: nd.nonce, rank: nd.cfg.Rank, reg: reg.id,
+		addr: reg.remote, size: reg.size, rkey: rkey}), nil
+}
+
+// release unregisters reg (wmu and mu not held).
+func (nd *NetDevice) release(reg *registration) error {
+	nd.wmu.Lock()
+	err := reg.mem.Unmap()
+	nd.wmu.Unlock()
+	if reg.bounce != nil {
+		err = errors.Join(err, reg.bounce.Free())
+	}
+	return err
+}
+
+// imported is a peer's registration as ImportPort gives it: Addr is the
+// remote address engines to that peer take; not dereferenceable here.
+type imported struct {
+	nd    *NetDevice
+	key   importKey
+	addr  uint64
+	size  int64
+	freed atomic.Bool
+}
+
+func (b *imported) Addr() uint64 { return b.addr }
+func (b *imported) Size() int64  { return b.size }
+func (b *imported) Host() []byte { return nil }
+func (b *imported) Free() error {
+	if b.freed.Swap(true) {
+		return fmt.Errorf("ucx: rank %d: imported buffer of rank %d freed twice: %w", b.nd.cfg.Rank, b.key.rank, hal.ErrInvalidUsage)
+	}
+	nd := b.nd
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if e := nd.imports[b.key]; e != nil {
+		if e.refs--; e.refs == 0 {
+			delete(nd.imports, b.key)
+		}
+	}
+	return nil
+}
+
+// ownImport is this rank's own registration imported here: its Addr is
+// the device address, which the device's own engine takes.
+type ownImport struct {
+	addr uint64
+	size int64
+}
+
+func (b *ownImport) Addr() uint64 { return b.addr }
+func (b *ownImport) Size() int64  { return b.size }
+func (b *ownImport) Host() []byte { return nil }
+func (b *ownImport) Free() error  { return nil }
+
+// ImportPort resolves a peer's handle to a buffer whose Addr is the remote
+// address engines to that peer take. Every byte is checked: size, magic,
+// version, reserved bytes, the remote key's length, the range, the job,
+// the rank; the remote key itself is unpacked by UCX on the first engine
+// that uses it. A malformed handle is refused with hal.ErrInvalidArgument;
+// one of another job, or of this rank from another NetDevice, with
+// hal.ErrInvalidUsage.
+func (nd *NetDevice) ImportPort(h hal.Handle) (hal.Buffer, error) {
+	x, err := decodeHandle(h)
+	if err != nil {
+		return nil, fmt.Errorf("ucx: rank %d: import: %v: %w", nd.cfg.Rank, err, hal.ErrInvalidArgument)
+	}
+	owner := hal.HandleOwner{Job: x.job, Rank: x.rank, Nonce: x.nonce}
+	if err := hal.CheckImport(owner, hal.HandleOwner{Job: nd.job, Rank: nd.cfg.Rank, Nonce: nd.nonce}, nd.cfg.NRanks); err != nil {
+		return nil, fmt.Errorf("ucx: rank %d: import: %w", nd.cfg.Rank, err)
+	}
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.closed {
+		return nil, fmt.Errorf("ucx: rank %d: import on a closed NetDevice: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
+	}
+	if x.rank == nd.cfg.Rank {
+		r := nd.regs[x.reg]
+		if r == nil || r.size != x.size || r.remote != x.addr {
+			return nil, fmt.Errorf("ucx: rank %d: import: handle of this rank of a registration gone: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
+		}
+		return &ownImport{addr: r.devAddr, size: r.size}, nil
+	}
+	k := importKey{x.rank, x.reg}
+	if e := nd.imports[k]; e != nil {
+		if e.nonce != x.nonce || e.size != x.size || e.addr != x.addr || e.staged != x.staged || string(e.rkey) != string(x.rkey) {
+			return nil, fmt.Errorf("ucx: rank %d: import: registration %d of rank %d is already imported from another incarnation or with other contents: %w",
+				nd.cfg.Rank, x.reg, x.rank, hal.ErrInvalidUsage)
+		}
+		e.refs++
+	} else {
+		nd.imports[k] = &importEntry{addr: x.addr, size: x.size, staged: x.staged, nonce: x.nonce, rkey: x.rkey, refs: 1}
+	}
+	return &imported{nd: nd, key: k, addr: x.addr, size: x.size}, nil
+}
+
+// remote finds the import of rank holding [a, a+n).
+func (nd *NetDevice) remote(rank int, a uint64, n uint64) (importKey, *importEntry, bool) {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	for k, e := range nd.imports {
+		if k.rank == rank && a >= e.addr && a+n <= e.addr+uint64(e.size) && a+n >= a {
+			return k, e, true
+		}
+	}
+	return importKey{}, nil, false
+}
+
+// resolve maps the remote range [a, a+n) of one of this NetDevice's
+// registrations to its device address, and for a staged one the bounce
+// address the bytes arrived at. The error (no sentinel) says what is wrong.
+func (nd *NetDevice) resolve(a, n, align uint64) (dev, bounce uint64, staged bool, err error) {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	for _, r := range nd.regs {
+		if a >= r.remote && a+n <= r.remote+uint64(r.size) && a+n >= a {
+			off := a - r.remote
+			if align > 1 && (r.devAddr+off)%align != 0 {
+				return 0, 0, false, fmt.Errorf("word at offset %d of registration %d is not %d-byte aligned", off, r.id, align)
+			}
+			return r.devAddr + off, a, r.staged, nil
+		}
+	}
+	return 0, 0, false, fmt.Errorf("bytes [%#x, %#x) are not inside a registration of rank %d", a, a+n, nd.cfg.Rank)
+}
+
+// NewEngine connects an engine to peer, whose Endpoint.Net["ucx"] holds
+// its Address: it dials the peer's side channel, authenticates with the
+// job secret (internal/auth, mutual challenge–response), receives the
+// peer's UCX worker address and a session token, and creates a UCP
+// endpoint to that worker. peer may be this device's own endpoint (or
+// carry this NetDevice's Address): that engine is the device's own.
+//
+// Errors wrap hal.ErrInvalidArgument (no or a malformed address),
+// hal.ErrInvalidUsage (another job, closed), hal.ErrRemote (the peer
+// refused, failed authentication or is unreachable; the message names its
+// rank) or hal.ErrTimeout.
+func (nd *NetDevice) NewEngine(peer hal.Endpoint) (hal.Engine, error) {
+	if nd.closing.Load() {
+		return nil, fmt.Errorf("ucx: rank %d: engine on a closed NetDevice: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
+	}
+	raw, ok := peer.Net[Name]
+	if !ok {
+		own := nd.dev.Endpoint()
+		if peer.Backend == own.Backend && peer.HostID == own.HostID && peer.Ordinal == own.Ordinal && peer.PID == own.PID {
+			return nd.ownEngine()
+		}
+		return nil, fmt.Errorf("ucx: rank %d: engine to %s device %d on %s: the endpoint carries no ucx address (Endpoint.Net[%q]): %w",
+			nd.cfg.Rank, peer.Backend, peer.Ordinal, peer.Hostname, Name, hal.ErrInvalidArgument)
+	}
+	a, err := decodeAddress(raw)
+	if err != nil {
+		return nil, fmt.Errorf("ucx: rank %d: engine: peer address: %v: %w", nd.cfg.Rank, err, hal.ErrInvalidArgument)
+	}
+	switch {
+	case a.job != nd.job:
+		return nil, fmt.Errorf("ucx: rank %d: engine to rank %d: address of another job: %w", nd.cfg.Rank, a.rank, hal.ErrInvalidUsage)
+	case a.nranks != nd.cfg.NRanks:
+		return nil, fmt.Errorf("ucx: rank %d: engine to rank %d: address of a job of %d ranks, this one has %d: %w", nd.cfg.Rank, a.rank, a.nranks, nd.cfg.NRanks, hal.ErrInvalidArgument)
+	case a.rank == nd.cfg.Rank && a.nonce != nd.nonce:
+		return nil, fmt.Errorf("ucx: rank %d: engine to this rank with another NetDevice's address: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
+	case a.rank == nd.cfg.Rank:
+		return nd.ownEngine()
+	}
+	if err := nd.PeerErr(a.rank); err != nil {
+		return nil, err
+	}
+	return nd.dial(a)
+}
+
+func (nd *NetDevice) ownEngine() (hal.Engine, error) {
+	e, err := nd.pm.NewEngine(nd.dev.Endpoint())
+	if err != nil {
+		return nil, fmt.Errorf("ucx: rank %d: own engine: %w", nd.cfg.Rank, err)
+	}
+	return e, nil
+}
+
+// authConfig is the handshake of this job's side channel to rank dst.
+func (nd *NetDevice) authConfig(dst int) auth.Config {
+	return auth.Config{Secret: nd.secret, Proto: auth.ProtoSocket, Context: fmt.Sprintf("%016x ucx to rank %d", nd.job, dst), Timeout: nd.opts.Timeout}
+}
+
+// Err returns the first failure of a peer seen by this NetDevice (a peer
+// lost, a malformed or foreign signal, an endpoint in error), or nil.
+func (nd *NetDevice) Err() error {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.firstErr
+}
+
+// PeerErr returns the failure recorded for rank peer, or nil.
+func (nd *NetDevice) PeerErr(peer int) error {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.peerErr[peer]
+}
+
+// Refused returns the most recent side-channel connections and active
+// messages this NetDevice refused (a failed authentication, another job,
+// a wrong rank, an unknown session), newest last, at most 16.
+func (nd *NetDevice) Refused() []error {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return append([]error(nil), nd.refused...)
+}
+
+// FailPeer records that rank peer is lost, as a caller above the
+// transport found it: engines to it fail at once with an error wrapping
+// hal.ErrRemote, and closing them does not wait for the peer.
+func (nd *NetDevice) FailPeer(peer int, err error) {
+	if peer < 0 || peer >= nd.cfg.NRanks || peer == nd.cfg.Rank {
+		return
+	}
+	nd.failPeer(peer, fmt.Errorf("ucx: rank %d: rank %d is lost: %v: %w", nd.cfg.Rank, peer, err, hal.ErrRemote))
+}
+
+// failPeer records err as rank peer's failure (the first one sticks) and
+// fails the engines to it.
+func (nd *NetDevice) failPeer(peer int, err error) {
+	nd.mu.Lock()
+	first := nd.peerErr[peer] == nil
+	if first {
+		nd.peerErr[peer] = err
+	}
+	if nd.firstErr == nil {
+		nd.firstErr = err
+	}
+	var to []*engine
+	for e := range nd.engines {
+		if e.peer == peer {
+			to = append(to, e)
+		}
+	}
+	nd.mu.Unlock()
+	if first {
+		nd.log.Warn("ucx transport: peer failed", "peer", peer, "err", err)
+	}
+	for _, e := range to {
+		e.fail(err)
+	}
+}
+
+func (nd *NetDevice) refuse(err error) {
+	nd.mu.Lock()
+	nd.refused = append(nd.refused, err)
+	if len(nd.refused) > 16 {
+		nd.refused = nd.refused[len(nd.refused)-16:]
+	}
+	nd.mu.Unlock()
+	nd.log.Warn("ucx transport: refused", "err", err)
+}
+
+// progressLoop drives the worker while nothing else does: it progresses,
+// moves engines' waiting requests on, applies received signals, and when
+// nothing is left arms the worker and sleeps on its event descriptor
+// until UCX has work (a message, a put to apply, a completion) or an
+// engine call wakes it. While requests wait it polls the descriptor with a
+// 1 ms limit, never spinning.
+func (nd *NetDevice) progressLoop() {
+	defer nd.wg.Done()
+	for {
+		select {
+		case <-nd.stop:
+			return
+		default:
+		}
+		nd.wmu.Lock()
+		for nd.w.Progress() > 0 {
+		}
+		var msgs [][]byte
+		for {
+			m, ok := nd.w.PopAM()
+			if !ok {
+				break
+			}
+			msgs = append(msgs, m)
+		}
+		nd.mu.Lock()
+		engines := make([]*engine, 0, len(nd.engines))
+		for e := range nd.engines {
+			engines = append(engines, e)
+		}
+		nd.mu.Unlock()
+		waiting := false
+		for _, e := range engines {
+			e.pump()
+			waiting = waiting || e.waiting()
+		}
+		armed := false
+		if len(msgs) == 0 {
+			var err error
+			if armed, err = nd.w.Arm(); err != nil {
+				nd.log.Warn("ucx transport: arm the worker", "err", err)
+			}
+		}
+		nd.wmu.Unlock()
+		for _, m := range msgs {
+			nd.apply(m)
+		}
+		if !armed {
+			continue
+		}
+		limit := 250
+		if waiting {
+			limit = 1
+		}
+		if _, err := nd.w.Wait(limit); err != nil {
+			nd.log.Warn("ucx transport: wait on the worker", "err", err)
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// wake makes the progress loop run (an engine queued work it cannot
+// finish at once, or its progress received messages).
+func (nd *NetDevice) wake() { nd.w.Signal() }
+
+// Close closes this rank's engines (each drains, says goodbye, closes its
+// endpoint), tells the engines of peers connected here that nothing more
+// will be applied, stops the progress loop, closes the side channel, and
+// releases registrations, the worker and the context. A peer's failure
+// reported earlier is not repeated. Calling it twice is
+// hal.ErrInvalidUsage.
+func (nd *NetDevice) Close() error {
+	nd.mu.Lock()
+	if nd.closed {
+		nd.mu.Unlock()
+		return fmt.Errorf("ucx: rank %d: NetDevice closed twice: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
+	}
+	nd.closed = true
+	engines := make([]*engine, 0, len(nd.engines))
+	for e := range nd.engines {
+		engines = append(engines, e)
+	}
+	nd.mu.Unlock()
+	var errs []error
+	for _, e := range engines {
+		if err := e.closeQuiet(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	nd.closing.Store(true)
+	nd.ln.Close()
+	nd.mu.Lock()
+	sessions := make([]*session, 0, len(nd.sessions))
+	for _, s := range nd.sessions {
+		sessions = append(sessions, s)
+	}
+	var orphans []net.Conn
+	for c := range nd.inbound {
+		orphans = append(orphans, c)
+	}
+	nd.mu.Unlock()
+	for _, s := range sessions {
+		s.shutdown(true)
+	}
+	for _, c := range orphans {
+		c.Close()
+	}
+	close(nd.stop)
+	nd.wake()
+	done := make(chan struct{})
+	go func() { nd.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(nd.opts.Timeout):
+		errs = append(errs, fmt.Errorf("ucx: rank %d: close: the progress loop and side channels did not stop within %v: %w", nd.cfg.Rank, nd.opts.Timeout, hal.ErrTimeout))
+		return errors.Join(errs...) // leave the worker to them rather than free it under them
+	}
+	nd.mu.Lock()
+	regs := nd.regs
+	nd.regs = map[uint32]*registration{}
+	clear(nd.imports)
+	nd.mu.Unlock()
+	for _, r := range regs {
+		if err := nd.release(r); err != nil {
+			errs = append(errs, fmt.Errorf("ucx: rank %d: close: registration %d: %w", nd.cfg.Rank, r.id, err))
+		}
+	}
+	nd.w.Close()
+	nd.ctx.Close()
+	return errors.Join(errs...)
+}
+
+// readFull reads len(b) bytes from c before the deadline.
+func readFull(c net.Conn, b []byte, d time.Duration) error {
+	c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.ReadFull(c, b)
+	c.SetReadDeadline(time.Time{})
+	return err
+}
+
+func writeAll(c net.Conn, b []byte, d time.Duration) error {
+	c.SetWriteDeadline(time.Now().Add(d))
+	_, err := c.Write(b)
+	c.SetWriteDeadline(time.Time{})
+	return err
+}

@@ -1,0 +1,338 @@
+package ucx
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/auth"
+	"github.com/weftccl/weft/internal/ucx"
+)
+
+type sessionKey struct {
+	rank   int
+	engine uint32
+}
+
+// session is a peer engine connected here: its authenticated side
+// channel, the token its signals carry, the next sequence number, and the
+// device engine that applies them (the only writer of the semaphores that
+// the remote engine signals, as hal.Engine requires).
+type session struct {
+	nd    *NetDevice
+	key   sessionKey
+	token uint64
+	conn  net.Conn
+
+	mu        sync.Mutex // serialises apply and shutdown
+	own       hal.Engine
+	ownIssued uint64 // ticket of the last request given to own
+	nextSeq   uint64
+	done      bool
+}
+
+// accept runs the side channel's listener.
+func (nd *NetDevice) accept() {
+	defer nd.wg.Done()
+	for {
+		c, err := nd.ln.Accept()
+		if err != nil {
+			if nd.closing.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			nd.log.Warn("ucx transport: accept", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if !nd.gate.Enter() {
+			nd.refuse(fmt.Errorf("ucx: rank %d: %d side-channel connections from %s and others have not completed their handshake: closed at once: %w",
+				nd.cfg.Rank, auth.MaxPending, c.RemoteAddr(), hal.ErrRemote))
+			c.Close()
+			continue
+		}
+		nd.mu.Lock()
+		if nd.closing.Load() {
+			nd.mu.Unlock()
+			nd.gate.Leave()
+			c.Close()
+			return
+		}
+		nd.inbound[c] = struct{}{}
+		nd.wg.Add(1)
+		nd.mu.Unlock()
+		go nd.serve(c)
+	}
+}
+
+// serve authenticates a side-channel connection, checks its hello, opens
+// a session and answers with this worker's address; then it waits for the
+// engine's goodbye or the connection's end.
+func (nd *NetDevice) serve(raw net.Conn) {
+	defer nd.wg.Done()
+	defer func() {
+		nd.mu.Lock()
+		delete(nd.inbound, raw)
+		nd.mu.Unlock()
+	}()
+	c := raw
+	left := false
+	leave := func() {
+		if !left {
+			left = true
+			nd.gate.Leave()
+		}
+	}
+	defer leave()
+	refuse := func(reason string) {
+		nd.refuse(fmt.Errorf("ucx: rank %d: side channel from %s refused: %s: %w", nd.cfg.Rank, raw.RemoteAddr(), reason, hal.ErrRemote))
+		writeAll(c, encodeReply(false, 0, []byte(reason)), nd.opts.Timeout)
+		raw.Close()
+	}
+	hs := auth.HandshakeTimeout(nd.opts.Timeout)
+	if !nd.secret.IsZero() {
+		var err error
+		if c, err = auth.Server(raw, nd.authConfig(nd.cfg.Rank)); err != nil {
+			nd.refuse(fmt.Errorf("ucx: rank %d: side channel from %s: %w", nd.cfg.Rank, raw.RemoteAddr(), err))
+			raw.Close()
+			return
+		}
+	}
+	buf := make([]byte, helloSize)
+	if err := readFull(c, buf, hs); err != nil {
+		nd.refuse(fmt.Errorf("ucx: rank %d: side channel from %s: no hello: %v: %w", nd.cfg.Rank, raw.RemoteAddr(), err, hal.ErrRemote))
+		raw.Close()
+		return
+	}
+	h, err := decodeHello(buf)
+	switch {
+	case err != nil:
+		refuse(err.Error())
+		return
+	case h.job != nd.job:
+		refuse("hello of another job")
+		return
+	case h.server != nd.cfg.Rank || h.serverNonce != nd.nonce:
+		refuse(fmt.Sprintf("hello for rank %d (nonce %#x), this is rank %d of another incarnation", h.server, h.serverNonce, nd.cfg.Rank))
+		return
+	case h.client >= nd.cfg.NRanks || h.client == nd.cfg.Rank:
+		refuse(fmt.Sprintf("hello from rank %d in a job of %d ranks", h.client, nd.cfg.NRanks))
+		return
+	}
+	s := &session{nd: nd, key: sessionKey{h.client, h.engine}, token: rand.Uint64() | 1, conn: c}
+	if s.own, err = nd.pm.NewEngine(nd.dev.Endpoint()); err != nil {
+		refuse("this rank's device engine: " + err.Error())
+		return
+	}
+	nd.mu.Lock()
+	if nd.closing.Load() || nd.sessions[s.key] != nil {
+		dup := nd.sessions[s.key] != nil
+		nd.mu.Unlock()
+		s.own.Close()
+		if dup {
+			refuse(fmt.Sprintf("engine %d of rank %d is already connected", h.engine, h.client))
+		} else {
+			raw.Close()
+		}
+		return
+	}
+	nd.sessions[s.key] = s
+	nd.mu.Unlock()
+	if err := writeAll(c, encodeReply(true, s.token, nd.waddr), nd.opts.Timeout); err != nil {
+		s.shutdown(false)
+		return
+	}
+	leave()
+	// The session lives until the goodbye, the connection's end or Close.
+	word := make([]byte, len(byeWord)+8)
+	_, err = io.ReadFull(c, word)
+	switch {
+	case err == nil && string(word[:len(byeWord)]) == byeWord:
+		s.drain(binary.BigEndian.Uint64(word[len(byeWord):]))
+		s.shutdown(false)
+	case nd.closing.Load():
+	default:
+		why := "sent a word that is not a goodbye"
+		if err != nil {
+			why = fmt.Sprintf("its side channel ended without a goodbye (%v)", err)
+		}
+		nd.failPeer(h.client, fmt.Errorf("ucx: rank %d: peer rank %d is lost: engine %d %s: %w", nd.cfg.Rank, h.client, h.engine, why, hal.ErrRemote))
+		s.shutdown(false)
+	}
+}
+
+// drain waits (up to the timeout) until the session has applied sent
+// signals, the number the engine's goodbye announced: they come through
+// UCX and may still be in the worker when the goodbye arrives.
+func (s *session) drain(sent uint64) {
+	nd := s.nd
+	deadline := time.Now().Add(nd.opts.Timeout)
+	for {
+		s.mu.Lock()
+		applied, done := s.nextSeq, s.done
+		s.mu.Unlock()
+		if applied >= sent || done || nd.closing.Load() {
+			return
+		}
+		if time.Now().After(deadline) {
+			nd.failPeer(s.key.rank, fmt.Errorf("ucx: rank %d: engine %d of peer rank %d said goodbye after %d signals, %d arrived within %v: %w",
+				nd.cfg.Rank, s.key.engine, s.key.rank, sent, applied, nd.opts.Timeout, hal.ErrRemote))
+			return
+		}
+		nd.wake()
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// shutdown ends the session: closing says this NetDevice closes (the
+// engine is told so it stops without error). Its device engine drains.
+func (s *session) shutdown(closing bool) {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	s.done = true
+	s.mu.Unlock()
+	if closing {
+		writeAll(s.conn, []byte(closeWord), time.Second)
+	}
+	s.conn.Close()
+	nd := s.nd
+	nd.mu.Lock()
+	if nd.sessions[s.key] == s {
+		delete(nd.sessions, s.key)
+	}
+	nd.mu.Unlock()
+	if err := s.own.Close(); err != nil {
+		nd.log.Warn("ucx transport: close a session's device engine", "peer", s.key.rank, "engine", s.key.engine, "err", err)
+	}
+}
+
+// apply checks a received signal against its session and this
+// NetDevice's registrations and queues it on the session's device engine:
+// a copy of each staged range from the bounce region to device memory,
+// then the count and the semaphore. A message of no known session is
+// refused (counted, the job undisturbed); a malformed one or one out of
+// order fails the sending rank.
+func (nd *NetDevice) apply(b []byte) {
+	m, err := decodeSignal(b)
+	if err != nil {
+		nd.refuse(fmt.Errorf("ucx: rank %d: active message: %v: %w", nd.cfg.Rank, err, hal.ErrRemote))
+		return
+	}
+	nd.mu.Lock()
+	s := nd.sessions[sessionKey{m.rank, m.engine}]
+	nd.mu.Unlock()
+	if s == nil || s.token != m.token {
+		nd.refuse(fmt.Errorf("ucx: rank %d: signal claiming rank %d engine %d: no such authenticated session: %w", nd.cfg.Rank, m.rank, m.engine, hal.ErrRemote))
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return
+	}
+	fail := func(format string, a ...any) {
+		nd.failPeer(m.rank, fmt.Errorf("ucx: rank %d: signal of peer rank %d engine %d: %s: %w", nd.cfg.Rank, m.rank, m.engine, fmt.Sprintf(format, a...), hal.ErrRemote))
+	}
+	if m.seq != s.nextSeq {
+		fail("sequence number %d, want %d (lost or reordered)", m.seq, s.nextSeq)
+		return
+	}
+	s.nextSeq++
+	for _, r := range m.ranges {
+		dev, bounce, staged, err := nd.resolve(r.addr, r.n, 1)
+		if err != nil || !staged {
+			fail("range [%#x, +%d): %v (not a staged registration)", r.addr, r.n, err)
+			return
+		}
+		if err := s.own.Copy(dev, hostAddr(nd, bounce), int64(r.n)); err != nil {
+			fail("copy of a received range: %v", err)
+			return
+		}
+		if s.ownIssued, err = s.own.Mark(); err != nil {
+			fail("copy of a received range: %v", err)
+			return
+		}
+	}
+	if m.kind != kindSignal {
+		return
+	}
+	sem, _, semStaged, err := nd.resolve(m.sem, 8, 8)
+	if err != nil {
+		fail("semaphore: %v", err)
+		return
+	}
+	var cnt uint64
+	cntStaged := false
+	if m.cnt != 0 {
+		if cnt, _, cntStaged, err = nd.resolve(m.cnt, 8, 8); err != nil {
+			fail("count word: %v", err)
+			return
+		}
+	}
+	// Host memory registered directly (hal/host) is signalled here, with
+	// the same atomics hal/host's engine uses, once the session's device
+	// engine has finished what it was given: one goroutine hand-off less
+	// per signal. Device memory is signalled by the device engine.
+	if nd.memType == ucx.MemHost && !semStaged && !cntStaged && len(m.ranges) == 0 && s.ownIdle() {
+		if m.cnt != 0 {
+			atomic.StoreUint64(nd.hostWord(m.cnt), m.count)
+		}
+		atomic.AddUint64(nd.hostWord(m.sem), 1)
+		return
+	}
+	if err := s.own.Signal(sem, cnt, m.count); err != nil {
+		fail("signal on the device engine: %v", err)
+		return
+	}
+	if s.ownIssued, err = s.own.Mark(); err != nil {
+		fail("signal on the device engine: %v", err)
+	}
+}
+
+// ownIdle reports whether the session's device engine has finished every
+// request it was given (s.mu held).
+func (s *session) ownIdle() bool {
+	if s.ownIssued == 0 {
+		return true
+	}
+	done, err := s.own.Completed()
+	return err == nil && done >= s.ownIssued
+}
+
+// hostWord is the 64-bit word at remote address a of a host registration
+// (resolve checked it lies inside one and is aligned).
+func (nd *NetDevice) hostWord(a uint64) *uint64 {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	for _, r := range nd.regs {
+		if r.host != nil && a >= r.remote && a+8 <= r.remote+uint64(r.size) {
+			return (*uint64)(unsafe.Pointer(&r.host[a-r.remote]))
+		}
+	}
+	panic("ucx: hostWord of a word resolve did not find") // resolve held the same registrations
+}
+
+// hostAddr is the device-engine address of host bounce memory at host
+// address a: the bounce buffer's Addr plus the offset (AllocHost buffers
+// are addressed by their own Addr, which may differ from the host
+// pointer).
+func hostAddr(nd *NetDevice, a uint64) uint64 {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	for _, r := range nd.regs {
+		if r.staged && a >= r.remote && a < r.remote+uint64(r.size) {
+			return r.bounce.Addr() + (a - r.remote)
+		}
+	}
+	return a
+}

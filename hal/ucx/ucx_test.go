@@ -1,0 +1,316 @@
+package ucx
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/auth"
+)
+
+var testSecret = bytes.Repeat([]byte{0x5a}, 32)
+
+// Rounds of puts then a signal: whenever the receiver sees the semaphore
+// reach k, the data of round k and the count are in its window (the
+// signal never overtakes the puts), over TCP and shared memory, with
+// memory registered directly and staged through host memory on both
+// sides.
+func TestPutSignalOrdering(t *testing.T) {
+	needUCX(t)
+	t.Parallel()
+	const data, rounds = 20000 + 13, 12 // bytes per round: several staging chunks, not a multiple of 8
+	const sem, cnt = 0, 8
+	for _, tls := range transports {
+		for _, staging := range []Staging{StagingAuto, StagingAlways} {
+			t.Run(fmt.Sprintf("%s/staging%d", tls, staging), func(t *testing.T) {
+				rs := openRanks(t, 2, 64+data, data, testOptions(tls, staging), testSecret)
+				if got := rs[0].nd.Staged(); got != (staging == StagingAlways) {
+					t.Fatalf("Staged() = %v with staging %d", got, staging)
+				}
+				e, win := rs[0].eng[1], rs[0].remote[1]
+				for k := 1; k <= rounds; k++ {
+					payload := make([]byte, data)
+					for i := range payload {
+						payload[i] = byte(i*k + k)
+					}
+					if err := rs[0].dev.Write(rs[0].src, 0, payload); err != nil {
+						t.Fatal(err)
+					}
+					// Two puts (the halves, the second first), then the signal.
+					half := int64(data / 2)
+					if err := e.Put(win.Addr()+64+uint64(half), rs[0].src.Addr()+uint64(half), data-half); err != nil {
+						t.Fatal(err)
+					}
+					if err := e.Put(win.Addr()+64, rs[0].src.Addr(), half); err != nil {
+						t.Fatal(err)
+					}
+					if err := e.Signal(win.Addr()+sem, win.Addr()+cnt, uint64(1000+k)); err != nil {
+						t.Fatal(err)
+					}
+					awaitWord(t, rs[1].win, sem, uint64(k), fmt.Sprintf("round %d", k))
+					if got := word(rs[1].win, cnt); got != uint64(1000+k) {
+						t.Fatalf("round %d: count %d visible with the semaphore, want %d", k, got, 1000+k)
+					}
+					got := make([]byte, data)
+					if err := rs[1].dev.Read(got, rs[1].win, 64); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, payload) {
+						t.Fatalf("round %d: the semaphore is visible before the data", k)
+					}
+					// The source may be rewritten once the ticket completes.
+					awaitTicket(t, e, fmt.Sprintf("round %d", k))
+				}
+				if err := rs[0].nd.Err(); err != nil {
+					t.Fatal(err)
+				}
+				if err := rs[1].nd.Err(); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// Flush: a ticket completes once its puts are complete at the source; a
+// Copy after a put waits for it, and a Signal after a Copy is seen only
+// once the copy is done; an engine to this rank's own endpoint copies
+// locally. 3 ranks all to all, each signalling every other.
+func TestFlushCopyAllToAll(t *testing.T) {
+	needUCX(t)
+	t.Parallel()
+	const n, bytesPer = 3, 4096 + 5
+	rs := openRanks(t, n, 64+n*bytesPer, 2*bytesPer, testOptions("tcp", StagingAuto), testSecret)
+	for _, x := range rs {
+		pat := bytes.Repeat([]byte{byte(0x40 + x.r)}, bytesPer)
+		if err := x.dev.Write(x.src, bytesPer, pat); err != nil {
+			t.Fatal(err)
+		}
+		for p := range rs {
+			if p == x.r {
+				continue
+			}
+			e := x.eng[p]
+			// Copy the pattern to the source's first half, then put it.
+			if err := e.Copy(x.src.Addr(), x.src.Addr()+bytesPer, bytesPer); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Put(x.remote[p].Addr()+64+uint64(x.r*bytesPer), x.src.Addr(), bytesPer); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Signal(x.remote[p].Addr()+8*uint64(x.r), 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			awaitTicket(t, e, fmt.Sprintf("rank %d to %d", x.r, p))
+		}
+	}
+	for _, x := range rs {
+		for p := range rs {
+			if p == x.r {
+				continue
+			}
+			awaitWord(t, x.win, 8*p, 1, fmt.Sprintf("rank %d from %d", x.r, p))
+			got := make([]byte, bytesPer)
+			if err := x.dev.Read(got, x.win, int64(64+p*bytesPer)); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, bytes.Repeat([]byte{byte(0x40 + p)}, bytesPer)) {
+				t.Fatalf("rank %d: bytes from rank %d wrong", x.r, p)
+			}
+		}
+	}
+	own, err := rs[0].nd.NewEngine(endpointOf(rs[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	if err := own.Copy(rs[0].win.Addr()+64, rs[0].src.Addr(), 16); err != nil {
+		t.Fatal(err)
+	}
+	awaitTicket(t, own, "own engine")
+}
+
+// Handles with any byte wrong are refused with the right error kind.
+func TestBadHandles(t *testing.T) {
+	needUCX(t)
+	t.Parallel()
+	rs := openRanks(t, 2, 4096, 64, testOptions("tcp", StagingAuto), nil)
+	good, err := rs[1].nd.ExportPort(rs[1].win)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mut := func(f func(b []byte) []byte) hal.Handle { return f(append([]byte(nil), good...)) }
+	put64 := func(off int, v uint64) func([]byte) []byte {
+		return func(b []byte) []byte { binary.BigEndian.PutUint64(b[off:], v); return b }
+	}
+	cases := []struct {
+		name string
+		h    hal.Handle
+		kind error
+	}{
+		{"empty", nil, hal.ErrInvalidArgument},
+		{"truncated header", good[:40], hal.ErrInvalidArgument},
+		{"truncated key", good[:len(good)-1], hal.ErrInvalidArgument},
+		{"trailing byte", append(append([]byte(nil), good...), 0), hal.ErrInvalidArgument},
+		{"magic", mut(func(b []byte) []byte { b[0] = 'X'; return b }), hal.ErrInvalidArgument},
+		{"version", mut(func(b []byte) []byte { b[4] = 9; return b }), hal.ErrInvalidArgument},
+		{"flags", mut(func(b []byte) []byte { b[5] = 4; return b }), hal.ErrInvalidArgument},
+		{"reserved", mut(func(b []byte) []byte { b[52] = 1; return b }), hal.ErrInvalidArgument},
+		{"key length 0", mut(func(b []byte) []byte { b[48], b[49] = 0, 0; return b }), hal.ErrInvalidArgument},
+		{"key length too long", mut(func(b []byte) []byte { b[48], b[49] = 0xff, 0xff; return b }), hal.ErrInvalidArgument},
+		{"size 0", mut(put64(40, 0)), hal.ErrInvalidArgument},
+		{"size 2 TiB", mut(put64(40, 2<<40)), hal.ErrInvalidArgument},
+		{"wrapping range", mut(put64(32, ^uint64(0)-10)), hal.ErrInvalidArgument},
+		{"rank outside the job", mut(func(b []byte) []byte { binary.BigEndian.PutUint32(b[24:], 7); return b }), hal.ErrInvalidArgument},
+		{"another job", mut(put64(8, 12345)), hal.ErrInvalidUsage},
+		{"this rank, another incarnation", mut(func(b []byte) []byte { binary.BigEndian.PutUint32(b[24:], 0); return b }), hal.ErrInvalidUsage},
+		{"socket handle", hal.Handle(bytes.Repeat([]byte{1}, 40)), hal.ErrInvalidArgument},
+	}
+	for _, c := range cases {
+		if _, err := rs[0].nd.ImportPort(c.h); err == nil || !errors.Is(err, c.kind) {
+			t.Errorf("%s: ImportPort: %v, want an error wrapping %v", c.name, err, c.kind)
+		} else if !strings.Contains(err.Error(), "rank 0") {
+			t.Errorf("%s: %v does not name the importing rank", c.name, err)
+		}
+	}
+	b, err := rs[0].nd.ImportPort(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A put or signal outside the imported range is refused.
+	e := rs[0].eng[1]
+	if err := e.Put(b.Addr()+4090, rs[0].src.Addr(), 16); !errors.Is(err, hal.ErrInvalidArgument) {
+		t.Errorf("put beyond the import: %v", err)
+	}
+	if err := e.Signal(b.Addr()+3, 0, 0); !errors.Is(err, hal.ErrInvalidArgument) {
+		t.Errorf("unaligned signal: %v", err)
+	}
+	// Addresses in wrong form.
+	if _, err := rs[0].nd.NewEngine(hal.Endpoint{Net: map[string][]byte{Name: []byte("WUXA")}}); !errors.Is(err, hal.ErrInvalidArgument) {
+		t.Errorf("short address: %v", err)
+	}
+	if err := b.Free(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Free(); !errors.Is(err, hal.ErrInvalidUsage) {
+		t.Errorf("second Free: %v", err)
+	}
+}
+
+// Strangers: a side-channel connection without the secret, one with a
+// wrong secret, and garbage are refused and recorded; an engine of a
+// NetDevice with another secret cannot connect; a forged signal naming a
+// session that does not exist is refused; the job goes on.
+func TestStrangerRefused(t *testing.T) {
+	needUCX(t)
+	t.Parallel()
+	rs := openRanks(t, 2, 4096, 4096, testOptions("tcp", StagingAuto), testSecret)
+	a, err := decodeAddress(rs[1].nd.Address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Garbage instead of an authentication hello.
+	c, err := net.Dial("tcp", a.side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write(bytes.Repeat([]byte("junk"), 40))
+	c.SetReadDeadline(time.Now().Add(failBound))
+	buf := make([]byte, 64)
+	for {
+		if _, err := c.Read(buf); err != nil {
+			break // closed by the NetDevice
+		}
+	}
+	c.Close()
+	// A client with the wrong secret.
+	c, err = net.Dial("tcp", a.side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong, _ := auth.SecretFromBytes(bytes.Repeat([]byte{1}, 32))
+	if _, err := auth.Client(c, auth.Config{Secret: wrong, Proto: auth.ProtoSocket, Context: fmt.Sprintf("%016x ucx to rank %d", a.job, 1), Timeout: failBound}); err == nil {
+		t.Fatal("a client with another secret authenticated")
+	}
+	c.Close()
+	deadline := time.Now().Add(failBound)
+	for len(rs[1].nd.Refused()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("refusals recorded: %v, want 2", rs[1].nd.Refused())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, err := range rs[1].nd.Refused() {
+		if strings.Contains(err.Error(), fmt.Sprintf("%x", testSecret[:8])) {
+			t.Fatalf("a refusal prints the secret: %v", err)
+		}
+	}
+	// A forged signal: no such session.
+	rs[1].nd.apply(encodeSignal(signalMsg{kind: kindSignal, rank: 0, engine: 999, token: 1, sem: rs[1].win.Addr()}))
+	// The job is undisturbed.
+	if err := rs[1].nd.Err(); err != nil {
+		t.Fatalf("a stranger disturbed the job: %v", err)
+	}
+	if err := rs[0].eng[1].Signal(rs[0].remote[1].Addr(), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	awaitWord(t, rs[1].win, 0, 1, "signal after the strangers")
+	// A NetDevice of the same job with another secret cannot connect.
+	dev, err := hal.Open("host", hal.Config{Ordinal: 5, Rank: 0, JobID: newJob()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	job := a.job
+	imp, err := Open(dev, hal.NetConfig{Rank: 0, NRanks: 2, JobID: "x", Secret: bytes.Repeat([]byte{2}, 32), OneHost: true}, testOptions("tcp", StagingAuto))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer imp.Close()
+	imp.job = job // claim the job: only the secret is missing
+	if _, err := imp.NewEngine(endpointOf(rs[1])); err == nil || !errors.Is(err, hal.ErrRemote) {
+		t.Fatalf("an engine with another secret: %v, want a refusal wrapping ErrRemote", err)
+	}
+}
+
+// A peer lost without a goodbye (its side channel ends) is reported by
+// rank on the NetDevice, and engines to it fail with an error naming it.
+func TestPeerLossReportedByRank(t *testing.T) {
+	needUCX(t)
+	t.Parallel()
+	rs := openRanks(t, 3, 4096, 4096, testOptions("tcp", StagingAuto), testSecret)
+	// Rank 2 "dies": its engines' side channels end without a goodbye.
+	for p, e := range rs[2].eng {
+		if e != nil {
+			e.(*engine).closing.Store(true)
+			e.(*engine).conn.Close()
+			rs[2].eng[p] = nil
+		}
+	}
+	for _, r := range []int{0, 1} {
+		deadline := time.Now().Add(failBound)
+		for rs[r].nd.PeerErr(2) == nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("rank %d did not notice rank 2's loss", r)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		err := rs[r].nd.Err()
+		if err == nil || !errors.Is(err, hal.ErrRemote) || !strings.Contains(err.Error(), "peer rank 2 is lost") {
+			t.Fatalf("rank %d: Err() = %v, want the loss of peer rank 2 (ErrRemote)", r, err)
+		}
+		if err := rs[r].eng[2].Signal(rs[r].remote[2].Addr(), 0, 0); err == nil || !strings.Contains(err.Error(), "rank 2") {
+			t.Fatalf("rank %d: signal to the lost rank: %v, want an error naming rank 2", r, err)
+		}
+		if err := rs[r].nd.PeerErr(1 - r); err != nil {
+			t.Fatalf("rank %d: the healthy peer is reported failed: %v", r, err)
+		}
+	}
+	rs[2].nd.closing.Store(true) // its NetDevice goes at cleanup without waiting
+}

@@ -1,0 +1,127 @@
+package cudadev
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/cuda"
+)
+
+// BenchmarkCopyEngineLatency measures the floor that a copy engine puts
+// under a port-channel put-with-signal, without the proxy or a kernel:
+// the host issues a request on a CopyEngine of GPU 0 and spins on the
+// semaphore word, which the signal writes into pinned host memory. Cases:
+// a signal alone; a 16-byte put then the signal, to GPU 0's own memory,
+// to GPU 1's memory over NVLink (peer access) and to pinned host memory
+// (the socket transport's staging copy). Metrics: "us/issue" (the engine
+// calls: cuMemcpyAsync, cuStreamWriteValue64) and "us/visible" (issue to
+// the host seeing the semaphore), medians over b.N requests.
+func BenchmarkCopyEngineLatency(b *testing.B) {
+	d0 := openBench(b, 0)
+	sem, err := d0.AllocHostPinned(4096)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sem.Free()
+	word := (*uint64)(unsafe.Pointer(&sem.Host()[0]))
+	src, err := d0.AllocDevice(4096)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Free()
+	local, err := d0.AllocDevice(4096)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer local.Free()
+	hostDst, err := d0.AllocHostPinned(4096)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer hostDst.Free()
+	cases := []struct {
+		name string
+		dst  uint64 // 0: no put
+	}{{"signal", 0}, {"put16+signal/local", local.Addr()}, {"put16+signal/host", hostDst.Addr()}}
+	if n := gpuCountB(b); n >= 2 {
+		d1 := openBench(b, 1)
+		peer, err := d1.AllocDevice(4096)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer peer.Free()
+		cases = append(cases, struct {
+			name string
+			dst  uint64
+		}{"put16+signal/peer", peer.Addr()})
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			e, err := d0.NewCopyEngine("bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			atomic.StoreUint64(word, 0)
+			issue := make([]time.Duration, 0, b.N)
+			visible := make([]time.Duration, 0, b.N)
+			for i := 1; i <= b.N; i++ {
+				t0 := time.Now()
+				if c.dst != 0 {
+					if err := e.Put(c.dst, src.Addr(), 16); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := e.Signal(sem.Addr(), 0, 0); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				deadline := t0.Add(5 * time.Second)
+				for atomic.LoadUint64(word) < uint64(i) {
+					if time.Now().After(deadline) {
+						b.Fatalf("request %d: semaphore %d after 5 s: %v", i, atomic.LoadUint64(word), hal.ErrTimeout)
+					}
+				}
+				t2 := time.Now()
+				issue = append(issue, t1.Sub(t0))
+				visible = append(visible, t2.Sub(t0))
+			}
+			b.ReportMetric(median(issue).Seconds()*1e6, "us/issue")
+			b.ReportMetric(median(visible).Seconds()*1e6, "us/visible")
+		})
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// openBench opens GPU ordinal for a benchmark, skipping (failing under
+// WEFT_REQUIRE) where CUDA is unavailable.
+func openBench(b *testing.B, ordinal int) *Device {
+	b.Helper()
+	if a := Probe(); !a.Available {
+		requireOrSkip(b, "CUDA unavailable: "+a.Reason)
+	}
+	d, err := openDev(hal.Config{Ordinal: ordinal, Rank: ordinal, JobID: fmt.Sprintf("enginelat-%d", ordinal)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { d.Close() })
+	return d
+}
+
+func gpuCountB(b *testing.B) int {
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
