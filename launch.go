@@ -122,6 +122,7 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 			return err
 		}
 	}
+	a.res.Launching() // wakes a port plan's proxy from an idle sleep (channels.Proxy)
 	c.launched()
 	return prog.Launch(s, args)
 }
@@ -621,6 +622,7 @@ func (c *Comm) launch(a *algo, call Call, in, out hal.Buffer, s hal.Stream) erro
 			}
 		}
 	}
+	a.res.Launching()
 	c.launched()
 	return prog.Launch(s, args)
 }

@@ -29,6 +29,10 @@ type P2P struct {
 // (algorithms.Config.P2PLLMaxBytes) go through the LL point-to-point plan,
 // larger ones through the windowed plan, chosen by each operation's own
 // size so that a sender and its receiver choose alike (algorithms/p2p.go).
+// A receive of the windowed plan into a buffer registered with Register
+// (anywhere inside it) is stored by the sender directly, without scratch;
+// the ranks agree on it on the device, so CUDA graphs replay it
+// (p2ppost.go).
 // Errors: ErrInvalidArgument for a nil stream, an unknown peer, a negative
 // size or a null buffer; ErrInvalidUsage for a send to itself without its
 // receive; ErrNotSupported when the communicator has no point-to-point

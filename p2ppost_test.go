@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/nvlink"
 	"github.com/weftccl/weft/hal/plan"
 )
 
@@ -25,6 +26,18 @@ type regRecv struct {
 
 func TestP2PRegistered(t *testing.T) {
 	t.Parallel() // waits in its peers' polls more than it computes
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) { testP2PRegistered(t, "host", n) })
+	}
+}
+
+// TestP2PRegisteredNVLink is TestP2PRegistered on the GPUs, where the
+// sender's blocks store over NVLink into the mapped receive buffer.
+func TestP2PRegisteredNVLink(t *testing.T) {
+	testP2PRegistered(t, nvlink.Name, max(requireGPUs(t), 2))
+}
+
+func testP2PRegistered(t *testing.T, backend string, n int) {
 	m := p2pLLMax(t)
 	const regBytes = 8 << 20
 	// Counts of every element size around the LL bound (LL plan below,
@@ -36,70 +49,70 @@ func TestP2PRegistered(t *testing.T) {
 			sizes = append(sizes, count*es)
 		}
 	}
-	for _, n := range []int{2, 3} {
-		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
-			errs := runRanks(t, "host", n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-				reg, err := dev.Alloc(regBytes)
-				if err != nil {
-					return err
+	errs := runRanks(t, backend, n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		reg, err := dev.Alloc(regBytes)
+		if err != nil {
+			return err
+		}
+		defer reg.Free()
+		// Rank 0 registers a second buffer alone: the others take
+		// part with nothing, and registration ids stay in step.
+		var extra hal.Buffer
+		if rank == 0 {
+			if extra, err = dev.Alloc(4096); err != nil {
+				return err
+			}
+			defer extra.Free()
+		}
+		if err := c.Register(extra); err != nil {
+			return fmt.Errorf("register nothing/extra: %w", err)
+		}
+		if extra != nil {
+			defer c.Deregister(extra)
+		}
+		if err := c.Register(reg); err != nil {
+			return err
+		}
+		defer c.Deregister(reg)
+		for si, size := range sizes {
+			for it := 0; it < 2; it++ {
+				var ops []p2pOp
+				for p := 0; p < n; p++ {
+					ops = append(ops, p2pOp{peer: p, send: true, n: size})
 				}
-				defer reg.Free()
-				// Rank 0 registers a second buffer alone: the others take
-				// part with nothing, and registration ids stay in step.
-				var extra hal.Buffer
-				if rank == 0 {
-					if extra, err = dev.Alloc(4096); err != nil {
-						return err
+				// Receive from peer p: registered for alternating
+				// peers (changing with the iteration), at an offset
+				// that is odd for odd peers.
+				places := make([]regRecv, n)
+				for p := 0; p < n; p++ {
+					places[p] = regRecv{registered: (p+it+si)%2 == 0, off: int64(p)*(regBytes/int64(n)) + int64(p%2)*3}
+				}
+				var views []hal.Buffer
+				for p := 0; p < n; p++ {
+					o := p2pOp{peer: p, n: size}
+					if places[p].registered {
+						o.buf = subBuffer{reg, places[p].off, size}
+						views = append(views, o.buf)
 					}
-					defer extra.Free()
+					ops = append(ops, o)
 				}
-				if err := c.Register(extra); err != nil {
-					return fmt.Errorf("register nothing/extra: %w", err)
-				}
-				if err := c.Register(reg); err != nil {
-					return err
-				}
-				for si, size := range sizes {
-					for it := 0; it < 2; it++ {
-						var ops []p2pOp
-						for p := 0; p < n; p++ {
-							ops = append(ops, p2pOp{peer: p, send: true, n: size})
-						}
-						// Receive from peer p: registered for alternating
-						// peers (changing with the iteration), at an offset
-						// that is odd for odd peers.
-						places := make([]regRecv, n)
-						for p := 0; p < n; p++ {
-							places[p] = regRecv{registered: (p+it+si)%2 == 0, off: int64(p)*(regBytes/int64(n)) + int64(p%2)*3}
-						}
-						var views []hal.Buffer
-						for p := 0; p < n; p++ {
-							o := p2pOp{peer: p, n: size}
-							if places[p].registered {
-								o.buf = subBuffer{reg, places[p].off, size}
-								views = append(views, o.buf)
-							}
-							ops = append(ops, o)
-						}
-						err := runRegGroup(rank, c, dev, s, ops, it)
-						for i := range ops {
-							if !isView(ops[i].buf, views) && ops[i].buf != nil {
-								ops[i].buf.Free()
-							}
-						}
-						if err != nil {
-							return fmt.Errorf("%d bytes, iteration %d, receives %+v: %w", size, it, places, err)
-						}
+				err := runRegGroup(rank, c, dev, s, ops, it)
+				for i := range ops {
+					if !isView(ops[i].buf, views) && ops[i].buf != nil {
+						ops[i].buf.Free()
 					}
 				}
-				return nil
-			})
-			for r, err := range errs {
 				if err != nil {
-					t.Errorf("rank %d: %v", r, err)
+					return fmt.Errorf("%d bytes, iteration %d, receives %+v: %w", size, it, places, err)
 				}
 			}
-		})
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
 	}
 }
 
@@ -175,10 +188,17 @@ func TestP2PPostRefused(t *testing.T) {
 // TestP2PRegisteredGraph: a group with a registered and an unregistered
 // receive, captured once and replayed with new data each time, eager
 // groups in between; no host exchange happens per replay.
-func TestP2PRegisteredGraph(t *testing.T) {
-	const n = 3
+func TestP2PRegisteredGraph(t *testing.T) { testP2PRegisteredGraph(t, "host", 3) }
+
+// TestP2PRegisteredGraphNVLink is TestP2PRegisteredGraph on the GPUs, in
+// CUDA graphs.
+func TestP2PRegisteredGraphNVLink(t *testing.T) {
+	testP2PRegisteredGraph(t, nvlink.Name, max(requireGPUs(t), 2))
+}
+
+func testP2PRegisteredGraph(t *testing.T, backend string, n int) {
 	size := 2*p2pLLMax(t) + 33
-	errs := runRanks(t, "host", n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+	errs := runRanks(t, backend, n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 		gc, ok := dev.(hal.GraphCapturer)
 		if !ok {
 			return fmt.Errorf("hal/host device %T captures no graphs", dev)

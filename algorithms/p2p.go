@@ -31,7 +31,10 @@ import (
 //     what another still reads, even with a per-block credit.
 //   - P2PPlan, the windowed plan, for larger operations: Config.P2P
 //     blocks per group, windows through scratch with data, free and done
-//     semaphores.
+//     semaphores. Once the communicator has a registered buffer, its send
+//     and receive groups first exchange a post, and a receive into a
+//     registered buffer is stored by the sender directly, all blocks, no
+//     windows (zero-copy, below).
 //
 // A round whose operations fall on both sides of the threshold takes two
 // launches, the LL plan's first: every rank orders its launches LL₀, HB₀,

@@ -42,7 +42,10 @@ import (
 // Ack channels: AllGatherPort, AllToAllPort, ReduceScatterPort and
 // AllReducePort have another port channel to every peer (channels m … 2m−1
 // beside the data channels 0 … m−1, m = NRanks − 1; AllReducePort's are
-// 2m … 3m−1, after its all-gather channels), whose engine runs
+// 2m … 3m−1, after its all-gather channels) where a GPU plan's
+// plan.MaxPeers channels hold them (channelSets: up to 9 ranks, the
+// AllReduce's three sets up to 6; beyond, the sets fall back on the data
+// channels, as before), whose engine runs
 // the receiver's work: the slot-to-output copies and the "free" and
 // "done" signals. An engine's signal follows every earlier request of that
 // engine (hal.Engine), so a "free" sent on the data channel's engine
@@ -80,22 +83,38 @@ func (c Config) portChannels() []plan.Channel {
 
 // ackChannels are portChannels twice: data channels 0 … m−1, then ack
 // channels m … 2m−1 to the same peers (see Ack channels above); acks
-// returns the indices of the ack channels.
+// returns the indices of the ack channels (the data channels' when two
+// sets do not fit, channelSets).
 func (c Config) ackChannels() (chs []plan.Channel, acks []int) {
 	chs, sets := c.channelSets(2)
 	return chs, sets[1]
 }
 
-// channelSets are k sets of portChannels, set i at indices i·m … i·m+m−1;
-// sets[i] are their indices.
+// channelSets returns the channels of k sets of portChannels, set i at
+// indices i·m … i·m+m−1, and sets[i], the indices that serve wanted set
+// i. A GPU plan holds at most plan.MaxPeers channels, so only d =
+// min(k, MaxPeers / m) sets are distinct: the last wanted set (the acks)
+// gets set d−1, the others their own while they fit, then set 0 (the data
+// channels). With d = 1 the plan is the one-engine-per-peer plan of
+// before (2 ranks: every set fits up to k = 16).
 func (c Config) channelSets(k int) (chs []plan.Channel, sets [][]int) {
 	one := c.portChannels()
+	d := max(1, min(k, plan.MaxPeers/max(1, len(one))))
+	for i := 0; i < d; i++ {
+		chs = append(chs, one...)
+	}
 	for i := 0; i < k; i++ {
+		set := 0
+		switch {
+		case i == k-1:
+			set = d - 1
+		case i < d-1:
+			set = i
+		}
 		var idx []int
 		for j := range one {
-			idx = append(idx, i*len(one)+j)
+			idx = append(idx, set*len(one)+j)
 		}
-		chs = append(chs, one...)
 		sets = append(sets, idx)
 	}
 	return chs, sets
@@ -247,6 +266,13 @@ func AllReducePort(c Config) (*plan.Plan, error) {
 	chs, all := c.channels(), c.others()
 	n, b := c.NRanks, c.Port.Blocks
 	m := len(chs)
+	// Three engines per peer where they fit (channelSets): the
+	// reduce-scatter puts (all), the all-gather puts (gch), so that a
+	// reduced window does not queue behind the next window's
+	// reduce-scatter put on one stream, and the acks with the all-gather
+	// copies.
+	pchs, sets := c.channelSets(3)
+	gch, acks := sets[1], sets[2]
 	var puts, gputs, copies []plan.Op
 	srcs := []plan.Ref{plan.L(plan.Input)}
 	for ci, ch := range chs {
@@ -254,16 +280,10 @@ func AllReducePort(c Config) (*plan.Plan, error) {
 		put.Stage = 1 + 2*m + ci
 		puts = append(puts, put)
 		srcs = append(srcs, plan.LS(ci))
-		gputs = append(gputs, plan.PortPut(m+ci, c.Rank, n, plan.RS(m+ci, m+slotOf(c.Rank, ch.Peer)), plan.L(plan.Output)))
-		copies = append(copies, plan.PortCopy(2*m+ci, ch.Peer, n, plan.L(plan.Output), plan.LS(m+ci)))
+		gputs = append(gputs, plan.PortPut(gch[ci], c.Rank, n, plan.RS(gch[ci], m+slotOf(c.Rank, ch.Peer)), plan.L(plan.Output)))
+		copies = append(copies, plan.PortCopy(acks[ci], ch.Peer, n, plan.L(plan.Output), plan.LS(m+ci)))
 	}
 	red := combineChain(func(dsts []plan.Ref, srcs ...plan.Ref) plan.Op { return plan.Transfer(c.Rank, n, dsts, srcs...) }, plan.L(plan.Output), srcs)
-	// Three engines per peer: the reduce-scatter puts (all), the
-	// all-gather puts (gch), so that a reduced window does not queue
-	// behind the next window's reduce-scatter put on one stream, and the
-	// acks with the all-gather copies.
-	pchs, sets := c.channelSets(3)
-	gch, acks := sets[1], sets[2]
 	w := c.Port.Window
 	send := c.portGroup(b, n, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))),
 		cat(waits(all, sem(semDone, b)), flushes(all)))

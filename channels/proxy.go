@@ -117,7 +117,7 @@ const (
 )
 
 var profStages = []string{
-	"poll gap before a trigger", "engine put call", "engine signal call", "engine copy call", "engine mark call",
+	"poll gap before a trigger (previous poll's end to this poll's start)", "engine put call", "engine signal call", "engine copy call", "engine mark call",
 	"flush: mark to completion seen", "idle sleep", "sleep overshoot", "warm nap",
 }
 
@@ -233,6 +233,10 @@ func (p *Proxy) loop() {
 		p.seen.Store(p.version.Load())
 		list := *p.fifos.Load()
 		work, pending := false, false
+		var pollStart time.Time
+		if p.prof.On() {
+			pollStart = time.Now()
+		}
 		for _, f := range list {
 			if f.poll() {
 				work = true
@@ -240,8 +244,8 @@ func (p *Proxy) loop() {
 			pending = pending || f.pendCount > 0
 		}
 		if p.prof.On() {
-			if work {
-				p.prof.Since(profGap, lastPoll)
+			if work && !lastPoll.IsZero() {
+				p.prof.Add(profGap, pollStart.Sub(lastPoll))
 			}
 			lastPoll = time.Now()
 		}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -129,6 +130,37 @@ func (p *Predictor) symmetric() ([]bool, error) {
 	return sym, nil
 }
 
+// fullRanksMax bounds the ranks whose plans of a translation-symmetric
+// family are all built when the symmetry does not hold for a size
+// (evenChunks): a ring's plan has O(n) ops, so n plans cost O(n²).
+const fullRanksMax = 1024
+
+// ErrNotSimulated is wrapped by Predict for a size the engine cannot
+// represent at the cluster's scale (see fullRanksMax); the other sizes of
+// the table still are.
+var ErrNotSimulated = errors.New("not simulated")
+
+// evenChunks reports whether every chunked transfer of p splits count
+// elements of esize bytes into chunks of one size (plan.ChunkRange rounds
+// chunks up to plan.AlignBytes, so the last ones may be short or empty).
+func evenChunks(p *plan.Plan, count int64, esize int) bool {
+	for _, g := range p.Groups {
+		for _, ops := range [][]plan.Op{g.Ops, g.After} {
+			for _, o := range ops {
+				if o.Kind != plan.OpTransfer || o.Chunk == plan.All || o.NChunks < 2 {
+					continue
+				}
+				_, first := plan.ChunkRange(count, esize, 0, o.NChunks)
+				_, last := plan.ChunkRange(count, esize, o.NChunks-1, o.NChunks)
+				if first != last {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
 // fullPlans returns every rank's plan of choice i, built on first use.
 func (p *Predictor) fullPlans(i int) ([]*plan.Plan, error) {
 	if pl, ok := p.full[i]; ok {
@@ -212,7 +244,18 @@ func (p *Predictor) Predict(bytes int64) (Row, bool, error) {
 	idx := algorithms.Select(p.choices[0], count*es)
 	period := p.period
 	plans := make([]*plan.Plan, 0, p.n)
-	if period == p.n || p.sym[idx] {
+	sym := period == p.n || p.sym[idx]
+	if sym && period < p.n && !evenChunks(p.choices[0][idx].Plan, count, int(es)) {
+		// Chunks of different sizes break the translation symmetry (a
+		// ring of n chunks with fewer than n·16 bytes has empty ones: rank
+		// r and r+G then move different data at different times).
+		if p.n > fullRanksMax {
+			return Row{}, false, fmt.Errorf("sim: %s at %d bytes on %d ranks: chunks of unequal size, so one node cannot represent the others, and a run of every rank builds %d plans (more than %d): %w",
+				p.choices[0][idx].Plan.Name, bytes, p.n, p.n, fullRanksMax, ErrNotSimulated)
+		}
+		sym = false
+	}
+	if sym {
 		for rank := 0; rank < period; rank++ {
 			plans = append(plans, p.choices[rank][min(idx, len(p.choices[rank])-1)].Plan)
 		}

@@ -271,3 +271,66 @@ func FuzzReadCluster(f *testing.F) {
 		}
 	})
 }
+
+// TestSymmetryPerChoice: one node's ranks represent the cluster only for
+// a plan that is translation-symmetric and a size whose chunks are all of
+// one size. On 2 nodes the bounded family's trees run every rank and its
+// rings one node; a ring AllReduce of 8 bytes (empty chunks) runs every
+// rank and equals that full run, and on 16,384 GPUs it is refused with
+// ErrNotSimulated rather than computed from a node that does not
+// represent the others.
+func TestSymmetryPerChoice(t *testing.T) {
+	cases := []struct {
+		family string
+		bytes  int64
+		sim    int
+	}{
+		{"bounded", 8, 16},         // tree LL
+		{"bounded", 512 << 10, 16}, // tree HB
+		{"bounded", 64 << 20, 8},   // ring HB
+		{"ring-ref", 8, 16},        // 2 elements: 14 empty chunks
+		{"ring-ref", 16 << 20, 8},
+	}
+	for _, k := range cases {
+		f, err := Lookup(k.family)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPredictor(DGXH100(2), f, algorithms.AllReduce, plan.Float32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row, _, err := p.Predict(k.bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.Simulated != k.sim {
+			t.Errorf("%s %d B (%s): %d ranks simulated, want %d", k.family, k.bytes, row.Plan, row.Simulated, k.sim)
+		}
+		full := *p
+		full.period = full.n
+		full.choices = nil
+		for r := 0; r < full.n; r++ {
+			cs, err := full.build(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			full.choices = append(full.choices, cs)
+		}
+		w, _, err := full.Predict(k.bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(row.TimeUs/w.TimeUs-1) > 1e-9 {
+			t.Errorf("%s %d B: %.4f µs with %d ranks, %.4f µs with every rank", k.family, k.bytes, row.TimeUs, row.Simulated, w.TimeUs)
+		}
+	}
+	f, _ := Lookup("ring-ref")
+	p, err := NewPredictor(DGXH100(2048), f, algorithms.AllReduce, plan.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.Predict(8); !errors.Is(err, ErrNotSimulated) {
+		t.Errorf("ring-ref, 8 B on 16,384 GPUs: error %v, want ErrNotSimulated", err)
+	}
+}

@@ -190,6 +190,10 @@ func simulate(out io.Writer, cl sim.Cluster, f sim.Family, coll algorithms.Colle
 	t := &simTable{family: f.Name, coll: coll}
 	for _, b := range sizes {
 		row, ok, err := p.Predict(b)
+		if errors.Is(err, sim.ErrNotSimulated) {
+			fmt.Fprintf(out, "# %d B: %v\n", b, err)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -22,6 +22,9 @@
  * -S device, in device memory, and rank r's input is multiplied by rank r's scalar before the
  * sum. -d all runs every NCCL 2.28 type in turn on one communicator. -G N captures the -n
  * iterations in a CUDA graph and replays it N times (time = total / (n x N)); -G 0 times plain launches.
+ * -R 1 allocates the send and receive buffers with ncclMemAlloc and registers both with
+ * ncclCommRegister (as nccl-tests -R 1): NCCL and weft may then move point-to-point data straight
+ * into the receive buffer (weft's zero-copy path, docs/collectives.md); -R 0 (default) uses cudaMalloc.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -416,7 +419,7 @@ static void usage(void) {
   fprintf(stderr,
     "usage: cbench [-g nprocs] [-t colls] [-b min] [-e max] [-f factor] [-w warmup] [-n iters] [-G graphs]\n"
     "              [-c 0|1] [-p 0|1] [-d TYPE|all] [-o sum|max|min|premulsum] [-S host|device]\n"
-    "              [-r root] [-a auto|p2p] [-u idfile] [-C global|thread|relaxed]\n"
+    "              [-r root] [-a auto|p2p] [-u idfile] [-C global|thread|relaxed] [-R 0|1]\n"
     "  TYPE: float half bfloat16 double int8 uint8 int32 uint32 int64 uint64 fp8e4m3 fp8e5m2;\n"
     "     all: every type in turn, on one communicator\n"
     "  -o premulsum: ncclRedOpCreatePreMulSum with a different scalar on each rank (1 + rank %% 2),\n"
@@ -424,17 +427,18 @@ static void usage(void) {
     "  colls: comma list of allreduce,allgather,reducescatter,broadcast,reduce,alltoall,sendrecv,gather,scatter\n"
     "     (default all; gather and scatter through ncclGather/ncclScatter of NCCL >= 2.28)\n"
     "  -p 0: out-of-place only; -a p2p: alltoall as grouped send/recv even where ncclAlltoAll exists\n"
-    "  -C: the graph capture mode (default global, as PyTorch)\n");
+    "  -C: the graph capture mode (default global, as PyTorch)\n"
+    "  -R 1: buffers from ncclMemAlloc, registered with ncclCommRegister (nccl-tests -R 1)\n");
   exit(1);
 }
 
 int main(int argc, char **argv) {
   size_t minb = 8, maxb = 32 << 20;
-  int factor = 2, warmup = 5, iters = 20, graphs = 0, docheck = 1, inplace = 1, nprocs = 0, a2a_p2p = 0;
+  int factor = 2, warmup = 5, iters = 20, graphs = 0, docheck = 1, inplace = 1, nprocs = 0, a2a_p2p = 0, reg = 0;
   const char *types = "float";
   const char *colls = "allreduce,allgather,reducescatter,broadcast,reduce,alltoall,sendrecv,gather,scatter", *idfile = NULL;
   int opt;
-  while ((opt = getopt(argc, argv, "g:t:b:e:f:w:n:G:c:p:d:o:r:a:u:C:S:h")) != -1) {
+  while ((opt = getopt(argc, argv, "g:t:b:e:f:w:n:G:c:p:d:o:r:a:u:C:S:R:h")) != -1) {
     switch (opt) {
     case 'g': nprocs = atoi(optarg); break;
     case 't': colls = optarg; break;
@@ -449,6 +453,7 @@ int main(int argc, char **argv) {
     case 'r': g_root = atoi(optarg); break;
     case 'a': a2a_p2p = !strcmp(optarg, "p2p"); break;
     case 'u': idfile = optarg; break;
+    case 'R': reg = atoi(optarg); if (reg != 0 && reg != 1) usage(); break;
     case 'S': g_scalar_device = !strcmp(optarg, "device"); if (!g_scalar_device && strcmp(optarg, "host")) usage(); break;
     case 'C':
       g_capmode = !strcmp(optarg, "thread") ? cudaStreamCaptureModeThreadLocal
@@ -509,8 +514,8 @@ int main(int argc, char **argv) {
     Dl_info info;
     ncclGetVersion(&ver);
     const char *lib = dladdr((void *)ncclAllReduce, &info) && info.dli_fname ? info.dli_fname : "?";
-    printf("# cbench: %d ranks, type %s, op %s, root %d, warmup %d, iters %d, graph %d, check %d\n",
-           g_n, types, g_oname, g_root, warmup, iters, graphs, docheck);
+    printf("# cbench: %d ranks, type %s, op %s, root %d, warmup %d, iters %d, graph %d, check %d, registered %d\n",
+           g_n, types, g_oname, g_root, warmup, iters, graphs, docheck, reg);
     printf("# ncclGetVersion %d; ncclAllReduce from %s; alltoall via %s\n", ver, lib,
            g_alltoall ? "ncclAlltoAll" : "grouped ncclSend/ncclRecv");
     fflush(stdout);
@@ -519,9 +524,16 @@ int main(int argc, char **argv) {
   size_t cap = maxb < 64 ? 64 : maxb;
   char *S, *R;
   double *dev1;
-  void *h = NULL;
-  CUDACHECK(cudaMalloc((void **)&S, cap));
-  CUDACHECK(cudaMalloc((void **)&R, cap));
+  void *h = NULL, *regS = NULL, *regR = NULL;
+  if (reg) {
+    NCCLCHECK(ncclMemAlloc((void **)&S, cap));
+    NCCLCHECK(ncclMemAlloc((void **)&R, cap));
+    NCCLCHECK(ncclCommRegister(g_comm, S, cap, &regS));
+    NCCLCHECK(ncclCommRegister(g_comm, R, cap, &regR));
+  } else {
+    CUDACHECK(cudaMalloc((void **)&S, cap));
+    CUDACHECK(cudaMalloc((void **)&R, cap));
+  }
   CUDACHECK(cudaMalloc((void **)&dev1, sizeof(double)));
   CUDACHECK(cudaMemset(S, 0, cap));
   CUDACHECK(cudaMemset(R, 0, cap));
@@ -576,8 +588,15 @@ int main(int argc, char **argv) {
     if (g_premul) NCCLCHECK(ncclRedOpDestroy(g_op, g_comm));
   }
   if (g_rank == 0) printf("# cbench: %.0f wrong elements in all\n", total_wrong);
-  CUDACHECK(cudaFree(S));
-  CUDACHECK(cudaFree(R));
+  if (reg) {
+    NCCLCHECK(ncclCommDeregister(g_comm, regS));
+    NCCLCHECK(ncclCommDeregister(g_comm, regR));
+    NCCLCHECK(ncclMemFree(S));
+    NCCLCHECK(ncclMemFree(R));
+  } else {
+    CUDACHECK(cudaFree(S));
+    CUDACHECK(cudaFree(R));
+  }
   CUDACHECK(cudaFree(dev1));
   free(h);
   if (g_scalar_dev) CUDACHECK(cudaFree(g_scalar_dev));

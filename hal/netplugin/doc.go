@@ -46,7 +46,9 @@
 // progress goroutine polls (ncclNet has no blocking wait) and a message
 // needs its receive posted first, so a put's latency is that of a
 // rendezvous plus two copies and its bandwidth that of the slots in
-// flight (Options.SendSlots and RecvSlots, 8 each, at most NCCL's 32).
+// flight (Options.SendSlots and RecvSlots, 8 each, at most NCCL's 32);
+// each linked peer holds (SendSlots + RecvSlots) × (48 + Chunk) bytes of
+// host staging, about 4 MiB by default.
 // The plugin never sees device memory: weft stages through host memory
 // even where the plugin reports NCCL_PTR_CUDA or dma-buf support
 // (registering device buffers for GPUDirect is not written yet).
@@ -85,10 +87,11 @@
 // One goroutine per NetDevice makes every plugin call (a plugin need not
 // be thread-safe per comm): accepts, connects, isends, irecvs, tests, and
 // the staging of the engines' requests. Engine calls only queue requests
-// in a ring of 4096 and wake it; it spins for 2 ms after the last progress,
-// then polls every 50 µs while messages are in flight and, when idle,
-// after sleeps that double from 50 µs to 1 ms. Mark and Completed report the requests whose sources have been
-// staged (the source may be reused), as for the socket transport.
+// in a ring of 4096 and wake it; it yields for 200 µs after the last
+// progress, then polls every 50 µs while messages are in flight and, when
+// idle, after sleeps that double from 50 µs to 1 ms. Mark and Completed
+// report the requests whose sources have been staged (the source may be
+// reused), as for the socket transport.
 //
 // Every wait has a deadline of WEFT_TIMEOUT: a link coming up, a message
 // that does not complete, Close. A test or isend that fails, a peer that

@@ -477,22 +477,32 @@ func (e *Engine) shutdown() error {
 	e.closing = true
 	e.mu.Unlock()
 	e.nd.kick()
+	// Wait for the drain and the goodbye, at most the timeout without
+	// progress (a message sent, a source staged).
 	timer := time.NewTimer(e.timeout)
 	defer timer.Stop()
 	var err error
-	select {
-	case <-e.closedCh:
-		err = e.Err()
-	case <-timer.C:
-		err = fmt.Errorf("%s: close: rank %d did not acknowledge the engine's messages within %v (lost?): %w", e.describe(), e.peer, e.timeout, hal.ErrTimeout)
-		e.fail(err)
-		e.nd.failPeer(e.peer, err)
-		// The progress goroutine finishes a failed engine at its next
-		// step; only then is the own engine released.
+wait:
+	for {
+		ch := e.progress.wait()
 		select {
 		case <-e.closedCh:
-		case <-time.After(e.timeout):
-			return err
+			err = e.Err()
+			break wait
+		case <-ch:
+			timer.Reset(e.timeout)
+		case <-timer.C:
+			err = fmt.Errorf("%s: close: rank %d did not take or acknowledge the engine's messages within %v (lost?): %w", e.describe(), e.peer, e.timeout, hal.ErrTimeout)
+			e.fail(err)
+			e.nd.failPeer(e.peer, err)
+			// The progress goroutine finishes a failed engine at its
+			// next step; only then is the own engine released.
+			select {
+			case <-e.closedCh:
+			case <-time.After(e.timeout):
+				return err
+			}
+			break wait
 		}
 	}
 	var errs []error

@@ -295,3 +295,5 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+func hostAddrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }

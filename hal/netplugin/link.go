@@ -3,6 +3,7 @@ package netplugin
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -29,10 +30,11 @@ type link struct {
 	addrChunk  int
 	peerNonce  uint64 // the peer's incarnation, from its hello (0: none yet)
 	ready      bool
-	err        error
 	engByID    map[uint64]*Engine
 
-	remoteClosed bool // under nd.mu: the peer said closing
+	// Read without a lock by engine calls.
+	err          atomic.Pointer[error] // the link's failure
+	remoteClosed atomic.Bool           // the peer said closing
 
 	// The sending direction.
 	haveHello   bool // the peer's hello gave its handle (haveAddr false)
@@ -60,7 +62,8 @@ type link struct {
 	freeRecv  []int
 	posted    []postedRecv
 	busy      []busyRecv
-	recvEnded bool // the peer closed; receives are no longer posted
+	recvEnded bool      // the peer closed; receives are no longer posted
+	recvSince time.Time // when the receive comm was accepted
 	helloRecv bool
 	remote    map[uint64]*remoteEngine
 
@@ -120,9 +123,10 @@ func (l *link) describe() string {
 
 // failure returns the link's failure, or nil.
 func (l *link) failure() error {
-	l.nd.mu.Lock()
-	defer l.nd.mu.Unlock()
-	return l.err
+	if p := l.err.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (l *link) isReady() bool {
@@ -131,11 +135,7 @@ func (l *link) isReady() bool {
 	return l.ready
 }
 
-func (l *link) peerClosed() bool {
-	l.nd.mu.Lock()
-	defer l.nd.mu.Unlock()
-	return l.remoteClosed
-}
+func (l *link) peerClosed() bool { return l.remoteClosed.Load() }
 
 // stage says how far the link got, for a timeout's message.
 func (l *link) stage() string {
@@ -154,12 +154,7 @@ func (l *link) stage() string {
 // sent and, when the peer is at fault, records it as the peer's failure.
 func (l *link) fail(err error, peerFault bool) {
 	nd := l.nd
-	nd.mu.Lock()
-	first := l.err == nil
-	if first {
-		l.err = err
-	}
-	nd.mu.Unlock()
+	first := l.err.CompareAndSwap(nil, &err)
 	l.dead = true
 	for _, m := range l.sendq {
 		if m.slot >= 0 {
@@ -424,6 +419,7 @@ func (l *link) stepSend() bool {
 		l.freeSend = append(l.freeSend, f.slot)
 		if f.eng != nil {
 			f.eng.sentMsgs++
+			f.eng.progress.notify()
 		}
 		l.lastSend = time.Now()
 		busy = true
@@ -501,6 +497,7 @@ func (l *link) setupRecv(rc *ncclnet.RecvComm) error {
 		l.freeRecv = append(l.freeRecv, i)
 	}
 	l.remote = map[uint64]*remoteEngine{}
+	l.recvSince = time.Now()
 	return nil
 }
 
@@ -551,6 +548,7 @@ func (l *link) stepRecv() bool {
 	if l.recv == nil || l.recvEnded {
 		return false
 	}
+	nd := l.nd
 	busy := false
 	if len(l.busy) > 0 {
 		done, err := l.recvOwn.Completed()
@@ -600,21 +598,28 @@ func (l *link) stepRecv() bool {
 			}
 			pr.done, pr.n = true, n
 		}
-		hold, ticket := l.apply(pr.slot, pr.n)
+		slot := pr.slot
+		hold, ticket := l.apply(slot, pr.n)
 		if hold {
 			break
 		}
-		slot := pr.slot
-		l.posted = l.posted[1:]
-		busy = true
 		if l.dead || l.recv == nil {
+			// Failed, or refused: the receive side is gone.
 			return true
 		}
+		l.posted = l.posted[1:]
+		busy = true
 		if ticket > 0 {
 			l.busy = append(l.busy, busyRecv{slot: slot, ticket: ticket})
 		} else {
 			l.freeRecv = append(l.freeRecv, slot)
 		}
+	}
+	if !l.helloRecv && time.Since(l.recvSince) > nd.opts.Timeout {
+		// A connection that says nothing must not hold the listen
+		// handle of the rank it claims.
+		l.refuse(fmt.Errorf("%s: a connection claiming rank %d sent no hello within %v: %w", l.describe(), l.peer, nd.opts.Timeout, hal.ErrRemote))
+		return true
 	}
 	return busy
 }
@@ -693,9 +698,7 @@ func (l *link) apply(s, n int) (hold bool, ticket uint64) {
 	case msgReject:
 		l.fail(fmt.Errorf("%s: rank %d refused this rank's messages: %s: %w", l.describe(), l.peer, p, hal.ErrRemote), false)
 	case msgClosing:
-		nd.mu.Lock()
-		l.remoteClosed = true
-		nd.mu.Unlock()
+		l.remoteClosed.Store(true)
 		nd.changed.notify()
 	}
 	return false, 0
@@ -885,11 +888,19 @@ func (nd *NetDevice) progress() {
 	}
 }
 
-// acceptAll polls the listening comm of every peer whose link has no
-// receive comm.
+// acceptBatch bounds the listening comms one poll of the progress
+// goroutine tries: in a large job most peers never connect to this rank,
+// and an accept is a system call in most plugins.
+const acceptBatch = 8
+
+// acceptAll polls, round robin, up to acceptBatch listening comms of
+// peers whose link has no receive comm.
 func (nd *NetDevice) acceptAll() bool {
 	busy := false
-	for r, lc := range nd.listens {
+	n := len(nd.listens)
+	for tried, i := 0, 0; i < n && tried < acceptBatch; i++ {
+		r := (nd.acceptNext + i) % n
+		lc := nd.listens[r]
 		if lc == nil {
 			continue
 		}
@@ -899,6 +910,8 @@ func (nd *NetDevice) acceptAll() bool {
 		if l != nil && (l.recv != nil || l.dead) {
 			continue
 		}
+		tried++
+		nd.acceptNext = (r + 1) % n
 		rc, err := lc.Accept()
 		if err != nil {
 			nd.refuse(fmt.Errorf("netplugin: rank %d: accept on the listen handle of rank %d: %w; no further connection from rank %d is accepted", nd.cfg.Rank, r, err, r))

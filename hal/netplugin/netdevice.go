@@ -33,8 +33,9 @@ type NetDevice struct {
 
 	secret auth.Secret // zero: unauthenticated
 
-	listens []*ncclnet.Listen // by peer rank; progress goroutine only after Open
-	handles []ncclnet.Handle  // this rank's listen handle for each peer
+	listens    []*ncclnet.Listen // by peer rank; progress goroutine only after Open
+	acceptNext int               // the next listening comm acceptAll tries
+	handles    []ncclnet.Handle  // this rank's listen handle for each peer
 
 	regMu   sync.RWMutex
 	regs    map[uint32]*registration

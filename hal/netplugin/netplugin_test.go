@@ -263,3 +263,58 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// Bytes that are not weft's, sent on the listen handle a rank keeps for
+// rank 0, are refused and recorded; rank 0 connects afterwards.
+func TestGarbageRefused(t *testing.T) {
+	t.Parallel()
+	rs := openRanks(t, 2, 4096, 4096, Options{}, nil, false)
+	a, err := decodeAddress(rs[1].nd.Address(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ncclnet.Load(plugin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := p.Dial(0, a.handles[0])
+	defer d.Free()
+	var s *ncclnet.SendComm
+	eventually(t, "connect", func() bool {
+		var err error
+		if s, err = d.Connect(); err != nil {
+			t.Fatal(err)
+		}
+		return s != nil
+	})
+	defer s.Close()
+	junk := bytes.Repeat([]byte("GET / HTTP/1.1\r\n"), 4)
+	mr, err := s.RegMr(hostAddrOf(junk), len(junk), ncclnet.PtrHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Dereg()
+	var req *ncclnet.Request
+	eventually(t, "isend", func() bool {
+		var err error
+		if req, err = s.ISend(hostAddrOf(junk), len(junk), 0, mr); err != nil {
+			t.Fatal(err)
+		}
+		return req != nil
+	})
+	eventually(t, "send completes", func() bool { done, _, err := req.Test(); return done || err != nil })
+	eventually(t, "rank 1 refuses the junk", func() bool { return len(rs[1].nd.Refused()) > 0 })
+	errorMentions(t, rs[1].nd.Refused()[0], hal.ErrRemote, "claiming rank 0", "bad magic")
+	if err := rs[1].nd.Err(); err != nil {
+		t.Fatalf("junk disturbed the job: %v", err)
+	}
+	e, err := rs[0].nd.NewEngine(endpointOf(rs[1]))
+	if err != nil {
+		t.Fatalf("rank 0 after the junk: %v", err)
+	}
+	rs[0].eng[1] = e
+	if err := e.Signal(rs[0].remote[1].Addr()+8, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitWord(t, rs[1].win, 8, 1, rs[1].nd.Err)
+}

@@ -38,7 +38,7 @@ func (n *notifier) notify() {
 // flight, and while nothing is a sleep that doubles from busySleep to
 // idleSleep, or until an engine call wakes it.
 const (
-	spinFor   = 2 * time.Millisecond
+	spinFor   = 200 * time.Microsecond
 	busySleep = 50 * time.Microsecond
 	idleSleep = time.Millisecond
 )

@@ -11,9 +11,10 @@
 // the backend's registration and its link policy: a peer GPU on the same
 // host that this GPU can access (cuDeviceCanAccessPeer), or the same GPU, is
 // memory-mapped (peers map each other's buffers; kernels load and store to
-// them) and port-mapped. The port-mapped engine is a copy engine: a CUDA
-// stream of asynchronous copies whose signals are stream-ordered 64-bit
-// writes ([Device.NewEngine]); port handles are the CUDA IPC handles.
+// them) and port-mapped. The port-mapped engine is a copy engine: CUDA
+// streams of asynchronous copies whose signals are stream-ordered 64-bit
+// writes, a put lane and a copy lane by default (WEFT_CE_LANES;
+// [Device.NewEngine]); port handles are the CUDA IPC handles.
 //
 // The device-side primitives generated kernels use (system-scope
 // release/acquire, atomics, LL packet stores) are weft_hal.h, returned by

@@ -13,6 +13,10 @@
 // some are remote), a packet destination putPackets, a packet source
 // unpackPackets or reduce-from-packets.
 //
+// A point-to-point group may exchange a posted receive buffer with its
+// peer at the start of a launch and then store straight into it
+// (zero-copy; posted.go).
+//
 // A plan may also have a switch buffer, bound to a multicast group of all
 // its ranks: transfers read the reduction of every rank's copy through its
 // multicast view and store to every copy at once (switch.go).

@@ -22,7 +22,8 @@
 // the GPU's memory type (a UCX built with CUDA or ROCm:
 // ucp_context_query's memory_types); other device memory through a host
 // bounce region of the same size (Device.AllocHost) that peers write
-// into. [NetDevice.ImportPort] checks every byte of a peer's handle
+// into. WEFT_UCX_STAGING=always (Options.Staging) stages every buffer, so
+// that tests run the GPU path on hal/host. [NetDevice.ImportPort] checks every byte of a peer's handle
 // (lengths, magic, version, reserved bytes, range, hal.CheckImport for
 // job, rank and incarnation) and keeps the packed key; each engine
 // unpacks it on its endpoint (ucp_ep_rkey_unpack) when it first puts
@@ -52,8 +53,8 @@
 //     semaphores that engine signals (host memory registered directly is
 //     signalled in place with the same atomics once that engine is idle).
 //     A flush rather than ucp_worker_fence: UCX 1.13's fence does not
-//     order operations on different lanes (a put over cma, a message over
-//     shared memory; RMA over rc and AM over ud), a flush does. The
+//     order operations that travel on different lanes (a put over cma and
+//     a message over posix shared memory, for one), a flush does. The
 //     receiver checks each message's session, token and sequence number
 //     and each address against its registrations, as hostile input.
 //

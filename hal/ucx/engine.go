@@ -105,22 +105,23 @@ type engine struct {
 	slotOps   [stagingSlots]int
 	nextSlot  int
 
-	queue       [ringSize]request
-	qhead, qlen int
-	ops         []op
-	outstanding map[uint64]int
-	ret         []retired
-	reqIssued   uint64
-	reqDone     uint64
-	tickets     hal.Tickets
-	dirty       bool // puts issued since the last flush
-	amSeq       uint64
-	curRanges   []span // staged destination ranges since the last signal
-	lastMove    time.Time
-	closed      bool
-	abandoned   []op // in flight when the peer closed; released at Close
-	suspectErr  error
-	suspectAt   time.Time
+	queue        [ringSize]request
+	qhead, qlen  int
+	ops          []op
+	outstanding  map[uint64]int
+	ret          []retired
+	reqIssued    uint64
+	reqDone      uint64
+	tickets      hal.Tickets
+	dirty        bool // puts issued since the last flush
+	amSeq        uint64
+	curRanges    []span    // staged destination ranges since the last signal
+	lastRangeKey importKey // the registration of the last of curRanges
+	lastMove     time.Time
+	closed       bool
+	abandoned    []op // in flight when the peer closed; released at Close
+	suspectErr   error
+	suspectAt    time.Time
 }
 
 var _ hal.Engine = (*engine)(nil)
@@ -364,11 +365,14 @@ func (e *engine) enqueue(r request, rng *span) error {
 			e.push(request{kind: reqRanges, ranges: e.curRanges})
 			e.curRanges = nil
 		}
-		if l := len(e.curRanges); l > 0 && e.curRanges[l-1].addr+e.curRanges[l-1].n == rng.addr {
+		// Contiguous ranges of one registration merge; ranges of two
+		// registrations never do (their bounce regions may be adjacent).
+		if l := len(e.curRanges); l > 0 && e.lastRangeKey == r.key && e.curRanges[l-1].addr+e.curRanges[l-1].n == rng.addr {
 			e.curRanges[l-1].n += rng.n
 		} else {
 			e.curRanges = append(e.curRanges, *rng)
 		}
+		e.lastRangeKey = r.key
 	}
 	if r.kind == reqSignal {
 		r.ranges, e.curRanges = e.curRanges, nil

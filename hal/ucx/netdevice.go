@@ -264,51 +264,48 @@ func (nd *NetDevice) ExportPort(b hal.Buffer) (hal.Handle, error) {
 		reg.remote = uint64(uintptr(unsafe.Pointer(&bounce.Host()[0])))
 	}
 	nd.wmu.Lock()
-	mem, err := nd.ctx.MemMap(uintptr(reg.remote), uint64(reg.size), memType)
+	var mem *ucx.Mem
 	var rkey []byte
+	err := error(nil)
+	if nd.isClosed() {
+		err = fmt.Errorf("the NetDevice is closed: %w", hal.ErrInvalidUsage)
+	} else {
+		mem, err = nd.ctx.MemMap(uintptr(reg.remote), uint64(reg.size), memType)
+	}
 	if err == nil {
-		if rkey, err = mem.PackRkey(); err != nil {
+		rkey, err = mem.PackRkey()
+		if err == nil && (len(rkey) == 0 || len(rkey) > maxRkey) {
+			err = fmt.Errorf("packed remote key of %d bytes (want 1 to %d): %w", len(rkey), maxRkey, hal.ErrSystem)
+		}
+		if err != nil {
 			mem.Unmap()
 		}
 	}
-	nd.wmu.Unlock()
-	if err == nil && (len(rkey) == 0 || len(rkey) > maxRkey) {
-		nd.wmu.Lock()
-		mem.Unmap()
-		nd.wmu.Unlock()
-		err = fmt.Errorf("packed remote key of %d bytes (want 1 to %d): %w", len(rkey), maxRkey, hal.ErrSystem)
+	if err == nil {
+		// Registered under wmu, so that Close (which frees the context
+		// under wmu) either sees it or comes after.
+		reg.mem = mem
+		nd.mu.Lock()
+		nd.lastReg++
+		reg.id = nd.lastReg
+		nd.regs[reg.id] = reg
+		nd.mu.Unlock()
 	}
+	nd.wmu.Unlock()
 	if err != nil {
 		if reg.bounce != nil {
 			reg.bounce.Free()
 		}
 		return nil, fmt.Errorf("ucx: rank %d: export %d bytes: %w", nd.cfg.Rank, reg.size, err)
 	}
-	reg.mem = mem
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	if nd.closed {
-		nd.mu.Unlock()
-		nd.release(reg)
-		nd.mu.Lock()
-		return nil, fmt.Errorf("ucx: rank %d: export on a closed NetDevice: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
-	}
-	nd.lastReg++
-	reg.id = nd.lastReg
-	nd.regs[reg.id] = reg
 	return encodeHandle(handle{staged: reg.staged, job: nd.job, nonce: nd.nonce, rank: nd.cfg.Rank, reg: reg.id,
 		addr: reg.remote, size: reg.size, rkey: rkey}), nil
 }
 
-// release unregisters reg (wmu and mu not held).
-func (nd *NetDevice) release(reg *registration) error {
-	nd.wmu.Lock()
-	err := reg.mem.Unmap()
-	nd.wmu.Unlock()
-	if reg.bounce != nil {
-		err = errors.Join(err, reg.bounce.Free())
-	}
-	return err
+func (nd *NetDevice) isClosed() bool {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.closed
 }
 
 // imported is a peer's registration as ImportPort gives it: Addr is the
@@ -557,6 +554,8 @@ func (nd *NetDevice) refuse(err error) {
 // 1 ms limit, never spinning.
 func (nd *NetDevice) progressLoop() {
 	defer nd.wg.Done()
+	armWarned := false
+	dropped := uint64(0)
 	for {
 		select {
 		case <-nd.stop:
@@ -565,6 +564,11 @@ func (nd *NetDevice) progressLoop() {
 		}
 		nd.wmu.Lock()
 		for nd.w.Progress() > 0 {
+		}
+		if d := nd.w.Dropped(); d != dropped {
+			dropped = d
+			nd.refuse(fmt.Errorf("ucx: rank %d: %d active messages dropped so far (longer than %d bytes, or sent by rendezvous): not weft signals: %w",
+				nd.cfg.Rank, d, maxSignal, hal.ErrRemote))
 		}
 		var msgs [][]byte
 		for {
@@ -585,11 +589,16 @@ func (nd *NetDevice) progressLoop() {
 			e.pump()
 			waiting = waiting || e.waiting()
 		}
-		armed := false
+		armed, armFailed := false, false
 		if len(msgs) == 0 {
 			var err error
 			if armed, err = nd.w.Arm(); err != nil {
-				nd.log.Warn("ucx transport: arm the worker", "err", err)
+				// Without wake-ups the loop polls every millisecond.
+				if !armWarned {
+					armWarned = true
+					nd.log.Warn("ucx transport: the worker cannot be armed for wake-ups; progress polls every millisecond", "err", err)
+				}
+				armed, armFailed = true, true
 			}
 		}
 		nd.wmu.Unlock()
@@ -600,7 +609,7 @@ func (nd *NetDevice) progressLoop() {
 			continue
 		}
 		limit := 250
-		if waiting {
+		if waiting || armFailed {
 			limit = 1
 		}
 		if _, err := nd.w.Wait(limit); err != nil {
@@ -666,13 +675,19 @@ func (nd *NetDevice) Close() error {
 		errs = append(errs, fmt.Errorf("ucx: rank %d: close: the progress loop and side channels did not stop within %v: %w", nd.cfg.Rank, nd.opts.Timeout, hal.ErrTimeout))
 		return errors.Join(errs...) // leave the worker to them rather than free it under them
 	}
+	nd.wmu.Lock()
+	defer nd.wmu.Unlock()
 	nd.mu.Lock()
 	regs := nd.regs
 	nd.regs = map[uint32]*registration{}
 	clear(nd.imports)
 	nd.mu.Unlock()
 	for _, r := range regs {
-		if err := nd.release(r); err != nil {
+		err := r.mem.Unmap()
+		if r.bounce != nil {
+			err = errors.Join(err, r.bounce.Free())
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("ucx: rank %d: close: registration %d: %w", nd.cfg.Rank, r.id, err))
 		}
 	}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/weftccl/weft/hal"
@@ -21,10 +23,15 @@ type network struct{}
 
 func (network) Name() string { return Name }
 
-// Probe reports whether UCX's libraries load: "UCX 1.13.1", or why not
-// ("libucp.so.0 not found: …", "weft built without cgo"). It creates no
-// context, so it neither lists UCX's transports nor opens devices.
+// Probe reports whether UCX can run here: its libraries load and a
+// context and worker with the features weft needs can be created under
+// the environment's UCX_* settings ("UCX 1.13.1 (libucp.so.0)"), or why
+// not ("libucp.so.0 not found: …", "weft built without cgo", the failing
+// UCX call). The answer is kept per set of UCX_* variables; the context
+// is destroyed at once.
 func (network) Probe() hal.Availability { return Probe() }
+
+var probes sync.Map // UCX_* environment -> hal.Availability
 
 // Probe is the network's Probe.
 func Probe() hal.Availability {
@@ -32,7 +39,31 @@ func Probe() hal.Availability {
 	if err != nil {
 		return hal.Availability{Reason: err.Error()}
 	}
-	return hal.Availability{Available: true, Reason: "UCX " + l.Version() + " (" + ucx.DefaultUCP + ")"}
+	var key strings.Builder
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "UCX_") {
+			key.WriteString(kv)
+			key.WriteByte(0)
+		}
+	}
+	if a, ok := probes.Load(key.String()); ok {
+		return a.(hal.Availability)
+	}
+	a := hal.Availability{Available: true, Reason: "UCX " + l.Version() + " (" + ucx.DefaultUCP + ")"}
+	ctx, err := l.NewContext(ucx.FeatureRMA|ucx.FeatureAM|ucx.FeatureWakeup, nil)
+	if err == nil {
+		var w *ucx.Worker
+		if w, err = ctx.NewWorker(amID, maxSignal); err == nil {
+			_, err = w.Address()
+			w.Close()
+		}
+		ctx.Close()
+	}
+	if err != nil {
+		a = hal.Availability{Reason: "UCX " + l.Version() + " cannot run here: " + err.Error()}
+	}
+	probes.Store(key.String(), a)
+	return a
 }
 
 // Open opens the network for dev with OptionsFromEnv.
@@ -82,10 +113,20 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// OptionsFromEnv reads WEFT_TIMEOUT and WEFT_SOCKET_IFNAME; UCX reads its
-// own UCX_* variables.
+// OptionsFromEnv reads WEFT_TIMEOUT, WEFT_SOCKET_IFNAME and
+// WEFT_UCX_STAGING (auto or always); UCX reads its own UCX_* variables. A
+// malformed value is an error wrapping hal.ErrInvalidArgument that names
+// the variable.
 func OptionsFromEnv() (Options, error) {
-	return Options{Timeout: env.Timeout(), IfName: env.String("WEFT_SOCKET_IFNAME")}, nil
+	o := Options{Timeout: env.Timeout(), IfName: env.String("WEFT_SOCKET_IFNAME")}
+	switch v := strings.TrimSpace(env.String("WEFT_UCX_STAGING")); v {
+	case "", "auto":
+	case "always":
+		o.Staging = StagingAlways
+	default:
+		return o, fmt.Errorf("ucx: WEFT_UCX_STAGING=%q: want auto or always: %w", v, hal.ErrInvalidArgument)
+	}
+	return o, nil
 }
 
 func (o Options) withDefaults() (Options, error) {

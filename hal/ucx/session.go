@@ -231,6 +231,9 @@ func (nd *NetDevice) apply(b []byte) {
 	nd.mu.Lock()
 	s := nd.sessions[sessionKey{m.rank, m.engine}]
 	nd.mu.Unlock()
+	if s == nil && nd.closing.Load() {
+		return // the session ended with this NetDevice: nothing more is applied
+	}
 	if s == nil || s.token != m.token {
 		nd.refuse(fmt.Errorf("ucx: rank %d: signal claiming rank %d engine %d: no such authenticated session: %w", nd.cfg.Rank, m.rank, m.engine, hal.ErrRemote))
 		return
@@ -284,10 +287,15 @@ func (nd *NetDevice) apply(b []byte) {
 	// engine has finished what it was given: one goroutine hand-off less
 	// per signal. Device memory is signalled by the device engine.
 	if nd.memType == ucx.MemHost && !semStaged && !cntStaged && len(m.ranges) == 0 && s.ownIdle() {
-		if m.cnt != 0 {
-			atomic.StoreUint64(nd.hostWord(m.cnt), m.count)
+		semW, cntW := nd.hostWord(m.sem), nd.hostWord(m.cnt)
+		if semW == nil || (m.cnt != 0 && cntW == nil) {
+			fail("semaphore or count word outside the host registrations")
+			return
 		}
-		atomic.AddUint64(nd.hostWord(m.sem), 1)
+		if cntW != nil {
+			atomic.StoreUint64(cntW, m.count)
+		}
+		atomic.AddUint64(semW, 1)
 		return
 	}
 	if err := s.own.Signal(sem, cnt, m.count); err != nil {
@@ -310,8 +318,11 @@ func (s *session) ownIdle() bool {
 }
 
 // hostWord is the 64-bit word at remote address a of a host registration
-// (resolve checked it lies inside one and is aligned).
+// (resolve checked that it lies inside one and is aligned), or nil.
 func (nd *NetDevice) hostWord(a uint64) *uint64 {
+	if a == 0 {
+		return nil
+	}
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	for _, r := range nd.regs {
@@ -319,7 +330,7 @@ func (nd *NetDevice) hostWord(a uint64) *uint64 {
 			return (*uint64)(unsafe.Pointer(&r.host[a-r.remote]))
 		}
 	}
-	panic("ucx: hostWord of a word resolve did not find") // resolve held the same registrations
+	return nil
 }
 
 // hostAddr is the device-engine address of host bounce memory at host

@@ -85,8 +85,14 @@ func TestPutSignalOrdering(t *testing.T) {
 func TestFlushCopyAllToAll(t *testing.T) {
 	needUCX(t)
 	t.Parallel()
+	for _, staging := range []Staging{StagingAuto, StagingAlways} {
+		t.Run(fmt.Sprintf("staging%d", staging), func(t *testing.T) { flushCopyAllToAll(t, staging) })
+	}
+}
+
+func flushCopyAllToAll(t *testing.T, staging Staging) {
 	const n, bytesPer = 3, 4096 + 5
-	rs := openRanks(t, n, 64+n*bytesPer, 2*bytesPer, testOptions("tcp", StagingAuto), testSecret)
+	rs := openRanks(t, n, 64+n*bytesPer, 2*bytesPer, testOptions("tcp", staging), testSecret)
 	for _, x := range rs {
 		pat := bytes.Repeat([]byte{byte(0x40 + x.r)}, bytesPer)
 		if err := x.dev.Write(x.src, bytesPer, pat); err != nil {
@@ -171,6 +177,15 @@ func TestBadHandles(t *testing.T) {
 		{"another job", mut(put64(8, 12345)), hal.ErrInvalidUsage},
 		{"this rank, another incarnation", mut(func(b []byte) []byte { binary.BigEndian.PutUint32(b[24:], 0); return b }), hal.ErrInvalidUsage},
 		{"socket handle", hal.Handle(bytes.Repeat([]byte{1}, 40)), hal.ErrInvalidArgument},
+		{"key naming no domain", rkeyMut(good, func(k []byte) []byte { clear(k[:8]); return k }), hal.ErrInvalidArgument},
+		{"key naming a domain more", rkeyMut(good, func(k []byte) []byte {
+			m := binary.NativeEndian.Uint64(k)
+			binary.NativeEndian.PutUint64(k, m|1<<63)
+			return k
+		}), hal.ErrInvalidArgument},
+		{"key of memory type 200", rkeyMut(good, func(k []byte) []byte { k[8] = 200; return k }), hal.ErrInvalidArgument},
+		{"key with a trailing byte", rkeyMut(good, func(k []byte) []byte { return append(k, 0) }), hal.ErrInvalidArgument},
+		{"key with a domain's length too long", rkeyMut(good, func(k []byte) []byte { k[9] = 255; return k }), hal.ErrInvalidArgument},
 	}
 	for _, c := range cases {
 		if _, err := rs[0].nd.ImportPort(c.h); err == nil || !errors.Is(err, c.kind) {
@@ -313,4 +328,87 @@ func TestPeerLossReportedByRank(t *testing.T) {
 		}
 	}
 	rs[2].nd.closing.Store(true) // its NetDevice goes at cleanup without waiting
+}
+
+// Probe names UCX's version where it runs, and where UCX_* settings
+// leave it nothing to run on, says so (the answer is kept per setting).
+func TestProbe(t *testing.T) {
+	needUCX(t)
+	a := Probe()
+	if !a.Available || !strings.HasPrefix(a.Reason, "UCX 1.") {
+		t.Fatalf("Probe() = %+v, want available with UCX's version", a)
+	}
+	t.Setenv("UCX_TLS", "no-such-transport")
+	if b := Probe(); b.Available || !strings.Contains(b.Reason, "cannot run here") {
+		t.Fatalf("Probe() with UCX_TLS=no-such-transport = %+v, want unavailable saying why", b)
+	}
+	t.Setenv("WEFT_UCX_STAGING", "always")
+	if o, err := OptionsFromEnv(); err != nil || o.Staging != StagingAlways {
+		t.Fatalf("WEFT_UCX_STAGING=always: %+v, %v", o, err)
+	}
+	t.Setenv("WEFT_UCX_STAGING", "sometimes")
+	if _, err := OptionsFromEnv(); !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "WEFT_UCX_STAGING") {
+		t.Fatalf("WEFT_UCX_STAGING=sometimes: %v, want ErrInvalidArgument naming the variable", err)
+	}
+	if _, err := Open(nil, hal.NetConfig{Rank: 0, NRanks: 1}, Options{}); !errors.Is(err, hal.ErrInvalidArgument) {
+		t.Fatalf("Open(nil device): %v, want ErrInvalidArgument", err)
+	}
+	if _, err := Open(nil, hal.NetConfig{Rank: 2, NRanks: 2}, Options{}); !errors.Is(err, hal.ErrInvalidArgument) {
+		t.Fatalf("Open(rank 2 of 2): %v, want ErrInvalidArgument", err)
+	}
+	if _, err := Open(nil, hal.NetConfig{Rank: 0, NRanks: 2, Secret: []byte("short")}, Options{}); !errors.Is(err, hal.ErrInvalidArgument) {
+		t.Fatalf("Open with a 5-byte secret: %v, want ErrInvalidArgument", err)
+	}
+}
+
+// rkeyMut returns handle h with its packed remote key changed by f (the
+// length field follows).
+func rkeyMut(h hal.Handle, f func(k []byte) []byte) hal.Handle {
+	k := f(append([]byte(nil), h[handleHeader:]...))
+	out := append([]byte(nil), h[:handleHeader]...)
+	binary.BigEndian.PutUint16(out[48:], uint16(len(k)))
+	return append(out, k...)
+}
+
+// A signal of an authenticated session that is malformed — a semaphore
+// outside the receiver's registrations, a sequence number out of order —
+// fails the sending rank, named, on the receiver; other peers go on.
+func TestMalformedSignalFailsSender(t *testing.T) {
+	needUCX(t)
+	t.Parallel()
+	for _, bad := range []string{"semaphore", "sequence"} {
+		t.Run(bad, func(t *testing.T) {
+			rs := openRanks(t, 3, 4096, 4096, testOptions("tcp", StagingAuto), testSecret)
+			e := rs[0].eng[1].(*engine)
+			m := signalMsg{kind: kindSignal, rank: 0, engine: e.id, token: e.token, seq: 0, sem: rs[0].remote[1].Addr() + 8192}
+			if bad == "sequence" {
+				m.sem, m.seq = rs[0].remote[1].Addr(), 5
+			}
+			rs[0].nd.wmu.Lock()
+			req, err := e.ep.SendAM(amID, encodeSignal(m))
+			rs[0].nd.wmu.Unlock()
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(failBound)
+			for rs[1].nd.PeerErr(0) == nil {
+				rs[0].nd.wmu.Lock()
+				rs[0].nd.w.Progress()
+				rs[0].nd.lib.Done(&req, "am")
+				rs[0].nd.wmu.Unlock()
+				if time.Now().After(deadline) {
+					t.Fatalf("rank 1 did not fail rank 0 for a bad %s", bad)
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+			err = rs[1].nd.PeerErr(0)
+			if !errors.Is(err, hal.ErrRemote) || !strings.Contains(err.Error(), "peer rank 0") || !strings.Contains(err.Error(), bad) {
+				t.Fatalf("rank 1: %v, want a failure of peer rank 0 naming the %s", err, bad)
+			}
+			if err := rs[2].eng[1].Signal(rs[2].remote[1].Addr(), 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			awaitWord(t, rs[1].win, 0, 1, "signal of rank 2")
+		})
+	}
 }

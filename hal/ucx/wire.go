@@ -175,8 +175,43 @@ func decodeHandle(b []byte) (handle, error) {
 	if n == 0 || n > maxRkey || len(b) != handleHeader+n {
 		return h, fmt.Errorf("ucx handle of %d bytes carrying a remote key of %d bytes (want 1 to %d, filling the handle)", len(b), n, maxRkey)
 	}
+	if err := checkRkey(b[handleHeader:]); err != nil {
+		return h, err
+	}
 	h.rkey = append([]byte(nil), b[handleHeader:]...)
 	return h, nil
+}
+
+// checkRkey checks the framing of a packed UCX remote key before UCX
+// parses it (ucp_ep_rkey_unpack trusts its buffer): the layout
+// ucp_rkey_pack has written from UCX 1.12 to today (ucp_rkey.c,
+// ucp_rkey_packed_copy): a native-endian 64-bit map of the sender's memory
+// domains, a memory-type byte, then for each domain in the map a length
+// byte and that many bytes of the transport's key, and nothing after
+// (ucp_rkey_pack writes no system-device trailer). The keys of the
+// transports themselves are UCX's to interpret.
+func checkRkey(k []byte) error {
+	if len(k) < 9 {
+		return fmt.Errorf("packed remote key of %d bytes, want at least 9", len(k))
+	}
+	mds := binary.NativeEndian.Uint64(k)
+	if mds == 0 {
+		return fmt.Errorf("packed remote key naming no memory domain")
+	}
+	if t := k[8]; t >= 16 {
+		return fmt.Errorf("packed remote key of memory type %d", t)
+	}
+	p := 9
+	for ; mds != 0; mds &= mds - 1 {
+		if p >= len(k) {
+			return fmt.Errorf("packed remote key of %d bytes ends before the key of a memory domain its map names", len(k))
+		}
+		p += 1 + int(k[p])
+	}
+	if p != len(k) {
+		return fmt.Errorf("packed remote key of %d bytes whose domains' keys fill %d", len(k), p)
+	}
+	return nil
 }
 
 type hello struct {

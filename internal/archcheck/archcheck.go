@@ -7,7 +7,7 @@
 //   - channels and algorithms import no backend, directly or indirectly;
 //   - topology imports no backend;
 //   - the vendor bindings below the contract (internal/cuda, internal/hip,
-//     internal/ibverbs, internal/ncclnet, internal/sysnccl) and topology/sysfs import no hal
+//     internal/ibverbs, internal/ncclnet, internal/sysnccl, internal/ucx) and topology/sysfs import no hal
 //     package (hal, hal/plan, a backend), directly or indirectly: they
 //     take the error kinds from the leaf internal/errkind;
 //   - internal/errkind imports nothing of the module;
@@ -52,7 +52,7 @@ type Graph struct {
 
 // Bindings are the vendor bindings below the HAL contract and the sysfs
 // reader of topology, relative to the module: they import no hal package.
-var Bindings = []string{"internal/cuda", "internal/hip", "internal/ibverbs", "internal/ncclnet", "internal/sysnccl", "topology/sysfs"}
+var Bindings = []string{"internal/cuda", "internal/hip", "internal/ibverbs", "internal/ncclnet", "internal/sysnccl", "internal/ucx", "topology/sysfs"}
 
 // ErrorKinds is the leaf package of error kinds that hal re-exports and
 // the bindings use; it imports nothing of the module.

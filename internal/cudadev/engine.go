@@ -16,7 +16,9 @@ import (
 // (imported buffers are mapped, and unified addressing makes their
 // addresses valid in this context) or this GPU itself. It is the copy
 // engine both GPU cores share (devcore.CopyEngine, whose documentation
-// gives the semantics) over one non-blocking CUDA stream:
+// gives the semantics) over one non-blocking CUDA stream, or over several
+// (NewLaneEngine: lanes, one CUDA event each for the orderings between
+// them):
 //
 //   - Put and Copy are cuMemcpyAsync (the copy engines move the bytes, no
 //     SM is used);

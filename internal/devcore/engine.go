@@ -23,7 +23,10 @@ type Stream interface {
 // CopyEngine is the port-mapped engine of a link over which a GPU reaches
 // the destination memory by address (a peer GPU with peer access, whose
 // buffers are mapped by IPC, or the GPU itself), over a non-blocking
-// stream on which requests run in issue order:
+// stream on which requests run in issue order, or, made by NewLaneEngine,
+// over several streams (lanes.go: puts and copies run concurrently where
+// no overlap of their ranges could show it; signals and marks follow
+// every earlier request on every lane):
 //
 //   - Put and Copy are the stream's asynchronous copies (the copy or SDMA
 //     engines move the bytes; no SM or compute unit is used);

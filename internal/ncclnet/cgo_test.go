@@ -122,6 +122,9 @@ func TestRoundTrip(t *testing.T) {
 	if !sdone || !rdone {
 		t.Fatal("the message did not complete within 10 s")
 	}
+	if q, err := r.IFlush(addr(dst), got, rmr); err != nil || q != nil {
+		t.Errorf("IFlush of host memory = %v, %v; want no request (nothing to flush)", q, err)
+	}
 	if got != len(src) || !bytes.Equal(dst[:got], src) {
 		t.Errorf("received %d bytes (%q…), want the %d sent", got, dst[:min(got, 8)], len(src))
 	}

@@ -16,6 +16,11 @@ type Lib struct{}
 // Load fails: built without cgo.
 func Load() (*Lib, error) { return nil, errNoCgo() }
 
+// Open fails: built without cgo.
+func Open(ucp, ucs string) (*Lib, error) {
+	return nil, &LoadError{Library: ucp, Detail: "weft built without cgo (CGO_ENABLED=0)"}
+}
+
 func (l *Lib) Version() string                            { return "" }
 func (l *Lib) StatusString(status int) string             { return "" }
 func (l *Lib) Done(r *Request, call string) (bool, error) { return true, errNoCgo() }

@@ -31,26 +31,30 @@ type Lib struct {
 // every symbol weft uses. A missing library, a missing symbol or a UCX
 // older than MinMajor.MinMinor is a *LoadError.
 func Load() (*Lib, error) {
-	loadOnce.Do(func() {
-		cucp, cucs := C.CString(DefaultUCP), C.CString(DefaultUCS)
-		defer C.free(unsafe.Pointer(cucp))
-		defer C.free(unsafe.Pointer(cucs))
-		var msg [512]C.char
-		var cl *C.weft_ucx_lib
-		if rc := C.weft_ucx_open(cucp, cucs, &cl, &msg[0], C.int(len(msg))); rc != 0 {
-			loadErr = &LoadError{Library: DefaultUCP, Detail: C.GoString(&msg[0])}
-			return
-		}
-		var ma, mi, re C.unsigned
-		C.weft_ucx_version(cl, &ma, &mi, &re)
-		l := &Lib{c: cl, major: int(ma), minor: int(mi), release: int(re)}
-		if l.major != MinMajor || l.minor < MinMinor {
-			loadErr = &LoadError{Library: DefaultUCP, Detail: fmt.Sprintf("UCX %s is older than %d.%d", l.Version(), MinMajor, MinMinor)}
-			return
-		}
-		loaded = l
-	})
+	loadOnce.Do(func() { loaded, loadErr = Open(DefaultUCP, DefaultUCS) })
 	return loaded, loadErr
+}
+
+// Open opens the UCP library ucp and the UCS library ucs (names the
+// dynamic loader finds, or paths) and resolves every symbol weft uses.
+// The libraries stay loaded for the life of the process; Load opens the
+// default ones once. Errors are *LoadError.
+func Open(ucp, ucs string) (*Lib, error) {
+	cucp, cucs := C.CString(ucp), C.CString(ucs)
+	defer C.free(unsafe.Pointer(cucp))
+	defer C.free(unsafe.Pointer(cucs))
+	var msg [512]C.char
+	var cl *C.weft_ucx_lib
+	if rc := C.weft_ucx_open(cucp, cucs, &cl, &msg[0], C.int(len(msg))); rc != 0 {
+		return nil, &LoadError{Library: ucp, Detail: C.GoString(&msg[0])}
+	}
+	var ma, mi, re C.unsigned
+	C.weft_ucx_version(cl, &ma, &mi, &re)
+	l := &Lib{c: cl, major: int(ma), minor: int(mi), release: int(re)}
+	if l.major != MinMajor || l.minor < MinMinor {
+		return nil, &LoadError{Library: ucp, Detail: fmt.Sprintf("UCX %s is older than %d.%d", l.Version(), MinMajor, MinMinor)}
+	}
+	return l, nil
 }
 
 // Version is the library's version, "1.13.1".

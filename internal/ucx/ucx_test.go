@@ -3,6 +3,7 @@ package ucx_test
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -173,5 +174,15 @@ func TestErrors(t *testing.T) {
 	}
 	if !ucx.IsPeerFailure(-25) || ucx.IsPeerFailure(-4) {
 		t.Fatal("IsPeerFailure: connection reset is a peer failure, no memory is not")
+	}
+}
+
+// A library that is not there is a *LoadError that says "not found" and
+// wraps ErrNotSupported (what Probe reports on a machine without UCX).
+func TestOpenMissing(t *testing.T) {
+	_, err := ucx.Open("libucp-weft-missing.so.0", ucx.DefaultUCS)
+	var le *ucx.LoadError
+	if !errors.As(err, &le) || !errors.Is(err, errkind.ErrNotSupported) || !strings.Contains(err.Error(), "libucp-weft-missing.so.0 not found") {
+		t.Fatalf("Open of a missing library: %v, want a *LoadError naming it, wrapping ErrNotSupported", err)
 	}
 }
