@@ -10,7 +10,7 @@ NPROC ?= 4
 BENCH_ARGS ?= -b 8 -e 64M -f 4
 FUZZTIME ?= 3s
 
-.PHONY: build test hip-clang run gpu-bundle gpu-bundle-tune gpu-bundle-port gpu-bundle-net gpu-bundle-harden gpu-bundle-final gpu-bundle-pkgs gpu-bundle-switch nocgo fuzz-smoke nccl
+.PHONY: build test hip-clang run gpu-bundle gpu-bundle-accept gpu-bundle-tune gpu-bundle-port gpu-bundle-net gpu-bundle-harden gpu-bundle-final gpu-bundle-pkgs gpu-bundle-switch nocgo fuzz-smoke nccl
 
 build: nccl
 	@echo "make: building every package and bin/weft"
@@ -87,6 +87,16 @@ gpu-bundle-harden:
 gpu-bundle-final:
 	$(MAKE) gpu-bundle-pkgs PKGS=". ./hal/nvlink ./hal/nvswitch ./internal/cudadev" EXTRA="nccl"
 
+# scripts/gpu-accept.sh (issues 19-22): the same, and UCX's libraries from this machine for a
+# GPU host without them (libucx0; hal/ucx dlopens libucp.so.0).
+gpu-bundle-accept:
+	$(MAKE) gpu-bundle-pkgs PKGS=". ./hal/nvlink ./hal/nvswitch ./internal/cudadev" EXTRA="nccl"
+	mkdir -p .gpu/ucx/ucx
+	for f in libucp.so.0 libucs.so.0 libuct.so.0 libucm.so.0 libnuma.so.1 ucx/libuct_cma.so.0; do \
+	  cp -L /usr/lib/x86_64-linux-gnu/$$f .gpu/ucx/$$f || echo "make: $$f not found here (apt-get install libucx0): the GPU host's own UCX is needed"; \
+	done
+	@du -sh .gpu
+
 gpu-bundle-pkgs:
 	rm -rf .gpu && mkdir -p .gpu
 	CGO_ENABLED=1 $(GO) build -ldflags='-s -w' -o .gpu/weft ./cmd/weft
@@ -96,7 +106,7 @@ gpu-bundle-pkgs:
 	  name=$$(echo $$p | sed 's#^\./##; s#/#_#g; s#^\.$$#weft#'); \
 	  CGO_ENABLED=1 $(GO) test -c -ldflags='-s -w' -o .gpu/$$name.test $$p || exit 1; \
 	done
-	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/gpu-net.sh scripts/gpu-tune.sh scripts/gpu-harden.sh scripts/gpu-final.sh scripts/gpu-tune-ring.sh scripts/steps.sh .gpu/
+	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/gpu-net.sh scripts/gpu-tune.sh scripts/gpu-harden.sh scripts/gpu-final.sh scripts/gpu-tune-ring.sh scripts/gpu-accept.sh scripts/gpu-fsdp.sh scripts/steps.sh .gpu/
 	@du -sh .gpu
 
 # Issue 10's one-GPU check (scripts/gpu-switch.sh): stripped binaries, well inside the device

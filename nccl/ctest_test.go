@@ -24,8 +24,12 @@ import (
 // written against include/nccl.h as any NCCL client is, and runs it as 2
 // and 3 processes on hal/host: every collective for several types, ops,
 // sizes, in and out of place; grouped send/recv (ring, all-to-all-v);
-// PreMulSum; split; bad inputs and their last-error texts. Without a C
-// compiler it skips, unless WEFT_REQUIRE names nccl-ctest.
+// PreMulSum; split; bad inputs and their last-error texts. Then as 16
+// processes in ctest.c's scale mode (inputs exact at any rank count: every
+// type and operator of AllReduce, ReduceScatter and Reduce, the other
+// collectives, grouped send/recv), checking from the NCCL_DEBUG=INFO logs
+// that weft served every call and forwarded none (servedByWeft). Without a
+// C compiler it skips, unless WEFT_REQUIRE names nccl-ctest.
 func TestCProgram(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the shared library and runs processes")

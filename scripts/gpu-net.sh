@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Issue 9 on the 2×H200 host in one device call: the host as 2 emulated nodes × 1 GPU
-# (weft run --nodes 2: WEFT_NODE_ID per rank), so every byte between the GPUs goes through the
-# socket transport (hal/socket, host-staged), beside NCCL forced onto its socket transport
+# Issues 9 and 22 on a 2-GPU host in one device call: the host as 2 emulated nodes × 1 GPU
+# (weft run --nodes 2: WEFT_NODE_ID per rank), so every byte between the GPUs goes through a
+# network transport (NETS: hal/socket and/or hal/ucx, host-staged), beside NCCL forced onto its socket transport
 # (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket) in the same processes and run.
 # Run from the repository root after `make gpu-bundle-net` here. Files back in $OUT: summary.txt,
 # logs.tar.gz, bench-*.json.
 #
-# Knobs: COLLS="all_reduce all_gather reduce_scatter alltoall"  TYPES="float"  MAXB=256M  BUDGET=540
+# Knobs: NETS="socket" (or "socket ucx")  COLLS="all_reduce all_gather reduce_scatter alltoall"
+#        TYPES="float"  MAXB=256M  BUDGET=540
 set -u
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
@@ -14,22 +15,24 @@ BUDGET=${BUDGET:-540}
 COLLS=${COLLS:-"all_reduce all_gather reduce_scatter alltoall"}
 TYPES=${TYPES:-float}
 MAXB=${MAXB:-256M}
-STEPS=$(for c in $COLLS; do for t in $TYPES; do printf '%s-%s ' "$c" "$t"; done; done)
+NETS=${NETS:-socket}
+STEPS=$(for n in $NETS; do for c in $COLLS; do for t in $TYPES; do printf '%s-%s-%s ' "$n" "$c" "$t"; done; done; done)
 
 # Never NVLink multicast on these hosts. Both libraries on sockets, over the same interface.
 export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket
 unset WEFT_NVLS
-export WEFT_NET=socket
 IF=$(ip -o -4 addr show up 2>/dev/null | awk '$2 != "lo" {print $2; exit}')
 export NCCL_SOCKET_IFNAME=${IF:-lo} WEFT_SOCKET_IFNAME=${IF:-lo}
 { date -u; hostname; nvidia-smi -L; nvidia-smi topo -m; ip -o -4 addr; echo "interface: ${IF:-lo}"; } >"$L/machine.txt" 2>&1
 cat "$L/machine.txt"
 
-for c in $COLLS; do
-  for t in $TYPES; do
-    step "$c-$t" 120 'grep -E "^ +(8388608|67108864|268435456) " $log | tr -s " " | cut -c1-100' -- \
-      "$B/weft" run --nproc 2 --nodes 2 -- "$B/weft" bench "$c" -b 8 -e "$MAXB" -f 8 -w 2 -n 5 -d "$t" \
-      --hal nvlink --baseline nccl -J "$OUT/bench-$c-$t.json"
+for n in $NETS; do
+  for c in $COLLS; do
+    for t in $TYPES; do
+      step "$n-$c-$t" 120 'grep -E "^ +(64|4096|262144|16777216|268435456) " $log | tr -s " " | cut -c1-100' -- \
+        env WEFT_NET="$n" "$B/weft" run --nproc 2 --nodes 2 -- "$B/weft" bench "$c" -b 64 -e "$MAXB" -f 64 -w 3 -n 20 -d "$t" \
+        --hal nvlink --baseline nccl -J "$OUT/bench-$n-$c-$t.json"
+    done
   done
 done
 save

@@ -70,7 +70,10 @@
 // (ucp_worker_arm) and sleeps in poll(2) on its event descriptor until UCX
 // has something (a message, a put to place for TCP's emulated RMA, a
 // completion) or an engine call wakes it (ucp_worker_signal). While
-// requests are in flight it waits at most 1 ms per round; it never spins.
+// requests are in flight it waits at most 1 ms per round, and for 50 µs
+// after the worker last had work it polls instead of sleeping (the
+// message behind a flush's acknowledgement usually follows within
+// microseconds); it never spins longer.
 //
 // # Authentication and the side channel
 //
@@ -87,7 +90,11 @@
 // wrong rank or incarnation, a signal of no known session) are recorded
 // ([NetDevice.Refused]) and logged without the secret; the job is not
 // disturbed. Without a secret the side channel checks only the job and
-// logs the unauthenticated warning once.
+// logs the unauthenticated warning once. What it cannot cover is UCX's
+// own wire: UCX's listeners accept whoever reaches them and its traffic
+// is in clear, and the remote keys in handles are UCX's to interpret
+// (ImportPort checks their framing only); docs/network.md says what that
+// means for a job.
 //
 // The side channel stays open for the engine's life: it carries the
 // engine's goodbye (with the number of signals sent, which the receiver

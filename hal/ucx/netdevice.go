@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -556,6 +557,7 @@ func (nd *NetDevice) progressLoop() {
 	defer nd.wg.Done()
 	armWarned := false
 	dropped := uint64(0)
+	var lastActive time.Time
 	for {
 		select {
 		case <-nd.stop:
@@ -563,7 +565,9 @@ func (nd *NetDevice) progressLoop() {
 		default:
 		}
 		nd.wmu.Lock()
+		progressed := false
 		for nd.w.Progress() > 0 {
+			progressed = true
 		}
 		if d := nd.w.Dropped(); d != dropped {
 			dropped = d
@@ -589,8 +593,16 @@ func (nd *NetDevice) progressLoop() {
 			e.pump()
 			waiting = waiting || e.waiting()
 		}
+		now := time.Now()
+		if progressed || len(msgs) > 0 {
+			lastActive = now
+		}
 		armed, armFailed := false, false
-		if len(msgs) == 0 {
+		// Warm: right after activity the next event (the message behind a
+		// flush's acknowledgement) usually follows within microseconds;
+		// poll for warmPoll before sleeping on the descriptor.
+		warm := now.Sub(lastActive) < warmPoll
+		if len(msgs) == 0 && !warm {
 			var err error
 			if armed, err = nd.w.Arm(); err != nil {
 				// Without wake-ups the loop polls every millisecond.
@@ -606,6 +618,9 @@ func (nd *NetDevice) progressLoop() {
 			nd.apply(m)
 		}
 		if !armed {
+			if warm {
+				runtime.Gosched()
+			}
 			continue
 		}
 		limit := 250
@@ -618,6 +633,10 @@ func (nd *NetDevice) progressLoop() {
 		}
 	}
 }
+
+// warmPoll is how long the progress loop keeps polling after the worker
+// last had work before it arms the worker and sleeps.
+const warmPoll = 50 * time.Microsecond
 
 // wake makes the progress loop run (an engine queued work it cannot
 // finish at once, or its progress received messages).

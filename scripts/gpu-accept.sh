@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The acceptance run of issues 19-22 on a 2-GPU host, in one device call: the GPU tests that
+# show the redesign changed no behaviour, every collective through the C ABI beside NCCL 2.28.3
+# (float and bfloat16, CUDA graphs, 8 B to 1 GB; point-to-point, gather and scatter also into
+# registered buffers), weft bench with plots, the copy-engine AllGather and the port latency,
+# forced ring and tree plans, the FSDP2 training step (scripts/gpu-fsdp.sh) and the network path
+# over sockets and UCX as 2 emulated nodes (scripts/gpu-net.sh). Run from the repository root
+# after `make gpu-bundle-accept` here. Time-boxed steps; the whole run stays under BUDGET
+# seconds (default 540).
+#
+# Files back in $OUT (the device tool returns at most 8): summary.txt (every part's summary),
+# logs.tar.gz (every log, bench JSON and the FSDP table), cbench.log, bench.log, *.svg.
+# Knobs: PARTS="tests cbench bench port algo fsdp net"  BUDGET=540  MAXB=1G
+set -u
+# shellcheck source=scripts/steps.sh
+source "$(dirname "$0")/steps.sh"
+BUDGET=${BUDGET:-540}
+PARTS=${PARTS:-"tests cbench bench port algo fsdp net"}
+STEPS=$PARTS
+MAXB=${MAXB:-1G}
+LIB=$B/libweft_nccl.so
+
+# Never NVLink multicast on these hosts (it can take the shared GPUs out of service).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+unset WEFT_NVLS
+export WEFT_REQUIRE=${WEFT_REQUIRE:-nvlink}
+NP=2
+WEFT_ENV=(env LD_PRELOAD="$LIB" WEFT_NCCL_FALLBACK=0 WEFT_DEBUG=WARN)
+REF_ENV=(env -u LD_PRELOAD NCCL_DEBUG=WARN)
+CB=examples/cbench/cbench
+{ date -u; hostname; nvidia-smi -L; nvidia-smi topo -m; ls -la "$B"; ldconfig -p | grep -E 'libucp|libnccl' ; } >"$L/machine.txt" 2>&1
+cat "$L/machine.txt"
+shm_before=$(ls /dev/shm | grep -c weft)
+wrong() { grep -E "wrong elements in all" $log | tail -n 1; }
+pass() { grep -E "^(ok|PASS|FAIL|--- FAIL)" $log | tail -n 3; }
+rows1() { grep -E "^ +(268435456|1073741824) " $log | tr -s " " | cut -c1-120; }
+
+# ---- issue 19: behaviour unchanged
+if want tests; then
+  step test-cudadev 60 'pass' -- "$B/internal_cudadev.test" -test.count=1
+  step test-nvlink 60 'pass' -- "$B/hal_nvlink.test" -test.count=1
+  step test-nvswitch 40 'pass' -- "$B/hal_nvswitch.test" -test.count=1
+  step test-root 90 'pass' -- "$B/weft.test" -test.count=1 -test.run 'NVLink'
+fi
+
+# ---- issue 20: every collective through the C ABI beside NCCL, CUDA graphs, 8 B to MAXB
+if want cbench; then
+  step cbench-build 60 'ls -la $CB | cut -c1-80' -- bash -c "make -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null || \
+    gcc -O2 -I/usr/local/cuda/include -o $CB $CB.c -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -l:libnccl.so.2 -lcudart -ldl -lm"
+  for d in float bfloat16; do
+    CBA=(-g "$NP" -d "$d" -b 8 -e "$MAXB" -f 4 -w 3 -n 10 -G 10 -c 1 -p 0)
+    step "cbench-weft-$d" 80 'wrong' -- "${WEFT_ENV[@]}" $CB "${CBA[@]}"
+    step "cbench-nccl-$d" 80 'wrong' -- "${REF_ENV[@]}" $CB "${CBA[@]}"
+  done
+  # Point-to-point, gather and scatter into ncclMemAlloc'd, registered buffers (nccl-tests -R 1).
+  CBR=(-g "$NP" -t sendrecv,gather,scatter -R 1 -b 8 -e "$MAXB" -f 4 -w 3 -n 10 -G 10 -c 1 -p 0)
+  step cbench-weft-reg 60 'wrong' -- "${WEFT_ENV[@]}" $CB "${CBR[@]}"
+  step cbench-nccl-reg 60 'wrong' -- "${REF_ENV[@]}" $CB "${CBR[@]}"
+  cat "$L"/cbench-nccl-*.log "$L"/cbench-weft-*.log >"$OUT/cbench.log" 2>/dev/null
+fi
+
+# ---- issues 19 and 20: weft bench beside NCCL, with plots
+if want bench; then
+  for c in all_reduce all_gather sendrecv; do
+    step "bench-$c" 45 'grep -E "^# (Out of bounds|Avg bus)" $log' -- \
+      "$B/weft" bench "$c" -b 8 -e "$MAXB" -f 4 -G 20 -c 1 --baseline nccl --nproc "$NP" -J "$L/bench-$c.json" --plot "$OUT/bench-$c.svg"
+  done
+  for c in all_reduce all_gather sendrecv; do [ -f "$L/bench-$c.log" ] && cat "$L/bench-$c.log"; done >"$OUT/bench.log"
+fi
+
+# ---- issue 20 item 4: copy engines (0 data-moving SMs) and the port put-with-signal latency
+if want port; then
+  step ce-all_gather 40 'rows1' -- env WEFT_ALGO=port "$B/weft" bench all_gather -b 64M -e 1G -f 2 -n 10 -w 3 -c 1 --baseline nccl --nproc "$NP" --plot "$OUT/ce-all_gather.svg"
+  step port-latency 40 'grep -E "us/one|ns/op" $log | tr -s " " | cut -c1-110' -- \
+    env WEFT_BENCH_HAL=nvlink "$B/weft.test" -test.run '^$' -test.bench PortLatency -test.benchtime 3x
+fi
+
+# ---- issue 21: ring and tree plans forced, beside the all-pairs plans and NCCL
+if want algo; then
+  for a in ring tree; do
+    step "algo-$a" 40 'grep -E "^# (Out of bounds|Avg bus)" $log' -- \
+      env WEFT_ALGO=$a "$B/weft" bench all_reduce -b 8 -e 256M -f 8 -n 10 -w 3 -c 1 --baseline nccl --nproc "$NP"
+  done
+fi
+
+# ---- issue 20 item 7: FSDP2 training step under NCCL and weft, with and without an SM budget
+if want fsdp; then
+  rem=$(left)
+  step fsdp 150 'grep -E "weft|nccl" $log | tail -n 4 | tr -s " "' -- env OUT="$WORK/fsdp" BUDGET=$(( rem < 150 ? rem - 10 : 140 )) \
+    STEPS="nccl weft weft-ctas" bash "$ROOT/scripts/gpu-fsdp.sh"
+  cp "$WORK/fsdp/fsdp.txt" "$L/fsdp.txt" 2>/dev/null
+fi
+
+# ---- issue 22: 2 emulated nodes over sockets and over UCX, beside NCCL's socket transport
+if want net; then
+  if ! ldconfig -p | grep -q 'libucp.so.0 ' && [ -d "$B/ucx" ]; then
+    export LD_LIBRARY_PATH="$B/ucx${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UCX_MODULE_DIR="$B/ucx/ucx"
+    echo "UCX: the carried libraries ($B/ucx)" | tee -a "$L/machine.txt"
+  fi
+  for net in socket ucx; do
+    step "net-$net" 90 'tail -n 6 $log | tr -s " " | cut -c1-160' -- env OUT="$WORK/net-$net" BUDGET=85 NETS=$net \
+      COLLS="all_reduce all_gather reduce_scatter alltoall" MAXB=16M bash "$ROOT/scripts/gpu-net.sh"
+    cp "$WORK/net-$net"/*.json "$L/" 2>/dev/null
+  done
+fi
+
+step shm-clean 10 'tail -n 1 $log' -- bash -c "n=\$(ls /dev/shm | grep -c weft); echo \"weft files in /dev/shm: before $shm_before, after \$n\"; [ \$n -le $shm_before ]"
+save
+{
+  echo "== gpu-accept: $NP GPUs, $(( $(date +%s) - T0 ))s, MAXB=$MAXB"
+  printf '%-20s %-7s %5s  %s\n' step result secs note
+  printf '%s\n' "${rows[@]}"
+  echo "== $nbad step(s) failed, timed out or skipped"
+  for f in "$L/fsdp.txt" "$WORK"/net-*/summary.txt; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done
+} | tee "$OUT/summary.txt"
+[ "$nbad" -eq 0 ]
