@@ -96,6 +96,8 @@ gpu-bundle-accept:
 	  cp -L /usr/lib/x86_64-linux-gnu/$$f .gpu/ucx/$$f || echo "make: $$f not found here (apt-get install libucx0): the GPU host's own UCX is needed"; \
 	done
 	@du -sh .gpu
+	mkdir -p .gpuz && tar -czf .gpuz/bundle.tgz .gpu && du -sh .gpuz/bundle.tgz
+	@echo "make: carry .gpuz (the bundle compressed: with the working tree it must stay under the device tool's 64 MiB); there: tar -xzf .gpuz/bundle.tgz && bash .gpu/gpu-accept.sh"
 
 gpu-bundle-pkgs:
 	rm -rf .gpu && mkdir -p .gpu
