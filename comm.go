@@ -358,13 +358,32 @@ func (c *Comm) Abort() {
 	}
 }
 
-// Close releases programs, channels and registrations.
+// Close releases programs, channels and registrations. Call it once the
+// streams that ran the communicator's launches are synchronised. It is
+// local, not collective: ranks may close communicators in any order (one
+// thread may close A then B while a peer closes B then A).
+//
+// Before it frees anything, Close waits until every semaphore release
+// that peers' launches owe this rank has landed (closewait.go): the LL
+// plans' readers release a scratch half after this rank's last launch
+// that wrote it may have ended, into this rank's semaphores. The wait is
+// bounded by Options.Timeout; past it Close logs a WARN, frees everything
+// anyway and returns an error wrapping hal.ErrRemote that names the ranks
+// that still owe releases. It does not wait after Abort, for plans whose
+// launches recorded a failure, or once a peer is known lost. Other errors:
+// those of freeing the device's buffers, joined.
 func (c *Comm) Close() error {
 	var errs []error
-	for _, a := range c.allAlgos() {
+	algos := c.allAlgos()
+	for _, a := range algos {
 		for _, p := range a.programs {
 			errs = append(errs, p.Close())
 		}
+	}
+	// After the programs (whose launches have then ended, so that the
+	// expected values are final), before any memory is freed.
+	errs = append(errs, c.awaitReleases(algos))
+	for _, a := range algos {
 		errs = append(errs, a.res.Close())
 	}
 	c.mu.Lock()

@@ -102,13 +102,15 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 	op := runOp([]algorithms.Choice{a.choice}, call)
 	if !a.choice.Serves(call.Type, op) {
 		// No plan of this communicator computes it (PreMulSum without a
-		// scalar per rank, plan/premul.go; Avg of an integer type on plans
-		// that reduce in stages): refuse rather than compute wrong numbers.
+		// scalar per rank, plan/premul.go; Avg of an integer type on staged
+		// plans without a final division, plan.Op.PostDiv: the hierarchical
+		// and chained port-channel plans): refuse rather than compute wrong
+		// numbers.
 		why := fmt.Sprintf("plan %s cannot run it for %v", a.choice.Plan.Name, call.Type)
 		if err := a.choice.Plan.ServesPreMulSum(); op == plan.PreMulSum && err != nil {
 			why = err.Error()
 		} else if a.choice.Staged && op == plan.Avg {
-			why = fmt.Sprintf("plan %s reduces in stages (%d ranks), so it cannot divide the sum of an integer type", a.choice.Plan.Name, c.cfg.NRanks)
+			why = fmt.Sprintf("plan %s reduces in stages (%d ranks) and has no final division (plan.Op.PostDiv), so it cannot divide the sum of an integer type", a.choice.Plan.Name, c.cfg.NRanks)
 		}
 		return fmt.Errorf("weft: %v on rank %d: %v: %s: %w", call.Coll, c.cfg.Rank, op, why, hal.ErrNotSupported)
 	}

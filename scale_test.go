@@ -55,9 +55,10 @@ func scaleCases(n int) []collCase {
 
 // scaleChild is one rank of a job of 12 or more ranks: every collective
 // (scaleCases), each element checked, the plan family named (all-pairs
-// plans serve at most 8 ranks), integer Avg refused with
-// ErrNotSupported where the plans reduce in stages, then a group of
-// sends and receives to every peer (netP2P).
+// plans serve at most 8 ranks), integer Avg exact on one node (the
+// bounded plans divide at their final step) and refused with
+// ErrNotSupported across nodes (hierarchical plans), then a group of sends
+// and receives to every peer (netP2P).
 func scaleChild(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 	defer releaseCaseBuffers(c, dev)
 	n := c.Size()
@@ -88,10 +89,36 @@ func scaleChild(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 			return fmt.Errorf("rank %d: %v (plan %s): %d wrong elements", rank, k, name, wrong)
 		}
 	}
-	// Avg of an integer type: no plan divides after reducing in stages.
-	k := collCase{coll: algorithms.AllReduce, t: plan.Int32, op: plan.Avg, count: 5}
-	if _, err := runColl(rank, c, dev, s, k); !errors.Is(err, hal.ErrNotSupported) {
-		return fmt.Errorf("rank %d: %v: error %v, want ErrNotSupported", rank, k, err)
+	// Avg of integer types. On one node the plans with bounded peers sum
+	// and divide once, at the step that completes each rank's result
+	// (plan.Op.PostDiv): every reducing collective, LL- and HB-sized,
+	// exact (signed inputs include negative values: truncation toward
+	// zero, as NCCL). Across nodes the hierarchical and port-channel plans
+	// have no such step and refuse it.
+	if os.Getenv("WEFT_NODE_ID") != "" {
+		k := collCase{coll: algorithms.AllReduce, t: plan.Int32, op: plan.Avg, count: 5}
+		if _, err := runColl(rank, c, dev, s, k); !errors.Is(err, hal.ErrNotSupported) {
+			return fmt.Errorf("rank %d: %v: error %v, want ErrNotSupported", rank, k, err)
+		}
+		return netP2P(rank, n, c, dev, s)
+	}
+	for i, k := range []collCase{
+		{coll: algorithms.AllReduce, t: plan.Int32, count: 5},
+		{coll: algorithms.AllReduce, t: plan.Int64, count: 20011, inPlace: true},
+		{coll: algorithms.AllReduce, t: plan.Uint8, count: 3001},
+		{coll: algorithms.ReduceScatter, t: plan.Int8, count: 3001},
+		{coll: algorithms.ReduceScatter, t: plan.Uint32, count: 20011, inPlace: true},
+		{coll: algorithms.Reduce, t: plan.Int32, count: 3001, root: n - 1},
+		{coll: algorithms.Reduce, t: plan.Uint64, count: 20011},
+	} {
+		k.op = plan.Avg
+		wrong, err := runColl(rank, c, dev, s, k)
+		if err != nil {
+			return fmt.Errorf("rank %d: integer Avg case %d %v (plan %s): %w", rank, i, k, c.PlanName(weft.Call{Coll: k.coll, Count: k.count, Type: k.t, Op: k.op, Root: k.root, Send: 1 << 30, Recv: 2 << 30}), err)
+		}
+		if wrong != 0 {
+			return fmt.Errorf("rank %d: integer Avg case %d %v: %d wrong elements", rank, i, k, wrong)
+		}
 	}
 	return netP2P(rank, n, c, dev, s)
 }

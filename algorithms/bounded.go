@@ -2,6 +2,7 @@ package algorithms
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 
 	"github.com/weftccl/weft/hal/plan"
@@ -30,8 +31,13 @@ import (
 // the only synchronisation, for small messages) and an HB form (windowed,
 // plain data, semaphores, scratch a few window-sized slots), as the
 // all-pairs plans do. The reductions stage partial sums over several
-// transfers, so none serves Avg (Choice.Staged); PreMulSum they serve:
-// each rank's input is scaled where it is read (plan/premul.go).
+// transfers (Choice.Staged), so no transfer sees every contribution: the
+// Avg of floating types runs as PreMulSum with plan.AvgScalar (each
+// rank's input is scaled where it is read, plan/premul.go), and the Avg
+// of integer types sums and divides once, in the transfer that produces
+// each rank's final value (plan.Op.PostDiv, NCCL's SumPostDiv): the ring
+// AllReduce's step n−1, before its all-gather; the tree root's combine;
+// the last step of ReduceScatter; the chain Reduce's root.
 // docs/collectives.md, "Plans with bounded peers", gives step counts,
 // chunking and the cost formulas.
 
@@ -96,6 +102,16 @@ func (s *peerSet) ch(peer int) int {
 	}
 	s.chans = append(s.chans, plan.Channel{Peer: peer})
 	return len(s.chans) - 1
+}
+
+// divided marks a reducing plan as one that divides the integer Avg at
+// its final step (plan.Plan.PostDiv; its builder marks the transfers,
+// postDiv), passing err through.
+func divided(p *plan.Plan, err error) (*plan.Plan, error) {
+	if err == nil {
+		p.PostDiv = true
+	}
+	return p, err
 }
 
 // mod is x mod n in [0, n).
@@ -191,10 +207,11 @@ func (c Config) boundedHB(name string, chans []plan.Channel, window int64, slots
 
 // copyPlan is the plan of a communicator of one rank: the input (segment
 // in) copied into the output (segment out), with the operator's scaling of
-// this rank's input (PreMulSum).
+// this rank's input (PreMulSum); its one transfer is the final step
+// (PostDiv: the integer Avg divides by 1).
 func (c Config) copyPlan(name string, in, out int) (*plan.Plan, error) {
 	p := &plan.Plan{Name: name, Rank: c.Rank, NRanks: c.NRanks, Threads: c.Threads,
-		Groups: []plan.Group{{Blocks: c.LLBlocks, Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output).At(out)}, plan.L(plan.Input).At(in))}}}}
+		PostDiv: true, Groups: []plan.Group{{Blocks: c.LLBlocks, Ops: []plan.Op{postDiv(plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output).At(out)}, plan.L(plan.Input).At(in)))}}}}
 	return p, p.Validate()
 }
 
@@ -216,16 +233,64 @@ func (c Config) boundedLLMaxBytes(slots int) int64 {
 	return max(1<<10, floorPow2(c.CollLLMaxBytes/int64(max(1, slots))))
 }
 
-// Size ranges of BoundedPlans beyond the LL plans: the tree AllReduce
-// serves messages up to treeMaxBytes, the Bruck HB plans up to
-// bruckMaxBytes per segment; the rings serve the rest. First choices from
-// the cost model of docs/collectives.md (a tree pays 2·log2(n) latencies
-// and moves each byte over up to three links, a ring 2(n−1) latencies at
-// the optimal 2(n−1)/n of the message per rank), not measured.
-const (
-	treeMaxBytes  = 4 << 20
-	bruckMaxBytes = 1 << 20
-)
+// bruckMaxBytes is the largest segment the Bruck HB plans serve in
+// BoundedPlans (rings beyond): a first choice from the cost model of
+// docs/collectives.md, not measured.
+const bruckMaxBytes = 1 << 20
+
+// treeRingSwitch is where BoundedPlans' AllReduce moves from the double
+// binary tree to the ring, by rank count: the message (bytes) at which
+// `weft sim` predicts the same time for both, on dgx-h100 clusters (8 H100
+// a node, a 400 Gb/s NIC per GPU, rail leaves of 32 nodes; sim/cluster.go),
+// interpolated linearly between the powers of two where the faster plan
+// changes and rounded down to 4 KiB, from sweeps by factors of 2 such as
+//
+//	weft sim all_reduce --preset dgx-h100:128 --family tree,ring -b 1M -e 2G -f 2
+//
+// (docs/scale.md, "Selection by rank count", lists each run and the two
+// sizes around each switch). A tree pays 2(⌈log2 n⌉+1)
+// hop latencies and moves S/2 per tree over up to three links; a ring pays
+// 2(n−1) latencies and moves 2(n−1)/n·S: the switch grows about linearly
+// with n at scale. sim's TestTreeRingSwitch re-checks the entries up to
+// 128 ranks.
+var treeRingSwitch = []struct {
+	ranks int
+	bytes int64
+}{
+	{16, 708 << 10},
+	{32, 1064 << 10},
+	{64, 1652 << 10},
+	{128, 2696 << 10},
+	{256, 4532 << 10},
+	{512, 7756 << 10},
+	{1024, 15852 << 10},
+	{16384, 203360 << 10},
+}
+
+// TreeMaxBytes is the largest AllReduce message (bytes) BoundedPlans gives
+// the double binary tree on n ranks (the ring takes larger ones):
+// treeRingSwitch interpolated linearly in log n and log bytes between its
+// entries, its first entry below 16 ranks, and beyond the last entry that
+// entry scaled by n/ranks; a multiple of 4 KiB.
+func TreeMaxBytes(n int) int64 {
+	t := treeRingSwitch
+	var b float64
+	switch last := t[len(t)-1]; {
+	case n <= t[0].ranks:
+		b = float64(t[0].bytes)
+	case n >= last.ranks:
+		b = float64(last.bytes) * float64(n) / float64(last.ranks)
+	default:
+		i := 1
+		for t[i].ranks < n {
+			i++
+		}
+		lo, hi := t[i-1], t[i]
+		f := math.Log(float64(n)/float64(lo.ranks)) / math.Log(float64(hi.ranks)/float64(lo.ranks))
+		b = float64(lo.bytes) * math.Pow(float64(hi.bytes)/float64(lo.bytes), f)
+	}
+	return int64(b) / 4096 * 4096
+}
 
 // BoundedPlans returns the plans with bounded peers of a collective for a
 // rank (with root for Broadcast and Reduce), smallest messages first, each
@@ -234,7 +299,9 @@ const (
 //
 //   - AllReduce: DoubleTreeAllReduceLL up to its MaxBytes
 //     (CollLLMaxBytes / 6, as a power of two), DoubleTreeAllReduceHB up
-//     to 4 MiB, RingAllReduceHB beyond.
+//     to TreeMaxBytes(n) (from `weft sim`: 708 KiB at 16 ranks, 2.6 MiB
+//     at 128, 15.5 MiB at 1,024, 199 MiB at 16,384), RingAllReduceHB
+//     beyond.
 //   - AllGather, ReduceScatter: the Bruck LL plan up to its MaxBytes
 //     (CollLLMaxBytes / (n−1)), the Bruck HB plan up to 1 MiB, the ring
 //     HB plan beyond; past 256 ranks (the Bruck plans' limit) the ring LL
@@ -242,7 +309,8 @@ const (
 //   - Broadcast, Reduce: the chain's LL plan up to CollLLMaxBytes, its HB
 //     plan beyond.
 //
-// The reductions are Staged (no Avg). Every plan's channels go to at most
+// The reductions are Staged and PostDiv (integer Avg divides once, at
+// the final step; floating Avg runs as PreMulSum). Every plan's channels go to at most
 // 2·⌈log2 n⌉ peers (6 for the trees, 2 for rings and chains), whatever n
 // is; the plans validate for any n ≥ 1. Errors: an invalid rank, root or
 // shape; a collective without such plans (AllToAll, SendRecv: every rank
@@ -285,7 +353,7 @@ func boundedSteps(c Config, coll Collective) ([]boundedBuild, []int64, error) {
 	switch coll {
 	case AllReduce:
 		return []boundedBuild{plain(DoubleTreeAllReduceLL), plain(DoubleTreeAllReduceHB), plain(RingAllReduceHB)},
-			[]int64{0, treeMaxBytes, 0}, nil
+			[]int64{0, TreeMaxBytes(c.NRanks), 0}, nil
 	case AllGather, ReduceScatter:
 		if c.NRanks > bruckRanks {
 			return boundedFamilyBuilds(coll, RingFamily), []int64{0, 0}, nil

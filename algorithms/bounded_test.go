@@ -173,9 +173,9 @@ func TestDoubleTree(t *testing.T) {
 func TestBoundedPlansRanges(t *testing.T) {
 	c := algorithms.DefaultConfig(3, 64, 132, true)
 	want := map[algorithms.Collective][]string{
-		algorithms.AllReduce:     {"all_reduce-tree-LL16", "all_reduce-tree-hb-32x1024-w4194304", "all_reduce-ring-hb-32x1024-w266304"},
-		algorithms.AllGather:     {"all_gather-bruck-LL16", "all_gather-bruck-hb-32x1024-w532608", "all_gather-ring-hb-32x1024-w532608"},
-		algorithms.ReduceScatter: {"reduce_scatter-bruck-LL16", "reduce_scatter-bruck-hb-32x1024-w532608", "reduce_scatter-ring-hb-32x1024-w532608"},
+		algorithms.AllReduce:     {"all_reduce-tree-LL16", "all_reduce-tree-hb-32x1024-w4194304", "all_reduce-ring-hb-32x1024-w4194304"},
+		algorithms.AllGather:     {"all_gather-bruck-LL16", "all_gather-bruck-hb-32x1024-w532608", "all_gather-ring-hb-32x1024-w4194304"},
+		algorithms.ReduceScatter: {"reduce_scatter-bruck-LL16", "reduce_scatter-bruck-hb-32x1024-w532608", "reduce_scatter-ring-hb-32x1024-w4194304"},
 		algorithms.Broadcast:     {"broadcast-chain-r5-LL16", "broadcast-chain-r5-hb-32x1024-w524288"},
 		algorithms.Reduce:        {"reduce-chain-r5-LL16", "reduce-chain-r5-hb-32x1024-w524288"},
 	}
@@ -480,5 +480,82 @@ func TestBoundedPlansSelected(t *testing.T) {
 					job:     "bounded-sel-" + strings.ReplaceAll(name, "/", "-")}.run(t)
 			})
 		}
+	}
+}
+
+// Avg of integer types on every reducing plan with bounded peers, on 3, 5
+// and 16 ranks of hal/host (sums that do not divide evenly, signed inputs
+// negative as often as positive): each plan divides once, at its final
+// step (plan.Op.PostDiv), truncating toward zero as NCCL's SumPostDiv and
+// check.AllReduce do; an LL plan's largest message and windowed counts
+// that cross several windows, in one call sequence.
+func TestBoundedIntegerAvg(t *testing.T) {
+	types := []plan.DataType{plan.Int32, plan.Int8, plan.Uint64, plan.Int64}
+	for _, n := range []int{3, 5, 16} {
+		if testing.Short() && n > 8 {
+			continue
+		}
+		for bi, b := range boundedBuilders {
+			if !b.coll.Reduces() {
+				continue
+			}
+			typ := types[(bi+n)%len(types)]
+			root := []int{0, n - 1, n / 2}[(bi+n)%3]
+			p, err := b.build(algorithms.DefaultConfig(0, n, 2, false), root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !p.PostDiv {
+				t.Fatalf("%s: does not declare PostDiv", p.Name)
+			}
+			es := int64(typ.Size())
+			counts := []int64{1, 7, 5000/es + 3}
+			if p.MaxBytes > 0 {
+				counts = []int64{1, 7, p.MaxBytes / es}
+			} else if b.coll != algorithms.ReduceScatter || n < 16 {
+				counts = append(counts, (48<<10)/es+1)
+			}
+			name := fmt.Sprintf("n%d/%v/%s/%v/root%d", n, b.coll, b.name, typ, root)
+			t.Run(name, func(t *testing.T) {
+				boundedRun{coll: b.coll, n: n, root: root, t: typ, op: plan.Avg, counts: counts,
+					choices: func(c algorithms.Config) ([]algorithms.Choice, error) {
+						p, err := b.build(c, root)
+						if err != nil {
+							return nil, err
+						}
+						ch := algorithms.Choice{Plan: p, MaxBytes: p.MaxBytes, Staged: true}
+						if !ch.Serves(typ, plan.Avg) || ch.Serves(plan.Float32, plan.Avg) {
+							return nil, fmt.Errorf("%s: serves integer Avg %v, float Avg %v; want true, false", p.Name,
+								ch.Serves(typ, plan.Avg), ch.Serves(plan.Float32, plan.Avg))
+						}
+						return []algorithms.Choice{ch}, nil
+					},
+					job: "bounded-avg-" + strings.ReplaceAll(name, "/", "-")}.run(t)
+			})
+		}
+	}
+}
+
+// BoundedPlans gives the tree AllReduce messages up to TreeMaxBytes(n),
+// which grows with n (the ring's latency grows as 2(n−1), the tree's as
+// 2⌈log2 n⌉) and follows the simulator's table between its entries.
+func TestTreeMaxBytesByRanks(t *testing.T) {
+	prev := int64(0)
+	for _, n := range []int{9, 16, 24, 100, 128, 1000, 1024, 4096, 16384} {
+		b := algorithms.TreeMaxBytes(n)
+		if b < prev || b%4096 != 0 {
+			t.Errorf("%d ranks: tree up to %d bytes after %d (want growing multiples of 4 KiB)", n, b, prev)
+		}
+		prev = b
+		cs, err := algorithms.BoundedPlans(algorithms.DefaultConfig(0, n, 132, true), algorithms.AllReduce, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs[1].MaxBytes != b || !strings.Contains(cs[1].Plan.Name, "tree") || !strings.Contains(cs[2].Plan.Name, "ring") {
+			t.Errorf("%d ranks: %s up to %d bytes, then %s; want the tree up to %d", n, cs[1].Plan.Name, cs[1].MaxBytes, cs[2].Plan.Name, b)
+		}
+	}
+	if a, b := algorithms.TreeMaxBytes(128), algorithms.TreeMaxBytes(1024); a != 2696<<10 || b != 15852<<10 {
+		t.Errorf("table entries: 128 ranks %d, 1024 ranks %d bytes; want 2696 KiB and 15852 KiB", a, b)
 	}
 }

@@ -182,13 +182,13 @@ func (c Config) bruckReduceScatter(x func(dsts []plan.Ref, srcs ...plan.Ref) pla
 			rounds[k] = append(rounds[k], x([]plan.Ref{plan.RS(send[k], base[k]+j-(1<<k))}, srcs(j)...))
 		}
 	}
-	return s.chans, rounds, x([]plan.Ref{plan.L(plan.Output)}, srcs(0)...), send, recv
+	return s.chans, rounds, postDiv(x([]plan.Ref{plan.L(plan.Output)}, srcs(0)...)), send, recv
 }
 
 // BruckReduceScatterLL builds the Bruck ReduceScatter with LL packets for
 // one rank: rounds K−1 … 0, n − 1 slots, segments up to
-// boundedLLMaxBytes(n−1). Not Avg. Errors: an invalid rank or shape; more
-// than 256 ranks.
+// boundedLLMaxBytes(n−1). Integer Avg divides in the final reduction
+// (PostDiv). Errors: an invalid rank or shape; more than 256 ranks.
 func BruckReduceScatterLL(c Config) (*plan.Plan, error) {
 	if err := c.validateBruck(); err != nil {
 		return nil, err
@@ -203,15 +203,16 @@ func BruckReduceScatterLL(c Config) (*plan.Plan, error) {
 	for k := len(rounds) - 1; k >= 0; k-- {
 		ops = append(ops, rounds[k]...)
 	}
-	return c.boundedLL("reduce_scatter-bruck", chans, c.NRanks-1, 0, c.boundedLLMaxBytes(c.NRanks-1), append(ops, final))
+	return divided(c.boundedLL("reduce_scatter-bruck", chans, c.NRanks-1, 0, c.boundedLLMaxBytes(c.NRanks-1), append(ops, final)))
 }
 
 // BruckReduceScatterHB builds the windowed Bruck ReduceScatter: per
 // window, round k (from K−1 down) waits for round k+1's partial sums from
 // r − 2^(k+1), sends its own to r + 2^k and signals it; the last wait is
 // for round 0's, then the reduction into the output. Windows of
-// boundedWindow(n−1) bytes, n − 1 slots. Not Avg. Errors: an invalid rank
-// or shape; more than 256 ranks.
+// boundedWindow(n−1) bytes, n − 1 slots. Integer Avg divides in the final
+// reduction (PostDiv). Errors: an invalid rank or shape; more than 256
+// ranks.
 func BruckReduceScatterHB(c Config) (*plan.Plan, error) {
 	if err := c.validateBruck(); err != nil {
 		return nil, err
@@ -235,5 +236,5 @@ func BruckReduceScatterHB(c Config) (*plan.Plan, error) {
 	ops = append(ops, plan.Wait(recv[0], data), final)
 	ops = append(ops, skip(signals(recv, free), 0, 2)...)
 	after := cat(signals(recv, done), waits(send, done))
-	return c.boundedHB("reduce_scatter-bruck", chans, c.boundedWindow(n-1), n-1, ringSems, plan.Group{NChunks: 1, Ops: ops, After: after})
+	return divided(c.boundedHB("reduce_scatter-bruck", chans, c.boundedWindow(n-1), n-1, ringSems, plan.Group{NChunks: 1, Ops: ops, After: after}))
 }

@@ -122,12 +122,14 @@ func nvlsPlans(c Config, coll Collective, root int) ([]Choice, error) {
 
 // Serves reports whether the choice's plan runs type t with operator op:
 // a plan that reduces through the switch serves what plan.SwitchSupports
-// allows, a staged plan (Choice.Staged) every operator but Avg, PreMulSum
+// allows, a staged plan (Choice.Staged) every operator but Avg, except
+// the Avg of integer types where the plan divides at its final step
+// (plan.Plan.PostDiv: the plans with bounded peers), PreMulSum
 // only a plan that scales each rank's input at its source
 // (plan.Plan.ServesPreMulSum: not the zero-copy AllReduce2PA, which reads
 // the peers' inputs); every other plan serves everything.
 func (ch Choice) Serves(t plan.DataType, op plan.RedOp) bool {
-	if ch.Staged && op == plan.Avg {
+	if ch.Staged && op == plan.Avg && (t.Float() || !ch.Plan.PostDiv) {
 		return false
 	}
 	if op == plan.PreMulSum && ch.Plan.ServesPreMulSum() != nil {

@@ -271,7 +271,11 @@ func P2PWindows(rank, nranks int) ([]PeerWindow, error) {
 // scratch slots (the same scratch size on every rank of the window), and
 // the name says the window ("…-win1"). Semaphores are per rank of the
 // whole communicator (plan.Plan.SemaphoreRegionBytes), so nothing else
-// changes. Errors: those of Plans.
+// changes. Under a block budget (Config.Budget) every group of every
+// window holds at most max(1, Budget.Max/(2·Width+1)) blocks and, with
+// Budget.Min and SMs, at least ⌈Min/(2·Width+1)⌉ (within Max and
+// SMs/(2·Width+1)): the same on every rank, so that paired send and
+// receive groups have equal blocks. Errors: those of Plans.
 func P2PWindowPlans(c Config, w PeerWindow) ([]Choice, error) {
 	if p2pBlocks(c.NRanks) == 1 {
 		return Plans(c, SendRecv, 0)
@@ -282,6 +286,28 @@ func P2PWindowPlans(c Config, w PeerWindow) ([]Choice, error) {
 	}
 	vc := c
 	vc.Rank, vc.NRanks = k, k+1
+	if bb := c.Budget; bb.Set() {
+		// Fitting the window as a communicator of k+1 ranks would give
+		// each rank blocks per group by its own k, which differs between
+		// the two sides of a window, so a send group and its receive
+		// group would not pair up. Every rank instead clamps every group
+		// to what a window of Width peers (the same on every rank) fits:
+		// Width send and Width receive groups and the self copy, at most
+		// Max blocks in all, at least one block per group; Min raises
+		// them alike, within Max and the SMs (all blocks resident).
+		groups := 2*w.Width + 1
+		lo, hi := 0, 0
+		if bb.Max > 0 {
+			hi = max(1, bb.Max/groups)
+		}
+		if bb.Min > 0 && bb.SMs > 0 {
+			lo = max(1, min((bb.Min+groups-1)/groups, bb.SMs/groups))
+			if hi > 0 {
+				lo = min(lo, hi)
+			}
+		}
+		vc = vc.withBlocks(lo, hi) // clears the budget
+	}
 	if c.Nodes != nil {
 		// The window's ranks' nodes, renumbered in order of appearance.
 		ids := map[int]int{}

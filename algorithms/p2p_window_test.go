@@ -125,3 +125,64 @@ func TestP2PWindowPlans(t *testing.T) {
 		}
 	}
 }
+
+// Under a block budget (Config.Budget), past 65 ranks the two sides of a
+// window have different peer counts; every send group of rank r to peer p
+// still holds as many blocks as p's receive group from r in the same
+// window and plan, and a launch of a window's plan stays within Max
+// blocks where Max allows one block per group. 71 ranks: blocks of 14
+// and 15 ranks, so a window between them has 15 peers on one side and 14
+// on the other; plans only.
+func TestP2PWindowPlansBudgetPairs(t *testing.T) {
+	const n = 71
+	for _, budget := range []algorithms.BlockBudget{{Max: 120, Min: 60, SMs: 132}, {Min: 40, SMs: 132}, {Max: 5}} {
+		plans := make([][][]algorithms.Choice, n)
+		wins := make([][]algorithms.PeerWindow, n)
+		for r := range n {
+			c := algorithms.DefaultConfig(r, n, 132, true)
+			c.Budget = budget
+			ws, err := algorithms.P2PWindows(r, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wins[r] = ws
+			for _, w := range ws {
+				ch, err := algorithms.P2PWindowPlans(c, w)
+				if err != nil {
+					t.Fatalf("budget %v, rank %d, window %d: %v", budget, r, w.Index, err)
+				}
+				plans[r] = append(plans[r], ch)
+			}
+		}
+		groupBlocks := func(p *plan.Plan, arg int) int {
+			for _, g := range p.Groups {
+				if g.Arg == arg {
+					return g.Blocks
+				}
+			}
+			return -1
+		}
+		pairs := 0
+		for r := range n {
+			for j, w := range wins[r] {
+				for k, ch := range plans[r][j] {
+					if budget.Max >= 2*w.Width+1 && ch.Plan.Blocks() > budget.Max {
+						t.Errorf("budget %v: %s on rank %d holds %d blocks", budget, ch.Plan.Name, r, ch.Plan.Blocks())
+					}
+					for _, p := range w.Peers {
+						send := groupBlocks(ch.Plan, w.SendArg(p))
+						recv := groupBlocks(plans[p][j][k].Plan, wins[p][j].RecvArg(r))
+						if send < 1 || send != recv {
+							t.Fatalf("budget %v, window %d, %s: rank %d sends to %d with %d blocks, rank %d receives with %d",
+								budget, j, ch.Plan.Name, r, p, send, p, recv)
+						}
+						pairs++
+					}
+				}
+			}
+		}
+		if pairs == 0 {
+			t.Fatalf("budget %v: no send/receive pair checked", budget)
+		}
+	}
+}

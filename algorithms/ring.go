@@ -35,16 +35,19 @@ import (
 // two-credit wait (rooted.go).
 //
 // HB forms: windowed groups (plan.Group.Window) of Config.HB's blocks. In
-// window w, every step moves window w of its chunk through a scratch slot
-// of its own (AllReduce 2(n−1) slots, the others n−1, chains 1); one data
-// semaphore per block carries every step, each wait counting the sender's
-// signals in order. A rank releases its slots with one "free" signal per
-// window, which its sender awaits two windows later (the slots alternate
-// between two halves), and a "done" at the end, after which the next
-// launch may start in either half. Windows shrink with the slot count
-// (Config.boundedWindow) so that scratch stays bounded; the B blocks of a
-// group are B independent rings over the parts of each window, which keep
-// the links busy while another block waits.
+// window w, every step moves window w of its chunk through scratch slot
+// i mod k of rank+1, k = min(4, sends per window) slots per half
+// (ringHBMaxSlots) whatever n is, so windows stay Config.HB.Window bytes
+// at any n; one data semaphore per block carries every step, each wait
+// counting the sender's signals in order. The receiver releases each slot
+// after reading it (a "free" signal per step), and the sender's step i
+// waits for the release of its step i − k, so a rank runs at most k steps
+// ahead of rank+1 (credits through the free semaphore); a "done" at the
+// end lets the next launch start on any slot. Chains use one slot, with a
+// free signal per window awaited two windows later (the slots alternate
+// between two halves). The B blocks of a group are B independent rings
+// over the parts of each window, which keep the links busy while another
+// block waits.
 //
 // Cost (Patarasuk and Yuan, "Bandwidth optimal all-reduce algorithms for
 // clusters of workstations", JPDC 2009; NCCL's docs/PERFORMANCE.md for the
@@ -61,25 +64,20 @@ func (c Config) ring() (chans []plan.Channel, prev, next int) {
 	return s.chans, prev, next
 }
 
-// ringHandshakes are the flow-control ops of a windowed ring group: the
-// wait for rank+1's release of the half this window writes (from window
-// 2), the release of this rank's slots to rank−1 (until 2 windows before
-// the end), and the closing done signal and wait.
-func (c Config) ringHandshakes(prev, next int) (waitFree, signalFree plan.Op, after []plan.Op) {
+// ringDone is the closing handshake of a windowed ring group: a done
+// signal to rank−1 once this rank has read its last window, and the wait
+// for rank+1's, after which the next launch may write any slot of rank+1.
+func (c Config) ringDone(prev, next int) []plan.Op {
 	b := c.HB.Blocks
-	waitFree = plan.Wait(next, sem(ringFree, b))
-	waitFree.SkipFirst = 2
-	signalFree = plan.Signal(prev, sem(ringFree, b))
-	signalFree.SkipLast = 2
-	return waitFree, signalFree, []plan.Op{plan.Signal(prev, sem(ringDone, b)), plan.Wait(next, sem(ringDone, b))}
+	return []plan.Op{plan.Signal(prev, sem(ringDone, b)), plan.Wait(next, sem(ringDone, b))}
 }
 
 // RingAllReduceLL builds the ring AllReduce with LL packets for one rank:
 // 2(n−1) steps over n chunks (see the comment above), channels to rank−1
 // and rank+1, two scratch slots, LLBlocks × Threads, serving messages up
 // to boundedLLMaxBytes(2) (S bytes of count × element size need 2 × 2 ×
-// S × 2 bytes of scratch with LL16). Not Avg (partial sums are staged).
-// Errors: an invalid rank or shape.
+// S × 2 bytes of scratch with LL16). Integer Avg divides at step n−1
+// (PostDiv). Errors: an invalid rank or shape.
 func RingAllReduceLL(c Config) (*plan.Plan, error) {
 	if err := c.validateBounded(); err != nil {
 		return nil, err
@@ -95,16 +93,16 @@ func RingAllReduceLL(c Config) (*plan.Plan, error) {
 		}
 		return 0
 	})
-	return c.ringLL("all_reduce-ring", chans, c.NRanks, 2, c.boundedLLMaxBytes(2), steps)
+	return divided(c.ringLL("all_reduce-ring", chans, c.NRanks, 2, c.boundedLLMaxBytes(2), steps))
 }
 
 // RingAllReduceHB builds the windowed ring AllReduce for one rank: in each
 // window, the 2(n−1) steps of the ring over window w of each of the n
-// chunks, each step through its own scratch slot of rank+1 (2(n−1) slots
-// per half, windows of Config.boundedWindow(2(n−1)) bytes), Config.HB's
-// blocks and threads; 3 semaphores per block. Scratch: 2 × 2(n−1) ×
-// window bytes, whatever the message size. Not Avg. Errors: an invalid
-// rank or shape.
+// chunks, step i through scratch slot i mod k of rank+1 (k =
+// ringHBSlots(2(n−1)) ≤ 4 slots per half, windows of Config.HB.Window
+// bytes at any n), Config.HB's blocks and threads; 3 semaphores per block.
+// Scratch: 2 × k × window bytes, whatever n and the message size. Integer
+// Avg divides at step n−1 (PostDiv). Errors: an invalid rank or shape.
 func RingAllReduceHB(c Config) (*plan.Plan, error) {
 	if err := c.validateBounded(); err != nil {
 		return nil, err
@@ -113,8 +111,9 @@ func RingAllReduceHB(c Config) (*plan.Plan, error) {
 		return c.copyPlan("all_reduce-ring", 0, 0)
 	}
 	chans, prev, next := c.ring()
-	steps := c.ringAllReduceSteps(next, func(step int) int { return step })
-	return c.ringHB("all_reduce-ring", chans, prev, next, c.NRanks, 2*(c.NRanks-1), steps)
+	slots := ringHBSlots(2 * (c.NRanks - 1))
+	steps := c.ringAllReduceSteps(next, func(step int) int { return step % slots })
+	return divided(c.ringHB("all_reduce-ring", chans, prev, next, c.NRanks, slots, steps))
 }
 
 // ringAllReduceSteps are the 2(n−1) steps of the ring AllReduce on this
@@ -126,15 +125,17 @@ func RingAllReduceHB(c Config) (*plan.Plan, error) {
 func (c Config) ringAllReduceSteps(next int, slot func(step int) int) []ringStep {
 	n, r := c.NRanks, c.Rank
 	in, out := plan.L(plan.Input), plan.L(plan.Output)
-	steps := []ringStep{{mod(r-1, n), []plan.Ref{plan.RS(next, slot(0))}, []plan.Ref{in}}}
+	steps := []ringStep{{mod(r-1, n), []plan.Ref{plan.RS(next, slot(0))}, []plan.Ref{in}, false}}
 	for s := 1; s <= n-2; s++ {
-		steps = append(steps, ringStep{mod(r-1-s, n), []plan.Ref{plan.RS(next, slot(s))}, []plan.Ref{in, plan.LS(slot(s - 1))}})
+		steps = append(steps, ringStep{mod(r-1-s, n), []plan.Ref{plan.RS(next, slot(s))}, []plan.Ref{in, plan.LS(slot(s - 1))}, false})
 	}
-	steps = append(steps, ringStep{mod(r, n), []plan.Ref{out, plan.RS(next, slot(n-1))}, []plan.Ref{in, plan.LS(slot(n - 2))}})
+	// Step n−1 completes chunk r: the integer Avg divides it here, once,
+	// before the all-gather forwards it (plan.Op.PostDiv).
+	steps = append(steps, ringStep{mod(r, n), []plan.Ref{out, plan.RS(next, slot(n-1))}, []plan.Ref{in, plan.LS(slot(n - 2))}, true})
 	for t := 1; t <= n-2; t++ {
-		steps = append(steps, ringStep{mod(r-t, n), []plan.Ref{out, plan.RS(next, slot(n-1+t))}, []plan.Ref{plan.LS(slot(n - 2 + t))}})
+		steps = append(steps, ringStep{mod(r-t, n), []plan.Ref{out, plan.RS(next, slot(n-1+t))}, []plan.Ref{plan.LS(slot(n - 2 + t))}, false})
 	}
-	return append(steps, ringStep{mod(r+1, n), []plan.Ref{out}, []plan.Ref{plan.LS(slot(2*n - 3))}})
+	return append(steps, ringStep{mod(r+1, n), []plan.Ref{out}, []plan.Ref{plan.LS(slot(2*n - 3))}, false})
 }
 
 // RingAllGatherLL builds the ring AllGather with LL packets: n−1 steps,
@@ -151,13 +152,13 @@ func RingAllGatherLL(c Config) (*plan.Plan, error) {
 	}
 	chans, _, next := c.ring()
 	n := c.NRanks
-	return c.ringLL("all_gather-ring", chans, 0, n-1, c.boundedLLMaxBytes(n-1), c.ringAllGatherSteps(next))
+	return c.ringLL("all_gather-ring", chans, 0, n-1, c.boundedLLMaxBytes(n-1), c.ringAllGatherSteps(next, func(t int) int { return t }))
 }
 
 // RingAllGatherHB builds the windowed ring AllGather: in each window, n−1
-// steps forwarding window w of a segment through slot t of rank+1 (n−1
-// slots, windows of boundedWindow(n−1) bytes). Errors: an invalid rank or
-// shape.
+// steps forwarding window w of a segment through slot t mod k of rank+1
+// (k = ringHBSlots(n−1) ≤ 4 slots, windows of Config.HB.Window bytes at
+// any n). Errors: an invalid rank or shape.
 func RingAllGatherHB(c Config) (*plan.Plan, error) {
 	if err := c.validateBounded(); err != nil {
 		return nil, err
@@ -166,27 +167,29 @@ func RingAllGatherHB(c Config) (*plan.Plan, error) {
 		return c.copyPlan("all_gather-ring", 0, 0)
 	}
 	chans, prev, next := c.ring()
-	return c.ringHB("all_gather-ring", chans, prev, next, 0, c.NRanks-1, c.ringAllGatherSteps(next))
+	slots := ringHBSlots(c.NRanks - 1)
+	return c.ringHB("all_gather-ring", chans, prev, next, 0, slots, c.ringAllGatherSteps(next, func(t int) int { return t % slots }))
 }
 
 // ringAllGatherSteps: step t forwards segment r−t (its own input at t = 0)
-// through slot t of rank+1 and keeps it in that output segment; the last
+// through slot(t) of rank+1 and keeps it in that output segment; the last
 // step only keeps segment r+1.
-func (c Config) ringAllGatherSteps(next int) []ringStep {
+func (c Config) ringAllGatherSteps(next int, slot func(step int) int) []ringStep {
 	n, r := c.NRanks, c.Rank
 	out := func(seg int) plan.Ref { return plan.L(plan.Output).At(mod(seg, n)) }
-	steps := []ringStep{{-1, []plan.Ref{out(r), plan.RS(next, 0)}, []plan.Ref{plan.L(plan.Input)}}}
+	steps := []ringStep{{-1, []plan.Ref{out(r), plan.RS(next, slot(0))}, []plan.Ref{plan.L(plan.Input)}, false}}
 	for t := 1; t <= n-2; t++ {
-		steps = append(steps, ringStep{-1, []plan.Ref{out(r - t), plan.RS(next, t)}, []plan.Ref{plan.LS(t - 1)}})
+		steps = append(steps, ringStep{-1, []plan.Ref{out(r - t), plan.RS(next, slot(t))}, []plan.Ref{plan.LS(slot(t - 1))}, false})
 	}
-	return append(steps, ringStep{-1, []plan.Ref{out(r + 1)}, []plan.Ref{plan.LS(n - 2)}})
+	return append(steps, ringStep{-1, []plan.Ref{out(r + 1)}, []plan.Ref{plan.LS(slot(n - 2))}, false})
 }
 
 // RingReduceScatterLL builds the ring ReduceScatter with LL packets: step s
 // sends input segment (r−1−s) mod n, reduced from s = 1 with the partial
 // sum received in slot s−1, to slot s of rank+1; the last step reduces
-// segment r into the output. Segments up to boundedLLMaxBytes(n−1). Not
-// Avg. Errors: an invalid rank or shape.
+// segment r into the output. Segments up to boundedLLMaxBytes(n−1).
+// Integer Avg divides at the last step (PostDiv). Errors: an invalid rank
+// or shape.
 func RingReduceScatterLL(c Config) (*plan.Plan, error) {
 	if err := c.validateBounded(); err != nil {
 		return nil, err
@@ -196,12 +199,13 @@ func RingReduceScatterLL(c Config) (*plan.Plan, error) {
 	}
 	chans, _, next := c.ring()
 	n := c.NRanks
-	return c.ringLL("reduce_scatter-ring", chans, 0, n-1, c.boundedLLMaxBytes(n-1), c.ringReduceScatterSteps(next))
+	return divided(c.ringLL("reduce_scatter-ring", chans, 0, n-1, c.boundedLLMaxBytes(n-1), c.ringReduceScatterSteps(next, func(s int) int { return s })))
 }
 
 // RingReduceScatterHB builds the windowed ring ReduceScatter (the steps of
-// RingReduceScatterLL per window, n−1 slots). Not Avg. Errors: an invalid
-// rank or shape.
+// RingReduceScatterLL per window, through slot s mod k of rank+1, k =
+// ringHBSlots(n−1) ≤ 4). Integer Avg divides at the last step (PostDiv).
+// Errors: an invalid rank or shape.
 func RingReduceScatterHB(c Config) (*plan.Plan, error) {
 	if err := c.validateBounded(); err != nil {
 		return nil, err
@@ -210,20 +214,21 @@ func RingReduceScatterHB(c Config) (*plan.Plan, error) {
 		return c.copyPlan("reduce_scatter-ring", 0, 0)
 	}
 	chans, prev, next := c.ring()
-	return c.ringHB("reduce_scatter-ring", chans, prev, next, 0, c.NRanks-1, c.ringReduceScatterSteps(next))
+	slots := ringHBSlots(c.NRanks - 1)
+	return divided(c.ringHB("reduce_scatter-ring", chans, prev, next, 0, slots, c.ringReduceScatterSteps(next, func(s int) int { return s % slots })))
 }
 
 // ringReduceScatterSteps: step s sends input segment r−1−s, reduced from
-// s = 1 with the partial sum received in slot s−1, to slot s of rank+1;
+// s = 1 with the partial sum received in slot(s−1), to slot(s) of rank+1;
 // the last step reduces segment r into the output.
-func (c Config) ringReduceScatterSteps(next int) []ringStep {
+func (c Config) ringReduceScatterSteps(next int, slot func(step int) int) []ringStep {
 	n, r := c.NRanks, c.Rank
 	in := func(seg int) plan.Ref { return plan.L(plan.Input).At(mod(seg, n)) }
-	steps := []ringStep{{-1, []plan.Ref{plan.RS(next, 0)}, []plan.Ref{in(r - 1)}}}
+	steps := []ringStep{{-1, []plan.Ref{plan.RS(next, slot(0))}, []plan.Ref{in(r - 1)}, false}}
 	for s := 1; s <= n-2; s++ {
-		steps = append(steps, ringStep{-1, []plan.Ref{plan.RS(next, s)}, []plan.Ref{in(r - 1 - s), plan.LS(s - 1)}})
+		steps = append(steps, ringStep{-1, []plan.Ref{plan.RS(next, slot(s))}, []plan.Ref{in(r - 1 - s), plan.LS(slot(s - 1))}, false})
 	}
-	return append(steps, ringStep{-1, []plan.Ref{plan.L(plan.Output)}, []plan.Ref{in(r), plan.LS(n - 2)}})
+	return append(steps, ringStep{-1, []plan.Ref{plan.L(plan.Output)}, []plan.Ref{in(r), plan.LS(slot(n - 2))}, true})
 }
 
 // ringStep is one step of a ring plan: chunk (0 to the plan's chunks − 1;
@@ -232,18 +237,23 @@ func (c Config) ringReduceScatterSteps(next int) []ringStep {
 type ringStep struct {
 	chunk      int
 	dsts, srcs []plan.Ref
+	postDiv    bool // the step completes this rank's reduced chunk (plan.Op.PostDiv)
 }
 
 // transfer is the step's transfer in a plan of nChunks chunks (0: the whole
 // range, as windowed plans take it, in chunk 0 of 1; LL plans, in plan.All).
 func (s ringStep) transfer(nChunks int, ll bool) plan.Op {
+	var o plan.Op
 	switch {
 	case s.chunk >= 0:
-		return plan.Transfer(s.chunk, nChunks, s.dsts, s.srcs...)
+		o = plan.Transfer(s.chunk, nChunks, s.dsts, s.srcs...)
 	case ll:
-		return plan.Transfer(plan.All, 0, s.dsts, s.srcs...)
+		o = plan.Transfer(plan.All, 0, s.dsts, s.srcs...)
+	default:
+		o = xfer(s.dsts, s.srcs...)
 	}
-	return xfer(s.dsts, s.srcs...)
+	o.PostDiv = s.postDiv
+	return o
 }
 
 // ringLL is a ring plan with LL packets: the steps in order (a step reads
@@ -257,27 +267,58 @@ func (c Config) ringLL(name string, chans []plan.Channel, nChunks, slots int, ma
 	return c.boundedLL(name, chans, slots, 0, maxBytes, ops)
 }
 
-// ringHB is the windowed form over slots scratch slots: in each window the
-// first step waits until rank+1 has freed its slots, every later step
-// waits for the data of rank−1 before it reads, every step but the last
-// signals rank+1, and the last frees this rank's slots for rank−1
-// (ringHandshakes).
+// ringHBMaxSlots is the number of scratch slots (per half) of a windowed
+// ring: a ring step needs only the slots of the steps in flight to rank+1,
+// not one per step, so the ring keeps Config.HB.Window-sized windows at
+// any n (2(n−1) slots per step made them 16 KB at 1,024 ranks). Four let
+// a rank run up to four steps ahead of rank+1's reads (NCCL's Simple
+// protocol pipelines with NCCL_STEPS = 8 slots of a buffer per peer; the
+// steps of a weft ring window are whole chunk windows, so fewer suffice).
+const ringHBMaxSlots = 4
+
+// ringHBSlots is the slot count of a windowed ring with sends steps that
+// write rank+1's scratch per window: ringHBMaxSlots, or sends when fewer.
+func ringHBSlots(sends int) int { return max(1, min(ringHBMaxSlots, sends)) }
+
+// ringHB is the windowed form over slots scratch slots (per half; the
+// steps write slot i mod slots, as the step builders were told). Per
+// window, step i waits for rank−1's data of step i−1 before it reads
+// (i ≥ 1), for rank+1's release of the slot it writes (the release of
+// send i − slots; the first window's first slots sends write free slots),
+// transfers, signals its data to rank+1 and releases the slot it read to
+// rank−1 (every release but those of the last window's last slots sends,
+// which no send waits for), so a rank runs at most slots steps ahead of
+// rank+1's reads, and the data, free and done semaphores count signals in
+// order; done handshakes close the launch (ringDone), after which
+// the next launch reuses every slot.
 func (c Config) ringHB(name string, chans []plan.Channel, prev, next, nChunks, slots int, steps []ringStep) (*plan.Plan, error) {
 	b := c.HB.Blocks
-	waitFree, signalFree, after := c.ringHandshakes(prev, next)
+	after := c.ringDone(prev, next)
 	sig, wait := plan.Signal(next, sem(ringData, b)), plan.Wait(prev, sem(ringData, b))
-	ops := make([]plan.Op, 0, 3*len(steps))
+	sends := len(steps) - 1 // every step but the last writes rank+1's scratch
+	ops := make([]plan.Op, 0, 5*len(steps))
 	for i, s := range steps {
-		if i == 0 {
-			ops = append(ops, waitFree)
-		} else {
+		if i > 0 {
 			ops = append(ops, wait)
 		}
+		if i < sends {
+			free := plan.Wait(next, sem(ringFree, b))
+			free.Ack = true // a release orders; the data waits check counts
+			if i < slots {
+				free.SkipFirst = 1
+			}
+			ops = append(ops, free)
+		}
 		ops = append(ops, s.transfer(nChunks, false))
-		if i == len(steps)-1 {
-			ops = append(ops, signalFree)
-		} else {
+		if i < sends {
 			ops = append(ops, sig)
+		}
+		if i > 0 {
+			release := plan.Signal(prev, sem(ringFree, b))
+			if i-1 >= sends-slots {
+				release.SkipLast = 1
+			}
+			ops = append(ops, release)
 		}
 	}
 	return c.boundedHB(name, chans, c.boundedWindow(slots), slots, ringSems, plan.Group{NChunks: max(nChunks, 1), Ops: ops, After: after})
@@ -384,7 +425,7 @@ func (c Config) chainHB(name string, chans []plan.Channel, prev, next int, x pla
 // input into slot 0 of root+2, which reduces each packet with its own
 // input and forwards the partial sum as it lands, …, until the root
 // reduces the last into its output. Flow control as RingBroadcastLL's.
-// Not Avg. Errors: an invalid rank, root or shape.
+// Integer Avg: PostDiv at the root. Errors: an invalid rank, root or shape.
 func RingReduceLL(c Config, root int) (*plan.Plan, error) {
 	if err := c.validateBoundedRoot(root); err != nil {
 		return nil, err
@@ -400,16 +441,16 @@ func RingReduceLL(c Config, root int) (*plan.Plan, error) {
 	case prev < 0:
 		ops = cat(llCredits([]int{next}, 0), []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(next, 0)}, in)})
 	case next < 0:
-		ops = []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, in, plan.LS(0)), plan.Signal(prev, 0)}
+		ops = []plan.Op{postDiv(plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, in, plan.LS(0))), plan.Signal(prev, 0)}
 	default:
 		ops = cat(llCredits([]int{next}, 0), []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(next, 0)}, in, plan.LS(0)), plan.Signal(prev, 0)})
 	}
-	return c.boundedLL(name, chans, 1, 1, c.boundedLLMaxBytes(1), ops)
+	return divided(c.boundedLL(name, chans, 1, 1, c.boundedLLMaxBytes(1), ops))
 }
 
 // RingReduceHB builds the windowed chain Reduce (RingReduceLL's chain, per
-// window of Config.chainWindow bytes). Not Avg. Errors: an invalid rank,
-// root or shape.
+// window of Config.chainWindow bytes); the root's combine divides the
+// integer Avg (PostDiv). Errors: an invalid rank, root or shape.
 func RingReduceHB(c Config, root int) (*plan.Plan, error) {
 	if err := c.validateBoundedRoot(root); err != nil {
 		return nil, err
@@ -419,14 +460,22 @@ func RingReduceHB(c Config, root int) (*plan.Plan, error) {
 		return c.copyPlan(name, 0, 0)
 	}
 	chans, prev, next := c.chainRole(mod(root+1, c.NRanks))
-	srcs, dst := []plan.Ref{plan.L(plan.Input)}, plan.L(plan.Output)
+	srcs := []plan.Ref{plan.L(plan.Input)}
 	if prev >= 0 {
 		srcs = append(srcs, plan.LS(0))
 	}
+	x := postDiv(xfer([]plan.Ref{plan.L(plan.Output)}, srcs...)) // the root's last combine
 	if next >= 0 {
-		dst = plan.RS(next, 0)
+		x = xfer([]plan.Ref{plan.RS(next, 0)}, srcs...)
 	}
-	return c.chainHB(name, chans, prev, next, xfer([]plan.Ref{dst}, srcs...))
+	return divided(c.chainHB(name, chans, prev, next, x))
+}
+
+// postDiv marks o as the transfer that produces a rank's final reduced
+// value (plan.Op.PostDiv: the integer Avg divides there).
+func postDiv(o plan.Op) plan.Op {
+	o.PostDiv = true
+	return o
 }
 
 func (c Config) validateBoundedRoot(root int) error {

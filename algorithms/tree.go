@@ -163,15 +163,17 @@ func treeOps(t int, sh treeShape, chunk func(dsts []plan.Ref, srcs ...plan.Ref) 
 		dsts = append(dsts, plan.RS(k, 3*t+2))
 	}
 	if sh.parent < 0 {
-		return chunk(dsts, srcs...), plan.Op{}
+		// The root's last combine: the integer Avg divides here, before
+		// the result goes down (plan.Op.PostDiv).
+		return postDiv(chunk(dsts, srcs...)), plan.Op{}
 	}
 	return chunk([]plan.Ref{plan.RS(sh.parent, 3*t+sh.childIdx)}, srcs...), chunk(dsts, plan.LS(3*t+2))
 }
 
 // DoubleTreeAllReduceLL builds the double-binary-tree AllReduce with LL
 // packets for one rank: up to 6 channels, 6 scratch slots, LLBlocks ×
-// Threads, messages up to boundedLLMaxBytes(6). Not Avg. Errors: an
-// invalid rank or shape.
+// Threads, messages up to boundedLLMaxBytes(6). Integer Avg divides at the
+// roots (PostDiv). Errors: an invalid rank or shape.
 func DoubleTreeAllReduceLL(c Config) (*plan.Plan, error) {
 	if err := c.validateBounded(); err != nil {
 		return nil, err
@@ -188,13 +190,14 @@ func DoubleTreeAllReduceLL(c Config) (*plan.Plan, error) {
 			downs = append(downs, down)
 		}
 	}
-	return c.boundedLL("all_reduce-tree", chans, treeSlots, 0, c.boundedLLMaxBytes(treeSlots), cat(ups, downs))
+	return divided(c.boundedLL("all_reduce-tree", chans, treeSlots, 0, c.boundedLLMaxBytes(treeSlots), cat(ups, downs)))
 }
 
 // DoubleTreeAllReduceHB builds the windowed double-binary-tree AllReduce:
 // an up group and a down group of Config.HB's blocks over 2 chunks,
 // windows of boundedWindow(6) bytes, 6 slots per half, 12 semaphores per
-// block. Not Avg. Errors: an invalid rank or shape.
+// block. Integer Avg divides at the roots (PostDiv). Errors: an invalid
+// rank or shape.
 func DoubleTreeAllReduceHB(c Config) (*plan.Plan, error) {
 	if err := c.validateBounded(); err != nil {
 		return nil, err
@@ -242,7 +245,7 @@ func DoubleTreeAllReduceHB(c Config) (*plan.Plan, error) {
 		downAfter = append(downAfter, plan.Signal(x.parent, s(treeDownDone)))
 		downAfterWait = append(downAfterWait, waits(x.children, s(treeDownDone))...)
 	}
-	return c.boundedHB("all_reduce-tree", chans, c.boundedWindow(treeSlots), treeSlots, 2*treeKinds,
+	return divided(c.boundedHB("all_reduce-tree", chans, c.boundedWindow(treeSlots), treeSlots, 2*treeKinds,
 		plan.Group{NChunks: 2, Ops: up, After: cat(upAfter, upAfterWait)},
-		plan.Group{NChunks: 2, Ops: down, After: cat(downAfter, downAfterWait)})
+		plan.Group{NChunks: 2, Ops: down, After: cat(downAfter, downAfterWait)}))
 }

@@ -522,6 +522,68 @@ func (r *Resources) Abort() {
 	c[plan.CtlAbort] = 1
 }
 
+// Owed is an inbound semaphore counter of a plan that its peer has not yet
+// brought to the value this rank's waits count on (Resources.Owed).
+type Owed struct {
+	Peer      int    // the rank that owes the signals
+	Semaphore int    // semaphore index, 0 to Plan.Semaphores−1
+	Expected  uint64 // the expected value (plan.Plan.ExpectedRegionBytes's table)
+	Observed  uint64 // the counter's value when read
+}
+
+// Owed reads, after this rank's launches of the plan have completed, the
+// inbound semaphore counters (plan.Plan.InboundOffset) and the expected
+// values its waits advanced, and returns the counters still below their
+// expected value, by peer and semaphore: the signals that peers' launches
+// of the plan will still store into this rank's semaphores. In a healthy
+// plan an ordinary wait passed only once its counter reached the expected
+// value, so what remains are the releases that credit waits
+// (plan.Op.Credits) take in a later launch: those of the peers' last
+// launches. Mailbox words (plan.Post) keep expected value 0 and never
+// count. A wait that gave up (Stopped) leaves its expected value ahead
+// for good. The reads go through the device (hal.Device.Read; a few
+// hundred bytes per plan). Errors: those of the device's reads.
+func (r *Resources) Owed() ([]Owed, error) {
+	p := r.Plan
+	if r.sems == nil || r.expected == nil || p.Semaphores == 0 {
+		return nil, nil
+	}
+	n := p.ExpectedRegionBytes()
+	in, exp := make([]byte, n), make([]byte, n)
+	if err := r.dev.Read(exp, r.expected, 0); err != nil {
+		return nil, fmt.Errorf("channels: %s: read expected values: %w", p.Name, err)
+	}
+	if bytes.Count(exp, []byte{0}) == len(exp) {
+		return nil, nil // no wait ran
+	}
+	if err := r.dev.Read(in, r.sems, 0); err != nil {
+		return nil, fmt.Errorf("channels: %s: read semaphores: %w", p.Name, err)
+	}
+	var out []Owed
+	le := binary.LittleEndian
+	for peer := 0; peer < p.NRanks; peer++ {
+		for s := 0; s < p.Semaphores; s++ {
+			o := p.InboundOffset(peer, s)
+			if e, v := le.Uint64(exp[o:]), le.Uint64(in[o:]); v < e {
+				out = append(out, Owed{Peer: peer, Semaphore: s, Expected: e, Observed: v})
+			}
+		}
+	}
+	return out, nil
+}
+
+// Stopped reports whether launches of the plan were aborted (Abort) or
+// recorded a failure (Check): their expected values no longer match what
+// peers will signal.
+func (r *Resources) Stopped() bool {
+	if r.control == nil {
+		return false
+	}
+	c := r.control.Host()
+	_, failed := plan.DecodeControl(c)
+	return failed || c[plan.CtlAbort] != 0
+}
+
 // Close frees local buffers and unmaps peer buffers. It returns the first
 // error.
 func (r *Resources) Close() error {

@@ -139,6 +139,30 @@ func TestGeneratedKernelsCompile(t *testing.T) {
 			}
 		}
 	}
+	// Integer Avg on the plans with bounded peers, at the ranks that divide
+	// at their final step (plan.Op.PostDiv, CMB_DIV): rank 0 of 16 (a tree
+	// root, the Reduce root) and rank 5 (the ring steps).
+	for _, r := range []int{0, 5} {
+		bc := algorithms.DefaultConfig(r, 16, 132, true)
+		for _, coll := range []algorithms.Collective{algorithms.AllReduce, algorithms.ReduceScatter, algorithms.Reduce} {
+			choices, err := algorithms.BoundedPlans(bc, coll, 0)
+			if err != nil {
+				t.Fatalf("%v with bounded peers, rank %d: %v", coll, r, err)
+			}
+			for _, ch := range choices {
+				src, err := plan.EmitCUDA(ch.Plan, plan.Int32, plan.Avg)
+				if err != nil {
+					t.Fatalf("%s: %v", ch.Plan.Name, err)
+				}
+				if !strings.Contains(src, "CMB_DIV") && (r == 0 || coll != algorithms.Reduce) && (r == 0 || !strings.Contains(ch.Plan.Name, "tree")) {
+					t.Errorf("%s rank %d: the integer Avg kernel has no final division (CMB_DIV)", ch.Plan.Name, r)
+				}
+				name := fmt.Sprintf("k%d.cu", len(srcs))
+				files[name] = "#include \"prelude.h\"\n" + src
+				srcs = append(srcs, name)
+			}
+		}
+	}
 	compileKernels(t, cc, dir, files, srcs)
 	t.Logf("%d kernels checked with %s", len(srcs), cc.Path)
 }

@@ -334,3 +334,25 @@ func TestSymmetryPerChoice(t *testing.T) {
 		t.Errorf("ring-ref, 8 B on 16,384 GPUs: error %v, want ErrNotSimulated", err)
 	}
 }
+
+// TestTreeRingSwitch: the tree→ring switch of BoundedPlans' AllReduce
+// (algorithms.TreeMaxBytes, a table from `weft sim`, docs/scale.md) is
+// where this simulator puts it, for the entries up to 128 GPUs (cheap to
+// simulate): at 0.8× the switch the forced tree is faster than the forced
+// ring, at 1.25× the ring is.
+func TestTreeRingSwitch(t *testing.T) {
+	for _, gpus := range []int{16, 32, 64, 128} {
+		sw := algorithms.TreeMaxBytes(gpus)
+		for _, k := range []struct {
+			bytes      int64
+			treeFaster bool
+		}{{sw * 4 / 5 / 4096 * 4096, true}, {sw * 5 / 4 / 4096 * 4096, false}} {
+			tree := predict(t, DGXH100(gpus/8), "tree", algorithms.AllReduce, k.bytes)
+			ring := predict(t, DGXH100(gpus/8), "ring", algorithms.AllReduce, k.bytes)
+			if (tree.TimeUs < ring.TimeUs) != k.treeFaster {
+				t.Errorf("%d GPUs, %d bytes (switch at %d): tree %.1f µs (%s), ring %.1f µs (%s); want the tree faster: %v",
+					gpus, k.bytes, sw, tree.TimeUs, tree.Plan, ring.TimeUs, ring.Plan, k.treeFaster)
+			}
+		}
+	}
+}

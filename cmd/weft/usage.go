@@ -29,10 +29,11 @@ import (
 // returns the rank count. Inside a job that a launcher started, nproc is
 // not used and is returned as it is.
 //
-// The rank limit is what algorithms.Plans reports for each collective with
-// the defaults for nproc ranks on memory-mapped links: none for the
-// collectives with plans with bounded peers; AllToAll and point-to-point
-// serve up to algorithms.PeerPlansMaxRanks.
+// The rank limit is what the plans report for each collective with the
+// defaults for nproc ranks on memory-mapped links (servesRanks): none for
+// the collectives with plans with bounded peers, nor for AllToAll and
+// point-to-point, which past algorithms.PeerPlansMaxRanks run over peer
+// windows (algorithms.P2PWindowPlans).
 //
 // Errors: ErrInvalidArgument for an unknown backend or a rank count that
 // a collective's plans do not serve, naming it; ErrNotSupported for a
@@ -67,12 +68,34 @@ func jobRanks(what string, nproc int, halName string, colls []algorithms.Collect
 		// Rank 0 and the last rank: every rank's plans have the same
 		// shape limits.
 		for _, r := range []int{0, nproc - 1} {
-			if _, err := algorithms.Plans(algorithms.DefaultConfig(r, nproc, 1, false), coll, 0); err != nil {
+			if err := servesRanks(algorithms.DefaultConfig(r, nproc, 1, false), coll); err != nil {
 				return 0, fmt.Errorf("%s: --nproc %d: %v has no plan for %d ranks (%v): %w", what, nproc, coll, nproc, err, hal.ErrInvalidArgument)
 			}
 		}
 	}
 	return nproc, nil
+}
+
+// servesRanks reports whether a communicator serves coll for rank c.Rank
+// of c.NRanks: the collective's plans (algorithms.Plans), or, for AllToAll
+// and point-to-point past algorithms.PeerPlansMaxRanks, the plans of every
+// peer window of the rank (algorithms.P2PWindowPlans: the communicator
+// runs AllToAll as a group of sends and receives there).
+func servesRanks(c algorithms.Config, coll algorithms.Collective) error {
+	if (coll != algorithms.AllToAll && coll != algorithms.SendRecv) || c.NRanks <= algorithms.PeerPlansMaxRanks {
+		_, err := algorithms.Plans(c, coll, 0)
+		return err
+	}
+	ws, err := algorithms.P2PWindows(c.Rank, c.NRanks)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if _, err := algorithms.P2PWindowPlans(c, w); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // defaultRanks is the rank count of a command given no --nproc: the

@@ -614,6 +614,10 @@ func (b *blockCtx) transfer(o plan.Op) (bool, error) {
 	scale, div := false, false
 	if o.Combine {
 		scale, div = plan.CombineMode(b.t, b.op)
+	} else if o.PostDiv {
+		// The final step of a staged reduction: the integer Avg's sum
+		// divided once, here (plan.Op.PostDiv).
+		_, div = plan.CombineMode(b.t, b.op)
 	}
 	var acc []byte
 	if o.Srcs[0].IsMulticast() {

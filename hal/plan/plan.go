@@ -202,6 +202,18 @@ type Op struct {
 	// use Combine: each rank scales its own input where it is read
 	// (premul.go).
 	Combine bool
+	// PostDiv marks the transfer that produces a rank's final reduced
+	// value in a plan that reduces in stages (partial sums of several ranks
+	// cross links, so no one transfer sees every contribution): with Avg
+	// of an integer type, the sum of its sources is divided by NRanks,
+	// truncated toward zero, before it is stored (NCCL's SumPostDiv: sum
+	// in the type's width, divide once at the last step). The plan's later
+	// steps only copy the divided value. Other operators and types ignore
+	// it (the Avg of floating types runs such plans as PreMulSum with
+	// AvgScalar on every rank). Not on port transfers or with Combine.
+	// Only the ranks that produce a final value carry it (a tree's root, a
+	// Reduce's root); Plan.PostDiv declares it for the plan, on every rank.
+	PostDiv bool
 	// Port makes a transfer a request to the engine of port channel Chan: a
 	// put (remote destination) or a copy between local buffers, moved by
 	// the engine instead of the block's threads (see port.go).
@@ -466,6 +478,11 @@ type Plan struct {
 	// accepts; 0 means unbounded. Plans whose scratch grows with the count
 	// bound it so that scratch stays within the memory budget.
 	MaxBytes int64
+	// PostDiv declares, on every rank (the same value on all), that each
+	// rank's final reduced value is produced by a transfer marked
+	// Op.PostDiv on the rank that produces it: the plan reduces in stages
+	// and still serves the Avg of integer types (divided once, there).
+	PostDiv bool
 }
 
 // Blocks returns the total number of thread blocks.
@@ -602,6 +619,9 @@ func (p *Plan) Validate() error {
 				}
 				if msg := p.validatePort(o); msg != "" {
 					return bad("%s: %s", where, msg)
+				}
+				if o.PostDiv && o.Combine {
+					return bad("%s: PostDiv and Combine: a Combine transfer divides (or scales) already", where)
 				}
 				if msg := p.validateSwitch(o); msg != "" {
 					return bad("%s: %s", where, msg)

@@ -150,7 +150,7 @@ func (p *Plan) validatePort(o Op) string {
 	if !isPort(o.Chan) {
 		return fmt.Sprintf("port transfer on channel %d, which is not a port channel", o.Chan)
 	}
-	if len(o.Srcs) != 1 || len(o.Dsts) != 1 || o.Combine {
+	if len(o.Srcs) != 1 || len(o.Dsts) != 1 || o.Combine || o.PostDiv {
 		return "a port transfer has one source and one destination and does not reduce"
 	}
 	if o.Srcs[0].Remote() {

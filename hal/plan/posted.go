@@ -165,7 +165,7 @@ func (p *Plan) validatePost(g *Group) string {
 				return fmt.Sprintf("direct op %d (%s): semaphores beyond %d", oi, o.Name(), p.Semaphores)
 			}
 		case OpTransfer:
-			if o.Chunk != All || o.Port || o.Combine || o.Stage != 0 || len(o.Srcs) == 0 || len(o.Dsts) == 0 ||
+			if o.Chunk != All || o.Port || o.Combine || o.PostDiv || o.Stage != 0 || len(o.Srcs) == 0 || len(o.Dsts) == 0 ||
 				len(o.Srcs) > MaxOperands || len(o.Dsts) > MaxOperands {
 				return fmt.Sprintf("direct op %d: a direct transfer moves the whole range from plain sources, without the engine", oi)
 			}

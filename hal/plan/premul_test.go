@@ -131,3 +131,29 @@ func TestCombineModePreMulSum(t *testing.T) {
 		t.Error("ScalesSource: want exactly this rank's input, with PreMulSum")
 	}
 }
+
+// A PostDiv transfer (the final step of a staged reduction) divides the
+// sum by the number of ranks in kernels of the Avg of integer types only;
+// a PostDiv that is also Combine is refused.
+func TestEmitPostDiv(t *testing.T) {
+	p := premulPlan(false)
+	p.PostDiv = true
+	p.Groups[0].Ops[1].PostDiv = true
+	for _, k := range []struct {
+		t    plan.DataType
+		op   plan.RedOp
+		want bool
+	}{{plan.Int32, plan.Avg, true}, {plan.Uint8, plan.Avg, true}, {plan.Float32, plan.Avg, false}, {plan.Int32, plan.Sum, false}, {plan.Int64, plan.Max, false}} {
+		src, err := plan.EmitCUDA(p, k.t, k.op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Count(src, "CMB_DIV>"); got != map[bool]int{true: 1, false: 0}[k.want] {
+			t.Errorf("%v %v: %d transfers divide, want the final one only (%v):\n%s", k.t, k.op, got, k.want, src)
+		}
+	}
+	p.Groups[0].Ops[1].Combine = true
+	if err := p.Validate(); !errors.Is(err, plan.ErrInvalidPlan) {
+		t.Errorf("PostDiv with Combine: %v, want ErrInvalidPlan", err)
+	}
+}
