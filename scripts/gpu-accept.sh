@@ -89,6 +89,7 @@ if want fsdp; then
   step fsdp 150 'grep -E "weft|nccl" $log | tail -n 4 | tr -s " "' -- env OUT="$WORK/fsdp" BUDGET=$(( rem < 150 ? rem - 10 : 140 )) \
     STEPS="nccl weft weft-ctas" bash "$ROOT/scripts/gpu-fsdp.sh"
   cp "$WORK/fsdp/fsdp.txt" "$L/fsdp.txt" 2>/dev/null
+  cp "$WORK/fsdp/logs.tar.gz" "$L/fsdp-logs.tar.gz" 2>/dev/null
 fi
 
 # ---- issue 22: 2 emulated nodes over sockets and over UCX, beside NCCL's socket transport
@@ -101,6 +102,7 @@ if want net; then
     step "net-$net" 90 'tail -n 6 $log | tr -s " " | cut -c1-160' -- env OUT="$WORK/net-$net" BUDGET=85 NETS=$net \
       COLLS="all_reduce all_gather reduce_scatter alltoall" MAXB=16M bash "$ROOT/scripts/gpu-net.sh"
     cp "$WORK/net-$net"/*.json "$L/" 2>/dev/null
+    cp "$WORK/net-$net/logs.tar.gz" "$L/net-$net-logs.tar.gz" 2>/dev/null
   done
 fi
 
