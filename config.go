@@ -83,8 +83,8 @@ func TuningFile() (path string, named bool) {
 // configure assembles a communicator's configuration. It is the one place
 // that applies the order of precedence, highest first: an explicit option
 // (Options.Config, Options.Timeout, Options.MaxCTAs and MinCTAs), the
-// WEFT_* variables (WEFT_ALGO, WEFT_ALLREDUCE, WEFT_TIMEOUT,
-// WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
+// WEFT_* variables (WEFT_ALGO, WEFT_ALLREDUCE, WEFT_P2P_LL_MAX_BYTES,
+// WEFT_TIMEOUT, WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
 // device and rank count (TuningFile), the defaults for the device
 // (algorithms.DefaultConfig, a 10 s timeout, no block budget). An
 // explicit Options.Config replaces the whole algorithm configuration:
@@ -107,6 +107,13 @@ func configure(opts Options, info hal.DeviceInfo, rank, nranks int) (cfg algorit
 			source = "WEFT_ALLREDUCE"
 		} else if cfg.AllReduce, source, err = tuningTiers(info, nranks); err != nil {
 			return cfg, "", 0, err
+		}
+		if s := env.String("WEFT_P2P_LL_MAX_BYTES"); s != "" {
+			n, perr := algorithms.ParseSize(s)
+			if perr != nil || n < 0 || n > 16<<20 {
+				return cfg, "", 0, fmt.Errorf("weft: WEFT_P2P_LL_MAX_BYTES=%q: want a size from 0 (no LL point-to-point) to 16M: %w", s, hal.ErrInvalidArgument)
+			}
+			cfg.P2PLLMaxBytes = n
 		}
 	}
 	if cfg.Budget, err = blockBudget(opts, info, rank); err != nil {
@@ -201,8 +208,11 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 	if boot.Size() == 1 {
 		return nil
 	}
-	type choice struct{ Tiers, Algo, Source, Budget string }
-	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget)}
+	type choice struct {
+		Tiers, Algo, Source, Budget string
+		P2PLL                       int64
+	}
+	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget), P2PLL: cfg.P2PLLMaxBytes}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -221,6 +231,12 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		if c.Tiers != first.Tiers || c.Algo != first.Algo {
 			return fmt.Errorf("weft: ranks chose different plans: rank 0 AllReduce %s, WEFT_ALGO %q (from %s); rank %d AllReduce %s, WEFT_ALGO %q (from %s): give every rank the same WEFT_ALLREDUCE, WEFT_ALGO and tuning file: %w",
 				first.Tiers, first.Algo, first.Source, r, c.Tiers, c.Algo, c.Source, hal.ErrInvalidUsage)
+		}
+		if c.P2PLL != first.P2PLL {
+			// A sender and its receiver pick the LL or the windowed
+			// point-to-point plan from the operation's size alike.
+			return fmt.Errorf("weft: ranks chose different LL point-to-point bounds: rank 0 %d bytes, rank %d %d bytes: give every rank the same WEFT_P2P_LL_MAX_BYTES: %w",
+				first.P2PLL, r, c.P2PLL, hal.ErrInvalidUsage)
 		}
 		if c.Budget != first.Budget {
 			// Blocks that signal each other pair up across ranks: every

@@ -143,3 +143,33 @@ func TestTuningRanksDisagree(t *testing.T) {
 		}
 	}
 }
+
+// WEFT_P2P_LL_MAX_BYTES moves the LL/windowed point-to-point boundary; a
+// malformed value is refused, and ranks with different bounds (a sender
+// and its receiver would pick different plans) fail NewComm naming the
+// rank.
+func TestP2PLLBoundSetting(t *testing.T) {
+	t.Setenv("WEFT_TUNING_FILE", "off")
+	t.Setenv("WEFT_P2P_LL_MAX_BYTES", "lots")
+	errs := runRanksWith(t, "host", 2, func(int, hal.Device) weft.Options { return weft.Options{} },
+		func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "WEFT_P2P_LL_MAX_BYTES") {
+			t.Errorf("rank %d with WEFT_P2P_LL_MAX_BYTES=lots: %v; want ErrInvalidArgument naming the variable", r, err)
+		}
+	}
+	t.Setenv("WEFT_P2P_LL_MAX_BYTES", "")
+	errs = runRanksWith(t, "host", 3, func(r int, dev hal.Device) weft.Options {
+		if r != 1 {
+			return weft.Options{}
+		}
+		c := algorithms.DefaultConfig(r, 3, dev.Info().Multiprocessors, false)
+		c.P2PLLMaxBytes = 64 << 10
+		return weft.Options{Config: &c}
+	}, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "rank 1 65536 bytes") {
+			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 1's LL point-to-point bound", r, err)
+		}
+	}
+}
