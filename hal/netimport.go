@@ -31,3 +31,12 @@ func CheckImport(h, me HandleOwner, nranks int) error {
 	}
 	return nil
 }
+
+// CheckImportAs is CheckImport with the error prefixed as every network's
+// ImportPort reports it: "<network>: rank <me.Rank>: import: ...".
+func CheckImportAs(network string, h, me HandleOwner, nranks int) error {
+	if err := CheckImport(h, me, nranks); err != nil {
+		return fmt.Errorf("%s: rank %d: import: %w", network, me.Rank, err)
+	}
+	return nil
+}

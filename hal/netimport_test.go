@@ -32,3 +32,14 @@ func TestCheckImport(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckImportAs(t *testing.T) {
+	me := hal.HandleOwner{Job: 0xfeed, Rank: 1, Nonce: 7}
+	if err := hal.CheckImportAs("ib", hal.HandleOwner{Job: 0xfeed, Rank: 2, Nonce: 9}, me, 4); err != nil {
+		t.Errorf("a peer's handle: %v", err)
+	}
+	err := hal.CheckImportAs("ib", hal.HandleOwner{Job: 0xbeef, Rank: 2, Nonce: 9}, me, 4)
+	if !errors.Is(err, hal.ErrInvalidUsage) || err.Error() != "ib: rank 1: import: handle of another job: invalid usage" {
+		t.Errorf("another job's handle: %v", err)
+	}
+}

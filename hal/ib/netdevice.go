@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/netcore"
 	"github.com/weftccl/weft/internal/env"
 	"github.com/weftccl/weft/internal/ibverbs"
 )
@@ -297,18 +298,6 @@ func (b *imported) Free() error {
 	return nil
 }
 
-// ownImport is this rank's own registration imported here: its Addr is
-// the device address, which the device's own engine takes.
-type ownImport struct {
-	addr uint64
-	size int64
-}
-
-func (b *ownImport) Addr() uint64 { return b.addr }
-func (b *ownImport) Size() int64  { return b.size }
-func (b *ownImport) Host() []byte { return nil }
-func (b *ownImport) Free() error  { return nil }
-
 // ImportPort resolves a peer's handle to a buffer whose Addr is the remote
 // address engines to that peer take. A malformed handle (size, magic,
 // version, a rank outside the job) is refused with hal.ErrInvalidArgument;
@@ -320,8 +309,8 @@ func (nd *NetDevice) ImportPort(h hal.Handle) (hal.Buffer, error) {
 		return nil, fmt.Errorf("ib: rank %d: import: %v: %w", nd.cfg.Rank, err, hal.ErrInvalidArgument)
 	}
 	owner := hal.HandleOwner{Job: x.job, Rank: x.rank, Nonce: x.nonce}
-	if err := hal.CheckImport(owner, hal.HandleOwner{Job: nd.job, Rank: nd.cfg.Rank, Nonce: nd.nonce}, nd.cfg.NRanks); err != nil {
-		return nil, fmt.Errorf("ib: rank %d: import: %w", nd.cfg.Rank, err)
+	if err := hal.CheckImportAs(Name, owner, hal.HandleOwner{Job: nd.job, Rank: nd.cfg.Rank, Nonce: nd.nonce}, nd.cfg.NRanks); err != nil {
+		return nil, err
 	}
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
@@ -333,7 +322,7 @@ func (nd *NetDevice) ImportPort(h hal.Handle) (hal.Buffer, error) {
 		if r == nil || r.size != x.size {
 			return nil, fmt.Errorf("ib: rank %d: import: handle of this rank of a registration gone: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
 		}
-		return &ownImport{addr: r.devAddr, size: r.size}, nil
+		return netcore.OwnBuffer(r.devAddr, r.size), nil
 	}
 	b := &imported{nd: nd, rank: x.rank, addr: x.addr, size: x.size, rkey: x.rkey, staged: x.staged}
 	nd.imports[x.rank] = append(nd.imports[x.rank], b)

@@ -1,10 +1,11 @@
 package netplugin
 
 import (
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weftccl/weft/hal/netcore/nettest"
 )
 
 // BenchmarkPluginPut measures one 16 MiB put and its signal from rank 0
@@ -47,46 +48,8 @@ func BenchmarkPluginPingPong(b *testing.B) {
 	const n, sem = 8, 64
 	rs := openRanks(b, 2, 128, n, Options{}, nil, true)
 	a, c := rs[0], rs[1]
-	done := make(chan error, 1)
-	go func() {
-		for i := 1; i <= b.N; i++ {
-			for atomic.LoadUint64(word(c.win, sem)) < uint64(i) {
-				if err := c.eng[0].(*Engine).Err(); err != nil {
-					done <- err
-					return
-				}
-				runtime.Gosched()
-			}
-			if err := c.eng[0].Put(c.remote[0].Addr(), c.src.Addr(), n); err != nil {
-				done <- err
-				return
-			}
-			if err := c.eng[0].Signal(c.remote[0].Addr()+sem, 0, 0); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
-	b.ResetTimer()
-	start := time.Now()
-	for i := 1; i <= b.N; i++ {
-		if err := a.eng[1].Put(a.remote[1].Addr(), a.src.Addr(), n); err != nil {
-			b.Fatal(err)
-		}
-		if err := a.eng[1].Signal(a.remote[1].Addr()+sem, 0, 0); err != nil {
-			b.Fatal(err)
-		}
-		for atomic.LoadUint64(word(a.win, sem)) < uint64(i) {
-			if err := a.eng[1].(*Engine).Err(); err != nil {
-				b.Fatal(err)
-			}
-			runtime.Gosched()
-		}
-	}
-	b.StopTimer()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(time.Since(start).Seconds()/float64(b.N)/2*1e6, "µs/trip")
+	elapsed := nettest.PingPong(b,
+		nettest.PingSide{Eng: a.eng[1], Remote: a.remote[1], Src: a.src, Win: a.win},
+		nettest.PingSide{Eng: c.eng[0], Remote: c.remote[0], Src: c.src, Win: c.win}, n, 0, sem)
+	b.ReportMetric(elapsed.Seconds()/float64(b.N)/2*1e6, "µs/trip")
 }

@@ -124,4 +124,11 @@
 // loopback TCP) with the system C compiler (package netplugintest) and run
 // the unit tests, the port-mapped conformance cases and every collective
 // across emulated nodes over it.
+//
+// The pieces this transport shares with hal/socket and the other networks
+// (the address layout and handle format, the export/import table, the
+// local engine, the notifier, peer-failure records, an engine's sticky
+// failure and tickets, Open's argument checks) are in hal/netcore; the
+// links, the plugin's polling and its sleep policy (notify.go) are this
+// transport's own.
 package netplugin

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/netcore"
 )
 
 // ringSize is the number of requests an engine holds that are not yet
@@ -53,14 +54,10 @@ type Engine struct {
 	srcDone  atomic.Uint64
 	progress notifier
 
-	markMu  sync.Mutex
-	tickets hal.Tickets
+	marks *netcore.Marks
 
-	err       atomic.Pointer[error]
-	reported  atomic.Bool
-	closedCh  chan struct{}
-	closeOnce sync.Once
-	closeErr  error
+	st       netcore.EngineState // failure, reported, shutdown
+	closedCh chan struct{}
 }
 
 type reqKind uint8
@@ -85,7 +82,7 @@ var _ hal.Engine = (*Engine)(nil)
 
 func (nd *NetDevice) newEngine(l *link) (*Engine, error) {
 	e := &Engine{nd: nd, l: l, peer: l.peer, id: rand.Uint64(), timeout: nd.opts.Timeout,
-		closedCh: make(chan struct{}), tickets: hal.MakeTickets(ringSize + 2)}
+		closedCh: make(chan struct{}), marks: netcore.NewMarks(ringSize + 2)}
 	var err error
 	if e.own, err = nd.pm.NewEngine(nd.dev.Endpoint()); err != nil {
 		return nil, fmt.Errorf("%s: the device's own engine: %w", e.describe(), err)
@@ -111,13 +108,8 @@ func (e *Engine) describe() string {
 // buffer imported from this engine's peer (else hal.ErrInvalidArgument,
 // at once).
 func (e *Engine) Put(dst, src uint64, bytes int64) error {
-	if bytes < 0 {
-		return fmt.Errorf("%s: put of %d bytes: %w", e.describe(), bytes, hal.ErrInvalidArgument)
-	}
-	if bytes > 0 {
-		if err := e.nd.checkRemote(e.peer, e.l.nonce(), dst, uint64(bytes), "put destination"); err != nil {
-			return fmt.Errorf("%s: %w", e.describe(), err)
-		}
+	if err := e.nd.reg.CheckPut(e.describe(), e.peer, e.l.nonce(), dst, bytes); err != nil {
+		return err
 	}
 	return e.issue(request{kind: reqPut, dst: dst, src: src, n: uint64(bytes)})
 }
@@ -125,11 +117,8 @@ func (e *Engine) Put(dst, src uint64, bytes int64) error {
 // Copy queues a copy between two local addresses, ordered with the
 // engine's other requests: a later Signal is sent after it has finished.
 func (e *Engine) Copy(dst, src uint64, bytes int64) error {
-	if bytes < 0 {
-		return fmt.Errorf("%s: copy of %d bytes: %w", e.describe(), bytes, hal.ErrInvalidArgument)
-	}
-	if dst&addrTag != 0 || src&addrTag != 0 {
-		return fmt.Errorf("%s: copy %#x -> %#x: a copy takes local addresses, not remote ones: %w", e.describe(), src, dst, hal.ErrInvalidArgument)
+	if err := netcore.CheckCopy(e.describe(), dst, src, bytes); err != nil {
+		return err
 	}
 	return e.issue(request{kind: reqCopy, dst: dst, src: src, n: uint64(bytes)})
 }
@@ -139,13 +128,8 @@ func (e *Engine) Copy(dst, src uint64, bytes int64) error {
 // (0: nothing) and add one to the semaphore at semAddr, both 8-byte words
 // in buffers imported from the peer.
 func (e *Engine) Signal(semAddr, countAddr, count uint64) error {
-	if err := e.nd.checkRemote(e.peer, e.l.nonce(), semAddr, 8, "semaphore"); err != nil {
-		return fmt.Errorf("%s: signal: %w", e.describe(), err)
-	}
-	if countAddr != 0 {
-		if err := e.nd.checkRemote(e.peer, e.l.nonce(), countAddr, 8, "count word"); err != nil {
-			return fmt.Errorf("%s: signal: %w", e.describe(), err)
-		}
+	if err := e.nd.reg.CheckSignal(e.describe(), e.peer, e.l.nonce(), semAddr, countAddr); err != nil {
+		return err
 	}
 	return e.issue(request{kind: reqSignal, dst: semAddr, src: countAddr, n: count})
 }
@@ -185,68 +169,42 @@ func (e *Engine) issue(r request) error {
 
 // check returns the engine's failure: its own, its link's, or its peer's.
 func (e *Engine) check() error {
-	if p := e.err.Load(); p != nil {
-		return e.report(*p)
+	if err := e.st.Err(); err != nil {
+		return e.report(err)
 	}
 	if err := e.l.failure(); err != nil {
 		e.fail(fmt.Errorf("%s: %w", e.describe(), err))
-		return e.report(*e.err.Load())
+		return e.report(e.st.Err())
 	}
-	if e.nd.failedPeers.Load() > 0 {
+	if e.nd.fails.Count() > 0 {
 		if err := e.nd.PeerErr(e.peer); err != nil {
 			e.fail(fmt.Errorf("%s: rank %d failed: %w", e.describe(), e.peer, err))
-			return e.report(*e.err.Load())
+			return e.report(e.st.Err())
 		}
 	}
 	if e.l.peerClosed() {
 		e.fail(fmt.Errorf("%s: rank %d closed its net plugin transport: %w", e.describe(), e.peer, hal.ErrRemote))
-		return e.report(*e.err.Load())
+		return e.report(e.st.Err())
 	}
 	return nil
 }
 
-func (e *Engine) report(err error) error {
-	if p := e.err.Load(); p != nil && *p == err {
-		e.reported.Store(true)
-	}
-	return err
-}
+func (e *Engine) report(err error) error { return e.st.Report(err) }
 
 func (e *Engine) fail(err error) {
-	if e.err.CompareAndSwap(nil, &err) {
-		e.progress.notify()
+	if e.st.Fail(err) {
+		e.progress.Notify()
 		e.nd.kick()
 	}
 }
 
 // Err returns the engine's failure, or nil.
-func (e *Engine) Err() error {
-	if p := e.err.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
+func (e *Engine) Err() error { return e.st.Err() }
 
 // await waits until ready holds, the engine fails, or nothing advances
 // for the timeout.
 func (e *Engine) await(what string, ready func() bool) error {
-	timer := time.NewTimer(e.timeout)
-	defer timer.Stop()
-	for {
-		ch := e.progress.wait()
-		if ready() {
-			return nil
-		}
-		if err := e.Err(); err != nil {
-			return err
-		}
-		select {
-		case <-ch:
-			timer.Reset(e.timeout)
-		case <-timer.C:
-			return fmt.Errorf("%s: %s: no progress within %v: %w", e.describe(), what, e.timeout, hal.ErrTimeout)
-		}
-	}
+	return e.progress.Await(netcore.Wait{Describe: e.describe, What: what, Timeout: e.timeout, Ready: ready, Err: e.Err})
 }
 
 // Mark returns a ticket covering the requests issued so far.
@@ -260,19 +218,14 @@ func (e *Engine) Mark() (uint64, error) {
 	if closing {
 		return 0, fmt.Errorf("%s is closed: %w", e.describe(), hal.ErrInvalidUsage)
 	}
-	e.markMu.Lock()
-	defer e.markMu.Unlock()
-	t, _ := e.tickets.Mark(req, e.srcDone.Load())
-	return t, nil
+	return e.marks.Mark(req, e.srcDone.Load()), nil
 }
 
 // Completed returns the largest ticket whose requests are complete at the
 // source (put sources staged, copies done), or the engine's failure.
 func (e *Engine) Completed() (uint64, error) {
 	err := e.check()
-	e.markMu.Lock()
-	defer e.markMu.Unlock()
-	return e.tickets.Advance(e.srcDone.Load()), err
+	return e.marks.Completed(e.srcDone.Load()), err
 }
 
 // step is the progress goroutine's work on the engine: own-engine
@@ -299,7 +252,7 @@ func (e *Engine) step() bool {
 		moved = true
 	}
 	if moved {
-		e.progress.notify()
+		e.progress.Notify()
 		busy = true
 	}
 	e.mu.Lock()
@@ -409,7 +362,7 @@ func (e *Engine) stepCheck(head uint64) {
 		e.fail(fmt.Errorf("%s: %w", e.describe(), err))
 		return
 	}
-	if e.nd.failedPeers.Load() > 0 {
+	if e.nd.fails.Count() > 0 {
 		if err := e.nd.PeerErr(e.peer); err != nil {
 			e.fail(fmt.Errorf("%s: rank %d failed: %w", e.describe(), e.peer, err))
 			return
@@ -442,7 +395,7 @@ func (e *Engine) finish() {
 		return
 	}
 	e.finished = true
-	e.progress.notify()
+	e.progress.Notify()
 	close(e.closedCh)
 }
 
@@ -450,27 +403,11 @@ func (e *Engine) finish() {
 // for the peer's acknowledgement (every message applied or queued on its
 // device), at most the timeout, then releases the engine. It returns the
 // engine's failure, naming the peer, if it had one.
-func (e *Engine) Close() error {
-	first := false
-	e.closeOnce.Do(func() { first = true; e.closeErr = e.shutdown() })
-	if !first {
-		return fmt.Errorf("%s: closed twice: %w", e.describe(), hal.ErrInvalidUsage)
-	}
-	if e.closeErr != nil {
-		e.reported.Store(true)
-	}
-	return e.closeErr
-}
+func (e *Engine) Close() error { return e.st.Close(e.describe, e.shutdown) }
 
 // closeQuiet closes for NetDevice.Close: a second close is no error, and
 // a failure already returned by a call is not repeated.
-func (e *Engine) closeQuiet() error {
-	e.closeOnce.Do(func() { e.closeErr = e.shutdown() })
-	if e.closeErr == nil || e.reported.Swap(true) {
-		return nil
-	}
-	return e.closeErr
-}
+func (e *Engine) closeQuiet() error { return e.st.CloseQuiet(e.shutdown) }
 
 func (e *Engine) shutdown() error {
 	e.mu.Lock()
@@ -484,7 +421,7 @@ func (e *Engine) shutdown() error {
 	var err error
 wait:
 	for {
-		ch := e.progress.wait()
+		ch := e.progress.Wait()
 		select {
 		case <-e.closedCh:
 			err = e.Err()

@@ -2,7 +2,6 @@ package netplugin
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -14,24 +13,22 @@ import (
 	"github.com/weftccl/weft/conformance"
 	"github.com/weftccl/weft/hal"
 	_ "github.com/weftccl/weft/hal/host"
+	"github.com/weftccl/weft/hal/netcore/nettest"
 	"github.com/weftccl/weft/hal/netplugin/netplugintest"
 	"github.com/weftccl/weft/internal/ncclnet"
 )
 
 // failBound bounds every wait of a test: a failure bound, not a timing
 // assertion.
-const failBound = 30 * time.Second
+const failBound = nettest.FailBound
 
-var (
-	jobSeq    atomic.Int64
-	pluginLib struct {
-		once sync.Once
-		path string
-		dir  string
-	}
-)
+var pluginLib struct {
+	once sync.Once
+	path string
+	dir  string
+}
 
-func newJob() string { return fmt.Sprintf("nptest-%d-%d", os.Getpid(), jobSeq.Add(1)) }
+func newJob() string { return nettest.JobID("nptest") }
 
 // plugin builds the test plugin once per test binary (into a directory
 // removed by TestMain) and returns its path.
@@ -82,71 +79,24 @@ func openJob(t testing.TB, job string, n int, winBytes, srcBytes int64, opts Opt
 	opts.Plugin = plugin(t)
 	rs := make([]*rank, n)
 	for i := range rs {
-		dev, err := hal.Open("host", hal.Config{Ordinal: i, Rank: i, JobID: job})
+		h := nettest.OpenHost(t, job, i, winBytes, srcBytes)
+		nd, err := Open(h.Dev, hal.NetConfig{Rank: i, NRanks: n, JobID: job, Secret: secret}, opts)
 		if err != nil {
+			h.Close()
 			t.Fatal(err)
 		}
-		nd, err := Open(dev, hal.NetConfig{Rank: i, NRanks: n, JobID: job, Secret: secret}, opts)
-		if err != nil {
-			dev.Close()
-			t.Fatal(err)
-		}
-		x := &rank{r: i, dev: dev, nd: nd, remote: make([]hal.Buffer, n), eng: make([]hal.Engine, n)}
-		if x.win, err = dev.Alloc(winBytes); err != nil {
-			t.Fatal(err)
-		}
-		if x.src, err = dev.Alloc(srcBytes); err != nil {
-			t.Fatal(err)
-		}
-		rs[i] = x
+		rs[i] = &rank{r: i, dev: h.Dev, nd: nd, win: h.Win, src: h.Src, eng: make([]hal.Engine, n)}
 	}
 	t.Cleanup(func() { closeRanks(t, rs) })
-	handles := make([]hal.Handle, n)
+	// Engines are made concurrently, as ranks of a job do: a link comes
+	// up when both ends run.
+	remote, eng := nettest.Wire(t, n, func(i int) (hal.NetDevice, hal.Buffer, hal.Endpoint) {
+		return rs[i].nd, rs[i].win, endpointOf(rs[i])
+	}, connect, true)
 	for i, x := range rs {
-		h, err := x.nd.ExportPort(x.win)
-		if err != nil {
-			t.Fatal(err)
-		}
-		handles[i] = h
-	}
-	for _, x := range rs {
-		for p := range rs {
-			if p == x.r {
-				continue
-			}
-			b, err := x.nd.ImportPort(handles[p])
-			if err != nil {
-				t.Fatal(err)
-			}
-			x.remote[p] = b
-		}
-	}
-	if connect {
-		// Engines are made concurrently, as ranks of a job do: a link
-		// comes up when both ends run.
-		var wg sync.WaitGroup
-		errs := make(chan error, n*n)
-		for _, x := range rs {
-			for p, y := range rs {
-				if p == x.r {
-					continue
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					e, err := x.nd.NewEngine(endpointOf(y))
-					if err != nil {
-						errs <- fmt.Errorf("rank %d: engine to rank %d: %w", x.r, p, err)
-						return
-					}
-					x.eng[p] = e
-				}()
-			}
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
+		x.remote = remote[i]
+		if connect {
+			x.eng = eng[i]
 		}
 	}
 	return rs
@@ -208,72 +158,26 @@ func (nd *NetDevice) abort() {
 	<-nd.done
 }
 
-func word(b hal.Buffer, off int64) *uint64 {
-	return (*uint64)(unsafe.Pointer(&b.Host()[off]))
-}
+// The shared fixtures (hal/netcore/nettest), by this suite's names.
+func word(b hal.Buffer, off int64) *uint64 { return nettest.Word(b, off) }
 
-// waitWord waits until the word reaches want (failing after failBound, or
-// at once if errf reports an error).
 func waitWord(t testing.TB, b hal.Buffer, off int64, want uint64, errf func() error) {
 	t.Helper()
-	deadline := time.Now().Add(failBound)
-	for round := 0; ; round++ {
-		v := atomic.LoadUint64(word(b, off))
-		if v >= want {
-			return
-		}
-		if errf != nil {
-			if err := errf(); err != nil {
-				t.Fatalf("waiting for word %d to reach %d (at %d): %v", off, want, v, err)
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("word at %d is %d after %v, want %d", off, v, failBound, want)
-		}
-		if round > 100 {
-			time.Sleep(50 * time.Microsecond)
-		}
-	}
+	nettest.WaitWord(t, b, off, want, errf)
 }
 
-// fill writes a pattern depending on seed into b.
-func fill(b []byte, seed uint64) {
-	x := seed*0x9E3779B97F4A7C15 + 1
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		b[i] = byte(x)
-	}
-}
+// fill writes seed's xorshift stream over all of b (not the 4 KiB
+// repeated of nettest.Fill), so a chunk landing at the wrong offset shows.
+func fill(b []byte, seed uint64) { nettest.FillStream(b, seed) }
 
-// errorMentions fails unless err is non-nil, wraps want and mentions
-// every part.
 func errorMentions(t testing.TB, err error, want error, parts ...string) {
 	t.Helper()
-	if err == nil {
-		t.Fatalf("err = nil, want an error wrapping %v mentioning %q", want, parts)
-	}
-	if want != nil && !errors.Is(err, want) {
-		t.Errorf("err = %v, want one wrapping %v", err, want)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Errorf("err = %v, want it to mention %q", err, p)
-		}
-	}
+	nettest.ErrorMentions(t, err, want, parts...)
 }
 
-// eventually polls cond until it holds, failing after failBound.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(failBound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, failBound)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	nettest.Eventually(t, what, cond)
 }
 
 // atomic32 is a flag a hook and a test share.

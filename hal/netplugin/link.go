@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/netcore"
 	"github.com/weftccl/weft/internal/auth"
 	"github.com/weftccl/weft/internal/ncclnet"
 )
@@ -169,14 +170,14 @@ func (l *link) fail(err error, peerFault bool) {
 	if first && peerFault {
 		nd.failPeer(l.peer, err)
 	}
-	nd.changed.notify()
+	nd.changed.Notify()
 }
 
 func (l *link) markReady() {
 	l.nd.mu.Lock()
 	l.ready = true
 	l.nd.mu.Unlock()
-	l.nd.changed.notify()
+	l.nd.changed.Notify()
 	l.nd.log.Info("net plugin link ready", "peer", l.peer, "authenticated", !l.nd.secret.IsZero())
 }
 
@@ -419,7 +420,7 @@ func (l *link) stepSend() bool {
 		l.freeSend = append(l.freeSend, f.slot)
 		if f.eng != nil {
 			f.eng.sentMsgs++
-			f.eng.progress.notify()
+			f.eng.progress.Notify()
 		}
 		l.lastSend = time.Now()
 		busy = true
@@ -699,7 +700,7 @@ func (l *link) apply(s, n int) (hold bool, ticket uint64) {
 		l.fail(fmt.Errorf("%s: rank %d refused this rank's messages: %s: %w", l.describe(), l.peer, p, hal.ErrRemote), false)
 	case msgClosing:
 		l.remoteClosed.Store(true)
-		nd.changed.notify()
+		nd.changed.Notify()
 	}
 	return false, 0
 }
@@ -775,28 +776,20 @@ func (l *link) data(m message, s int) uint64 {
 	re.next++
 	switch m.kind {
 	case msgPut:
-		dst, err := nd.resolve(m.a, m.b, 1)
+		dst, err := nd.reg.Resolve(m.a, m.b, 1)
 		if err != nil {
 			l.bad("put of %d bytes: %v", m.b, err)
 			return 0
 		}
 		src := l.recvStage.Addr() + uint64(s*l.recvSlotSize()+headerSize)
-		if err := l.recvOwn.Copy(dst, src, int64(m.b)); err != nil {
-			l.fail(fmt.Errorf("%s: applying a put on the device's engine: %w", l.describe(), err), false)
-			return 0
-		}
-		t, err := l.recvOwn.Mark()
+		t, err := netcore.CopyMark(l.recvOwn, dst, src, int64(m.b))
 		if err != nil {
 			l.fail(fmt.Errorf("%s: applying a put on the device's engine: %w", l.describe(), err), false)
 			return 0
 		}
 		return t
 	case msgSignal:
-		sem, err := nd.resolve(m.a, 8, 8)
-		var cnt uint64
-		if err == nil && m.b != 0 {
-			cnt, err = nd.resolve(m.b, 8, 8)
-		}
+		sem, cnt, err := nd.reg.ResolveSignal(m.a, m.b)
 		if err != nil {
 			l.bad("signal: %v", err)
 			return 0
@@ -856,7 +849,7 @@ func (nd *NetDevice) progress() {
 		}
 		pending, stuck := false, false
 		for _, l := range links {
-			lost := nd.failedPeers.Load() > 0 && nd.PeerErr(l.peer) != nil
+			lost := nd.fails.Count() > 0 && nd.PeerErr(l.peer) != nil
 			if stopping && l.send != nil && !l.dead && !lost && !l.closingSent && l.authed && !nd.crash.Load() {
 				l.queue(message{kind: msgClosing}, nil)
 				l.closingSent = true

@@ -245,7 +245,7 @@ func FuzzDecode(f *testing.F) {
 	hdr := make([]byte, headerSize)
 	encodeHeader(hdr, message{kind: msgSignal, e: 1, s: 2, a: encodeAddr(1, 8)})
 	f.Add(hdr)
-	f.Add(append(hdr[:0:0], encodeHandle(handle{job: 1, nonce: 2, rank: 1, reg: 1, size: 64})...))
+	f.Add(append(hdr[:0:0], encodeHandle(handle{Job: 1, Nonce: 2, Rank: 1, Reg: 1, Size: 64})...))
 	f.Add(encodeAddress(address{job: 1, nonce: 3, rank: 1, chunk: MinChunk, handles: make([]ncclnet.Handle, 2)}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if m, p, err := decodeMessage(b, MinChunk); err == nil {

@@ -2,35 +2,17 @@ package netplugin
 
 import (
 	"runtime"
-	"sync"
 	"time"
+
+	"github.com/weftccl/weft/hal/netcore"
 )
 
-// notifier wakes every goroutine waiting for some state to change: a
-// waiter takes the channel, checks its condition, then blocks on the
-// channel; notify closes it.
-type notifier struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func (n *notifier) wait() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.ch == nil {
-		n.ch = make(chan struct{})
-	}
-	return n.ch
-}
-
-func (n *notifier) notify() {
-	n.mu.Lock()
-	if n.ch != nil {
-		close(n.ch)
-		n.ch = nil
-	}
-	n.mu.Unlock()
-}
+// notifier is netcore's: it wakes every goroutine waiting for some state
+// to change. The poll policy below is this transport's own, unlike
+// hal/socket's: ncclNet has no blocking wait, so the progress goroutine
+// polls the plugin and sleeps sooner (after 200 µs, not 2 ms), and an
+// engine call can wake it from a sleep.
+type notifier = netcore.Notifier
 
 // The progress goroutine polls the plugin (ncclNet has no blocking wait:
 // NCCL's proxy thread polls too). After its last progress it yields for

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"strconv"
 
+	"github.com/weftccl/weft/hal/netcore"
 	"github.com/weftccl/weft/internal/ncclnet"
 )
 
@@ -27,7 +28,6 @@ const (
 // Sizes in bytes.
 const (
 	headerSize = 48
-	handleSize = 40
 	maxReason  = 1024
 )
 
@@ -48,28 +48,10 @@ var (
 	errVersion   = errors.New("protocol version")
 )
 
-// Remote addresses, as hal/socket's: bit 63 set, a 23-bit registration id
-// in bits 40–62 and a 40-bit byte offset, so Addr()+off of an imported
-// buffer names byte off of the peer's registration (up to 1 TiB).
-const (
-	addrTag  = uint64(1) << 63
-	offBits  = 40
-	maxReg   = 1<<23 - 1
-	maxBytes = int64(1) << offBits
-	offMask  = uint64(1)<<offBits - 1
-)
-
-func encodeAddr(reg uint32, off uint64) uint64 { return addrTag | uint64(reg)<<offBits | off }
-
-// decodeAddr splits a remote address; ok is false for one without the tag
-// or with registration id 0.
-func decodeAddr(a uint64) (reg uint32, off uint64, ok bool) {
-	if a&addrTag == 0 {
-		return 0, 0, false
-	}
-	reg = uint32((a &^ addrTag) >> offBits)
-	return reg, a & offMask, reg != 0
-}
+// Remote addresses are netcore's (bit 63 set, a 23-bit registration id,
+// a 40-bit byte offset; see netcore.EncodeAddr); tests build them with
+// encodeAddr.
+func encodeAddr(reg uint32, off uint64) uint64 { return netcore.EncodeAddr(reg, off) }
 
 // jobHash is FNV-1a 64 of the job id.
 func jobHash(job string) uint64 {
@@ -192,54 +174,17 @@ func decodeMessage(b []byte, chunk int) (message, []byte, error) {
 	return m, p, nil
 }
 
-// Handles (ExportPort), 40 bytes:
-//
-//	[0:4)   "WNPH"   [4] version   [5:8) zero
-//	[8:16)  job hash
-//	[16:24) nonce of the exporting NetDevice
-//	[24:28) exporting rank   [28:32) registration id (1 to 2^23-1)
-//	[32:40) size in bytes
-type handle struct {
-	job, nonce uint64
-	rank       int
-	reg        uint32
-	size       int64
-}
+// Handles (ExportPort) are netcore's 40-byte registration handles
+// (netcore.HandleFormat documents the layout, encodes and checks them)
+// with magic "WNPH" and this transport's protocol version.
+type handle = netcore.Handle
 
-func encodeHandle(h handle) []byte {
-	b := make([]byte, handleSize)
-	binary.BigEndian.PutUint32(b, handleMagic)
-	b[4] = protocolVersion
-	binary.BigEndian.PutUint64(b[8:], h.job)
-	binary.BigEndian.PutUint64(b[16:], h.nonce)
-	binary.BigEndian.PutUint32(b[24:], uint32(h.rank))
-	binary.BigEndian.PutUint32(b[28:], h.reg)
-	binary.BigEndian.PutUint64(b[32:], uint64(h.size))
-	return b
-}
+var handleFormat = netcore.HandleFormat{Magic: handleMagic, Version: protocolVersion,
+	ErrMalformed: errMalformed, ErrMagic: errMagic, ErrVer: errVersion}
 
-func decodeHandle(b []byte) (handle, error) {
-	if len(b) != handleSize {
-		return handle{}, fmt.Errorf("%w handle: %d bytes, want %d (a handle of another backend or network?)", errMalformed, len(b), handleSize)
-	}
-	if m := binary.BigEndian.Uint32(b); m != handleMagic {
-		return handle{}, fmt.Errorf("%w %#08x in a handle, want %#08x (a handle of another backend or network?)", errMagic, m, handleMagic)
-	}
-	if b[4] != protocolVersion {
-		return handle{}, fmt.Errorf("%w %d in a handle, want %d", errVersion, b[4], protocolVersion)
-	}
-	h := handle{job: binary.BigEndian.Uint64(b[8:]), nonce: binary.BigEndian.Uint64(b[16:]),
-		rank: int(binary.BigEndian.Uint32(b[24:])), reg: binary.BigEndian.Uint32(b[28:]), size: int64(binary.BigEndian.Uint64(b[32:]))}
-	switch {
-	case b[5]|b[6]|b[7] != 0:
-		return handle{}, fmt.Errorf("%w handle: reserved bytes are not zero", errMalformed)
-	case h.reg == 0 || h.reg > maxReg:
-		return handle{}, fmt.Errorf("%w handle: registration id %d", errMalformed, h.reg)
-	case h.size <= 0 || h.size > maxBytes:
-		return handle{}, fmt.Errorf("%w handle: size %d", errMalformed, h.size)
-	}
-	return h, nil
-}
+func encodeHandle(h handle) []byte { return handleFormat.Encode(h) }
+
+func decodeHandle(b []byte) (handle, error) { return handleFormat.Decode(b) }
 
 // Addresses (NetDevice.Address):
 //

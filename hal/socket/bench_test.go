@@ -2,10 +2,11 @@ package socket
 
 import (
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weftccl/weft/hal/netcore/nettest"
 )
 
 // BenchmarkSocketPut measures one 64 MiB put and its signal from rank 0 to
@@ -56,49 +57,10 @@ func BenchmarkSocketPingPong(b *testing.B) {
 	const n = 8
 	rs := openRanks(b, 2, semArea+n, n, Options{})
 	a, c := rs[0], rs[1]
-	done := make(chan error, 1)
-	go func() {
-		// Rank 1: wait for ping i, answer with pong i.
-		for i := 1; i <= b.N; i++ {
-			for atomic.LoadUint64(word(c.win, semOff)) < uint64(i) {
-				if err := c.eng[0].(*Engine).Err(); err != nil {
-					done <- err
-					return
-				}
-				runtime.Gosched()
-			}
-			if err := c.eng[0].Put(c.remote[0].Addr()+semArea, c.src.Addr(), n); err != nil {
-				done <- err
-				return
-			}
-			if err := c.eng[0].Signal(c.remote[0].Addr()+semOff, 0, 0); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
-	b.ResetTimer()
-	start := time.Now()
-	for i := 1; i <= b.N; i++ {
-		if err := a.eng[1].Put(a.remote[1].Addr()+semArea, a.src.Addr(), n); err != nil {
-			b.Fatal(err)
-		}
-		if err := a.eng[1].Signal(a.remote[1].Addr()+semOff, 0, 0); err != nil {
-			b.Fatal(err)
-		}
-		for atomic.LoadUint64(word(a.win, semOff)) < uint64(i) {
-			if err := a.eng[1].(*Engine).Err(); err != nil {
-				b.Fatal(err)
-			}
-			runtime.Gosched()
-		}
-	}
-	b.StopTimer()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N)/2, "us/one-way")
+	elapsed := nettest.PingPong(b,
+		nettest.PingSide{Eng: a.eng[1], Remote: a.remote[1], Src: a.src, Win: a.win},
+		nettest.PingSide{Eng: c.eng[0], Remote: c.remote[0], Src: c.src, Win: c.win}, n, semArea, semOff)
+	b.ReportMetric(float64(elapsed.Microseconds())/float64(b.N)/2, "us/one-way")
 }
 
 // BenchmarkSocketSecure measures the cost of authentication and

@@ -117,4 +117,16 @@
 // sends, no progress) fails the engine to it: its next call and Close
 // return an error wrapping hal.ErrRemote or hal.ErrTimeout that names the
 // rank and address, and the receiving NetDevice records it.
+//
+// # Shared pieces
+//
+// What this transport has in common with the other networks lives in
+// hal/netcore, written once: the remote-address layout and the handle
+// format (netcore.HandleFormat with this transport's magic), the table of
+// exports and imports (netcore.Registry), the engine to this rank itself
+// (netcore.LocalEngine), the notifier, the record of peer failures
+// (netcore.Failures), an engine's sticky failure and tickets
+// (netcore.EngineState, netcore.Marks), Open's argument checks and the
+// listener's accept loop (netcore.Acceptor). The staging, the frames and
+// the poll policy (notify.go) are this transport's own.
 package socket

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/netcore"
 	"github.com/weftccl/weft/internal/auth"
 	"github.com/weftccl/weft/internal/stageprof"
 )
@@ -102,16 +103,12 @@ type Engine struct {
 
 	// tickets over the request counts and srcDone: marks with the same
 	// request count merge, so at most ringSize+1 are outstanding
-	markMu  sync.Mutex
-	tickets hal.Tickets
+	marks *netcore.Marks
 
-	err          atomic.Pointer[error]
-	reported     atomic.Bool // err was returned by a call
+	st           netcore.EngineState // failure, reported, shutdown
 	dead         chan struct{}
 	stop         chan struct{}
 	remoteClosed atomic.Bool
-	closeOnce    sync.Once
-	closeErr     error
 	wg           sync.WaitGroup
 }
 
@@ -179,7 +176,7 @@ func (nd *NetDevice) dial(a address) (*Engine, error) {
 	e := &Engine{
 		nd: nd, peer: a.rank, nonce: a.nonce, remote: a.addrs[0], id: rand.Uint64(), chunk: o.Chunk, timeout: o.Timeout,
 		wakeStager: make(chan struct{}, 1), wakeCompleter: make(chan struct{}, 1),
-		dead: make(chan struct{}), stop: make(chan struct{}), tickets: hal.MakeTickets(ringSize + 2),
+		dead: make(chan struct{}), stop: make(chan struct{}), marks: netcore.NewMarks(ringSize + 2),
 	}
 	e.log = nd.log.With("peer", a.rank)
 	e.prof = stageprof.New(fmt.Sprintf("socket engine of rank %d to rank %d", nd.cfg.Rank, a.rank), profStages...)
@@ -305,13 +302,8 @@ func readReply(r io.Reader) (replyKind, string, error) {
 // inside a buffer imported from this engine's peer. The range must lie in
 // that buffer (else hal.ErrInvalidArgument, returned at once).
 func (e *Engine) Put(dst, src uint64, bytes int64) error {
-	if bytes < 0 {
-		return fmt.Errorf("%s: put of %d bytes: %w", e.describe(), bytes, hal.ErrInvalidArgument)
-	}
-	if bytes > 0 {
-		if err := e.nd.checkRemote(e.peer, e.nonce, dst, uint64(bytes), "put destination"); err != nil {
-			return fmt.Errorf("%s: %w", e.describe(), err)
-		}
+	if err := e.nd.reg.CheckPut(e.describe(), e.peer, e.nonce, dst, bytes); err != nil {
+		return err
 	}
 	return e.issue(request{kind: reqPut, dst: dst, src: src, n: uint64(bytes), t: e.prof.Tick()})
 }
@@ -320,11 +312,8 @@ func (e *Engine) Put(dst, src uint64, bytes int64) error {
 // with the engine's other requests: it starts after the staging of every
 // earlier put, and a later Signal is sent after it has finished.
 func (e *Engine) Copy(dst, src uint64, bytes int64) error {
-	if bytes < 0 {
-		return fmt.Errorf("%s: copy of %d bytes: %w", e.describe(), bytes, hal.ErrInvalidArgument)
-	}
-	if dst&addrTag != 0 || src&addrTag != 0 {
-		return fmt.Errorf("%s: copy %#x -> %#x: a copy takes local addresses, not remote ones: %w", e.describe(), src, dst, hal.ErrInvalidArgument)
+	if err := netcore.CheckCopy(e.describe(), dst, src, bytes); err != nil {
+		return err
 	}
 	return e.issue(request{kind: reqCopy, dst: dst, src: src, n: uint64(bytes), t: e.prof.Tick()})
 }
@@ -334,13 +323,8 @@ func (e *Engine) Copy(dst, src uint64, bytes int64) error {
 // (0: nothing) and add one to the semaphore at semAddr, both 8-byte words
 // in buffers imported from the peer.
 func (e *Engine) Signal(semAddr, countAddr, count uint64) error {
-	if err := e.nd.checkRemote(e.peer, e.nonce, semAddr, 8, "semaphore"); err != nil {
-		return fmt.Errorf("%s: signal: %w", e.describe(), err)
-	}
-	if countAddr != 0 {
-		if err := e.nd.checkRemote(e.peer, e.nonce, countAddr, 8, "count word"); err != nil {
-			return fmt.Errorf("%s: signal: %w", e.describe(), err)
-		}
+	if err := e.nd.reg.CheckSignal(e.describe(), e.peer, e.nonce, semAddr, countAddr); err != nil {
+		return err
 	}
 	return e.issue(request{kind: reqSignal, dst: semAddr, src: countAddr, n: count, t: e.prof.Tick()})
 }
@@ -388,50 +372,40 @@ func (e *Engine) issue(r request) error {
 // check returns the engine's sticky error, failing the engine first if
 // the NetDevice has recorded a failure of its peer.
 func (e *Engine) check() error {
-	if p := e.err.Load(); p != nil {
-		return e.report(*p)
+	if err := e.st.Err(); err != nil {
+		return e.report(err)
 	}
 	if e.remoteClosed.Load() {
 		e.fail(fmt.Errorf("%s: rank %d closed its socket transport: %w", e.describe(), e.peer, hal.ErrRemote), false)
-		return e.report(*e.err.Load())
+		return e.report(e.st.Err())
 	}
-	if e.nd.failedPeers.Load() == 0 {
+	if e.nd.fails.Count() == 0 {
 		return nil
 	}
 	if err := e.nd.PeerErr(e.peer); err != nil {
 		e.fail(fmt.Errorf("%s: rank %d failed: %w", e.describe(), e.peer, err), false)
-		return e.report(*e.err.Load())
+		return e.report(e.st.Err())
 	}
 	return nil
 }
 
-func (e *Engine) report(err error) error {
-	if p := e.err.Load(); p != nil && *p == err {
-		e.reported.Store(true)
-	}
-	return err
-}
+func (e *Engine) report(err error) error { return e.st.Report(err) }
 
 // Err returns the engine's failure, or nil.
-func (e *Engine) Err() error {
-	if p := e.err.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
+func (e *Engine) Err() error { return e.st.Err() }
 
 // fail records the engine's first failure and closes its connections, so
 // that every goroutine of the engine stops. peerFault also records it as
 // the peer's failure on the NetDevice.
 func (e *Engine) fail(err error, peerFault bool) {
-	if !e.err.CompareAndSwap(nil, &err) {
+	if !e.st.Fail(err) {
 		return
 	}
 	close(e.dead)
 	for _, c := range e.conns {
 		c.conn.Close()
 	}
-	e.progress.notify()
+	e.progress.Notify()
 	if peerFault {
 		e.nd.failPeer(e.peer, err)
 	} else {
@@ -445,27 +419,8 @@ func (e *Engine) await(what string, ready func() bool) error {
 	if ready() {
 		return nil
 	}
-	timer := time.NewTimer(e.timeout)
-	defer timer.Stop()
-	for {
-		ch := e.progress.wait()
-		if ready() {
-			return nil
-		}
-		if err := e.Err(); err != nil {
-			return err
-		}
-		select {
-		case <-ch:
-			timer.Reset(e.timeout)
-		case <-e.dead:
-			return e.Err()
-		case <-e.stop:
-			return errStopped
-		case <-timer.C:
-			return fmt.Errorf("%s: %s: no progress within %v: %w", e.describe(), what, e.timeout, hal.ErrTimeout)
-		}
-	}
+	return e.progress.Await(netcore.Wait{Describe: e.describe, What: what, Timeout: e.timeout, Ready: ready, Err: e.Err,
+		Dead: e.dead, Stop: e.stop, Stopped: errStopped})
 }
 
 // Mark returns a ticket covering the requests issued so far.
@@ -479,19 +434,14 @@ func (e *Engine) Mark() (uint64, error) {
 	if closed {
 		return 0, fmt.Errorf("%s is closed: %w", e.describe(), hal.ErrInvalidUsage)
 	}
-	e.markMu.Lock()
-	defer e.markMu.Unlock()
-	t, _ := e.tickets.Mark(req, e.srcDone.Load())
-	return t, nil
+	return e.marks.Mark(req, e.srcDone.Load()), nil
 }
 
 // Completed returns the largest ticket whose requests are complete at the
 // source (put sources staged, copies done), or the engine's failure.
 func (e *Engine) Completed() (uint64, error) {
 	err := e.check()
-	e.markMu.Lock()
-	defer e.markMu.Unlock()
-	return e.tickets.Advance(e.srcDone.Load()), err
+	return e.marks.Completed(e.srcDone.Load()), err
 }
 
 // stager takes requests in order and stages them.
@@ -576,33 +526,20 @@ func (e *Engine) stage(r request, idx uint64) error {
 	return nil
 }
 
-// ownOp runs op (nil: none) on the own engine and returns a ticket
-// covering it and everything before it.
+// ownOp runs op (nil: none) on the own engine (ownInline) and returns a
+// ticket covering it and everything before it, waking the completer.
 func (e *Engine) ownOp(op func(hal.Engine) error) (uint64, error) {
-	e.ownMu.Lock()
-	var err error
-	if op != nil {
-		err = op(e.own)
-	}
-	var t uint64
-	if err == nil {
-		t, err = e.own.Mark()
-	}
-	e.ownMu.Unlock()
-	if err != nil {
-		return 0, fmt.Errorf("%s: the device's own engine: %w", e.describe(), err)
-	}
-	if t > e.ownIssued.Load() {
-		if e.prof.On() {
-			e.ownTick.Store(e.prof.Tick())
-		}
-		e.ownIssued.Store(t)
+	prev := e.ownIssued.Load()
+	t, err := e.ownInline(op)
+	if err == nil && t > prev {
+		// A wake more than needed (another goroutine's op raised
+		// ownIssued meanwhile) costs the completer one look.
 		select {
 		case e.wakeCompleter <- struct{}{}:
 		default:
 		}
 	}
-	return t, nil
+	return t, err
 }
 
 func (e *Engine) takeSlot() (int, error) {
@@ -670,7 +607,7 @@ func (e *Engine) completer() {
 				e.prof.SinceTick(profOwnDone, e.ownTick.Load())
 			}
 			e.advanceOwnDone(d)
-			e.progress.notify()
+			e.progress.Notify()
 			last = time.Now()
 			continue
 		}
@@ -700,7 +637,7 @@ func (e *Engine) retire(done uint64) {
 	}
 	e.retMu.Unlock()
 	if moved {
-		e.progress.notify()
+		e.progress.Notify()
 	}
 }
 
@@ -752,15 +689,15 @@ func (c *sendConn) sender() {
 			e.slots <- of.slot
 		}
 		e.written.Add(1)
-		e.progress.notify()
+		e.progress.Notify()
 	}
 }
 
 // lost is the error of a connection that broke.
 func (c *sendConn) lost(err error, where string) error {
 	e := c.e
-	if p := e.err.Load(); p != nil {
-		return *p
+	if err := e.st.Err(); err != nil {
+		return err
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
@@ -800,13 +737,13 @@ func (c *sendConn) reader() {
 			return
 		case replyByeAck:
 			c.acked.Store(true)
-			e.progress.notify()
+			e.progress.Notify()
 		case replyClosing:
 			e.remoteClosed.Store(true)
 			if e.pending() {
 				e.fail(fmt.Errorf("%s: rank %d closed its socket transport with requests of this engine in flight: %w", e.describe(), e.peer, hal.ErrRemote), true)
 			}
-			e.progress.notify()
+			e.progress.Notify()
 			return
 		default:
 			e.fail(fmt.Errorf("%s: connection %d: unexpected %d reply: %w", e.describe(), c.index, k, hal.ErrRemote), true)
@@ -828,27 +765,11 @@ func (e *Engine) pending() bool {
 // receiver's acknowledgement (every frame applied or queued on its
 // device), then closes the connections and releases staging. It returns
 // the engine's failure, naming the peer, if it had one.
-func (e *Engine) Close() error {
-	first := false
-	e.closeOnce.Do(func() { first = true; e.closeErr = e.shutdown() })
-	if !first {
-		return fmt.Errorf("%s: closed twice: %w", e.describe(), hal.ErrInvalidUsage)
-	}
-	if e.closeErr != nil {
-		e.reported.Store(true)
-	}
-	return e.closeErr
-}
+func (e *Engine) Close() error { return e.st.Close(e.describe, e.shutdown) }
 
 // closeQuiet closes for NetDevice.Close: a second close is no error, and
 // a failure already returned by a call is not repeated.
-func (e *Engine) closeQuiet() error {
-	e.closeOnce.Do(func() { e.closeErr = e.shutdown() })
-	if e.closeErr == nil || e.reported.Swap(true) {
-		return nil
-	}
-	return e.closeErr
-}
+func (e *Engine) closeQuiet() error { return e.st.CloseQuiet(e.shutdown) }
 
 func (e *Engine) shutdown() error {
 	e.mu.Lock()
@@ -856,7 +777,7 @@ func (e *Engine) shutdown() error {
 	h := e.head
 	e.mu.Unlock()
 	err := e.Err()
-	if err == nil && e.nd.failedPeers.Load() > 0 {
+	if err == nil && e.nd.fails.Count() > 0 {
 		// The peer is known lost (a receiver saw it go, an engine to it
 		// timed out closing, or the communicator found it stopped):
 		// nothing it would acknowledge is worth waiting for.
@@ -1012,8 +933,10 @@ func (e *Engine) issueInline(r request, idx uint64) error {
 	return nil
 }
 
-// ownInline is ownOp for the inline path: it does not wake the completer,
-// since the caller polls the own engine itself (awaitOwn).
+// ownInline runs op (nil: none) on the own engine and returns a ticket
+// covering it and everything before it. It does not wake the completer:
+// the inline path's caller polls the own engine itself (awaitOwn); ownOp
+// does.
 func (e *Engine) ownInline(op func(hal.Engine) error) (uint64, error) {
 	e.ownMu.Lock()
 	var err error
@@ -1117,6 +1040,6 @@ func (e *Engine) writeInline(f frame, payload []byte) error {
 	}
 	e.prof.SinceTick(profWrite, start)
 	e.written.Add(1)
-	e.progress.notify()
+	e.progress.Notify()
 	return nil
 }

@@ -2,26 +2,18 @@ package socket
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
-	"unsafe"
 
 	"github.com/weftccl/weft/hal"
 	_ "github.com/weftccl/weft/hal/host"
+	"github.com/weftccl/weft/hal/netcore/nettest"
 )
 
-// failBound bounds every wait of a test: a failure bound, not a timing
-// assertion.
-const failBound = 30 * time.Second
-
-var jobSeq atomic.Int64
+// failBound bounds every wait of a test (nettest.FailBound).
+const failBound = nettest.FailBound
 
 // newJob returns a job id unique to this test process.
-func newJob() string { return fmt.Sprintf("socktest-%d-%d", os.Getpid(), jobSeq.Add(1)) }
+func newJob() string { return nettest.JobID("socktest") }
 
 // rank is one in-process rank: a hal/host device, its NetDevice, a receive
 // window exported to peers and a source buffer.
@@ -51,51 +43,29 @@ func openRanksWith(t testing.TB, n int, winBytes, srcBytes int64, opts Options, 
 	}
 	rs := make([]*rank, n)
 	for i := range rs {
-		dev, err := hal.Open("host", hal.Config{Ordinal: i, Rank: i, JobID: job})
+		h := nettest.OpenHost(t, job, i, winBytes, srcBytes)
+		nd, err := Open(h.Dev, hal.NetConfig{Rank: i, NRanks: n, JobID: job, Secret: secret}, opts)
 		if err != nil {
+			h.Close()
 			t.Fatal(err)
 		}
-		nd, err := Open(dev, hal.NetConfig{Rank: i, NRanks: n, JobID: job, Secret: secret}, opts)
-		if err != nil {
-			dev.Close()
-			t.Fatal(err)
-		}
-		x := &rank{r: i, dev: dev, nd: nd, remote: make([]hal.Buffer, n), eng: make([]hal.Engine, n)}
-		if x.win, err = dev.Alloc(winBytes); err != nil {
-			t.Fatal(err)
-		}
-		if x.src, err = dev.Alloc(srcBytes); err != nil {
-			t.Fatal(err)
-		}
-		rs[i] = x
+		rs[i] = &rank{r: i, dev: h.Dev, nd: nd, win: h.Win, src: h.Src}
 	}
 	t.Cleanup(func() { closeRanks(t, rs) })
-	handles := make([]hal.Handle, n)
-	for i, x := range rs {
-		h, err := x.nd.ExportPort(x.win)
-		if err != nil {
-			t.Fatal(err)
-		}
-		handles[i] = h
-	}
-	for _, x := range rs {
-		for p, y := range rs {
-			if p == x.r {
-				continue
-			}
-			b, err := x.nd.ImportPort(handles[p])
-			if err != nil {
-				t.Fatal(err)
-			}
-			x.remote[p] = b
-			e, err := x.nd.NewEngine(endpointOf(y))
-			if err != nil {
-				t.Fatal(err)
-			}
-			x.eng[p] = e
-		}
-	}
+	connect(t, rs, false)
 	return rs
+}
+
+// connect exchanges the ranks' windows and opens engines all to all
+// (concurrently or one after another).
+func connect(t testing.TB, rs []*rank, concurrent bool) {
+	t.Helper()
+	remote, eng := nettest.Wire(t, len(rs), func(i int) (hal.NetDevice, hal.Buffer, hal.Endpoint) {
+		return rs[i].nd, rs[i].win, endpointOf(rs[i])
+	}, true, concurrent)
+	for i, x := range rs {
+		x.remote, x.eng = remote[i], eng[i]
+	}
 }
 
 func endpointOf(x *rank) hal.Endpoint {
@@ -138,66 +108,24 @@ func closeRanks(t testing.TB, rs []*rank) {
 	}
 }
 
-// word returns the 64-bit word at byte off of a host-visible buffer.
-func word(b hal.Buffer, off int64) *uint64 {
-	return (*uint64)(unsafe.Pointer(&b.Host()[off]))
-}
+// The shared fixtures (hal/netcore/nettest), by this suite's names.
+func word(b hal.Buffer, off int64) *uint64 { return nettest.Word(b, off) }
 
-// waitWord waits until the word reaches want (failing after failBound, or
-// at once if errf reports an error).
 func waitWord(t testing.TB, b hal.Buffer, off int64, want uint64, errf func() error) {
 	t.Helper()
-	deadline := time.Now().Add(failBound)
-	for round := 0; ; round++ {
-		v := atomic.LoadUint64(word(b, off))
-		if v >= want {
-			return
-		}
-		if errf != nil {
-			if err := errf(); err != nil {
-				t.Fatalf("waiting for word %d to reach %d (at %d): %v", off, want, v, err)
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("word at %d is %d after %v, want %d", off, v, failBound, want)
-		}
-		if round > 100 {
-			time.Sleep(50 * time.Microsecond)
-		}
-	}
+	nettest.WaitWord(t, b, off, want, errf)
 }
 
-// waitCompleted waits until e's Completed reaches ticket.
 func waitCompleted(t testing.TB, e hal.Engine, ticket uint64) {
 	t.Helper()
-	deadline := time.Now().Add(failBound)
-	for {
-		c, err := e.Completed()
-		if err != nil {
-			t.Fatalf("completed: %v", err)
-		}
-		if c >= ticket {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("completed %d after %v, want %d", c, failBound, ticket)
-		}
-		time.Sleep(20 * time.Microsecond)
-	}
+	nettest.WaitCompleted(t, e, ticket)
 }
 
-// fill writes a pattern depending on seed into b.
-func fill(b []byte, seed uint64) {
-	x := seed*0x9E3779B97F4A7C15 + 1
-	for i := 0; i < len(b) && i < 4096; i++ {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		b[i] = byte(x)
-	}
-	for n := 4096; n < len(b); n *= 2 {
-		copy(b[n:], b[:n])
-	}
+func fill(b []byte, seed uint64) { nettest.Fill(b, seed) }
+
+func errorMentions(t testing.TB, err error, want error, parts ...string) {
+	t.Helper()
+	nettest.ErrorMentions(t, err, want, parts...)
 }
 
 // abort closes everything of nd without a goodbye, as a crashed process
@@ -229,21 +157,4 @@ func (nd *NetDevice) waited() (frames, signals uint64) {
 		signals += s.signalsWaited.Load()
 	}
 	return frames, signals
-}
-
-// errorMentions fails unless err is non-nil, wraps want and mentions
-// every part.
-func errorMentions(t testing.TB, err error, want error, parts ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("err = nil, want an error wrapping %v mentioning %q", want, parts)
-	}
-	if want != nil && !errors.Is(err, want) {
-		t.Errorf("err = %v, want one wrapping %v", err, want)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Errorf("err = %v, want it to mention %q", err, p)
-		}
-	}
 }

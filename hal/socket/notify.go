@@ -2,35 +2,17 @@ package socket
 
 import (
 	"runtime"
-	"sync"
 	"time"
+
+	"github.com/weftccl/weft/hal/netcore"
 )
 
-// notifier wakes every goroutine waiting for some state to change. A
-// waiter takes the channel, checks its condition, and then blocks on the
-// channel; notify closes it. It allocates only when somebody waits.
-type notifier struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func (n *notifier) wait() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.ch == nil {
-		n.ch = make(chan struct{})
-	}
-	return n.ch
-}
-
-func (n *notifier) notify() {
-	n.mu.Lock()
-	if n.ch != nil {
-		close(n.ch)
-		n.ch = nil
-	}
-	n.mu.Unlock()
-}
+// notifier is netcore's: it wakes every goroutine waiting for some state
+// to change. The poll policy below (spin, then sleep) is this transport's
+// own: a device copy that stages a chunk completes in tens to hundreds of
+// microseconds, so it yields rather than sleeps (hal/netplugin, which
+// polls a plugin with no blocking wait, sleeps sooner).
+type notifier = netcore.Notifier
 
 // spinFor is how long a poll of a device engine yields the processor
 // between polls before it starts sleeping. Go rounds sleeps shorter than a

@@ -263,7 +263,7 @@ func (rc *recvConn) run() {
 			rc.reply(replyByeAck, "")
 			return
 		case framePut:
-			dst, err := nd.resolve(f.a, f.b, 1)
+			dst, err := nd.reg.Resolve(f.a, f.b, 1)
 			if err != nil {
 				s.fail(rc, rc.bad(f.seq, "put of %d bytes: %v", f.b, err))
 				return
@@ -295,11 +295,7 @@ func (rc *recvConn) run() {
 				return
 			}
 		case frameSignal:
-			sem, err := nd.resolve(f.a, 8, 8)
-			var cnt uint64
-			if err == nil && f.b != 0 {
-				cnt, err = nd.resolve(f.b, 8, 8)
-			}
+			sem, cnt, err := nd.reg.ResolveSignal(f.a, f.b)
 			if err != nil {
 				s.fail(rc, rc.bad(f.seq, "signal: %v", err))
 				return
@@ -336,7 +332,7 @@ func (s *session) apply(rc *recvConn, seq uint64, signal bool, fn func(hal.Engin
 			timer = time.NewTimer(s.nd.opts.Timeout)
 			defer timer.Stop()
 		}
-		ch := s.progress.wait()
+		ch := s.progress.Wait()
 		next := s.next
 		s.mu.Unlock()
 		select {
@@ -352,7 +348,7 @@ func (s *session) apply(rc *recvConn, seq uint64, signal bool, fn func(hal.Engin
 	s.prof.SinceTick(profApply, t1)
 	s.next++
 	s.mu.Unlock()
-	s.progress.notify()
+	s.progress.Notify()
 	if err != nil {
 		return fmt.Errorf("%s: applying frame %d on the device's engine: %w", rc.describe(), seq, err)
 	}
@@ -399,7 +395,7 @@ func (s *session) fail(rc *recvConn, err error) {
 	}
 	members := append([]*recvConn(nil), s.members...)
 	s.mu.Unlock()
-	s.progress.notify()
+	s.progress.Notify()
 	if !first {
 		rc.conn.Close()
 		return
@@ -420,7 +416,7 @@ func (s *session) shutdown(k replyKind, reason string) {
 	s.stopped = true
 	members := append([]*recvConn(nil), s.members...)
 	s.mu.Unlock()
-	s.progress.notify()
+	s.progress.Notify()
 	for _, m := range members {
 		if m != nil {
 			m.reply(k, reason)

@@ -109,4 +109,10 @@
 //
 // Wire formats are in wire.go; docs/network.md gives the set-up for
 // mpirun, srun and torchrun.
+//
+// The pieces this network shares with the others (peer-failure records,
+// Open's argument checks, the side channel's accept loop, an own
+// registration imported here) are in hal/netcore; its registrations (UCP
+// memory handles with remote keys, not netcore's registration ids) are
+// its own.
 package ucx

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/netcore"
 	"github.com/weftccl/weft/internal/auth"
 	"github.com/weftccl/weft/internal/ucx"
 )
@@ -528,10 +529,10 @@ func (e *engine) issue(r *request) bool {
 		}
 		own, err := e.ownEngine()
 		if err == nil {
-			err = own.Copy(r.dst, r.src, int64(r.n))
-		}
-		if err == nil {
-			e.ownIssued, err = own.Mark()
+			var t uint64
+			if t, err = netcore.CopyMark(own, r.dst, r.src, int64(r.n)); err == nil {
+				e.ownIssued = t
+			}
 		}
 		if err != nil {
 			e.fail(fmt.Errorf("ucx: rank %d: engine to peer rank %d: copy: %w", nd.cfg.Rank, e.peer, err))
@@ -645,10 +646,10 @@ func (e *engine) stage(r *request, cn uint64) bool {
 	}
 	own, err := e.ownEngine()
 	if err == nil {
-		err = own.Copy(e.staging.Addr()+uint64(e.nextSlot)*uint64(nd.opts.Chunk), r.src+r.off, int64(cn))
-	}
-	if err == nil {
-		e.ownIssued, err = own.Mark()
+		var t uint64
+		if t, err = netcore.CopyMark(own, e.staging.Addr()+uint64(e.nextSlot)*uint64(nd.opts.Chunk), r.src+r.off, int64(cn)); err == nil {
+			e.ownIssued = t
+		}
 	}
 	if err != nil {
 		e.fail(fmt.Errorf("ucx: rank %d: engine to peer rank %d: stage %d bytes from %#x: %w", nd.cfg.Rank, e.peer, cn, r.src+r.off, err))

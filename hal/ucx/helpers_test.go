@@ -1,25 +1,20 @@
 package ucx
 
 import (
-	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/weftccl/weft/hal"
 	_ "github.com/weftccl/weft/hal/host"
+	"github.com/weftccl/weft/hal/netcore/nettest"
 	"github.com/weftccl/weft/internal/env"
 )
 
-// failBound bounds every wait of a test: a failure bound, not a timing
-// assertion.
-const failBound = 30 * time.Second
+// failBound bounds every wait of a test (nettest.FailBound).
+const failBound = nettest.FailBound
 
-var jobSeq atomic.Int64
-
-func newJob() string { return fmt.Sprintf("ucxtest-%d-%d", os.Getpid(), jobSeq.Add(1)) }
+func newJob() string { return nettest.JobID("ucxtest") }
 
 // needUCX skips a test where UCX is not installed, unless WEFT_REQUIRE
 // names ucx: then it fails.
@@ -58,49 +53,20 @@ func openRanks(t testing.TB, n int, winBytes, srcBytes int64, opts Options, secr
 	job := newJob()
 	rs := make([]*rank, n)
 	for i := range rs {
-		dev, err := hal.Open("host", hal.Config{Ordinal: i, Rank: i, JobID: job})
+		h := nettest.OpenHost(t, job, i, winBytes, srcBytes)
+		nd, err := Open(h.Dev, hal.NetConfig{Rank: i, NRanks: n, JobID: job, Secret: secret, OneHost: true}, opts)
 		if err != nil {
+			h.Close()
 			t.Fatal(err)
 		}
-		nd, err := Open(dev, hal.NetConfig{Rank: i, NRanks: n, JobID: job, Secret: secret, OneHost: true}, opts)
-		if err != nil {
-			dev.Close()
-			t.Fatal(err)
-		}
-		x := &rank{r: i, dev: dev, nd: nd, remote: make([]hal.Buffer, n), eng: make([]hal.Engine, n)}
-		if x.win, err = dev.Alloc(winBytes); err != nil {
-			t.Fatal(err)
-		}
-		if x.src, err = dev.Alloc(srcBytes); err != nil {
-			t.Fatal(err)
-		}
-		rs[i] = x
+		rs[i] = &rank{r: i, dev: h.Dev, nd: nd, win: h.Win, src: h.Src}
 	}
 	t.Cleanup(func() { closeRanks(rs) })
-	handles := make([]hal.Handle, n)
+	remote, eng := nettest.Wire(t, n, func(i int) (hal.NetDevice, hal.Buffer, hal.Endpoint) {
+		return rs[i].nd, rs[i].win, endpointOf(rs[i])
+	}, true, false)
 	for i, x := range rs {
-		h, err := x.nd.ExportPort(x.win)
-		if err != nil {
-			t.Fatal(err)
-		}
-		handles[i] = h
-	}
-	for _, x := range rs {
-		for p, y := range rs {
-			if p == x.r {
-				continue
-			}
-			b, err := x.nd.ImportPort(handles[p])
-			if err != nil {
-				t.Fatal(err)
-			}
-			x.remote[p] = b
-			e, err := x.nd.NewEngine(endpointOf(y))
-			if err != nil {
-				t.Fatal(err)
-			}
-			x.eng[p] = e
-		}
+		x.remote, x.eng = remote[i], eng[i]
 	}
 	return rs
 }
@@ -131,7 +97,7 @@ func closeRanks(rs []*rank) {
 
 // word is the 64-bit word at byte off of a host buffer, read atomically.
 func word(b hal.Buffer, off int) uint64 {
-	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b.Host()[off])))
+	return atomic.LoadUint64(nettest.Word(b, int64(off)))
 }
 
 // awaitWord waits until the word at off of b reaches want.
@@ -146,14 +112,8 @@ func awaitWord(t testing.TB, b hal.Buffer, off int, want uint64, what string) {
 	}
 }
 
-// awaitTicket waits until e completes ticket.
+// awaitTicket waits until e completes a ticket marked now.
 func awaitTicket(t testing.TB, e hal.Engine, what string) {
 	t.Helper()
-	tk, err := e.Mark()
-	if err != nil {
-		t.Fatalf("%s: mark: %v", what, err)
-	}
-	if err := hal.AwaitTicket(e, tk, time.Now().Add(failBound)); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
+	nettest.AwaitTicket(t, e, what)
 }

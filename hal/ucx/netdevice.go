@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/netcore"
 	"github.com/weftccl/weft/internal/auth"
 	"github.com/weftccl/weft/internal/ucx"
 )
@@ -61,9 +64,10 @@ type NetDevice struct {
 	lastEng  uint32
 	sessions map[sessionKey]*session
 	inbound  map[net.Conn]struct{}
-	peerErr  map[int]error
-	firstErr error
-	refused  []error
+
+	// fails records peers' failures; failPeer records under mu, with
+	// the engines to fail.
+	fails netcore.Failures
 
 	closing atomic.Bool
 	stop    chan struct{}
@@ -111,22 +115,9 @@ func Open(dev hal.Device, cfg hal.NetConfig, opts Options) (*NetDevice, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.NRanks < 1 || cfg.NRanks > maxRanks || cfg.Rank < 0 || cfg.Rank >= cfg.NRanks {
-		return nil, fmt.Errorf("ucx: rank %d of %d ranks: %w", cfg.Rank, cfg.NRanks, hal.ErrInvalidArgument)
-	}
-	var secret auth.Secret
-	if cfg.Secret != nil {
-		if secret, err = auth.SecretFromBytes(cfg.Secret); err != nil {
-			return nil, fmt.Errorf("ucx: open rank %d: NetConfig.Secret: %w", cfg.Rank, err)
-		}
-	}
-	if dev == nil {
-		return nil, fmt.Errorf("ucx: open rank %d: nil device: %w", cfg.Rank, hal.ErrInvalidArgument)
-	}
-	pm, ok := dev.(hal.PortMapped)
-	if !ok || dev.Link(dev.Endpoint()).Caps&hal.CapPortMapped == 0 {
-		return nil, fmt.Errorf("ucx: open rank %d: %s device %d has no port-mapped engine for local copies: %w",
-			cfg.Rank, dev.Info().Backend, dev.Info().Ordinal, hal.ErrNotSupported)
+	pm, secret, err := netcore.CheckOpen(Name, dev, cfg, maxRanks, "for local copies")
+	if err != nil {
+		return nil, err
 	}
 	lib, err := ucx.Load()
 	if err != nil {
@@ -148,7 +139,7 @@ func Open(dev hal.Device, cfg hal.NetConfig, opts Options) (*NetDevice, error) {
 		log: opts.Logger.With("rank", cfg.Rank, "net", Name), secret: secret, gate: auth.NewGate(auth.MaxPending),
 		lib: lib, memType: -1,
 		regs: map[uint32]*registration{}, imports: map[importKey]*importEntry{}, engines: map[*engine]struct{}{},
-		sessions: map[sessionKey]*session{}, inbound: map[net.Conn]struct{}{}, peerErr: map[int]error{},
+		sessions: map[sessionKey]*session{}, inbound: map[net.Conn]struct{}{},
 		stop: make(chan struct{}),
 	}
 	if nd.ctx, err = lib.NewContext(ucx.FeatureRMA|ucx.FeatureAM|ucx.FeatureWakeup, settings); err != nil {
@@ -337,18 +328,6 @@ func (b *imported) Free() error {
 	return nil
 }
 
-// ownImport is this rank's own registration imported here: its Addr is
-// the device address, which the device's own engine takes.
-type ownImport struct {
-	addr uint64
-	size int64
-}
-
-func (b *ownImport) Addr() uint64 { return b.addr }
-func (b *ownImport) Size() int64  { return b.size }
-func (b *ownImport) Host() []byte { return nil }
-func (b *ownImport) Free() error  { return nil }
-
 // ImportPort resolves a peer's handle to a buffer whose Addr is the remote
 // address engines to that peer take. Every byte is checked: size, magic,
 // version, reserved bytes, the remote key's length, the range, the job,
@@ -362,8 +341,8 @@ func (nd *NetDevice) ImportPort(h hal.Handle) (hal.Buffer, error) {
 		return nil, fmt.Errorf("ucx: rank %d: import: %v: %w", nd.cfg.Rank, err, hal.ErrInvalidArgument)
 	}
 	owner := hal.HandleOwner{Job: x.job, Rank: x.rank, Nonce: x.nonce}
-	if err := hal.CheckImport(owner, hal.HandleOwner{Job: nd.job, Rank: nd.cfg.Rank, Nonce: nd.nonce}, nd.cfg.NRanks); err != nil {
-		return nil, fmt.Errorf("ucx: rank %d: import: %w", nd.cfg.Rank, err)
+	if err := hal.CheckImportAs(Name, owner, hal.HandleOwner{Job: nd.job, Rank: nd.cfg.Rank, Nonce: nd.nonce}, nd.cfg.NRanks); err != nil {
+		return nil, err
 	}
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
@@ -375,7 +354,7 @@ func (nd *NetDevice) ImportPort(h hal.Handle) (hal.Buffer, error) {
 		if r == nil || r.size != x.size || r.remote != x.addr {
 			return nil, fmt.Errorf("ucx: rank %d: import: handle of this rank of a registration gone: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
 		}
-		return &ownImport{addr: r.devAddr, size: r.size}, nil
+		return netcore.OwnBuffer(r.devAddr, r.size), nil
 	}
 	k := importKey{x.rank, x.reg}
 	if e := nd.imports[k]; e != nil {
@@ -479,49 +458,32 @@ func (nd *NetDevice) authConfig(dst int) auth.Config {
 
 // Err returns the first failure of a peer seen by this NetDevice (a peer
 // lost, a malformed or foreign signal, an endpoint in error), or nil.
-func (nd *NetDevice) Err() error {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return nd.firstErr
-}
+func (nd *NetDevice) Err() error { return nd.fails.Err() }
 
 // PeerErr returns the failure recorded for rank peer, or nil.
-func (nd *NetDevice) PeerErr(peer int) error {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return nd.peerErr[peer]
-}
+func (nd *NetDevice) PeerErr(peer int) error { return nd.fails.Peer(peer) }
 
 // Refused returns the most recent side-channel connections and active
 // messages this NetDevice refused (a failed authentication, another job,
 // a wrong rank, an unknown session), newest last, at most 16.
-func (nd *NetDevice) Refused() []error {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return append([]error(nil), nd.refused...)
-}
+func (nd *NetDevice) Refused() []error { return nd.fails.Refused() }
 
 // FailPeer records that rank peer is lost, as a caller above the
 // transport found it: engines to it fail at once with an error wrapping
 // hal.ErrRemote, and closing them does not wait for the peer.
 func (nd *NetDevice) FailPeer(peer int, err error) {
-	if peer < 0 || peer >= nd.cfg.NRanks || peer == nd.cfg.Rank {
+	lost := netcore.LostPeer(Name, nd.cfg.Rank, nd.cfg.NRanks, peer, err)
+	if lost == nil {
 		return
 	}
-	nd.failPeer(peer, fmt.Errorf("ucx: rank %d: rank %d is lost: %v: %w", nd.cfg.Rank, peer, err, hal.ErrRemote))
+	nd.failPeer(peer, lost)
 }
 
 // failPeer records err as rank peer's failure (the first one sticks) and
 // fails the engines to it.
 func (nd *NetDevice) failPeer(peer int, err error) {
 	nd.mu.Lock()
-	first := nd.peerErr[peer] == nil
-	if first {
-		nd.peerErr[peer] = err
-	}
-	if nd.firstErr == nil {
-		nd.firstErr = err
-	}
+	first := nd.fails.Record(peer, err)
 	var to []*engine
 	for e := range nd.engines {
 		if e.peer == peer {
@@ -538,12 +500,7 @@ func (nd *NetDevice) failPeer(peer int, err error) {
 }
 
 func (nd *NetDevice) refuse(err error) {
-	nd.mu.Lock()
-	nd.refused = append(nd.refused, err)
-	if len(nd.refused) > 16 {
-		nd.refused = nd.refused[len(nd.refused)-16:]
-	}
-	nd.mu.Unlock()
+	nd.fails.Refuse(err)
 	nd.log.Warn("ucx transport: refused", "err", err)
 }
 
@@ -655,28 +612,14 @@ func (nd *NetDevice) Close() error {
 		return fmt.Errorf("ucx: rank %d: NetDevice closed twice: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
 	}
 	nd.closed = true
-	engines := make([]*engine, 0, len(nd.engines))
-	for e := range nd.engines {
-		engines = append(engines, e)
-	}
+	engines := slices.Collect(maps.Keys(nd.engines))
 	nd.mu.Unlock()
-	var errs []error
-	for _, e := range engines {
-		if err := e.closeQuiet(); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs := netcore.CloseQuietAll(engines, (*engine).closeQuiet)
 	nd.closing.Store(true)
 	nd.ln.Close()
 	nd.mu.Lock()
-	sessions := make([]*session, 0, len(nd.sessions))
-	for _, s := range nd.sessions {
-		sessions = append(sessions, s)
-	}
-	var orphans []net.Conn
-	for c := range nd.inbound {
-		orphans = append(orphans, c)
-	}
+	sessions := slices.Collect(maps.Values(nd.sessions))
+	orphans := slices.Collect(maps.Keys(nd.inbound))
 	nd.mu.Unlock()
 	for _, s := range sessions {
 		s.shutdown(true)

@@ -2,7 +2,6 @@ package ucx
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -13,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/netcore"
 	"github.com/weftccl/weft/internal/auth"
 	"github.com/weftccl/weft/internal/ucx"
 )
@@ -39,37 +39,13 @@ type session struct {
 	done      bool
 }
 
-// accept runs the side channel's listener.
+// accept runs the side channel's listener (netcore.Acceptor).
 func (nd *NetDevice) accept() {
 	defer nd.wg.Done()
-	for {
-		c, err := nd.ln.Accept()
-		if err != nil {
-			if nd.closing.Load() || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			nd.log.Warn("ucx transport: accept", "err", err)
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if !nd.gate.Enter() {
-			nd.refuse(fmt.Errorf("ucx: rank %d: %d side-channel connections from %s and others have not completed their handshake: closed at once: %w",
-				nd.cfg.Rank, auth.MaxPending, c.RemoteAddr(), hal.ErrRemote))
-			c.Close()
-			continue
-		}
-		nd.mu.Lock()
-		if nd.closing.Load() {
-			nd.mu.Unlock()
-			nd.gate.Leave()
-			c.Close()
-			return
-		}
-		nd.inbound[c] = struct{}{}
-		nd.wg.Add(1)
-		nd.mu.Unlock()
-		go nd.serve(c)
-	}
+	a := netcore.Acceptor{Name: Name, What: "side-channel connections", LogName: "ucx transport", Rank: nd.cfg.Rank,
+		Listener: nd.ln, Gate: nd.gate, Log: nd.log, Closing: nd.closing.Load, Refuse: nd.refuse,
+		Mu: &nd.mu, Inbound: nd.inbound, WG: &nd.wg, Serve: nd.serve}
+	a.Run()
 }
 
 // serve authenticates a side-channel connection, checks its hello, opens
@@ -257,14 +233,12 @@ func (nd *NetDevice) apply(b []byte) {
 			fail("range [%#x, +%d): %v (not a staged registration)", r.addr, r.n, err)
 			return
 		}
-		if err := s.own.Copy(dev, hostAddr(nd, bounce), int64(r.n)); err != nil {
+		t, err := netcore.CopyMark(s.own, dev, hostAddr(nd, bounce), int64(r.n))
+		if err != nil {
 			fail("copy of a received range: %v", err)
 			return
 		}
-		if s.ownIssued, err = s.own.Mark(); err != nil {
-			fail("copy of a received range: %v", err)
-			return
-		}
+		s.ownIssued = t
 	}
 	if m.kind != kindSignal {
 		return

@@ -16,7 +16,11 @@
 //     (test support that only tests import, such as
 //     conformance/internal/mutant, excepted, as tests are);
 //   - every binary (package main) that uses the HAL imports the backends
-//     list directly.
+//     list directly;
+//   - hal/netcore, the pieces the network backends share, is no backend:
+//     it imports no backend and no upper layer, and only the network
+//     backends (NetBackends) import it (its own subpackages and test
+//     support excepted).
 //
 // Only non-test Go files count: tests may wire several layers together.
 // Build constraints are ignored (every file of a package is read), so a
@@ -61,6 +65,14 @@ const ErrorKinds = "internal/errkind"
 // BackendList is the one package that imports the backends for their
 // registration, and that every binary imports.
 const BackendList = "backends"
+
+// NetCore is the library the network backends share, relative to the
+// module. It sits directly under hal/ but is not a backend.
+const NetCore = "hal/netcore"
+
+// NetBackends are the backends that may import NetCore, relative to the
+// module.
+var NetBackends = []string{"hal/ib", "hal/netplugin", "hal/socket", "hal/ucx"}
 
 // Load parses every non-test Go file under root (a module root holding
 // go.mod), skipping testdata, hidden directories and directories named
@@ -145,13 +157,14 @@ func modulePath(gomod string) (string, error) {
 }
 
 // Backends returns the import paths of the hardware backends: the packages
-// directly under hal/ except hal/plan (the plan IR shared by all), sorted.
+// directly under hal/ except hal/plan (the plan IR shared by all) and
+// hal/netcore (what the network backends share), sorted.
 func (g *Graph) Backends() []string {
 	var out []string
 	for pkg := range g.Dirs {
 		rel := strings.TrimPrefix(pkg, g.Module+"/")
 		dir, name := path.Split(rel)
-		if dir == "hal/" && name != "plan" {
+		if dir == "hal/" && name != "plan" && rel != NetCore {
 			out = append(out, pkg)
 		}
 	}
@@ -212,6 +225,7 @@ func (g *Graph) Violations() []string {
 		return false
 	}
 	out = append(out, g.contractViolations(isBackend, short)...)
+	out = append(out, g.netCoreViolations(isBackend, upper, short)...)
 	for _, b := range backends {
 		if c := g.Path(b, func(p string) bool { return p != b && (isBackend[p] || upper(p)) }); c != nil {
 			out = append(out, "backend imports another backend or an upper layer: "+short(c))
@@ -228,6 +242,40 @@ func (g *Graph) Violations() []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// netCoreViolations checks that NetCore imports no backend and no upper
+// layer, directly or indirectly, and that no package but a network
+// backend, NetCore's own subpackages and test support (a library no
+// non-test package imports) imports it.
+func (g *Graph) netCoreViolations(isBackend map[string]bool, upper func(string) bool, short func([]string) string) []string {
+	core := g.Module + "/" + NetCore
+	if _, ok := g.Dirs[core]; !ok {
+		return nil
+	}
+	var out []string
+	if c := g.Path(core, func(p string) bool { return isBackend[p] || upper(p) }); c != nil {
+		out = append(out, "network core imports a backend or an upper layer: "+short(c))
+	}
+	importedBy := map[string]bool{}
+	for _, deps := range g.Deps {
+		for _, d := range deps {
+			importedBy[d] = true
+		}
+	}
+	for pkg, deps := range g.Deps {
+		rel := strings.TrimPrefix(pkg, g.Module+"/")
+		if pkg == core || strings.HasPrefix(rel, NetCore+"/") || slices.Contains(NetBackends, rel) {
+			continue
+		}
+		if g.Names[pkg] != "main" && !importedBy[pkg] {
+			continue // test support
+		}
+		if slices.Contains(deps, core) {
+			out = append(out, "imports the network core outside the network backends: "+short([]string{pkg, core}))
+		}
+	}
 	return out
 }
 

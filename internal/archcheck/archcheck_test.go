@@ -188,3 +188,46 @@ func TestLoadErrors(t *testing.T) {
 		t.Errorf("broken file: err = %v, want one naming b.go", err)
 	}
 }
+
+// TestNetCoreRules builds a module whose network core imports a backend
+// and is imported by a package that is not a network backend, and checks
+// that both breaches are reported, and that the core is not listed as a
+// backend.
+func TestNetCoreRules(t *testing.T) {
+	imp := func(pkg string, paths ...string) string {
+		s := "package " + pkg + "\nimport (\n"
+		for _, p := range paths {
+			s += "\t_ \"example.com/m/" + p + "\"\n"
+		}
+		return s + ")\n"
+	}
+	root := writeModule(t, map[string]string{
+		"go.mod":                 "module example.com/m\n",
+		"weft.go":                imp("m", "channels"),
+		"hal/hal.go":             "package hal\n",
+		"hal/netcore/core.go":    imp("netcore", "hal", "hal/pcie"),
+		"hal/netcore/sub/sub.go": imp("sub", "hal/netcore"),
+		"hal/socket/socket.go":   imp("socket", "hal", "hal/netcore"),
+		"hal/pcie/pcie.go":       imp("pcie", "hal"),
+		"channels/channels.go":   imp("channels", "hal/netcore"),
+		"backends/backends.go":   imp("backends", "hal/socket", "hal/pcie"),
+		"support/fake/fake.go":   imp("fake", "hal/netcore"),
+	})
+	g, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"example.com/m/hal/pcie", "example.com/m/hal/socket"}, g.Backends()); diff != "" {
+		t.Errorf("backends (-want +got):\n%s", diff)
+	}
+	want := []string{
+		"backend imports another backend or an upper layer: hal/socket -> hal/netcore -> hal/pcie",
+		"channels imports a backend: channels -> hal/netcore -> hal/pcie",
+		"imports the network core outside the network backends: channels -> hal/netcore",
+		"names a backend outside the backends list: hal/netcore -> hal/pcie",
+		"network core imports a backend or an upper layer: hal/netcore -> hal/pcie",
+	}
+	if diff := cmp.Diff(want, g.Violations()); diff != "" {
+		t.Errorf("violations (-want +got):\n%s", diff)
+	}
+}
