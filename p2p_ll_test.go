@@ -382,6 +382,7 @@ func TestP2PLLInPlace(t *testing.T) {
 // packets' header); the sender, which waits for nothing in that launch,
 // completes.
 func TestP2PLLMismatch(t *testing.T) {
+	t.Parallel() // waits out the 5 s timeout, twice (the launch, then Close's wait for the release rank 1 owes)
 	errs := runRanksOpts(t, "host", 2, weft.Options{Timeout: 5 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 		b, err := dev.Alloc(4096)
 		if err != nil {
