@@ -113,7 +113,13 @@ func configure(opts Options, info hal.DeviceInfo, rank, nranks int) (cfg algorit
 			if perr != nil || n < 0 || n > 16<<20 {
 				return cfg, "", 0, fmt.Errorf("weft: WEFT_P2P_LL_MAX_BYTES=%q: want a size from 0 (no LL point-to-point) to 16M: %w", s, hal.ErrInvalidArgument)
 			}
-			cfg.P2PLLMaxBytes = n
+			// The largest LL operation: the narrow plan's bound where it
+			// is at most that, else the wide plan's.
+			if n <= cfg.P2PLLMaxBytes {
+				cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes = n, 0
+			} else {
+				cfg.P2PLLWideMaxBytes = n
+			}
 		}
 	}
 	if cfg.Budget, err = blockBudget(opts, info, rank); err != nil {
@@ -212,7 +218,7 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		Tiers, Algo, Source, Budget string
 		P2PLL                       int64
 	}
-	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget), P2PLL: cfg.P2PLLMaxBytes}
+	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget), P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes)}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {

@@ -103,22 +103,29 @@ func freeOps(ops []p2pOp) {
 // the LL plan out.
 func TestP2PPlanChoice(t *testing.T) {
 	m := p2pLLMax(t)
+	w := algorithms.DefaultConfig(0, 2, 4, false).P2PLLWideMaxBytes
+	if w <= m {
+		t.Fatalf("hal/host default configuration has no wide LL point-to-point plan (P2PLLWideMaxBytes %d, P2PLLMaxBytes %d)", w, m)
+	}
+	wide := fmt.Sprintf("-to%dK", w>>10)
 	errs := runRanks(t, "host", 2, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 		for _, typ := range plan.DataTypes {
 			es := int64(typ.Size())
 			for _, tc := range []struct {
-				count int64
-				want  string
+				count      int64
+				want, tail string
 			}{
-				{0, "sendrecv-LL16-"},
-				{1, "sendrecv-LL16-"},
-				{m / es, "sendrecv-LL16-"},
-				{m/es + 1, "sendrecv-hb-"},
-				{64 << 20 / es, "sendrecv-hb-"},
+				{0, "sendrecv-LL16-", ""},
+				{1, "sendrecv-LL16-", ""},
+				{m / es, "sendrecv-LL16-", ""},
+				{m/es + 1, "sendrecv-LL16-", wide},
+				{w / es, "sendrecv-LL16-", wide},
+				{w/es + 1, "sendrecv-hb-", ""},
+				{64 << 20 / es, "sendrecv-hb-", ""},
 			} {
 				name := c.PlanName(weft.Call{Coll: weft.SendRecv, Count: tc.count, Type: typ})
-				if !strings.HasPrefix(name, tc.want) {
-					return fmt.Errorf("%v × %d: plan %q, want %s…", typ, tc.count, name, tc.want)
+				if !strings.HasPrefix(name, tc.want) || strings.HasSuffix(name, wide) != (tc.tail != "") {
+					return fmt.Errorf("%v × %d: plan %q, want %s…%s", typ, tc.count, name, tc.want, tc.tail)
 				}
 			}
 		}

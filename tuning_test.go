@@ -164,11 +164,11 @@ func TestP2PLLBoundSetting(t *testing.T) {
 			return weft.Options{}
 		}
 		c := algorithms.DefaultConfig(r, 3, dev.Info().Multiprocessors, false)
-		c.P2PLLMaxBytes = 64 << 10
+		c.P2PLLWideMaxBytes = 256 << 10
 		return weft.Options{Config: &c}
 	}, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
 	for r, err := range errs {
-		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "rank 1 65536 bytes") {
+		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "rank 1 262144 bytes") {
 			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 1's LL point-to-point bound", r, err)
 		}
 	}

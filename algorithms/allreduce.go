@@ -59,6 +59,12 @@ type Config struct {
 	// threads per block.
 	P2PLLMaxBytes int64
 	P2PLL         Shape
+	// P2PLLWideMaxBytes, when above P2PLLMaxBytes, adds a second LL
+	// point-to-point plan for the operations between the two bounds, with
+	// P2PLL's shape: an LL plan spreads its bound over its blocks, so one
+	// plan for both ranges would leave most blocks idle on small
+	// operations. 0: none.
+	P2PLLWideMaxBytes int64
 	// WideLL shapes the wide LL plans (blocks × threads): the same LL
 	// plans with more blocks, for messages of 64 KiB to a few MiB, where
 	// the narrow LL plans' few blocks cannot keep the link busy and the
@@ -168,6 +174,11 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		// per thread with 16 blocks of 1024 threads, one one-way trip
 		// instead of the windowed plan's data and done handshakes.
 		c.P2PLLMaxBytes = 128 << 10
+		// 2×H200 2026-11-26 (docs/bench/2026-11-26-h100x2/p2p-ll.md):
+		// with a 512 KiB LL plan beside it, Gather and Scatter of 512 KB
+		// took 5.5 µs against 9.7 windowed (NCCL 7.4), sendrecv of 512 KB
+		// 9.5 against 10.5 (NCCL 12.5).
+		c.P2PLLWideMaxBytes = 512 << 10
 		c.P2PLL = Shape{Blocks: max(1, min(16, sms/(2*nranks-1))), Threads: 1024}
 		// Port plans: few blocks (they push triggers; only reductions use
 		// SMs), windows large enough that a copy engine's per-copy cost and
@@ -195,6 +206,7 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		// LL point-to-point up to 16 KiB, so that tests of moderate sizes
 		// mix LL and windowed operations in one group.
 		c.P2PLLMaxBytes = 16 << 10
+		c.P2PLLWideMaxBytes = 64 << 10
 		c.P2PLL = Shape{Blocks: 2, Threads: 32}
 		c.Port = Shape{Blocks: max(1, min(sms, 2)), Threads: 32, Window: 16 << 10}
 		c.NVLS = Shape{Blocks: max(1, min(sms, 2)), Threads: 32, Window: 16 << 10}

@@ -43,7 +43,8 @@ import (
 
 // p2pPlans returns the point-to-point plans, smallest operations first:
 // the LL plan up to Config.P2PLLMaxBytes (unless that is 0 or Config.Algo
-// is "hb"), then the windowed plan.
+// is "hb"), a second LL plan up to Config.P2PLLWideMaxBytes where that is
+// larger, then the windowed plan.
 func p2pPlans(c Config) ([]Choice, error) {
 	hb, err := P2PPlan(c)
 	if err != nil {
@@ -56,7 +57,18 @@ func p2pPlans(c Config) ([]Choice, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []Choice{{Plan: ll, MaxBytes: c.P2PLLMaxBytes}, {Plan: hb}}, nil
+	out := []Choice{{Plan: ll, MaxBytes: c.P2PLLMaxBytes}}
+	if c.P2PLLWideMaxBytes > c.P2PLLMaxBytes {
+		w := c
+		w.P2PLLMaxBytes, w.P2PLLWideMaxBytes = c.P2PLLWideMaxBytes, 0
+		wide, err := P2PLLPlan(w)
+		if err != nil {
+			return nil, err
+		}
+		wide.Name += fmt.Sprintf("-to%dK", c.P2PLLWideMaxBytes>>10)
+		out = append(out, Choice{Plan: wide, MaxBytes: c.P2PLLWideMaxBytes})
+	}
+	return append(out, Choice{Plan: hb}), nil
 }
 
 // Semaphores of P2PLLPlan (per block: base + part).

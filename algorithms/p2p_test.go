@@ -71,8 +71,9 @@ func TestP2PLLPlan(t *testing.T) {
 }
 
 // TestP2PPlans: selection by operation size (LL up to P2PLLMaxBytes, the
-// windowed plan beyond), WEFT_ALGO=hb and P2PLLMaxBytes 0 leave the LL plan
-// out, and the GPU block counts follow the SMs and the rank count.
+// wide LL plan up to P2PLLWideMaxBytes, the windowed plan beyond),
+// WEFT_ALGO=hb and P2PLLMaxBytes 0 leave the LL plans out, and the GPU
+// block counts follow the SMs and the rank count.
 func TestP2PPlans(t *testing.T) {
 	c := DefaultConfig(0, 2, 132, true)
 	choices, err := Plans(c, SendRecv, 0)
@@ -83,13 +84,13 @@ func TestP2PPlans(t *testing.T) {
 	for _, ch := range choices {
 		names = append(names, fmt.Sprintf("%s ≤ %d", ch.Plan.Name, ch.MaxBytes))
 	}
-	if d := cmp.Diff([]string{"sendrecv-LL16-16x1024 ≤ 131072", "sendrecv-hb-44x1024-w2097152 ≤ 0"}, names); d != "" {
+	if d := cmp.Diff([]string{"sendrecv-LL16-16x1024 ≤ 131072", "sendrecv-LL16-16x1024-to512K ≤ 524288", "sendrecv-hb-44x1024-w2097152 ≤ 0"}, names); d != "" {
 		t.Errorf("2 ranks on 132 SMs: plans differ (-want +got):\n%s", d)
 	}
 	for _, tc := range []struct {
 		bytes int64
 		want  int
-	}{{0, 0}, {8, 0}, {128 << 10, 0}, {128<<10 + 1, 1}, {1 << 30, 1}} {
+	}{{0, 0}, {8, 0}, {128 << 10, 0}, {128<<10 + 1, 1}, {512 << 10, 1}, {512<<10 + 1, 2}, {1 << 30, 2}} {
 		if got := Select(choices, tc.bytes); got != tc.want {
 			t.Errorf("Select(%d bytes) = %d, want %d", tc.bytes, got, tc.want)
 		}
