@@ -402,7 +402,7 @@ func boundedCounts(b boundedBuilder, p *plan.Plan, n int, t plan.DataType) []int
 	} else if n > 8 {
 		big = (384 << 10) / es
 	}
-	return []int64{1, 5, 100<<10/es + 3, big, 33, big/7 + 1}
+	return []int64{1, 5, 100<<10/es + 3, big, 33}
 }
 
 // Every plan with bounded peers, on 2 to 64 ranks of hal/host in one
