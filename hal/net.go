@@ -77,7 +77,11 @@ type NetDevice interface {
 
 var (
 	netRegistry   = map[string]Network{}
-	netPreference = []string{"ucx", "ib", "socket"}
+	// ucx comes last: on the 2×H100 host (2026-11-26, 2 emulated nodes,
+	// docs/bench/2026-11-26-h100x2/) it was 6–8× slower than socket at
+	// 16 MB and slower at 64 B; it stays a WEFT_NET=ucx choice until its
+	// GPU path is measured at least as fast (issue 22).
+	netPreference = []string{"ib", "socket", "ucx"}
 )
 
 // RegisterNetwork adds a network to the registry; it panics if the name is
@@ -120,8 +124,8 @@ func LookupNetwork(name string) (Network, error) {
 }
 
 // AutoNetwork returns the first available registered network in the order
-// ucx (where UCX's libraries load), ib, socket, with the reasons the
-// others were skipped.
+// ib, socket, ucx (socket is always available, so ucx only by WEFT_NET),
+// with the reasons the others were skipped.
 func AutoNetwork() (Network, []string, error) {
 	var skipped []string
 	for _, name := range netPreference {

@@ -38,7 +38,7 @@ var Table = []Var{
 	{"WEFT_LOCAL_RANK", "", "node-local rank set by `weft run`; selects the device ordinal"},
 	{"WEFT_SOCKET_IFNAME", "", "network interface for bootstrap sockets (default: loopback for single-node jobs, else the first non-loopback)"},
 	{"WEFT_NODE_ID", "", "node this rank belongs to (default: the host); ranks of one host with different values form emulated nodes whose traffic goes through the network transport"},
-	{"WEFT_NET", "", "network transport between nodes: ib, plugin (an NCCL net plugin named by NCCL_NET_PLUGIN; only when named), socket or ucx (default: ucx where UCX's libucp.so.0 loads, else ib where an RDMA device is usable, else socket)"},
+	{"WEFT_NET", "", "network transport between nodes: ib, plugin (an NCCL net plugin named by NCCL_NET_PLUGIN; only when named), socket or ucx (default: ib where an RDMA device is usable, else socket; ucx only when named)"},
 	{"NCCL_NET_PLUGIN", "", "WEFT_NET=plugin: the NCCL net plugin to load, by NCCL's rules: a name (aws-ofi loads libnccl-net-aws-ofi.so) or a library path; unset or none: no plugin (docs/network.md, NCCL net plugins)"},
 	{"WEFT_SOCKET_NSOCKS", "2", "socket transport: TCP connections per peer and direction, each carrying every n-th chunk (as NCCL_NSOCKS_PERTHREAD × NCCL_SOCKET_NTHREADS)"},
 	{"WEFT_SOCKET_CHUNK", "512KiB", "socket transport: bytes per pipelined chunk of a put"},
