@@ -253,7 +253,10 @@ func runStopped(t *testing.T, nodes, victim int) {
 // 2 × WEFT_TIMEOUT, and names it, never a healthy rank.
 func TestStoppedRankIsNamed(t *testing.T) {
 	for _, victim := range []int{1, 2} {
-		t.Run("victim"+strconv.Itoa(victim), func(t *testing.T) { runStopped(t, 1, victim) })
+		t.Run("victim"+strconv.Itoa(victim), func(t *testing.T) {
+			t.Parallel() // the two jobs wait out their timeouts side by side
+			runStopped(t, 1, victim)
+		})
 	}
 }
 
@@ -261,6 +264,9 @@ func TestStoppedRankIsNamed(t *testing.T) {
 // alone on node 1, ranks 0 and 1 share node 0.
 func TestStoppedRankAcrossNodes(t *testing.T) {
 	for _, victim := range []int{1, 2} {
-		t.Run("victim"+strconv.Itoa(victim), func(t *testing.T) { runStopped(t, 2, victim) })
+		t.Run("victim"+strconv.Itoa(victim), func(t *testing.T) {
+			t.Parallel() // the two jobs wait out their timeouts side by side
+			runStopped(t, 2, victim)
+		})
 	}
 }
