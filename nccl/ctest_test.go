@@ -56,9 +56,11 @@ func TestCProgram(t *testing.T) {
 	}
 	// The three jobs run side by side (each its own processes and unique
 	// id), so the 16-rank one adds little to the package's wall time.
-	t.Run("ranks=2", func(t *testing.T) {
+	// ranks=2 registers collectively (the zero-copy receives of
+	// testRegistered); the others with NCCL's local ncclCommRegister.
+	t.Run("ranks=2,register=collective", func(t *testing.T) {
 		t.Parallel()
-		runCTest(t, bin, 2, false)
+		runCTest(t, bin, 2, false, "WEFT_NCCL_REGISTER=collective")
 	})
 	t.Run("ranks=3,maxCTAs=5", func(t *testing.T) {
 		t.Parallel()

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/env"
 )
 
 // Buffer registration (ncclCommRegister / ncclCommDeregister) for
@@ -19,11 +20,17 @@ import (
 // buff+size): that is the memory its backends can export to the peers
 // (hal.MemoryMapped). Other memory (plain cudaMalloc) is not registered;
 // the call still succeeds and its receives take the scratch path, as
-// before. Unlike NCCL's, weft's ncclCommRegister is collective: every
-// rank of the communicator calls it, in the same order (as nccl-tests -R
-// and PyTorch's per-communicator registration do); a rank whose range is
-// not ncclMemAlloc'd takes part with nothing. A rank that never calls
-// makes the others' call fail after the communicator's timeout.
+// before. NCCL's ncclCommRegister is local, and clients rely on it
+// (PyTorch's allocator hook registers each segment as one rank's caching
+// allocator makes it, in an order other ranks need not share), while
+// weft's exchange of mappings is collective. So by default weft's call is
+// local too: it returns a handle and registers nothing (receives take the
+// scratch path). WEFT_NCCL_REGISTER=collective turns on the zero-copy
+// registration for clients that register the same buffers in the same
+// order on every rank (nccl-tests -R 1, examples/cbench -R 1): then a rank
+// whose range is not ncclMemAlloc'd takes part with nothing, and a rank
+// that never calls makes the others' call fail after the communicator's
+// timeout.
 
 // registrations are the handles ncclCommRegister gave out, by
 // communicator, with the buffer each names (nil: nothing registered) and
@@ -52,7 +59,9 @@ func (rt *registrations) register(c *comm, p uintptr, n int64) (uintptr, error) 
 		return 0, err
 	}
 	h := newHandle()
-	if c.w == nil { // every call is forwarded: nothing of weft's to register
+	if c.w == nil || env.String("WEFT_NCCL_REGISTER") != "collective" {
+		// Every call is forwarded (nothing of weft's to register), or
+		// registration is local, as NCCL's: a handle and nothing more.
 		rt.mu.Lock()
 		rt.handles[h] = regHandle{comm: c.handle}
 		rt.mu.Unlock()
