@@ -1,6 +1,7 @@
 # weft — see README.md. Targets:
 #   make run         weft's main job: AllReduce benchmark, 4 ranks (GPUs if present, else hal/host)
-#   make test        every test and vet (CPU-only machines run hal/host; GPU tests skip with a reason)
+#   make test        every test (CPU-only machines run hal/host; GPU tests skip with a reason)
+#   make check       go vet, with and without cgo (CI runs it after make test)
 #   make build       the weft CLI and libweft_nccl.so into bin/
 #   make nccl        libweft_nccl.so (weft's NCCL 2.28 C ABI) into bin/; see docs/nccl.md
 #   make gpu-bundle  CLI + GPU test binaries + runner script into .gpu/ (ignored by git)
@@ -10,7 +11,7 @@ NPROC ?= 4
 BENCH_ARGS ?= -b 8 -e 64M -f 4
 FUZZTIME ?= 3s
 
-.PHONY: build test hip-clang run gpu-bundle gpu-bundle-accept gpu-bundle-tune gpu-bundle-port gpu-bundle-net gpu-bundle-harden gpu-bundle-final gpu-bundle-pkgs gpu-bundle-switch nocgo fuzz-smoke nccl
+.PHONY: build test check hip-clang run gpu-bundle gpu-bundle-accept gpu-bundle-tune gpu-bundle-port gpu-bundle-net gpu-bundle-harden gpu-bundle-final gpu-bundle-pkgs gpu-bundle-switch nocgo fuzz-smoke nccl
 
 build: nccl
 	@echo "make: building every package and bin/weft"
@@ -32,20 +33,21 @@ hip-clang:
 	@echo "make: finding a clang with the AMDGPU target for hal/xgmi's tests (installs clang-19 when missing)"
 	@scripts/install-hip-clang.sh >/dev/null
 
-# vet runs beside the tests, on the build without cgo: it type-checks every
-# package as CGO_ENABLED=0 builds it (the bindings' !cgo stubs included), so
-# it is also the check that weft builds without cgo, while go test vets the
-# cgo build of every package it tests (go test's vet checks). Either failing
-# fails the target.
+# make test: every test, with go test's own vet checks on every package it
+# tests. The full go vet and the build without cgo (which type-checks the
+# bindings' !cgo stubs against everything that uses them) are `make check`,
+# which CI runs after make test: two more compiles of the whole module,
+# kept out of the edit-test loop.
 # GOGC=400: the compiler and the test processes (hal/host moves every
 # byte through Go memory) collect garbage a quarter as often, about 8% less
 # CPU on a 2-core machine, for memory these machines have.
 test: hip-clang
-	@echo "make: go test ./... (hal/host on CPU-only machines; GPU tests skip with a reason), beside CGO_ENABLED=0 go vet ./..."
-	@export GOGC=$${GOGC:-400}; CGO_ENABLED=0 $(GO) vet ./... & vet=$$!; \
-	clang=$$(scripts/install-hip-clang.sh) && WEFT_HIP_CLANG=$$clang $(GO) test -count=1 -timeout 30m ./...; rc=$$?; \
-	wait $$vet || { echo "make: CGO_ENABLED=0 go vet ./... failed"; rc=1; }; \
-	exit $$rc
+	@echo "make: go test ./... (hal/host on CPU-only machines; GPU tests skip with a reason)"
+	@export GOGC=$${GOGC:-400}; clang=$$(scripts/install-hip-clang.sh) && WEFT_HIP_CLANG=$$clang $(GO) test -count=1 -timeout 30m ./...
+
+check:
+	@echo "make: go vet ./... and CGO_ENABLED=0 go vet ./... (the build without cgo)"
+	@export GOGC=$${GOGC:-400}; $(GO) vet ./... && CGO_ENABLED=0 $(GO) vet ./...
 
 run: build
 	@echo "make: weft bench allreduce --nproc $(NPROC) $(BENCH_ARGS)"
