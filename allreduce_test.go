@@ -88,6 +88,7 @@ func sanitize(s string) string {
 }
 
 func TestAllReduceHost(t *testing.T) {
+	t.Parallel() // CPU work that overlaps the waiting process tests
 	sizes := []int64{0, 1, 3, 4, 15, 16, 17, 1000, 4096 + 3, 65536, 300000, 1 << 20}
 	if testing.Short() {
 		sizes = []int64{0, 3, 17, 4096 + 3, 300000}
@@ -215,6 +216,7 @@ func TestAllReduceHost64MB(t *testing.T) {
 // runs through many windows and both scratch halves: 2–8 ranks, every data
 // type, in and out of place, sizes below, at and far above one window.
 func TestAllReduce2PAPushHost(t *testing.T) {
+	t.Parallel() // CPU work that overlaps the waiting process tests
 	sizes := []int64{0, 3, 17, 4096 + 3, 64 << 10, 300000 + 4}
 	for _, n := range []int{2, 3, 4, 8} {
 		for ti, dt := range plan.DataTypes {

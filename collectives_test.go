@@ -215,6 +215,7 @@ func runCasesOn(t *testing.T, backend string, n int, cases []collCase) {
 // in/out of place on 2 ranks (half the type × operator pairs on 3), at an odd count that the LL plans serve and one that
 // crosses several windows of the HB plans (hal/host windows are 16 KiB).
 func TestCollectivesTypesOps(t *testing.T) {
+	t.Parallel() // CPU work that overlaps the waiting process tests
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
 			var cases []collCase
@@ -279,6 +280,7 @@ func TestCollectivesRanksSizes(t *testing.T) {
 
 // TestCollectivesLarge: 64 MiB messages through the windowed plans.
 func TestCollectivesLarge(t *testing.T) {
+	t.Parallel() // CPU work that overlaps the waiting process tests
 	if testing.Short() {
 		t.Skip("64 MiB collectives: not in -short")
 	}

@@ -28,6 +28,7 @@ func inPlaceA2ACounts(t plan.DataType, llMax int64) []int64 {
 // LL limit, every element checked. The largest count must be served by the
 // HB plan and the smallest by LL, so that both plans are covered.
 func TestInPlaceAllToAll(t *testing.T) {
+	t.Parallel() // CPU work that overlaps the waiting process tests
 	llMax := algorithms.DefaultConfig(0, 2, 1, false).CollLLMaxBytes
 	for _, n := range []int{2, 3, 4, 5} {
 		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {

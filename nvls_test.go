@@ -114,6 +114,7 @@ func TestNVLSSelected(t *testing.T) {
 // sharing a software multicast group through /dev/shm (childMain's "nvls"
 // mode, with WEFT_ALGO=nvls).
 func TestNVLSProcesses(t *testing.T) {
+	t.Parallel() // CPU work that overlaps the waiting process tests
 	ranks := []int{2, 3, 4, 8}
 	if testing.Short() {
 		ranks = []int{3}

@@ -35,6 +35,7 @@ func premulCases(n int, counts []int64) []collCase {
 // TestPreMulSumPerRankScalars: with a different scalar on every rank, the
 // result is Σ s_r·x_r exactly (issue 18), through the LL and HB plans.
 func TestPreMulSumPerRankScalars(t *testing.T) {
+	t.Parallel() // CPU work that overlaps the waiting process tests
 	for _, n := range []int{3, 4, 5} {
 		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
 			cases := premulCases(n, []int64{37, 70001})

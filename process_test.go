@@ -128,6 +128,7 @@ func runChildren(t *testing.T, n int, mode string, extra ...string) (string, err
 // AllReduce on hal/host in separate processes sharing memory through
 // /dev/shm, every data type, in and out of place.
 func TestAllReduceProcesses(t *testing.T) {
+	t.Parallel() // CPU work that overlaps the waiting process tests
 	for _, n := range []int{2, 3} {
 		out, err, _ := runChildren(t, n, "sweep")
 		if err != nil {
