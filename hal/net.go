@@ -76,7 +76,7 @@ type NetDevice interface {
 }
 
 var (
-	netRegistry   = map[string]Network{}
+	netRegistry = map[string]Network{}
 	// ucx comes last: on the 2×H100 host (2026-11-26, 2 emulated nodes,
 	// docs/bench/2026-11-26-h100x2/) it was 6–8× slower than socket at
 	// 16 MB and slower at 64 B; it stays a WEFT_NET=ucx choice until its
