@@ -34,7 +34,8 @@ type Comm struct {
 	cfg     algorithms.Config
 	source  string // where the AllReduce tiers came from (PlanSource)
 	timeout time.Duration
-	stall   stallState // progress exchange with the other ranks (stall.go)
+	stall   stallState  // progress exchange with the other ranks (stall.go)
+	order   streamOrder // calls in issue order across streams (order.go)
 
 	net       *channels.Network   // peers on other nodes (nil: none)
 	allreduce []*algo             // zero-copy AllReduce (Comm.AllReduce)

@@ -119,13 +119,15 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 	if err != nil {
 		return err
 	}
+	if err := c.launched(s); err != nil {
+		return err
+	}
 	if inPlaceAllToAll(call, c.cfg.NRanks) {
 		if args.Input, err = c.stageInput(call, s); err != nil {
 			return err
 		}
 	}
 	a.res.Launching() // wakes a port plan's proxy from an idle sleep (channels.Proxy)
-	c.launched()
 	return prog.Launch(s, args)
 }
 
@@ -624,8 +626,10 @@ func (c *Comm) launch(a *algo, call Call, in, out hal.Buffer, s hal.Stream) erro
 			}
 		}
 	}
+	if err := c.launched(s); err != nil {
+		return err
+	}
 	a.res.Launching()
-	c.launched()
 	return prog.Launch(s, args)
 }
 

@@ -66,7 +66,9 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 	// Zero-copy: with a registration on the communicator, the windowed
 	// plan's groups exchange posts (p2ppost.go).
 	table, lookup := c.postState()
-	c.launched()
+	if err := c.launched(s); err != nil {
+		return err
+	}
 	for _, round := range rounds {
 		// Any plan's self-copy group stages; the last (windowed) plan's
 		// serves every size.

@@ -91,10 +91,6 @@ type progressReport struct {
 	Stalled []int  `json:"stalled,omitempty"` // this rank's verdict, once it reached one
 }
 
-// launched counts one call; every launch path calls it before it queues
-// the call's work.
-func (c *Comm) launched() { c.stall.calls.Add(1) }
-
 // report is this rank's progress report; the bootstrap's readers call it.
 func (c *Comm) report() []byte {
 	r := progressReport{Calls: c.stall.calls.Load()}

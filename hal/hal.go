@@ -347,6 +347,14 @@ type Stream interface {
 	Synchronize(deadline time.Time) error
 	// Record places an event in the stream.
 	Record() (Event, error)
+	// After makes the work queued on this stream from now on wait for the
+	// work queued on prev so far; prev is a stream of the same device
+	// (ErrInvalidArgument otherwise) and prev == this stream does nothing.
+	// While either stream captures a graph it orders nothing (the graph's
+	// dependencies order captured work). A communicator calls it when a
+	// call comes on another stream than its previous call, so that its
+	// calls run in the order they were issued, as NCCL's do.
+	After(prev Stream) error
 	Close() error
 }
 

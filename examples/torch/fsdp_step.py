@@ -35,6 +35,7 @@ Exit status 1 when a loss is not finite.
 """
 import argparse
 import datetime
+import gzip
 import json
 import math
 import os
@@ -56,6 +57,9 @@ def parse_args():
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--timeout", type=float, default=300, help="process group timeout in seconds")
+    p.add_argument("--profile", metavar="PREFIX",
+                   help="profile the last 3 steps with torch.profiler: PREFIX-rankN.txt (kernels by GPU time) "
+                        "and PREFIX-rank0.json.gz (rank 0's trace, for chrome://tracing or Perfetto)")
     p.add_argument("--compare", nargs="+", metavar="JSON",
                    help="compare the losses of the first file with each other file, bit for bit, and exit")
     return p.parse_args()
@@ -150,8 +154,15 @@ def main():
     build_s = time.time() - t_build
 
     losses, times = [], []
+    prof = None
     last = time.perf_counter()
     for step in range(args.steps):
+        if args.profile and step == args.steps - 3:
+            # The last three steps: their times are still measured (the profiler adds a little
+            # CPU time per op; compare profiled runs with profiled runs).
+            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                      torch.profiler.ProfilerActivity.CUDA])
+            prof.__enter__()
         opt.zero_grad(set_to_none=True)
         loss = nn.functional.mse_loss(model(x).float(), y.float())
         loss.backward()
@@ -163,6 +174,15 @@ def main():
         times.append((now - last) * 1e3)
         last = now
         losses.append(v)
+        if prof is not None and step == args.steps - 1:
+            prof.__exit__(None, None, None)
+            with open(f"{args.profile}-rank{rank}.txt", "w") as f:
+                f.write(prof.key_averages().table(sort_by="device_time_total", row_limit=40, max_name_column_width=90))
+            if rank == 0:
+                prof.export_chrome_trace(f"{args.profile}-rank0.json")
+                with open(f"{args.profile}-rank0.json", "rb") as src, gzip.open(f"{args.profile}-rank0.json.gz", "wb") as dst:
+                    dst.write(src.read())
+                os.remove(f"{args.profile}-rank0.json")
         if rank == 0:
             print(f"step {step:3d} loss {v:.9g} ({v.hex()}) {times[-1]:8.2f} ms", flush=True)
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,4 +161,45 @@ func FuzzDecodeHandle(f *testing.F) {
 			t.Fatalf("accepted a bad handle: job %q name %q size %d", job, name, size)
 		}
 	})
+}
+
+// TestStreamAfter: work queued on a stream after After(prev) runs only once
+// the work queued on prev before the call is done; later work on prev is
+// not waited for; a closed prev orders nothing; another device's stream is
+// refused.
+func TestStreamAfter(t *testing.T) {
+	d := open(t, "after", 0)
+	h1, _ := d.NewStream()
+	h2, _ := d.NewStream()
+	s1, s2 := h1.(*Stream), h2.(*Stream)
+	defer s2.Close()
+	gate, later := make(chan struct{}), make(chan struct{})
+	var ran atomic.Bool
+	s1.enqueue(func() error { <-gate; return nil })
+	if err := s2.After(s1); err != nil {
+		t.Fatal(err)
+	}
+	s1.enqueue(func() error { <-later; return nil }) // after the After: not waited for
+	s2.enqueue(func() error { ran.Store(true); return nil })
+	time.Sleep(20 * time.Millisecond)
+	if ran.Load() {
+		t.Fatal("work after After(prev) ran before prev's earlier work finished")
+	}
+	close(gate)
+	if err := s2.Synchronize(time.Now().Add(5 * time.Second)); err != nil || !ran.Load() {
+		t.Fatalf("after prev's work finished: ran %v, %v", ran.Load(), err)
+	}
+	close(later)
+	if err := s1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.After(s1); err != nil {
+		t.Errorf("After a closed stream: %v, want nothing to order", err)
+	}
+	other := open(t, "after", 1)
+	h3, _ := other.NewStream()
+	defer h3.Close()
+	if err := s2.After(h3); !errors.Is(err, hal.ErrInvalidArgument) {
+		t.Errorf("After a stream of another device: %v, want ErrInvalidArgument", err)
+	}
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -134,6 +135,48 @@ func (s *Stream) Close() error {
 	s.mu.Unlock()
 	close(s.work)
 	return nil
+}
+
+// After makes the work queued on s from now on wait for the work queued on
+// prev so far: an event recorded on prev, and a work item on s that waits
+// for it until WEFT_TIMEOUT (then fails the stream with hal.ErrTimeout).
+// While either stream captures a graph, or prev is closed, it orders
+// nothing, as on CUDA.
+func (s *Stream) After(prev hal.Stream) error {
+	p, ok := prev.(*Stream)
+	if !ok || p == nil || p.dev != s.dev {
+		return fmt.Errorf("host: order after a stream %T of another device: %w", prev, hal.ErrInvalidArgument)
+	}
+	if p == s || s.capturing() || p.capturing() {
+		return nil
+	}
+	ev, err := p.Record()
+	if errors.Is(err, hal.ErrInvalidUsage) && p.isClosed() {
+		return nil // closed by its user: nothing more to order after
+	}
+	if err != nil {
+		return err
+	}
+	return s.enqueue(func() error {
+		if err := ev.Synchronize(time.Now().Add(env.Timeout())); err != nil {
+			return fmt.Errorf("host: stream waiting for another stream's work: %w", err)
+		}
+		return nil
+	})
+}
+
+// isClosed reports whether s was closed.
+func (s *Stream) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// capturing reports whether s is capturing a graph.
+func (s *Stream) capturing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.capture != nil
 }
 
 // Event is a point in a stream; its time is when the stream reached it.

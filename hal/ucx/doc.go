@@ -70,10 +70,11 @@
 // (ucp_worker_arm) and sleeps in poll(2) on its event descriptor until UCX
 // has something (a message, a put to place for TCP's emulated RMA, a
 // completion) or an engine call wakes it (ucp_worker_signal). While
-// requests are in flight it waits at most 1 ms per round, and for 50 µs
-// after the worker last had work it polls instead of sleeping (the
-// message behind a flush's acknowledgement usually follows within
-// microseconds); it never spins longer.
+// requests are in flight it does not sleep on the descriptor (a device
+// copy's completion wakes none): it polls, and after 2 ms without
+// progress naps 50 µs between polls; for 50 µs after the worker last had
+// work it polls too (the message behind a flush's acknowledgement usually
+// follows within microseconds).
 //
 // # Authentication and the side channel
 //

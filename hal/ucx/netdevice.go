@@ -557,9 +557,14 @@ func (nd *NetDevice) progressLoop() {
 		armed, armFailed := false, false
 		// Warm: right after activity the next event (the message behind a
 		// flush's acknowledgement) usually follows within microseconds;
-		// poll for warmPoll before sleeping on the descriptor.
+		// poll for warmPoll before sleeping on the descriptor. While
+		// requests wait the loop never sleeps on the descriptor: what they
+		// wait for is often a device copy (a staging copy, the receiver's
+		// copy out), whose completion wakes no descriptor, and the 1 ms
+		// limit that sleeping took per stage held UCX to 0.5 GB/s on 2×H200
+		// (docs/bench/notes.md, UCX v2).
 		warm := now.Sub(lastActive) < warmPoll
-		if len(msgs) == 0 && !warm {
+		if len(msgs) == 0 && !warm && !waiting {
 			var err error
 			if armed, err = nd.w.Arm(); err != nil {
 				// Without wake-ups the loop polls every millisecond.
@@ -575,13 +580,16 @@ func (nd *NetDevice) progressLoop() {
 			nd.apply(m)
 		}
 		if !armed {
-			if warm {
+			switch {
+			case warm || (waiting && now.Sub(lastActive) < waitSpin):
 				runtime.Gosched()
+			case waiting:
+				time.Sleep(waitNap)
 			}
 			continue
 		}
 		limit := 250
-		if waiting || armFailed {
+		if armFailed {
 			limit = 1
 		}
 		if _, err := nd.w.Wait(limit); err != nil {
@@ -594,6 +602,14 @@ func (nd *NetDevice) progressLoop() {
 // warmPoll is how long the progress loop keeps polling after the worker
 // last had work before it arms the worker and sleeps.
 const warmPoll = 50 * time.Microsecond
+
+// waitSpin is how long the progress loop polls without pause while
+// requests wait and nothing moves; after it, it naps waitNap between
+// polls (a stalled peer costs a nap per round, not a spinning core).
+const (
+	waitSpin = 2 * time.Millisecond
+	waitNap  = 50 * time.Microsecond
+)
 
 // wake makes the progress loop run (an engine queued work it cannot
 // finish at once, or its progress received messages).

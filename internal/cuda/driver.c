@@ -343,6 +343,42 @@ CUresult weft_record_unless_capturing(CUcontext ctx, CUevent e, CUstream s, int*
   if (r == 0) *recorded = 1;
   return r;
 }
+
+// weft_stream_after makes the work queued on s from now on wait for the
+// work queued on prev so far (an event recorded on prev, waited for on s,
+// then destroyed: the driver frees it once the wait is done), unless either
+// stream is capturing a graph. *ordered says whether it did.
+CUresult weft_stream_after(CUcontext ctx, CUstream s, CUstream prev, int* ordered) {
+  CUR(ctx);
+  *ordered = 0;
+  int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
+  CUresult r = p_cuStreamIsCapturing(s, &status);
+  if (r != 0 || status != 0) return r;
+  r = p_cuStreamIsCapturing(prev, &status);
+  if (r != 0 || status != 0) return r;
+  CUevent e;
+  r = p_cuEventCreate(&e, 0x2 /* CU_EVENT_DISABLE_TIMING */);
+  if (r != 0) return r;
+  r = p_cuEventRecord(e, prev);
+  if (r == 0) r = p_cuStreamWaitEvent(s, e, 0);
+  CUresult d = p_cuEventDestroy(e);
+  if (r == 0) r = d;
+  if (r == 0) *ordered = 1;
+  return r;
+}
+
+// weft_wait_unless_capturing makes s wait for e unless s is capturing a
+// graph. *waited says whether it did.
+CUresult weft_wait_unless_capturing(CUcontext ctx, CUstream s, CUevent e, int* waited) {
+  CUR(ctx);
+  *waited = 0;
+  int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
+  CUresult r = p_cuStreamIsCapturing(s, &status);
+  if (r != 0 || status != 0) return r;
+  r = p_cuStreamWaitEvent(s, e, 0);
+  if (r == 0) *waited = 1;
+  return r;
+}
 CUresult weft_cuEventQuery(CUcontext ctx, CUevent e) { CUR(ctx); return p_cuEventQuery(e); }
 CUresult weft_cuEventSynchronize(CUcontext ctx, CUevent e) { CUR(ctx); return p_cuEventSynchronize(e); }
 CUresult weft_cuEventElapsedTime(CUcontext ctx, float* ms, CUevent start, CUevent end) {

@@ -366,6 +366,25 @@ func (e Event) RecordUnlessCapturing(s Stream) (recorded bool, err error) {
 	return r != 0, err
 }
 
+// After makes the work queued on s from now on wait for the work queued on
+// prev so far (cuEventRecord on prev, cuStreamWaitEvent on s, with an
+// event the driver frees once the wait is done), unless either stream is
+// capturing a graph. It reports whether it ordered them. One cgo call.
+func (s Stream) After(prev Stream) (ordered bool, err error) {
+	var r C.int
+	err = newError("cuStreamWaitEvent", Result(C.weft_stream_after(s.Ctx.c(), s.c(), prev.c(), &r)))
+	return r != 0, err
+}
+
+// WaitUnlessCapturing makes the work queued on s from now on wait for e
+// (cuStreamWaitEvent), unless s is capturing a graph; it reports whether
+// it waited. One cgo call.
+func (s Stream) WaitUnlessCapturing(e Event) (waited bool, err error) {
+	var r C.int
+	err = newError("cuStreamWaitEvent", Result(C.weft_wait_unless_capturing(s.Ctx.c(), s.c(), e.c(), &r)))
+	return r != 0, err
+}
+
 // Query reports whether all work on s is done. A failed kernel is an error.
 func (s Stream) Query() (done bool, err error) {
 	r := Result(C.weft_cuStreamQuery(s.Ctx.c(), s.c()))

@@ -85,6 +85,10 @@ func (e Event) RecordUnlessCapturing(s Stream) (recorded bool, err error) {
 	return false, errNoCgo
 }
 
+func (s Stream) After(prev Stream) (ordered bool, err error) { return false, errNoCgo }
+
+func (s Stream) WaitUnlessCapturing(e Event) (waited bool, err error) { return false, errNoCgo }
+
 func (c Context) MemHostAlloc(bytes int64, flags uint) (unsafe.Pointer, error) {
 	return nil, errNoCgo
 }

@@ -120,7 +120,9 @@ func (d *Device) launched(s *Stream) error {
 		s.last = ev
 		d.keepEvent(ev, s)
 	}
-	if _, err := s.last.RecordUnlessCapturing(s.stream); err != nil {
+	recorded, err := s.last.RecordUnlessCapturing(s.stream)
+	s.lastRecorded = recorded
+	if err != nil {
 		return fmt.Errorf("launch event on %s: %w", d, err)
 	}
 	return nil

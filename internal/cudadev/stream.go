@@ -21,6 +21,9 @@ type Stream struct {
 
 	mu   sync.Mutex
 	last cuda.Event // foreign: recorded after each launch (Device.launched)
+	// lastRecorded: last holds the latest launch (false before the first
+	// and while the stream captures a graph).
+	lastRecorded bool
 }
 
 var _ hal.Stream = (*Stream)(nil)
@@ -61,6 +64,50 @@ func (s *Stream) Synchronize(deadline time.Time) error {
 		return err
 	}
 	return devcore.Poll(deadline, s.stream.Query, devcore.Failure(fmt.Sprintf("synchronize stream of %s", s.dev)))
+}
+
+// After makes the work queued on s from now on wait for the work queued on
+// prev so far (prev a stream of the same device; prev == s does nothing).
+// For a caller's stream (WrapStream) "so far" is weft's latest launch on
+// it: s waits for the event recorded after that launch, and prev's
+// CUstream, which its owner may have destroyed since, is not touched. For
+// weft's own streams it is everything queued (an event recorded now).
+// While either stream captures a graph it orders nothing: the graph's own
+// dependencies order captured work (waiting inside a capture on an event
+// recorded outside it is a capture-isolation error). One cgo call; a
+// communicator calls it only when a call comes on another stream than its
+// last (weft.Comm: NCCL's issue order). A prev closed since orders
+// nothing (for a caller's stream its event may be gone with it).
+func (s *Stream) After(prev hal.Stream) error {
+	if err := s.check("order after"); err != nil {
+		return err
+	}
+	p, ok := prev.(*Stream)
+	if !ok || p == nil || p.dev.ctx != s.dev.ctx {
+		return fmt.Errorf("order after on %s: stream %T is not a stream of this device: %w", s.dev, prev, hal.ErrInvalidArgument)
+	}
+	if p.closed.Load() {
+		return nil // closed by its user: nothing more to order after
+	}
+	if p == s || p.stream.Handle == s.stream.Handle {
+		return nil
+	}
+	var err2 error
+	if p.foreign {
+		p.mu.Lock()
+		ev, ok := p.last, p.lastRecorded
+		p.mu.Unlock()
+		if !ok {
+			return nil // nothing of weft's on prev, or its latest launch was captured
+		}
+		_, err2 = s.stream.WaitUnlessCapturing(ev)
+	} else {
+		_, err2 = s.stream.After(p.stream)
+	}
+	if err2 != nil {
+		return fmt.Errorf("order stream after another on %s: %w", s.dev, err2)
+	}
+	return nil
 }
 
 // Record places a timing event in s.

@@ -292,6 +292,29 @@ hipError_t weft_hipEventDestroy(int dev, uintptr_t e) {
   return T.hipEventDestroy((hipEvent_t)e);
 }
 
+// weft_hip_stream_after makes the work queued on s from now on wait for the
+// work queued on prev so far (an event recorded on prev and waited for on
+// s, then destroyed), unless either stream is capturing a graph. *ordered
+// says whether it did.
+hipError_t weft_hip_stream_after(int dev, uintptr_t s, uintptr_t prev, int* ordered) {
+  SETDEV(dev);
+  *ordered = 0;
+  int status = 0;  // hipStreamCaptureStatusNone
+  hipError_t r = T.hipStreamIsCapturing((hipStream_t)s, &status);
+  if (r != 0 || status != 0) return r;
+  r = T.hipStreamIsCapturing((hipStream_t)prev, &status);
+  if (r != 0 || status != 0) return r;
+  hipEvent_t e = NULL;
+  r = T.hipEventCreateWithFlags(&e, 0x2 /* hipEventDisableTiming */);
+  if (r != 0) return r;
+  r = T.hipEventRecord(e, (hipStream_t)prev);
+  if (r == 0) r = T.hipStreamWaitEvent((hipStream_t)s, e, 0);
+  hipError_t d = T.hipEventDestroy(e);
+  if (r == 0) r = d;
+  if (r == 0) *ordered = 1;
+  return r;
+}
+
 hipError_t weft_hipStreamBeginCapture(int dev, uintptr_t s, int mode) {
   SETDEV(dev);
   return T.hipStreamBeginCapture((hipStream_t)s, mode);

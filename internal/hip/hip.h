@@ -49,6 +49,7 @@ hipError_t weft_hipEventQuery(int dev, uintptr_t e);
 hipError_t weft_hipEventElapsedTime(int dev, float* ms, uintptr_t start, uintptr_t end);
 hipError_t weft_hipEventDestroy(int dev, uintptr_t e);
 
+hipError_t weft_hip_stream_after(int dev, uintptr_t s, uintptr_t prev, int* ordered);
 hipError_t weft_hipStreamBeginCapture(int dev, uintptr_t s, int mode);
 hipError_t weft_hipStreamEndCapture(int dev, uintptr_t s, uintptr_t* g);
 hipError_t weft_hipGraphInstantiate(int dev, uintptr_t* e, uintptr_t g);

@@ -402,6 +402,15 @@ func (s Stream) Signal64(addr0 DevicePtr, v0 uint64, addr1 DevicePtr, v1 uint64)
 	return call("hipStreamWriteValue64", C.weft_hip_signal64(C.int(s.Dev), C.uintptr_t(s.Handle), C.uint64_t(addr0), C.uint64_t(v0), C.uint64_t(addr1), C.uint64_t(v1)))
 }
 
+// After makes the work queued on s from now on wait for the work queued on
+// prev so far (hipEventRecord on prev, hipStreamWaitEvent on s), unless
+// either stream is capturing a graph; it reports whether it ordered them.
+func (s Stream) After(prev Stream) (ordered bool, err error) {
+	var r C.int
+	err = call("hipStreamWaitEvent", C.weft_hip_stream_after(C.int(s.Dev), C.uintptr_t(s.Handle), C.uintptr_t(prev.Handle), &r))
+	return r != 0, err
+}
+
 // BeginCapture starts capturing s into a graph (mode: StreamCaptureMode*).
 func (s Stream) BeginCapture(mode int) error {
 	return call("hipStreamBeginCapture", C.weft_hipStreamBeginCapture(C.int(s.Dev), C.uintptr_t(s.Handle), C.int(mode)))

@@ -140,6 +140,8 @@ func (s Stream) Signal64(addr0 DevicePtr, v0 uint64, addr1 DevicePtr, v1 uint64)
 	return errNoCgo
 }
 
+func (s Stream) After(prev Stream) (ordered bool, err error) { return false, errNoCgo }
+
 func (s Stream) BeginCapture(mode int) error {
 	return errNoCgo
 }

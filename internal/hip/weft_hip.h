@@ -88,6 +88,8 @@ typedef struct {
   X(hipEventQuery, hipError_t, (hipEvent_t))                                                            \
   X(hipEventElapsedTime, hipError_t, (float*, hipEvent_t, hipEvent_t))                                  \
   X(hipEventDestroy, hipError_t, (hipEvent_t))                                                          \
+  X(hipStreamWaitEvent, hipError_t, (hipStream_t, hipEvent_t, unsigned int))                           \
+  X(hipStreamIsCapturing, hipError_t, (hipStream_t, int*))                                              \
   X(hipStreamBeginCapture, hipError_t, (hipStream_t, int))                                              \
   X(hipStreamEndCapture, hipError_t, (hipStream_t, hipGraph_t*))                                        \
   X(hipGraphInstantiate, hipError_t, (hipGraphExec_t*, hipGraph_t, hipGraphNode_t*, char*, size_t))     \

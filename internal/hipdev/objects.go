@@ -79,6 +79,27 @@ func (s *HALStream) Record() (hal.Event, error) {
 	return &HALEvent{event: e, owner: s.owner}, nil
 }
 
+// After makes the work queued on s from now on wait for the work queued on
+// prev so far (prev a stream of the same device; prev == s does nothing);
+// while either stream captures a graph, or prev is closed, it orders
+// nothing (hal.Stream).
+func (s *HALStream) After(prev hal.Stream) error {
+	if err := s.check("order after"); err != nil {
+		return err
+	}
+	p, ok := prev.(*HALStream)
+	if !ok || p == nil || p.stream.Dev != s.stream.Dev {
+		return fmt.Errorf("order after on %s: stream %T is not a stream of this device: %w", s.owner, prev, hal.ErrInvalidArgument)
+	}
+	if p.closed.Load() || p == s || p.stream.Handle == s.stream.Handle {
+		return nil
+	}
+	if _, err := s.stream.After(p.stream); err != nil {
+		return fmt.Errorf("order stream after another on %s: %w", s.owner, err)
+	}
+	return nil
+}
+
 // Close destroys the stream; work already queued still completes.
 func (s *HALStream) Close() error {
 	if s.closed.Swap(true) {

@@ -251,6 +251,29 @@ func (s *Stream) Record() (hal.Event, error) {
 	return e, nil
 }
 
+// After orders s after the work queued on prev so far: an event on prev
+// that a work item of s waits for (a minute at most, as Synchronize).
+func (s *Stream) After(prev hal.Stream) error {
+	p, ok := prev.(*Stream)
+	if !ok || p == nil || p.dev != s.dev {
+		return fmt.Errorf("%s: order after a stream %T of another device: %w", s.dev, prev, hal.ErrInvalidArgument)
+	}
+	if p == s {
+		return nil
+	}
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil
+	}
+	ev, err := p.Record()
+	if err != nil {
+		return err
+	}
+	return s.enqueue(func() error { return ev.Synchronize(time.Now().Add(time.Minute)) })
+}
+
 func (s *Stream) Close() error {
 	s.mu.Lock()
 	if s.closed {

@@ -593,6 +593,20 @@ hipError_t hipEventDestroy(hipEvent_t e) {
   return 0;
 }
 
+// The fake runs work when it is queued, so a wait is already satisfied.
+hipError_t hipStreamWaitEvent(hipStream_t s, hipEvent_t e, unsigned int flags) {
+  FAIL("hipStreamWaitEvent");
+  if (!live_stream(s) || !live_event(e) || flags != 0) return 400;
+  return 0;
+}
+
+hipError_t hipStreamIsCapturing(hipStream_t s, int* status) {
+  FAIL("hipStreamIsCapturing");
+  if (!live_stream(s)) return 400;
+  *status = (s && s->capture) ? 1 : 0;
+  return 0;
+}
+
 hipError_t hipStreamBeginCapture(hipStream_t s, int mode) {
   FAIL("hipStreamBeginCapture");
   if (s == NULL || !live_stream(s) || s->capture || mode < 0 || mode > 2) return 1;

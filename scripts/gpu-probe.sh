@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Probes for issues 20 and 22 in one device call, before optimising (measure first):
+#  - fsdp: the FSDP2 step (examples/torch/fsdp_step.py) under NCCL and under weft's drop-in with
+#    torch.profiler over the last 3 steps: per-rank kernel tables by GPU time and rank 0's trace.
+#  - ucx: the host's UCX (ucx_info) and 2 emulated nodes over UCX with WEFT_UCX_STAGING=auto and
+#    =always (and over sockets for reference), all_reduce and all_gather 1–16 MB, beside NCCL's
+#    socket transport in the same processes.
+# Run from the repository root after `make gpu-bundle-accept` (tar -xzf .gpuz/bundle.tgz first).
+# Files back in $OUT: summary.txt, logs.tar.gz, prof-*.txt, prof-*-rank0.json.gz.
+# Knobs: STEPS="fsdp ucx"  BUDGET=300
+set -u
+# shellcheck source=scripts/steps.sh
+source "$(dirname "$0")/steps.sh"
+BUDGET=${BUDGET:-300}
+STEPS=${STEPS:-"fsdp ucx"}
+LIB=$B/libweft_nccl.so
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+unset WEFT_NVLS WEFT_MAX_CTAS NCCL_MAX_CTAS
+{ date -u; hostname; nvidia-smi -L; ls -la "$B"; } >"$L/machine.txt" 2>&1
+if want fsdp; then
+  export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
+  TR="python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1"
+  FA=(--steps 15 --measure 8)
+  step fsdp-nccl 60 'grep -E "^# fsdp" $log | cut -d" " -f2-6' -- env -u LD_PRELOAD NCCL_DEBUG=WARN \
+    $TR --master-port 29811 examples/torch/fsdp_step.py --out "$L/fsdp-nccl.json" --profile "$OUT/prof-nccl" "${FA[@]}"
+  step fsdp-weft 60 'grep -E "^# fsdp" $log | cut -d" " -f2-6' -- env LD_PRELOAD="$LIB" NCCL_DEBUG=WARN \
+    $TR --master-port 29812 examples/torch/fsdp_step.py --out "$L/fsdp-weft.json" --profile "$OUT/prof-weft" "${FA[@]}"
+fi
+if want ucx; then
+  if ! ldconfig -p | grep -q 'libucp.so.0 ' && [ -d "$B/ucx" ]; then
+    export LD_LIBRARY_PATH="$B/ucx${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UCX_MODULE_DIR="$B/ucx/ucx"
+  fi
+  step ucx-info 15 'grep -ciE "transport:" $log' -- bash -c 'ucx_info -v; ucx_info -d | grep -E "Memory domain|Component|Transport|Device|memory types"; ldconfig -p | grep -E "libuc[pst]"'
+  export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo WEFT_SOCKET_IFNAME=lo
+  for v in "ucx auto" "ucx always" "socket auto"; do
+    set -- $v
+    for c in all_reduce all_gather; do
+      step "$1-$2-$c" 45 'grep -E "^ +(1048576|16777216) " $log | tr -s " " | cut -c1-100' -- \
+        env WEFT_NET="$1" WEFT_UCX_STAGING="$2" UCX_LOG_LEVEL=info "$B/weft" run --nproc 2 --nodes 2 -- "$B/weft" bench "$c" \
+        -b 1M -e 16M -f 4 -w 2 -n 10 --hal nvlink --baseline nccl
+    done
+  done
+  step ucx-tls-tcp 45 'grep -E "^ +(1048576|16777216) " $log | tr -s " " | cut -c1-100' -- \
+    env WEFT_NET=ucx UCX_TLS=tcp,self UCX_LOG_LEVEL=info "$B/weft" run --nproc 2 --nodes 2 -- "$B/weft" bench all_reduce \
+    -b 1M -e 16M -f 4 -w 2 -n 10 --hal nvlink --baseline nccl
+fi
+save
+echo "== summary =="
+cat "$OUT/summary.txt"
+exit "$nbad"
