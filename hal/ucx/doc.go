@@ -14,7 +14,10 @@
 // wake-up, and one worker (single-threaded: every call on it and its
 // endpoints is serialised by one lock). A job on one host
 // (hal.NetConfig.OneHost) sets UCX's NET_DEVICES to lo, unless the user
-// set UCX_NET_DEVICES or Options.Settings does.
+// set UCX_NET_DEVICES or Options.Settings does; it sets the TCP
+// transport's segments to 256 KiB (TCP_TX_SEG_SIZE, TCP_RX_SEG_SIZE; UCX's
+// 8 KiB default held a put to a quarter of that speed) unless the user
+// sets them.
 //
 // [NetDevice.ExportPort] registers memory with ucp_mem_map and returns a
 // handle holding the packed remote key, the remote address and the size:
