@@ -568,6 +568,7 @@ func initRank(fn string, nranks int, rawID [uniqueIDBytes]byte, rank int, cfg co
 	if rank < 0 || rank >= nranks {
 		return 0, fail(ncclInvalidArgument, "%s: rank %d is out of range for %d ranks (argument rank)", fn, rank, nranks)
 	}
+	installStackDump()
 	id, err := decodeID(rawID)
 	if err != nil {
 		return 0, failErr(fn, err)

@@ -7,7 +7,10 @@
 #    socket transport in the same processes.
 # Run from the repository root after `make gpu-bundle-accept` (tar -xzf .gpuz/bundle.tgz first).
 # Files back in $OUT: summary.txt, logs.tar.gz, prof-*.txt, prof-*-rank0.json.gz.
-# Knobs: STEPS="fsdp ucx"  BUDGET=300
+#  - porthang: the FSDP2 step with WEFT_ALGO=port (copy-engine AllGather), which stalls in the
+#    7th AllGather: WEFT_DEBUG_STACKS=1 and SIGUSR1 to the ranks 15 s in, for their goroutine stacks.
+#  - streams: the root package's TestCallsAcrossStreamsNVLink (calls on two streams in issue order).
+# Knobs: STEPS="fsdp ucx porthang streams"  BUDGET=300
 set -u
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
@@ -43,6 +46,21 @@ if want ucx; then
   step ucx-tls-tcp 45 'grep -E "^ +(1048576|16777216) " $log | tr -s " " | cut -c1-100' -- \
     env WEFT_NET=ucx UCX_TLS=tcp,self UCX_LOG_LEVEL=info "$B/weft" run --nproc 2 --nodes 2 -- "$B/weft" bench all_reduce \
     -b 1M -e 16M -f 4 -w 2 -n 10 --hal nvlink --baseline nccl
+fi
+if want streams; then
+  step streams 60 'grep -E "^(--- |ok|PASS|FAIL)" $log | tr "\n" " "' -- env WEFT_REQUIRE=nvlink "$B/weft.test" -test.count=1 -test.v \
+    -test.run 'TestCallsAcrossStreamsNVLink'
+fi
+if want porthang; then
+  export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
+  step porthang 45 'grep -cE "goroutine [0-9]+ \[" $log' -- bash -c '
+    env LD_PRELOAD="'"$LIB"'" WEFT_ALGO=port WEFT_DEBUG_STACKS=1 WEFT_TIMEOUT=60 NCCL_DEBUG=WARN \
+      python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 --master-port 29813 \
+      examples/torch/fsdp_step.py --out /tmp/porthang.json --steps 6 --measure 2 &
+    sleep 15
+    for p in $(pgrep -f fsdp_step.py); do grep -q libweft /proc/$p/maps 2>/dev/null && kill -USR1 $p && echo "SIGUSR1 to $p"; done
+    sleep 5
+    pkill -f fsdp_step.py; wait; true'
 fi
 save
 echo "== summary =="

@@ -111,6 +111,7 @@ var forms = map[string]form{
 	"WEFT_NVLS":            bit,
 	"WEFT_PCIE_P2P":        bit,
 	"WEFT_PROXY_PROFILE":   bit,
+	"WEFT_DEBUG_STACKS":    bit,
 	"WEFT_CE_LANES":        intForm(1, 8, "an integer from 1 to 8"),
 }
 
