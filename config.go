@@ -84,7 +84,7 @@ func TuningFile() (path string, named bool) {
 // that applies the order of precedence, highest first: an explicit option
 // (Options.Config, Options.Timeout, Options.MaxCTAs and MinCTAs), the
 // WEFT_* variables (WEFT_ALGO, WEFT_ALLREDUCE, WEFT_P2P_LL_MAX_BYTES,
-// WEFT_TIMEOUT, WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
+// WEFT_HB_SHAPE, WEFT_TIMEOUT, WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
 // device and rank count (TuningFile), the defaults for the device
 // (algorithms.DefaultConfig, a 10 s timeout, no block budget). An
 // explicit Options.Config replaces the whole algorithm configuration:
@@ -107,6 +107,11 @@ func configure(opts Options, info hal.DeviceInfo, rank, nranks int) (cfg algorit
 			source = "WEFT_ALLREDUCE"
 		} else if cfg.AllReduce, source, err = tuningTiers(info, nranks); err != nil {
 			return cfg, "", 0, err
+		}
+		if s := env.String("WEFT_HB_SHAPE"); s != "" {
+			if cfg.HB, err = algorithms.ParseHBShape(s, cfg.HB); err != nil {
+				return cfg, "", 0, fmt.Errorf("weft: WEFT_HB_SHAPE: %v: %w", err, hal.ErrInvalidArgument)
+			}
 		}
 		if s := env.String("WEFT_P2P_LL_MAX_BYTES"); s != "" {
 			n, perr := algorithms.ParseSize(s)
@@ -217,8 +222,9 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 	type choice struct {
 		Tiers, Algo, Source, Budget string
 		P2PLL                       int64
+		HB                          algorithms.Shape
 	}
-	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget), P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes)}
+	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget), P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), HB: cfg.HB}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -243,6 +249,11 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			// point-to-point plan from the operation's size alike.
 			return fmt.Errorf("weft: ranks chose different LL point-to-point bounds: rank 0 %d bytes, rank %d %d bytes: give every rank the same WEFT_P2P_LL_MAX_BYTES: %w",
 				first.P2PLL, r, c.P2PLL, hal.ErrInvalidUsage)
+		}
+		if c.HB != first.HB {
+			// The windowed plans' blocks and windows pair up across ranks.
+			return fmt.Errorf("weft: ranks chose different windowed-plan shapes: rank 0 %+v, rank %d %+v: give every rank the same WEFT_HB_SHAPE: %w",
+				first.HB, r, c.HB, hal.ErrInvalidUsage)
 		}
 		if c.Budget != first.Budget {
 			// Blocks that signal each other pair up across ranks: every

@@ -283,3 +283,33 @@ func (c Config) AllReduceTiers() []Tier {
 	}
 	return append(tiers, twoPA(c.Large, 0))
 }
+
+// ParseHBShape parses the shape of the windowed (HB) plans as
+// WEFT_HB_SHAPE writes it: "BLOCKSxTHREADS", optionally followed by
+// "wWINDOW" (a size as ParseSize reads it), e.g. "64x512" or "32x1024w4M".
+// The window stays base's when the text gives none. Blocks 1–256, threads
+// a multiple of 32 from 32 to 1024, the window a multiple of
+// plan.AlignBytes from 64 KiB to 64 MiB. Errors name what is wrong.
+func ParseHBShape(s string, base Shape) (Shape, error) {
+	out := base
+	shape, window, hasWindow := strings.Cut(strings.TrimSpace(s), "w")
+	bs, ts, ok := strings.Cut(shape, "x")
+	if !ok {
+		return out, fmt.Errorf("shape %q: want BLOCKSxTHREADS[wWINDOW], e.g. 64x512", s)
+	}
+	var err error
+	if out.Blocks, err = strconv.Atoi(bs); err != nil || out.Blocks < 1 || out.Blocks > 256 {
+		return base, fmt.Errorf("shape %q: blocks %q: want 1 to 256", s, bs)
+	}
+	if out.Threads, err = strconv.Atoi(ts); err != nil || out.Threads < 32 || out.Threads > 1024 || out.Threads%32 != 0 {
+		return base, fmt.Errorf("shape %q: threads %q: want a multiple of 32 from 32 to 1024", s, ts)
+	}
+	if hasWindow {
+		w, err := ParseSize(window)
+		if err != nil || w < 64<<10 || w > 64<<20 || w%plan.AlignBytes != 0 {
+			return base, fmt.Errorf("shape %q: window %q: want a multiple of %d bytes from 64K to 64M", s, window, plan.AlignBytes)
+		}
+		out.Window = w
+	}
+	return out, nil
+}

@@ -171,3 +171,35 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+func TestParseHBShape(t *testing.T) {
+	base := algorithms.Shape{Blocks: 32, Threads: 1024, Unroll: 4, Window: 4 << 20}
+	for _, c := range []struct {
+		in   string
+		want algorithms.Shape
+		bad  bool
+	}{
+		{in: "64x512", want: algorithms.Shape{Blocks: 64, Threads: 512, Unroll: 4, Window: 4 << 20}},
+		{in: " 16x1024w8M ", want: algorithms.Shape{Blocks: 16, Threads: 1024, Unroll: 4, Window: 8 << 20}},
+		{in: "64", bad: true},
+		{in: "0x512", bad: true},
+		{in: "300x512", bad: true},
+		{in: "64x500", bad: true},
+		{in: "64x2048", bad: true},
+		{in: "64x512w1K", bad: true},
+		{in: "64x512wjunk", bad: true},
+	} {
+		got, err := algorithms.ParseHBShape(c.in, base)
+		if c.bad {
+			if err == nil {
+				t.Errorf("ParseHBShape(%q) = %+v, want an error", c.in, got)
+			} else if got != base {
+				t.Errorf("ParseHBShape(%q) on error = %+v, want the base shape", c.in, got)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("ParseHBShape(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
+		}
+	}
+}

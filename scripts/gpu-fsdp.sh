@@ -14,7 +14,8 @@
 #
 # Knobs:  CTAS=16  BUDGET=150  NP=2  FSDP_ARGS="..." (more fsdp_step.py flags, e.g. --layers 4)
 #         STEPS="nccl weft weft-ctas nccl-ctas" (also weft-ctasN / nccl-ctasN: a budget of N blocks;
-#         weft-port: WEFT_ALGO=port, copy-engine plans where a collective has one)
+#         weft-port: WEFT_ALGO=port, copy-engine plans where a collective has one; weft-hbSHAPE:
+#         WEFT_HB_SHAPE=SHAPE, e.g. weft-hb64x512)
 set -u
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
@@ -55,7 +56,8 @@ for run in $STEPS; do
     weft-ctas[0-9]*) cmd=("${WEFT_ENV[@]}" WEFT_MAX_CTAS="${run#weft-ctas}") ;;
     nccl-ctas[0-9]*) cmd=("${REF_ENV[@]}" NCCL_MAX_CTAS="${run#nccl-ctas}") ;;
     weft-port) cmd=("${WEFT_ENV[@]}" WEFT_ALGO=port) ;;
-    *) echo "!! unknown step $run (want nccl, nccl-ctas[N], weft, weft-ctas[N], weft-port)"; nbad=$((nbad + 1)); continue ;;
+    weft-hb*) cmd=("${WEFT_ENV[@]}" WEFT_HB_SHAPE="${run#weft-hb}") ;;
+    *) echo "!! unknown step $run (want nccl, nccl-ctas[N], weft, weft-ctas[N], weft-port, weft-hbSHAPE)"; nbad=$((nbad + 1)); continue ;;
   esac
   step "fsdp-$run" 45 'grep -E "^# fsdp" $log | cut -d" " -f2-6' -- \
     "${cmd[@]}" $TORCHRUN --master-port $((PORT + i)) examples/torch/fsdp_step.py --out "$L/fsdp-$run.json" ${FSDP_ARGS:-}

@@ -43,6 +43,9 @@ if want ucx; then
         -b 1M -e 16M -f 4 -w 2 -n 10 --hal nvlink --baseline nccl
     done
   done
+  step ucx-seg1m 45 'grep -E "^ +(1048576|16777216) " $log | tr -s " " | cut -c1-100' -- \
+    env WEFT_NET=ucx UCX_TCP_TX_SEG_SIZE=1m UCX_TCP_RX_SEG_SIZE=1m "$B/weft" run --nproc 2 --nodes 2 -- "$B/weft" bench all_reduce \
+    -b 1M -e 16M -f 4 -w 2 -n 10 --hal nvlink --baseline nccl
   step ucx-tls-tcp 45 'grep -E "^ +(1048576|16777216) " $log | tr -s " " | cut -c1-100' -- \
     env WEFT_NET=ucx UCX_TLS=tcp,self UCX_LOG_LEVEL=info "$B/weft" run --nproc 2 --nodes 2 -- "$B/weft" bench all_reduce \
     -b 1M -e 16M -f 4 -w 2 -n 10 --hal nvlink --baseline nccl
@@ -54,7 +57,7 @@ fi
 if want porthang; then
   export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
   step porthang 45 'grep -cE "goroutine [0-9]+ \[" $log' -- bash -c '
-    env LD_PRELOAD="'"$LIB"'" WEFT_ALGO=port WEFT_DEBUG_STACKS=1 WEFT_TIMEOUT=60 NCCL_DEBUG=WARN \
+    env LD_PRELOAD="'"$LIB"'" WEFT_ALGO=port WEFT_DEBUG_STACKS=1 WEFT_TIMEOUT=60s NCCL_DEBUG=WARN \
       python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 --master-port 29813 \
       examples/torch/fsdp_step.py --out /tmp/porthang.json --steps 6 --measure 2 &
     sleep 15

@@ -106,6 +106,7 @@ var forms = map[string]form{
 	"WEFT_ALGO":            oneOf("ll", "hb", "port", "nvls", "ring", "tree", "bruck"),
 	"WEFT_ALLREDUCE":       {"comma-separated AllReduce tiers (docs/tuning.md)", func(string) bool { return true }},
 	"WEFT_TUNING_FILE":     {"a path, or off", func(string) bool { return true }},
+	"WEFT_HB_SHAPE":        {"BLOCKSxTHREADS[wWINDOW], e.g. 64x512", func(v string) bool { return strings.Contains(v, "x") }},
 	"WEFT_MAX_CTAS":        ctaForm,
 	"WEFT_MIN_CTAS":        ctaForm,
 	"WEFT_NVLS":            bit,
