@@ -29,15 +29,7 @@ func TestCallsAcrossStreams(t *testing.T) {
 	for _, family := range []string{"", algorithms.PortFamily} {
 		t.Run("family="+family, func(t *testing.T) {
 			const n = 2
-			errs := runRanksConfig(t, n, func(c *algorithms.Config) { c.Algo = family }, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-				defer releaseCaseBuffers(c, dev)
-				s2, err := dev.NewStream()
-				if err != nil {
-					return err
-				}
-				defer s2.Close()
-				return streamsInOrder(rank, c, dev, [2]hal.Stream{s, s2})
-			})
+			errs := runRanksConfig(t, n, func(c *algorithms.Config) { c.Algo = family }, streamsInOrder)
 			reportRanks(t, errs)
 		})
 	}
@@ -49,20 +41,20 @@ func TestCallsAcrossStreamsNVLink(t *testing.T) {
 	if requireGPUs(t) < 2 {
 		t.Skip("needs 2 GPUs")
 	}
-	errs := runRanks(t, "nvlink", 2, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-		defer releaseCaseBuffers(c, dev)
-		s2, err := dev.NewStream()
-		if err != nil {
-			return err
-		}
-		defer s2.Close()
-		return streamsInOrder(rank, c, dev, [2]hal.Stream{s, s2})
-	})
+	errs := runRanks(t, "nvlink", 2, streamsInOrder)
 	reportRanks(t, errs)
 }
 
-// streamsInOrder is the body of the TestCallsAcrossStreams tests.
-func streamsInOrder(rank int, c *weft.Comm, dev hal.Device, ss [2]hal.Stream) error {
+// streamsInOrder is a rank's body of the TestCallsAcrossStreams tests: s
+// and a second stream of its own.
+func streamsInOrder(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+	defer releaseCaseBuffers(c, dev)
+	s2, err := dev.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s2.Close()
+	ss := [2]hal.Stream{s, s2}
 	const count, calls = 70001, 5
 	n := c.Size()
 	buf, err := dev.Alloc(count * 4)
