@@ -17,6 +17,7 @@ func init() {
 	Register(Case{ID: "device/memory", Title: "allocations are zeroed, sized as asked, and read back what was written at any offset", Run: testMemory})
 	Register(Case{ID: "device/bad-input", Title: "bad sizes, out-of-range offsets, freed buffers and invalid plans are refused with the right error", Run: testBadInput})
 	Register(Case{ID: "device/streams", Title: "streams run work in order; events synchronise and time it", Run: testStreams})
+	Register(Case{ID: "device/stream-after", Title: "work queued on a stream after After(prev) waits for prev's earlier work", Run: testStreamAfter})
 }
 
 func testInfo(t *T) error {
@@ -270,6 +271,78 @@ func testStreams(t *T) error {
 	}
 	if e := diff("second copy (queued after the first on the same stream)", got, want[n/4:n/4+n/2]); e != "" {
 		return t.Errorf("%s", e)
+	}
+	return nil
+}
+
+// testStreamAfter: work queued on a stream after After(prev) starts only
+// once the work queued on prev before the call is done (a communicator
+// relies on it to run calls on different streams in issue order). A copy
+// of 32 MiB on one stream, then on a second stream, after After, a copy
+// of the copy's destination: the second copy must read what the first
+// wrote. Without the ordering the second stream's copy starts at once and
+// reads the zeroed buffer. Also: After of the stream itself and of a
+// closed stream order nothing and succeed.
+func testStreamAfter(t *T) error {
+	const n = 32 * mib
+	p := &plan.Plan{Name: "conf-stream-after", NRanks: 1, Threads: 256,
+		Groups: []plan.Group{{Blocks: 2, Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}}}}
+	res, err := t.SetupLocal(p)
+	if err != nil {
+		return err
+	}
+	prog, first, err := t.PrepareStream(p, res)
+	if err != nil {
+		return err
+	}
+	second, err := t.Stream()
+	if err != nil {
+		return err
+	}
+	var bufs [3]hal.Buffer // source, middle, destination
+	for i := range bufs {
+		if bufs[i], err = t.Alloc(n); err != nil {
+			return err
+		}
+	}
+	want := pattern(seed(t.Rank, 7), n)
+	if err := t.Write(bufs[0], 0, want); err != nil {
+		return err
+	}
+	if err := t.Launch(prog, first, &plan.Args{Count: n, Input: bufs[0].Addr(), Output: bufs[1].Addr()}); err != nil {
+		return err
+	}
+	if err := second.After(first); err != nil {
+		return t.Errorf("After(another stream of the device): %w", err)
+	}
+	if err := t.Launch(prog, second, &plan.Args{Count: n, Input: bufs[1].Addr(), Output: bufs[2].Addr()}); err != nil {
+		return err
+	}
+	if err := t.Finish(second, res); err != nil {
+		return err
+	}
+	if err := t.Finish(first, res); err != nil {
+		return err
+	}
+	got, err := t.Read(bufs[2], 0, n)
+	if err != nil {
+		return err
+	}
+	if e := diff("copy queued on a second stream after After(first)", got, want); e != "" {
+		return t.Errorf("%s: it ran before the first stream's copy finished", e)
+	}
+	if err := second.After(second); err != nil {
+		return t.Errorf("After(the stream itself): %w, want nothing to order", err)
+	}
+	closed, err := t.Dev.NewStream()
+	if err != nil {
+		return t.Errorf("new stream: %w", err)
+	}
+	if err := closed.Close(); err != nil {
+		return t.Errorf("close stream: %w", err)
+	}
+	if err := second.After(closed); err != nil {
+		return t.Errorf("After(a closed stream): %w, want nothing to order", err)
 	}
 	return nil
 }
