@@ -55,3 +55,30 @@ func TestProxyWatchFailsFifo(t *testing.T) {
 		t.Errorf("control block abort flag %d, want 1", abort)
 	}
 }
+
+// DebugState lists every shared proxy and its FIFOs: what was consumed,
+// what the next slot holds, and the FIFO's failure.
+func TestDebugState(t *testing.T) {
+	words := make([]uint64, plan.FifoBytes/8)
+	mem := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), plan.FifoBytes)
+	p := acquireProxy(nil, 5)
+	defer releaseProxy(nil)
+	f, err := newFifo("debug-plan", mem, []hal.Engine{nil}, []int{1}, 5, nil, 0, p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.add(f); err != nil {
+		t.Fatal(err)
+	}
+	defer p.remove(f)
+	got := DebugState()
+	for _, want := range []string{"proxy of rank 5", "fifo debug-plan: consumed 0, next slot: empty; triggers 0, flush waits 0; ok"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("DebugState() = %q, want it to contain %q", got, want)
+		}
+	}
+	f.err.Store(&proxyError{err: errors.New("engine to rank 1 failed")})
+	if got := DebugState(); !strings.Contains(got, "engine to rank 1 failed") {
+		t.Errorf("DebugState() after a failure = %q, want the failure", got)
+	}
+}

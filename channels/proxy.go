@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -672,4 +673,41 @@ func releaseProxy(dev hal.Device) error {
 	}
 	delete(shared.m, dev)
 	return sp.p.Close()
+}
+
+// DebugState describes the FIFOs of every shared proxy in this process,
+// one line each, for a hang report (libweft_nccl's WEFT_DEBUG_STACKS dump):
+// the triggers consumed, what the next slot holds (a trigger the proxy
+// has not taken yet, an older one, or nothing), flushes waited for and the
+// FIFO's failure. It reads while the proxies run: a snapshot, not a
+// consistent cut.
+func DebugState() string {
+	shared.Lock()
+	var ps []*Proxy
+	for _, sp := range shared.m {
+		ps = append(ps, sp.p)
+	}
+	shared.Unlock()
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, "proxy of rank %d: sleeping %v\n", p.rank, p.sleeping.Load())
+		for _, f := range *p.fifos.Load() {
+			tail := atomic.LoadUint64(f.word(plan.FifoTail))
+			tag := atomic.LoadUint64(f.word(plan.SlotOffset(tail) + 24))
+			next := "empty"
+			switch pos := plan.TagPosition(tag); {
+			case pos == tail+1:
+				next = fmt.Sprintf("trigger %d ready, not taken (kind %d, channel %d)", pos, plan.TriggerKind(tag>>8), uint8(tag))
+			case tag != 0:
+				next = fmt.Sprintf("older trigger %d", pos)
+			}
+			state := "ok"
+			if e := f.err.Load(); e != nil {
+				state = e.err.Error()
+			}
+			fmt.Fprintf(&b, "  fifo %s: consumed %d, next slot: %s; triggers %d, flush waits %d; %s\n",
+				f.name, tail, next, f.triggers.Load(), f.flushWaits.Load(), state)
+		}
+	}
+	return b.String()
 }

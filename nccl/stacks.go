@@ -9,14 +9,16 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/weftccl/weft/channels"
 	"github.com/weftccl/weft/internal/env"
 )
 
 var stacksOnce sync.Once
 
-// installStackDump makes SIGUSR1 write every goroutine's stack to stderr
-// when WEFT_DEBUG_STACKS=1: to see where a hung job's proxy or transport
-// waits (a cgo call into the driver, a semaphore, a socket) without
+// installStackDump makes SIGUSR1 write the port-channel FIFOs' state
+// (channels.DebugState) and every goroutine's stack to stderr when
+// WEFT_DEBUG_STACKS=1: to see where a hung job's proxy or transport waits
+// (a trigger not taken, a cgo call into the driver, a socket) without
 // stopping the process. A library loaded into a C program handles
 // asynchronous signals only where it asks for them (os/signal), so this is
 // off unless asked for; the program's own SIGUSR1 handler is replaced.
@@ -31,6 +33,7 @@ func installStackDump() {
 			buf := make([]byte, 8<<20)
 			for range ch {
 				n := runtime.Stack(buf, true)
+				os.Stderr.Write([]byte("weft: port-channel FIFOs (WEFT_DEBUG_STACKS, SIGUSR1):\n" + channels.DebugState()))
 				os.Stderr.Write([]byte("weft: goroutine stacks (WEFT_DEBUG_STACKS, SIGUSR1):\n"))
 				os.Stderr.Write(buf[:n])
 			}
