@@ -8,7 +8,8 @@
 # Run from the repository root after `make gpu-bundle-accept` (tar -xzf .gpuz/bundle.tgz first).
 # Files back in $OUT: summary.txt, logs.tar.gz, prof-*.txt, prof-*-rank0.json.gz.
 #  - porthang: the FSDP2 step with WEFT_ALGO=port (copy-engine AllGather), which stalls in the
-#    7th AllGather: WEFT_DEBUG_STACKS=1 and SIGUSR1 to the ranks 15 s in, for their goroutine stacks.
+#    7th AllGather: WEFT_DEBUG_STACKS=1 and SIGUSR1 to the ranks 45 s in (a cold machine compiles
+#    kernels for ~20 s first), for their FIFOs' state and goroutine stacks.
 #  - streams: the root package's TestCallsAcrossStreamsNVLink (calls on two streams in issue order).
 # Knobs: STEPS="fsdp ucx porthang streams"  BUDGET=300
 set -u
@@ -56,11 +57,11 @@ if want streams; then
 fi
 if want porthang; then
   export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
-  step porthang 45 'grep -cE "goroutine [0-9]+ \[" $log' -- bash -c '
-    env LD_PRELOAD="'"$LIB"'" WEFT_ALGO=port WEFT_DEBUG_STACKS=1 WEFT_TIMEOUT=60s NCCL_DEBUG=WARN \
+  step porthang 75 'grep -cE "goroutine [0-9]+ \[" $log' -- bash -c '
+    env LD_PRELOAD="'"$LIB"'" WEFT_ALGO=port WEFT_DEBUG_STACKS=1 WEFT_TIMEOUT=120s NCCL_DEBUG=WARN \
       python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 --master-port 29813 \
       examples/torch/fsdp_step.py --out /tmp/porthang.json --steps 6 --measure 2 &
-    sleep 15
+    sleep 45
     for p in $(pgrep -f fsdp_step.py); do grep -q libweft /proc/$p/maps 2>/dev/null && kill -USR1 $p && echo "SIGUSR1 to $p"; done
     sleep 5
     pkill -f fsdp_step.py; wait; true'
