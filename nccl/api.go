@@ -21,6 +21,7 @@ import (
 	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
+	"github.com/weftccl/weft/internal/cudadev"
 	"github.com/weftccl/weft/internal/env"
 )
 
@@ -195,8 +196,9 @@ func runOps(ops []*op) error {
 }
 
 // run executes one communicator's operations of a group: collectives in
-// call order, then the point-to-point operations of each stream as one
-// LaunchP2P. On backends without CUDA streams it waits for the work.
+// call order, then the point-to-point operations as one LaunchP2P (on
+// several streams: joined, runP2PJoined). On backends without CUDA streams
+// it waits for the work.
 func (c *comm) run(ops []*op) error {
 	if err := c.usable(); err != nil {
 		return err
@@ -215,9 +217,15 @@ func (c *comm) run(ops []*op) error {
 			return err
 		}
 	}
-	for _, h := range streams {
-		if err := c.runP2P(p2p[h], h); err != nil {
+	if len(streams) > 1 && c.w != nil {
+		if err := c.runP2PJoined(streams, p2p); err != nil {
 			return err
+		}
+	} else {
+		for _, h := range streams {
+			if err := c.runP2P(p2p[h], h); err != nil {
+				return err
+			}
 		}
 	}
 	if c.synchronous() && c.w != nil {
@@ -282,6 +290,43 @@ func (c *comm) realPreMul(h int32) (int32, error) {
 	}
 	p.realOp = op
 	return op, nil
+}
+
+// runP2PJoined runs the point-to-point operations of a group that came on
+// several streams as NCCL does: one launch, on the first stream, after the
+// work queued on every stream of the group, and every stream then waits
+// for that launch. Launched per stream instead, a send on one stream could
+// wait for a receive that weft.Comm's call order queues behind it on
+// another stream (on both ranks: a deadlock).
+func (c *comm) runP2PJoined(streams []uintptr, p2p map[uintptr][]*op) error {
+	ss := make([]*cudadev.Stream, len(streams))
+	var all []*op
+	for i, h := range streams {
+		s, err := c.stream(h)
+		if err != nil {
+			return err
+		}
+		cs, ok := s.(*cudadev.Stream)
+		if !ok {
+			return fmt.Errorf("point-to-point group on %d streams: backend %s has no CUDA streams: %w", len(streams), c.backend, hal.ErrInvalidArgument)
+		}
+		ss[i] = cs
+		all = append(all, p2p[h]...)
+	}
+	for _, s := range ss[1:] {
+		if err := ss[0].Join(s); err != nil {
+			return err
+		}
+	}
+	if err := c.runP2P(all, streams[0]); err != nil {
+		return err
+	}
+	for _, s := range ss[1:] {
+		if err := s.Join(ss[0]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *comm) runP2P(ops []*op, h uintptr) error {

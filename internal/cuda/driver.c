@@ -367,6 +367,29 @@ CUresult weft_stream_after(CUcontext ctx, CUstream s, CUstream prev, int* ordere
   return r;
 }
 
+// weft_stream_join makes the work queued on s from now on wait for the
+// work queued on prev so far (an event recorded on prev, waited for on s,
+// destroyed), when both streams capture a graph or neither does (inside a
+// capture the wait becomes a dependency of the graph); when only one
+// does it orders nothing. *ordered says whether it did.
+CUresult weft_stream_join(CUcontext ctx, CUstream s, CUstream prev, int* ordered) {
+  CUR(ctx);
+  *ordered = 0;
+  int ss = 0, ps = 0;
+  CUresult r = p_cuStreamIsCapturing(s, &ss);
+  if (r == 0) r = p_cuStreamIsCapturing(prev, &ps);
+  if (r != 0 || (ss != 0) != (ps != 0)) return r;
+  CUevent e;
+  r = p_cuEventCreate(&e, 0x2 /* CU_EVENT_DISABLE_TIMING */);
+  if (r != 0) return r;
+  r = p_cuEventRecord(e, prev);
+  if (r == 0) r = p_cuStreamWaitEvent(s, e, 0);
+  CUresult d = p_cuEventDestroy(e);
+  if (r == 0) r = d;
+  if (r == 0) *ordered = 1;
+  return r;
+}
+
 // weft_wait_unless_capturing makes s wait for e unless s is capturing a
 // graph. *waited says whether it did.
 CUresult weft_wait_unless_capturing(CUcontext ctx, CUstream s, CUevent e, int* waited) {

@@ -58,6 +58,7 @@ CUresult weft_cuEventRecord(CUcontext ctx, CUevent e, CUstream s);
 CUresult weft_record_unless_capturing(CUcontext ctx, CUevent e, CUstream s, int* recorded);
 CUresult weft_stream_after(CUcontext ctx, CUstream s, CUstream prev, int* ordered);
 CUresult weft_wait_unless_capturing(CUcontext ctx, CUstream s, CUevent e, int* waited);
+CUresult weft_stream_join(CUcontext ctx, CUstream s, CUstream prev, int* ordered);
 CUresult weft_cuEventQuery(CUcontext ctx, CUevent e);
 CUresult weft_cuEventSynchronize(CUcontext ctx, CUevent e);
 CUresult weft_cuEventElapsedTime(CUcontext ctx, float* ms, CUevent start, CUevent end);

@@ -376,6 +376,16 @@ func (s Stream) After(prev Stream) (ordered bool, err error) {
 	return r != 0, err
 }
 
+// Join makes the work queued on s from now on wait for the work queued on
+// prev so far, when both streams capture a graph or neither does (a wait
+// between two capturing streams becomes a dependency of the graph); it
+// reports whether it ordered them. One cgo call.
+func (s Stream) Join(prev Stream) (ordered bool, err error) {
+	var r C.int
+	err = newError("cuStreamWaitEvent", Result(C.weft_stream_join(s.Ctx.c(), s.c(), prev.c(), &r)))
+	return r != 0, err
+}
+
 // WaitUnlessCapturing makes the work queued on s from now on wait for e
 // (cuStreamWaitEvent), unless s is capturing a graph; it reports whether
 // it waited. One cgo call.

@@ -89,6 +89,8 @@ func (s Stream) After(prev Stream) (ordered bool, err error) { return false, err
 
 func (s Stream) WaitUnlessCapturing(e Event) (waited bool, err error) { return false, errNoCgo }
 
+func (s Stream) Join(prev Stream) (ordered bool, err error) { return false, errNoCgo }
+
 func (c Context) MemHostAlloc(bytes int64, flags uint) (unsafe.Pointer, error) {
 	return nil, errNoCgo
 }

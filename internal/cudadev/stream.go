@@ -110,6 +110,31 @@ func (s *Stream) After(prev hal.Stream) error {
 	return nil
 }
 
+// Join makes the work queued on s from now on wait for everything queued
+// on prev so far, the caller's work included (an event recorded on prev
+// now, unlike After for a caller's stream), when both streams capture a
+// graph or neither does. libweft_nccl joins the streams of a group's
+// point-to-point operations this way, as NCCL does, around their one
+// launch. prev's CUstream must be live (the caller passed it in this call).
+func (s *Stream) Join(prev *Stream) error {
+	if err := s.check("join"); err != nil {
+		return err
+	}
+	if err := prev.check("join"); err != nil {
+		return err
+	}
+	if prev.dev.ctx != s.dev.ctx {
+		return fmt.Errorf("join on %s: stream of %s: %w", s.dev, prev.dev, hal.ErrInvalidArgument)
+	}
+	if prev == s || prev.stream.Handle == s.stream.Handle {
+		return nil
+	}
+	if _, err := s.stream.Join(prev.stream); err != nil {
+		return fmt.Errorf("join streams on %s: %w", s.dev, err)
+	}
+	return nil
+}
+
 // Record places a timing event in s.
 func (s *Stream) Record() (hal.Event, error) {
 	if err := s.check("record"); err != nil {
