@@ -348,6 +348,20 @@ CUresult weft_record_unless_capturing(CUcontext ctx, CUevent e, CUstream s, int*
 // work queued on prev so far (an event recorded on prev, waited for on s,
 // then destroyed: the driver frees it once the wait is done), unless either
 // stream is capturing a graph. *ordered says whether it did.
+// record_and_wait makes s wait for an event recorded on prev now; the
+// event is destroyed at once (the driver frees it once the wait is done).
+static CUresult record_and_wait(CUstream s, CUstream prev, int* ordered) {
+  CUevent e;
+  CUresult r = p_cuEventCreate(&e, 0x2 /* CU_EVENT_DISABLE_TIMING */);
+  if (r != 0) return r;
+  r = p_cuEventRecord(e, prev);
+  if (r == 0) r = p_cuStreamWaitEvent(s, e, 0);
+  CUresult d = p_cuEventDestroy(e);
+  if (r == 0) r = d;
+  if (r == 0) *ordered = 1;
+  return r;
+}
+
 CUresult weft_stream_after(CUcontext ctx, CUstream s, CUstream prev, int* ordered) {
   CUR(ctx);
   *ordered = 0;
@@ -356,15 +370,7 @@ CUresult weft_stream_after(CUcontext ctx, CUstream s, CUstream prev, int* ordere
   if (r != 0 || status != 0) return r;
   r = p_cuStreamIsCapturing(prev, &status);
   if (r != 0 || status != 0) return r;
-  CUevent e;
-  r = p_cuEventCreate(&e, 0x2 /* CU_EVENT_DISABLE_TIMING */);
-  if (r != 0) return r;
-  r = p_cuEventRecord(e, prev);
-  if (r == 0) r = p_cuStreamWaitEvent(s, e, 0);
-  CUresult d = p_cuEventDestroy(e);
-  if (r == 0) r = d;
-  if (r == 0) *ordered = 1;
-  return r;
+  return record_and_wait(s, prev, ordered);
 }
 
 // weft_stream_join makes the work queued on s from now on wait for the
@@ -379,15 +385,7 @@ CUresult weft_stream_join(CUcontext ctx, CUstream s, CUstream prev, int* ordered
   CUresult r = p_cuStreamIsCapturing(s, &ss);
   if (r == 0) r = p_cuStreamIsCapturing(prev, &ps);
   if (r != 0 || (ss != 0) != (ps != 0)) return r;
-  CUevent e;
-  r = p_cuEventCreate(&e, 0x2 /* CU_EVENT_DISABLE_TIMING */);
-  if (r != 0) return r;
-  r = p_cuEventRecord(e, prev);
-  if (r == 0) r = p_cuStreamWaitEvent(s, e, 0);
-  CUresult d = p_cuEventDestroy(e);
-  if (r == 0) r = d;
-  if (r == 0) *ordered = 1;
-  return r;
+  return record_and_wait(s, prev, ordered);
 }
 
 // weft_wait_unless_capturing makes s wait for e unless s is capturing a
