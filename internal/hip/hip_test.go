@@ -480,6 +480,7 @@ func TestErrorPaths(t *testing.T) {
 		{"hipMemcpyAsync", func() error { return s.MemcpyAsync(p, p+64, 64) }},
 		{"hipStreamWriteValue64", func() error { return s.WriteValue64(p, 1) }},
 		{"hipStreamWriteValue64", func() error { return s.Signal64(p, 1, p+8, 2) }},
+		{"hipStreamWaitEvent", func() error { _, err := s.After(s); return err }},
 		{"hipStreamBeginCapture", func() error { return s.BeginCapture(hip.StreamCaptureModeRelaxed) }},
 		{"hipStreamEndCapture", func() error { _, err := s.EndCapture(); return err }},
 		{"hipGraphInstantiate", func() error { _, err := g.Instantiate(); return err }},
