@@ -11,10 +11,10 @@ import (
 // when they come on different streams, as NCCL's calls on one
 // communicator are (PyTorch's FSDP2 issues AllGathers on one stream and
 // ReduceScatters on another, on the same communicator). Without it two
-// calls could run at once and contend for SMs and links, and plans that
-// share a proxy, engines or semaphores (the port-channel plans) could
-// deadlock: one rank's AllGather waiting for a signal that its peer's
-// proxy queues behind that peer's ReduceScatter.
+// calls could run at once, contend for SMs and links, and interleave
+// their requests on the proxy and engines that port-channel plans share;
+// a client may also rely on the order (a call reading what the previous
+// one wrote).
 //
 // A call on the same stream as the communicator's previous call is ordered
 // by the stream; one on another stream first makes its stream wait for

@@ -180,8 +180,7 @@ func testBadInput(t *T) error {
 	} else if e := want("Prepare of a nil plan", err, hal.ErrInvalidArgument); e != nil {
 		return e
 	}
-	p := &plan.Plan{Name: "conf-args", NRanks: 1, Threads: 64,
-		Groups: []plan.Group{{Blocks: 1, Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}}}}
+	p := copyPlan("conf-args", 1, 64)
 	res, err := t.SetupLocal(p)
 	if err != nil {
 		return err
@@ -216,8 +215,7 @@ func testStreams(t *T) error {
 	if err := t.Write(src, 0, pattern(seed(t.Rank, 1), n)); err != nil {
 		return err
 	}
-	p := &plan.Plan{Name: "conf-stream", NRanks: 1, Threads: 256,
-		Groups: []plan.Group{{Blocks: 2, Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}}}}
+	p := copyPlan("conf-stream", 2, 256)
 	res, err := t.SetupLocal(p)
 	if err != nil {
 		return err
@@ -285,8 +283,7 @@ func testStreams(t *T) error {
 // closed stream order nothing and succeed.
 func testStreamAfter(t *T) error {
 	const n = 32 * mib
-	p := &plan.Plan{Name: "conf-stream-after", NRanks: 1, Threads: 256,
-		Groups: []plan.Group{{Blocks: 2, Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}}}}
+	p := copyPlan("conf-stream-after", 2, 256)
 	res, err := t.SetupLocal(p)
 	if err != nil {
 		return err

@@ -233,6 +233,13 @@ func (t *T) Finish(s hal.Stream, res *channels.Resources) error {
 	return nil
 }
 
+// copyPlan is a one-rank plan of blocks × threads that copies Count bytes
+// (plan.Uint8) from Input to Output.
+func copyPlan(name string, blocks, threads int) *plan.Plan {
+	return &plan.Plan{Name: name, NRanks: 1, Threads: threads,
+		Groups: []plan.Group{{Blocks: blocks, Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}}}}
+}
+
 // copier copies bytes between any two addresses of the device with a
 // one-rank plan, so that tests can read and write memory they only know by
 // address (a plan's semaphores, expected values and scratch).
@@ -247,8 +254,7 @@ func (t *T) copy(dst, src uint64, n int64) error {
 		return nil
 	}
 	if t.copier == nil {
-		p := &plan.Plan{Name: "conformance-copy", NRanks: 1, Threads: 256,
-			Groups: []plan.Group{{Blocks: 1, Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}}}}
+		p := copyPlan("conformance-copy", 1, 256)
 		res, err := t.SetupLocal(p)
 		if err != nil {
 			return err

@@ -135,8 +135,7 @@ func testPutBandwidth(t *T) error {
 	fig := Figure{Name: fmt.Sprintf("put %d→%d", t.Link[0], t.Link[1]), Value: gbps(put), Unit: "GB/s", Better: "higher"}
 
 	// The same copy inside one device, with the same blocks and threads.
-	lp := &plan.Plan{Name: "conf-copy-bw", NRanks: 1, Threads: threads,
-		Groups: []plan.Group{{Blocks: blocks, Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}}}}
+	lp := copyPlan("conf-copy-bw", blocks, threads)
 	lres, err := t.SetupLocal(lp)
 	if err != nil {
 		return err

@@ -345,14 +345,22 @@ CUresult weft_record_unless_capturing(CUcontext ctx, CUevent e, CUstream s, int*
 }
 
 // weft_stream_after makes the work queued on s from now on wait for the
-// work queued on prev so far (an event recorded on prev, waited for on s,
-// then destroyed: the driver frees it once the wait is done), unless either
-// stream is capturing a graph. *ordered says whether it did.
-// record_and_wait makes s wait for an event recorded on prev now; the
-// event is destroyed at once (the driver frees it once the wait is done).
-static CUresult record_and_wait(CUstream s, CUstream prev, int* ordered) {
+// work queued on prev so far: an event recorded on prev now, waited for on
+// s and destroyed at once (the driver frees it once the wait is done).
+// Streams that capture a graph: with join 0 it orders nothing while either
+// stream captures; with join 1 it orders them when both capture or neither
+// does (between two capturing streams the wait becomes a dependency of the
+// graph), and nothing when only one does. *ordered says whether it did.
+CUresult weft_stream_after(CUcontext ctx, CUstream s, CUstream prev, int join, int* ordered) {
+  CUR(ctx);
+  *ordered = 0;
+  int ss = 0, ps = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
+  CUresult r = p_cuStreamIsCapturing(s, &ss);
+  if (r == 0) r = p_cuStreamIsCapturing(prev, &ps);
+  if (r != 0) return r;
+  if (join ? (ss != 0) != (ps != 0) : (ss != 0 || ps != 0)) return 0;
   CUevent e;
-  CUresult r = p_cuEventCreate(&e, 0x2 /* CU_EVENT_DISABLE_TIMING */);
+  r = p_cuEventCreate(&e, 0x2 /* CU_EVENT_DISABLE_TIMING */);
   if (r != 0) return r;
   r = p_cuEventRecord(e, prev);
   if (r == 0) r = p_cuStreamWaitEvent(s, e, 0);
@@ -360,32 +368,6 @@ static CUresult record_and_wait(CUstream s, CUstream prev, int* ordered) {
   if (r == 0) r = d;
   if (r == 0) *ordered = 1;
   return r;
-}
-
-CUresult weft_stream_after(CUcontext ctx, CUstream s, CUstream prev, int* ordered) {
-  CUR(ctx);
-  *ordered = 0;
-  int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
-  CUresult r = p_cuStreamIsCapturing(s, &status);
-  if (r != 0 || status != 0) return r;
-  r = p_cuStreamIsCapturing(prev, &status);
-  if (r != 0 || status != 0) return r;
-  return record_and_wait(s, prev, ordered);
-}
-
-// weft_stream_join makes the work queued on s from now on wait for the
-// work queued on prev so far (an event recorded on prev, waited for on s,
-// destroyed), when both streams capture a graph or neither does (inside a
-// capture the wait becomes a dependency of the graph); when only one
-// does it orders nothing. *ordered says whether it did.
-CUresult weft_stream_join(CUcontext ctx, CUstream s, CUstream prev, int* ordered) {
-  CUR(ctx);
-  *ordered = 0;
-  int ss = 0, ps = 0;
-  CUresult r = p_cuStreamIsCapturing(s, &ss);
-  if (r == 0) r = p_cuStreamIsCapturing(prev, &ps);
-  if (r != 0 || (ss != 0) != (ps != 0)) return r;
-  return record_and_wait(s, prev, ordered);
 }
 
 // weft_wait_unless_capturing makes s wait for e unless s is capturing a
@@ -400,6 +382,7 @@ CUresult weft_wait_unless_capturing(CUcontext ctx, CUstream s, CUevent e, int* w
   if (r == 0) *waited = 1;
   return r;
 }
+
 CUresult weft_cuEventQuery(CUcontext ctx, CUevent e) { CUR(ctx); return p_cuEventQuery(e); }
 CUresult weft_cuEventSynchronize(CUcontext ctx, CUevent e) { CUR(ctx); return p_cuEventSynchronize(e); }
 CUresult weft_cuEventElapsedTime(CUcontext ctx, float* ms, CUevent start, CUevent end) {

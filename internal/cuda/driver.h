@@ -56,9 +56,8 @@ CUresult weft_signal64(CUcontext ctx, CUstream s, CUdeviceptr addr0, cuuint64_t 
 CUresult weft_cuEventCreate(CUcontext ctx, CUevent* e, unsigned int flags);
 CUresult weft_cuEventRecord(CUcontext ctx, CUevent e, CUstream s);
 CUresult weft_record_unless_capturing(CUcontext ctx, CUevent e, CUstream s, int* recorded);
-CUresult weft_stream_after(CUcontext ctx, CUstream s, CUstream prev, int* ordered);
+CUresult weft_stream_after(CUcontext ctx, CUstream s, CUstream prev, int join, int* ordered);
 CUresult weft_wait_unless_capturing(CUcontext ctx, CUstream s, CUevent e, int* waited);
-CUresult weft_stream_join(CUcontext ctx, CUstream s, CUstream prev, int* ordered);
 CUresult weft_cuEventQuery(CUcontext ctx, CUevent e);
 CUresult weft_cuEventSynchronize(CUcontext ctx, CUevent e);
 CUresult weft_cuEventElapsedTime(CUcontext ctx, float* ms, CUevent start, CUevent end);

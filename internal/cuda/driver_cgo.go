@@ -372,7 +372,7 @@ func (e Event) RecordUnlessCapturing(s Stream) (recorded bool, err error) {
 // capturing a graph. It reports whether it ordered them. One cgo call.
 func (s Stream) After(prev Stream) (ordered bool, err error) {
 	var r C.int
-	err = newError("cuStreamWaitEvent", Result(C.weft_stream_after(s.Ctx.c(), s.c(), prev.c(), &r)))
+	err = newError("cuStreamWaitEvent", Result(C.weft_stream_after(s.Ctx.c(), s.c(), prev.c(), 0, &r)))
 	return r != 0, err
 }
 
@@ -382,7 +382,7 @@ func (s Stream) After(prev Stream) (ordered bool, err error) {
 // reports whether it ordered them. One cgo call.
 func (s Stream) Join(prev Stream) (ordered bool, err error) {
 	var r C.int
-	err = newError("cuStreamWaitEvent", Result(C.weft_stream_join(s.Ctx.c(), s.c(), prev.c(), &r)))
+	err = newError("cuStreamWaitEvent", Result(C.weft_stream_after(s.Ctx.c(), s.c(), prev.c(), 1, &r)))
 	return r != 0, err
 }
 

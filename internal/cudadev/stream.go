@@ -92,20 +92,20 @@ func (s *Stream) After(prev hal.Stream) error {
 	if p == s || p.stream.Handle == s.stream.Handle {
 		return nil
 	}
-	var err2 error
+	var err error
 	if p.foreign {
 		p.mu.Lock()
-		ev, ok := p.last, p.lastRecorded
+		ev, recorded := p.last, p.lastRecorded
 		p.mu.Unlock()
-		if !ok {
+		if !recorded {
 			return nil // nothing of weft's on prev, or its latest launch was captured
 		}
-		_, err2 = s.stream.WaitUnlessCapturing(ev)
+		_, err = s.stream.WaitUnlessCapturing(ev)
 	} else {
-		_, err2 = s.stream.After(p.stream)
+		_, err = s.stream.After(p.stream)
 	}
-	if err2 != nil {
-		return fmt.Errorf("order stream after another on %s: %w", s.dev, err2)
+	if err != nil {
+		return fmt.Errorf("order stream after another on %s: %w", s.dev, err)
 	}
 	return nil
 }
