@@ -84,7 +84,7 @@ func TuningFile() (path string, named bool) {
 // that applies the order of precedence, highest first: an explicit option
 // (Options.Config, Options.Timeout, Options.MaxCTAs and MinCTAs), the
 // WEFT_* variables (WEFT_ALGO, WEFT_ALLREDUCE, WEFT_P2P_LL_MAX_BYTES,
-// WEFT_HB_SHAPE, WEFT_TIMEOUT, WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
+// WEFT_HB_SHAPE, WEFT_P2P_SHAPE, WEFT_ROOTED_SHAPE, WEFT_TIMEOUT, WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
 // device and rank count (TuningFile), the defaults for the device
 // (algorithms.DefaultConfig, a 10 s timeout, no block budget). An
 // explicit Options.Config replaces the whole algorithm configuration:
@@ -108,9 +108,12 @@ func configure(opts Options, info hal.DeviceInfo, rank, nranks int) (cfg algorit
 		} else if cfg.AllReduce, source, err = tuningTiers(info, nranks); err != nil {
 			return cfg, "", 0, err
 		}
-		if s := env.String("WEFT_HB_SHAPE"); s != "" {
-			if cfg.HB, err = algorithms.ParseHBShape(s, cfg.HB); err != nil {
-				return cfg, "", 0, fmt.Errorf("weft: WEFT_HB_SHAPE: %v: %w", err, hal.ErrInvalidArgument)
+		for _, v := range shapeVars {
+			if s := env.String(v.name); s != "" {
+				f := v.field(&cfg)
+				if *f, err = algorithms.ParseHBShape(s, *f); err != nil {
+					return cfg, "", 0, fmt.Errorf("weft: %s: %v: %w", v.name, err, hal.ErrInvalidArgument)
+				}
 			}
 		}
 		if s := env.String("WEFT_P2P_LL_MAX_BYTES"); s != "" {
@@ -211,6 +214,18 @@ func tuningTiers(info hal.DeviceInfo, nranks int) (tiers []algorithms.Tier, sour
 	return tiers, "tuning file " + path, err
 }
 
+// shapeVars are the variables that override a windowed plan family's
+// shape (algorithms.ParseHBShape's text), for measuring shapes on a new
+// GPU without rebuilding; every rank must set the same (agreeOnPlans).
+var shapeVars = []struct {
+	name  string
+	field func(*algorithms.Config) *algorithms.Shape
+}{
+	{"WEFT_HB_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.HB }},
+	{"WEFT_P2P_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.P2P }},
+	{"WEFT_ROOTED_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.RootedHB }},
+}
+
 // agreeOnPlans checks that every rank chose the same plans: ranks that
 // read different tuning files or variables would run plans that do not
 // match. The error names the first rank that differs from rank 0 and
@@ -222,9 +237,10 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 	type choice struct {
 		Tiers, Algo, Source, Budget string
 		P2PLL                       int64
-		HB                          algorithms.Shape
+		HB, P2P, Rooted             algorithms.Shape
 	}
-	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget), P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), HB: cfg.HB}
+	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
+		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -250,10 +266,10 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			return fmt.Errorf("weft: ranks chose different LL point-to-point bounds: rank 0 %d bytes, rank %d %d bytes: give every rank the same WEFT_P2P_LL_MAX_BYTES: %w",
 				first.P2PLL, r, c.P2PLL, hal.ErrInvalidUsage)
 		}
-		if c.HB != first.HB {
+		if c.HB != first.HB || c.P2P != first.P2P || c.Rooted != first.Rooted {
 			// The windowed plans' blocks and windows pair up across ranks.
-			return fmt.Errorf("weft: ranks chose different windowed-plan shapes: rank 0 %+v, rank %d %+v: give every rank the same WEFT_HB_SHAPE: %w",
-				first.HB, r, c.HB, hal.ErrInvalidUsage)
+			return fmt.Errorf("weft: ranks chose different windowed-plan shapes: rank 0 HB %+v, point-to-point %+v, rooted %+v; rank %d HB %+v, point-to-point %+v, rooted %+v: give every rank the same WEFT_HB_SHAPE, WEFT_P2P_SHAPE and WEFT_ROOTED_SHAPE: %w",
+				first.HB, first.P2P, first.Rooted, r, c.HB, c.P2P, c.Rooted, hal.ErrInvalidUsage)
 		}
 		if c.Budget != first.Budget {
 			// Blocks that signal each other pair up across ranks: every

@@ -173,3 +173,49 @@ func TestP2PLLBoundSetting(t *testing.T) {
 		}
 	}
 }
+
+// WEFT_P2P_SHAPE and WEFT_ROOTED_SHAPE reshape the windowed point-to-point
+// and Broadcast/Reduce plans: plans of odd shapes stay exact across many
+// windows, a malformed value is refused naming the variable, and ranks
+// whose shapes differ fail NewComm naming the rank.
+func TestShapeSettings(t *testing.T) {
+	t.Setenv("WEFT_TUNING_FILE", "off")
+	for _, name := range []string{"WEFT_P2P_SHAPE", "WEFT_ROOTED_SHAPE"} {
+		t.Setenv(name, "3x33")
+		errs := runRanksWith(t, "host", 2, func(int, hal.Device) weft.Options { return weft.Options{} },
+			func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+		for r, err := range errs {
+			if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "threads") {
+				t.Errorf("rank %d with %s=3x33: %v; want ErrInvalidArgument naming the variable and the threads", r, name, err)
+			}
+		}
+		t.Setenv(name, "")
+	}
+
+	// 3 blocks of 64 threads, 8 KiB windows: the 9,973-byte multiples of
+	// testP2P (all windowed: no LL point-to-point) and 40,000 floats of
+	// Broadcast and Reduce cross several.
+	t.Setenv("WEFT_P2P_LL_MAX_BYTES", "0")
+	t.Setenv("WEFT_P2P_SHAPE", "3x64w8K")
+	t.Setenv("WEFT_ROOTED_SHAPE", "2x96w8K")
+	testP2P(t, "host", 3)
+	runCases(t, 3, []collCase{
+		{coll: algorithms.Broadcast, t: plan.Float32, op: plan.Sum, root: 1, count: 40000},
+		{coll: algorithms.Reduce, t: plan.Float32, op: plan.Sum, root: 2, count: 40000},
+	})
+	t.Setenv("WEFT_P2P_SHAPE", "")
+	t.Setenv("WEFT_ROOTED_SHAPE", "")
+
+	errs := runRanksWith(t, "host", 2, func(r int, dev hal.Device) weft.Options {
+		c := algorithms.DefaultConfig(r, 2, dev.Info().Multiprocessors, false)
+		if r == 1 {
+			c.RootedHB.Window *= 2
+		}
+		return weft.Options{Config: &c}
+	}, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "WEFT_ROOTED_SHAPE") || !strings.Contains(err.Error(), "rank 1 HB") {
+			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 1's shapes", r, err)
+		}
+	}
+}

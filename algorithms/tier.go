@@ -289,7 +289,7 @@ func (c Config) AllReduceTiers() []Tier {
 // "wWINDOW" (a size as ParseSize reads it), e.g. "64x512" or "32x1024w4M".
 // The window stays base's when the text gives none. Blocks 1–256, threads
 // a multiple of 32 from 32 to 1024, the window a multiple of
-// plan.AlignBytes from 64 KiB to 64 MiB. Errors name what is wrong.
+// plan.AlignBytes from 4 KiB to 64 MiB. Errors name what is wrong.
 func ParseHBShape(s string, base Shape) (Shape, error) {
 	out := base
 	shape, window, hasWindow := strings.Cut(strings.TrimSpace(s), "w")
@@ -306,8 +306,8 @@ func ParseHBShape(s string, base Shape) (Shape, error) {
 	}
 	if hasWindow {
 		w, err := ParseSize(window)
-		if err != nil || w < 64<<10 || w > 64<<20 || w%plan.AlignBytes != 0 {
-			return base, fmt.Errorf("shape %q: window %q: want a multiple of %d bytes from 64K to 64M", s, window, plan.AlignBytes)
+		if err != nil || w < 4<<10 || w > 64<<20 || w%plan.AlignBytes != 0 {
+			return base, fmt.Errorf("shape %q: window %q: want a multiple of %d bytes from 4K to 64M", s, window, plan.AlignBytes)
 		}
 		out.Window = w
 	}

@@ -181,6 +181,7 @@ func TestParseHBShape(t *testing.T) {
 	}{
 		{in: "64x512", want: algorithms.Shape{Blocks: 64, Threads: 512, Unroll: 4, Window: 4 << 20}},
 		{in: " 16x1024w8M ", want: algorithms.Shape{Blocks: 16, Threads: 1024, Unroll: 4, Window: 8 << 20}},
+		{in: "3x64w4K", want: algorithms.Shape{Blocks: 3, Threads: 64, Unroll: 4, Window: 4 << 10}},
 		{in: "64", bad: true},
 		{in: "0x512", bad: true},
 		{in: "300x512", bad: true},

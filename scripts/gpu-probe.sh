@@ -11,7 +11,14 @@
 #    7th AllGather: WEFT_DEBUG_STACKS=1 and SIGUSR1 to the ranks 45 s in (a cold machine compiles
 #    kernels for ~20 s first), for their FIFOs' state and goroutine stacks.
 #  - streams: the root package's TestCallsAcrossStreamsNVLink (calls on two streams in issue order).
-# Knobs: STEPS="fsdp ucx porthang streams"  BUDGET=300
+#  - join: examples/cbench -s 1 (a group's sends on one stream, its receives on another, forked and
+#    joined by events) for sendrecv and grouped alltoall, plain launches and CUDA graphs, through
+#    libweft_nccl.so and beside NCCL: one launch over joined streams must neither hang nor be wrong.
+#  - shapes: weft bench beside NCCL (8 MB - 512 MB, float) of sendrecv under WEFT_P2P_SHAPE
+#    variants, broadcast and reduce under WEFT_ROOTED_SHAPE variants, alltoall under
+#    WEFT_HB_SHAPE variants (P2P_SHAPES, ROOTED_SHAPES, HB_SHAPES: space-separated, "default" =
+#    unset), to choose the windowed plans' defaults on this GPU.
+# Knobs: STEPS="fsdp ucx porthang streams join shapes"  BUDGET=300
 set -u
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
@@ -55,15 +62,51 @@ if want streams; then
   step streams 60 'grep -E "^(--- |ok|PASS|FAIL)" $log | tr "\n" " "' -- env WEFT_REQUIRE=nvlink "$B/weft.test" -test.count=1 -test.v \
     -test.run 'TestCallsAcrossStreamsNVLink'
 fi
+if want join; then
+  CB=examples/cbench/cbench
+  step cbench-build 60 'ls -la $CB | cut -c1-80' -- bash -c "make -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null || \
+    gcc -O2 -I/usr/local/cuda/include -o $CB $CB.c -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -l:libnccl.so.2 -lcudart -ldl -lm"
+  for g in 0 10; do
+    JA=(-g 2 -s 1 -t sendrecv,alltoall -a p2p -b 8 -e 64M -f 8 -w 2 -n 5 -G "$g" -c 1 -p 1)
+    step "join-weft-G$g" 45 'grep -E "wrong elements in all" $log' -- env LD_PRELOAD="$LIB" WEFT_NCCL_FALLBACK=0 \
+      WEFT_DEBUG=WARN WEFT_TIMEOUT=20s $CB "${JA[@]}"
+    step "join-nccl-G$g" 45 'grep -E "wrong elements in all" $log' -- env -u LD_PRELOAD NCCL_DEBUG=WARN $CB "${JA[@]}"
+  done
+  cat "$L"/join-*.log >"$OUT/join.log" 2>/dev/null
+fi
+if want shapes; then
+  rowsL() { grep -E "^ +(8388608|33554432|134217728|536870912) " $log | awk '{printf "%s:%s/%s=%s ", $1/1048576, $8, $15, $20}'; }
+  shape_runs() { # VAR COLL SHAPES...
+    local var=$1 coll=$2; shift 2
+    for sh in "$@"; do
+      local v=$sh; [ "$sh" = default ] && v=
+      step "shape-$coll-$sh" 40 'rowsL' -- env "$var=$v" "$B/weft" bench "$coll" -b 8M -e 512M -f 4 -w 3 -n 10 \
+        --baseline nccl --nproc 2 --hal nvlink -c 0
+    done
+  }
+  shape_runs WEFT_P2P_SHAPE sendrecv ${P2P_SHAPES:-default 44x1024w4M 44x1024w8M 32x1024w8M 64x512w8M 22x1024w8M}
+  for c in broadcast reduce; do
+    shape_runs WEFT_ROOTED_SHAPE $c ${ROOTED_SHAPES:-default 64x1024w8M 32x1024w8M 64x1024w16M}
+  done
+  shape_runs WEFT_HB_SHAPE alltoall ${HB_SHAPES:-default 32x1024w8M 48x1024w4M}
+fi
 if want porthang; then
   export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
   step porthang 75 'grep -cE "goroutine [0-9]+ \[" $log' -- bash -c '
-    env LD_PRELOAD="'"$LIB"'" WEFT_ALGO=port WEFT_DEBUG_STACKS=1 WEFT_TIMEOUT=120s NCCL_DEBUG=WARN \
+    env LD_PRELOAD="'"$LIB"'" WEFT_ALGO=port WEFT_DEBUG_STACKS=1 WEFT_TIMEOUT=120s NCCL_DEBUG=INFO \
       python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 --master-port 29813 \
       examples/torch/fsdp_step.py --out /tmp/porthang.json --steps 6 --measure 2 &
     sleep 45
-    for p in $(pgrep -f fsdp_step.py); do grep -q libweft /proc/$p/maps 2>/dev/null && kill -USR1 $p && echo "SIGUSR1 to $p"; done
-    sleep 5
+    for p in $(pgrep -f fsdp_step.py); do
+      tr "\0" " " </proc/$p/cmdline | grep -q distributed.run && continue # the launcher: no handler
+      grep -q libweft /proc/$p/maps 2>/dev/null || continue
+      kill -USR1 $p && echo "SIGUSR1 to $p"
+      sleep 2
+      if command -v gdb >/dev/null; then
+        timeout 40 gdb -p $p -batch -ex "thread apply all bt 16" 2>&1 | grep -E "^Thread|^#" | grep -vE "futex|pthread_cond|epoll|select|nanosleep" | head -120
+      else echo "no gdb"; fi
+    done
+    sleep 2
     pkill -f fsdp_step.py; wait; true'
 fi
 save

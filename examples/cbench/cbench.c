@@ -25,6 +25,10 @@
  * -R 1 allocates the send and receive buffers with ncclMemAlloc and registers both with
  * ncclCommRegister (as nccl-tests -R 1): NCCL and weft may then move point-to-point data straight
  * into the receive buffer (weft's zero-copy path, docs/collectives.md); -R 0 (default) uses cudaMalloc.
+ * -s 1 issues the receives of grouped send/recv (sendrecv, and alltoall with -a p2p) on a second
+ * stream, forked from the main stream by an event before the group and joined back after it (the
+ * fork/join PyTorch uses, legal inside a graph capture): NCCL runs one group's operations on
+ * several streams as one launch, and a library that ordered them one after the other would hang.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -56,6 +60,8 @@ static const char *coll_name[NCOLL] = {"allreduce", "allgather", "reducescatter"
 static int g_rank, g_n, g_dev;
 static ncclComm_t g_comm;
 static cudaStream_t g_stream;
+static cudaStream_t g_rstream;          /* -s 1: the stream of grouped receives (else g_stream) */
+static cudaEvent_t g_fork, g_join;      /* -s 1: fork g_rstream from g_stream, join it back */
 static ncclDataType_t g_dt = ncclFloat;
 static ncclRedOp_t g_op = ncclSum;
 static size_t g_tsize = 4;
@@ -204,6 +210,18 @@ static double red(size_t i, size_t off) { /* reduction of element off+i over the
 
 /* ---------------------------------------------------------------- one operation */
 /* count: elements of the size column (see the header comment). */
+static void fork_recv_stream(void) {
+  if (g_rstream == g_stream) return;
+  CUDACHECK(cudaEventRecord(g_fork, g_stream));
+  CUDACHECK(cudaStreamWaitEvent(g_rstream, g_fork, 0));
+}
+
+static void join_recv_stream(void) {
+  if (g_rstream == g_stream) return;
+  CUDACHECK(cudaEventRecord(g_join, g_rstream));
+  CUDACHECK(cudaStreamWaitEvent(g_stream, g_join, 0));
+}
+
 static void issue(int c, const void *s, void *r, size_t count) {
   size_t part = count / g_n;
   switch (c) {
@@ -214,20 +232,24 @@ static void issue(int c, const void *s, void *r, size_t count) {
   case RD: NCCLCHECK(ncclReduce(s, r, count, g_dt, g_op, g_root, g_comm, g_stream)); break;
   case A2A:
     if (g_alltoall) { NCCLCHECK(g_alltoall(s, r, part, g_dt, g_comm, g_stream)); break; }
+    fork_recv_stream();
     NCCLCHECK(ncclGroupStart());
     for (int p = 0; p < g_n; p++) {
       NCCLCHECK(ncclSend((const char *)s + p * part * g_tsize, part, g_dt, p, g_comm, g_stream));
-      NCCLCHECK(ncclRecv((char *)r + p * part * g_tsize, part, g_dt, p, g_comm, g_stream));
+      NCCLCHECK(ncclRecv((char *)r + p * part * g_tsize, part, g_dt, p, g_comm, g_rstream));
     }
     NCCLCHECK(ncclGroupEnd());
+    join_recv_stream();
     break;
   case GA: NCCLCHECK(g_gather(s, r, part, g_dt, g_root, g_comm, g_stream)); break;
   case SC: NCCLCHECK(g_scatter(s, r, part, g_dt, g_root, g_comm, g_stream)); break;
   case SR:
+    fork_recv_stream();
     NCCLCHECK(ncclGroupStart());
     NCCLCHECK(ncclSend(s, count, g_dt, (g_rank + 1) % g_n, g_comm, g_stream));
-    NCCLCHECK(ncclRecv(r, count, g_dt, (g_rank - 1 + g_n) % g_n, g_comm, g_stream));
+    NCCLCHECK(ncclRecv(r, count, g_dt, (g_rank - 1 + g_n) % g_n, g_comm, g_rstream));
     NCCLCHECK(ncclGroupEnd());
+    join_recv_stream();
     break;
   }
 }
@@ -419,7 +441,7 @@ static void usage(void) {
   fprintf(stderr,
     "usage: cbench [-g nprocs] [-t colls] [-b min] [-e max] [-f factor] [-w warmup] [-n iters] [-G graphs]\n"
     "              [-c 0|1] [-p 0|1] [-d TYPE|all] [-o sum|max|min|premulsum] [-S host|device]\n"
-    "              [-r root] [-a auto|p2p] [-u idfile] [-C global|thread|relaxed] [-R 0|1]\n"
+    "              [-r root] [-a auto|p2p] [-u idfile] [-C global|thread|relaxed] [-R 0|1] [-s 0|1]\n"
     "  TYPE: float half bfloat16 double int8 uint8 int32 uint32 int64 uint64 fp8e4m3 fp8e5m2;\n"
     "     all: every type in turn, on one communicator\n"
     "  -o premulsum: ncclRedOpCreatePreMulSum with a different scalar on each rank (1 + rank %% 2),\n"
@@ -428,17 +450,19 @@ static void usage(void) {
     "     (default all; gather and scatter through ncclGather/ncclScatter of NCCL >= 2.28)\n"
     "  -p 0: out-of-place only; -a p2p: alltoall as grouped send/recv even where ncclAlltoAll exists\n"
     "  -C: the graph capture mode (default global, as PyTorch)\n"
-    "  -R 1: buffers from ncclMemAlloc, registered with ncclCommRegister (nccl-tests -R 1)\n");
+    "  -R 1: buffers from ncclMemAlloc, registered with ncclCommRegister (nccl-tests -R 1)\n"
+    "  -s 1: grouped receives on a second stream, forked from and joined to the main one\n");
   exit(1);
 }
 
 int main(int argc, char **argv) {
   size_t minb = 8, maxb = 32 << 20;
   int factor = 2, warmup = 5, iters = 20, graphs = 0, docheck = 1, inplace = 1, nprocs = 0, a2a_p2p = 0, reg = 0;
+  int two_streams = 0;
   const char *types = "float";
   const char *colls = "allreduce,allgather,reducescatter,broadcast,reduce,alltoall,sendrecv,gather,scatter", *idfile = NULL;
   int opt;
-  while ((opt = getopt(argc, argv, "g:t:b:e:f:w:n:G:c:p:d:o:r:a:u:C:S:R:h")) != -1) {
+  while ((opt = getopt(argc, argv, "g:t:b:e:f:w:n:G:c:p:d:o:r:a:u:C:S:R:s:h")) != -1) {
     switch (opt) {
     case 'g': nprocs = atoi(optarg); break;
     case 't': colls = optarg; break;
@@ -454,6 +478,7 @@ int main(int argc, char **argv) {
     case 'a': a2a_p2p = !strcmp(optarg, "p2p"); break;
     case 'u': idfile = optarg; break;
     case 'R': reg = atoi(optarg); if (reg != 0 && reg != 1) usage(); break;
+    case 's': two_streams = atoi(optarg); if (two_streams != 0 && two_streams != 1) usage(); break;
     case 'S': g_scalar_device = !strcmp(optarg, "device"); if (!g_scalar_device && strcmp(optarg, "host")) usage(); break;
     case 'C':
       g_capmode = !strcmp(optarg, "thread") ? cudaStreamCaptureModeThreadLocal
@@ -491,6 +516,12 @@ int main(int argc, char **argv) {
   g_dev = env_int(local_vars, g_rank) % (ndev > 0 ? ndev : 1);
   CUDACHECK(cudaSetDevice(g_dev));
   CUDACHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+  g_rstream = g_stream;
+  if (two_streams) {
+    CUDACHECK(cudaStreamCreateWithFlags(&g_rstream, cudaStreamNonBlocking));
+    CUDACHECK(cudaEventCreateWithFlags(&g_fork, cudaEventDisableTiming));
+    CUDACHECK(cudaEventCreateWithFlags(&g_join, cudaEventDisableTiming));
+  }
 
   char path[256];
   if (!idfile) idfile = getenv("CBENCH_ID_FILE");
@@ -514,8 +545,8 @@ int main(int argc, char **argv) {
     Dl_info info;
     ncclGetVersion(&ver);
     const char *lib = dladdr((void *)ncclAllReduce, &info) && info.dli_fname ? info.dli_fname : "?";
-    printf("# cbench: %d ranks, type %s, op %s, root %d, warmup %d, iters %d, graph %d, check %d, registered %d\n",
-           g_n, types, g_oname, g_root, warmup, iters, graphs, docheck, reg);
+    printf("# cbench: %d ranks, type %s, op %s, root %d, warmup %d, iters %d, graph %d, check %d, registered %d, receive streams %d\n",
+           g_n, types, g_oname, g_root, warmup, iters, graphs, docheck, reg, two_streams + 1);
     printf("# ncclGetVersion %d; ncclAllReduce from %s; alltoall via %s\n", ver, lib,
            g_alltoall ? "ncclAlltoAll" : "grouped ncclSend/ncclRecv");
     fflush(stdout);

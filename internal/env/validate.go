@@ -62,6 +62,9 @@ var (
 	anyPath  = form{"a path or library name", func(string) bool { return true }}
 	rankForm = intForm(0, 1<<30, "a rank: an integer ≥ 0")
 	ctaForm  = intForm(1, 1<<20, "a positive number of thread blocks")
+	// shapeForm: a windowed plan's shape, parsed in full by
+	// algorithms.ParseHBShape when a communicator is made.
+	shapeForm = form{"BLOCKSxTHREADS[wWINDOW], e.g. 64x512", func(v string) bool { return strings.Contains(v, "x") }}
 )
 
 // forms gives the accepted form of every WEFT_* variable of Table
@@ -106,7 +109,9 @@ var forms = map[string]form{
 	"WEFT_ALGO":            oneOf("ll", "hb", "port", "nvls", "ring", "tree", "bruck"),
 	"WEFT_ALLREDUCE":       {"comma-separated AllReduce tiers (docs/tuning.md)", func(string) bool { return true }},
 	"WEFT_TUNING_FILE":     {"a path, or off", func(string) bool { return true }},
-	"WEFT_HB_SHAPE":        {"BLOCKSxTHREADS[wWINDOW], e.g. 64x512", func(v string) bool { return strings.Contains(v, "x") }},
+	"WEFT_HB_SHAPE":        shapeForm,
+	"WEFT_P2P_SHAPE":       shapeForm,
+	"WEFT_ROOTED_SHAPE":    shapeForm,
 	"WEFT_MAX_CTAS":        ctaForm,
 	"WEFT_MIN_CTAS":        ctaForm,
 	"WEFT_NVLS":            bit,
