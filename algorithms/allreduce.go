@@ -151,7 +151,16 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		c.LLBlocks, c.Threads = 8, 1024
 		c.Mid = Shape{Blocks: min(sms/2, 64), Threads: 1024, Unroll: 4}
 		c.Large = Shape{Blocks: min(sms, 128), Threads: 512, Unroll: 2}
-		c.HB = Shape{Blocks: max(1, min(32, sms/3)), Threads: 1024, Unroll: 4, Window: 4 << 20}
+		// Windows (issue 20, 2×H200 2026-11-26, docs/bench/2026-11-26c-h200x2):
+		// at 128–512 MB a window's handshake, not the blocks, held the
+		// windowed plans under NCCL. Sendrecv at 512 MB: 263 GB/s with
+		// 2 MiB windows, 328 with 4, 336 with 8, 361 with 16 (NCCL 354);
+		// Broadcast 330 → 367 (NCCL 361) and Reduce 344 → 366 (NCCL
+		// 359) with 16 MiB windows over 128 × 512 threads; AllToAll
+		// 274 → 309 (NCCL 289–296) with 8 MiB. Windows grow while a
+		// plan's scratch (two halves of one window per peer slot) stays
+		// within scratchBudget, never below the earlier 2 and 4 MiB.
+		c.HB = Shape{Blocks: max(1, min(32, sms/3)), Threads: 1024, Unroll: 4, Window: peerWindow(nranks, 4<<20, 8<<20)}
 		// Wide LL and rooted HB (2×H100 2026-11-25, issue 20): 8 LL
 		// blocks leave Broadcast and Reduce at 0.72–0.82× NCCL at 128 KB,
 		// and 512 KB falls into HB plans whose one window pays the whole
@@ -168,8 +177,8 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		c.ScratchLLMaxBytes = floorPow2((2 << 20) / int64(max(1, nranks-1)))
 		c.RootedLLMaxBytes = floorPow2((1 << 20) / int64(max(1, nranks-1)))
 		c.RootedWideMinBytes = 64 << 10
-		c.RootedHB = Shape{Blocks: max(1, min(64, sms/2)), Threads: 1024, Unroll: 4, Window: 4 << 20}
-		c.P2P = Shape{Blocks: p2pBlocks, Threads: 1024, Unroll: 4, Window: 2 << 20}
+		c.RootedHB = Shape{Blocks: max(1, min(128, sms)), Threads: 512, Unroll: 4, Window: peerWindow(nranks, 4<<20, 16<<20)}
+		c.P2P = Shape{Blocks: p2pBlocks, Threads: 1024, Unroll: 4, Window: peerWindow(nranks, 2<<20, 16<<20)}
 		// LL point-to-point up to 128 KiB per operation: one 8-byte unit
 		// per thread with 16 blocks of 1024 threads, one one-way trip
 		// instead of the windowed plan's data and done handshakes.
@@ -215,6 +224,17 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 }
 
 // floorPow2 is the largest power of two ≤ v (v ≥ 1), or 0 for v < 1.
+// scratchBudget bounds the scratch of one windowed plan on GPUs for
+// peerWindow: two halves of one window for each of the n−1 peer slots.
+const scratchBudget = 64 << 20
+
+// peerWindow is the window of a windowed plan on nranks ranks: the largest
+// power of two up to hi whose scratch, 2·(nranks−1) windows, fits
+// scratchBudget, and at least lo (2 ranks: hi; 8 ranks: 4 MiB).
+func peerWindow(nranks int, lo, hi int64) int64 {
+	return max(lo, min(hi, floorPow2(scratchBudget/int64(2*max(1, nranks-1)))))
+}
+
 func floorPow2(v int64) int64 {
 	p := int64(0)
 	for b := int64(1); b > 0 && b <= v; b <<= 1 {

@@ -49,7 +49,7 @@ func TestNVLSSelection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"all_reduce-nvls-16x1024-w1048576", "allreduce-1pa-LL16-8x1024", "allreduce-1pa-LL16-32x1024", "all_reduce-hb-32x1024-w4194304"}
+	want := []string{"all_reduce-nvls-16x1024-w1048576", "allreduce-1pa-LL16-8x1024", "allreduce-1pa-LL16-32x1024", "all_reduce-hb-32x1024-w8388608"}
 	if d := cmp.Diff(want, names(ar)); d != "" {
 		t.Fatalf("AllReduce plans under nvls (-want +got):\n%s", d)
 	}

@@ -84,7 +84,7 @@ func TestP2PPlans(t *testing.T) {
 	for _, ch := range choices {
 		names = append(names, fmt.Sprintf("%s ≤ %d", ch.Plan.Name, ch.MaxBytes))
 	}
-	if d := cmp.Diff([]string{"sendrecv-LL16-16x1024 ≤ 131072", "sendrecv-LL16-16x1024-to512K ≤ 524288", "sendrecv-hb-44x1024-w2097152 ≤ 0"}, names); d != "" {
+	if d := cmp.Diff([]string{"sendrecv-LL16-16x1024 ≤ 131072", "sendrecv-LL16-16x1024-to512K ≤ 524288", "sendrecv-hb-44x1024-w16777216 ≤ 0"}, names); d != "" {
 		t.Errorf("2 ranks on 132 SMs: plans differ (-want +got):\n%s", d)
 	}
 	for _, tc := range []struct {

@@ -112,12 +112,14 @@ func TestCreditsValidate(t *testing.T) {
 
 // Broadcast and Reduce take the narrow LL plan up to RootedWideMinBytes,
 // the wide one up to RootedLLMaxBytes (1 MiB / (n−1), a power of two, on
-// GPUs), the windowed plan with RootedHB's blocks beyond.
+// GPUs), the windowed plan with RootedHB's blocks beyond, its window as
+// large as 64 MiB of scratch allows (2·(n−1) windows), from 4 to 16 MiB.
 func TestRootedSelection(t *testing.T) {
 	for _, tc := range []struct {
-		n    int
-		wide int64
-	}{{2, 1 << 20}, {3, 512 << 10}, {4, 256 << 10}, {5, 256 << 10}, {8, 128 << 10}} {
+		n      int
+		wide   int64
+		window int
+	}{{2, 1 << 20, 16 << 20}, {3, 512 << 10, 16 << 20}, {4, 256 << 10, 8 << 20}, {5, 256 << 10, 8 << 20}, {8, 128 << 10, 4 << 20}} {
 		for _, coll := range []algorithms.Collective{algorithms.Broadcast, algorithms.Reduce} {
 			cfg := algorithms.DefaultConfig(0, tc.n, 132, true)
 			cs, err := algorithms.Plans(cfg, coll, tc.n-1)
@@ -125,12 +127,13 @@ func TestRootedSelection(t *testing.T) {
 				t.Fatal(err)
 			}
 			name := fmt.Sprintf("%s-r%d", coll, tc.n-1)
+			hb := fmt.Sprintf("%s-hb-128x512-w%d", name, tc.window)
 			for _, s := range []struct {
 				bytes int64
 				want  string
 			}{
 				{8, name + "-LL16"}, {64 << 10, name + "-LL16"}, {64<<10 + 16, name + "-LL16-32x1024"},
-				{tc.wide, name + "-LL16-32x1024"}, {tc.wide + 16, name + "-hb-64x1024-w4194304"}, {512 << 20, name + "-hb-64x1024-w4194304"},
+				{tc.wide, name + "-LL16-32x1024"}, {tc.wide + 16, hb}, {512 << 20, hb},
 			} {
 				if got := cs[algorithms.Select(cs, s.bytes)].Plan.Name; got != s.want {
 					t.Errorf("%d ranks, %v of %d bytes: %s, want %s", tc.n, coll, s.bytes, got, s.want)
@@ -142,7 +145,7 @@ func TestRootedSelection(t *testing.T) {
 	cfg := algorithms.DefaultConfig(1, 2, 132, true)
 	for algo, want := range map[string][]string{
 		"ll": {"broadcast-r0-LL16", "broadcast-r0-LL16-32x1024"},
-		"hb": {"broadcast-r0-hb-64x1024-w4194304"},
+		"hb": {"broadcast-r0-hb-128x512-w16777216"},
 	} {
 		cfg.Algo = algo
 		cs, err := algorithms.Plans(cfg, algorithms.Broadcast, 0)
