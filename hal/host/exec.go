@@ -581,7 +581,7 @@ func (b *blockCtx) partRange(o plan.Op) (off, n int64) {
 	off, n = plan.ChunkRange(b.count, b.esize, o.Chunk, o.NChunks)
 	switch {
 	case b.g.Window > 0 && b.window >= 0:
-		b.wstart, off, n = b.g.WindowPart(off, n, b.esize, b.window, b.part, b.g.Blocks)
+		b.wstart, off, n = b.g.WindowPart(b.count, off, n, b.esize, b.window, b.part, b.g.Blocks)
 	case b.g.Span > 0:
 		off, n = plan.SpanRange(b.count, b.esize, b.g.Span, b.part, b.g.Blocks)
 	default:

@@ -420,19 +420,32 @@ func (g *Group) Windows(count int64, esize int) int64 {
 		return 1
 	}
 	_, per := ChunkRange(count, esize, 0, g.NChunks)
-	return max(1, ceilDiv(per, g.windowElems(esize)))
+	return max(1, ceilDiv(per, g.Window/int64(esize)))
 }
 
-func (g *Group) windowElems(esize int) int64 { return g.Window / int64(esize) }
+// WindowElems is the length in elements of every window of a windowed group
+// for count elements of esize bytes: the largest chunk cut into Windows
+// equal windows (aligned, at most Window bytes), so that every window,
+// the last included, spreads over all of the group's blocks. A chunk
+// smaller than Window is one window of its own length, not a sliver of
+// the nominal window that a few blocks would carry (2×H200: 2 MB
+// sendrecv through a 16 MiB window took 5 of 44 blocks, 0.8× NCCL). Every
+// rank of a call computes the same length from the same count.
+func (g *Group) WindowElems(count int64, esize int) int64 {
+	_, per := ChunkRange(count, esize, 0, g.NChunks)
+	align := AlignElems(esize)
+	return max(align, roundUp(ceilDiv(per, g.Windows(count, esize)), align))
+}
 
 // WindowPart is block part's share of window w of chunk range [off,
-// off+length): the nominal full window is split among nparts blocks, then
-// the share is clipped to the range. Splitting the nominal window, not the
-// clipped one, gives every block the same scratch region in every window,
-// the last and partial one included, which the slot-free flow control
-// relies on (each block waits only for its own region to be released).
-func (g *Group) WindowPart(off, length int64, esize int, w int64, part, nparts int) (start, o, l int64) {
-	we := g.windowElems(esize)
+// off+length) of a count-element call: the window (WindowElems) is split
+// among nparts blocks, then the share is clipped to the range. Splitting
+// the whole window, not the clipped one, gives every block the same scratch
+// region in every window of the call, the last and partial one included,
+// which the slot-free flow control relies on (each block waits only for its
+// own region to be released).
+func (g *Group) WindowPart(count, off, length int64, esize int, w int64, part, nparts int) (start, o, l int64) {
+	we := g.WindowElems(count, esize)
 	start = off + w*we
 	po, pl := split(we, AlignElems(esize), part, nparts)
 	o = min(start+po, off+length)

@@ -190,9 +190,10 @@ func TestParseTypes(t *testing.T) {
 	}
 }
 
-// Windowed groups: windows cover every chunk exactly once, and each block's
-// region of a window is the same in every window (the last, partial one
-// included), so a block's slot-free handshake covers everything it writes.
+// Windowed groups: windows cover every chunk exactly once, are no longer
+// than Window and no longer than a chunk needs, and each block's region of
+// a window is the same in every window (the last, partial one included),
+// so a block's slot-free handshake covers everything it writes.
 func TestWindowParts(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		esize := rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "esize")
@@ -200,13 +201,21 @@ func TestWindowParts(t *testing.T) {
 			Window: 16 * rapid.Int64Range(1, 64).Draw(t, "window16")}
 		count := rapid.Int64Range(0, 1<<16).Draw(t, "count")
 		nwin := g.Windows(count, esize)
-		we := g.Window / int64(esize)
+		we := g.WindowElems(count, esize)
+		if we > g.Window/int64(esize) {
+			t.Fatalf("window of %d elements, more than Window (%d bytes)", we, g.Window)
+		}
+		// A chunk that fits one window is a window of its own length, so
+		// all blocks share it.
+		if _, per := ChunkRange(count, esize, 0, g.NChunks); per <= g.Window/int64(esize) && we != max(AlignElems(esize), roundUp(per, AlignElems(esize))) {
+			t.Fatalf("chunk of %d elements within one window: window of %d elements", per, we)
+		}
 		for c := 0; c < g.NChunks; c++ {
 			off, l := ChunkRange(count, esize, c, g.NChunks)
 			covered := int64(0)
 			for w := int64(0); w < nwin; w++ {
 				for p := 0; p < g.Blocks; p++ {
-					start, o, n := g.WindowPart(off, l, esize, w, p, g.Blocks)
+					start, o, n := g.WindowPart(count, off, l, esize, w, p, g.Blocks)
 					if n == 0 {
 						continue
 					}
@@ -214,7 +223,7 @@ func TestWindowParts(t *testing.T) {
 						t.Fatalf("chunk %d window %d part %d: [%d,%d) outside chunk [%d,%d) or window at %d", c, w, p, o, o+n, off, off+l, start)
 					}
 					// The region within the window is the part's nominal one.
-					_, nominal, _ := g.WindowPart(0, nwin*we, esize, 0, p, g.Blocks)
+					_, nominal, _ := g.WindowPart(count, 0, nwin*we, esize, 0, p, g.Blocks)
 					po, pl := split(we, AlignElems(esize), p, g.Blocks)
 					if o-start < po || o-start+n > po+pl || nominal != po {
 						t.Fatalf("part %d of window %d at +%d..+%d, its region is +%d..+%d", p, w, o-start, o-start+n, po, po+pl)
