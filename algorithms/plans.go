@@ -353,10 +353,10 @@ func P2PPlan(c Config) (*plan.Plan, error) {
 		put := xfer([]plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input))
 		get := xfer([]plan.Ref{plan.L(plan.Output)}, plan.LS(ci))
 		p.Groups = append(p.Groups,
-			plan.Group{Blocks: b, Arg: 2*ci + 1, Window: s.Window, NChunks: 1,
+			plan.Group{Blocks: b, Arg: 2*ci + 1, Window: s.Window, NChunks: 1, Pipeline: plan.PipelineWindows,
 				Ops: cat(skip(waits(one, sem(semFree, b)), 2, 0), []plan.Op{put}, signals(one, sem(semData, b))), After: waits(one, sem(semDone, b)),
 				Post: p2pSendPost(ch, ci, 3*b)},
-			plan.Group{Blocks: b, Arg: 2*ci + 2, Window: s.Window, NChunks: 1,
+			plan.Group{Blocks: b, Arg: 2*ci + 2, Window: s.Window, NChunks: 1, Pipeline: plan.PipelineWindows,
 				Ops: cat(waits(one, sem(semData, b)), []plan.Op{get}, skip(signals(one, sem(semFree, b)), 0, 2)), After: signals(one, sem(semDone, b)),
 				Post: p2pRecvPost(ch, ci, 3*b)})
 	}

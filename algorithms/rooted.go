@@ -136,6 +136,7 @@ func BroadcastHB(c Config, root int) (*plan.Plan, error) {
 		g = c.group(1, cat(waits(rc, sem(semData, b)), []plan.Op{xfer([]plan.Ref{plan.L(plan.Output)}, plan.LS(rc[0]))},
 			skip(signals(rc, sem(semFree, b)), 0, 2)), signals(rc, sem(semDone, b)))
 	}
+	g.Pipeline = plan.PipelineWindows // one hop: the copy-out overlaps the next window
 	return c.hbPlan(fmt.Sprintf("broadcast-r%d", root), len(chs), 3, g)
 }
 
@@ -204,6 +205,7 @@ func ReduceHB(c Config, root int) (*plan.Plan, error) {
 		g = c.group(1, cat(skip(waits(rc, sem(semFree, b)), 2, 0), []plan.Op{xfer([]plan.Ref{plan.RS(rc[0], slotOf(c.Rank, root))}, plan.L(plan.Input))},
 			signals(rc, sem(semData, b))), waits(rc, sem(semDone, b)))
 	}
+	g.Pipeline = plan.PipelineWindows // one hop: the copy-out overlaps the next window
 	return c.hbPlan(fmt.Sprintf("reduce-r%d", root), len(all), 3, g)
 }
 

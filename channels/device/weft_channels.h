@@ -206,12 +206,21 @@ WEFT_DEV void range(const Ctx& c, int chunk, int nchunks, weft_u64& off, weft_u6
 
 // ---- windowed groups (plan.Group.Windows, WindowPart, WindowScratchOffset) ----
 
+// windows: how many windows a call cuts its largest chunk into
+// (plan.Group.Windows): enough of window_bytes, and up to `pipeline` of at
+// least window_bytes / WEFT_MIN_WINDOW_DIVISOR (and one vector) each.
+#define WEFT_MIN_WINDOW_DIVISOR 8
 template <int ES>
-WEFT_DEV weft_u64 windows(const Ctx& c, weft_u64 window_bytes, int nchunks) {
+WEFT_DEV weft_u64 windows(const Ctx& c, weft_u64 window_bytes, int nchunks, int pipeline) {
   weft_u64 o, per;
   split(c.count, 16 / ES, 0, nchunks, o, per);
   const weft_u64 we = window_bytes / ES;
-  const weft_u64 n = (per + we - 1) / we;
+  weft_u64 n = (per + we - 1) / we;
+  weft_u64 small = we / WEFT_MIN_WINDOW_DIVISOR;
+  if (small < 16 / ES) small = 16 / ES;
+  weft_u64 pipe = (per + small - 1) / small;
+  if (pipe > (weft_u64)pipeline) pipe = (weft_u64)pipeline;
+  if (pipe > n) n = pipe;
   return n ? n : 1;
 }
 
@@ -219,10 +228,10 @@ WEFT_DEV weft_u64 windows(const Ctx& c, weft_u64 window_bytes, int nchunks) {
 // the largest chunk cut into windows() equal, aligned windows of at most
 // window_bytes, so that every window spreads over all of the group's blocks.
 template <int ES>
-WEFT_DEV weft_u64 window_elems(const Ctx& c, weft_u64 window_bytes, int nchunks) {
+WEFT_DEV weft_u64 window_elems(const Ctx& c, weft_u64 window_bytes, int nchunks, int pipeline) {
   weft_u64 o, per;
   split(c.count, 16 / ES, 0, nchunks, o, per);
-  const weft_u64 n = windows<ES>(c, window_bytes, nchunks), align = 16 / ES;
+  const weft_u64 n = windows<ES>(c, window_bytes, nchunks, pipeline), align = 16 / ES;
   const weft_u64 we = ((per + n - 1) / n + align - 1) / align * align;
   return we > align ? we : align;
 }
@@ -231,11 +240,11 @@ WEFT_DEV weft_u64 window_elems(const Ctx& c, weft_u64 window_bytes, int nchunks)
 // split among the blocks, then clipped to the chunk, so a block owns the
 // same scratch region in every window of the call.
 template <int ES>
-WEFT_DEV void range_w(const Ctx& c, int chunk, int nchunks, weft_u64 w, weft_u64 window_bytes, weft_u64& start, weft_u64& off,
-                      weft_u64& len) {
+WEFT_DEV void range_w(const Ctx& c, int chunk, int nchunks, weft_u64 w, weft_u64 window_bytes, int pipeline, weft_u64& start,
+                      weft_u64& off, weft_u64& len) {
   weft_u64 co, cl, po, pl;
   split(c.count, 16 / ES, chunk, nchunks, co, cl);
-  const weft_u64 we = window_elems<ES>(c, window_bytes, nchunks);
+  const weft_u64 we = window_elems<ES>(c, window_bytes, nchunks, pipeline);
   split(we, 16 / ES, c.part, c.nparts, po, pl);
   const weft_u64 end = co + cl;
   start = co + w * we;

@@ -178,7 +178,7 @@ func EmitCUDA(p *Plan, t DataType, op RedOp) (string, error) {
 		e.g = g
 		e.post(g)
 		if g.Window > 0 {
-			e.f("  const weft_u64 nwin = windows<ES>(c, %d, %d);\n", g.Window, g.NChunks)
+			e.f("  const weft_u64 nwin = windows<ES>(c, %d, %d, %d);\n", g.Window, g.NChunks, g.Pipeline)
 			e.f("  for (weft_u64 w = 0; w < nwin; ++w) {\n")
 			e.win = true
 			e.ops(g.Ops)
@@ -414,7 +414,7 @@ func (e *emitter) port(ch int) bool {
 // of transfer o.
 func (e *emitter) rangeC(o Op) {
 	if e.win {
-		e.f("  {\n    weft_u64 wstart, off, len;\n    range_w<ES>(c, %d, %d, w, %d, wstart, off, len);\n", o.Chunk, o.NChunks, e.g.Window)
+		e.f("  {\n    weft_u64 wstart, off, len;\n    range_w<ES>(c, %d, %d, w, %d, %d, wstart, off, len);\n", o.Chunk, o.NChunks, e.g.Window, e.g.Pipeline)
 	} else if e.g.Span > 0 {
 		e.f("  {\n    weft_u64 off, len;\n    range_span<ES>(c, %dull, off, len);\n", e.g.Span)
 	} else {

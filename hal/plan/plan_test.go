@@ -198,17 +198,25 @@ func TestWindowParts(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		esize := rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "esize")
 		g := Group{Blocks: rapid.IntRange(1, 9).Draw(t, "blocks"), NChunks: rapid.IntRange(1, 8).Draw(t, "chunks"),
-			Window: 16 * rapid.Int64Range(1, 64).Draw(t, "window16")}
+			Window: 16 * rapid.Int64Range(1, 64).Draw(t, "window16"), Pipeline: rapid.IntRange(0, MaxPipeline).Draw(t, "pipeline")}
 		count := rapid.Int64Range(0, 1<<16).Draw(t, "count")
 		nwin := g.Windows(count, esize)
 		we := g.WindowElems(count, esize)
 		if we > g.Window/int64(esize) {
 			t.Fatalf("window of %d elements, more than Window (%d bytes)", we, g.Window)
 		}
-		// A chunk that fits one window is a window of its own length, so
-		// all blocks share it.
-		if _, per := ChunkRange(count, esize, 0, g.NChunks); per <= g.Window/int64(esize) && we != max(AlignElems(esize), roundUp(per, AlignElems(esize))) {
-			t.Fatalf("chunk of %d elements within one window: window of %d elements", per, we)
+		// A chunk too small to pipeline is one window of its own length,
+		// so all blocks share it; a larger one takes enough windows of at
+		// most Window, and PipelineWindows where they stay large enough.
+		_, per := ChunkRange(count, esize, 0, g.NChunks)
+		full := g.Window / int64(esize)
+		switch small := max(AlignElems(esize), full/minWindowDivisor); {
+		case per <= small && (nwin != 1 || we != max(AlignElems(esize), roundUp(per, AlignElems(esize)))):
+			t.Fatalf("chunk of %d elements (pipelined windows from %d): %d windows of %d elements", per, small, nwin, we)
+		case nwin > max(1, ceilDiv(per, full), int64(g.Pipeline)):
+			t.Fatalf("chunk of %d elements, windows of at most %d: %d windows, more than needed or pipelined (%d)", per, full, nwin, g.Pipeline)
+		case per >= int64(g.Pipeline)*small && nwin < int64(g.Pipeline):
+			t.Fatalf("chunk of %d elements (pipelined windows from %d): %d windows, want at least %d", per, small, nwin, g.Pipeline)
 		}
 		for c := 0; c < g.NChunks; c++ {
 			off, l := ChunkRange(count, esize, c, g.NChunks)
