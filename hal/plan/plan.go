@@ -403,7 +403,7 @@ type Group struct {
 	// whose data crosses one hop (point-to-point, Broadcast, Reduce), not
 	// for rings, where every window pays its handshake at every step.
 	Pipeline int
-	After   []Op
+	After    []Op
 	// Span, in a group without windows, fixes each block's part of every
 	// transfer whatever the count: the parts split Span bytes (the plan's
 	// MaxBytes), not the count (SpanRange). A block then owns the same
