@@ -152,7 +152,7 @@ func (c Config) hbPlan(name string, slots, sems int, groups ...plan.Group) (*pla
 	if slots == 0 {
 		p.Scratch, p.ScratchSlots = plan.Simple, 0
 		for i := range p.Groups {
-			p.Groups[i].Window, p.Groups[i].NChunks = 0, 0
+			p.Groups[i].Window, p.Groups[i].NChunks, p.Groups[i].Pipeline = 0, 0, 0
 		}
 	}
 	return p, p.Validate()

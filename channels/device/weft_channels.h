@@ -209,7 +209,7 @@ WEFT_DEV void range(const Ctx& c, int chunk, int nchunks, weft_u64& off, weft_u6
 // windows: how many windows a call cuts its largest chunk into
 // (plan.Group.Windows): enough of window_bytes, and up to `pipeline` of at
 // least window_bytes / WEFT_MIN_WINDOW_DIVISOR (and one vector) each.
-#define WEFT_MIN_WINDOW_DIVISOR 8
+#define WEFT_MIN_WINDOW_DIVISOR 4 /* plan.minWindowDivisor */
 template <int ES>
 WEFT_DEV weft_u64 windows(const Ctx& c, weft_u64 window_bytes, int nchunks, int pipeline) {
   weft_u64 o, per;

@@ -397,7 +397,7 @@ type Group struct {
 	Window  int64 // bytes per chunk per window (the largest; Windows); 0: no windows
 	NChunks int   // chunks of a windowed group's transfers
 	// Pipeline, in a windowed group, cuts a chunk into up to this many
-	// equal windows where each stays at least Window/8 bytes (Windows), so
+	// equal windows where each stays at least Window/4 bytes (Windows), so
 	// that a receiver copies one window out while the sender writes the
 	// next; 0 or 1: only as many windows as Window requires. For groups
 	// whose data crosses one hop (point-to-point, Broadcast, Reduce), not
@@ -429,10 +429,13 @@ const (
 )
 
 // minWindowDivisor bounds the smallest window a pipeline cuts:
-// Window/minWindowDivisor (2 MiB of a 16 MiB window), and never below one
-// aligned vector. With two halves a sender may be two windows ahead, and a
-// window must outlast a free signal's round trip (docs/collectives.md).
-const minWindowDivisor = 8
+// Window/minWindowDivisor (4 MiB of a 16 MiB window), and never below one
+// aligned vector. 2×H200 (docs/bench/2026-11-26c-h200x2): with Window/8,
+// Gather of 32 MB (16 MB from the peer, four 4 MiB windows) went from 0.89
+// to 0.96× NCCL, but 8 MB (two 2 MiB windows) fell from 0.91 to 0.86× and
+// Reduce of 8 MB (four 2 MiB windows) from 1.03 to 0.95×: windows of 2 MiB
+// pay more in handshakes than the overlap saves.
+const minWindowDivisor = 4
 
 // Windows is the number of windows of a windowed group for count elements
 // of esize bytes: enough windows of Window bytes to cover the largest
