@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/weftccl/weft/bootstrap"
+	"github.com/weftccl/weft/channels"
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/env"
 )
 
 // A wait that passes its deadline names the peer it waited for, but that
@@ -140,6 +142,9 @@ func (c *Comm) diagnose(cause error) error {
 	if v := c.stall.verdict.Load(); v != nil {
 		return v
 	}
+	if errors.Is(cause, hal.ErrTimeout) {
+		logPortState(c.cfg.Rank, cause)
+	}
 	if berr := c.boot.Err(); berr != nil {
 		// The bootstrap lost a rank: it names the one whose connection
 		// ended, which no probe can reach any more. If that rank had
@@ -156,6 +161,21 @@ func (c *Comm) diagnose(cause error) error {
 	}
 	return c.conclude(p, &StallError{Rank: c.cfg.Rank, Ranks: ranks, Why: why, Cause: cause})
 }
+
+// logPortState logs, once per process, the port channels' FIFOs and
+// engines (channels.DebugState) when a wait of rank timed out and a port
+// plan is set up: whether the awaited signal was never asked of an engine,
+// or asked and not executed, is what tells a lost trigger from a held-up
+// copy engine.
+func logPortState(rank int, cause error) {
+	portStateOnce.Do(func() {
+		if st := channels.DebugState(); strings.Contains(st, "  fifo ") {
+			env.Logger("PROXY").Warn("port channels at a timed-out wait", "rank", rank, "cause", cause, "state", st)
+		}
+	})
+}
+
+var portStateOnce sync.Once
 
 // conclude records v, stops the device's waits, releases the network's
 // engines to the stalled ranks and announces v.

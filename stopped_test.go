@@ -162,7 +162,9 @@ func runStopped(t *testing.T, nodes, victim int) {
 	env := []string{"WEFT_TIMEOUT=" + stopTimeout.String(), "WEFT_TEST_STOP=" + strconv.Itoa(victim)}
 	if nodes > 1 {
 		mode = "netstop"
-		env = append(env, "WEFT_NET=socket")
+		// WARN: the survivor whose wait times out logs the port channels'
+		// state (checked below).
+		env = append(env, "WEFT_NET=socket", "WEFT_DEBUG=WARN")
 	}
 	env = append(env, "WEFT_TEST_CHILD="+mode)
 
@@ -224,6 +226,9 @@ func runStopped(t *testing.T, nodes, victim int) {
 	}
 	if w.stoppedAt.IsZero() {
 		t.Fatalf("rank %d never stopped itself (%v)", victim, err)
+	}
+	if out := w.all.String(); nodes > 1 && (!strings.Contains(out, "port channels at a timed-out wait") || !strings.Contains(out, "fifo ")) {
+		t.Errorf("no survivor logged its port channels' FIFOs when its wait timed out")
 	}
 	for r := range nproc {
 		if r == victim {

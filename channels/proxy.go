@@ -679,8 +679,11 @@ func releaseProxy(dev hal.Device) error {
 // one line each, for a hang report (libweft_nccl's WEFT_DEBUG_STACKS dump):
 // the triggers consumed, what the next slot holds (a trigger the proxy
 // has not taken yet, an older one, or nothing), flushes waited for and the
-// FIFO's failure. It reads while the proxies run: a snapshot, not a
-// consistent cut.
+// FIFO's failure, then each of its engines that describes itself (copy
+// engines: the value last queued for each semaphore they signal). It reads
+// while the proxies run: a snapshot, not a consistent cut. The root
+// package logs it when a wait times out; libweft_nccl also on SIGUSR1
+// (WEFT_DEBUG_STACKS).
 func DebugState() string {
 	shared.Lock()
 	var ps []*Proxy
@@ -707,6 +710,11 @@ func DebugState() string {
 			}
 			fmt.Fprintf(&b, "  fifo %s: consumed %d, next slot: %s; triggers %d, flush waits %d; %s\n",
 				f.name, tail, next, f.triggers.Load(), f.flushWaits.Load(), state)
+			for _, e := range f.engines {
+				if d, ok := e.(interface{ DebugState() string }); ok {
+					fmt.Fprintf(&b, "    engine %s\n", d.DebugState())
+				}
+			}
 		}
 	}
 	return b.String()

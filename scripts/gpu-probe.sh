@@ -8,8 +8,8 @@
 # Run from the repository root after `make gpu-bundle-accept` (tar -xzf .gpuz/bundle.tgz first).
 # Files back in $OUT: summary.txt, logs.tar.gz, prof-*.txt, prof-*-rank0.json.gz.
 #  - porthang: the FSDP2 step with WEFT_ALGO=port (copy-engine AllGather), which stalls in the
-#    7th AllGather: WEFT_DEBUG_STACKS=1 and SIGUSR1 to the ranks 45 s in (a cold machine compiles
-#    kernels for ~20 s first), for their FIFOs' state and goroutine stacks.
+#    7th AllGather, with CUDA_DEVICE_MAX_CONNECTIONS 8 (the default), 1 and 32: the library logs
+#    its FIFOs and copy engines when the wait times out (WEFT_TIMEOUT=30s, WEFT_DEBUG=WARN).
 #  - streams: the root package's TestCallsAcrossStreamsNVLink (calls on two streams in issue order).
 #  - join: examples/cbench -s 1 (a group's sends on one stream, its receives on another, forked and
 #    joined by events) for sendrecv and grouped alltoall, plain launches and CUDA graphs, through
@@ -18,7 +18,7 @@
 #    variants, broadcast and reduce under WEFT_ROOTED_SHAPE variants, alltoall under
 #    WEFT_HB_SHAPE variants (P2P_SHAPES, ROOTED_SHAPES, HB_SHAPES: space-separated, "default" =
 #    unset), to choose the windowed plans' defaults on this GPU.
-# Knobs: STEPS="fsdp ucx porthang streams join shapes"  BUDGET=300
+# Knobs: STEPS="fsdp ucx porthang streams join shapes"  BUDGET=300  PORTHANG_CONNS="8 1" (also 32)
 set -u
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
@@ -91,23 +91,20 @@ if want shapes; then
   shape_runs WEFT_HB_SHAPE alltoall ${HB_SHAPES:-default 32x1024w8M 48x1024w4M}
 fi
 if want porthang; then
+  # The stall is logged by the library itself: a wait that times out logs every port-channel FIFO
+  # and each copy engine's last queued value per semaphore ("port channels at a timed-out wait",
+  # WEFT_DEBUG=WARN). Observed one below the engine's value: the signal was queued but the copy
+  # engine's stream never ran it (held up behind other work in its hardware queue); observed at the
+  # engine's value: the proxy was never asked. CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream in one
+  # hardware queue: if the stall is a false dependency between streams, it comes at the first
+  # AllGather there; with 32 queues, later or never.
   export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
-  step porthang 75 'grep -cE "goroutine [0-9]+ \[" $log' -- bash -c '
-    env LD_PRELOAD="'"$LIB"'" WEFT_ALGO=port WEFT_DEBUG_STACKS=1 WEFT_TIMEOUT=120s NCCL_DEBUG=INFO \
-      python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 --master-port 29813 \
-      examples/torch/fsdp_step.py --out /tmp/porthang.json --steps 6 --measure 2 &
-    sleep 45
-    for p in $(pgrep -f fsdp_step.py); do
-      tr "\0" " " </proc/$p/cmdline | grep -q distributed.run && continue # the launcher: no handler
-      grep -q libweft /proc/$p/maps 2>/dev/null || continue
-      kill -USR1 $p && echo "SIGUSR1 to $p"
-      sleep 2
-      if command -v gdb >/dev/null; then
-        timeout 40 gdb -p $p -batch -ex "thread apply all bt 16" 2>&1 | grep -E "^Thread|^#" | grep -vE "futex|pthread_cond|epoll|select|nanosleep" | head -120
-      else echo "no gdb"; fi
-    done
-    sleep 2
-    pkill -f fsdp_step.py; wait; true'
+  for conn in ${PORTHANG_CONNS:-8 1}; do
+    step "porthang-conn$conn" 150 'grep -cE "port channels at a timed-out wait" $log; grep -oE "expected [0-9]+, observed [0-9]+" $log | head -n 2' -- \
+      env LD_PRELOAD="$LIB" WEFT_ALGO=port WEFT_TIMEOUT=30s WEFT_DEBUG=WARN NCCL_DEBUG=WARN CUDA_DEVICE_MAX_CONNECTIONS=$conn \
+      python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 --master-port $((29813 + conn)) \
+      examples/torch/fsdp_step.py --out "$L/porthang-$conn.json" --steps 6 --measure 2
+  done
 fi
 save
 echo "== summary =="

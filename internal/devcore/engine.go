@@ -3,6 +3,9 @@ package devcore
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/weftccl/weft/hal"
@@ -46,8 +49,11 @@ type CopyEngine[E any] struct {
 	stream  Stream
 	marks   *Marks[E]
 	release func() error // frees the stream and what goes with it
-	mirrors map[uint64]uint64
-	counts  map[uint64]uint64 // the count each count word last got from Signal (nil until one did)
+	// mirrorMu guards mirrors against DebugState, the one reader outside
+	// the proxy's goroutine.
+	mirrorMu sync.Mutex
+	mirrors  map[uint64]uint64
+	counts   map[uint64]uint64 // the count each count word last got from Signal (nil until one did)
 	err     error
 	closed  bool
 	lanes   *laneState // nil: one stream (lanes.go)
@@ -165,7 +171,9 @@ func (e *CopyEngine[E]) Signal(semAddr, countAddr, count uint64) error {
 	if err := e.stream.Signal(countAddr, count, semAddr, v); err != nil {
 		return e.fail(fmt.Errorf("signal of semaphore %#x on %s: %w", semAddr, e.name, err))
 	}
+	e.mirrorMu.Lock()
 	e.mirrors[semAddr] = v
+	e.mirrorMu.Unlock()
 	if countAddr != 0 {
 		if e.counts == nil {
 			e.counts = map[uint64]uint64{}
@@ -174,6 +182,32 @@ func (e *CopyEngine[E]) Signal(semAddr, countAddr, count uint64) error {
 	}
 	e.marks.Queued()
 	return nil
+}
+
+// DebugState describes the engine for a hung job's diagnosis
+// (channels.DebugState): the value it last queued for each semaphore it
+// signals, by address. A semaphore a device wait reports at one below its
+// mirror had its signal queued but not executed by the stream (the copy
+// engine is held up, e.g. behind another stream's work); at its mirror,
+// the engine was never asked for the next signal. Safe to call from any
+// goroutine.
+func (e *CopyEngine[E]) DebugState() string {
+	e.mirrorMu.Lock()
+	addrs := make([]uint64, 0, len(e.mirrors))
+	for a := range e.mirrors {
+		addrs = append(addrs, a)
+	}
+	slices.Sort(addrs)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d semaphores signalled", e.name, len(addrs))
+	for i, a := range addrs {
+		if i == 0 {
+			b.WriteString(":")
+		}
+		fmt.Fprintf(&b, " %#x=%d", a, e.mirrors[a])
+	}
+	e.mirrorMu.Unlock()
+	return b.String()
 }
 
 // Mark returns a ticket for the requests queued so far: it records an

@@ -135,6 +135,10 @@ func TestCopyEngineSignalMirrors(t *testing.T) {
 	if diff := cmp.Diff([]uint64{1, 2, 1, 3}, got); diff != "" {
 		t.Errorf("semaphore values written (-want +got):\n%s", diff)
 	}
+	// The hang report names every semaphore with the value last queued.
+	if got, want := e.DebugState(), "engine of GPU 0 to GPU 1: 2 semaphores signalled: 0x100=3 0x200=1"; got != want {
+		t.Errorf("DebugState() = %q, want %q", got, want)
+	}
 	for _, c := range [][2]uint64{{0, 0}, {0x104, 0}, {0x100, 0x304}} {
 		if err := e.Signal(c[0], c[1], 1); !errors.Is(err, hal.ErrInvalidArgument) {
 			t.Errorf("Signal(%#x, %#x) = %v, want ErrInvalidArgument", c[0], c[1], err)
