@@ -54,10 +54,10 @@ type CopyEngine[E any] struct {
 	mirrorMu sync.Mutex
 	mirrors  map[uint64]uint64
 	counts   map[uint64]uint64 // the count each count word last got from Signal (nil until one did)
-	err     error
-	closed  bool
-	lanes   *laneState // nil: one stream (lanes.go)
-	pieces  []piece
+	err      error
+	closed   bool
+	lanes    *laneState // nil: one stream (lanes.go)
+	pieces   []piece
 }
 
 var _ hal.Engine = (*CopyEngine[int])(nil)
