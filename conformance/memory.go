@@ -64,6 +64,9 @@ func init() {
 	Register(Case{ID: "memory-mapped/ll8", Capability: mm, MinRanks: 2,
 		Title: "LL8 packets deliver every byte, across the 32-bit flag wrap-around",
 		Run:   func(t *T) error { return testLL(t, plan.LL8) }})
+	Register(Case{ID: "memory-mapped/windows", Capability: mm, MinRanks: 2,
+		Title: "windowed transfers with flow control deliver every byte whatever the count: one window below the pipeline bound, equal pipelined windows above it, many windows past the window size, sizes changing between launches",
+		Run:   testWindows})
 	Register(Case{ID: "memory-mapped/graph-replay", Capability: mm, MinRanks: 2,
 		Title: "a captured LL launch replayed from a graph uses fresh flags every time (hal.GraphCapturer)",
 		Run:   testGraphReplay})
@@ -443,6 +446,54 @@ func testLL(t *T, proto plan.Protocol) error {
 			if err := t.Barrier(); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// testWindows sends windowPlan around the ring at sizes that take one
+// window (below window/4), equal pipelined windows (window/4 to window),
+// and many windows, odd sizes included, two launches per size back to back
+// (the second reuses scratch halves the first's receiver released), and
+// checks every byte received and the guard bytes after it.
+func testWindows(t *T) error {
+	rg := newRing(t.Rank, t.Size)
+	const B, window, pipeline = 3, 64 * kib, plan.PipelineWindows
+	sizes := []int64{0, 1, 17, 4*kib + 3, 16*kib + 16, 40*kib + 5, 64 * kib, 64*kib + 1, 300*kib + 7, mib}
+	p := windowPlan(rg, "conf-windows", B, 128, window, pipeline)
+	maxSize := sizes[len(sizes)-1]
+	f, err := newFixture(t, p, fixtureSpec{scratch: p.ScratchBytes(maxSize, 1), in: maxSize + 16, out: maxSize + 16})
+	if err != nil {
+		return err
+	}
+	in, out := f.in, f.out
+	for i, size := range sizes {
+		for k := 0; k < 2; k++ {
+			iter := 2*i + k
+			if err := t.Write(in, 0, pattern(seed(t.Rank, iter), size)); err != nil {
+				return err
+			}
+			if err := t.Write(out, 0, fill(maxSize+16, poison)); err != nil {
+				return err
+			}
+			if err := f.launch(f.args(size, 0, 0)); err != nil {
+				return err
+			}
+			g := p.Groups[0]
+			what := fmt.Sprintf("%d bytes in %d windows of %d bytes, launch %d", size, g.Windows(size, 1), g.WindowElems(size, 1), k)
+			if err := f.finish(); err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			got, err := t.Read(out, 0, maxSize+16)
+			if err != nil {
+				return err
+			}
+			if d := guarded("received", got, 0, pattern(seed(rg.prev, iter), size), fill(maxSize+16, poison)); d != "" {
+				return t.Errorf("%s from rank %d: %s", what, rg.prev, d)
+			}
+		}
+		if err := t.Barrier(); err != nil { // the inputs of the next size are written after every rank's launches ended
+			return err
 		}
 	}
 	return nil

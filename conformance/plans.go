@@ -171,6 +171,39 @@ func getPlan(r ring, name string, blocks, threads int) *plan.Plan {
 	return p
 }
 
+// windowPlan: every rank sends its input around the ring through its slot
+// of the next rank's scratch in windows of `window` bytes (equal windows
+// per launch, up to `pipeline` of them where they stay at least window/4:
+// plan.Group.Windows), with the flow control of the windowed plans of
+// algorithms (two scratch halves, semaphores per block):
+//
+//	send (B): [w ≥ 2] wait(next, free); next.scratch[w] <- in[w]; signal(next, data)
+//	          after the last window: wait(next, done)
+//	recv (B): wait(prev, data); out[w] <- scratch[w]; [w < n−2] signal(prev, free)
+//	          after the last window: signal(prev, done)
+//
+// Semaphores with B blocks: free 0…B−1, data B…2B−1, done 2B…3B−1.
+func windowPlan(r ring, name string, blocks, threads int, window int64, pipeline int) *plan.Plan {
+	B := blocks
+	free := plan.Wait(r.chNext, 0)
+	free.SkipFirst = 2
+	release := plan.Signal(r.chPrev, 0)
+	release.SkipLast = 2
+	send := plan.Group{Blocks: B, Window: window, NChunks: 1, Pipeline: pipeline,
+		Ops: []plan.Op{free,
+			plan.Transfer(0, 1, []plan.Ref{plan.RS(r.chNext, r.slotOnNext)}, plan.L(plan.Input)),
+			plan.Signal(r.chNext, B)},
+		After: []plan.Op{plan.Wait(r.chNext, 2*B)}}
+	recv := plan.Group{Blocks: B, Window: window, NChunks: 1, Pipeline: pipeline,
+		Ops: []plan.Op{plan.Wait(r.chPrev, B),
+			plan.Transfer(0, 1, []plan.Ref{plan.L(plan.Output)}, plan.LS(r.chPrev)),
+			release},
+		After: []plan.Op{plan.Signal(r.chPrev, 2*B)}}
+	p := r.plan(name, threads, 3*B, send, recv)
+	p.Scratch, p.ScratchSlots = plan.Simple, r.slots
+	return p
+}
+
 // llPlan: every rank writes its input as LL packets into its slot of the
 // next rank's scratch, and unpacks the previous rank's packets into its
 // output. No semaphores: the packets' flags are the synchronisation.
