@@ -15,7 +15,10 @@
 # Knobs:  CTAS=16  BUDGET=150  NP=2  FSDP_ARGS="..." (more fsdp_step.py flags, e.g. --layers 4)
 #         STEPS="nccl weft weft-ctas nccl-ctas" (also weft-ctasN / nccl-ctasN: a budget of N blocks;
 #         weft-port: WEFT_ALGO=port, copy-engine plans where a collective has one; weft-hbSHAPE:
-#         WEFT_HB_SHAPE=SHAPE, e.g. weft-hb64x512)
+#         WEFT_HB_SHAPE=SHAPE, e.g. weft-hb64x512). A run name may end in @K (nccl@2 weft@2 …): the
+#         same run again; interleave NCCL and weft pairs ("nccl weft nccl@2 weft@2 nccl@3 weft@3")
+#         and the table ends with the median of the pairs' ratios, steadier than one pair (FSDP2
+#         step times move about ±1.5% from run to run on the same machine).
 set -u
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
@@ -48,7 +51,7 @@ cat "$L/machine.txt"
 i=0
 for run in $STEPS; do
   i=$((i + 1))
-  case $run in
+  case ${run%@*} in
     nccl) cmd=("${REF_ENV[@]}") ;;
     nccl-ctas) cmd=("${REF_ENV[@]}" NCCL_MAX_CTAS="$CTAS") ;;
     weft) cmd=("${WEFT_ENV[@]}") ;;
@@ -119,6 +122,19 @@ for run in runs:
     if want == "weft" and not calls.endswith("forwarded=0"):
         rc = 1
     print(f"{run:<10} {m['backend']:<8} {budget:<18} {m['median_ms']:>9.2f} {speed:>8}  {same:<16} {peak:>6}  {calls}")
+# Interleaved pairs (nccl, weft), (nccl@2, weft@2), …: the median of their ratios.
+pairs = []
+for run in runs:
+    if run.split("@")[0] != "nccl":
+        continue
+    k = run[len("nccl"):]
+    a, b = load(run), load("weft" + k)
+    if a and b:
+        pairs.append(a["meta"]["median_ms"] / b["meta"]["median_ms"])
+if len(pairs) > 1:
+    srt = sorted(pairs)
+    med = srt[len(srt) // 2] if len(srt) % 2 else (srt[len(srt) // 2 - 1] + srt[len(srt) // 2]) / 2
+    print(f"# NCCL/weft over {len(pairs)} interleaved pairs: " + " ".join(f"{x:.3f}" for x in pairs) + f"; median {med:.3f}")
 if ref:
     m = ref["meta"]
     print(f"# {m['device']} x{m['world']}, torch {m['torch']}, NCCL {m['nccl_version']}, {m['params']} parameters, "
