@@ -452,8 +452,8 @@ func testLL(t *T, proto plan.Protocol) error {
 }
 
 // testWindows sends windowPlan around the ring at sizes that take one
-// window (below window/4), equal pipelined windows (window/4 to window),
-// and many windows, odd sizes included, two launches per size back to back
+// window (below the window size), equal pipelined windows (from one window
+// size: at least plan.PipelineWindows) and many windows, odd sizes included, two launches per size back to back
 // (the second reuses scratch halves the first's receiver released), and
 // checks every byte received and the guard bytes after it.
 func testWindows(t *T) error {

@@ -173,8 +173,8 @@ func getPlan(r ring, name string, blocks, threads int) *plan.Plan {
 
 // windowPlan: every rank sends its input around the ring through its slot
 // of the next rank's scratch in windows of `window` bytes (equal windows
-// per launch, up to `pipeline` of them where they stay at least window/4:
-// plan.Group.Windows), with the flow control of the windowed plans of
+// per launch, at least `pipeline` of them for a message of a window or
+// more: plan.Group.Windows), with the flow control of the windowed plans of
 // algorithms (two scratch halves, semaphores per block):
 //
 //	send (B): [w ≥ 2] wait(next, free); next.scratch[w] <- in[w]; signal(next, data)

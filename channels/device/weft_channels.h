@@ -207,21 +207,17 @@ WEFT_DEV void range(const Ctx& c, int chunk, int nchunks, weft_u64& off, weft_u6
 // ---- windowed groups (plan.Group.Windows, WindowPart, WindowScratchOffset) ----
 
 // windows: how many windows a call cuts its largest chunk into
-// (plan.Group.Windows): enough of window_bytes, and up to `pipeline` of at
-// least window_bytes / WEFT_MIN_WINDOW_DIVISOR (and one vector) each.
-#define WEFT_MIN_WINDOW_DIVISOR 4 /* plan.minWindowDivisor */
+// (plan.Group.Windows): enough of window_bytes, at least one, and at least
+// `pipeline` for a chunk of at least window_bytes.
 template <int ES>
 WEFT_DEV weft_u64 windows(const Ctx& c, weft_u64 window_bytes, int nchunks, int pipeline) {
   weft_u64 o, per;
   split(c.count, 16 / ES, 0, nchunks, o, per);
   const weft_u64 we = window_bytes / ES;
   weft_u64 n = (per + we - 1) / we;
-  weft_u64 small = we / WEFT_MIN_WINDOW_DIVISOR;
-  if (small < 16 / ES) small = 16 / ES;
-  weft_u64 pipe = (per + small - 1) / small;
-  if (pipe > (weft_u64)pipeline) pipe = (weft_u64)pipeline;
-  if (pipe > n) n = pipe;
-  return n ? n : 1;
+  if (n == 0) n = 1;
+  if (per >= we && n < (weft_u64)pipeline) n = (weft_u64)pipeline;
+  return n;
 }
 
 // window_elems: the length of every window of the call (plan.Group.WindowElems):

@@ -396,12 +396,13 @@ type Group struct {
 	Ops     []Op
 	Window  int64 // bytes per chunk per window (the largest; Windows); 0: no windows
 	NChunks int   // chunks of a windowed group's transfers
-	// Pipeline, in a windowed group, cuts a chunk into up to this many
-	// equal windows where each stays at least Window/4 bytes (Windows), so
-	// that a receiver copies one window out while the sender writes the
-	// next; 0 or 1: only as many windows as Window requires. For groups
-	// whose data crosses one hop (point-to-point, Broadcast, Reduce), not
-	// for rings, where every window pays its handshake at every step.
+	// Pipeline, in a windowed group, cuts a chunk of at least Window bytes
+	// into at least this many equal windows (Windows), so that a receiver
+	// copies one window out while the sender writes the next; a smaller
+	// chunk stays one window. 0 or 1: only as many windows as Window
+	// requires. For groups whose data crosses one hop (point-to-point,
+	// Broadcast, Reduce), not for rings, where every window pays its
+	// handshake at every step.
 	Pipeline int
 	After    []Op
 	// Span, in a group without windows, fixes each block's part of every
@@ -428,26 +429,28 @@ const (
 	PipelineWindows = 4
 )
 
-// minWindowDivisor bounds the smallest window a pipeline cuts:
-// Window/minWindowDivisor (4 MiB of a 16 MiB window), and never below one
-// aligned vector. 2×H200 (docs/bench/2026-11-26c-h200x2): with Window/8,
-// Gather of 32 MB (16 MB from the peer, four 4 MiB windows) went from 0.89
-// to 0.96× NCCL, but 8 MB (two 2 MiB windows) fell from 0.91 to 0.86× and
-// Reduce of 8 MB (four 2 MiB windows) from 1.03 to 0.95×: windows of 2 MiB
-// pay more in handshakes than the overlap saves.
-const minWindowDivisor = 4
-
 // Windows is the number of windows of a windowed group for count elements
 // of esize bytes: enough windows of Window bytes to cover the largest
-// chunk, and up to Pipeline where each stays at least
-// Window/minWindowDivisor; at least one. 1 for a group without windows.
+// chunk, at least one; and, for a chunk of at least Window bytes, at least
+// Pipeline. 1 for a group without windows.
+//
+// Why only from one Window (2×H200, docs/bench/2026-11-26c-h200x2, 16 MiB
+// windows): cutting chunks from Window/8 up into four windows took Gather
+// of 32 MB (16 MiB from the peer, four 4 MiB windows) from 0.89 to 0.96×
+// NCCL, but Gather of 8 MB (two 2 MiB windows) fell from 0.91 to 0.86×
+// and Reduce of 8 MB (four 2 MiB windows) from 1.03 to 0.95×: below a
+// window the handshakes cost more than the overlap saves.
 func (g *Group) Windows(count int64, esize int) int64 {
 	if g.Window <= 0 {
 		return 1
 	}
 	_, per := ChunkRange(count, esize, 0, g.NChunks)
 	we := g.Window / int64(esize)
-	return max(1, ceilDiv(per, we), min(int64(g.Pipeline), ceilDiv(per, max(AlignElems(esize), we/minWindowDivisor))))
+	n := max(1, ceilDiv(per, we))
+	if per >= we {
+		n = max(n, int64(g.Pipeline))
+	}
+	return n
 }
 
 // WindowElems is the length in elements of every window of a windowed group

@@ -205,18 +205,18 @@ func TestWindowParts(t *testing.T) {
 		if we > g.Window/int64(esize) {
 			t.Fatalf("window of %d elements, more than Window (%d bytes)", we, g.Window)
 		}
-		// A chunk too small to pipeline is one window of its own length,
-		// so all blocks share it; a larger one takes enough windows of at
-		// most Window, and PipelineWindows where they stay large enough.
+		// A chunk under one Window is one window of its own length, so all
+		// blocks share it; a larger one takes enough windows of at most
+		// Window, and at least Pipeline.
 		_, per := ChunkRange(count, esize, 0, g.NChunks)
 		full := g.Window / int64(esize)
-		switch small := max(AlignElems(esize), full/minWindowDivisor); {
-		case per <= small && (nwin != 1 || we != max(AlignElems(esize), roundUp(per, AlignElems(esize)))):
-			t.Fatalf("chunk of %d elements (pipelined windows from %d): %d windows of %d elements", per, small, nwin, we)
+		switch {
+		case per < full && (nwin != 1 || we != max(AlignElems(esize), roundUp(per, AlignElems(esize)))):
+			t.Fatalf("chunk of %d elements under the window (%d): %d windows of %d elements", per, full, nwin, we)
 		case nwin > max(1, ceilDiv(per, full), int64(g.Pipeline)):
 			t.Fatalf("chunk of %d elements, windows of at most %d: %d windows, more than needed or pipelined (%d)", per, full, nwin, g.Pipeline)
-		case per >= int64(g.Pipeline)*small && nwin < int64(g.Pipeline):
-			t.Fatalf("chunk of %d elements (pipelined windows from %d): %d windows, want at least %d", per, small, nwin, g.Pipeline)
+		case per >= full && nwin < int64(g.Pipeline):
+			t.Fatalf("chunk of %d elements (a window: %d): %d windows, want at least %d", per, full, nwin, g.Pipeline)
 		}
 		for c := 0; c < g.NChunks; c++ {
 			off, l := ChunkRange(count, esize, c, g.NChunks)
