@@ -134,9 +134,15 @@ func Open(dev hal.Device, cfg hal.NetConfig, opts Options) (*NetDevice, error) {
 	// UCX's TCP transport moves 8 KiB segments by default: 0.6 GB/s for a
 	// 16 MiB put on loopback here, 0.5 GB/s between two emulated nodes on
 	// 2×H200; 256 KiB segments: 2.4 GB/s (docs/bench/notes.md, UCX v2).
-	// Only the TCP transport reads them; a user's setting wins.
+	// Only the TCP transport reads them (UCX warns of "invalid
+	// configurations" when no selected transport does); a user's setting
+	// wins.
+	tls, ok := settings["TLS"]
+	if !ok {
+		tls = os.Getenv("UCX_TLS")
+	}
 	for _, k := range []string{"TCP_TX_SEG_SIZE", "TCP_RX_SEG_SIZE"} {
-		if _, set := settings[k]; !set && os.Getenv("UCX_"+k) == "" {
+		if _, set := settings[k]; !set && os.Getenv("UCX_"+k) == "" && tcpSelected(tls) {
 			settings[strings.TrimPrefix(k, "TCP_")] = tcpSegment
 		}
 	}
@@ -612,6 +618,25 @@ func (nd *NetDevice) progressLoop() {
 // tcpSegment is the segment size set for UCX's TCP transport unless the
 // user sets UCX_TCP_TX_SEG_SIZE or UCX_TCP_RX_SEG_SIZE.
 const tcpSegment = "256k"
+
+// tcpSelected reports whether UCX_TLS's value tls (UCX's syntax: a comma
+// list of transports or aliases, "all", or "^" and a list to leave out;
+// empty: all) lets UCX load its TCP transport.
+func tcpSelected(tls string) bool {
+	tls = strings.TrimSpace(tls)
+	exclude := strings.HasPrefix(tls, "^")
+	has := false
+	for _, t := range strings.Split(strings.TrimPrefix(tls, "^"), ",") {
+		switch strings.ToLower(strings.TrimSpace(t)) {
+		case "tcp", "all": // listed, or taken in or left out with everything
+			has = true
+		}
+	}
+	if tls == "" {
+		return true
+	}
+	return has != exclude
+}
 
 // warmPoll is how long the progress loop keeps polling after the worker
 // last had work before it arms the worker and sleeps.

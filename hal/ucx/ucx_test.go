@@ -412,3 +412,18 @@ func TestMalformedSignalFailsSender(t *testing.T) {
 		})
 	}
 }
+
+// tcpSelected follows UCX_TLS's syntax: the TCP segment settings are made
+// only when UCX may load its TCP transport (otherwise UCX warns of
+// invalid configurations).
+func TestTCPSelected(t *testing.T) {
+	for tls, want := range map[string]bool{
+		"": true, "all": true, "tcp": true, "self,tcp": true, " sm, TCP ": true,
+		"shm": false, "sm,self": false, "rc,ud": false,
+		"^tcp": false, "^shm": true, "^rc,tcp": false, "^all": false,
+	} {
+		if got := tcpSelected(tls); got != want {
+			t.Errorf("tcpSelected(%q) = %v, want %v", tls, got, want)
+		}
+	}
+}
