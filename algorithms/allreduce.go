@@ -223,7 +223,6 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 	return c
 }
 
-// floorPow2 is the largest power of two ≤ v (v ≥ 1), or 0 for v < 1.
 // scratchBudget bounds the scratch of one windowed plan on GPUs for
 // peerWindow: two halves of one window for each of the n−1 peer slots.
 const scratchBudget = 64 << 20
@@ -235,6 +234,7 @@ func peerWindow(nranks int, lo, hi int64) int64 {
 	return max(lo, min(hi, floorPow2(scratchBudget/int64(2*max(1, nranks-1)))))
 }
 
+// floorPow2 is the largest power of two ≤ v (v ≥ 1), or 0 for v < 1.
 func floorPow2(v int64) int64 {
 	p := int64(0)
 	for b := int64(1); b > 0 && b <= v; b <<= 1 {
