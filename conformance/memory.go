@@ -412,32 +412,14 @@ func testLL(t *T, proto plan.Protocol) error {
 	if err != nil {
 		return err
 	}
-	in, out := f.in, f.out
 	launch := uint64(start)
 	for i, size := range sizes {
 		// Two launches per size, so that both scratch halves are used at
 		// each size and the flags cross the wrap-around at small sizes.
 		for k := 0; k < 2; k++ {
-			iter := 2*i + k
-			if err := t.Write(in, 0, pattern(seed(t.Rank, iter), size)); err != nil {
-				return err
-			}
-			if err := t.Write(out, 0, fill(maxSize+16, poison)); err != nil {
-				return err
-			}
-			if err := f.launch(f.args(size, 0, 0)); err != nil {
-				return err
-			}
 			what := fmt.Sprintf("%s, %d bytes, launch %#x (flag %#x)", proto, size, launch, plan.Flag(launch))
-			if err := f.finish(); err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			}
-			got, err := t.Read(out, 0, maxSize+16)
-			if err != nil {
+			if err := sendAround(t, f, rg, 2*i+k, size, maxSize, what, "unpacked packets"); err != nil {
 				return err
-			}
-			if d := guarded("unpacked packets", got, 0, pattern(seed(rg.prev, iter), size), fill(maxSize+16, poison)); d != "" {
-				return t.Errorf("%s from rank %d: %s", what, rg.prev, d)
 			}
 			launch++
 			// Scratch halves alternate by launch: in a ring of more than
@@ -447,6 +429,34 @@ func testLL(t *T, proto plan.Protocol) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// sendAround runs one launch of a ring plan whose every rank sends size
+// bytes of its input to the next rank's output: it writes this rank's
+// input for iteration iter, poisons the output (maxSize+16 bytes), launches,
+// waits, and checks the previous rank's data and the guard bytes after it.
+// what names the launch in errors, got what the output holds.
+func sendAround(t *T, f *fixture, rg ring, iter int, size, maxSize int64, what, got string) error {
+	if err := t.Write(f.in, 0, pattern(seed(t.Rank, iter), size)); err != nil {
+		return err
+	}
+	if err := t.Write(f.out, 0, fill(maxSize+16, poison)); err != nil {
+		return err
+	}
+	if err := f.launch(f.args(size, 0, 0)); err != nil {
+		return err
+	}
+	if err := f.finish(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	out, err := t.Read(f.out, 0, maxSize+16)
+	if err != nil {
+		return err
+	}
+	if d := guarded(got, out, 0, pattern(seed(rg.prev, iter), size), fill(maxSize+16, poison)); d != "" {
+		return t.Errorf("%s from rank %d: %s", what, rg.prev, d)
 	}
 	return nil
 }
@@ -466,30 +476,12 @@ func testWindows(t *T) error {
 	if err != nil {
 		return err
 	}
-	in, out := f.in, f.out
 	for i, size := range sizes {
 		for k := 0; k < 2; k++ {
-			iter := 2*i + k
-			if err := t.Write(in, 0, pattern(seed(t.Rank, iter), size)); err != nil {
-				return err
-			}
-			if err := t.Write(out, 0, fill(maxSize+16, poison)); err != nil {
-				return err
-			}
-			if err := f.launch(f.args(size, 0, 0)); err != nil {
-				return err
-			}
 			g := p.Groups[0]
 			what := fmt.Sprintf("%d bytes in %d windows of %d bytes, launch %d", size, g.Windows(size, 1), g.WindowElems(size, 1), k)
-			if err := f.finish(); err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			}
-			got, err := t.Read(out, 0, maxSize+16)
-			if err != nil {
+			if err := sendAround(t, f, rg, 2*i+k, size, maxSize, what, "received"); err != nil {
 				return err
-			}
-			if d := guarded("received", got, 0, pattern(seed(rg.prev, iter), size), fill(maxSize+16, poison)); d != "" {
-				return t.Errorf("%s from rank %d: %s", what, rg.prev, d)
 			}
 		}
 		if err := t.Barrier(); err != nil { // the inputs of the next size are written after every rank's launches ended
