@@ -16,7 +16,8 @@ import (
 
 // TestGeneratedKernelsNVRTC compiles the generated kernels of every
 // collective's plans on 2 and 3 ranks (every tier of the selection, the
-// port-channel plans, point-to-point) with NVIDIA's own compiler, NVRTC,
+// port-channel plans, point-to-point), the plans with bounded peers of 16
+// ranks and the hierarchical ones of 2 nodes with NVIDIA's own compiler, NVRTC,
 // for sm_90, against the channel library and the NVIDIA HAL header: the
 // front end the GPU hosts use, which TestGeneratedKernelsCompile's host
 // compilers only approximate. NVRTC needs no GPU and no driver, only
@@ -81,6 +82,38 @@ func TestGeneratedKernelsNVRTC(t *testing.T) {
 				}
 			}
 		}
+	}
+	// The plans with bounded peers (rings, chains, trees, Bruck) of 16
+	// ranks, rank 1, and the hierarchical plans of 2 nodes of 2 ranks.
+	var more []*plan.Plan
+	bc := algorithms.DefaultConfig(1, 16, 132, true)
+	hc := algorithms.DefaultConfig(0, 4, 132, true)
+	hc.PortOnly, hc.Nodes = true, []int{0, 0, 1, 1}
+	for _, coll := range []algorithms.Collective{algorithms.AllReduce, algorithms.AllGather, algorithms.ReduceScatter, algorithms.Broadcast, algorithms.Reduce} {
+		choices, err := algorithms.BoundedPlans(bc, coll, 0)
+		if err != nil {
+			t.Fatalf("%v with bounded peers: %v", coll, err)
+		}
+		if coll == algorithms.AllReduce || coll == algorithms.AllGather || coll == algorithms.ReduceScatter {
+			hier, err := algorithms.Plans(hc, coll, 0)
+			if err != nil {
+				t.Fatalf("%v on 2 nodes: %v", coll, err)
+			}
+			choices = append(choices, hier[0])
+		}
+		for _, ch := range choices {
+			more = append(more, ch.Plan)
+		}
+	}
+	for _, p := range more {
+		src, err := plan.EmitCUDA(p, plan.Float32, plan.Sum)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		if _, err := cuda.Compile(cuda.Source{Name: p.Name + ".cu", Source: src, Headers: headers, Arch: "sm_90"}); err != nil {
+			t.Errorf("%s (rank %d of %d): %v", p.Name, p.Rank, p.NRanks, err)
+		}
+		n++
 	}
 	major, minor, _ := cuda.NVRTCVersion()
 	t.Logf("NVRTC %d.%d (%s): %d kernels compiled for sm_90 in %v", major, minor, cuda.NVRTCPath(), n, time.Since(start).Round(time.Millisecond))
