@@ -90,7 +90,7 @@ fi
 if want fsdp; then
   rem=$(left)
   step fsdp 150 'grep -E "weft|nccl" $log | tail -n 4 | tr -s " "' -- env OUT="$WORK/fsdp" BUDGET=$(( rem < 150 ? rem - 10 : 140 )) \
-    STEPS="nccl weft weft-ctas" bash "$ROOT/scripts/gpu-fsdp.sh"
+    STEPS="nccl weft nccl@2 weft@2 weft-ctas" bash "$ROOT/scripts/gpu-fsdp.sh"
   cp "$WORK/fsdp/fsdp.txt" "$L/fsdp.txt" 2>/dev/null
   cp "$WORK/fsdp/logs.tar.gz" "$L/fsdp-logs.tar.gz" 2>/dev/null
 fi
