@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 // TestGeneratedKernelsNVRTC compiles the generated kernels of every
 // collective's plans on 2 and 3 ranks (every tier of the selection, the
 // port-channel plans, point-to-point), the plans with bounded peers of 16
-// ranks and the hierarchical ones of 2 nodes with NVIDIA's own compiler, NVRTC,
+// ranks, the hierarchical ones of 2 nodes and a kernel calling every function
+// of the device API (weft_gin.h) with NVIDIA's own compiler, NVRTC,
 // for sm_90, against the channel library and the NVIDIA HAL header: the
 // front end the GPU hosts use, which TestGeneratedKernelsCompile's host
 // compilers only approximate. NVRTC needs no GPU and no driver, only
@@ -115,6 +117,12 @@ func TestGeneratedKernelsNVRTC(t *testing.T) {
 		}
 		n++
 	}
+	// The device API (weft_gin.h): a kernel calling every function.
+	gin := strings.Replace(fmt.Sprintf("#define GIN_PARAMS_BYTES %d\n", channels.GinParamsBytes)+ginKernel, "#include \"prelude.h\"\n", "", 1)
+	if _, err := cuda.Compile(cuda.Source{Name: "gin.cu", Source: gin, Headers: headers, Arch: "sm_90"}); err != nil {
+		t.Errorf("the device API (weft_gin.h): %v", err)
+	}
+	n++
 	major, minor, _ := cuda.NVRTCVersion()
 	t.Logf("NVRTC %d.%d (%s): %d kernels compiled for sm_90 in %v", major, minor, cuda.NVRTCPath(), n, time.Since(start).Round(time.Millisecond))
 }
