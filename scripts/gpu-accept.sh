@@ -55,6 +55,11 @@ if want cbench; then
     step "cbench-weft-$d" 80 'wrong' -- "${WEFT_ENV[@]}" $CB "${CBA[@]}"
     step "cbench-nccl-$d" 80 'wrong' -- "${REF_ENV[@]}" $CB "${CBA[@]}"
   done
+  # In place (the kernels leave out a destination that is its source: AllGather's own segment,
+  # Broadcast's root; FSDP2's AllGather is in place), bfloat16 as FSDP2, checked.
+  CBI=(-g "$NP" -t allgather,broadcast -d bfloat16 -b 1M -e 512M -f 4 -w 3 -n 10 -G 10 -c 1 -p 1)
+  step cbench-weft-inplace 45 'wrong' -- "${WEFT_ENV[@]}" $CB "${CBI[@]}"
+  step cbench-nccl-inplace 45 'wrong' -- "${REF_ENV[@]}" $CB "${CBI[@]}"
   # Point-to-point, gather and scatter into ncclMemAlloc'd, registered buffers (nccl-tests -R 1).
   CBR=(-g "$NP" -t sendrecv,gather,scatter -R 1 -b 8 -e "$MAXB" -f 4 -w 3 -n 10 -G 10 -c 1 -p 0)
   step cbench-weft-reg 60 'wrong' -- "${WEFT_ENV[@]}" $CB "${CBR[@]}"
