@@ -142,9 +142,10 @@ func TestAllReduce2PAPushCodegen(t *testing.T) {
 	}
 	for _, want := range []string{
 		"const weft_u64 nwin = windows<ES>(c, 8388608, 4, 0);",
+		"const weft_u64 wlen = window_elems<ES>(c, 4, nwin);",
 		"for (weft_u64 w = 0; w < nwin; ++w) {",
 		"if (w >= 2 && w + 0 < nwin) {", "if (w >= 0 && w + 2 < nwin) {",
-		"range_w<ES>(c, 1, 4, w, 8388608, 0, wstart, off, len);",
+		"range_w<ES>(c, 1, 4, w, wlen, wstart, off, len);",
 		"wslot_at<ES>(c, P.peer_scratch[0], 0, w, off - wstart)", "wslot_at<ES>(c, P.peer_scratch[1], 1, w, off - wstart)",
 		"wslot_at<ES>(c, P.scratch, 2, w, off - wstart)",
 		"const bool check[3] = {w == 0, w == 0, w == 0};",

@@ -220,27 +220,27 @@ WEFT_DEV weft_u64 windows(const Ctx& c, weft_u64 window_bytes, int nchunks, int 
   return n;
 }
 
-// window_elems: the length of every window of the call (plan.Group.WindowElems):
-// the largest chunk cut into windows() equal, aligned windows of at most
-// window_bytes, so that every window spreads over all of the group's blocks.
+// window_elems: the length of every one of the call's nwin windows
+// (plan.Group.WindowElems): the largest chunk cut into nwin equal, aligned
+// windows, so that every window spreads over all of the group's blocks.
+// A group computes nwin and this once, before its window loop.
 template <int ES>
-WEFT_DEV weft_u64 window_elems(const Ctx& c, weft_u64 window_bytes, int nchunks, int pipeline) {
+WEFT_DEV weft_u64 window_elems(const Ctx& c, int nchunks, weft_u64 nwin) {
   weft_u64 o, per;
   split(c.count, 16 / ES, 0, nchunks, o, per);
-  const weft_u64 n = windows<ES>(c, window_bytes, nchunks, pipeline), align = 16 / ES;
-  const weft_u64 we = ((per + n - 1) / n + align - 1) / align * align;
+  const weft_u64 align = 16 / ES;
+  const weft_u64 we = ((per + nwin - 1) / nwin + align - 1) / align * align;
   return we > align ? we : align;
 }
 
-// range_w: this block's share of window w of chunk `chunk`; the window is
-// split among the blocks, then clipped to the chunk, so a block owns the
-// same scratch region in every window of the call.
+// range_w: this block's share of window w (of we elements, window_elems) of
+// chunk `chunk`; the window is split among the blocks, then clipped to the
+// chunk, so a block owns the same scratch region in every window of the call.
 template <int ES>
-WEFT_DEV void range_w(const Ctx& c, int chunk, int nchunks, weft_u64 w, weft_u64 window_bytes, int pipeline, weft_u64& start,
-                      weft_u64& off, weft_u64& len) {
+WEFT_DEV void range_w(const Ctx& c, int chunk, int nchunks, weft_u64 w, weft_u64 we, weft_u64& start, weft_u64& off,
+                      weft_u64& len) {
   weft_u64 co, cl, po, pl;
   split(c.count, 16 / ES, chunk, nchunks, co, cl);
-  const weft_u64 we = window_elems<ES>(c, window_bytes, nchunks, pipeline);
   split(we, 16 / ES, c.part, c.nparts, po, pl);
   const weft_u64 end = co + cl;
   start = co + w * we;

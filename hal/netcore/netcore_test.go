@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/netcore/nettest"
 )
 
 // buf is a device buffer as ExportPort sees it.
@@ -53,21 +54,6 @@ func (e *fakeEngine) Close() error               { e.closed++; return nil }
 
 var format = HandleFormat{Magic: 0x57544854, Version: 3,
 	ErrMalformed: errors.New("malformed"), ErrMagic: errors.New("bad magic"), ErrVer: errors.New("protocol version")}
-
-func mentions(t *testing.T, err, want error, parts ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("err = nil, want one wrapping %v mentioning %q", want, parts)
-	}
-	if want != nil && !errors.Is(err, want) {
-		t.Errorf("err = %v, want one wrapping %v", err, want)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Errorf("err = %v, want it to mention %q", err, p)
-		}
-	}
-}
 
 func TestAddr(t *testing.T) {
 	for _, c := range []struct {
@@ -143,10 +129,10 @@ func TestRegistry(t *testing.T) {
 	if err := r1.CheckRemote(0, 11, b.Addr()+4088, 8, "semaphore"); err != nil {
 		t.Errorf("last word: %v", err)
 	}
-	mentions(t, r1.CheckRemote(0, 11, b.Addr()+4090, 8, "semaphore"), hal.ErrInvalidArgument, "semaphore", "beyond registration 1 of rank 0 (4096 bytes)")
-	mentions(t, r1.CheckRemote(0, 12, b.Addr(), 8, "put destination"), hal.ErrInvalidUsage, "earlier incarnation of rank 0")
-	mentions(t, r1.CheckRemote(1, 11, b.Addr(), 8, "put destination"), hal.ErrInvalidArgument, "not imported from rank 1")
-	mentions(t, r1.CheckRemote(0, 11, 0x1234, 8, "put destination"), hal.ErrInvalidArgument, "not the address of a buffer imported")
+	nettest.ErrorMentions(t, r1.CheckRemote(0, 11, b.Addr()+4090, 8, "semaphore"), hal.ErrInvalidArgument, "semaphore", "beyond registration 1 of rank 0 (4096 bytes)")
+	nettest.ErrorMentions(t, r1.CheckRemote(0, 12, b.Addr(), 8, "put destination"), hal.ErrInvalidUsage, "earlier incarnation of rank 0")
+	nettest.ErrorMentions(t, r1.CheckRemote(1, 11, b.Addr(), 8, "put destination"), hal.ErrInvalidArgument, "not imported from rank 1")
+	nettest.ErrorMentions(t, r1.CheckRemote(0, 11, 0x1234, 8, "put destination"), hal.ErrInvalidArgument, "not the address of a buffer imported")
 
 	if d, err := r0.Resolve(EncodeAddr(1, 64), 8, 8); err != nil || d != 0x10040 {
 		t.Errorf("Resolve(registration 1 + 64) = %#x, %v; want 0x10040", d, err)
@@ -182,18 +168,18 @@ func TestRegistry(t *testing.T) {
 	if err := r1.CheckPut(desc, 0, 11, 0x1234, 0); err != nil {
 		t.Errorf("CheckPut of 0 bytes checks no address: %v", err)
 	}
-	mentions(t, r1.CheckPut(desc, 0, 11, b.Addr(), -1), hal.ErrInvalidArgument, desc+": put of -1 bytes")
-	mentions(t, r1.CheckPut(desc, 0, 11, b.Addr()+1, 4096), hal.ErrInvalidArgument, desc+": put destination", "beyond registration 1")
+	nettest.ErrorMentions(t, r1.CheckPut(desc, 0, 11, b.Addr(), -1), hal.ErrInvalidArgument, desc+": put of -1 bytes")
+	nettest.ErrorMentions(t, r1.CheckPut(desc, 0, 11, b.Addr()+1, 4096), hal.ErrInvalidArgument, desc+": put destination", "beyond registration 1")
 	if err := r1.CheckSignal(desc, 0, 11, b.Addr(), 0); err != nil {
 		t.Errorf("CheckSignal without a count word: %v", err)
 	}
-	mentions(t, r1.CheckSignal(desc, 0, 11, 0x1234, 0), hal.ErrInvalidArgument, desc+": signal: semaphore")
-	mentions(t, r1.CheckSignal(desc, 0, 11, b.Addr(), b.Addr()+4092), hal.ErrInvalidArgument, desc+": signal: count word")
+	nettest.ErrorMentions(t, r1.CheckSignal(desc, 0, 11, 0x1234, 0), hal.ErrInvalidArgument, desc+": signal: semaphore")
+	nettest.ErrorMentions(t, r1.CheckSignal(desc, 0, 11, b.Addr(), b.Addr()+4092), hal.ErrInvalidArgument, desc+": signal: count word")
 	if err := CheckCopy(desc, 0x100, 0x200, 8); err != nil {
 		t.Errorf("CheckCopy of local addresses: %v", err)
 	}
-	mentions(t, CheckCopy(desc, b.Addr(), 0x200, 8), hal.ErrInvalidArgument, "a copy takes local addresses")
-	mentions(t, CheckCopy(desc, 0x100, 0x200, -8), hal.ErrInvalidArgument, "copy of -8 bytes")
+	nettest.ErrorMentions(t, CheckCopy(desc, b.Addr(), 0x200, 8), hal.ErrInvalidArgument, "a copy takes local addresses")
+	nettest.ErrorMentions(t, CheckCopy(desc, 0x100, 0x200, -8), hal.ErrInvalidArgument, "copy of -8 bytes")
 
 	// A second import counts a reference: the address stays valid until
 	// both are freed.
@@ -204,12 +190,12 @@ func TestRegistry(t *testing.T) {
 	if err := b.Free(); err != nil {
 		t.Fatal(err)
 	}
-	mentions(t, b.Free(), hal.ErrInvalidUsage, "test: free registration 1 of rank 0: already freed")
+	nettest.ErrorMentions(t, b.Free(), hal.ErrInvalidUsage, "test: free registration 1 of rank 0: already freed")
 	if err := r1.CheckRemote(0, 11, b2.Addr(), 8, "semaphore"); err != nil {
 		t.Errorf("after one of two frees: %v", err)
 	}
 	b2.Free()
-	mentions(t, r1.CheckRemote(0, 11, b2.Addr(), 8, "semaphore"), hal.ErrInvalidArgument, "freed")
+	nettest.ErrorMentions(t, r1.CheckRemote(0, 11, b2.Addr(), 8, "semaphore"), hal.ErrInvalidArgument, "freed")
 
 	// The same registration with another size, another job, another
 	// incarnation of this rank, a malformed handle.
@@ -218,23 +204,23 @@ func TestRegistry(t *testing.T) {
 	}
 	x, _ := format.Decode(h)
 	x.Size = 8
-	mentions(t, second(r1.Import(format.Encode(x))), hal.ErrInvalidUsage, "test: rank 1: import: registration 1 of rank 0 is already imported")
+	nettest.ErrorMentions(t, second(r1.Import(format.Encode(x))), hal.ErrInvalidUsage, "test: rank 1: import: registration 1 of rank 0 is already imported")
 	x, _ = format.Decode(h)
 	x.Job = 10
-	mentions(t, second(r1.Import(format.Encode(x))), hal.ErrInvalidUsage, "another job")
+	nettest.ErrorMentions(t, second(r1.Import(format.Encode(x))), hal.ErrInvalidUsage, "another job")
 	x, _ = format.Decode(h)
 	x.Rank, x.Nonce = 1, 99
-	mentions(t, second(r1.Import(format.Encode(x))), hal.ErrInvalidUsage, "another NetDevice")
+	nettest.ErrorMentions(t, second(r1.Import(format.Encode(x))), hal.ErrInvalidUsage, "another NetDevice")
 	x.Rank = 5
-	mentions(t, second(r1.Import(format.Encode(x))), hal.ErrInvalidArgument, "rank 5 in a job of 2 ranks")
-	mentions(t, second(r1.Import(h[:10])), hal.ErrInvalidArgument, "test: rank 1: import", "10 bytes")
+	nettest.ErrorMentions(t, second(r1.Import(format.Encode(x))), hal.ErrInvalidArgument, "rank 5 in a job of 2 ranks")
+	nettest.ErrorMentions(t, second(r1.Import(h[:10])), hal.ErrInvalidArgument, "test: rank 1: import", "10 bytes")
 
 	// Bad exports, and a closed NetDevice.
-	mentions(t, second(r0.Export(nil)), hal.ErrInvalidArgument, "test: rank 0: export a buffer of 0 bytes")
-	mentions(t, second(r0.Export(buf{size: 2 * MaxBytes})), hal.ErrInvalidArgument, "want 1 byte to 1 TiB")
+	nettest.ErrorMentions(t, second(r0.Export(nil)), hal.ErrInvalidArgument, "test: rank 0: export a buffer of 0 bytes")
+	nettest.ErrorMentions(t, second(r0.Export(buf{size: 2 * MaxBytes})), hal.ErrInvalidArgument, "want 1 byte to 1 TiB")
 	*closed = true
-	mentions(t, second(r0.Export(buf{addr: 1, size: 1})), hal.ErrInvalidUsage, "export on a closed NetDevice")
-	mentions(t, second(r0.Import(h)), hal.ErrInvalidUsage, "import on a closed NetDevice")
+	nettest.ErrorMentions(t, second(r0.Export(buf{addr: 1, size: 1})), hal.ErrInvalidUsage, "export on a closed NetDevice")
+	nettest.ErrorMentions(t, second(r0.Import(h)), hal.ErrInvalidUsage, "import on a closed NetDevice")
 	r0.Clear()
 	if _, err := r0.Resolve(EncodeAddr(1, 0), 8, 1); err == nil {
 		t.Error("Resolve after Clear succeeded")
@@ -269,11 +255,11 @@ func TestLocalEngine(t *testing.T) {
 	if fmt.Sprint(eng.calls) != fmt.Sprint(want) {
 		t.Errorf("device engine saw %v, want %v", eng.calls, want)
 	}
-	mentions(t, l.Copy(EncodeAddr(1, 4090), 0x500, 32), hal.ErrInvalidArgument, "test: rank 0: local engine: destination", "beyond registration 1")
-	mentions(t, l.Copy(0x500, EncodeAddr(3, 0), 8), hal.ErrInvalidArgument, "source", "unknown registration id 3")
-	mentions(t, l.Signal(EncodeAddr(1, 4), 0, 1), hal.ErrInvalidArgument, "semaphore", "not 8-byte aligned")
-	mentions(t, l.Signal(EncodeAddr(1, 8), EncodeAddr(1, 12), 1), hal.ErrInvalidArgument, "count word")
-	mentions(t, l.Copy(0, 0, -1), hal.ErrInvalidArgument, "copy of -1 bytes")
+	nettest.ErrorMentions(t, l.Copy(EncodeAddr(1, 4090), 0x500, 32), hal.ErrInvalidArgument, "test: rank 0: local engine: destination", "beyond registration 1")
+	nettest.ErrorMentions(t, l.Copy(0x500, EncodeAddr(3, 0), 8), hal.ErrInvalidArgument, "source", "unknown registration id 3")
+	nettest.ErrorMentions(t, l.Signal(EncodeAddr(1, 4), 0, 1), hal.ErrInvalidArgument, "semaphore", "not 8-byte aligned")
+	nettest.ErrorMentions(t, l.Signal(EncodeAddr(1, 8), EncodeAddr(1, 12), 1), hal.ErrInvalidArgument, "count word")
+	nettest.ErrorMentions(t, l.Copy(0, 0, -1), hal.ErrInvalidArgument, "copy of -1 bytes")
 	if m, _ := l.Mark(); m != 7 {
 		t.Errorf("Mark = %d, want the device engine's 7", m)
 	}
@@ -283,7 +269,7 @@ func TestLocalEngine(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	mentions(t, l.Close(), hal.ErrInvalidUsage, "local engine closed twice")
+	nettest.ErrorMentions(t, l.Close(), hal.ErrInvalidUsage, "local engine closed twice")
 	if err := l.CloseQuiet(); err != nil || eng.closed != 1 || tracked[l] {
 		t.Errorf("after closes: CloseQuiet %v, device engine closed %d times, tracked %v", err, eng.closed, tracked[l])
 	}
@@ -291,7 +277,7 @@ func TestLocalEngine(t *testing.T) {
 	// On a closed NetDevice the device engine is closed at once.
 	eng2 := &fakeEngine{}
 	_, err = NewLocalEngine("test", 0, eng2, r0, func(*LocalEngine) bool { return false }, untrack)
-	mentions(t, err, hal.ErrInvalidUsage, "local engine on a closed NetDevice")
+	nettest.ErrorMentions(t, err, hal.ErrInvalidUsage, "local engine on a closed NetDevice")
 	if eng2.closed != 1 {
 		t.Errorf("device engine closed %d times, want 1", eng2.closed)
 	}
@@ -356,7 +342,7 @@ func TestEngineState(t *testing.T) {
 	if err := s.CloseQuiet(shutdown); err != nil || shutdowns != 1 {
 		t.Errorf("second CloseQuiet = %v after %d shutdowns, want nil after 1", err, shutdowns)
 	}
-	mentions(t, s.Close(func() string { return "test: engine" }, shutdown), hal.ErrInvalidUsage, "test: engine: closed twice")
+	nettest.ErrorMentions(t, s.Close(func() string { return "test: engine" }, shutdown), hal.ErrInvalidUsage, "test: engine: closed twice")
 
 	// Reported by a call: Close returns it, CloseQuiet does not repeat it.
 	var r EngineState
@@ -410,7 +396,7 @@ func TestCopyMark(t *testing.T) {
 
 func TestLostPeer(t *testing.T) {
 	cause := errors.New("progress exchange stopped")
-	mentions(t, LostPeer("test", 0, 4, 3, cause), hal.ErrRemote, "test: rank 0: rank 3 is lost: progress exchange stopped")
+	nettest.ErrorMentions(t, LostPeer("test", 0, 4, 3, cause), hal.ErrRemote, "test: rank 0: rank 3 is lost: progress exchange stopped")
 	for _, peer := range []int{-1, 0, 4} {
 		if err := LostPeer("test", 0, 4, peer, cause); err != nil {
 			t.Errorf("LostPeer of rank %d in a job of 4 seen from rank 0 = %v, want nil", peer, err)
@@ -446,7 +432,7 @@ func TestAwait(t *testing.T) {
 		t.Errorf("Await of a stopped waiter = %v, want %v", err, stopped)
 	}
 	err := n.Await(Wait{Describe: desc, What: "request ring full", Timeout: time.Millisecond, Ready: never, Err: noErr})
-	mentions(t, err, hal.ErrTimeout, "test: engine to rank 1: request ring full: no progress within 1ms")
+	nettest.ErrorMentions(t, err, hal.ErrTimeout, "test: engine to rank 1: request ring full: no progress within 1ms")
 }
 
 func TestCloseQuietAll(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/weftccl/weft/hal"
 	_ "github.com/weftccl/weft/hal/host"
+	"github.com/weftccl/weft/hal/netcore/nettest"
 )
 
 func TestCheckOpen(t *testing.T) {
@@ -18,13 +19,13 @@ func TestCheckOpen(t *testing.T) {
 		t.Fatalf("CheckOpen of a host device: %v, %v, secret zero %v", pm, err, secret.IsZero())
 	}
 	_, _, err = CheckOpen("test", dev, hal.NetConfig{Rank: 2, NRanks: 2}, 0, "")
-	mentions(t, err, hal.ErrInvalidArgument, "test: rank 2 of 2 ranks")
+	nettest.ErrorMentions(t, err, hal.ErrInvalidArgument, "test: rank 2 of 2 ranks")
 	_, _, err = CheckOpen("test", dev, hal.NetConfig{Rank: 0, NRanks: 5}, 4, "")
-	mentions(t, err, hal.ErrInvalidArgument, "test: rank 0 of 5 ranks")
+	nettest.ErrorMentions(t, err, hal.ErrInvalidArgument, "test: rank 0 of 5 ranks")
 	_, _, err = CheckOpen("test", dev, hal.NetConfig{Rank: 0, NRanks: 2, Secret: []byte{1, 2}}, 0, "")
-	mentions(t, err, nil, "test: open rank 0: NetConfig.Secret")
+	nettest.ErrorMentions(t, err, nil, "test: open rank 0: NetConfig.Secret")
 	_, _, err = CheckOpen("test", nil, hal.NetConfig{Rank: 0, NRanks: 2}, 0, "")
-	mentions(t, err, hal.ErrInvalidArgument, "test: open rank 0: nil device")
+	nettest.ErrorMentions(t, err, hal.ErrInvalidArgument, "test: open rank 0: nil device")
 }
 
 func TestPeerAddress(t *testing.T) {
@@ -40,5 +41,5 @@ func TestPeerAddress(t *testing.T) {
 	other := self
 	other.Ordinal = 2
 	_, _, err := PeerAddress("test", "test", 0, other, self)
-	mentions(t, err, hal.ErrInvalidArgument, "test: rank 0: engine to host device 2", "carries no test address")
+	nettest.ErrorMentions(t, err, hal.ErrInvalidArgument, "test: rank 0: engine to host device 2", "carries no test address")
 }

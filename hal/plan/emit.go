@@ -179,6 +179,7 @@ func EmitCUDA(p *Plan, t DataType, op RedOp) (string, error) {
 		e.post(g)
 		if g.Window > 0 {
 			e.f("  const weft_u64 nwin = windows<ES>(c, %d, %d, %d);\n", g.Window, g.NChunks, g.Pipeline)
+			e.f("  const weft_u64 wlen = window_elems<ES>(c, %d, nwin);\n", g.NChunks)
 			e.f("  for (weft_u64 w = 0; w < nwin; ++w) {\n")
 			e.win = true
 			e.ops(g.Ops)
@@ -414,7 +415,7 @@ func (e *emitter) port(ch int) bool {
 // of transfer o.
 func (e *emitter) rangeC(o Op) {
 	if e.win {
-		e.f("  {\n    weft_u64 wstart, off, len;\n    range_w<ES>(c, %d, %d, w, %d, %d, wstart, off, len);\n", o.Chunk, o.NChunks, e.g.Window, e.g.Pipeline)
+		e.f("  {\n    weft_u64 wstart, off, len;\n    range_w<ES>(c, %d, %d, w, wlen, wstart, off, len);\n", o.Chunk, o.NChunks)
 	} else if e.g.Span > 0 {
 		e.f("  {\n    weft_u64 off, len;\n    range_span<ES>(c, %dull, off, len);\n", e.g.Span)
 	} else {

@@ -110,6 +110,17 @@ func TestViolationsFound(t *testing.T) {
 	}
 }
 
+// imp is a Go file of package pkg that imports each of paths (module
+// example.com/m) for its side effects only: a package's import edges for
+// the rule tests.
+func imp(pkg string, paths ...string) string {
+	s := "package " + pkg + "\nimport (\n"
+	for _, p := range paths {
+		s += "\t_ \"example.com/m/" + p + "\"\n"
+	}
+	return s + ")\n"
+}
+
 // TestContractRulesFound builds a module that breaks each rule about the
 // bindings, the error kinds and the backends list once (a binding reaching
 // hal directly and through internal/env, error kinds importing the module,
@@ -119,13 +130,6 @@ func TestViolationsFound(t *testing.T) {
 // tests import, a test file naming a backend), and checks that exactly the
 // breaches are reported.
 func TestContractRulesFound(t *testing.T) {
-	imp := func(pkg string, paths ...string) string {
-		s := "package " + pkg + "\nimport (\n"
-		for _, p := range paths {
-			s += "\t_ \"example.com/m/" + p + "\"\n"
-		}
-		return s + ")\n"
-	}
 	root := writeModule(t, map[string]string{
 		"go.mod":                      "module example.com/m\n\ngo 1.22\n",
 		"weft.go":                     imp("m", "hal", "hal/y"),
@@ -194,13 +198,6 @@ func TestLoadErrors(t *testing.T) {
 // that both breaches are reported, and that the core is not listed as a
 // backend.
 func TestNetCoreRules(t *testing.T) {
-	imp := func(pkg string, paths ...string) string {
-		s := "package " + pkg + "\nimport (\n"
-		for _, p := range paths {
-			s += "\t_ \"example.com/m/" + p + "\"\n"
-		}
-		return s + ")\n"
-	}
 	root := writeModule(t, map[string]string{
 		"go.mod":                 "module example.com/m\n",
 		"weft.go":                imp("m", "channels"),
