@@ -333,7 +333,14 @@ func (c *Comm) AsyncError() error {
 	if err := c.boot.Err(); err != nil {
 		return fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, err)
 	}
-	return c.Check()
+	err := c.Check()
+	if errors.Is(err, hal.ErrTimeout) {
+		// A client that polls (PyTorch's watchdog through
+		// ncclCommGetAsyncError) finds the device's timed-out wait here,
+		// not in Synchronize: log the port channels' state as diagnose does.
+		logPortState(c.cfg.Rank, err)
+	}
+	return err
 }
 
 // lostPeer is the first loss of a peer that the bootstrap or the network

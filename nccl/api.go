@@ -30,19 +30,34 @@ const splitNoColor = -1
 
 // handles maps the opaque values handed to C (ncclComm_t, registration and
 // window handles) to their objects. Values are never reused, so a stale
-// handle is refused rather than aliased.
+// handle is refused rather than aliased. They are odd numbers, never an
+// address malloc returns: a communicator of NVIDIA's NCCL (an aligned heap
+// pointer) that reaches weft's entry points is told apart from weft's own
+// (foreignComm).
 var handles = struct {
 	sync.Mutex
 	next  uintptr
 	comms map[uintptr]*comm
 	other map[uintptr]struct{}
-}{next: 0x7e1f0000, comms: map[uintptr]*comm{}, other: map[uintptr]struct{}{}}
+}{next: 0x7e1f0001, comms: map[uintptr]*comm{}, other: map[uintptr]struct{}{}}
 
 func newHandle() uintptr {
 	handles.Lock()
 	defer handles.Unlock()
 	handles.next += 0x10
 	return handles.next
+}
+
+// foreignComm reports whether h is a communicator of NVIDIA's NCCL rather
+// than one of weft's handles: non-NULL, even (weft's are odd), with the
+// real library loaded. Such calls come from NCCL itself: a process that
+// loaded NCCL before weft was preloaded (PyTorch links it) resolved NCCL's
+// calls to its own exported functions (ncclCommEnsureReady calls
+// ncclCommGetAsyncError on every collective, in 2.28) to weft's, so the
+// calls weft forwards come back here with NCCL's communicator; weft hands
+// them back to the real function.
+func foreignComm(h uintptr) bool {
+	return h != 0 && h&1 == 0 && loadReal() == nil
 }
 
 func registerComm(c *comm) uintptr {

@@ -166,7 +166,14 @@ func (c *comm) attach(boot bootstrap.Bootstrap) error {
 		c.cuCtx = cx.Context()
 	}
 	minCTAs, maxCTAs := ctaBudget(config{minCTAs: c.minCTAs, maxCTAs: c.maxCTAs}, c.log)
-	w, err := weft.NewComm(context.Background(), boot, dev, weft.Options{MinCTAs: minCTAs, MaxCTAs: maxCTAs})
+	var w *weft.Comm
+	if forwardAll() {
+		// Every call to the real NCCL, through this library: measures what
+		// loading weft costs a program apart from weft's own kernels.
+		err = fmt.Errorf("WEFT_NCCL_FALLBACK=all forwards every call to NCCL: %w", hal.ErrNotSupported)
+	} else {
+		w, err = weft.NewComm(context.Background(), boot, dev, weft.Options{MinCTAs: minCTAs, MaxCTAs: maxCTAs})
+	}
 	switch {
 	case err == nil:
 		c.w = w
@@ -458,6 +465,14 @@ func newLogger(sub string) *slog.Logger {
 func fallbackEnabled() bool {
 	v := strings.TrimSpace(env.String("WEFT_NCCL_FALLBACK"))
 	return v != "0" && !strings.EqualFold(v, "false") && !strings.EqualFold(v, "off")
+}
+
+// forwardAll is WEFT_NCCL_FALLBACK=all: communicators are the real NCCL's
+// alone and every call is forwarded (weft's own communicator is not made),
+// so that a program can be timed with the library loaded but none of
+// weft's plans running.
+func forwardAll() bool {
+	return strings.EqualFold(strings.TrimSpace(env.String("WEFT_NCCL_FALLBACK")), "all")
 }
 
 // sortMembers orders the ranks of one split color by key, then parent rank.

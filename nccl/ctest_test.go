@@ -88,6 +88,45 @@ func TestCProgram(t *testing.T) {
 		t.Parallel()
 		runCTest(t, bin, 16, true)
 	})
+	t.Run("forward under LD_PRELOAD", func(t *testing.T) {
+		t.Parallel()
+		forwardUnderPreload(t, cc, lib, dir)
+	})
+}
+
+// forwardUnderPreload runs testdata/fwdtest.c, linked against a stand-in
+// for NVIDIA's libnccl.so.2 (testdata/fakenccl.c), with weft preloaded and
+// WEFT_NCCL_FALLBACK=all, as PyTorch runs: the process loaded NCCL before
+// weft was asked to forward, so NCCL's calls to its own exported
+// ncclCommGetAsyncError (every collective's first check in NCCL 2.28)
+// resolve to weft's. Every forwarded call must succeed, and the stand-in
+// must see its own calls come back (2026-11-26: forwarded collectives
+// failed with ncclInvalidArgument under PyTorch and NCCL 2.28.9).
+func forwardUnderPreload(t *testing.T, cc, lib, dir string) {
+	fake := filepath.Join(dir, "fake")
+	if err := os.MkdirAll(fake, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	so := filepath.Join(fake, "libnccl.so.2")
+	if out, err := exec.Command(cc, "-shared", "-fPIC", "-O0", "-Iinclude", "-Wl,-soname,libnccl.so.2", "-o", so,
+		"testdata/fakenccl.c").CombinedOutput(); err != nil {
+		t.Fatalf("cc testdata/fakenccl.c: %v\n%s", err, out)
+	}
+	bin := filepath.Join(dir, "fwdtest")
+	if out, err := exec.Command(cc, "-std=c11", "-Wall", "-Werror", "-Iinclude", "-o", bin, "testdata/fwdtest.c", so,
+		"-Wl,-rpath,"+fake).CombinedOutput(); err != nil {
+		t.Fatalf("cc testdata/fwdtest.c: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "WEFT_HAL=host", "WEFT_NCCL_FALLBACK=all", "WEFT_NCCL_LIB="+so,
+		"WEFT_TIMEOUT=30s")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "fwdtest: 0 failed") {
+		t.Fatalf("fwdtest: %v\n%s", err, tail(string(out)))
+	}
+	t.Log(strings.TrimSpace(string(out)))
 }
 
 var summary = regexp.MustCompile(`rank (\d+): (\d+) passed, (\d+) failed`)

@@ -283,6 +283,9 @@ func ncclCommAbort(h C.ncclComm_t) (rc C.ncclResult_t) {
 func ncclCommGetAsyncError(h C.ncclComm_t, out *C.ncclResult_t) (rc C.ncclResult_t) {
 	const fn = "ncclCommGetAsyncError"
 	defer guard(fn, &rc)
+	if foreignComm(commOf(h)) {
+		return C.weft_real_async_error(C.uintptr_t(commOf(h)), out)
+	}
 	c, r := lookup(fn, commOf(h))
 	if r != ncclSuccess {
 		return res(r)
@@ -397,6 +400,9 @@ func ncclMemFree(ptr unsafe.Pointer) (rc C.ncclResult_t) {
 func ncclCommRegister(h C.ncclComm_t, buff unsafe.Pointer, size C.size_t, handle *unsafe.Pointer) (rc C.ncclResult_t) {
 	const fn = "ncclCommRegister"
 	defer guard(fn, &rc)
+	if foreignComm(commOf(h)) {
+		return C.weft_real_register(C.uintptr_t(commOf(h)), buff, size, handle)
+	}
 	c, r := lookup(fn, commOf(h))
 	if r != ncclSuccess {
 		return res(r)
@@ -421,6 +427,9 @@ func ncclCommRegister(h C.ncclComm_t, buff unsafe.Pointer, size C.size_t, handle
 func ncclCommDeregister(h C.ncclComm_t, handle unsafe.Pointer) (rc C.ncclResult_t) {
 	const fn = "ncclCommDeregister"
 	defer guard(fn, &rc)
+	if foreignComm(commOf(h)) {
+		return C.weft_real_deregister(C.uintptr_t(commOf(h)), handle)
+	}
 	c, r := lookup(fn, commOf(h))
 	if r != ncclSuccess {
 		return res(r)

@@ -320,11 +320,39 @@ func TestGroups(t *testing.T) {
 }
 
 func TestFallbackSwitch(t *testing.T) {
-	for v, want := range map[string]bool{"": true, "1": true, "0": false, "off": false, "false": false} {
+	for v, want := range map[string][2]bool{"": {true, false}, "1": {true, false}, "0": {false, false}, "off": {false, false},
+		"false": {false, false}, "all": {true, true}, " ALL ": {true, true}} {
 		t.Setenv("WEFT_NCCL_FALLBACK", v)
-		if got := fallbackEnabled(); got != want {
-			t.Errorf("WEFT_NCCL_FALLBACK=%q: enabled %v, want %v", v, got, want)
+		if got := [2]bool{fallbackEnabled(), forwardAll()}; got != want {
+			t.Errorf("WEFT_NCCL_FALLBACK=%q: enabled, all = %v, want %v", v, got, want)
 		}
+	}
+}
+
+// TestForwardAll: under WEFT_NCCL_FALLBACK=all a communicator is made
+// without weft's (every call goes to the real NCCL), and says so.
+func TestForwardAll(t *testing.T) {
+	t.Setenv("WEFT_HAL", "host")
+	t.Setenv("WEFT_NCCL_FALLBACK", "all")
+	id, err := bootstrap.NewUniqueID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newComm(0, 1, "host", 0, true, "test")
+	c.init(id)
+	t.Cleanup(func() {
+		if c.boot != nil {
+			c.boot.Close()
+		}
+	})
+	if c.initErr != nil {
+		t.Fatalf("init: %v", c.initErr)
+	}
+	if c.w != nil {
+		t.Fatal("weft made its communicator under WEFT_NCCL_FALLBACK=all")
+	}
+	if c.noWeft == nil || !strings.Contains(c.noWeft.Error(), "WEFT_NCCL_FALLBACK=all") {
+		t.Fatalf("noWeft = %v, want the reason naming WEFT_NCCL_FALLBACK=all", c.noWeft)
 	}
 }
 

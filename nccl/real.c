@@ -141,6 +141,18 @@ ncclResult_t weft_real_async_error(uintptr_t comm, ncclResult_t* err) {
   return r_ncclCommGetAsyncError(COMM(comm), err);
 }
 
+// NCCL's own calls of ncclCommRegister and ncclCommDeregister (its window
+// registration) that reached weft's (nccl/api.go, foreignComm).
+ncclResult_t weft_real_register(uintptr_t comm, void* buff, size_t size, void** handle) {
+  if (r_ncclCommRegister == NULL) return ncclInvalidUsageW;
+  return r_ncclCommRegister(COMM(comm), buff, size, handle);
+}
+
+ncclResult_t weft_real_deregister(uintptr_t comm, void* handle) {
+  if (r_ncclCommDeregister == NULL) return ncclInvalidUsageW;
+  return r_ncclCommDeregister(COMM(comm), handle);
+}
+
 ncclResult_t weft_real_premulsum(uintptr_t ctx, int* op, uint64_t scalar, uintptr_t scalarPtr, int dtype,
                                  int residence, uintptr_t comm) {
   void* p = residence == 1 ? (void*)&scalar : (void*)scalarPtr;

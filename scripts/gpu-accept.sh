@@ -20,9 +20,7 @@ STEPS=$PARTS
 MAXB=${MAXB:-1G}
 LIB=$B/libweft_nccl.so
 
-# Never NVLink multicast on these hosts (it can take the shared GPUs out of service).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-unset WEFT_NVLS
+# steps.sh keeps NVLink multicast off (NCCL_NVLS_ENABLE=0, WEFT_NVLS unset).
 export WEFT_REQUIRE=${WEFT_REQUIRE:-nvlink}
 NP=2
 WEFT_ENV=(env LD_PRELOAD="$LIB" WEFT_NCCL_FALLBACK=0 WEFT_DEBUG=WARN)

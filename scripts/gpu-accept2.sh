@@ -11,8 +11,6 @@ source "$(dirname "$0")/steps.sh"
 BUDGET=${BUDGET:-240}
 STEPS=${STEPS:-"tests p2p net"}
 LIB=$B/libweft_nccl.so
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-unset WEFT_NVLS
 export WEFT_REQUIRE=${WEFT_REQUIRE:-nvlink}
 CB=examples/cbench/cbench
 { date -u; hostname; nvidia-smi -L; ls -la "$B"; } >"$L/machine.txt" 2>&1

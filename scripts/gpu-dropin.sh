@@ -19,9 +19,7 @@ LIB=$B/libweft_nccl.so
 BUDGET=${BUDGET:-500}
 STEPS=${STEPS:-"dropin ddp kill cbench bench soak"}
 
-# Never NVLink multicast on these hosts (it can take the shared GPUs out of service).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-unset WEFT_NVLS
+# steps.sh keeps NVLink multicast off (NCCL_NVLS_ENABLE=0, WEFT_NVLS unset).
 export WEFT_REQUIRE=${WEFT_REQUIRE:-nvlink} PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 NP=${NP:-2}

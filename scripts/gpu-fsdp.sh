@@ -15,7 +15,9 @@
 # Knobs:  CTAS=16  BUDGET=150  NP=2  FSDP_ARGS="..." (more fsdp_step.py flags, e.g. --layers 4)
 #         STEPS="nccl weft weft-ctas nccl-ctas" (also weft-ctasN / nccl-ctasN: a budget of N blocks;
 #         weft-port: WEFT_ALGO=port, copy-engine plans where a collective has one; weft-hbSHAPE:
-#         WEFT_HB_SHAPE=SHAPE, e.g. weft-hb64x512). A run name may end in @K (nccl@2 weft@2 …): the
+#         WEFT_HB_SHAPE=SHAPE, e.g. weft-hb64x512; weft-gmpN: GOMAXPROCS=N, the Go runtime's threads
+#         running Go code; weft-gogcN: GOGC=N or off, the Go collector's target; weft-fwd:
+#         WEFT_NCCL_FALLBACK=all, the library loaded and every call forwarded to NCCL). A run name may end in @K (nccl@2 weft@2 …): the
 #         same run again; interleave NCCL and weft pairs ("nccl weft nccl@2 weft@2 nccl@3 weft@3")
 #         and the table ends with the median of the pairs' ratios, steadier than one pair (FSDP2
 #         step times move about ±1.5% from run to run on the same machine).
@@ -28,10 +30,9 @@ STEPS=${STEPS:-"nccl weft weft-ctas nccl-ctas"}
 CTAS=${CTAS:-16}
 NP=${NP:-2}
 
-# Never NVLink multicast on these hosts (it can take the shared GPUs out of service); no budget
+# steps.sh keeps NVLink multicast off (NCCL_NVLS_ENABLE=0, WEFT_NVLS unset); no budget
 # from the caller's environment except the one each step sets.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-unset WEFT_NVLS WEFT_MAX_CTAS WEFT_MIN_CTAS NCCL_MAX_CTAS NCCL_MIN_CTAS
+unset WEFT_MAX_CTAS WEFT_MIN_CTAS NCCL_MAX_CTAS NCCL_MIN_CTAS
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
 PORT=29800
 TORCHRUN="python3 -m torch.distributed.run --nproc-per-node $NP --master-addr 127.0.0.1"
@@ -60,7 +61,10 @@ for run in $STEPS; do
     nccl-ctas[0-9]*) cmd=("${REF_ENV[@]}" NCCL_MAX_CTAS="${run#nccl-ctas}") ;;
     weft-port) cmd=("${WEFT_ENV[@]}" WEFT_ALGO=port) ;;
     weft-hb*) cmd=("${WEFT_ENV[@]}" WEFT_HB_SHAPE="${run#weft-hb}") ;;
-    *) echo "!! unknown step $run (want nccl, nccl-ctas[N], weft, weft-ctas[N], weft-port, weft-hbSHAPE)"; nbad=$((nbad + 1)); continue ;;
+    weft-fwd) cmd=("${WEFT_ENV[@]}" WEFT_NCCL_FALLBACK=all) ;;
+    weft-gmp[0-9]*) cmd=("${WEFT_ENV[@]}" GOMAXPROCS="${run#weft-gmp}") ;;
+    weft-gogc*) cmd=("${WEFT_ENV[@]}" GOGC="${run#weft-gogc}") ;;
+    *) echo "!! unknown step $run (want nccl, nccl-ctas[N], weft, weft-ctas[N], weft-port, weft-hbSHAPE, weft-fwd, weft-gmpN, weft-gogcN)"; nbad=$((nbad + 1)); continue ;;
   esac
   step "fsdp-$run" 45 'grep -E "^# fsdp" $log | cut -d" " -f2-6' -- \
     "${cmd[@]}" $TORCHRUN --master-port $((PORT + i)) examples/torch/fsdp_step.py --out "$L/fsdp-$run.json" ${FSDP_ARGS:-}
@@ -119,7 +123,8 @@ for run in runs:
     if m["backend"] != want:
         rc = 1
     calls, peak = weft_log(run) if want == "weft" else ("", "")
-    if want == "weft" and not calls.endswith("forwarded=0"):
+    # weft-fwd forwards every call (WEFT_NCCL_FALLBACK=all): the library loaded, NCCL's kernels.
+    if want == "weft" and (calls.endswith("forwarded=0") == (run.split("@")[0] == "weft-fwd")):
         rc = 1
     print(f"{run:<10} {m['backend']:<8} {budget:<18} {m['median_ms']:>9.2f} {speed:>8}  {same:<16} {peak:>6}  {calls}")
 # Interleaved pairs (nccl, weft), (nccl@2, weft@2), …: the median of their ratios.

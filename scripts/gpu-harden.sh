@@ -32,9 +32,7 @@ A2A_MAX=${A2A_MAX:-16M}
 BIG=${BIG:-256M}
 LIB=$B/libweft_nccl.so
 
-# Never NVLink multicast on these hosts (it can take the shared GPUs out of service).
-export NCCL_NVLS_ENABLE=0
-unset WEFT_NVLS
+# steps.sh keeps NVLink multicast off (NCCL_NVLS_ENABLE=0, WEFT_NVLS unset).
 export WEFT_REQUIRE=${WEFT_REQUIRE:-nvlink}
 NP=${NP:-2}
 WEFT_ENV=(env LD_PRELOAD="$LIB" WEFT_NCCL_FALLBACK=0 WEFT_DEBUG=WARN)

@@ -18,9 +18,8 @@ MAXB=${MAXB:-256M}
 NETS=${NETS:-socket}
 STEPS=$(for n in $NETS; do for c in $COLLS; do for t in $TYPES; do printf '%s-%s-%s ' "$n" "$c" "$t"; done; done; done)
 
-# Never NVLink multicast on these hosts. Both libraries on sockets, over the same interface.
-export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket
-unset WEFT_NVLS
+# steps.sh keeps NVLink multicast off. Both libraries on sockets, over the same interface.
+export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket
 IF=$(ip -o -4 addr show up 2>/dev/null | awk '$2 != "lo" {print $2; exit}')
 export NCCL_SOCKET_IFNAME=${IF:-lo} WEFT_SOCKET_IFNAME=${IF:-lo}
 { date -u; hostname; nvidia-smi -L; nvidia-smi topo -m; ip -o -4 addr; echo "interface: ${IF:-lo}"; } >"$L/machine.txt" 2>&1

@@ -12,9 +12,7 @@ source "$(dirname "$0")/steps.sh"
 BUDGET=${BUDGET:-540}
 STEPS=${STEPS:-"tests conf-nvlink conf-pcie lat bench-ce bench-pcie moe"}
 
-# Never NVLink multicast on these hosts.
-export NCCL_NVLS_ENABLE=0
-unset WEFT_NVLS
+# steps.sh keeps NVLink multicast off (NCCL_NVLS_ENABLE=0, WEFT_NVLS unset).
 export WEFT_REQUIRE=${WEFT_REQUIRE:-nvlink}
 CE_MIN=${CE_MIN:-256M}
 CE_MAX=${CE_MAX:-1G}

@@ -18,15 +18,16 @@
 #    variants, broadcast and reduce under WEFT_ROOTED_SHAPE variants, alltoall under
 #    WEFT_HB_SHAPE variants (P2P_SHAPES, ROOTED_SHAPES, HB_SHAPES: space-separated, "default" =
 #    unset), to choose the windowed plans' defaults on this GPU.
-# Knobs: STEPS="fsdp ucx porthang streams join shapes"  BUDGET=300  PORTHANG_CONNS="8 1" (also 32)
+#  - p2pwin: gather, scatter and sendrecv at 2-32 MB through the C ABI under WEFT_P2P_SHAPE variants
+#    (P2PWIN_SHAPES), beside NCCL.
+# Knobs: STEPS="fsdp ucx porthang streams join shapes p2pwin"  BUDGET=300  PORTHANG_CONNS="8 1" (also 32)
 set -u
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
 BUDGET=${BUDGET:-300}
 STEPS=${STEPS:-"fsdp ucx"}
 LIB=$B/libweft_nccl.so
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-unset WEFT_NVLS WEFT_MAX_CTAS NCCL_MAX_CTAS
+unset WEFT_MAX_CTAS NCCL_MAX_CTAS
 { date -u; hostname; nvidia-smi -L; ls -la "$B"; } >"$L/machine.txt" 2>&1
 if want fsdp; then
   export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
@@ -89,6 +90,21 @@ if want shapes; then
     shape_runs WEFT_ROOTED_SHAPE $c ${ROOTED_SHAPES:-default 64x1024w8M 32x1024w8M 64x1024w16M}
   done
   shape_runs WEFT_HB_SHAPE alltoall ${HB_SHAPES:-default 32x1024w8M 48x1024w4M}
+fi
+if want p2pwin; then
+  # Gather and scatter (one direction: the root's receive group copies out of its scratch while the
+  # peer writes) at 2-32 MB through libweft_nccl.so under WEFT_P2P_SHAPE variants, beside NCCL:
+  # whether more, smaller windows (the copy-out overlapped) beat one window at these sizes.
+  CB=examples/cbench/cbench
+  [ -x $CB ] || make -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null 2>&1
+  PA=(-g 2 -t gather,scatter,sendrecv -b 2M -e 32M -f 2 -w 3 -n 20 -G 10 -c 1 -p 0)
+  step p2pwin-nccl 40 'grep -E "wrong elements in all" $log' -- env -u LD_PRELOAD NCCL_DEBUG=WARN $CB "${PA[@]}"
+  for sh in ${P2PWIN_SHAPES:-default 44x1024w1M 44x1024w4M 64x512w2M}; do
+    v=$sh; [ "$sh" = default ] && v=
+    step "p2pwin-$sh" 40 'grep -E "wrong elements in all" $log' -- env LD_PRELOAD="$LIB" WEFT_NCCL_FALLBACK=0 \
+      WEFT_DEBUG=WARN WEFT_P2P_SHAPE="$v" $CB "${PA[@]}"
+  done
+  cat "$L"/p2pwin-*.log >"$OUT/p2pwin.log" 2>/dev/null
 fi
 if want porthang; then
   # The stall is logged by the library itself: a wait that times out logs every port-channel FIFO

@@ -13,9 +13,7 @@ source "$(dirname "$0")/steps.sh"
 BUDGET=${BUDGET:-420}
 STEPS=${STEPS:-"nvrtc conf-nvswitch conf-xgmi regress"}
 
-# Never NVLink multicast on these hosts.
-export NCCL_NVLS_ENABLE=0
-unset WEFT_NVLS
+# steps.sh keeps NVLink multicast off (NCCL_NVLS_ENABLE=0, WEFT_NVLS unset).
 { date -u; hostname; nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1; ls -la "$B"; } >"$L/machine.txt" 2>&1
 cat "$L/machine.txt"
 pass() { grep -E "^(ok|PASS|FAIL|--- FAIL)" $log | tail -n 3; }

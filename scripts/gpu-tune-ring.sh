@@ -14,9 +14,7 @@ BUDGET=${BUDGET:-540}
 STEPS=${STEPS:-"tune tuned families"}
 MAXB=${MAXB:-512M}
 
-# Never NVLink multicast on these hosts (it can take the shared GPUs out of service).
-export NCCL_NVLS_ENABLE=0
-unset WEFT_NVLS
+# steps.sh keeps NVLink multicast off (NCCL_NVLS_ENABLE=0, WEFT_NVLS unset).
 export WEFT_REQUIRE=${WEFT_REQUIRE:-nvlink}
 NP=${NP:-2}
 { date -u; hostname; nvidia-smi -L; nvidia-smi topo -m; ls -la "$B"; } >"$L/machine.txt" 2>&1

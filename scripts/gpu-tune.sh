@@ -25,9 +25,8 @@ STEPS=${STEPS:-"cand tune float bf16 small"}
 TUNE_MAX=${TUNE_MAX:-512M}
 NPROC=${NPROC:-2}
 
-# Never NVLink multicast on these hosts.
-export NCCL_NVLS_ENABLE=0
-unset WEFT_NVLS WEFT_ALLREDUCE
+# steps.sh keeps NVLink multicast off (NCCL_NVLS_ENABLE=0, WEFT_NVLS unset).
+unset WEFT_ALLREDUCE
 export WEFT_REQUIRE=${WEFT_REQUIRE:-nvlink} WEFT_CACHE_DIR=$WORK/cache
 TUNING=$OUT/tuning.json
 { date -u; hostname; nvidia-smi -L; nvidia-smi topo -m; ls -la "$B"; } >"$L/machine.txt" 2>&1

@@ -3,6 +3,11 @@
 # $ROOT/.gpu), WORK (a fresh /tmp folder named after the script), L ($WORK/logs) and T0. The
 # caller sets BUDGET and STEPS before its first step; save() writes $OUT/summary.txt and
 # $OUT/logs.tar.gz.
+# Never NVLink SHARP multicast on the GPU hosts (it can put a shared host's GPUs out of service
+# for days): every script that sources this file has NCCL's, PyTorch's and NVSHMEM's multicast
+# off and weft's WEFT_NVLS unset, whatever the caller's environment says.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+unset WEFT_NVLS
 OUT=${OUT:-./gpu-out}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)

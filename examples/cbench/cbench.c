@@ -269,9 +269,12 @@ static size_t check(int c, int inplace, char *S, char *R, size_t count, void *h)
   size_t part = count / g_n, nin = (c == AG || c == GA) ? part : count, nout = (c == RS || c == SC) ? part : count;
   const void *s; void *r;
   buffers(c, inplace, S, R, count, &s, &r);
-  CUDACHECK(cudaMemset(R, 0xff, count * g_tsize)); /* NaN / -1: a result not written shows */
+  /* On g_stream, and waited for: g_stream is non-blocking, so a copy from pageable memory on the
+   * legacy stream could still be landing in an in-place buffer while the collective runs. */
+  CUDACHECK(cudaMemsetAsync(R, 0xff, count * g_tsize, g_stream)); /* NaN / -1: a result not written shows */
   for (size_t i = 0; i < nin; i++) put(h, i, val(g_rank, i));
-  CUDACHECK(cudaMemcpy((void *)s, h, nin * g_tsize, cudaMemcpyHostToDevice));
+  CUDACHECK(cudaMemcpyAsync((void *)s, h, nin * g_tsize, cudaMemcpyHostToDevice, g_stream));
+  CUDACHECK(cudaStreamSynchronize(g_stream));
   issue(c, s, r, count);
   CUDACHECK(cudaStreamSynchronize(g_stream));
   CUDACHECK(cudaMemcpy(h, r, nout * g_tsize, cudaMemcpyDeviceToHost));

@@ -51,7 +51,7 @@ var Table = []Var{
 	{"WEFT_UCX_STAGING", "auto", "hal/ucx: auto registers host memory, and GPU memory where UCX reports the GPU's memory type, with UCX and stages other device memory through host memory; always stages every buffer (tests of the GPU path on hal/host)"},
 	{"WEFT_CACHE_DIR", "$XDG_CACHE_HOME/weft", "directory of the kernel binary cache"},
 	{"WEFT_NCCL_LIB", "libnccl.so.2", "NCCL library loaded by `weft bench --baseline nccl`, and the real NCCL that libweft_nccl.so forwards to (default: the first of libnccl.so.2 and the usual install paths that is not weft itself)"},
-	{"WEFT_NCCL_FALLBACK", "1", "libweft_nccl.so: set to 0 to turn forwarding to the real NCCL off; calls weft does not serve then fail with ncclInvalidUsage"},
+	{"WEFT_NCCL_FALLBACK", "1", "libweft_nccl.so: set to 0 to turn forwarding to the real NCCL off; calls weft does not serve then fail with ncclInvalidUsage; all forwards every call (weft's communicator is not made: the library loaded, none of its plans running, for A/B timing)"},
 	{"NCCL_DEBUG", "", "libweft_nccl.so only: WARN, INFO or TRACE logs weft's NCCL layer (init, first call served or forwarded per collective, summary at destroy) when WEFT_DEBUG is unset"},
 	{"WEFT_CUDA_LIB", "libcuda.so.1", "CUDA driver library"},
 	{"WEFT_NVRTC_LIB", "libnvrtc.so (newest found)", "NVRTC library"},

@@ -102,7 +102,7 @@ var forms = map[string]form{
 	"WEFT_IBVERBS_LIB":     anyPath,
 	"WEFT_CACHE_DIR":       anyPath,
 	"WEFT_NCCL_LIB":        anyPath,
-	"WEFT_NCCL_FALLBACK":   onOff,
+	"WEFT_NCCL_FALLBACK":   oneOf("0", "1", "false", "true", "off", "on", "no", "yes", "all"),
 	"WEFT_CUDA_LIB":        anyPath,
 	"WEFT_NVRTC_LIB":       anyPath,
 	"WEFT_SYSFS_ROOT":      anyPath,
