@@ -50,7 +50,12 @@ type Config struct {
 	// (Blocks per group, Window bytes per chunk per window) and P2P the
 	// point-to-point plan.
 	CollLLMaxBytes int64
-	HB, P2P        Shape
+	// CollWideMinBytes, when below CollLLMaxBytes and WideLL is set, is the
+	// largest segment the narrow (LLBlocks) LL plans of AllGather,
+	// ReduceScatter and AllToAll serve; a WideLL-shaped LL plan of each
+	// takes the segments above it, up to CollLLMaxBytes. 0: no wide plans.
+	CollWideMinBytes int64
+	HB, P2P          Shape
 	// P2PLLMaxBytes is the largest point-to-point operation (bytes of one
 	// send or receive) that the LL point-to-point plan serves
 	// (P2PLLPlan); larger ones take the windowed plan P2P shapes. 0: no
@@ -177,6 +182,17 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		c.ScratchLLMaxBytes = floorPow2((2 << 20) / int64(max(1, nranks-1)))
 		c.RootedLLMaxBytes = floorPow2((1 << 20) / int64(max(1, nranks-1)))
 		c.RootedWideMinBytes = 64 << 10
+		// The same for AllGather, ReduceScatter and AllToAll (2×H100
+		// 2026-11-26, docs/bench/2026-11-26d-h100x2): 8 LL blocks beat
+		// NCCL 1.36–1.67× up to 64 KiB segments but fell to 0.94–1.09×
+		// at 256 KiB (512 KB messages on 2 ranks), where Broadcast's
+		// 32-block LL reached 1.38×.
+		c.CollWideMinBytes = 64 << 10
+		// ... and the wide LL plan serves up to 512 KiB segments on 2 ranks
+		// (1 MB AllGather: the windowed plan's one window took 0.90–0.97×
+		// of NCCL, the wide LL Broadcast of 512 KB 1.38×); 256 KiB beyond,
+		// as before (LL packets double what each rank writes to every peer).
+		c.CollLLMaxBytes = max(c.CollLLMaxBytes, floorPow2((512<<10)/int64(max(1, nranks-1))))
 		c.RootedHB = Shape{Blocks: max(1, min(128, sms)), Threads: 512, Unroll: 4, Window: peerWindow(nranks, 4<<20, 16<<20)}
 		c.P2P = Shape{Blocks: p2pBlocks, Threads: 1024, Unroll: 4, Window: peerWindow(nranks, 2<<20, 16<<20)}
 		// LL point-to-point up to 128 KiB per operation: one 8-byte unit
@@ -210,6 +226,7 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		c.WideLL = Shape{Blocks: 3, Threads: 32}
 		c.ScratchLLMaxBytes = 192 << 10
 		c.RootedLLMaxBytes, c.RootedWideMinBytes = 128<<10, 16<<10
+		c.CollWideMinBytes = 16 << 10
 		c.RootedHB = Shape{Blocks: max(1, min(sms, 3)), Threads: 32, Window: 16 << 10}
 		c.P2P = Shape{Blocks: 1, Threads: 32, Window: 16 << 10}
 		// LL point-to-point up to 16 KiB, so that tests of moderate sizes

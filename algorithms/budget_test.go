@@ -204,6 +204,7 @@ func ExampleFitBlocks() {
 	fmt.Println("clamped:", len(clamps))
 	// Output:
 	// all_gather-LL16: 8 blocks
+	// all_gather-LL16-16x1024: 16 blocks
 	// all_gather-hb-8x1024-w8388608: 16 blocks
 	// clamped: 0
 }

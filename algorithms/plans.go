@@ -106,6 +106,16 @@ func (c Config) newPlan(name string, threads int) *plan.Plan {
 	return &plan.Plan{Name: name, Rank: c.Rank, NRanks: c.NRanks, Channels: c.channels(), Threads: threads}
 }
 
+// collLLBounds returns the largest segment of the narrow LL plans of
+// AllGather, ReduceScatter and AllToAll and, when a WideLL-shaped LL plan
+// takes the segments above it, that plan's bound (0: no wide plan).
+func (c Config) collLLBounds() (narrow, wide int64) {
+	if c.WideLL.Blocks > 0 && c.CollWideMinBytes > 0 && c.CollLLMaxBytes > c.CollWideMinBytes {
+		return c.CollWideMinBytes, c.CollLLMaxBytes
+	}
+	return c.CollLLMaxBytes, 0
+}
+
 // llPlan finishes an LL plan: one group of LLBlocks, one scratch slot per
 // peer (slot i receives from channel i's peer).
 func (c Config) llPlan(name string, ops []plan.Op, sems int) (*plan.Plan, error) {
@@ -528,15 +538,27 @@ func memoryPlans(c Config, coll Collective, root int) ([]Choice, error) {
 	}
 	var out []Choice
 	if llMax > 0 && c.Algo != "hb" {
-		p, err := ll(c)
+		narrow, wide := c.collLLBounds()
+		cn := c
+		cn.CollLLMaxBytes = narrow
+		p, err := ll(cn)
 		if err != nil {
 			return nil, err
 		}
-		if c.Algo == "ll" {
-			return []Choice{{Plan: p, MaxBytes: llMax}}, nil
+		out = append(out, Choice{Plan: p, MaxBytes: narrow})
+		if wide > 0 {
+			cw := c
+			cw.LLBlocks, cw.Threads = c.WideLL.Blocks, c.WideLL.Threads
+			pw, err := ll(cw)
+			if err != nil {
+				return nil, err
+			}
+			pw.Name += fmt.Sprintf("-%dx%d", c.WideLL.Blocks, c.WideLL.Threads)
+			out = append(out, Choice{Plan: pw, MaxBytes: wide})
 		}
-		p.MaxBytes = llMax
-		out = append(out, Choice{Plan: p, MaxBytes: llMax})
+		if c.Algo == "ll" {
+			return out, nil
+		}
 	}
 	p, err := hb(c)
 	if err != nil {
