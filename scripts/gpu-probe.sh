@@ -20,7 +20,9 @@
 #    unset), to choose the windowed plans' defaults on this GPU.
 #  - p2pwin: gather, scatter and sendrecv at 2-32 MB through the C ABI under WEFT_P2P_SHAPE variants
 #    (P2PWIN_SHAPES), beside NCCL.
-# Knobs: STEPS="fsdp ucx porthang streams join shapes p2pwin"  BUDGET=300  PORTHANG_CONNS="8 1" (also 32)
+#  - midll: AllGather, ReduceScatter, AllToAll at 64 KB-4 MB (wide LL plans) beside WEFT_ALGO=hb
+#    and NCCL, float and bfloat16, checked.
+# Knobs: STEPS="fsdp ucx porthang streams join shapes p2pwin midll"  BUDGET=300  PORTHANG_CONNS="8 1" (also 32)
 set -u
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
@@ -105,6 +107,22 @@ if want p2pwin; then
       WEFT_DEBUG=WARN WEFT_P2P_SHAPE="$v" $CB "${PA[@]}"
   done
   cat "$L"/p2pwin-*.log >"$OUT/p2pwin.log" 2>/dev/null
+fi
+if want midll; then
+  # AllGather, ReduceScatter and AllToAll at 64 KB-4 MB through libweft_nccl.so (the wide LL
+  # plans from 64 KiB segments), beside the windowed plans alone (WEFT_ALGO=hb) and NCCL, float
+  # and bfloat16, in and out of place, checked.
+  CB=examples/cbench/cbench
+  [ -x $CB ] || make -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null 2>&1
+  for d in float bfloat16; do
+    MA=(-g 2 -t allgather,reducescatter,alltoall -d $d -b 64K -e 4M -f 2 -w 3 -n 20 -G 10 -c 1 -p 1)
+    step "midll-nccl-$d" 40 'grep -E "wrong elements in all" $log' -- env -u LD_PRELOAD NCCL_DEBUG=WARN $CB "${MA[@]}"
+    step "midll-weft-$d" 40 'grep -E "wrong elements in all" $log' -- env LD_PRELOAD="$LIB" WEFT_NCCL_FALLBACK=0 \
+      WEFT_DEBUG=WARN $CB "${MA[@]}"
+  done
+  step midll-weft-hb 40 'grep -E "wrong elements in all" $log' -- env LD_PRELOAD="$LIB" WEFT_NCCL_FALLBACK=0 \
+    WEFT_DEBUG=WARN WEFT_ALGO=hb $CB -g 2 -t allgather,reducescatter,alltoall -d float -b 64K -e 4M -f 2 -w 3 -n 20 -G 10 -c 1 -p 1
+  cat "$L"/midll-*.log >"$OUT/midll.log" 2>/dev/null
 fi
 if want porthang; then
   # The stall is logged by the library itself: a wait that times out logs every port-channel FIFO
