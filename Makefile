@@ -102,6 +102,7 @@ gpu-bundle-accept:
 	for f in libucp.so.0 libucs.so.0 libuct.so.0 libucm.so.0 libnuma.so.1 ucx/libuct_cma.so.0; do \
 	  cp -L /usr/lib/x86_64-linux-gnu/$$f .gpu/ucx/$$f || echo "make: $$f not found here (apt-get install libucx0): the GPU host's own UCX is needed"; \
 	done
+	go build -buildmode=c-shared -o .gpu/libgoempty.so ./examples/torch/goempty
 	@du -sh .gpu
 	mkdir -p .gpuz && tar -czf .gpuz/bundle.tgz .gpu && du -sh .gpuz/bundle.tgz
 	@echo "make: carry .gpuz (the bundle compressed: with the working tree it must stay under the device tool's 64 MiB); there: tar -xzf .gpuz/bundle.tgz && bash .gpu/gpu-accept.sh"

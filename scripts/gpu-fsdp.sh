@@ -17,7 +17,9 @@
 #         weft-port: WEFT_ALGO=port, copy-engine plans where a collective has one; weft-hbSHAPE:
 #         WEFT_HB_SHAPE=SHAPE, e.g. weft-hb64x512; weft-gmpN: GOMAXPROCS=N, the Go runtime's threads
 #         running Go code; weft-gogcN: GOGC=N or off, the Go collector's target; weft-fwd:
-#         WEFT_NCCL_FALLBACK=all, the library loaded and every call forwarded to NCCL). A run name may end in @K (nccl@2 weft@2 …): the
+#         WEFT_NCCL_FALLBACK=all, the library loaded and every call forwarded to NCCL; nccl-golib:
+#         NCCL with an empty Go c-shared library preloaded, .gpu/libgoempty.so from
+#         examples/torch/goempty, the Go runtime in the process without weft). A run name may end in @K (nccl@2 weft@2 …): the
 #         same run again; interleave NCCL and weft pairs ("nccl weft nccl@2 weft@2 nccl@3 weft@3")
 #         and the table ends with the median of the pairs' ratios, steadier than one pair (FSDP2
 #         step times move about ±1.5% from run to run on the same machine).
@@ -62,9 +64,10 @@ for run in $STEPS; do
     weft-port) cmd=("${WEFT_ENV[@]}" WEFT_ALGO=port) ;;
     weft-hb*) cmd=("${WEFT_ENV[@]}" WEFT_HB_SHAPE="${run#weft-hb}") ;;
     weft-fwd) cmd=("${WEFT_ENV[@]}" WEFT_NCCL_FALLBACK=all) ;;
+    nccl-golib) cmd=(env LD_PRELOAD="$B/libgoempty.so" NCCL_DEBUG=WARN) ;;
     weft-gmp[0-9]*) cmd=("${WEFT_ENV[@]}" GOMAXPROCS="${run#weft-gmp}") ;;
     weft-gogc*) cmd=("${WEFT_ENV[@]}" GOGC="${run#weft-gogc}") ;;
-    *) echo "!! unknown step $run (want nccl, nccl-ctas[N], weft, weft-ctas[N], weft-port, weft-hbSHAPE, weft-fwd, weft-gmpN, weft-gogcN)"; nbad=$((nbad + 1)); continue ;;
+    *) echo "!! unknown step $run (want nccl, nccl-ctas[N], weft, weft-ctas[N], weft-port, weft-hbSHAPE, weft-fwd, nccl-golib, weft-gmpN, weft-gogcN)"; nbad=$((nbad + 1)); continue ;;
   esac
   step "fsdp-$run" 45 'grep -E "^# fsdp" $log | cut -d" " -f2-6' -- \
     "${cmd[@]}" $TORCHRUN --master-port $((PORT + i)) examples/torch/fsdp_step.py --out "$L/fsdp-$run.json" ${FSDP_ARGS:-}
