@@ -354,6 +354,7 @@ type blockCtx struct {
 	number   uint64 // the block's launch number (plan.Plan.StateBytes)
 	flag     uint32 // the LL flag of that launch (plan.Flag)
 	wstart   int64  // first element of the current op's window
+	wlen     int64  // elements of every window of the call (plan.Group.WindowElems)
 }
 
 func (l *launch) runBlock(g *plan.Group, part, block int) error {
@@ -376,6 +377,9 @@ func (l *launch) runBlock(g *plan.Group, part, block int) error {
 		}
 	}
 	nwin := g.Windows(b.count, l.esize)
+	if g.Window > 0 {
+		b.wlen = g.WindowElems(b.count, l.esize) // once per call, as the kernels' wlen
+	}
 	check := plan.FirstWaits(g.Ops)
 	for b.window = 0; b.window < nwin; b.window++ {
 		for i, o := range g.Ops {
@@ -581,7 +585,7 @@ func (b *blockCtx) partRange(o plan.Op) (off, n int64) {
 	off, n = plan.ChunkRange(b.count, b.esize, o.Chunk, o.NChunks)
 	switch {
 	case b.g.Window > 0 && b.window >= 0:
-		b.wstart, off, n = b.g.WindowPart(b.count, off, n, b.esize, b.window, b.part, b.g.Blocks)
+		b.wstart, off, n = plan.WindowShare(b.wlen, off, n, b.esize, b.window, b.part, b.g.Blocks)
 	case b.g.Span > 0:
 		off, n = plan.SpanRange(b.count, b.esize, b.g.Span, b.part, b.g.Blocks)
 	default:

@@ -475,7 +475,13 @@ func (g *Group) WindowElems(count int64, esize int) int64 {
 // which the slot-free flow control relies on (each block waits only for its
 // own region to be released).
 func (g *Group) WindowPart(count, off, length int64, esize int, w int64, part, nparts int) (start, o, l int64) {
-	we := g.WindowElems(count, esize)
+	return WindowShare(g.WindowElems(count, esize), off, length, esize, w, part, nparts)
+}
+
+// WindowShare is WindowPart with the window length we (WindowElems)
+// computed by the caller once per call, as the kernels compute it once per
+// group before their window loop.
+func WindowShare(we, off, length int64, esize int, w int64, part, nparts int) (start, o, l int64) {
 	start = off + w*we
 	po, pl := split(we, AlignElems(esize), part, nparts)
 	o = min(start+po, off+length)
