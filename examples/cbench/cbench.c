@@ -297,6 +297,18 @@ static size_t check(int c, int inplace, char *S, char *R, size_t count, void *h)
   return wrong;
 }
 
+/* g_host_us: host microseconds per enqueue of the last timeit without graphs (-H 1): the
+ * library's host cost per call (argument checks, plan choice, launch), the part of a call a
+ * framework's CPU thread pays. */
+static int g_hostcost;
+static double g_host_us;
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
 /* Microseconds per operation on this rank. */
 static double timeit(int c, int inplace, char *S, char *R, size_t count, int warmup, int iters, int graphs) {
   const void *s; void *r;
@@ -324,7 +336,9 @@ static double timeit(int c, int inplace, char *S, char *R, size_t count, int war
     CUDACHECK(cudaGraphDestroy(g));
   } else {
     CUDACHECK(cudaEventRecord(e0, g_stream));
+    double h0 = now_us();
     for (int i = 0; i < iters; i++) issue(c, s, r, count);
+    g_host_us = (now_us() - h0) / iters;
     CUDACHECK(cudaEventRecord(e1, g_stream));
     CUDACHECK(cudaStreamSynchronize(g_stream));
   }
@@ -336,10 +350,12 @@ static double timeit(int c, int inplace, char *S, char *R, size_t count, int war
 
 /* Element-wise sum (wrong) or max (time) over ranks, through the library under test. */
 static double across(double v, ncclRedOp_t op, double *dev) {
-  CUDACHECK(cudaMemcpy(dev, &v, sizeof v, cudaMemcpyHostToDevice));
+  /* On g_stream: a cudaMemcpy from pageable memory on the legacy stream may still be landing
+   * when the non-blocking g_stream's AllReduce reads dev. */
+  CUDACHECK(cudaMemcpyAsync(dev, &v, sizeof v, cudaMemcpyHostToDevice, g_stream));
   NCCLCHECK(ncclAllReduce(dev, dev, 1, ncclDouble, op, g_comm, g_stream));
+  CUDACHECK(cudaMemcpyAsync(&v, dev, sizeof v, cudaMemcpyDeviceToHost, g_stream));
   CUDACHECK(cudaStreamSynchronize(g_stream));
-  CUDACHECK(cudaMemcpy(&v, dev, sizeof v, cudaMemcpyDeviceToHost));
   return v;
 }
 
@@ -454,7 +470,8 @@ static void usage(void) {
     "  -p 0: out-of-place only; -a p2p: alltoall as grouped send/recv even where ncclAlltoAll exists\n"
     "  -C: the graph capture mode (default global, as PyTorch)\n"
     "  -R 1: buffers from ncclMemAlloc, registered with ncclCommRegister (nccl-tests -R 1)\n"
-    "  -s 1: grouped receives on a second stream, forked from and joined to the main one\n");
+    "  -s 1: grouped receives on a second stream, forked from and joined to the main one\n"
+    "  -H 1: with -G 0, a last column: host microseconds per enqueue (the library's CPU cost per call)\n");
   exit(1);
 }
 
@@ -465,7 +482,7 @@ int main(int argc, char **argv) {
   const char *types = "float";
   const char *colls = "allreduce,allgather,reducescatter,broadcast,reduce,alltoall,sendrecv,gather,scatter", *idfile = NULL;
   int opt;
-  while ((opt = getopt(argc, argv, "g:t:b:e:f:w:n:G:c:p:d:o:r:a:u:C:S:R:s:h")) != -1) {
+  while ((opt = getopt(argc, argv, "g:t:b:e:f:w:n:G:c:p:d:o:r:a:u:C:S:R:s:H:h")) != -1) {
     switch (opt) {
     case 'g': nprocs = atoi(optarg); break;
     case 't': colls = optarg; break;
@@ -482,6 +499,7 @@ int main(int argc, char **argv) {
     case 'u': idfile = optarg; break;
     case 'R': reg = atoi(optarg); if (reg != 0 && reg != 1) usage(); break;
     case 's': two_streams = atoi(optarg); if (two_streams != 0 && two_streams != 1) usage(); break;
+    case 'H': g_hostcost = atoi(optarg); if (g_hostcost != 0 && g_hostcost != 1) usage(); break;
     case 'S': g_scalar_device = !strcmp(optarg, "device"); if (!g_scalar_device && strcmp(optarg, "host")) usage(); break;
     case 'C':
       g_capmode = !strcmp(optarg, "thread") ? cudaStreamCaptureModeThreadLocal
@@ -588,8 +606,9 @@ int main(int argc, char **argv) {
         continue;
       }
       if (g_rank == 0) {
-        printf("#\n# %s\n#%12s %12s %9s %6s %5s %10s %8s %8s %7s %10s %8s %8s %7s\n", coll_name[c], "size(B)", "count",
-               "type", "redop", "root", "oop(us)", "algbw", "busbw", "#wrong", "ip(us)", "algbw", "busbw", "#wrong");
+        printf("#\n# %s\n#%12s %12s %9s %6s %5s %10s %8s %8s %7s %10s %8s %8s %7s%s\n", coll_name[c], "size(B)", "count",
+               "type", "redop", "root", "oop(us)", "algbw", "busbw", "#wrong", "ip(us)", "algbw", "busbw", "#wrong",
+               g_hostcost && graphs == 0 ? "  host(us)" : "");
         fflush(stdout);
       }
       for (size_t bytes = minb; bytes <= maxb; bytes *= factor) {
@@ -597,10 +616,11 @@ int main(int argc, char **argv) {
         if (c == AG || c == RS || c == A2A || c == GA || c == SC) count -= count % g_n;
         if (count == 0) continue;
         size_t sz = count * g_tsize;
-        double t[2] = {0, 0}, wrong[2] = {0, 0};
+        double t[2] = {0, 0}, wrong[2] = {0, 0}, host = 0;
         for (int m = 0; m < 1 + ip_ok; m++) {
           if (docheck) wrong[m] = across((double)check(c, m, S, R, count, h), ncclSum, dev1);
           t[m] = across(timeit(c, m, S, R, count, warmup, iters, graphs), ncclMax, dev1);
+          if (m == 0) host = across(g_host_us, ncclMax, dev1);
           total_wrong += wrong[m];
         }
         if (g_rank == 0) {
@@ -610,10 +630,12 @@ int main(int argc, char **argv) {
                  t[0], bw0, bw0 * busfactor(c), docheck ? wrong[0] : -1.0);
           if (ip_ok) {
             double bw1 = sz / t[1] / 1e3;
-            printf(" %10.2f %8.2f %8.2f %7.0f\n", t[1], bw1, bw1 * busfactor(c), docheck ? wrong[1] : -1.0);
+            printf(" %10.2f %8.2f %8.2f %7.0f", t[1], bw1, bw1 * busfactor(c), docheck ? wrong[1] : -1.0);
           } else {
-            printf(" %10s %8s %8s %7s\n", "-", "-", "-", "-");
+            printf(" %10s %8s %8s %7s", "-", "-", "-", "-");
           }
+          if (g_hostcost && graphs == 0) printf(" %9.2f", host);
+          printf("\n");
           fflush(stdout);
         }
         if (bytes > maxb / factor) break; /* no overflow past maxb */
