@@ -13,6 +13,7 @@ import (
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
 	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/stageprof"
 )
 
 // Bootstrap is what a communicator needs of the bootstrap
@@ -36,6 +37,9 @@ type Comm struct {
 	timeout time.Duration
 	stall   stallState  // progress exchange with the other ranks (stall.go)
 	order   streamOrder // calls in issue order across streams (order.go)
+	// prof times Launch's stages on the host (WEFT_PROXY_PROFILE=1;
+	// launchStages), logged at Close; nil when off.
+	prof *stageprof.Set
 
 	net       *channels.Network   // peers on other nodes (nil: none)
 	allreduce []*algo             // zero-copy AllReduce (Comm.AllReduce)
@@ -92,6 +96,7 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 		return nil, err
 	}
 	c := &Comm{boot: boot, dev: dev, exec: exec, cfg: cfg, source: source, timeout: timeout, regs: map[uint64]*channels.Registration{}, colls: map[collKey][]*algo{}}
+	c.prof = stageprof.New(fmt.Sprintf("launch path of rank %d", cfg.Rank), launchStages...)
 	c.startProgress()
 	defer func() {
 		if err != nil {
@@ -381,6 +386,7 @@ func (c *Comm) Abort() {
 // launches recorded a failure, or once a peer is known lost. Other errors:
 // those of freeing the device's buffers, joined.
 func (c *Comm) Close() error {
+	c.prof.Log(env.Logger("COLL"))
 	var errs []error
 	algos := c.allAlgos()
 	for _, a := range algos {

@@ -80,6 +80,7 @@ func (call Call) progOp() plan.RedOp {
 // is known. Failures inside the launch are reported by Synchronize and
 // AsyncError.
 func (c *Comm) Launch(call Call, s hal.Stream) error {
+	t := c.prof.Now()
 	if s == nil {
 		return fmt.Errorf("weft: %v on rank %d: stream is nil: %w", call.Coll, c.cfg.Rank, hal.ErrInvalidArgument)
 	}
@@ -115,10 +116,12 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 		return fmt.Errorf("weft: %v on rank %d: %v: %s: %w", call.Coll, c.cfg.Rank, op, why, hal.ErrNotSupported)
 	}
 	args := c.callArgs(call)
+	t = c.prof.Since(stagePlan, t)
 	prog, err := c.program(a, call.Type, op, call.Count)
 	if err != nil {
 		return err
 	}
+	t = c.prof.Since(stageProgram, t)
 	if err := c.launched(s); err != nil {
 		return err
 	}
@@ -128,8 +131,24 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 		}
 	}
 	a.res.Launching() // wakes a port plan's proxy from an idle sleep (channels.Proxy)
-	return prog.Launch(s, args)
+	t = c.prof.Since(stageOrder, t)
+	err = prog.Launch(s, args)
+	c.prof.Since(stageEnqueue, t)
+	return err
 }
+
+// Stages of Launch timed under WEFT_PROXY_PROFILE=1 (Comm.prof): what a
+// call costs the caller's thread, which a framework pays on its critical
+// path (2×H100, 2026-11-26: 15–32 µs a call through libweft_nccl.so
+// against NCCL's 8–13, docs/bench/2026-11-26d-h100x2).
+const (
+	stagePlan    = iota // argument checks, plan choice, arguments
+	stageProgram        // the compiled program for the type and operator
+	stageOrder          // ordering after the previous call's stream, proxy wake-up
+	stageEnqueue        // packing the parameters and the backend's launch
+)
+
+var launchStages = []string{"plan choice", "program lookup", "stream order", "enqueue (pack + launch)"}
 
 // selectPlan decides which plan serves call; it is the one function that
 // does, for Launch, PlanName, PlanSMs, AllReducePlan and AllReduce alike.

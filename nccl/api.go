@@ -256,11 +256,14 @@ func (c *comm) run(ops []*op) error {
 func (c *comm) runColl(o *op) error {
 	var why error = c.noWeft
 	if c.w != nil {
+		t := c.prof.Now()
 		s, err := c.stream(o.stream)
 		if err != nil {
 			return err
 		}
+		t = c.prof.Since(callStream, t)
 		err = c.w.Launch(o.call, s)
+		c.prof.Since(callLaunch, t)
 		if err == nil {
 			c.countServed(o.kind, false, nil)
 			return nil
@@ -414,18 +417,33 @@ func collective(a collArgs) result {
 	if r != ncclSuccess {
 		return r
 	}
+	t0 := c.prof.Now()
 	o, r := c.check(a)
 	if r != ncclSuccess {
 		return r
 	}
+	c.prof.Since(callCheck, t0)
 	if g := threadGroup(); g != nil && g.depth > 0 {
 		groups.Lock()
 		g.ops = append(g.ops, o)
 		groups.Unlock()
 		return ncclSuccess
 	}
-	return failErr(a.fn, c.run([]*op{o}))
+	r = failErr(a.fn, c.run([]*op{o}))
+	c.prof.Since(callWhole, t0)
+	return r
 }
+
+// Stages of a collective call in this layer timed under
+// WEFT_PROXY_PROFILE=1 (comm.prof), beside weft.Comm's launch path.
+const (
+	callCheck  = iota // argument checks and the operation built
+	callStream        // the caller's stream wrapped (cached after the first call)
+	callLaunch        // weft.Comm.Launch
+	callWhole         // the whole call after the communicator lookup
+)
+
+var callStages = []string{"argument checks", "stream lookup", "weft Launch", "whole call"}
 
 // check validates a call and builds its operation. Errors name the
 // argument, as NCCL's do.

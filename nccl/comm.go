@@ -21,6 +21,7 @@ import (
 	"github.com/weftccl/weft/hal/plan"
 	"github.com/weftccl/weft/internal/cudadev"
 	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/stageprof"
 )
 
 // kind is the NCCL call a queued operation came from.
@@ -69,6 +70,9 @@ type comm struct {
 	// NCCL_MIN_CTAS and NCCL_MAX_CTAS (ctaBudget); a split without a
 	// config inherits them, as in NCCL.
 	minCTAs, maxCTAs int
+	// prof times a collective call's stages in this layer
+	// (WEFT_PROXY_PROFILE=1; callStages), logged at destroy; nil when off.
+	prof *stageprof.Set
 
 	ready   chan struct{} // closed when init has finished (initErr set)
 	initErr error
@@ -156,6 +160,7 @@ func (c *comm) connect(id bootstrap.UniqueID) error {
 // attach opens the device and makes weft's communicator over boot.
 func (c *comm) attach(boot bootstrap.Bootstrap) error {
 	c.boot = boot
+	c.prof = stageprof.New(fmt.Sprintf("NCCL-layer calls of rank %d", c.rank), callStages...)
 	dev, err := devices.open(c.backend, c.ordinal, c.rank)
 	if err != nil {
 		boot.Close()
@@ -364,6 +369,7 @@ func (c *comm) destroy() error {
 	c.closeStreams()
 	err = errors.Join(err, c.boot.Close())
 	c.log.Info("weft: communicator destroyed", "calls", c.summary(), "peak_blocks", peak)
+	c.prof.Log(c.log)
 	return err
 }
 

@@ -68,7 +68,16 @@ func TestCProgram(t *testing.T) {
 		// 3 ranks: 5 groups): the whole suite under a block budget that
 		// binds (hal/host's default plans hold up to 10 blocks on 3 ranks).
 		const budget = 5
-		outs := runCTest(t, bin, 3, false, fmt.Sprintf("WEFT_CTEST_MAX_CTAS=%d", budget), "NCCL_DEBUG=INFO")
+		// WEFT_PROXY_PROFILE=1 also times the host-side stages of every call
+		// (this layer's and weft.Comm.Launch's), logged at destroy.
+		outs := runCTest(t, bin, 3, false, fmt.Sprintf("WEFT_CTEST_MAX_CTAS=%d", budget), "NCCL_DEBUG=INFO", "WEFT_PROXY_PROFILE=1")
+		for r, out := range outs {
+			for _, want := range []string{`of="NCCL-layer calls of rank`, `stage="weft Launch"`, `of="launch path of rank`, `stage="enqueue (pack + launch)"`} {
+				if !strings.Contains(out, want) {
+					t.Errorf("rank %d: no profile line with %s under WEFT_PROXY_PROFILE=1\n%s", r, want, tail(out))
+				}
+			}
+		}
 		for r, out := range outs {
 			lines := peakBlocks.FindAllStringSubmatch(out, -1)
 			if len(lines) == 0 {

@@ -70,7 +70,7 @@ var Table = []Var{
 	{"NCCL_MIN_CTAS", "", "libweft_nccl.so only: as in NCCL, overrides ncclConfig_t.minCTAs (values ≤ 0 ignored; above the maximum: set to it)"},
 	{"WEFT_NVLS", "", "set to 1 to allow NVLink SHARP multicast (hal/nvswitch); never on shared hosts"},
 	{"WEFT_PCIE_P2P", "1", "hal/pcie: set to 0 to turn CUDA peer access off, so that every link between GPUs is host-staged through shared memory"},
-	{"WEFT_PROXY_PROFILE", "", "set to 1 to time the stages of the port-channel proxy and of the socket transport (trigger seen, engine calls, completions, hand-offs) and log a summary per stage when they close (docs/portchannel.md, Proxy); costs a clock read per stage"},
+	{"WEFT_PROXY_PROFILE", "", "set to 1 to time the stages of the port-channel proxy and of the socket transport (trigger seen, engine calls, completions, hand-offs) and the host side of every call (libweft_nccl's argument checks and stream lookup, Launch's plan choice, program lookup, stream order and enqueue) and log a summary per stage when they close (docs/portchannel.md, Proxy); costs a clock read per stage"},
 	{"WEFT_DEBUG_STACKS", "", "libweft_nccl.so: set to 1 to make SIGUSR1 write every goroutine's stack to stderr (where a hung job's proxy or transport waits)"},
 	{"WEFT_CE_LANES", "2", "hal/nvlink: CUDA streams of a copy engine to a peer GPU (1 to 8): puts of 2 MiB or more are cut over all but the last, local copies take the last; 1 puts everything on one stream (docs/portchannel.md, Copy engines)"},
 }

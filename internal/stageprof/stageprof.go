@@ -1,6 +1,7 @@
 // Package stageprof times the stages of weft's host-side request paths —
-// the port-channel proxy (channels) and the socket transport (hal/socket)
-// — when WEFT_PROXY_PROFILE=1, and logs a summary per stage when the
+// the port-channel proxy (channels), the socket transport (hal/socket) and
+// a collective call's launch path (weft.Comm.Launch, libweft_nccl) — when
+// WEFT_PROXY_PROFILE=1, and logs a summary per stage when the
 // component closes: count, mean, percentiles and maximum of the time a
 // request spent in the stage.
 //
