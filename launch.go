@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/weftccl/weft/internal/stageprof"
 	"strings"
 	"sync/atomic"
 
@@ -133,19 +132,9 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 	}
 	a.res.Launching() // wakes a port plan's proxy from an idle sleep (channels.Proxy)
 	t = c.prof.Since(stageOrder, t)
-	if pl, ok := prog.(profiledLauncher); ok && c.prof.On() {
-		return pl.LaunchProfiled(s, args, c.prof, stagePack)
-	}
 	err = prog.Launch(s, args)
 	c.prof.Since(stageEnqueue, t)
 	return err
-}
-
-// profiledLauncher is a backend's program that times the parts of its
-// enqueue itself (internal/cudadev: the parameters packed, the driver's
-// launch, the launch event) in stages first, first+1 and first+2 of p.
-type profiledLauncher interface {
-	LaunchProfiled(s hal.Stream, a *plan.Args, p *stageprof.Set, first int) error
 }
 
 // Stages of Launch timed under WEFT_PROXY_PROFILE=1 (Comm.prof): what a
@@ -156,14 +145,10 @@ const (
 	stagePlan    = iota // argument checks, plan choice, arguments
 	stageProgram        // the compiled program for the type and operator
 	stageOrder          // ordering after the previous call's stream, proxy wake-up
-	stageEnqueue        // packing the parameters and the backend's launch (a backend that does not split it)
-	stagePack           // a profiledLauncher's three parts: parameters packed,
-	stageDriver         // the driver's launch,
-	stageEvent          // the launch event (ordering across streams)
+	stageEnqueue        // packing the parameters and the backend's launch
 )
 
-var launchStages = []string{"plan choice", "program lookup", "stream order", "enqueue (pack + launch)",
-	"enqueue: pack parameters", "enqueue: driver launch", "enqueue: launch event"}
+var launchStages = []string{"plan choice", "program lookup", "stream order", "enqueue (pack + launch)"}
 
 // selectPlan decides which plan serves call; it is the one function that
 // does, for Launch, PlanName, PlanSMs, AllReducePlan and AllReduce alike.

@@ -5,8 +5,6 @@ import (
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
-	"github.com/weftccl/weft/internal/cuda"
-	"github.com/weftccl/weft/internal/stageprof"
 )
 
 var _ hal.Executor = (*Device)(nil)
@@ -59,63 +57,24 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 // arguments are checked on the host; a null buffer or a count above the
 // plan's limit is refused before anything reaches the device.
 func (pr *Program) Launch(s hal.Stream, a *plan.Args) error {
-	params, err := pr.params(a)
-	if err != nil {
-		return err
-	}
-	return pr.fn.Launch(s, pr.p.Blocks(), pr.p.Threads, 0, params)
-}
-
-// LaunchProfiled is Launch timing its parts in stages first (checks and
-// parameters packed), first+1 (the driver's launch) and first+2 (the
-// launch event) of prof (weft.Comm.Launch under WEFT_PROXY_PROFILE=1).
-func (pr *Program) LaunchProfiled(s hal.Stream, a *plan.Args, prof *stageprof.Set, first int) error {
-	t := prof.Now()
-	params, err := pr.params(a)
-	if err != nil {
-		return err
-	}
-	t = prof.Since(first, t)
-	f, ok := pr.fn.(*Function)
-	if !ok {
-		err := pr.fn.Launch(s, pr.p.Blocks(), pr.p.Threads, 0, params)
-		prof.Since(first+1, t)
-		return err
-	}
-	grid, block := cuda.Dim3{X: uint32(pr.p.Blocks())}, cuda.Dim3{X: uint32(pr.p.Threads)}
-	cs, err := f.checkLaunch(s, grid, block, 0)
-	if err != nil {
-		return err
-	}
-	if err := f.enqueue(cs, grid, block, 0, params); err != nil {
-		return err
-	}
-	t = prof.Since(first+1, t)
-	err = pr.dev.launched(cs)
-	prof.Since(first+2, t)
-	return err
-}
-
-// params checks a launch's arguments and packs the kernel parameters.
-func (pr *Program) params(a *plan.Args) ([]byte, error) {
 	p := pr.p
 	if a.Count < 0 {
-		return nil, fmt.Errorf("%s: launch %s: negative count %d: %w", pr.dev.backend, p.Name, a.Count, hal.ErrInvalidArgument)
+		return fmt.Errorf("%s: launch %s: negative count %d: %w", pr.dev.backend, p.Name, a.Count, hal.ErrInvalidArgument)
 	}
 	if a.Count > 0 && (a.Input == 0 || a.Output == 0) {
-		return nil, fmt.Errorf("%s: launch %s: null input or output buffer: %w", pr.dev.backend, p.Name, hal.ErrInvalidArgument)
+		return fmt.Errorf("%s: launch %s: null input or output buffer: %w", pr.dev.backend, p.Name, hal.ErrInvalidArgument)
 	}
 	needIn, needOut := p.Needs()
 	for ci := range p.Channels {
 		if a.Count > 0 && ((needIn && (ci >= len(a.PeerInput) || a.PeerInput[ci] == 0)) || (needOut && (ci >= len(a.PeerOutput) || a.PeerOutput[ci] == 0))) {
-			return nil, fmt.Errorf("%s: launch %s: channel %d (peer rank %d) has no registered buffer: %w", pr.dev.backend, p.Name, ci, p.Channels[ci].Peer, hal.ErrInvalidArgument)
+			return fmt.Errorf("%s: launch %s: channel %d (peer rank %d) has no registered buffer: %w", pr.dev.backend, p.Name, ci, p.Channels[ci].Peer, hal.ErrInvalidArgument)
 		}
 	}
 	params, err := plan.PackParams(p, &pr.b, a)
 	if err != nil {
-		return nil, fmt.Errorf("%s: launch: %v: %w", pr.dev.backend, err, hal.ErrInvalidArgument)
+		return fmt.Errorf("%s: launch: %v: %w", pr.dev.backend, err, hal.ErrInvalidArgument)
 	}
-	return params, nil
+	return pr.fn.Launch(s, p.Blocks(), p.Threads, 0, params)
 }
 
 // Close unloads the kernel.

@@ -100,56 +100,31 @@ func (f *Function) CUDA() cuda.Function { return f.fn }
 // hal.ErrInvalidArgument (bad shape, stream of another device) or
 // hal.ErrDevice.
 func (f *Function) Launch(hs hal.Stream, grid, block, sharedBytes int, params []byte) error {
-	if grid <= 0 || block <= 0 || grid > 1<<31-1 || block > 1<<31-1 {
-		if _, err := f.stream(hs); err != nil {
-			return err
-		}
-		return fmt.Errorf("launch %s on %s: grid %d, block %d: %w", f.name, f.dev, grid, block, hal.ErrInvalidArgument)
-	}
-	s, err := f.checkLaunch(hs, cuda.Dim3{X: uint32(grid)}, cuda.Dim3{X: uint32(block)}, sharedBytes)
-	if err != nil {
-		return err
-	}
-	if err := f.enqueue(s, cuda.Dim3{X: uint32(grid)}, cuda.Dim3{X: uint32(block)}, sharedBytes, params); err != nil {
-		return err
-	}
-	return f.dev.launched(s)
-}
-
-// stream returns hs as a stream of f's device, or an error naming it.
-func (f *Function) stream(hs hal.Stream) (*Stream, error) {
 	s, ok := hs.(*Stream)
 	if !ok || s == nil || s.dev.ctx != f.dev.ctx {
 		_, err := f.dev.stream("launch "+f.name, hs)
 		if err == nil {
 			err = fmt.Errorf("launch %s: stream of another device: %w", f.name, hal.ErrInvalidArgument)
 		}
-		return nil, err
+		return err
 	}
-	return s, nil
+	if grid <= 0 || block <= 0 || grid > 1<<31-1 || block > 1<<31-1 {
+		return fmt.Errorf("launch %s on %s: grid %d, block %d: %w", f.name, f.dev, grid, block, hal.ErrInvalidArgument)
+	}
+	return f.LaunchDim(s, cuda.Dim3{X: uint32(grid)}, cuda.Dim3{X: uint32(block)}, sharedBytes, params)
 }
 
-// checkLaunch returns hs as f's device's stream after checking a launch's
-// shape against the device (Launch's errors).
-func (f *Function) checkLaunch(hs hal.Stream, grid, block cuda.Dim3, sharedBytes int) (*Stream, error) {
-	s, err := f.stream(hs)
-	if err != nil {
-		return nil, err
-	}
+// LaunchDim is Launch with 3-D grid and block shapes (zero components
+// count as 1).
+func (f *Function) LaunchDim(s *Stream, grid, block cuda.Dim3, sharedBytes int, params []byte) error {
 	one := func(v uint32) uint64 { return uint64(max(v, 1)) }
 	if threads := one(block.X) * one(block.Y) * one(block.Z); threads > uint64(f.dev.maxThreadsPerBlock) || sharedBytes < 0 {
-		return nil, fmt.Errorf("launch %s on %s: block of %d threads (at most %d), shared %d bytes: %w",
+		return fmt.Errorf("launch %s on %s: block of %d threads (at most %d), shared %d bytes: %w",
 			f.name, f.dev, threads, f.dev.maxThreadsPerBlock, sharedBytes, hal.ErrInvalidArgument)
 	}
 	if s.closed.Load() {
-		return nil, fmt.Errorf("launch %s: stream of %s used after Close: %w", f.name, f.dev, hal.ErrInvalidUsage)
+		return fmt.Errorf("launch %s: stream of %s used after Close: %w", f.name, f.dev, hal.ErrInvalidUsage)
 	}
-	return s, nil
-}
-
-// enqueue is the driver's launch on s (checked by checkLaunch), without
-// the launch event.
-func (f *Function) enqueue(s *Stream, grid, block cuda.Dim3, sharedBytes int, params []byte) error {
 	if sharedBytes > 48<<10 && int32(sharedBytes) > f.dynShared.Load() {
 		if sharedBytes > f.dev.maxSharedOptin {
 			return fmt.Errorf("launch %s on %s: %d bytes of shared memory, at most %d: %w", f.name, f.dev, sharedBytes, f.dev.maxSharedOptin, hal.ErrInvalidArgument)
@@ -161,18 +136,6 @@ func (f *Function) enqueue(s *Stream, grid, block cuda.Dim3, sharedBytes int, pa
 	}
 	if err := f.fn.Launch(grid, block, sharedBytes, s.stream, params); err != nil {
 		return fmt.Errorf("launch %s on %s: %w", f.name, f.dev, err)
-	}
-	return nil
-}
-
-// LaunchDim is Launch with 3-D grid and block shapes (zero components
-// count as 1).
-func (f *Function) LaunchDim(s *Stream, grid, block cuda.Dim3, sharedBytes int, params []byte) error {
-	if _, err := f.checkLaunch(s, grid, block, sharedBytes); err != nil {
-		return err
-	}
-	if err := f.enqueue(s, grid, block, sharedBytes, params); err != nil {
-		return err
 	}
 	return f.dev.launched(s)
 }
