@@ -34,10 +34,14 @@ type benchReport struct {
 	} `json:"config"`
 	Devices []deviceLine `json:"devices"`
 	Results []sizeResult `json:"results"`
+	// machineLine, when set, names the machine in the title instead of
+	// Devices (cbench logs do not list their devices).
+	machineLine string
 }
 
 var plotOpts struct {
-	json, out string
+	json, out                       string
+	cbench, cbenchBase, machine, on string
 }
 
 var plotCmd = &cobra.Command{
@@ -49,11 +53,21 @@ log2 scale), for weft and for the baseline (NCCL) when the run measured one,
 out of place. The title names the collective, the data type, the devices
 (name, rank count, backend) and the date of the run. Sizes where an
 implementation did not take the call (N/A) are left out of its curve.
-weft bench --plot FILE.svg draws the same picture at the end of a run.`,
+weft bench --plot FILE.svg draws the same picture at the end of a run.
+
+With --cbench it draws from examples/cbench's output instead (the C-ABI runs:
+weft's log, and NCCL's with --cbench-baseline), one SVG per collective and data
+type into the directory -o, named COLLECTIVE-TYPE.svg; --machine and --date
+fill the titles (cbench's output names neither).`,
 	Example: `  weft bench all_reduce -b 8 -e 1G -f 4 --nproc 2 --baseline nccl -J ar.json
-  weft plot -J ar.json -o ar.svg`,
+  weft plot -J ar.json -o ar.svg
+  weft plot --cbench cbench-weft-float.log --cbench-baseline cbench-nccl-float.log \
+    --machine "2 × NVIDIA H100 80GB HBM3 (nvlink)" --date 2026-11-26 -o plots/`,
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, args []string) error {
+		if plotOpts.cbench != "" {
+			return plotCbench(cmd)
+		}
 		if plotOpts.json == "" || plotOpts.out == "" {
 			return fmt.Errorf("plot: -J and -o are required: %w", hal.ErrInvalidArgument)
 		}
@@ -68,7 +82,11 @@ weft bench --plot FILE.svg draws the same picture at the end of a run.`,
 func init() {
 	f := plotCmd.Flags()
 	f.StringVarP(&plotOpts.json, "json", "J", "", "results written by weft bench -J")
-	f.StringVarP(&plotOpts.out, "output", "o", "", "SVG file to write")
+	f.StringVarP(&plotOpts.out, "output", "o", "", "SVG file to write (with --cbench: the directory)")
+	f.StringVar(&plotOpts.cbench, "cbench", "", "examples/cbench output of weft (instead of -J)")
+	f.StringVar(&plotOpts.cbenchBase, "cbench-baseline", "", "examples/cbench output of the baseline (NCCL), for --cbench")
+	f.StringVar(&plotOpts.machine, "machine", "", "the machine, for the titles of --cbench plots")
+	f.StringVar(&plotOpts.on, "date", "", "the date of the run, for the titles of --cbench plots")
 	rootCmd.AddCommand(plotCmd)
 }
 
@@ -117,6 +135,9 @@ func collectiveName(c string) string {
 // machine describes the devices of a run: "2 × NVIDIA H100 80GB HBM3
 // (nvlink)", with every distinct name and backend.
 func (r *benchReport) machine() string {
+	if r.machineLine != "" {
+		return r.machineLine
+	}
 	var names, backends []string
 	seen := map[string]bool{}
 	for _, d := range r.Devices {

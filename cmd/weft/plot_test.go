@@ -117,3 +117,48 @@ func TestPlotErrors(t *testing.T) {
 		t.Errorf("nothing measured: %v, want ErrInvalidArgument", err)
 	}
 }
+
+// TestPlotFromCbench draws the C-ABI acceptance format (testdata: the
+// all_gather table of examples/cbench's output, weft's and NCCL's) and
+// checks the SVG: one file per collective and type, both series, the
+// title with the machine and date given.
+func TestPlotFromCbench(t *testing.T) {
+	w, err := readCbench(filepath.Join("testdata", "cbench-weft.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := readCbench(filepath.Join("testdata", "cbench-nccl.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.nranks != 2 || len(w.tables["allgather/float"]) != 6 {
+		t.Fatalf("parsed %d ranks, tables %v", w.nranks, w.tables)
+	}
+	dir := t.TempDir()
+	files, err := writeCbenchPlots(dir, cbenchReports(w, b, "nccl", "2 × NVIDIA H100 80GB HBM3 (nvlink)", "2026-11-26"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 || filepath.Base(files[0]) != "all_gather-float.svg" {
+		t.Fatalf("files %q, want all_gather-float.svg", files)
+	}
+	texts, dashed := svgSummary(t, files[0])
+	joined := strings.Join(texts, "|")
+	for _, want := range []string{"weft", "nccl", "all_gather float, out of place", "2 × NVIDIA H100 80GB HBM3 (nvlink), 2026-11-26"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("SVG texts lack %q: %q", want, texts)
+		}
+	}
+	if dashed < 2 {
+		t.Errorf("%d dashed strokes, want the baseline's curve in both panels", dashed)
+	}
+	bad := filepath.Join(dir, "bad.log")
+	os.WriteFile(bad, []byte("# cbench: 2 ranks\n# allgather\n 8 2 float none -1 x 1 1 0\n"), 0o644)
+	if _, err := readCbench(bad); !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "line 3") {
+		t.Errorf("malformed row: %v, want ErrInvalidArgument naming line 3", err)
+	}
+	os.WriteFile(bad, []byte("no table here\n"), 0o644)
+	if _, err := readCbench(bad); !errors.Is(err, hal.ErrInvalidArgument) {
+		t.Errorf("no table: %v, want ErrInvalidArgument", err)
+	}
+}
