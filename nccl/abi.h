@@ -61,6 +61,7 @@ ncclResult_t weft_real_init(uintptr_t ctx, uintptr_t* comm, int nranks, const vo
 ncclResult_t weft_real_destroy(uintptr_t ctx, uintptr_t comm);
 ncclResult_t weft_real_abort(uintptr_t ctx, uintptr_t comm);
 ncclResult_t weft_real_async_error(uintptr_t comm, ncclResult_t* err);
+int weft_real_mapped(const char* path);
 ncclResult_t weft_real_register(uintptr_t comm, void* buff, size_t size, void** handle);
 ncclResult_t weft_real_deregister(uintptr_t comm, void* handle);
 ncclResult_t weft_real_premulsum(uintptr_t ctx, int* op, uint64_t scalar, uintptr_t scalarPtr, int dtype,

@@ -56,8 +56,13 @@ func newHandle() uintptr {
 // ncclCommGetAsyncError on every collective, in 2.28) to weft's, so the
 // calls weft forwards come back here with NCCL's communicator; weft hands
 // them back to the real function.
+//
+// Only while a real NCCL is mapped into the process (realMapped): without
+// one no such call can come, and an even handle is the caller's mistake,
+// answered with weft's error rather than handed to a library that would
+// dereference it.
 func foreignComm(h uintptr) bool {
-	return h != 0 && h&1 == 0 && loadReal() == nil
+	return h != 0 && h&1 == 0 && realMapped()
 }
 
 func registerComm(c *comm) uintptr {

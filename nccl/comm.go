@@ -105,7 +105,8 @@ func newComm(rank, size int, backend string, ordinal int, blocking bool, name st
 	return &comm{
 		rank: rank, size: size, backend: backend, ordinal: ordinal, blocking: blocking, name: name,
 		ready: make(chan struct{}), streams: map[uintptr]hal.Stream{}, ops: map[int32]*preMulSum{}, nextOp: 5,
-		log: newLogger("INIT"),
+		log:  newLogger("INIT"),
+		prof: stageprof.New(fmt.Sprintf("NCCL-layer calls of rank %d", rank), callStages...),
 	}
 }
 
@@ -160,7 +161,6 @@ func (c *comm) connect(id bootstrap.UniqueID) error {
 // attach opens the device and makes weft's communicator over boot.
 func (c *comm) attach(boot bootstrap.Bootstrap) error {
 	c.boot = boot
-	c.prof = stageprof.New(fmt.Sprintf("NCCL-layer calls of rank %d", c.rank), callStages...)
 	dev, err := devices.open(c.backend, c.ordinal, c.rank)
 	if err != nil {
 		boot.Close()

@@ -329,6 +329,24 @@ func TestFallbackSwitch(t *testing.T) {
 	}
 }
 
+// TestForeignComm: only even handles go to NVIDIA's NCCL, and only while
+// one is mapped into the process (none is on the machines CI runs on, so
+// an even handle there is the caller's mistake, answered by weft).
+func TestForeignComm(t *testing.T) {
+	if h := newHandle(); h&1 == 0 || foreignComm(h) {
+		t.Errorf("weft's handle %#x taken for NCCL's", h)
+	}
+	if foreignComm(0) {
+		t.Error("NULL taken for NCCL's communicator")
+	}
+	if realMapped() {
+		t.Skip("an NVIDIA NCCL is mapped into this test process")
+	}
+	if foreignComm(0x7f0012345670) {
+		t.Error("an even handle taken for NCCL's with no NCCL in the process")
+	}
+}
+
 // TestForwardAll: under WEFT_NCCL_FALLBACK=all a communicator is made
 // without weft's (every call goes to the real NCCL), and says so.
 func TestForwardAll(t *testing.T) {

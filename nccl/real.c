@@ -88,6 +88,17 @@ int weft_real_load(const char* path) {
   return 0;
 }
 
+// weft_real_mapped returns 1 when path names a library already mapped into
+// the process (dlopen RTLD_NOLOAD) that is not weft itself; it loads
+// nothing.
+int weft_real_mapped(const char* path) {
+  void* lib = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+  if (lib == NULL) return 0;
+  int weft = dlsym(lib, "weftNcclMarker") != NULL;
+  dlclose(lib);
+  return !weft;
+}
+
 // Make ctx current for one call and restore the caller's context after.
 #define WITH_CTX(ctx, call)                                                   \
   do {                                                                        \

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/weftccl/weft/hal"
@@ -67,6 +68,30 @@ var real struct {
 }
 
 // loadReal opens the real NCCL once. The error wraps hal.ErrNotSupported.
+// realSeen: a real NCCL was found mapped into the process (realMapped).
+var realSeen atomic.Bool
+
+// realMapped reports whether NVIDIA's NCCL (a candidate of
+// realCandidates that is not weft itself) is mapped into the process —
+// loaded by the program, as PyTorch loads it, or by weft for forwarding —
+// and loadable for forwarding. It does not load one. Once true it stays
+// true (libraries are not unloaded from under a running job).
+func realMapped() bool {
+	if realSeen.Load() {
+		return true
+	}
+	for _, cand := range realCandidates() {
+		p := C.CString(cand)
+		mapped := C.weft_real_mapped(p) != 0
+		C.free(unsafe.Pointer(p))
+		if mapped && loadReal() == nil {
+			realSeen.Store(true)
+			return true
+		}
+	}
+	return false
+}
+
 func loadReal() error {
 	real.once.Do(func() {
 		var why []string
