@@ -62,6 +62,12 @@ if want cbench; then
   CBR=(-g "$NP" -t sendrecv,gather,scatter -R 1 -b 8 -e "$MAXB" -f 4 -w 3 -n 10 -G 10 -c 1 -p 0)
   step cbench-weft-reg 60 'wrong' -- "${WEFT_ENV[@]}" $CB "${CBR[@]}"
   step cbench-nccl-reg 60 'wrong' -- "${REF_ENV[@]}" $CB "${CBR[@]}"
+  # Host cost per call (what a framework's CPU thread pays; FSDP2 waits for its host): host
+  # microseconds per enqueue without graphs (-H 1), weft with its launch path timed
+  # (WEFT_PROXY_PROFILE=1: the stages are logged at destroy), beside NCCL.
+  CBH=(-g "$NP" -t allreduce,allgather,reducescatter,sendrecv -d bfloat16 -b 8 -e 128M -f 64 -w 5 -n 50 -G 0 -c 1 -p 0 -H 1)
+  step cbench-weft-host 40 'wrong' -- "${WEFT_ENV[@]}" WEFT_PROXY_PROFILE=1 $CB "${CBH[@]}"
+  step cbench-nccl-host 40 'wrong' -- "${REF_ENV[@]}" $CB "${CBH[@]}"
   cat "$L"/cbench-nccl-*.log "$L"/cbench-weft-*.log >"$OUT/cbench.log" 2>/dev/null
 fi
 
