@@ -387,6 +387,9 @@ func (c *Comm) Abort() {
 // those of freeing the device's buffers, joined.
 func (c *Comm) Close() error {
 	c.prof.Log(env.Logger("COLL"))
+	if lp, ok := c.dev.(interface{ LaunchProfile() *stageprof.Set }); ok {
+		lp.LaunchProfile().Log(env.Logger("COLL")) // the backend's part of the enqueue (cudadev)
+	}
 	var errs []error
 	algos := c.allAlgos()
 	for _, a := range algos {

@@ -7,6 +7,7 @@ import (
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/cuda"
 	"github.com/weftccl/weft/internal/devcore"
+	"github.com/weftccl/weft/internal/stageprof"
 )
 
 // Compile compiles src with NVRTC for this GPU's exact architecture
@@ -134,8 +135,28 @@ func (f *Function) LaunchDim(s *Stream, grid, block cuda.Dim3, sharedBytes int, 
 		}
 		f.dynShared.Store(int32(sharedBytes))
 	}
+	t := launchProf.Now()
 	if err := f.fn.Launch(grid, block, sharedBytes, s.stream, params); err != nil {
 		return fmt.Errorf("launch %s on %s: %w", f.name, f.dev, err)
 	}
-	return f.dev.launched(s)
+	t = launchProf.Since(profDriverLaunch, t)
+	err := f.dev.launched(s)
+	launchProf.Since(profLaunchEvent, t)
+	return err
 }
+
+// launchProf times the two driver parts of every launch in this process
+// under WEFT_PROXY_PROFILE=1 (nil otherwise): cuLaunchKernel, and the
+// event recorded after a launch on a caller's stream (cuStreamIsCapturing,
+// cuEventRecord). weft.Comm logs it with its launch path at Close
+// (LaunchProfile).
+var launchProf = stageprof.New("kernel launches (cudadev)", "driver launch (cuLaunchKernel)", "launch event (capture check, cuEventRecord)")
+
+const (
+	profDriverLaunch = iota
+	profLaunchEvent
+)
+
+// LaunchProfile is the process's launch timing (nil unless
+// WEFT_PROXY_PROFILE=1).
+func (d *Device) LaunchProfile() *stageprof.Set { return launchProf }
