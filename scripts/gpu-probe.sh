@@ -39,6 +39,11 @@ if want fsdp; then
     $TR --master-port 29811 examples/torch/fsdp_step.py --out "$L/fsdp-nccl.json" --profile "$OUT/prof-nccl" "${FA[@]}"
   step fsdp-weft 60 'grep -E "^# fsdp" $log | cut -d" " -f2-6' -- env LD_PRELOAD="$LIB" NCCL_DEBUG=WARN \
     $TR --master-port 29812 examples/torch/fsdp_step.py --out "$L/fsdp-weft.json" --profile "$OUT/prof-weft" "${FA[@]}"
+  # Where the step's time goes: compute-stream gaps the host caused against those waiting on a
+  # collective, per backend (examples/torch/trace_gaps.py).
+  step fsdp-gaps 30 'grep -E "gaps:" $log' -- python3 examples/torch/trace_gaps.py \
+    nccl="$OUT/prof-nccl-rank0.json.gz" weft="$OUT/prof-weft-rank0.json.gz"
+  cp "$L/fsdp-gaps.log" "$OUT/fsdp-gaps.txt" 2>/dev/null
 fi
 if want ucx; then
   if ! ldconfig -p | grep -q 'libucp.so.0 ' && [ -d "$B/ucx" ]; then
