@@ -219,6 +219,53 @@ type MemoryMapped interface {
 	DeviceHeader() string
 }
 
+// StreamOps is the stream-ordered capability: copies and 64-bit flag
+// operations that the host queues on a stream at a call, run in the
+// stream's order by the device's copy engines and command front end, with
+// no kernel and no proxy. Host-issued plans are made of it: because every
+// operation a wait depends on is queued before the wait, at the call, no
+// hardware queue shared with an application's streams can hold a cycle,
+// which a kernel waiting for a proxy-driven engine can (docs/portchannel.md,
+// "Copy engines beside other streams" and the host-issued CE plan). hal/host
+// implements it; the GPU backends do not yet (CUDA: cuMemcpyAsync and
+// cuStreamBatchMemOp).
+type StreamOps interface {
+	// QueueOps queues ops on s, in order, after the work queued on s so
+	// far. Addresses are this device's, or a peer's buffer mapped here
+	// (MemoryMapped.Map). A copy may overlap nothing it does not name; a
+	// wait holds the stream (and only it) until the word equals the value,
+	// for at most WEFT_TIMEOUT, then fails the stream with an error
+	// wrapping ErrTimeout that names the address, value and what it saw;
+	// a write stores the value after every earlier operation of the stream
+	// is complete and its data visible to peers. While s captures a graph
+	// the operations are recorded, with their values, and a replay runs
+	// them again. Errors now: ErrInvalidArgument (an unknown kind, a
+	// negative size, a flag address not 8-byte aligned, an address no
+	// mapping covers, a stream of another device), ErrInvalidUsage (freed
+	// memory, a closed stream).
+	QueueOps(s Stream, ops []StreamOp) error
+}
+
+// StreamOpKind is what a StreamOp does.
+type StreamOpKind uint8
+
+const (
+	// StreamCopy copies Bytes bytes from Src to Dst.
+	StreamCopy StreamOpKind = iota + 1
+	// StreamWaitEq waits until the 64-bit word at Dst equals Value.
+	StreamWaitEq
+	// StreamWrite stores Value into the 64-bit word at Dst.
+	StreamWrite
+)
+
+// StreamOp is one operation of StreamOps.QueueOps.
+type StreamOp struct {
+	Kind     StreamOpKind
+	Dst, Src uint64 // device addresses; Src for copies only
+	Bytes    int64  // copies only
+	Value    uint64 // waits and writes
+}
+
 // PortMapped is the port-mapped capability: an engine (copy engine, RDMA
 // NIC, host copy) moves bytes and applies signals on requests that a CPU
 // proxy (package channels) drains from a FIFO; no SM thread spends its time

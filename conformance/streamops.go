@@ -1,0 +1,154 @@
+package conformance
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/weftccl/weft/hal"
+)
+
+func init() {
+	Register(Case{ID: "memory-mapped/stream-ops", Capability: hal.CapMemoryMapped, MinRanks: 2,
+		Title: "host-queued stream operations (hal.StreamOps): a copy into the next rank's mapped buffer, its flag written after it, the flag waited for, reset and the data copied out, every byte, plain and replayed from a captured graph",
+		Run:   testStreamOps})
+}
+
+// testStreamOps is the protocol of a host-issued copy-engine plan
+// (docs/portchannel.md) on a ring: rank r copies its input into its slot
+// of the next rank's landing buffer and then writes that rank's flag;
+// each rank waits for its own flag, resets it and copies the landing
+// buffer out. The flags return to 0 within a round, so a graph captured
+// once replays in step. Sizes from 0 to 1 MiB and odd lengths.
+func testStreamOps(t *T) error {
+	so, ok := t.Dev.(hal.StreamOps)
+	if !ok {
+		return t.NotSupported("the device does not implement hal.StreamOps")
+	}
+	rg := newRing(t.Rank, t.Size)
+	const maxSize = 1<<20 + 7
+	in, err := t.Alloc(maxSize)
+	if err != nil {
+		return err
+	}
+	out, err := t.Alloc(maxSize)
+	if err != nil {
+		return err
+	}
+	landing, err := t.Alloc(maxSize)
+	if err != nil {
+		return err
+	}
+	flag, err := t.Alloc(8)
+	if err != nil {
+		return err
+	}
+	if err := t.Write(flag, 0, make([]byte, 8)); err != nil {
+		return err
+	}
+	lreg, err := t.Register(landing)
+	if err != nil {
+		return err
+	}
+	freg, err := t.Register(flag)
+	if err != nil {
+		return err
+	}
+	s, err := t.Stream()
+	if err != nil {
+		return err
+	}
+	ops := func(size int64) []hal.StreamOp {
+		return []hal.StreamOp{
+			{Kind: hal.StreamCopy, Dst: lreg.Peers[rg.next].Addr(), Src: in.Addr(), Bytes: size},
+			{Kind: hal.StreamWrite, Dst: freg.Peers[rg.next].Addr(), Value: 1},
+			{Kind: hal.StreamWaitEq, Dst: flag.Addr(), Value: 1},
+			{Kind: hal.StreamWrite, Dst: flag.Addr(), Value: 0},
+			{Kind: hal.StreamCopy, Dst: out.Addr(), Src: landing.Addr(), Bytes: size},
+		}
+	}
+	check := func(what string, size int64, k int) error {
+		got, err := t.Read(out, 0, size)
+		if err != nil {
+			return err
+		}
+		if d := diff(what, got, pattern(seed(rg.prev, k), size)); d != "" {
+			return t.Errorf("from rank %d: %s", rg.prev, d)
+		}
+		f, err := t.Read(flag, 0, 8)
+		if err != nil {
+			return err
+		}
+		if v := binary.LittleEndian.Uint64(f); v != 0 {
+			return t.Errorf("%s: the flag is %d after the round, want 0 (reset by its reader)", what, v)
+		}
+		return nil
+	}
+	round := func(size int64, k int, queue func() error) error {
+		if err := t.Write(in, 0, pattern(seed(t.Rank, k), size)); err != nil {
+			return err
+		}
+		if err := t.Write(out, 0, fill(size, poison)); err != nil {
+			return err
+		}
+		if err := t.Barrier(); err != nil {
+			return err
+		}
+		if err := queue(); err != nil {
+			return err
+		}
+		if err := t.Sync(s); err != nil {
+			return err
+		}
+		if err := check(fmt.Sprintf("%d bytes, round %d", size, k), size, k); err != nil {
+			return err
+		}
+		return t.Barrier() // nobody writes into a landing buffer a peer still copies out
+	}
+	k := 0
+	for _, size := range []int64{0, 1, 8, 4095, 64 << 10, maxSize} {
+		k++
+		if err := round(size, k, func() error { return so.QueueOps(s, ops(size)) }); err != nil {
+			return err
+		}
+	}
+
+	gc, ok := t.Dev.(hal.GraphCapturer)
+	if !ok {
+		return nil
+	}
+	const size = 4<<10 + 3
+	if err := gc.BeginCapture(s); err != nil {
+		if errors.Is(err, hal.ErrNotSupported) {
+			return nil
+		}
+		return t.Errorf("begin capture: %w", err)
+	}
+	if err := so.QueueOps(s, ops(size)); err != nil {
+		gc.EndCapture(s)
+		return t.Errorf("queue while capturing: %w", err)
+	}
+	g, err := gc.EndCapture(s)
+	if err != nil {
+		return t.Errorf("end capture: %w", err)
+	}
+	t.Cleanup(g.Close)
+	for r := 0; r < 3; r++ {
+		k++
+		if err := round(size, k, func() error { return g.Launch(s) }); err != nil {
+			return fmt.Errorf("replay %d: %w", r, err)
+		}
+	}
+
+	// Bad input is refused at the call, naming what is wrong.
+	if err := so.QueueOps(s, []hal.StreamOp{{Kind: hal.StreamWrite, Dst: flag.Addr() + 4, Value: 1}}); !errors.Is(err, hal.ErrInvalidArgument) {
+		return t.Errorf("a flag address not 8-byte aligned: %v, want ErrInvalidArgument", err)
+	}
+	if err := so.QueueOps(s, []hal.StreamOp{{Kind: 0}}); !errors.Is(err, hal.ErrInvalidArgument) {
+		return t.Errorf("an unknown kind: %v, want ErrInvalidArgument", err)
+	}
+	if err := so.QueueOps(s, []hal.StreamOp{{Kind: hal.StreamCopy, Dst: out.Addr(), Src: in.Addr(), Bytes: -1}}); !errors.Is(err, hal.ErrInvalidArgument) {
+		return t.Errorf("a negative size: %v, want ErrInvalidArgument", err)
+	}
+	return t.Sync(s)
+}

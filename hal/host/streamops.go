@@ -1,0 +1,135 @@
+package host
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/env"
+)
+
+var _ hal.StreamOps = (*Device)(nil)
+
+// QueueOps implements hal.StreamOps: the operations run in order as one
+// work item of the stream, on its goroutine, as a GPU's copy engine and
+// front end would run them. Addresses are resolved and their mappings
+// pinned at the call (an address no mapping covers fails now), so memory
+// freed meanwhile aborts a wait instead of being touched after its unmap.
+func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
+	s, ok := hs.(*Stream)
+	if !ok || s == nil || s.dev != d {
+		return fmt.Errorf("host: queue stream operations on device %d: stream %T of another device: %w", d.cfg.Ordinal, hs, hal.ErrInvalidArgument)
+	}
+	type resolved struct {
+		op       hal.StreamOp
+		dst, src []byte
+	}
+	rs := make([]resolved, len(ops))
+	var inUse []*guard
+	bad := func(i int, format string, a ...any) error {
+		return fmt.Errorf("host: stream operation %d of %d on device %d: %s: %w", i, len(ops), d.cfg.Ordinal, fmt.Sprintf(format, a...), hal.ErrInvalidArgument)
+	}
+	for i, op := range ops {
+		rs[i].op = op
+		switch op.Kind {
+		case hal.StreamCopy:
+			if op.Bytes < 0 {
+				return bad(i, "copy of %d bytes", op.Bytes)
+			}
+			if op.Bytes == 0 {
+				continue
+			}
+			db, dr, err := d.resolveRegion(op.Dst, op.Bytes)
+			if err != nil {
+				return fmt.Errorf("host: stream operation %d (copy destination): %w", i, err)
+			}
+			sb, sr, err := d.resolveRegion(op.Src, op.Bytes)
+			if err != nil {
+				return fmt.Errorf("host: stream operation %d (copy source): %w", i, err)
+			}
+			rs[i].dst, rs[i].src = db, sb
+			inUse = addGuard(addGuard(inUse, &dr.inUse), &sr.inUse)
+		case hal.StreamWaitEq, hal.StreamWrite:
+			if op.Dst%8 != 0 {
+				return bad(i, "flag address %#x is not 8-byte aligned", op.Dst)
+			}
+			b, r, err := d.resolveRegion(op.Dst, 8)
+			if err != nil {
+				return fmt.Errorf("host: stream operation %d (flag): %w", i, err)
+			}
+			rs[i].dst = b
+			inUse = addGuard(inUse, &r.inUse)
+		default:
+			return bad(i, "unknown kind %d", op.Kind)
+		}
+	}
+	u := &opsUser{}
+	timeout := env.Timeout()
+	run := func() error {
+		for i, r := range rs {
+			switch r.op.Kind {
+			case hal.StreamCopy:
+				copy(r.dst, r.src)
+			case hal.StreamWrite:
+				atomic.StoreUint64(word(r.dst), r.op.Value)
+			case hal.StreamWaitEq:
+				if err := u.wait(word(r.dst), r.op, timeout); err != nil {
+					return fmt.Errorf("host: stream operation %d of %d on device %d: %w", i, len(rs), d.cfg.Ordinal, err)
+				}
+			}
+		}
+		return nil
+	}
+	return s.enqueueWork(work{run: run, user: u, inUse: inUse, what: "memory of queued stream operations"})
+}
+
+// word is the 64-bit word at the start of b (8 bytes, 8-byte aligned).
+func word(b []byte) *uint64 { return (*uint64)(unsafe.Pointer(&b[0])) }
+
+// opsUser is queued stream operations as a user of the mappings they
+// touch: freeing one aborts a wait that would otherwise spin on it.
+type opsUser struct {
+	aborted atomic.Bool
+	mu      sync.Mutex
+	why     string
+}
+
+func (u *opsUser) abort(why string) {
+	u.mu.Lock()
+	u.why = why
+	u.mu.Unlock()
+	u.aborted.Store(true)
+}
+
+// wait polls the word until it equals op.Value: spinning briefly, then
+// sleeping with a backoff of at most 100 µs; it gives up when the memory is
+// being freed or after timeout.
+func (u *opsUser) wait(p *uint64, op hal.StreamOp, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	nap := time.Microsecond
+	for i := 0; ; i++ {
+		v := atomic.LoadUint64(p)
+		if v == op.Value {
+			return nil
+		}
+		if u.aborted.Load() {
+			u.mu.Lock()
+			why := u.why
+			u.mu.Unlock()
+			return fmt.Errorf("wait at %#x for %d aborted (%s): %w", op.Dst, op.Value, why, hal.ErrInvalidUsage)
+		}
+		if i < 256 {
+			runtime.Gosched()
+			continue
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("wait at %#x timed out after %v: expected %d, observed %d: %w", op.Dst, timeout, op.Value, v, hal.ErrTimeout)
+		}
+		time.Sleep(nap)
+		nap = min(2*nap, 100*time.Microsecond)
+	}
+}
