@@ -56,6 +56,9 @@ type Comm struct {
 	// posts are the registrations' ids and the post table of zero-copy
 	// point-to-point (p2ppost.go).
 	posts postRegistry
+	// ce is the host-issued copy-engine AllGather's resources (ce.go), set
+	// up on its first call; nil before.
+	ce *ceState
 }
 
 // algo is one plan with its resources and compiled programs.
@@ -404,6 +407,10 @@ func (c *Comm) Close() error {
 		errs = append(errs, a.res.Close())
 	}
 	c.mu.Lock()
+	if c.ce != nil {
+		errs = append(errs, c.ce.close())
+		c.ce = nil
+	}
 	c.allreduce, c.p2p, c.p2pWins, c.colls = nil, nil, nil, map[collKey][]*algo{}
 	c.mu.Unlock()
 	c.mu.Lock()

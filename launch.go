@@ -96,6 +96,9 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 	if c.allToAllByP2P(call) {
 		return c.allToAllP2P(call, s) // past PeerPlansMaxRanks ranks (p2p.go)
 	}
+	if c.ceServes(call) {
+		return c.launchCE(call, s) // WEFT_ALGO=ce (ce.go)
+	}
 	a, err := c.selectAlgo(call, false)
 	if err != nil {
 		return err

@@ -120,7 +120,12 @@ type Config struct {
 }
 
 // Algorithm families Config.Algo names.
-var Families = []string{"ll", "hb", PortFamily, NVLSFamily, RingFamily, TreeFamily, BruckFamily}
+var Families = []string{"ll", "hb", PortFamily, NVLSFamily, RingFamily, TreeFamily, BruckFamily, CEFamily}
+
+// CEFamily selects the host-issued copy-engine AllGather (the root
+// package's executor, ce.go) where the device offers hal.StreamOps; the
+// plans of every other collective are those of the default selection.
+const CEFamily = "ce"
 
 // Shape is the launch shape of a bandwidth-bound plan: thread blocks,
 // threads per block, and 16-byte vectors per thread per step (loads in

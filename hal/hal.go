@@ -226,9 +226,10 @@ type MemoryMapped interface {
 // operation a wait depends on is queued before the wait, at the call, no
 // hardware queue shared with an application's streams can hold a cycle,
 // which a kernel waiting for a proxy-driven engine can (docs/portchannel.md,
-// "Copy engines beside other streams" and the host-issued CE plan). hal/host
-// implements it; the GPU backends do not yet (CUDA: cuMemcpyAsync and
-// cuStreamBatchMemOp).
+// "Copy engines beside other streams" and the host-issued CE plan; the
+// AllGather of WEFT_ALGO=ce uses it). hal/host implements it; the GPU
+// backends do not yet (CUDA: cuMemcpyAsync and cuStreamBatchMemOp, with a
+// host watchdog for the wait's deadline: a stream wait has none).
 type StreamOps interface {
 	// QueueOps queues ops on s, in order, after the work queued on s so
 	// far. Addresses are this device's, or a peer's buffer mapped here

@@ -106,7 +106,7 @@ var forms = map[string]form{
 	"WEFT_CUDA_LIB":        anyPath,
 	"WEFT_NVRTC_LIB":       anyPath,
 	"WEFT_SYSFS_ROOT":      anyPath,
-	"WEFT_ALGO":            oneOf("ll", "hb", "port", "nvls", "ring", "tree", "bruck"),
+	"WEFT_ALGO":            oneOf("ll", "hb", "port", "nvls", "ring", "tree", "bruck", "ce"),
 	"WEFT_ALLREDUCE":       {"comma-separated AllReduce tiers (docs/tuning.md)", func(string) bool { return true }},
 	"WEFT_TUNING_FILE":     {"a path, or off", func(string) bool { return true }},
 	"WEFT_HB_SHAPE":        shapeForm,

@@ -1,0 +1,194 @@
+package weft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/channels"
+	"github.com/weftccl/weft/hal"
+)
+
+// The host-issued copy-engine AllGather (WEFT_ALGO=ce; docs/portchannel.md,
+// "host-issued CE plan"): no kernel and no proxy. At the call the host
+// queues, on the caller's stream, copies of this rank's input into a
+// landing slot of every peer and 64-bit flag operations (hal.StreamOps),
+// so every operation a wait depends on is queued, on every rank, before
+// the wait: no hardware queue shared with an application's streams can
+// hold a cycle, which is what stalled the kernel-driven copy-engine plans
+// under FSDP2.
+//
+// Resources, set up collectively on the first call: a landing buffer of
+// two halves × (n−1) slots × ceWindow bytes and a flag buffer of four
+// 64-bit words per rank, both mapped on every peer. On rank p, the words
+// of peer q are data[q][h] (q's window of half h has landed in p's slot
+// for q) and free[q][h] (q has copied out p's window of half h, so p may
+// write that half of q's slot again).
+//
+// A call cuts each rank's segment into windows of at most ceWindow bytes;
+// window w uses half h = w mod 2. For each window, rank r queues, per peer
+// p: a wait for free[p][h] = 1 and its reset to 0; the copy of the window
+// into p's slot for r; the write data_p[r][h] = 1. Then, per peer p: a wait
+// for data[p][h] = 1 and its reset; the copy of the landed window into
+// segment p of the output; the write free_p[r][h] = 1. The free words start
+// at 1 (both halves free) and the data words at 0; every flag is reset by
+// the rank that waits on it and set again by its peer, so each call leaves
+// them as it found them, once the peers have copied out: a CUDA graph
+// captured once replays in step (its values are constants), and a rank
+// that runs ahead into the next call waits for the free words before it
+// writes a half a slower peer has not copied out yet. The own segment is
+// copied (unless in place) first.
+
+// ceWindow is the largest bytes of one window per peer (per half).
+const ceWindow = 32 << 20
+
+// ceHostWindow is ceWindow on a device without a GPU (DeviceInfo.Arch ""):
+// small, so that tests of moderate sizes cross several windows.
+const ceHostWindow = 16 << 10
+
+type ceState struct {
+	window         int64
+	landing, flags hal.Buffer
+	lreg, freg     *channels.Registration
+}
+
+// ceServes reports whether the host-issued AllGather serves call: asked
+// for (WEFT_ALGO=ce), an AllGather, and a device with hal.StreamOps.
+func (c *Comm) ceServes(call Call) bool {
+	if c.cfg.Algo != algorithms.CEFamily || call.Coll != algorithms.AllGather {
+		return false
+	}
+	_, ok := c.dev.(hal.StreamOps)
+	return ok
+}
+
+// ceSetup returns the executor's resources, setting them up on the first
+// call (collective: every rank makes the same calls in the same order).
+func (c *Comm) ceSetup() (*ceState, error) {
+	c.mu.Lock()
+	st := c.ce
+	c.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	n := int64(c.cfg.NRanks)
+	st = &ceState{window: ceWindow}
+	if c.dev.Info().Arch == "" {
+		st.window = ceHostWindow
+	}
+	var err error
+	if st.landing, err = c.dev.Alloc(max(1, 2*(n-1)*st.window)); err != nil {
+		return nil, fmt.Errorf("weft: rank %d: copy-engine AllGather: landing buffer: %w", c.cfg.Rank, err)
+	}
+	if st.flags, err = c.dev.Alloc(4 * 8 * n); err != nil {
+		st.close()
+		return nil, fmt.Errorf("weft: rank %d: copy-engine AllGather: flags: %w", c.cfg.Rank, err)
+	}
+	init := make([]byte, 4*8*n) // per rank: data[0], data[1] = 0; free[0], free[1] = 1
+	for q := int64(0); q < n; q++ {
+		init[32*q+16], init[32*q+24] = 1, 1
+	}
+	if err := c.dev.Write(st.flags, 0, init); err != nil {
+		st.close()
+		return nil, fmt.Errorf("weft: rank %d: copy-engine AllGather: flags: %w", c.cfg.Rank, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	if st.lreg, err = channels.Register(ctx, c.boot, c.dev, st.landing); err == nil {
+		st.freg, err = channels.Register(ctx, c.boot, c.dev, st.flags)
+	}
+	if err != nil {
+		st.close()
+		return nil, fmt.Errorf("weft: rank %d: copy-engine AllGather: map on the peers: %w", c.cfg.Rank, err)
+	}
+	c.mu.Lock()
+	c.ce = st
+	c.mu.Unlock()
+	return st, nil
+}
+
+// close unmaps the peers' buffers and frees this rank's.
+func (st *ceState) close() error {
+	var errs []error
+	for _, r := range []*channels.Registration{st.lreg, st.freg} {
+		if r != nil {
+			errs = append(errs, r.Close())
+		}
+	}
+	for _, b := range []hal.Buffer{st.landing, st.flags} {
+		if b != nil {
+			errs = append(errs, b.Free())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ceSlot is the landing slot of sender q on rank p (one per other rank).
+func ceSlot(q, p int) int64 {
+	if q < p {
+		return int64(q)
+	}
+	return int64(q - 1)
+}
+
+// ceOps returns the stream operations of one AllGather of seg bytes per
+// rank from input to output (device addresses; output holds n segments),
+// for rank me of n (see the comment at the top of this file).
+func ceOps(st *ceState, me, n int, input, output uint64, seg int64) []hal.StreamOp {
+	if seg == 0 {
+		return nil
+	}
+	W := st.window
+	nwin := (seg + W - 1) / W
+	flag := func(base uint64, q, word int) uint64 { return base + uint64(8*(4*q+word)) }
+	slot := func(base uint64, q, p int, h int64) uint64 {
+		return base + uint64((h*int64(n-1)+ceSlot(q, p))*W)
+	}
+	myFlags, myLanding := st.flags.Addr(), st.landing.Addr()
+	var ops []hal.StreamOp
+	if own := output + uint64(int64(me)*seg); own != input {
+		ops = append(ops, hal.StreamOp{Kind: hal.StreamCopy, Dst: own, Src: input, Bytes: seg})
+	}
+	for w := int64(0); w < nwin; w++ {
+		h := int(w % 2)
+		off := w * W
+		l := min(W, seg-off)
+		for k := 1; k < n; k++ {
+			p := (me + k) % n
+			free := flag(myFlags, p, 2+h)
+			ops = append(ops,
+				hal.StreamOp{Kind: hal.StreamWaitEq, Dst: free, Value: 1},
+				hal.StreamOp{Kind: hal.StreamWrite, Dst: free, Value: 0},
+				hal.StreamOp{Kind: hal.StreamCopy, Dst: slot(st.lreg.Peers[p].Addr(), me, p, int64(h)), Src: input + uint64(off), Bytes: l},
+				hal.StreamOp{Kind: hal.StreamWrite, Dst: flag(st.freg.Peers[p].Addr(), me, h), Value: 1})
+		}
+		for k := 1; k < n; k++ {
+			p := (me - k + n) % n
+			data := flag(myFlags, p, h)
+			ops = append(ops,
+				hal.StreamOp{Kind: hal.StreamWaitEq, Dst: data, Value: 1},
+				hal.StreamOp{Kind: hal.StreamWrite, Dst: data, Value: 0},
+				hal.StreamOp{Kind: hal.StreamCopy, Dst: output + uint64(int64(p)*seg+off), Src: slot(myLanding, p, me, int64(h)), Bytes: l},
+				hal.StreamOp{Kind: hal.StreamWrite, Dst: flag(st.freg.Peers[p].Addr(), me, 2+h), Value: 1})
+		}
+	}
+	return ops
+}
+
+// launchCE queues the host-issued AllGather of call on s.
+func (c *Comm) launchCE(call Call, s hal.Stream) error {
+	st, err := c.ceSetup()
+	if err != nil {
+		return err
+	}
+	if err := c.launched(s); err != nil {
+		return err
+	}
+	seg := call.Count * int64(call.Type.Size())
+	ops := ceOps(st, c.cfg.Rank, c.cfg.NRanks, call.Send, call.Recv, seg)
+	if err := c.dev.(hal.StreamOps).QueueOps(s, ops); err != nil {
+		return fmt.Errorf("weft: AllGather on rank %d (host-issued copy engines): %w", c.cfg.Rank, err)
+	}
+	return nil
+}

@@ -1,0 +1,9 @@
+package weft
+
+// CEActive reports whether c has set up the host-issued copy-engine
+// AllGather (ce.go): the calls went through it. Tests only.
+func CEActive(c *Comm) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ce != nil
+}
