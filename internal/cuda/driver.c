@@ -64,6 +64,7 @@
   X(cuStreamDestroy, CUresult, (CUstream))                                                     \
   X(cuStreamWaitEvent, CUresult, (CUstream, CUevent, unsigned int))                            \
   X(cuStreamWriteValue64, CUresult, (CUstream, CUdeviceptr, cuuint64_t, unsigned int))         \
+  X(cuStreamWaitValue64, CUresult, (CUstream, CUdeviceptr, cuuint64_t, unsigned int))          \
   X(cuEventCreate, CUresult, (CUevent*, unsigned int))                                         \
   X(cuEventRecord, CUresult, (CUevent, CUstream))                                              \
   X(cuEventQuery, CUresult, (CUevent))                                                         \
@@ -309,6 +310,10 @@ CUresult weft_cuStreamQuery(CUcontext ctx, CUstream s) { CUR(ctx); return p_cuSt
 CUresult weft_cuStreamSynchronize(CUcontext ctx, CUstream s) { CUR(ctx); return p_cuStreamSynchronize(s); }
 CUresult weft_cuStreamDestroy(CUcontext ctx, CUstream s) { CUR(ctx); return p_cuStreamDestroy(s); }
 CUresult weft_cuStreamWaitEvent(CUcontext ctx, CUstream s, CUevent e) { CUR(ctx); return p_cuStreamWaitEvent(s, e, 0); }
+CUresult weft_cuStreamWaitValue64(CUcontext ctx, CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned int flags) {
+  CUR(ctx);
+  return p_cuStreamWaitValue64(s, addr, v, flags);
+}
 CUresult weft_cuStreamWriteValue64(CUcontext ctx, CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned int flags) {
   CUR(ctx);
   return p_cuStreamWriteValue64(s, addr, v, flags);

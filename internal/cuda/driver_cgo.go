@@ -447,6 +447,18 @@ func (s Stream) WriteValue64(addr DevicePtr, v uint64, flags uint) error {
 	return newError("cuStreamWriteValue64", Result(C.weft_cuStreamWriteValue64(s.Ctx.c(), s.c(), C.CUdeviceptr(addr), C.cuuint64_t(v), C.uint(flags))))
 }
 
+// StreamWaitValueEq is CU_STREAM_WAIT_VALUE_EQ, the flag of WaitValue64
+// that waits until the word equals the value.
+const StreamWaitValueEq = 0x1
+
+// WaitValue64 queues on s a wait until the 64-bit word at addr satisfies
+// flags against v (StreamWaitValueEq: equals it), cuStreamWaitValue64_v2.
+// Work queued on s after it runs once it passes; the wait has no timeout.
+// The device must report AttrCanUse64BitStreamMemOps.
+func (s Stream) WaitValue64(addr DevicePtr, v uint64, flags uint) error {
+	return newError("cuStreamWaitValue64", Result(C.weft_cuStreamWaitValue64(s.Ctx.c(), s.c(), C.CUdeviceptr(addr), C.cuuint64_t(v), C.uint(flags))))
+}
+
 // Signal64 queues, in one cgo call, WriteValue64(addr0, v0, 0) (skipped
 // when addr0 is 0) and then WriteValue64(addr1, v1, 0): the two stores of
 // a port-channel signal.

@@ -181,6 +181,11 @@ func (s Stream) WaitEvent(e Event) error {
 	return errNoCgo
 }
 
+// StreamWaitValueEq is CU_STREAM_WAIT_VALUE_EQ.
+const StreamWaitValueEq = 0x1
+
+func (s Stream) WaitValue64(addr DevicePtr, v uint64, flags uint) error { return errNoCgo }
+
 func (s Stream) WriteValue64(addr DevicePtr, v uint64, flags uint) error {
 	return errNoCgo
 }

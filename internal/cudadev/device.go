@@ -45,7 +45,8 @@ type Device struct {
 	visible map[string]int
 
 	closed atomic.Bool
-	work   inflight // streams and launch events Free and Close wait for
+	work   inflight    // streams and launch events Free and Close wait for
+	watch  opsWatchdog // batches of stream operations with waits (streamops.go)
 
 	kernelsOnce sync.Once
 	kernels     *cuda.KernelCache

@@ -24,6 +24,10 @@ type Stream struct {
 	// lastRecorded: last holds the latest launch (false before the first
 	// and while the stream captures a graph).
 	lastRecorded bool
+	// failed is set by the stream operations' watchdog (streamops.go) when
+	// a wait queued on the stream passed its deadline; Synchronize reports
+	// it.
+	failed atomic.Pointer[error]
 }
 
 var _ hal.Stream = (*Stream)(nil)
@@ -63,7 +67,11 @@ func (s *Stream) Synchronize(deadline time.Time) error {
 	if err := s.check("synchronize"); err != nil {
 		return err
 	}
-	return devcore.Poll(deadline, s.stream.Query, devcore.Failure(fmt.Sprintf("synchronize stream of %s", s.dev)))
+	err := devcore.Poll(deadline, s.stream.Query, devcore.Failure(fmt.Sprintf("synchronize stream of %s", s.dev)))
+	if f := s.failed.Load(); f != nil {
+		return *f
+	}
+	return err
 }
 
 // After makes the work queued on s from now on wait for the work queued on
