@@ -14,7 +14,8 @@
 #
 # Knobs:  CTAS=16  BUDGET=150  NP=2  FSDP_ARGS="..." (more fsdp_step.py flags, e.g. --layers 4)
 #         STEPS="nccl weft weft-ctas nccl-ctas" (also weft-ctasN / nccl-ctasN: a budget of N blocks;
-#         weft-port: WEFT_ALGO=port, copy-engine plans where a collective has one; weft-hbSHAPE:
+#         weft-port: WEFT_ALGO=port, copy-engine plans where a collective has one; weft-ce:
+#         WEFT_ALGO=ce, the host-issued copy-engine AllGather; weft-hbSHAPE:
 #         WEFT_HB_SHAPE=SHAPE, e.g. weft-hb64x512; weft-gmpN: GOMAXPROCS=N, the Go runtime's threads
 #         running Go code; weft-gogcN: GOGC=N or off, the Go collector's target; weft-fwd:
 #         WEFT_NCCL_FALLBACK=all, the library loaded and every call forwarded to NCCL; nccl-golib:
@@ -62,12 +63,13 @@ for run in $STEPS; do
     weft-ctas[0-9]*) cmd=("${WEFT_ENV[@]}" WEFT_MAX_CTAS="${run#weft-ctas}") ;;
     nccl-ctas[0-9]*) cmd=("${REF_ENV[@]}" NCCL_MAX_CTAS="${run#nccl-ctas}") ;;
     weft-port) cmd=("${WEFT_ENV[@]}" WEFT_ALGO=port) ;;
+    weft-ce) cmd=("${WEFT_ENV[@]}" WEFT_ALGO=ce) ;;
     weft-hb*) cmd=("${WEFT_ENV[@]}" WEFT_HB_SHAPE="${run#weft-hb}") ;;
     weft-fwd) cmd=("${WEFT_ENV[@]}" WEFT_NCCL_FALLBACK=all) ;;
     nccl-golib) cmd=(env LD_PRELOAD="$B/libgoempty.so" NCCL_DEBUG=WARN) ;;
     weft-gmp[0-9]*) cmd=("${WEFT_ENV[@]}" GOMAXPROCS="${run#weft-gmp}") ;;
     weft-gogc*) cmd=("${WEFT_ENV[@]}" GOGC="${run#weft-gogc}") ;;
-    *) echo "!! unknown step $run (want nccl, nccl-ctas[N], weft, weft-ctas[N], weft-port, weft-hbSHAPE, weft-fwd, nccl-golib, weft-gmpN, weft-gogcN)"; nbad=$((nbad + 1)); continue ;;
+    *) echo "!! unknown step $run (want nccl, nccl-ctas[N], weft, weft-ctas[N], weft-port, weft-ce, weft-hbSHAPE, weft-fwd, nccl-golib, weft-gmpN, weft-gogcN)"; nbad=$((nbad + 1)); continue ;;
   esac
   step "fsdp-$run" 45 'grep -E "^# fsdp" $log | cut -d" " -f2-6' -- \
     "${cmd[@]}" $TORCHRUN --master-port $((PORT + i)) examples/torch/fsdp_step.py --out "$L/fsdp-$run.json" ${FSDP_ARGS:-}

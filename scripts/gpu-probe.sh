@@ -22,7 +22,9 @@
 #    (P2PWIN_SHAPES), beside NCCL.
 #  - midll: AllGather, ReduceScatter, AllToAll at 64 KB-4 MB (wide LL plans) beside WEFT_ALGO=hb
 #    and NCCL, float and bfloat16, checked.
-# Knobs: STEPS="fsdp ucx porthang streams join shapes p2pwin midll"  BUDGET=300  PORTHANG_CONNS="8 1" (also 32)
+#  - ce: the host-issued copy-engine AllGather (WEFT_ALGO=ce): conformance stream-ops, cbench
+#    beside NCCL, FSDP2 under 8 and 1 hardware queues.
+# Knobs: STEPS="fsdp ucx porthang streams join shapes p2pwin midll ce"  BUDGET=300  PORTHANG_CONNS="8 1" (also 32)
 set -u
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
@@ -128,6 +130,30 @@ if want midll; then
   step midll-weft-hb 40 'grep -E "wrong elements in all" $log' -- env LD_PRELOAD="$LIB" WEFT_NCCL_FALLBACK=0 \
     WEFT_DEBUG=WARN WEFT_ALGO=hb $CB -g 2 -t allgather,reducescatter,alltoall -d float -b 64K -e 4M -f 2 -w 3 -n 20 -G 10 -c 1 -p 1
   cat "$L"/midll-*.log >"$OUT/midll.log" 2>/dev/null
+fi
+if want ce; then
+  # The host-issued copy-engine AllGather (WEFT_ALGO=ce, ce.go) on GPUs, first run: the
+  # stream-ops conformance case, then AllGather through libweft_nccl.so beside NCCL (float and
+  # bfloat16, CUDA graphs, in and out of place, checked), then FSDP2 with it under 8 and 1
+  # hardware queues (the kernel-driven copy engines stalled there).
+  step ce-conformance 90 'grep -E "stream-ops" $log' -- env WEFT_REQUIRE=nvlink "$B/weft" conformance --hal nvlink \
+    --ranks 2 --run memory-mapped/stream-ops
+  CB=examples/cbench/cbench
+  [ -x $CB ] || make -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null 2>&1
+  for d in float bfloat16; do
+    CEA=(-g 2 -t allgather -d $d -b 8 -e 1G -f 4 -w 3 -n 10 -G 10 -c 1 -p 1)
+    step "ce-weft-$d" 60 'grep -E "wrong elements in all" $log' -- env LD_PRELOAD="$LIB" WEFT_NCCL_FALLBACK=0 WEFT_ALGO=ce \
+      WEFT_DEBUG=WARN WEFT_TIMEOUT=20s $CB "${CEA[@]}"
+    step "ce-nccl-$d" 60 'grep -E "wrong elements in all" $log' -- env -u LD_PRELOAD NCCL_DEBUG=WARN $CB "${CEA[@]}"
+  done
+  cat "$L"/ce-*.log >"$OUT/ce.log" 2>/dev/null
+  export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
+  for conn in 8 1; do
+    step "ce-fsdp-conn$conn" 120 'grep -E "^# fsdp|timed out" $log | head -n 2 | cut -c1-120' -- \
+      env LD_PRELOAD="$LIB" WEFT_ALGO=ce WEFT_TIMEOUT=30s WEFT_DEBUG=WARN NCCL_DEBUG=WARN CUDA_DEVICE_MAX_CONNECTIONS=$conn \
+      python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 --master-port $((29830 + conn)) \
+      examples/torch/fsdp_step.py --out "$L/ce-fsdp-$conn.json"
+  done
 fi
 if want porthang; then
   # The stall is logged by the library itself: a wait that times out logs every port-channel FIFO
