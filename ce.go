@@ -40,6 +40,9 @@ import (
 // writes a half a slower peer has not copied out yet. The own segment is
 // copied (unless in place) first.
 
+// ceName is what PlanName says of a call the executor serves.
+const ceName = "all_gather-ce-host-issued"
+
 // ceWindow is the largest bytes of one window per peer (per half).
 const ceWindow = 32 << 20
 

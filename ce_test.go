@@ -44,6 +44,13 @@ func TestCEAllGatherHost(t *testing.T) {
 				if !weft.CEActive(c) {
 					return fmt.Errorf("the AllGathers did not go through the host-issued executor")
 				}
+				call := weft.Call{Coll: algorithms.AllGather, Count: 1000, Type: plan.Float32}
+				if name := c.PlanName(call); name != "all_gather-ce-host-issued" {
+					return fmt.Errorf("PlanName = %q, want the host-issued executor's", name)
+				}
+				if b, m := c.PlanSMs(call); b != 0 || m != 0 {
+					return fmt.Errorf("PlanSMs = %d, %d, want 0, 0 (no kernel)", b, m)
+				}
 				return ceGraphReplay(rank, c, dev, s)
 			})
 			for r, err := range errs {

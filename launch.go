@@ -486,6 +486,9 @@ func (c *Comm) prepare(a *algo, t plan.DataType, op plan.RedOp, count int64) (ha
 // …; for SendRecv, LaunchP2P's plan), or "" for a call Launch refuses. It
 // is local: it sets nothing up.
 func (c *Comm) PlanName(call Call) string {
+	if c.ceServes(call) {
+		return ceName
+	}
 	if p := c.planFor(call, false); p != nil {
 		return p.Name
 	}
@@ -514,6 +517,9 @@ func (c *Comm) planFor(call Call, zeroCopy bool) *plan.Plan {
 // With a block budget (Options.MaxCTAs) it is the fitted plan's. Both are
 // 0 for a call Launch refuses.
 func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
+	if c.ceServes(call) {
+		return 0, 0 // no kernel
+	}
 	if p := c.planFor(call, false); p != nil {
 		return p.Blocks(), p.DataBlocks()
 	}
