@@ -227,9 +227,10 @@ type MemoryMapped interface {
 // hardware queue shared with an application's streams can hold a cycle,
 // which a kernel waiting for a proxy-driven engine can (docs/portchannel.md,
 // "Copy engines beside other streams" and the host-issued CE plan; the
-// AllGather of WEFT_ALGO=ce uses it). hal/host implements it; the GPU
-// backends do not yet (CUDA: cuMemcpyAsync and cuStreamBatchMemOp, with a
-// host watchdog for the wait's deadline: a stream wait has none).
+// AllGather of WEFT_ALGO=ce uses it). hal/host implements it, and
+// internal/cudadev for hal/nvlink and hal/pcie (cuMemcpyAsync,
+// cuStreamWriteValue64, cuStreamWaitValue64, with a host watchdog for the
+// wait's deadline: a stream wait has none; not yet run on a GPU).
 type StreamOps interface {
 	// QueueOps queues ops on s, in order, after the work queued on s so
 	// far. Addresses are this device's, or a peer's buffer mapped here
