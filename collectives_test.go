@@ -191,6 +191,13 @@ func runCases(t *testing.T, n int, cases []collCase) {
 
 func runCasesOn(t *testing.T, backend string, n int, cases []collCase) {
 	t.Helper()
+	runCasesThen(t, backend, n, cases, nil)
+}
+
+// runCasesThen is runCasesOn with, on every rank after its cases, after
+// (nil: nothing more).
+func runCasesThen(t *testing.T, backend string, n int, cases []collCase, after func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error) {
+	t.Helper()
 	errs := runRanksOpts(t, backend, n, weft.Options{Timeout: 20 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 		defer releaseCaseBuffers(c, dev)
 		for _, k := range cases {
@@ -201,6 +208,9 @@ func runCasesOn(t *testing.T, backend string, n int, cases []collCase) {
 			if wrong != 0 {
 				return fmt.Errorf("%v: %d wrong elements on rank %d", k, wrong, rank)
 			}
+		}
+		if after != nil {
+			return after(rank, c, dev, s)
 		}
 		return nil
 	})

@@ -268,6 +268,27 @@ type StreamOp struct {
 	Value    uint64 // waits and writes
 }
 
+// CheckStreamOps validates ops for StreamOps.QueueOps as every backend
+// must: known kinds, copies of at least 0 bytes, 8-byte aligned flag
+// addresses. Errors wrap ErrInvalidArgument and name the operation.
+func CheckStreamOps(ops []StreamOp) error {
+	for i, op := range ops {
+		switch op.Kind {
+		case StreamCopy:
+			if op.Bytes < 0 {
+				return fmt.Errorf("stream operation %d of %d: copy of %d bytes: %w", i, len(ops), op.Bytes, ErrInvalidArgument)
+			}
+		case StreamWaitEq, StreamWrite:
+			if op.Dst%8 != 0 {
+				return fmt.Errorf("stream operation %d of %d: flag address %#x is not 8-byte aligned: %w", i, len(ops), op.Dst, ErrInvalidArgument)
+			}
+		default:
+			return fmt.Errorf("stream operation %d of %d: unknown kind %d: %w", i, len(ops), op.Kind, ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
 // PortMapped is the port-mapped capability: an engine (copy engine, RDMA
 // NIC, host copy) moves bytes and applies signals on requests that a CPU
 // proxy (package channels) drains from a FIFO; no SM thread spends its time

@@ -28,18 +28,15 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 		op       hal.StreamOp
 		dst, src []byte
 	}
+	if err := hal.CheckStreamOps(ops); err != nil {
+		return fmt.Errorf("host: queue stream operations on device %d: %w", d.cfg.Ordinal, err)
+	}
 	rs := make([]resolved, len(ops))
 	var inUse []*guard
-	bad := func(i int, format string, a ...any) error {
-		return fmt.Errorf("host: stream operation %d of %d on device %d: %s: %w", i, len(ops), d.cfg.Ordinal, fmt.Sprintf(format, a...), hal.ErrInvalidArgument)
-	}
 	for i, op := range ops {
 		rs[i].op = op
 		switch op.Kind {
 		case hal.StreamCopy:
-			if op.Bytes < 0 {
-				return bad(i, "copy of %d bytes", op.Bytes)
-			}
 			if op.Bytes == 0 {
 				continue
 			}
@@ -54,17 +51,12 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 			rs[i].dst, rs[i].src = db, sb
 			inUse = addGuard(addGuard(inUse, &dr.inUse), &sr.inUse)
 		case hal.StreamWaitEq, hal.StreamWrite:
-			if op.Dst%8 != 0 {
-				return bad(i, "flag address %#x is not 8-byte aligned", op.Dst)
-			}
 			b, r, err := d.resolveRegion(op.Dst, 8)
 			if err != nil {
 				return fmt.Errorf("host: stream operation %d (flag): %w", i, err)
 			}
 			rs[i].dst = b
 			inUse = addGuard(inUse, &r.inUse)
-		default:
-			return bad(i, "unknown kind %d", op.Kind)
 		}
 	}
 	u := &opsUser{}

@@ -32,22 +32,13 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 	if !d.streamMemOps64 {
 		return fmt.Errorf("queue stream operations on %s: the device has no 64-bit stream memory operations: %w", d, hal.ErrNotSupported)
 	}
+	if err := hal.CheckStreamOps(ops); err != nil {
+		return fmt.Errorf("queue stream operations on %s: %w", d, err)
+	}
 	var waits []hal.StreamOp
-	for i, op := range ops {
-		switch op.Kind {
-		case hal.StreamCopy:
-			if op.Bytes < 0 {
-				return fmt.Errorf("stream operation %d on %s: copy of %d bytes: %w", i, d, op.Bytes, hal.ErrInvalidArgument)
-			}
-		case hal.StreamWaitEq, hal.StreamWrite:
-			if op.Dst%8 != 0 {
-				return fmt.Errorf("stream operation %d on %s: flag address %#x is not 8-byte aligned: %w", i, d, op.Dst, hal.ErrInvalidArgument)
-			}
-			if op.Kind == hal.StreamWaitEq {
-				waits = append(waits, op)
-			}
-		default:
-			return fmt.Errorf("stream operation %d on %s: unknown kind %d: %w", i, d, op.Kind, hal.ErrInvalidArgument)
+	for _, op := range ops {
+		if op.Kind == hal.StreamWaitEq {
+			waits = append(waits, op)
 		}
 	}
 	for i, op := range ops {
