@@ -97,6 +97,12 @@ func TestCProgram(t *testing.T) {
 		t.Parallel()
 		runCTest(t, bin, 16, true)
 	})
+	t.Run("ranks=3,WEFT_ALGO=ce", func(t *testing.T) {
+		t.Parallel()
+		// The host-issued copy-engine AllGather (ce.go) under the C ABI:
+		// every AllGather of the suite (in place too) through it.
+		runCTest(t, bin, 3, false, "WEFT_ALGO=ce")
+	})
 	t.Run("forward under LD_PRELOAD", func(t *testing.T) {
 		t.Parallel()
 		forwardUnderPreload(t, cc, lib, dir)
