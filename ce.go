@@ -2,8 +2,10 @@ package weft
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/channels"
@@ -109,6 +111,42 @@ func (c *Comm) ceSetup() (*ceState, error) {
 	c.ce = st
 	c.mu.Unlock()
 	return st, nil
+}
+
+// awaitQuiet waits until no peer can still write into this rank's
+// buffers: the last write of a call into them is each peer's "free" word
+// (after it copied out this rank's window), so all of them at 1 means the
+// peers are done (their copies and "data" words came before). Up to
+// deadline; a lost or stalled peer is not waited for (lost reports it).
+// An error means memory a peer may still write: close must not free it.
+func (st *ceState) awaitQuiet(dev hal.Device, me, n int, deadline time.Time, lost func() bool) error {
+	pause := time.Millisecond
+	for {
+		b := make([]byte, 32*n)
+		if err := dev.Read(b, st.flags, 0); err != nil {
+			return err
+		}
+		var pending []int
+		for q := 0; q < n; q++ {
+			if q == me {
+				continue
+			}
+			for h := 0; h < 2; h++ {
+				if binary.LittleEndian.Uint64(b[32*q+16+8*h:]) != 1 {
+					pending = append(pending, q)
+					break
+				}
+			}
+		}
+		if len(pending) == 0 || lost() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("copy-engine AllGather: ranks %v have not released this rank's landing halves (their last writes into its memory) by the deadline: %w", pending, hal.ErrRemote)
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 20*time.Millisecond)
+	}
 }
 
 // close unmaps the peers' buffers and frees this rank's.

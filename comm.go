@@ -407,10 +407,19 @@ func (c *Comm) Close() error {
 		errs = append(errs, a.res.Close())
 	}
 	c.mu.Lock()
-	if c.ce != nil {
-		errs = append(errs, c.ce.close())
-		c.ce = nil
+	ce := c.ce
+	c.ce = nil
+	c.mu.Unlock()
+	if ce != nil {
+		lost := func() bool { return c.lostPeer() != nil || c.stall.verdict.Load() != nil }
+		if err := ce.awaitQuiet(c.dev, c.cfg.Rank, c.cfg.NRanks, time.Now().Add(c.timeout), lost); err != nil {
+			// A peer may still write here: leave the memory mapped.
+			errs = append(errs, fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, err))
+		} else {
+			errs = append(errs, ce.close())
+		}
 	}
+	c.mu.Lock()
 	c.allreduce, c.p2p, c.p2pWins, c.colls = nil, nil, nil, map[collKey][]*algo{}
 	c.mu.Unlock()
 	c.mu.Lock()
