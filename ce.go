@@ -52,6 +52,14 @@ const ceWindow = 32 << 20
 // small, so that tests of moderate sizes cross several windows.
 const ceHostWindow = 16 << 10
 
+// ceFlagsPerRank is the 64-bit words of the flag buffer per rank q:
+// data[q][0], data[q][1], free[q][0], free[q][1] (ceFlag).
+const ceFlagsPerRank = 4
+
+// ceFlag is the byte offset of word (0, 1: data of half 0, 1; 2, 3: free
+// of half 0, 1) of rank q in a flag buffer.
+func ceFlag(q, word int) int64 { return int64(8 * (ceFlagsPerRank*q + word)) }
+
 type ceState struct {
 	window         int64
 	landing, flags hal.Buffer
@@ -86,13 +94,14 @@ func (c *Comm) ceSetup() (*ceState, error) {
 	if st.landing, err = c.dev.Alloc(max(1, 2*(n-1)*st.window)); err != nil {
 		return nil, fmt.Errorf("weft: rank %d: copy-engine AllGather: landing buffer: %w", c.cfg.Rank, err)
 	}
-	if st.flags, err = c.dev.Alloc(4 * 8 * n); err != nil {
+	flagBytes := ceFlag(int(n), 0)
+	if st.flags, err = c.dev.Alloc(flagBytes); err != nil {
 		st.close()
 		return nil, fmt.Errorf("weft: rank %d: copy-engine AllGather: flags: %w", c.cfg.Rank, err)
 	}
-	init := make([]byte, 4*8*n) // per rank: data[0], data[1] = 0; free[0], free[1] = 1
-	for q := int64(0); q < n; q++ {
-		init[32*q+16], init[32*q+24] = 1, 1
+	init := make([]byte, flagBytes) // data words 0, free words 1 (both halves free)
+	for q := 0; q < int(n); q++ {
+		init[ceFlag(q, 2)], init[ceFlag(q, 3)] = 1, 1
 	}
 	if err := c.dev.Write(st.flags, 0, init); err != nil {
 		st.close()
@@ -122,7 +131,7 @@ func (c *Comm) ceSetup() (*ceState, error) {
 func (st *ceState) awaitQuiet(dev hal.Device, me, n int, deadline time.Time, lost func() bool) error {
 	pause := time.Millisecond
 	for {
-		b := make([]byte, 32*n)
+		b := make([]byte, ceFlag(n, 0))
 		if err := dev.Read(b, st.flags, 0); err != nil {
 			return err
 		}
@@ -132,7 +141,7 @@ func (st *ceState) awaitQuiet(dev hal.Device, me, n int, deadline time.Time, los
 				continue
 			}
 			for h := 0; h < 2; h++ {
-				if binary.LittleEndian.Uint64(b[32*q+16+8*h:]) != 1 {
+				if binary.LittleEndian.Uint64(b[ceFlag(q, 2+h):]) != 1 {
 					pending = append(pending, q)
 					break
 				}
@@ -182,7 +191,7 @@ func ceOps(st *ceState, me, n int, input, output uint64, seg int64) []hal.Stream
 	}
 	W := st.window
 	nwin := (seg + W - 1) / W
-	flag := func(base uint64, q, word int) uint64 { return base + uint64(8*(4*q+word)) }
+	flag := func(base uint64, q, word int) uint64 { return base + uint64(ceFlag(q, word)) }
 	slot := func(base uint64, q, p int, h int64) uint64 {
 		return base + uint64((h*int64(n-1)+ceSlot(q, p))*W)
 	}

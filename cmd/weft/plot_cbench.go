@@ -18,15 +18,15 @@ import (
 	"github.com/weftccl/weft/hal"
 )
 
-// cbenchRow is one size of a cbench table, out of place.
+// cbenchRow is one size of a cbench table, out of place (what the plots
+// draw).
 type cbenchRow struct {
-	size         int64
-	typ, redop   string
-	tus, busbw   float64
-	wrong        int64
-	root         string
-	count        int64
-	inTus, inBus float64 // in place; 0 where the row has none
+	size       int64
+	typ, redop string
+	tus, busbw float64
+	wrong      int64
+	root       string
+	count      int64
 }
 
 // cbenchLog is a parsed cbench output: its rank count and, per
@@ -85,8 +85,8 @@ func readCbench(path string) (*cbenchLog, error) {
 	return l, nil
 }
 
-// parseCbenchRow reads "size count type redop root oop(us) algbw busbw
-// #wrong [ip(us) algbw busbw #wrong] [host(us)]".
+// parseCbenchRow reads the out-of-place columns of "size count type redop
+// root oop(us) algbw busbw #wrong [ip(us) algbw busbw #wrong] [host(us)]".
 func parseCbenchRow(fs []string) (cbenchRow, error) {
 	var r cbenchRow
 	var err error
@@ -105,9 +105,6 @@ func parseCbenchRow(fs []string) (cbenchRow, error) {
 	r.count = int64(num(1))
 	r.typ, r.redop, r.root = fs[2], fs[3], fs[4]
 	r.tus, r.busbw, r.wrong = num(5), num(7), int64(num(8))
-	if len(fs) >= 13 && fs[9] != "-" {
-		r.inTus, r.inBus = num(9), num(11)
-	}
 	return r, err
 }
 
@@ -134,8 +131,7 @@ func cbenchReports(weft, base *cbenchLog, baseName, machine, date string) []*ben
 		}
 		for _, w := range weft.tables[k] {
 			res := sizeResult{Size: w.size, Count: w.count, Type: w.typ, Redop: w.redop, Root: w.root,
-				OutOfPlace: measurement{TimeUS: w.tus, BusBW: w.busbw, Wrong: w.wrong},
-				InPlace:    measurement{TimeUS: w.inTus, BusBW: w.inBus}}
+				OutOfPlace: measurement{TimeUS: w.tus, BusBW: w.busbw, Wrong: w.wrong}}
 			if b, ok := bs[w.size]; ok {
 				res.Baseline = &baselineRes{Name: baseName, OutOfPlace: measurement{TimeUS: b.tus, BusBW: b.busbw, Wrong: b.wrong}}
 				if w.tus > 0 {
