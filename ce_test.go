@@ -46,6 +46,31 @@ func TestCEAllGatherHost(t *testing.T) {
 	}
 }
 
+// TestCEAllGatherNVLink: the host-issued AllGather on 2 GPUs through
+// internal/cudadev's stream operations (cuMemcpyAsync, cuStreamWaitValue64,
+// cuStreamWriteValue64): sizes from nothing to 80 MB a rank (3 windows of
+// the 32 MiB landing halves), in and out of place, bf16, and the graph
+// replay.
+func TestCEAllGatherNVLink(t *testing.T) {
+	if requireGPUs(t) < 2 {
+		t.Skip("needs 2 GPUs")
+	}
+	t.Setenv("WEFT_ALGO", "ce")
+	var cases []collCase
+	for _, count := range []int64{0, 1, 4097, 1 << 20, 20 << 20} {
+		for _, in := range []bool{false, true} {
+			cases = append(cases, collCase{coll: algorithms.AllGather, t: plan.Float32, op: plan.Sum, count: count, inPlace: in})
+		}
+	}
+	cases = append(cases, collCase{coll: algorithms.AllGather, t: plan.BFloat16, op: plan.Sum, count: 9<<20 + 3})
+	runCasesThen(t, "nvlink", 2, cases, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		if !weft.CEActive(c) {
+			return fmt.Errorf("the AllGathers did not go through the host-issued executor")
+		}
+		return ceGraphReplay(rank, c, dev, s)
+	})
+}
+
 // ceGraphReplay captures one host-issued AllGather of several windows and
 // replays it three times with new inputs, checking every element.
 func ceGraphReplay(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {

@@ -136,6 +136,7 @@ if want ce; then
   # stream-ops conformance case, then AllGather through libweft_nccl.so beside NCCL (float and
   # bfloat16, CUDA graphs, in and out of place, checked), then FSDP2 with it under 8 and 1
   # hardware queues (the kernel-driven copy engines stalled there).
+  step ce-test 60 'pass' -- env WEFT_REQUIRE=nvlink "$B/weft.test" -test.count=1 -test.v -test.run 'TestCEAllGatherNVLink'
   step ce-conformance 90 'grep -E "stream-ops" $log' -- env WEFT_REQUIRE=nvlink "$B/weft" conformance --hal nvlink \
     --ranks 2 --run memory-mapped/stream-ops
   CB=examples/cbench/cbench
@@ -146,14 +147,24 @@ if want ce; then
       WEFT_DEBUG=WARN WEFT_TIMEOUT=20s $CB "${CEA[@]}"
     step "ce-nccl-$d" 60 'grep -E "wrong elements in all" $log' -- env -u LD_PRELOAD NCCL_DEBUG=WARN $CB "${CEA[@]}"
   done
+  # weft's kernel plans on the same sizes, for the choice between them.
+  step "ce-weftsm-float" 60 'grep -E "wrong elements in all" $log' -- env LD_PRELOAD="$LIB" WEFT_NCCL_FALLBACK=0 \
+    WEFT_DEBUG=WARN $CB -g 2 -t allgather -d float -b 8 -e 1G -f 4 -w 3 -n 10 -G 10 -c 1 -p 1
   cat "$L"/ce-*.log >"$OUT/ce.log" 2>/dev/null
+  # Put-with-signal one way on the port path: its signals are cuStreamWriteValue64 where the
+  # device reports the v2 64-bit stream operations (attribute 122), 8-byte copies otherwise.
+  step ce-port-latency 40 'grep -E "us/one|ns/op" $log | tr -s " " | cut -c1-110' -- \
+    env WEFT_BENCH_HAL=nvlink "$B/weft.test" -test.run '^$' -test.bench PortLatency -test.benchtime 3x
   export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
-  for conn in 8 1; do
-    step "ce-fsdp-conn$conn" 120 'grep -E "^# fsdp|timed out" $log | head -n 2 | cut -c1-120' -- \
-      env LD_PRELOAD="$LIB" WEFT_ALGO=ce WEFT_TIMEOUT=30s WEFT_DEBUG=WARN NCCL_DEBUG=WARN CUDA_DEVICE_MAX_CONNECTIONS=$conn \
-      python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 --master-port $((29830 + conn)) \
-      examples/torch/fsdp_step.py --out "$L/ce-fsdp-$conn.json"
-  done
+  # Step time beside NCCL in interleaved pairs, every call served (gpu-fsdp.sh's table).
+  step ce-fsdp 170 'grep -E "^weft-ce|^# NCCL/weft|served" $log | tr -s " " | cut -c1-160' -- env OUT="$WORK/ce-fsdp" \
+    BUDGET=160 STEPS="${CE_FSDP:-nccl weft-ce weft nccl@2 weft-ce@2 weft@2}" bash "$(dirname "$0")/gpu-fsdp.sh"
+  cp "$WORK/ce-fsdp/fsdp.txt" "$OUT/ce-fsdp.txt" 2>/dev/null
+  # One hardware queue: the kernel-driven copy engines stalled here; the host-issued ones must not.
+  step ce-fsdp-conn1 90 'grep -E "^# fsdp|timed out|not serve" $log | head -n 2 | cut -c1-120' -- \
+    env LD_PRELOAD="$LIB" WEFT_ALGO=ce WEFT_NCCL_FALLBACK=0 WEFT_TIMEOUT=30s WEFT_DEBUG=WARN NCCL_DEBUG=WARN \
+    CUDA_DEVICE_MAX_CONNECTIONS=1 python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
+    --master-port 29831 examples/torch/fsdp_step.py --out "$L/ce-fsdp-1.json"
 fi
 if want porthang; then
   # The stall is logged by the library itself: a wait that times out logs every port-channel FIFO

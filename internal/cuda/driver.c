@@ -68,6 +68,7 @@
   X(cuEventCreate, CUresult, (CUevent*, unsigned int))                                         \
   X(cuEventRecord, CUresult, (CUevent, CUstream))                                              \
   X(cuEventQuery, CUresult, (CUevent))                                                         \
+  X(cuThreadExchangeStreamCaptureMode, CUresult, (int*))                                        \
   X(cuEventSynchronize, CUresult, (CUevent))                                                   \
   X(cuEventElapsedTime, CUresult, (float*, CUevent, CUevent))                                  \
   X(cuEventDestroy, CUresult, (CUevent))                                                       \
@@ -306,7 +307,26 @@ CUresult weft_cuStreamCreate(CUcontext ctx, CUstream* s, unsigned int flags) {
   CUR(ctx);
   return p_cuStreamCreate(s, flags);
 }
-CUresult weft_cuStreamQuery(CUcontext ctx, CUstream s) { CUR(ctx); return p_cuStreamQuery(s); }
+// Queries run in the relaxed capture mode (CU_STREAM_CAPTURE_MODE_RELAXED,
+// 2) on the calling thread and restore its mode after: weft queries only
+// work it queued outside any capture, often from its own threads (the
+// stream-operation watchdog, Synchronize, quiesce), and in the default global
+// mode such a query while any thread captures a graph is a prohibited call
+// that fails and invalidates that thread's capture (seen on H100: a
+// watchdog's cuEventQuery broke cbench's captured AllGather).
+#define RELAXED_QUERY(call)                                      \
+  do {                                                           \
+    int mode_ = 2;                                               \
+    CUresult r_ = p_cuThreadExchangeStreamCaptureMode(&mode_);   \
+    if (r_ != 0) return r_;                                      \
+    r_ = (call);                                                 \
+    p_cuThreadExchangeStreamCaptureMode(&mode_);                 \
+    return r_;                                                   \
+  } while (0)
+CUresult weft_cuStreamQuery(CUcontext ctx, CUstream s) {
+  CUR(ctx);
+  RELAXED_QUERY(p_cuStreamQuery(s));
+}
 CUresult weft_cuStreamSynchronize(CUcontext ctx, CUstream s) { CUR(ctx); return p_cuStreamSynchronize(s); }
 CUresult weft_cuStreamDestroy(CUcontext ctx, CUstream s) { CUR(ctx); return p_cuStreamDestroy(s); }
 CUresult weft_cuStreamWaitEvent(CUcontext ctx, CUstream s, CUevent e) { CUR(ctx); return p_cuStreamWaitEvent(s, e, 0); }
@@ -388,7 +408,10 @@ CUresult weft_wait_unless_capturing(CUcontext ctx, CUstream s, CUevent e, int* w
   return r;
 }
 
-CUresult weft_cuEventQuery(CUcontext ctx, CUevent e) { CUR(ctx); return p_cuEventQuery(e); }
+CUresult weft_cuEventQuery(CUcontext ctx, CUevent e) {
+  CUR(ctx);
+  RELAXED_QUERY(p_cuEventQuery(e));
+}
 CUresult weft_cuEventSynchronize(CUcontext ctx, CUevent e) { CUR(ctx); return p_cuEventSynchronize(e); }
 CUresult weft_cuEventElapsedTime(CUcontext ctx, float* ms, CUevent start, CUevent end) {
   CUR(ctx);

@@ -72,19 +72,24 @@ type Dim3 struct{ X, Y, Z uint32 }
 type DeviceAttribute int32
 
 const (
-	AttrMaxThreadsPerBlock           DeviceAttribute = 1
-	AttrMaxSharedMemoryPerBlock      DeviceAttribute = 8
-	AttrWarpSize                     DeviceAttribute = 10
-	AttrClockRate                    DeviceAttribute = 13
-	AttrMultiprocessorCount          DeviceAttribute = 16
-	AttrCanMapHostMemory             DeviceAttribute = 19
-	AttrPCIBusID                     DeviceAttribute = 33
-	AttrPCIDeviceID                  DeviceAttribute = 34
-	AttrUnifiedAddressing            DeviceAttribute = 41
-	AttrPCIDomainID                  DeviceAttribute = 50
-	AttrComputeCapabilityMajor       DeviceAttribute = 75
-	AttrComputeCapabilityMinor       DeviceAttribute = 76
-	AttrCanUse64BitStreamMemOps      DeviceAttribute = 93
+	AttrMaxThreadsPerBlock      DeviceAttribute = 1
+	AttrMaxSharedMemoryPerBlock DeviceAttribute = 8
+	AttrWarpSize                DeviceAttribute = 10
+	AttrClockRate               DeviceAttribute = 13
+	AttrMultiprocessorCount     DeviceAttribute = 16
+	AttrCanMapHostMemory        DeviceAttribute = 19
+	AttrPCIBusID                DeviceAttribute = 33
+	AttrPCIDeviceID             DeviceAttribute = 34
+	AttrUnifiedAddressing       DeviceAttribute = 41
+	AttrPCIDomainID             DeviceAttribute = 50
+	AttrComputeCapabilityMajor  DeviceAttribute = 75
+	AttrComputeCapabilityMinor  DeviceAttribute = 76
+	// AttrCanUse64BitStreamMemOps is CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS
+	// of CUDA 12 (122): 64-bit waits and writes through the v2 entry points
+	// (cuStreamWaitValue64_v2, cuStreamWriteValue64_v2), which weft resolves.
+	// 93, the pre-12 name, now _V1, reports the v1 API, which needs the
+	// driver's NVreg_EnableStreamMemOPs=1 and is 0 on H100 hosts.
+	AttrCanUse64BitStreamMemOps      DeviceAttribute = 122
 	AttrMaxSharedMemoryPerBlockOptin DeviceAttribute = 97
 	AttrVirtualMemoryManagement      DeviceAttribute = 102
 	AttrHandleTypePosixFD            DeviceAttribute = 103
