@@ -41,6 +41,14 @@ import (
 // that runs ahead into the next call waits for the free words before it
 // writes a half a slower peer has not copied out yet. The own segment is
 // copied (unless in place) first.
+//
+// Lanes (hal.StreamOp.Lane): the pushes (waits for free, copies into the
+// peers, data writes) run on the caller's stream, the copy-outs on lane
+// 1 and the own segment's copy on lane 2, so that on a GPU three copy
+// engines overlap them: window w+1 travels over NVLink while window w is
+// copied out of the landing slot. The list stays in the single-stream
+// order above, which completes even where every stream shares one
+// hardware queue.
 
 // ceName is what PlanName says of a call the executor serves.
 const ceName = "all_gather-ce-host-issued"
@@ -51,6 +59,13 @@ const ceWindow = 32 << 20
 // ceHostWindow is ceWindow on a device without a GPU (DeviceInfo.Arch ""):
 // small, so that tests of moderate sizes cross several windows.
 const ceHostWindow = 16 << 10
+
+// The lanes of the executor's operations (hal.StreamOp.Lane): pushes on the
+// caller's stream (0).
+const (
+	ceLaneOut = 1 // copy-outs of landed windows
+	ceLaneOwn = 2 // the own segment's copy (out of place)
+)
 
 // ceFlagsPerRank is the 64-bit words of the flag buffer per rank q:
 // data[q][0], data[q][1], free[q][0], free[q][1] (ceFlag).
@@ -198,7 +213,7 @@ func ceOps(st *ceState, me, n int, input, output uint64, seg int64) []hal.Stream
 	myFlags, myLanding := st.flags.Addr(), st.landing.Addr()
 	var ops []hal.StreamOp
 	if own := output + uint64(int64(me)*seg); own != input {
-		ops = append(ops, hal.StreamOp{Kind: hal.StreamCopy, Dst: own, Src: input, Bytes: seg})
+		ops = append(ops, hal.StreamOp{Kind: hal.StreamCopy, Dst: own, Src: input, Bytes: seg, Lane: ceLaneOwn})
 	}
 	for w := int64(0); w < nwin; w++ {
 		h := int(w % 2)
@@ -217,10 +232,10 @@ func ceOps(st *ceState, me, n int, input, output uint64, seg int64) []hal.Stream
 			p := (me - k + n) % n
 			data := flag(myFlags, p, h)
 			ops = append(ops,
-				hal.StreamOp{Kind: hal.StreamWaitEq, Dst: data, Value: 1},
-				hal.StreamOp{Kind: hal.StreamWrite, Dst: data, Value: 0},
-				hal.StreamOp{Kind: hal.StreamCopy, Dst: output + uint64(int64(p)*seg+off), Src: slot(myLanding, p, me, int64(h)), Bytes: l},
-				hal.StreamOp{Kind: hal.StreamWrite, Dst: flag(st.freg.Peers[p].Addr(), me, 2+h), Value: 1})
+				hal.StreamOp{Kind: hal.StreamWaitEq, Dst: data, Value: 1, Lane: ceLaneOut},
+				hal.StreamOp{Kind: hal.StreamWrite, Dst: data, Value: 0, Lane: ceLaneOut},
+				hal.StreamOp{Kind: hal.StreamCopy, Dst: output + uint64(int64(p)*seg+off), Src: slot(myLanding, p, me, int64(h)), Bytes: l, Lane: ceLaneOut},
+				hal.StreamOp{Kind: hal.StreamWrite, Dst: flag(st.freg.Peers[p].Addr(), me, 2+h), Value: 1, Lane: ceLaneOut})
 		}
 	}
 	return ops

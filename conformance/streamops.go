@@ -10,7 +10,7 @@ import (
 
 func init() {
 	Register(Case{ID: "memory-mapped/stream-ops", Capability: hal.CapMemoryMapped, MinRanks: 2,
-		Title: "host-queued stream operations (hal.StreamOps): a copy into the next rank's mapped buffer, its flag written after it, the flag waited for, reset and the data copied out, every byte, plain and replayed from a captured graph",
+		Title: "host-queued stream operations (hal.StreamOps): a copy into the next rank's mapped buffer, its flag written after it, the flag waited for, reset and the data copied out, every byte, on one stream and on forked lanes, plain and replayed from a captured graph",
 		Run:   testStreamOps})
 }
 
@@ -19,7 +19,9 @@ func init() {
 // of the next rank's landing buffer and then writes that rank's flag;
 // each rank waits for its own flag, resets it and copies the landing
 // buffer out. The flags return to 0 within a round, so a graph captured
-// once replays in step. Sizes from 0 to 1 MiB and odd lengths.
+// once replays in step. Sizes from 0 to 1 MiB and odd lengths, all on the
+// stream, then with the send on lane 1 and the receive on lane 2 (the
+// stream's synchronisation must cover the lanes: their join).
 func testStreamOps(t *T) error {
 	so, ok := t.Dev.(hal.StreamOps)
 	if !ok {
@@ -58,13 +60,17 @@ func testStreamOps(t *T) error {
 	if err != nil {
 		return err
 	}
-	ops := func(size int64) []hal.StreamOp {
+	ops := func(size int64, lanes bool) []hal.StreamOp {
+		var send, recv uint8
+		if lanes {
+			send, recv = 1, 2
+		}
 		return []hal.StreamOp{
-			{Kind: hal.StreamCopy, Dst: lreg.Peers[rg.next].Addr(), Src: in.Addr(), Bytes: size},
-			{Kind: hal.StreamWrite, Dst: freg.Peers[rg.next].Addr(), Value: 1},
-			{Kind: hal.StreamWaitEq, Dst: flag.Addr(), Value: 1},
-			{Kind: hal.StreamWrite, Dst: flag.Addr(), Value: 0},
-			{Kind: hal.StreamCopy, Dst: out.Addr(), Src: landing.Addr(), Bytes: size},
+			{Kind: hal.StreamCopy, Dst: lreg.Peers[rg.next].Addr(), Src: in.Addr(), Bytes: size, Lane: send},
+			{Kind: hal.StreamWrite, Dst: freg.Peers[rg.next].Addr(), Value: 1, Lane: send},
+			{Kind: hal.StreamWaitEq, Dst: flag.Addr(), Value: 1, Lane: recv},
+			{Kind: hal.StreamWrite, Dst: flag.Addr(), Value: 0, Lane: recv},
+			{Kind: hal.StreamCopy, Dst: out.Addr(), Src: landing.Addr(), Bytes: size, Lane: recv},
 		}
 	}
 	check := func(what string, size int64, k int) error {
@@ -106,10 +112,12 @@ func testStreamOps(t *T) error {
 		return t.Barrier() // nobody writes into a landing buffer a peer still copies out
 	}
 	k := 0
-	for _, size := range []int64{0, 1, 8, 4095, 64 << 10, maxSize} {
-		k++
-		if err := round(size, k, func() error { return so.QueueOps(s, ops(size)) }); err != nil {
-			return err
+	for _, lanes := range []bool{false, true} {
+		for _, size := range []int64{0, 1, 8, 4095, 64 << 10, maxSize} {
+			k++
+			if err := round(size, k, func() error { return so.QueueOps(s, ops(size, lanes)) }); err != nil {
+				return fmt.Errorf("lanes %v: %w", lanes, err)
+			}
 		}
 	}
 
@@ -118,31 +126,36 @@ func testStreamOps(t *T) error {
 		return nil
 	}
 	const size = 4<<10 + 3
-	if err := gc.BeginCapture(s); err != nil {
-		if errors.Is(err, hal.ErrNotSupported) {
-			return nil
+	for _, lanes := range []bool{false, true} {
+		if err := gc.BeginCapture(s); err != nil {
+			if errors.Is(err, hal.ErrNotSupported) {
+				return nil
+			}
+			return t.Errorf("begin capture: %w", err)
 		}
-		return t.Errorf("begin capture: %w", err)
-	}
-	if err := so.QueueOps(s, ops(size)); err != nil {
-		gc.EndCapture(s)
-		return t.Errorf("queue while capturing: %w", err)
-	}
-	g, err := gc.EndCapture(s)
-	if err != nil {
-		return t.Errorf("end capture: %w", err)
-	}
-	t.Cleanup(g.Close)
-	for r := 0; r < 3; r++ {
-		k++
-		if err := round(size, k, func() error { return g.Launch(s) }); err != nil {
-			return fmt.Errorf("replay %d: %w", r, err)
+		if err := so.QueueOps(s, ops(size, lanes)); err != nil {
+			gc.EndCapture(s)
+			return t.Errorf("queue while capturing (lanes %v): %w", lanes, err)
+		}
+		g, err := gc.EndCapture(s)
+		if err != nil {
+			return t.Errorf("end capture (lanes %v): %w", lanes, err)
+		}
+		t.Cleanup(g.Close)
+		for r := 0; r < 3; r++ {
+			k++
+			if err := round(size, k, func() error { return g.Launch(s) }); err != nil {
+				return fmt.Errorf("lanes %v: replay %d: %w", lanes, r, err)
+			}
 		}
 	}
 
 	// Bad input is refused at the call, naming what is wrong.
 	if err := so.QueueOps(s, []hal.StreamOp{{Kind: hal.StreamWrite, Dst: flag.Addr() + 4, Value: 1}}); !errors.Is(err, hal.ErrInvalidArgument) {
 		return t.Errorf("a flag address not 8-byte aligned: %v, want ErrInvalidArgument", err)
+	}
+	if err := so.QueueOps(s, []hal.StreamOp{{Kind: hal.StreamWrite, Dst: flag.Addr(), Lane: hal.MaxStreamLanes}}); !errors.Is(err, hal.ErrInvalidArgument) {
+		return t.Errorf("lane %d: %v, want ErrInvalidArgument", hal.MaxStreamLanes, err)
 	}
 	if err := so.QueueOps(s, []hal.StreamOp{{Kind: 0}}); !errors.Is(err, hal.ErrInvalidArgument) {
 		return t.Errorf("an unknown kind: %v, want ErrInvalidArgument", err)

@@ -230,7 +230,7 @@ type MemoryMapped interface {
 // AllGather of WEFT_ALGO=ce uses it). hal/host implements it, and
 // internal/cudadev for hal/nvlink and hal/pcie (cuMemcpyAsync,
 // cuStreamWriteValue64, cuStreamWaitValue64, with a host watchdog for the
-// wait's deadline: a stream wait has none; not yet run on a GPU).
+// wait's deadline: a stream wait has none).
 type StreamOps interface {
 	// QueueOps queues ops on s, in order, after the work queued on s so
 	// far. Addresses are this device's, or a peer's buffer mapped here
@@ -239,9 +239,21 @@ type StreamOps interface {
 	// for at most WEFT_TIMEOUT, then fails the stream with an error
 	// wrapping ErrTimeout that names the address, value and what it saw;
 	// a write stores the value after every earlier operation of the stream
-	// is complete and its data visible to peers. While s captures a graph
+	// is complete and its data visible to peers.
+	//
+	// Lanes: an operation with Lane k > 0 runs on lane k, a stream of the
+	// backend's that starts after the work queued on s so far and whose end
+	// s waits for after the batch (fork and join); Lane 0 is s itself. The
+	// order within a lane is kept; between lanes only flags order work, so
+	// a copy on one lane overlaps a copy on another (separate copy engines
+	// on a GPU). The backend submits the operations in list order and may
+	// run every lane in s's order (hal/host does), so the list order itself
+	// must be one that completes: a GPU whose streams share one hardware
+	// queue (CUDA_DEVICE_MAX_CONNECTIONS=1) runs them in that order. While
+	// s captures a graph
 	// the operations are recorded, with their values, and a replay runs
-	// them again. Errors now: ErrInvalidArgument (an unknown kind, a
+	// them again. Errors now: ErrInvalidArgument (an unknown kind, a lane
+	// of MaxStreamLanes or more, a
 	// negative size, a flag address not 8-byte aligned, an address no
 	// mapping covers, a stream of another device), ErrInvalidUsage (freed
 	// memory, a closed stream).
@@ -260,19 +272,28 @@ const (
 	StreamWrite
 )
 
+// MaxStreamLanes is the number of lanes of a StreamOps batch: lane 0 (the
+// caller's stream) and up to three forked from it.
+const MaxStreamLanes = 4
+
 // StreamOp is one operation of StreamOps.QueueOps.
 type StreamOp struct {
 	Kind     StreamOpKind
 	Dst, Src uint64 // device addresses; Src for copies only
 	Bytes    int64  // copies only
 	Value    uint64 // waits and writes
+	Lane     uint8  // 0: the stream of the call; 1..MaxStreamLanes-1: a lane forked from it
 }
 
 // CheckStreamOps validates ops for StreamOps.QueueOps as every backend
-// must: known kinds, copies of at least 0 bytes, 8-byte aligned flag
-// addresses. Errors wrap ErrInvalidArgument and name the operation.
+// must: known kinds, lanes below MaxStreamLanes, copies of at least 0
+// bytes, 8-byte aligned flag addresses. Errors wrap ErrInvalidArgument and
+// name the operation.
 func CheckStreamOps(ops []StreamOp) error {
 	for i, op := range ops {
+		if op.Lane >= MaxStreamLanes {
+			return fmt.Errorf("stream operation %d of %d: lane %d (at most %d): %w", i, len(ops), op.Lane, MaxStreamLanes-1, ErrInvalidArgument)
+		}
 		switch op.Kind {
 		case StreamCopy:
 			if op.Bytes < 0 {

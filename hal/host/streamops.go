@@ -16,7 +16,8 @@ var _ hal.StreamOps = (*Device)(nil)
 
 // QueueOps implements hal.StreamOps: the operations run in order as one
 // work item of the stream, on its goroutine, as a GPU's copy engine and
-// front end would run them. Addresses are resolved and their mappings
+// front end would run them; every lane runs in s's order (the list order,
+// which the contract requires to complete). Addresses are resolved and their mappings
 // pinned at the call (an address no mapping covers fails now), so memory
 // freed meanwhile aborts a wait instead of being touched after its unmap.
 func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {

@@ -14,9 +14,13 @@ import (
 var _ hal.StreamOps = (*Device)(nil)
 
 // QueueOps implements hal.StreamOps with cuMemcpyAsync,
-// cuStreamWriteValue64 and cuStreamWaitValue64 on the stream (written
-// 2026-11-26 without a GPU to run it: the conformance case
-// memory-mapped/stream-ops is its first check). A CUDA stream wait has no
+// cuStreamWriteValue64 and cuStreamWaitValue64 (the v2 entry points) on the
+// stream. Lanes are streams of the device's (one per lane, shared by every
+// batch; a batch holds them from fork to join, so batches of two callers
+// never interleave on them), forked from s by an event recorded on s and
+// joined back by one recorded on each lane that s waits for; while s
+// captures a graph, the lanes join the capture through those events. The
+// operations are submitted in list order. A CUDA stream wait has no
 // timeout, so a batch with waits is watched from the host: an event
 // recorded after it that has not completed by WEFT_TIMEOUT fails the
 // stream (Synchronize reports it, wrapping hal.ErrTimeout and naming the
@@ -36,24 +40,46 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 		return fmt.Errorf("queue stream operations on %s: %w", d, err)
 	}
 	var waits []hal.StreamOp
+	lanes := 0
 	for _, op := range ops {
 		if op.Kind == hal.StreamWaitEq {
 			waits = append(waits, op)
 		}
+		lanes = max(lanes, int(op.Lane))
+	}
+	on := []cuda.Stream{s.stream}
+	if lanes > 0 {
+		l := &d.lanes
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		forked, err := d.forkLanes(s.stream, lanes)
+		if err != nil {
+			return fmt.Errorf("queue stream operations on %s: %w", d, err)
+		}
+		on = append(on, forked...)
 	}
 	for i, op := range ops {
+		st := on[op.Lane]
 		switch op.Kind {
 		case hal.StreamCopy:
 			if op.Bytes > 0 {
-				err = s.stream.MemcpyAsync(cuda.DevicePtr(op.Dst), cuda.DevicePtr(op.Src), op.Bytes)
+				err = st.MemcpyAsync(cuda.DevicePtr(op.Dst), cuda.DevicePtr(op.Src), op.Bytes)
 			}
 		case hal.StreamWrite:
-			err = s.stream.WriteValue64(cuda.DevicePtr(op.Dst), op.Value, 0)
+			err = st.WriteValue64(cuda.DevicePtr(op.Dst), op.Value, 0)
 		case hal.StreamWaitEq:
-			err = s.stream.WaitValue64(cuda.DevicePtr(op.Dst), op.Value, cuda.StreamWaitValueEq)
+			err = st.WaitValue64(cuda.DevicePtr(op.Dst), op.Value, cuda.StreamWaitValueEq)
 		}
 		if err != nil {
+			if lanes > 0 {
+				d.joinLanes(s.stream, lanes) // the lanes must not stay forked (or in a capture)
+			}
 			return fmt.Errorf("stream operation %d of %d on %s: %w", i, len(ops), d, err)
+		}
+	}
+	if lanes > 0 {
+		if err := d.joinLanes(s.stream, lanes); err != nil {
+			return fmt.Errorf("queue stream operations on %s: %w", d, err)
 		}
 	}
 	if len(waits) > 0 {
@@ -62,6 +88,86 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 		}
 	}
 	return d.launched(s)
+}
+
+// opsLanes are the lane streams of a device's stream-operation batches
+// with the events that fork them from a batch's stream and join them back.
+// mu is held by a batch from its fork to its join.
+type opsLanes struct {
+	mu      sync.Mutex
+	streams []cuda.Stream // lane k is streams[k-1]
+	fork    cuda.Event
+	join    []cuda.Event
+}
+
+// forkLanes makes lanes 1..n (created on first use) start after the work
+// queued on s so far and returns them. The caller holds d.lanes.mu.
+// Reusing the events at once is sound: a stream wait takes the event's
+// state when it is queued.
+func (d *Device) forkLanes(s cuda.Stream, n int) ([]cuda.Stream, error) {
+	l := &d.lanes
+	if l.fork.Handle == 0 {
+		ev, err := d.ctx.EventCreate(cuda.EventDisableTiming)
+		if err != nil {
+			return nil, fmt.Errorf("lane fork event: %w", err)
+		}
+		l.fork = ev
+	}
+	for len(l.streams) < n {
+		st, err := d.CreateStream("stream-operation lane")
+		if err != nil {
+			return nil, err
+		}
+		ev, err := d.ctx.EventCreate(cuda.EventDisableTiming)
+		if err != nil {
+			d.DestroyStream(st)
+			return nil, fmt.Errorf("lane join event: %w", err)
+		}
+		l.streams = append(l.streams, st)
+		l.join = append(l.join, ev)
+	}
+	if err := l.fork.Record(s); err != nil {
+		return nil, fmt.Errorf("lane fork: %w", err)
+	}
+	for _, st := range l.streams[:n] {
+		if err := st.WaitEvent(l.fork); err != nil {
+			return nil, fmt.Errorf("lane fork: %w", err)
+		}
+	}
+	return l.streams[:n], nil
+}
+
+// joinLanes makes the work queued on s from now on wait for lanes 1..n.
+// The caller holds d.lanes.mu.
+func (d *Device) joinLanes(s cuda.Stream, n int) error {
+	l := &d.lanes
+	var first error
+	for i, st := range l.streams[:n] {
+		err := l.join[i].Record(st)
+		if err == nil {
+			err = s.WaitEvent(l.join[i])
+		}
+		if err != nil && first == nil {
+			first = fmt.Errorf("lane join: %w", err)
+		}
+	}
+	return first
+}
+
+// destroyLanes releases the lane streams and their events (Close, after
+// quiesce).
+func (d *Device) destroyLanes() {
+	l := &d.lanes
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, st := range l.streams {
+		d.DestroyStream(st)
+		l.join[i].Destroy()
+	}
+	if l.fork.Handle != 0 {
+		l.fork.Destroy()
+	}
+	l.streams, l.join, l.fork = nil, nil, cuda.Event{}
 }
 
 // opsWatch is one batch of queued waits the watchdog follows.
