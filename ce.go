@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/weftccl/weft/algorithms"
@@ -81,14 +82,35 @@ type ceState struct {
 	lreg, freg     *channels.Registration
 }
 
-// ceServes reports whether the host-issued AllGather serves call: asked
-// for (WEFT_ALGO=ce), an AllGather, and a device with hal.StreamOps.
+// ceServes reports whether the host-issued AllGather serves call: an
+// AllGather on a device with hal.StreamOps, asked for (WEFT_ALGO=ce) or,
+// with no family forced, of at least Config.CEMinBytes output bytes.
 func (c *Comm) ceServes(call Call) bool {
-	if c.cfg.Algo != algorithms.CEFamily || call.Coll != algorithms.AllGather {
+	if call.Coll != algorithms.AllGather {
 		return false
 	}
-	_, ok := c.dev.(hal.StreamOps)
-	return ok
+	if _, ok := c.dev.(hal.StreamOps); !ok {
+		return false
+	}
+	switch c.cfg.Algo {
+	case algorithms.CEFamily:
+		return true
+	case "":
+		out := call.Count * int64(call.Type.Size()) * int64(c.cfg.NRanks)
+		return c.cfg.CEMinBytes > 0 && out >= c.cfg.CEMinBytes
+	}
+	return false
+}
+
+// ceUsable reports whether the executor can serve this communicator's
+// AllGathers by default: peer-mapped links on one node and a device whose
+// stream operations run (hal.StreamOps.StreamOpsSupport).
+func ceUsable(dev hal.Device, cfg algorithms.Config) bool {
+	so, ok := dev.(hal.StreamOps)
+	if !ok || cfg.PortOnly || slices.ContainsFunc(cfg.Nodes, func(n int) bool { return n != 0 }) {
+		return false
+	}
+	return so.StreamOpsSupport() == nil
 }
 
 // ceSetup returns the executor's resources, setting them up on the first

@@ -1,7 +1,9 @@
 package weft_test
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/weftccl/weft"
@@ -132,4 +134,73 @@ func ceGraphReplay(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 		}
 	}
 	return nil
+}
+
+// TestCEDefaultBound: with no family forced, AllGathers of at least
+// WEFT_CE_MIN_BYTES output bytes take the host-issued executor and smaller
+// ones a kernel plan, both exact; 0 turns it off; a malformed value is
+// refused naming the variable; ranks with different bounds fail NewComm
+// naming the rank (an AllGather must run on copy engines on every rank or
+// on none).
+func TestCEDefaultBound(t *testing.T) {
+	t.Setenv("WEFT_TUNING_FILE", "off")
+	t.Setenv("WEFT_ALGO", "")
+	t.Setenv("WEFT_CE_MIN_BYTES", "64K")
+	const n = 3
+	small := int64(4096)       // 48 KiB of output: a kernel plan
+	large := int64(6000)       // 72 KiB: the executor
+	larger := int64(100 << 10) // 1.2 MiB: many 16 KiB windows
+	var cases []collCase
+	for _, count := range []int64{small, large, larger} {
+		for _, in := range []bool{false, true} {
+			cases = append(cases, collCase{coll: algorithms.AllGather, t: plan.Float32, op: plan.Sum, count: count, inPlace: in})
+		}
+	}
+	runCasesThen(t, "host", n, cases, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		for _, k := range []struct {
+			count int64
+			ce    bool
+		}{{small, false}, {large, true}, {larger, true}} {
+			call := weft.Call{Coll: algorithms.AllGather, Count: k.count, Type: plan.Float32}
+			if got := c.PlanName(call) == "all_gather-ce-host-issued"; got != k.ce {
+				return fmt.Errorf("AllGather of %d floats on %d ranks: PlanName %q, want the executor: %v", k.count, n, c.PlanName(call), k.ce)
+			}
+		}
+		if !weft.CEActive(c) {
+			return fmt.Errorf("the large AllGathers did not go through the host-issued executor")
+		}
+		return nil
+	})
+
+	t.Setenv("WEFT_CE_MIN_BYTES", "0")
+	runCasesThen(t, "host", 2, cases[4:5], func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		if weft.CEActive(c) {
+			return fmt.Errorf("WEFT_CE_MIN_BYTES=0: an AllGather went through the executor")
+		}
+		return nil
+	})
+
+	t.Setenv("WEFT_CE_MIN_BYTES", "big")
+	errs := runRanksWith(t, "host", 2, func(int, hal.Device) weft.Options { return weft.Options{} },
+		func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "WEFT_CE_MIN_BYTES") {
+			t.Errorf("rank %d with WEFT_CE_MIN_BYTES=big: %v; want ErrInvalidArgument naming the variable", r, err)
+		}
+	}
+
+	t.Setenv("WEFT_CE_MIN_BYTES", "")
+	errs = runRanksWith(t, "host", 3, func(r int, dev hal.Device) weft.Options {
+		if r != 2 {
+			return weft.Options{}
+		}
+		c := algorithms.DefaultConfig(r, 3, dev.Info().Multiprocessors, false)
+		c.CEMinBytes = 1 << 20
+		return weft.Options{Config: &c}
+	}, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "rank 2 1048576 bytes") {
+			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 2's copy-engine bound", r, err)
+		}
+	}
 }

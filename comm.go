@@ -95,6 +95,9 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 	if cfg.PortOnly, cfg.Switch, cfg.Nodes, err = linkKinds(ctx, boot, dev); err != nil {
 		return nil, err
 	}
+	if !ceUsable(dev, cfg) {
+		cfg.CEMinBytes = 0
+	}
 	if err := agreeOnPlans(ctx, boot, cfg, source); err != nil {
 		return nil, err
 	}

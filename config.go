@@ -116,6 +116,13 @@ func configure(opts Options, info hal.DeviceInfo, rank, nranks int) (cfg algorit
 				}
 			}
 		}
+		if s := env.String("WEFT_CE_MIN_BYTES"); s != "" {
+			n, perr := algorithms.ParseSize(s)
+			if perr != nil || n < 0 {
+				return cfg, "", 0, fmt.Errorf("weft: WEFT_CE_MIN_BYTES=%q: want a size (0: no copy-engine AllGather unless WEFT_ALGO=ce): %w", s, hal.ErrInvalidArgument)
+			}
+			cfg.CEMinBytes = n
+		}
 		if s := env.String("WEFT_P2P_LL_MAX_BYTES"); s != "" {
 			n, perr := algorithms.ParseSize(s)
 			if perr != nil || n < 0 || n > 16<<20 {
@@ -236,11 +243,11 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 	}
 	type choice struct {
 		Tiers, Algo, Source, Budget string
-		P2PLL                       int64
+		P2PLL, CE                   int64
 		HB, P2P, Rooted             algorithms.Shape
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
-		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB}
+		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), CE: cfg.CEMinBytes, HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -265,6 +272,11 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			// point-to-point plan from the operation's size alike.
 			return fmt.Errorf("weft: ranks chose different LL point-to-point bounds: rank 0 %d bytes, rank %d %d bytes: give every rank the same WEFT_P2P_LL_MAX_BYTES: %w",
 				first.P2PLL, r, c.P2PLL, hal.ErrInvalidUsage)
+		}
+		if c.CE != first.CE {
+			// An AllGather runs on copy engines on every rank or on none.
+			return fmt.Errorf("weft: ranks chose different copy-engine AllGather bounds: rank 0 %d bytes, rank %d %d bytes (WEFT_CE_MIN_BYTES, or a device without usable stream operations): %w",
+				first.CE, r, c.CE, hal.ErrInvalidUsage)
 		}
 		if c.HB != first.HB || c.P2P != first.P2P || c.Rooted != first.Rooted {
 			// The windowed plans' blocks and windows pair up across ranks.

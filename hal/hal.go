@@ -258,6 +258,11 @@ type StreamOps interface {
 	// mapping covers, a stream of another device), ErrInvalidUsage (freed
 	// memory, a closed stream).
 	QueueOps(s Stream, ops []StreamOp) error
+	// StreamOpsSupport is nil where QueueOps can run, else an error
+	// wrapping ErrNotSupported that says why (a GPU without 64-bit stream
+	// memory operations). Communicators ask it once, at creation, so that
+	// every rank makes the same choice of plans.
+	StreamOpsSupport() error
 }
 
 // StreamOpKind is what a StreamOp does.

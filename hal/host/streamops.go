@@ -14,6 +14,9 @@ import (
 
 var _ hal.StreamOps = (*Device)(nil)
 
+// StreamOpsSupport implements hal.StreamOps: always nil.
+func (d *Device) StreamOpsSupport() error { return nil }
+
 // QueueOps implements hal.StreamOps: the operations run in order as one
 // work item of the stream, on its goroutine, as a GPU's copy engine and
 // front end would run them; every lane runs in s's order (the list order,

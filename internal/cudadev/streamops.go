@@ -33,8 +33,8 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 	if err != nil {
 		return err
 	}
-	if !d.streamMemOps64 {
-		return fmt.Errorf("queue stream operations on %s: the device has no 64-bit stream memory operations: %w", d, hal.ErrNotSupported)
+	if err := d.StreamOpsSupport(); err != nil {
+		return fmt.Errorf("queue stream operations: %w", err)
 	}
 	if err := hal.CheckStreamOps(ops); err != nil {
 		return fmt.Errorf("queue stream operations on %s: %w", d, err)
@@ -88,6 +88,15 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 		}
 	}
 	return d.launched(s)
+}
+
+// StreamOpsSupport implements hal.StreamOps: an error where the device
+// lacks 64-bit stream memory operations (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS).
+func (d *Device) StreamOpsSupport() error {
+	if !d.streamMemOps64 {
+		return fmt.Errorf("%s has no 64-bit stream memory operations (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS is 0): %w", d, hal.ErrNotSupported)
+	}
+	return nil
 }
 
 // opsLanes are the lane streams of a device's stream-operation batches
