@@ -22,9 +22,12 @@
 #    (P2PWIN_SHAPES), beside NCCL.
 #  - midll: AllGather, ReduceScatter, AllToAll at 64 KB-4 MB (wide LL plans) beside WEFT_ALGO=hb
 #    and NCCL, float and bfloat16, checked.
-#  - ce: the host-issued copy-engine AllGather (WEFT_ALGO=ce): conformance stream-ops, cbench
-#    beside NCCL, FSDP2 under 8 and 1 hardware queues.
-# Knobs: STEPS="fsdp ucx porthang streams join shapes p2pwin midll ce"  BUDGET=300  PORTHANG_CONNS="8 1" (also 32)
+#  - ce: the host-issued copy-engine AllGather (WEFT_ALGO=ce): its GPU test, conformance
+#    stream-ops, cbench beside NCCL and beside weft's SM plans, port latency, FSDP2 in pairs with
+#    NCCL (CE_FSDP) and under 1 hardware queue.
+#  - cedefault: the default selection (copy-engine AllGather from 32 MiB): cbench AllGather beside
+#    NCCL, FSDP2 in pairs (CED_FSDP).
+# Knobs: STEPS="fsdp ucx porthang streams join shapes p2pwin midll ce cedefault"  BUDGET=300  PORTHANG_CONNS="8 1" (also 32)
 set -u
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
@@ -165,6 +168,24 @@ if want ce; then
     env LD_PRELOAD="$LIB" WEFT_ALGO=ce WEFT_NCCL_FALLBACK=0 WEFT_TIMEOUT=30s WEFT_DEBUG=WARN NCCL_DEBUG=WARN \
     CUDA_DEVICE_MAX_CONNECTIONS=1 python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
     --master-port 29831 examples/torch/fsdp_step.py --out "$L/ce-fsdp-1.json"
+fi
+if want cedefault; then
+  # The default selection with the copy-engine AllGather from 32 MiB (WEFT_CE_MIN_BYTES): the
+  # AllGather curve through libweft_nccl.so beside NCCL (the switch at 32 MB, 0 wrong), then the
+  # FSDP2 step in interleaved pairs with nothing set.
+  CB=examples/cbench/cbench
+  [ -x $CB ] || make -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null 2>&1
+  for d in float bfloat16; do
+    CEA=(-g 2 -t allgather -d $d -b 8 -e 1G -f 4 -w 3 -n 10 -G 10 -c 1 -p 1)
+    step "ced-weft-$d" 60 'grep -E "wrong elements in all" $log' -- env LD_PRELOAD="$LIB" WEFT_NCCL_FALLBACK=0 \
+      WEFT_DEBUG=WARN $CB "${CEA[@]}"
+    step "ced-nccl-$d" 60 'grep -E "wrong elements in all" $log' -- env -u LD_PRELOAD NCCL_DEBUG=WARN $CB "${CEA[@]}"
+  done
+  cat "$L"/ced-*.log >"$OUT/ced.log" 2>/dev/null
+  export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
+  step ced-fsdp 150 'grep -E "^weft|^# NCCL/weft|served" $log | tr -s " " | cut -c1-160' -- env OUT="$WORK/ced-fsdp" \
+    BUDGET=140 STEPS="${CED_FSDP:-nccl weft nccl@2 weft@2}" bash "$(dirname "$0")/gpu-fsdp.sh"
+  cp "$WORK/ced-fsdp/fsdp.txt" "$OUT/ced-fsdp.txt" 2>/dev/null
 fi
 if want porthang; then
   # The stall is logged by the library itself: a wait that times out logs every port-channel FIFO
