@@ -37,7 +37,7 @@ func runRanksOpts(t *testing.T, backend string, n int, opts weft.Options, f func
 // runRanksWith runs f on n goroutine ranks, each with its own device of
 // backend, communicator (options from optsFor) and stream, and returns
 // their errors.
-func runRanksWith(t *testing.T, backend string, n int, optsFor func(rank int, dev hal.Device) weft.Options, f func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error) []error {
+func runRanksWith(t testing.TB, backend string, n int, optsFor func(rank int, dev hal.Device) weft.Options, f func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error) []error {
 	t.Helper()
 	boots := bootstrap.NewLocal(n)
 	errs := make([]error, n)

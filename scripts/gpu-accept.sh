@@ -10,12 +10,12 @@
 #
 # Files back in $OUT (the device tool returns at most 8): summary.txt (every part's summary),
 # logs.tar.gz (every log, bench JSON and the FSDP table), cbench.log, bench.log, *.svg.
-# Knobs: PARTS="tests cbench bench port algo fsdp net"  BUDGET=540  MAXB=1G
+# Knobs: PARTS="tests cbench host bench port algo fsdp net"  BUDGET=540  MAXB=1G
 set -u
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
 BUDGET=${BUDGET:-540}
-PARTS=${PARTS:-"tests cbench bench port algo fsdp net"}
+PARTS=${PARTS:-"tests cbench host bench port algo fsdp net"}
 STEPS=$PARTS
 MAXB=${MAXB:-1G}
 LIB=$B/libweft_nccl.so
@@ -62,13 +62,17 @@ if want cbench; then
   CBR=(-g "$NP" -t sendrecv,gather,scatter -R 1 -b 8 -e "$MAXB" -f 4 -w 3 -n 10 -G 10 -c 1 -p 0)
   step cbench-weft-reg 60 'wrong' -- "${WEFT_ENV[@]}" $CB "${CBR[@]}"
   step cbench-nccl-reg 60 'wrong' -- "${REF_ENV[@]}" $CB "${CBR[@]}"
-  # Host cost per call (what a framework's CPU thread pays; FSDP2 waits for its host): host
-  # microseconds per enqueue without graphs (-H 1), weft with its launch path timed
-  # (WEFT_PROXY_PROFILE=1: the stages are logged at destroy), beside NCCL.
+  cat "$L"/cbench-nccl-*.log "$L"/cbench-weft-*.log >"$OUT/cbench.log" 2>/dev/null
+fi
+# Host cost per call (what a framework's CPU thread pays in eager mode): host microseconds per
+# enqueue without graphs (-H 1), weft with its launch path timed (WEFT_PROXY_PROFILE=1: the stages
+# are logged at destroy), beside NCCL.
+if want host; then
+  [ -x $CB ] || make -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null 2>&1
   CBH=(-g "$NP" -t allreduce,allgather,reducescatter,sendrecv -d bfloat16 -b 8 -e 128M -f 64 -w 5 -n 50 -G 0 -c 1 -p 0 -H 1)
   step cbench-weft-host 40 'wrong' -- "${WEFT_ENV[@]}" WEFT_PROXY_PROFILE=1 $CB "${CBH[@]}"
   step cbench-nccl-host 40 'wrong' -- "${REF_ENV[@]}" $CB "${CBH[@]}"
-  cat "$L"/cbench-nccl-*.log "$L"/cbench-weft-*.log >"$OUT/cbench.log" 2>/dev/null
+  cat "$L"/cbench-*-host.log >"$OUT/cbench-host.log" 2>/dev/null
 fi
 
 # ---- issues 19 and 20: weft bench beside NCCL, with plots

@@ -304,17 +304,38 @@ func (a *Args) GroupArgs(g *Group) (GroupArgs, bool) {
 // group does not address that buffer): a launch's buffers must hold that
 // many segments of the group's count.
 func (g *Group) Extent() (in, out int) {
-	for _, o := range append(append([]Op{}, g.Ops...), g.After...) {
-		for _, r := range append(append([]Ref{}, o.Srcs...), o.Dsts...) {
-			switch r.Buf {
-			case Input:
-				in = max(in, r.Seg+1)
-			case Output:
-				out = max(out, r.Seg+1)
-			}
+	g.eachRef(func(r *Ref) {
+		switch r.Buf {
+		case Input:
+			in = max(in, r.Seg+1)
+		case Output:
+			out = max(out, r.Seg+1)
 		}
-	}
+	})
 	return in, out
+}
+
+// eachOp calls f on every op of g, Ops then After, without copying them
+// (Launch asks per call: windowed plans have thousands of ops).
+func (g *Group) eachOp(f func(o *Op)) {
+	for i := range g.Ops {
+		f(&g.Ops[i])
+	}
+	for i := range g.After {
+		f(&g.After[i])
+	}
+}
+
+// eachRef calls f on every source and destination of every op of g.
+func (g *Group) eachRef(f func(r *Ref)) {
+	g.eachOp(func(o *Op) {
+		for i := range o.Srcs {
+			f(&o.Srcs[i])
+		}
+		for i := range o.Dsts {
+			f(&o.Dsts[i])
+		}
+	})
 }
 
 // CombineMode says what a Combine transfer does for type t and operator
@@ -328,17 +349,15 @@ func CombineMode(t DataType, op RedOp) (scale, div bool) {
 
 // Needs reports which peer buffers the plan reads or writes directly.
 func (p *Plan) Needs() (peerInput, peerOutput bool) {
-	for _, g := range p.Groups {
-		for _, o := range append(append([]Op{}, g.Ops...), g.After...) {
-			for _, r := range append(append([]Ref{}, o.Srcs...), o.Dsts...) {
-				if r.Remote() && r.Buf == Input {
-					peerInput = true
-				}
-				if r.Remote() && r.Buf == Output {
-					peerOutput = true
-				}
+	for gi := range p.Groups {
+		p.Groups[gi].eachRef(func(r *Ref) {
+			if r.Remote() && r.Buf == Input {
+				peerInput = true
 			}
-		}
+			if r.Remote() && r.Buf == Output {
+				peerOutput = true
+			}
+		})
 	}
-	return
+	return peerInput, peerOutput
 }

@@ -170,12 +170,12 @@ func (p *Plan) validatePort(o Op) string {
 // only push triggers, signal and wait. A port-channel AllGather has none.
 func (p *Plan) DataBlocks() int {
 	n := 0
-	for _, g := range p.Groups {
-		for _, o := range append(append([]Op{}, g.Ops...), g.After...) {
-			if o.Kind == OpTransfer && !o.Port {
-				n += g.Blocks
-				break
-			}
+	for gi := range p.Groups {
+		g := &p.Groups[gi]
+		moves := false
+		g.eachOp(func(o *Op) { moves = moves || (o.Kind == OpTransfer && !o.Port) })
+		if moves {
+			n += g.Blocks
 		}
 	}
 	return n

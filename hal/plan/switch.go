@@ -53,11 +53,17 @@ func (p *Plan) HasSwitch() bool { return p.SwitchSlots > 0 }
 // view (a switchReduce): such a plan runs only for the types and operators
 // SwitchSupports.
 func (p *Plan) SwitchReduces() bool {
-	for _, g := range p.Groups {
-		for _, o := range append(append([]Op{}, g.Ops...), g.After...) {
-			if o.Kind == OpTransfer && len(o.Srcs) > 0 && o.Srcs[0].IsMulticast() {
+	reads := func(ops []Op) bool {
+		for i := range ops {
+			if o := &ops[i]; o.Kind == OpTransfer && len(o.Srcs) > 0 && o.Srcs[0].IsMulticast() {
 				return true
 			}
+		}
+		return false
+	}
+	for i := range p.Groups {
+		if g := &p.Groups[i]; reads(g.Ops) || reads(g.After) {
+			return true
 		}
 	}
 	return false

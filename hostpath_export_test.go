@@ -1,0 +1,27 @@
+package weft
+
+import (
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// ChooseForBench runs the host-side choice of Launch for call (checks,
+// plan selection, operator, arguments) without launching, for
+// BenchmarkLaunchChoice.
+func ChooseForBench(c *Comm, call Call) (*plan.Args, error) {
+	if err := c.checkCall(call); err != nil {
+		return nil, err
+	}
+	if err := c.boot.Err(); err != nil {
+		return nil, err
+	}
+	_ = c.allToAllByP2P(call)
+	_ = c.ceServes(call)
+	a, err := c.selectAlgo(call, false)
+	if err != nil {
+		return nil, err
+	}
+	op := runOp([]algorithms.Choice{a.choice}, call)
+	_ = a.choice.Serves(call.Type, op)
+	return c.callArgs(call), nil
+}

@@ -1,0 +1,58 @@
+package weft_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/weftccl/weft"
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// BenchmarkLaunchChoice times the host side of Launch before the backend
+// enqueues: argument checks, plan choice, operator and arguments (the
+// "plan choice" stage of WEFT_PROXY_PROFILE, 2.6–2.8 µs per call at p50 on
+// the 2×H200 host, docs/bench/2026-11-26e-h100x2), on hal/host with 2
+// ranks, per collective and size.
+func BenchmarkLaunchChoice(b *testing.B) {
+	colls := []algorithms.Collective{algorithms.AllReduce, algorithms.AllGather, algorithms.ReduceScatter, algorithms.Broadcast}
+	sizes := []int64{2, 1 << 18, 1 << 25}
+	call := func(coll algorithms.Collective, count int64) weft.Call {
+		return weft.Call{Coll: coll, Send: 1 << 20, Recv: 1 << 30, Count: count, Type: plan.BFloat16, Op: plan.Sum}
+	}
+	done := make(chan struct{})
+	errs := runRanksWith(b, "host", 2, func(int, hal.Device) weft.Options { return weft.Options{} },
+		func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+			// Plans are set up collectively on their first choice.
+			for _, coll := range colls {
+				for _, count := range sizes {
+					if _, err := weft.ChooseForBench(c, call(coll, count)); err != nil {
+						return err
+					}
+				}
+			}
+			if rank != 0 {
+				<-done // Close is collective
+				return nil
+			}
+			defer close(done)
+			for _, coll := range colls {
+				for _, count := range sizes {
+					call := call(coll, count)
+					b.Run(fmt.Sprintf("%v/%d", coll, count*2), func(b *testing.B) {
+						b.ReportAllocs()
+						for i := 0; i < b.N; i++ {
+							weft.ChooseForBench(c, call)
+						}
+					})
+				}
+			}
+			return nil
+		})
+	for r, err := range errs {
+		if err != nil {
+			b.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
