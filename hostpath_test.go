@@ -56,3 +56,36 @@ func BenchmarkLaunchChoice(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLaunchP2PHost times LaunchP2P of one send and one receive of 16
+// bytes (a sendrecv) on hal/host with 2 ranks, synchronising every 64
+// calls. Most of the time is hal/host executing; its CPU profile
+// (-cpuprofile, focused on LaunchP2P) shows the host side of the call.
+func BenchmarkLaunchP2PHost(b *testing.B) {
+	errs := runRanksWith(b, "host", 2, func(int, hal.Device) weft.Options { return weft.Options{} },
+		func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+			buf, err := dev.Alloc(64)
+			if err != nil {
+				return err
+			}
+			defer buf.Free()
+			peer := 1 - rank
+			ops := []weft.P2P{{Peer: peer, Send: true, Buf: buf.Addr(), Bytes: 16}, {Peer: peer, Buf: buf.Addr() + 32, Bytes: 16}}
+			for i := 0; i < b.N; i++ {
+				if err := c.LaunchP2P(ops, s); err != nil {
+					return err
+				}
+				if i%64 == 63 {
+					if err := c.Synchronize(s); err != nil {
+						return err
+					}
+				}
+			}
+			return c.Synchronize(s)
+		})
+	for r, err := range errs {
+		if err != nil {
+			b.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
