@@ -2,6 +2,8 @@ package weft_test
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/weftccl/weft"
@@ -58,19 +60,19 @@ func BenchmarkLaunchChoice(b *testing.B) {
 }
 
 // BenchmarkLaunchP2PHost times LaunchP2P of one send and one receive of 16
-// bytes (a sendrecv) on hal/host with 2 ranks, synchronising every 64
+// bytes (WEFT_BENCH_P2P_BYTES; a sendrecv) on hal/host with 2 ranks, synchronising every 64
 // calls. Most of the time is hal/host executing; its CPU profile
 // (-cpuprofile, focused on LaunchP2P) shows the host side of the call.
 func BenchmarkLaunchP2PHost(b *testing.B) {
 	errs := runRanksWith(b, "host", 2, func(int, hal.Device) weft.Options { return weft.Options{} },
 		func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-			buf, err := dev.Alloc(64)
+			buf, err := dev.Alloc(2 * p2pBenchBytes)
 			if err != nil {
 				return err
 			}
 			defer buf.Free()
 			peer := 1 - rank
-			ops := []weft.P2P{{Peer: peer, Send: true, Buf: buf.Addr(), Bytes: 16}, {Peer: peer, Buf: buf.Addr() + 32, Bytes: 16}}
+			ops := []weft.P2P{{Peer: peer, Send: true, Buf: buf.Addr(), Bytes: p2pBenchBytes}, {Peer: peer, Buf: buf.Addr() + uint64(p2pBenchBytes), Bytes: p2pBenchBytes}}
 			for i := 0; i < b.N; i++ {
 				if err := c.LaunchP2P(ops, s); err != nil {
 					return err
@@ -89,3 +91,12 @@ func BenchmarkLaunchP2PHost(b *testing.B) {
 		}
 	}
 }
+
+// p2pBenchBytes is the size of BenchmarkLaunchP2PHost's send and receive
+// (WEFT_BENCH_P2P_BYTES overrides).
+var p2pBenchBytes = func() int64 {
+	if n, err := strconv.ParseInt(os.Getenv("WEFT_BENCH_P2P_BYTES"), 10, 64); err == nil && n > 0 {
+		return n
+	}
+	return 16
+}()
