@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/algorithms"
@@ -201,6 +202,62 @@ func TestCEDefaultBound(t *testing.T) {
 	for r, err := range errs {
 		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "rank 2 1048576 bytes") {
 			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 2's copy-engine bound", r, err)
+		}
+	}
+}
+
+// TestCEAbort: a host-issued AllGather whose peer never joins holds its
+// stream in a flag wait (no kernel abort word reaches it); Comm.Abort
+// releases it through hal.StreamOps.AbortWaits, so the stream drains at
+// once with an error wrapping ErrInvalidUsage, long before WEFT_TIMEOUT,
+// and Close does not wait for the absent peer.
+func TestCEAbort(t *testing.T) {
+	t.Setenv("WEFT_ALGO", "ce")
+	t.Setenv("WEFT_TIMEOUT", "60s")
+	const count = 50000 // float32: ~200 KiB per rank, 13 windows of 16 KiB
+	done := make(chan struct{})
+	errs := runRanksOpts(t, "host", 2, weft.Options{Timeout: 60 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		es := int64(plan.Float32.Size())
+		in, err := dev.Alloc(count * es)
+		if err != nil {
+			return err
+		}
+		defer in.Free()
+		out, err := dev.Alloc(2 * count * es)
+		if err != nil {
+			return err
+		}
+		defer out.Free()
+		call := weft.Call{Coll: algorithms.AllGather, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: plan.Float32}
+		// One call together: the executor's buffers are set up collectively.
+		if err := c.Launch(call, s); err != nil {
+			return err
+		}
+		if err := c.Synchronize(s); err != nil {
+			return err
+		}
+		if rank == 1 {
+			<-done // never joins the second call
+			return nil
+		}
+		defer close(done)
+		if err := c.Launch(call, s); err != nil {
+			return err
+		}
+		if err := s.Synchronize(time.Now().Add(200 * time.Millisecond)); !errors.Is(err, hal.ErrTimeout) {
+			return fmt.Errorf("the call without its peer: Synchronize = %v, want a timeout (held in a wait)", err)
+		}
+		start := time.Now()
+		c.Abort()
+		err = s.Synchronize(time.Now().Add(10 * time.Second))
+		if took := time.Since(start); !errors.Is(err, hal.ErrInvalidUsage) || took > 5*time.Second {
+			return fmt.Errorf("after Abort: Synchronize = %v after %v, want an error wrapping ErrInvalidUsage at once", err, took.Round(time.Millisecond))
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weftccl/weft/algorithms"
@@ -36,6 +37,7 @@ type Comm struct {
 	source  string // where the AllReduce tiers came from (PlanSource)
 	timeout time.Duration
 	stall   stallState  // progress exchange with the other ranks (stall.go)
+	aborted atomic.Bool // Abort was called: Close waits for no peer
 	order   streamOrder // calls in issue order across streams (order.go)
 	// prof times Launch's stages on the host (WEFT_PROXY_PROFILE=1;
 	// launchStages), logged at Close; nil when off.
@@ -368,12 +370,22 @@ func (c *Comm) lostPeer() error {
 	return nil
 }
 
-// Abort makes every wait of running and later launches give up at once,
-// so that streams drain; the communicator is unusable afterwards except
+// Abort makes every wait of running and later launches give up at once
+// (the kernels' abort word; the copy-engine AllGather's stream waits
+// through hal.StreamOps.AbortWaits), so that streams drain; the communicator is unusable afterwards except
 // for Close. It does not block.
 func (c *Comm) Abort() {
+	c.aborted.Store(true)
 	for _, a := range c.allAlgos() {
 		a.res.Abort()
+	}
+	c.mu.Lock()
+	st := c.ce
+	c.mu.Unlock()
+	if st != nil {
+		// The host-issued AllGather's stream waits (ce.go) have no abort
+		// word: the backend releases them.
+		c.dev.(hal.StreamOps).AbortWaits(st.flags)
 	}
 }
 
@@ -414,7 +426,7 @@ func (c *Comm) Close() error {
 	c.ce = nil
 	c.mu.Unlock()
 	if ce != nil {
-		lost := func() bool { return c.lostPeer() != nil || c.stall.verdict.Load() != nil }
+		lost := func() bool { return c.aborted.Load() || c.lostPeer() != nil || c.stall.verdict.Load() != nil }
 		if err := ce.awaitQuiet(c.dev, c.cfg.Rank, c.cfg.NRanks, time.Now().Add(c.timeout), lost); err != nil {
 			// A peer may still write here: leave the memory mapped.
 			errs = append(errs, fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, err))

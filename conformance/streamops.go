@@ -4,13 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/weftccl/weft/hal"
 )
 
 func init() {
 	Register(Case{ID: "memory-mapped/stream-ops", Capability: hal.CapMemoryMapped, MinRanks: 2,
-		Title: "host-queued stream operations (hal.StreamOps): a copy into the next rank's mapped buffer, its flag written after it, the flag waited for, reset and the data copied out, every byte, on one stream and on forked lanes, plain and replayed from a captured graph",
+		Title: "host-queued stream operations (hal.StreamOps): a copy into the next rank's mapped buffer, its flag written after it, the flag waited for, reset and the data copied out, every byte, on one stream and on forked lanes, plain and replayed from a captured graph; a wait nobody satisfies released by AbortWaits",
 		Run:   testStreamOps})
 }
 
@@ -163,5 +164,34 @@ func testStreamOps(t *T) error {
 	if err := so.QueueOps(s, []hal.StreamOp{{Kind: hal.StreamCopy, Dst: out.Addr(), Src: in.Addr(), Bytes: -1}}); !errors.Is(err, hal.ErrInvalidArgument) {
 		return t.Errorf("a negative size: %v, want ErrInvalidArgument", err)
 	}
-	return t.Sync(s)
+	if err := t.Sync(s); err != nil {
+		return err
+	}
+
+	// AbortWaits releases a wait nobody will satisfy, on a stream of its
+	// own (it fails): the stream drains at once with ErrInvalidUsage.
+	stuck, err := t.Alloc(8)
+	if err != nil {
+		return err
+	}
+	if err := t.Write(stuck, 0, make([]byte, 8)); err != nil {
+		return err
+	}
+	s2, err := t.Stream()
+	if err != nil {
+		return err
+	}
+	if err := so.QueueOps(s2, []hal.StreamOp{{Kind: hal.StreamWaitEq, Dst: stuck.Addr(), Value: 7}}); err != nil {
+		return t.Errorf("queue a wait to abort: %w", err)
+	}
+	if err := s2.Synchronize(time.Now().Add(100 * time.Millisecond)); !errors.Is(err, hal.ErrTimeout) {
+		return t.Errorf("a wait for a value nobody stores: synchronize = %v, want ErrTimeout (still waiting)", err)
+	}
+	start := time.Now()
+	so.AbortWaits(stuck)
+	err = s2.Synchronize(time.Now().Add(10 * time.Second))
+	if took := time.Since(start); !errors.Is(err, hal.ErrInvalidUsage) || took > 5*time.Second {
+		return t.Errorf("after AbortWaits: synchronize = %v after %v, want an error wrapping ErrInvalidUsage at once", err, took.Round(time.Millisecond))
+	}
+	return nil
 }

@@ -263,6 +263,14 @@ type StreamOps interface {
 	// memory operations). Communicators ask it once, at creation, so that
 	// every rank makes the same choice of plans.
 	StreamOpsSupport() error
+	// AbortWaits makes every wait queued so far (outside graph captures)
+	// on a word of b give up now, as at its deadline: the batch's stream
+	// fails with an error wrapping ErrInvalidUsage and its remaining
+	// operations run without waiting (a GPU backend stores the awaited
+	// values until the batch completes), so the stream drains; what it
+	// copies is then undefined. Comm.Abort calls it with the flags of its
+	// host-issued plans. It does not block.
+	AbortWaits(b Buffer)
 }
 
 // StreamOpKind is what a StreamOp does.

@@ -84,6 +84,8 @@ type Device struct {
 	mcs     []*multicast // multicast groups joined
 	seq     int
 	closed  bool
+
+	waiting opsWaiting // queued stream operations with waits (streamops.go)
 }
 
 var (

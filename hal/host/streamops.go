@@ -64,8 +64,17 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 		}
 	}
 	u := &opsUser{}
+	for _, op := range ops {
+		if op.Kind == hal.StreamWaitEq {
+			u.waits = append(u.waits, op.Dst)
+		}
+	}
+	if len(u.waits) > 0 {
+		d.waiting.add(u)
+	}
 	timeout := env.Timeout()
 	run := func() error {
+		defer d.waiting.remove(u)
 		for i, r := range rs {
 			switch r.op.Kind {
 			case hal.StreamCopy:
@@ -92,6 +101,47 @@ type opsUser struct {
 	aborted atomic.Bool
 	mu      sync.Mutex
 	why     string
+	waits   []uint64 // the addresses the batch waits on
+}
+
+// opsWaiting is the batches with waits of a device not yet run to their
+// end, for AbortWaits.
+type opsWaiting struct {
+	mu    sync.Mutex
+	users map[*opsUser]struct{}
+}
+
+func (w *opsWaiting) add(u *opsUser) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.users == nil {
+		w.users = map[*opsUser]struct{}{}
+	}
+	w.users[u] = struct{}{}
+}
+
+func (w *opsWaiting) remove(u *opsUser) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.users, u)
+}
+
+// AbortWaits implements hal.StreamOps: the batches with a wait on a word
+// of b give up their waits now (the work fails with ErrInvalidUsage and
+// runs no further operation).
+func (d *Device) AbortWaits(b hal.Buffer) {
+	lo, hi := b.Addr(), b.Addr()+uint64(b.Size())
+	w := &d.waiting
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for u := range w.users {
+		for _, a := range u.waits {
+			if a >= lo && a < hi {
+				u.abort("aborted (hal.StreamOps.AbortWaits)")
+				break
+			}
+		}
+	}
 }
 
 func (u *opsUser) abort(why string) {

@@ -179,18 +179,24 @@ func (d *Device) destroyLanes() {
 	l.streams, l.join, l.fork = nil, nil, cuda.Event{}
 }
 
-// opsWatch is one batch of queued waits the watchdog follows.
+// opsWatch is one batch of queued waits the watchdog follows. Once
+// released (its deadline passed, or AbortOps) the watchdog stores the
+// awaited values again at every poll until the batch completes: a call of
+// several windows waits on the same word more than once, each wait
+// resetting it, so one store would release only the first.
 type opsWatch struct {
 	s        *Stream
 	ev       cuda.Event
 	deadline time.Time
 	waits    []hal.StreamOp
+	released bool
+	aborted  bool // AbortWaits: release at the next poll
 }
 
 // opsWatchdog follows the batches of a device (Device.watch).
 type opsWatchdog struct {
 	mu      sync.Mutex
-	pending []opsWatch
+	pending []*opsWatch
 	running bool
 }
 
@@ -211,7 +217,7 @@ func (d *Device) watchOps(s *Stream, waits []hal.StreamOp) error {
 	}
 	w := &d.watch
 	w.mu.Lock()
-	w.pending = append(w.pending, opsWatch{s: s, ev: ev, deadline: time.Now().Add(env.Timeout()), waits: waits})
+	w.pending = append(w.pending, &opsWatch{s: s, ev: ev, deadline: time.Now().Add(env.Timeout()), waits: waits})
 	start := !w.running
 	w.running = true
 	w.mu.Unlock()
@@ -221,26 +227,54 @@ func (d *Device) watchOps(s *Stream, waits []hal.StreamOp) error {
 	return nil
 }
 
+// AbortWaits implements hal.StreamOps: every batch queued so far (outside
+// graph captures) with a wait on a word of b is released at the
+// watchdog's next poll, as at its deadline: its stream fails and its waits
+// pass until it completes.
+func (d *Device) AbortWaits(b hal.Buffer) {
+	lo, hi := b.Addr(), b.Addr()+uint64(b.Size())
+	w := &d.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.pending {
+		for _, op := range p.waits {
+			if op.Dst >= lo && op.Dst < hi {
+				p.aborted = true
+				break
+			}
+		}
+	}
+}
+
 // watchLoop polls the pending batches every millisecond until none is
-// left: a completed one is dropped; one past its deadline fails its stream
-// and has the awaited values stored from the host, so that it drains.
+// left: a completed one is dropped; one past its deadline (or aborted by
+// AbortWaits) fails its stream and has the awaited values stored from
+// the host until it completes, so that it drains.
 func (d *Device) watchLoop() {
 	w := &d.watch
 	for {
 		time.Sleep(time.Millisecond)
 		w.mu.Lock()
 		keep := w.pending[:0]
-		var expired []opsWatch
+		var release []*opsWatch
 		for _, p := range w.pending {
 			done, err := p.ev.Query()
 			switch {
 			case done || err != nil:
 				p.ev.Destroy()
-			case time.Now().After(p.deadline):
-				expired = append(expired, p)
-			default:
-				keep = append(keep, p)
+				continue
+			case p.released || p.aborted || time.Now().After(p.deadline):
+				if !p.released {
+					err := fmt.Errorf("stream operations on %s: a wait did not pass within %v (waits for %s): %w", d, env.Timeout(), describeWaits(p.waits), hal.ErrTimeout)
+					if p.aborted {
+						err = fmt.Errorf("stream operations on %s: waits for %s aborted: %w", d, describeWaits(p.waits), hal.ErrInvalidUsage)
+					}
+					p.s.failed.CompareAndSwap(nil, &err)
+					p.released = true
+				}
+				release = append(release, p)
 			}
+			keep = append(keep, p)
 		}
 		w.pending = keep
 		idle := len(keep) == 0
@@ -248,8 +282,8 @@ func (d *Device) watchLoop() {
 			w.running = false
 		}
 		w.mu.Unlock()
-		for _, p := range expired {
-			d.expire(p)
+		for _, p := range release {
+			d.release(p)
 		}
 		if idle {
 			return
@@ -257,18 +291,15 @@ func (d *Device) watchLoop() {
 	}
 }
 
-// expire fails p's stream and releases its waits.
-func (d *Device) expire(p opsWatch) {
-	err := fmt.Errorf("stream operations on %s: a wait did not pass within %v (waits for %s): %w", d, env.Timeout(), describeWaits(p.waits), hal.ErrTimeout)
-	p.s.failed.CompareAndSwap(nil, &err)
+// release stores the values p's waits wait for.
+func (d *Device) release(p *opsWatch) {
 	var b [8]byte
 	for _, op := range p.waits {
 		binary.LittleEndian.PutUint64(b[:], op.Value)
 		if err := d.ctx.MemcpyHtoD(cuda.DevicePtr(op.Dst), b[:]); err != nil {
-			d.log.Warn("release of a timed-out stream wait failed", "addr", fmt.Sprintf("%#x", op.Dst), "err", err)
+			d.log.Warn("release of a stream wait failed", "addr", fmt.Sprintf("%#x", op.Dst), "err", err)
 		}
 	}
-	p.ev.Destroy()
 }
 
 func describeWaits(ws []hal.StreamOp) string {
