@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/algorithms"
@@ -120,26 +120,30 @@ type group struct {
 
 var groups = struct {
 	sync.Mutex
-	byThread map[int]*group
-}{byThread: map[int]*group{}}
+	byThread map[uint64]*group // by threadKey
+	open     atomic.Int32      // len(byThread): a call outside any group skips the lookup
+}{byThread: map[uint64]*group{}}
 
 // threadGroup returns the calling OS thread's group, or nil outside one.
-// Exports run on the calling C thread (cgo callbacks lock it), so the
-// thread id is the C thread's.
 func threadGroup() *group {
+	if groups.open.Load() == 0 {
+		return nil
+	}
+	k := threadKey()
 	groups.Lock()
 	defer groups.Unlock()
-	return groups.byThread[syscall.Gettid()]
+	return groups.byThread[k]
 }
 
 func groupStart() result {
+	k := threadKey()
 	groups.Lock()
 	defer groups.Unlock()
-	tid := syscall.Gettid()
-	g := groups.byThread[tid]
+	g := groups.byThread[k]
 	if g == nil {
 		g = &group{}
-		groups.byThread[tid] = g
+		groups.byThread[k] = g
+		groups.open.Add(1)
 	}
 	g.depth++
 	return ncclSuccess
@@ -151,9 +155,9 @@ func groupStart() result {
 // communicators of one thread must progress together). simulate drops the
 // operations instead of running them.
 func groupEnd(fn string, simulate bool) result {
+	k := threadKey()
 	groups.Lock()
-	tid := syscall.Gettid()
-	g := groups.byThread[tid]
+	g := groups.byThread[k]
 	if g == nil || g.depth == 0 {
 		groups.Unlock()
 		return fail(ncclInvalidUsage, "%s: no matching ncclGroupStart on this thread", fn)
@@ -163,7 +167,8 @@ func groupEnd(fn string, simulate bool) result {
 		groups.Unlock()
 		return ncclSuccess
 	}
-	delete(groups.byThread, tid)
+	delete(groups.byThread, k)
+	groups.open.Add(-1)
 	groups.Unlock()
 
 	if err := parallel(len(g.inits), func(i int) error { return g.inits[i]() }); err != nil {
