@@ -316,7 +316,7 @@ func (g *Group) Extent() (in, out int) {
 }
 
 // eachOp calls f on every op of g, Ops then After, without copying them
-// (Launch asks per call: windowed plans have thousands of ops).
+// (Launch asks per call).
 func (g *Group) eachOp(f func(o *Op)) {
 	for i := range g.Ops {
 		f(&g.Ops[i])
