@@ -41,7 +41,9 @@ type Comm struct {
 	order   streamOrder // calls in issue order across streams (order.go)
 	// prof times Launch's stages on the host (WEFT_PROXY_PROFILE=1;
 	// launchStages), logged at Close; nil when off.
-	prof *stageprof.Set
+	// p2pProf times LaunchP2P's stages the same way (p2pStages).
+	p2pProf *stageprof.Set
+	prof    *stageprof.Set
 
 	net       *channels.Network   // peers on other nodes (nil: none)
 	allreduce []*algo             // zero-copy AllReduce (Comm.AllReduce)
@@ -105,6 +107,7 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 	}
 	c := &Comm{boot: boot, dev: dev, exec: exec, cfg: cfg, source: source, timeout: timeout, regs: map[uint64]*channels.Registration{}, colls: map[collKey][]*algo{}}
 	c.prof = stageprof.New(fmt.Sprintf("launch path of rank %d", cfg.Rank), launchStages...)
+	c.p2pProf = stageprof.New(fmt.Sprintf("point-to-point launch path of rank %d", cfg.Rank), p2pStages...)
 	c.startProgress()
 	defer func() {
 		if err != nil {
@@ -405,6 +408,7 @@ func (c *Comm) Abort() {
 // those of freeing the device's buffers, joined.
 func (c *Comm) Close() error {
 	c.prof.Log(env.Logger("COLL"))
+	c.p2pProf.Log(env.Logger("COLL"))
 	if lp, ok := c.dev.(interface{ LaunchProfile() *stageprof.Set }); ok {
 		lp.LaunchProfile().Log(env.Logger("COLL")) // the backend's part of the enqueue (cudadev)
 	}

@@ -44,6 +44,7 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 	if len(c.p2p) == 0 {
 		return fmt.Errorf("weft: point-to-point on rank %d: no plan: the links are not memory-mapped and point-to-point has no port-channel plan yet: %w", c.cfg.Rank, hal.ErrNotSupported)
 	}
+	t := c.p2pProf.Now()
 	rounds, err := c.p2pRounds(ops)
 	if err != nil {
 		return err
@@ -56,8 +57,11 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 		return err
 	}
 	me := c.cfg.Rank
-	newArgs := func() *plan.Args {
-		args := &plan.Args{Timeout: c.timeout, Groups: make([]plan.GroupArgs, plan.MaxGroupArgs)}
+	// newArgs are a launch's arguments with slots group-argument slots
+	// (a window's SelfArg, its last), all skipped until set; PackParams
+	// and the backends skip the slots past them.
+	newArgs := func(slots int) *plan.Args {
+		args := &plan.Args{Timeout: c.timeout, Groups: make([]plan.GroupArgs, slots)}
 		for i := range args.Groups {
 			args.Groups[i].Skip = true
 		}
@@ -69,6 +73,7 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 	if err := c.launched(s); err != nil {
 		return err
 	}
+	t = c.p2pProf.Since(p2pStagePrepare, t)
 	for _, round := range rounds {
 		// Any plan's self-copy group stages; the last (windowed) plan's
 		// serves every size.
@@ -78,48 +83,68 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 		// One launch per plan the round's operations need, smallest
 		// operations' plan first on every rank (algorithms/p2p.go); past
 		// algorithms.PeerPlansMaxRanks ranks, per peer window, in window
-		// order (progs holds the windows' plans one after another).
-		for pi, prog := range progs {
-			w := c.p2pWindowOf(pi)
-			args, used := newArgs(), false
-			posts := table != 0 && c.p2p[pi].choice.Plan.Posts()
-			if posts {
-				args.PostTable = table
-			}
-			for _, o := range round {
-				if !w.serves(o.Peer, me) || w.first+algorithms.Select(w.choices, o.Bytes) != pi {
+		// order (progs holds the windows' plans one after another). Only
+		// the plans an operation needs get arguments.
+		args := make([]*plan.Args, len(progs))
+		for _, o := range round {
+			for _, w := range c.p2pWins {
+				if !w.serves(o.Peer, me) {
 					continue
 				}
-				used = true
+				pi := w.first + algorithms.Select(w.choices, o.Bytes)
+				a := args[pi]
+				if a == nil {
+					a = newArgs(w.win.SelfArg())
+					if table != 0 && c.p2p[pi].choice.Plan.Posts() {
+						a.PostTable = table
+					}
+					args[pi] = a
+				}
+				posts := a.PostTable != 0
 				switch self := w.win.SelfArg() - 1; {
 				case o.Peer == me && o.Send:
-					args.Groups[self].Input, args.Groups[self].Count, args.Groups[self].Skip = o.Buf, o.Bytes, false
+					a.Groups[self].Input, a.Groups[self].Count, a.Groups[self].Skip = o.Buf, o.Bytes, false
 				case o.Peer == me:
-					args.Groups[self].Output = o.Buf
+					a.Groups[self].Output = o.Buf
 				case o.Send:
 					g := plan.GroupArgs{Count: o.Bytes, Input: o.Buf}
 					if posts {
 						g.Post = plan.PostNone
 					}
-					args.Groups[w.win.SendArg(o.Peer)-1] = g
+					a.Groups[w.win.SendArg(o.Peer)-1] = g
 				default:
 					g := plan.GroupArgs{Count: o.Bytes, Output: o.Buf}
 					if posts {
 						g.Post = lookup(o.Buf, o.Bytes)
 					}
-					args.Groups[w.win.RecvArg(o.Peer)-1] = g
+					a.Groups[w.win.RecvArg(o.Peer)-1] = g
 				}
 			}
-			if !used {
+		}
+		t = c.p2pProf.Since(p2pStageArgs, t)
+		for pi, a := range args {
+			if a == nil {
 				continue
 			}
-			if err := prog.Launch(s, args); err != nil {
+			if err := progs[pi].Launch(s, a); err != nil {
 				return fmt.Errorf("weft: point-to-point on rank %d (%s): %w", c.cfg.Rank, c.p2p[pi].choice.Plan.Name, err)
 			}
+			t = c.p2pProf.Since(p2pStageEnqueue, t)
 		}
 	}
 	return nil
 }
+
+// Stages of LaunchP2P timed under WEFT_PROXY_PROFILE=1 (Comm.p2pProf): a
+// sendrecv costs the caller's thread 13–27 µs through libweft_nccl.so
+// against NCCL's 6–10 (2×H100, 2026-11-26, docs/bench/2026-11-26e-h100x2).
+const (
+	p2pStagePrepare = iota // rounds, checks, programs, posts, stream order
+	p2pStageArgs           // a launch's group arguments (and staging copies)
+	p2pStageEnqueue        // packing and the backend's launch, per launch
+)
+
+var p2pStages = []string{"prepare (rounds, programs, stream order)", "arguments of a launch", "enqueue (pack + launch)"}
 
 // p2pAlgo is the point-to-point plan that serves an operation of bytes
 // bytes (the first whose bound takes it), or nil when there is none.
@@ -179,16 +204,6 @@ func (c *Comm) setupP2P() error {
 		}
 	}
 	return nil
-}
-
-// p2pWindowOf is the window of plan i of Comm.p2p.
-func (c *Comm) p2pWindowOf(i int) p2pWindow {
-	for _, w := range c.p2pWins {
-		if i < w.first+w.n {
-			return w
-		}
-	}
-	return p2pWindow{}
 }
 
 // p2pSelf is the peer window whose plans serve this rank's copies to
@@ -266,7 +281,7 @@ func b2i(b bool) int {
 // last plan (which serves every size; progs is p2pPrograms) of the window
 // that serves this rank's copies to itself, and points the send there:
 // the fused launch reads sends and writes receives concurrently.
-func (c *Comm) stageOverlapping(round []P2P, progs []hal.Program, s hal.Stream, newArgs func() *plan.Args) error {
+func (c *Comm) stageOverlapping(round []P2P, progs []hal.Program, s hal.Stream, newArgs func(slots int) *plan.Args) error {
 	var need int64
 	for i, o := range round {
 		if o.Send && c.overlapsRecv(round, i) {
@@ -288,7 +303,7 @@ func (c *Comm) stageOverlapping(round []P2P, progs []hal.Program, s hal.Stream, 
 		if !o.Send || !c.overlapsRecv(round, i) {
 			continue
 		}
-		args := newArgs()
+		args := newArgs(self + 1)
 		args.Groups[self] = plan.GroupArgs{Count: o.Bytes, Input: o.Buf, Output: base + off}
 		if err := prog.Launch(s, args); err != nil {
 			return fmt.Errorf("weft: point-to-point on rank %d: staging a send to rank %d: %w", c.cfg.Rank, o.Peer, err)

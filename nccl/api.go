@@ -228,6 +228,7 @@ func (c *comm) run(ops []*op) error {
 	if err := c.usable(); err != nil {
 		return err
 	}
+	defer c.prof.Since(callGroupRun, c.prof.Now())
 	var streams []uintptr
 	p2p := map[uintptr][]*op{}
 	for _, o := range ops {
@@ -358,6 +359,7 @@ func (c *comm) runP2PJoined(streams []uintptr, p2p map[uintptr][]*op) error {
 }
 
 func (c *comm) runP2P(ops []*op, h uintptr) error {
+	t := c.prof.Now()
 	var entries []p2pEntry
 	var calls []weft.P2P
 	for _, o := range ops {
@@ -384,7 +386,9 @@ func (c *comm) runP2P(ops []*op, h uintptr) error {
 		if err != nil {
 			return err
 		}
+		t = c.prof.Since(callP2PCollect, t)
 		err = c.w.LaunchP2P(calls, s)
+		c.prof.Since(callLaunchP2P, t)
 		if err == nil {
 			count(false, nil)
 			return nil
@@ -447,13 +451,17 @@ func collective(a collArgs) result {
 // Stages of a collective call in this layer timed under
 // WEFT_PROXY_PROFILE=1 (comm.prof), beside weft.Comm's launch path.
 const (
-	callCheck  = iota // argument checks and the operation built
-	callStream        // the caller's stream wrapped (cached after the first call)
-	callLaunch        // weft.Comm.Launch
-	callWhole         // the whole call after the communicator lookup
+	callCheck      = iota // argument checks and the operation built
+	callStream            // the caller's stream wrapped (cached after the first call)
+	callLaunch            // weft.Comm.Launch
+	callWhole             // the whole call after the communicator lookup
+	callP2PCollect        // a group's sends and receives gathered for LaunchP2P
+	callLaunchP2P         // weft.Comm.LaunchP2P
+	callGroupRun          // run: one call, or a group's operations of this communicator at ncclGroupEnd
 )
 
-var callStages = []string{"argument checks", "stream lookup", "weft Launch", "whole call"}
+var callStages = []string{"argument checks", "stream lookup", "weft Launch", "whole call",
+	"point-to-point gathered", "weft LaunchP2P", "run (one call, or a group's at ncclGroupEnd)"}
 
 // check validates a call and builds its operation. Errors name the
 // argument, as NCCL's do.
