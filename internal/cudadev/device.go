@@ -47,7 +47,6 @@ type Device struct {
 	closed atomic.Bool
 	work   inflight    // streams and launch events Free and Close wait for
 	watch  opsWatchdog // batches of stream operations with waits (streamops.go)
-	lanes  opsLanes    // the lane streams of stream-operation batches (streamops.go)
 
 	kernelsOnce sync.Once
 	kernels     *cuda.KernelCache
@@ -305,7 +304,6 @@ func (d *Device) close(deadline time.Time) error {
 		return err
 	}
 	d.destroyEvents()
-	d.destroyLanes()
 	openDevices.Lock()
 	for i, o := range openDevices.list {
 		if o == d {

@@ -28,6 +28,9 @@ type Stream struct {
 	// a wait queued on the stream passed its deadline; Synchronize reports
 	// it.
 	failed atomic.Pointer[error]
+	// lanes are the streams that batches of stream operations on this
+	// stream fork onto (streamops.go); Close destroys them.
+	lanes opsLanes
 }
 
 var _ hal.Stream = (*Stream)(nil)
@@ -165,6 +168,7 @@ func (s *Stream) Close() error {
 	if s.closed.Swap(true) {
 		return fmt.Errorf("close stream of %s: already closed: %w", s.dev, hal.ErrInvalidUsage)
 	}
+	s.dev.destroyLanes(&s.lanes)
 	if s.foreign {
 		s.dev.disown(s)
 		return nil

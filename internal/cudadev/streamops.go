@@ -15,9 +15,9 @@ var _ hal.StreamOps = (*Device)(nil)
 
 // QueueOps implements hal.StreamOps with cuMemcpyAsync,
 // cuStreamWriteValue64 and cuStreamWaitValue64 (the v2 entry points) on the
-// stream. Lanes are streams of the device's (one per lane, shared by every
-// batch; a batch holds them from fork to join, so batches of two callers
-// never interleave on them), forked from s by an event recorded on s and
+// stream. Lanes are streams of s's own (created on first use, destroyed
+// with s: lanes shared between callers' streams would make one caller's
+// work wait for another's), forked from s by an event recorded on s and
 // joined back by one recorded on each lane that s waits for; while s
 // captures a graph, the lanes join the capture through those events. The
 // operations are submitted in list order. A CUDA stream wait has no
@@ -48,11 +48,11 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 		lanes = max(lanes, int(op.Lane))
 	}
 	on := []cuda.Stream{s.stream}
+	l := &s.lanes
 	if lanes > 0 {
-		l := &d.lanes
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		forked, err := d.forkLanes(s.stream, lanes)
+		forked, err := d.forkLanes(l, s.stream, lanes)
 		if err != nil {
 			return fmt.Errorf("queue stream operations on %s: %w", d, err)
 		}
@@ -72,13 +72,13 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 		}
 		if err != nil {
 			if lanes > 0 {
-				d.joinLanes(s.stream, lanes) // the lanes must not stay forked (or in a capture)
+				d.joinLanes(l, s.stream, lanes) // the lanes must not stay forked (or in a capture)
 			}
 			return fmt.Errorf("stream operation %d of %d on %s: %w", i, len(ops), d, err)
 		}
 	}
 	if lanes > 0 {
-		if err := d.joinLanes(s.stream, lanes); err != nil {
+		if err := d.joinLanes(l, s.stream, lanes); err != nil {
 			return fmt.Errorf("queue stream operations on %s: %w", d, err)
 		}
 	}
@@ -99,9 +99,9 @@ func (d *Device) StreamOpsSupport() error {
 	return nil
 }
 
-// opsLanes are the lane streams of a device's stream-operation batches
-// with the events that fork them from a batch's stream and join them back.
-// mu is held by a batch from its fork to its join.
+// opsLanes are the lane streams of one Stream's stream-operation batches
+// with the events that fork them from the stream and join them back. mu is
+// held by a batch from its fork to its join.
 type opsLanes struct {
 	mu      sync.Mutex
 	streams []cuda.Stream // lane k is streams[k-1]
@@ -109,12 +109,11 @@ type opsLanes struct {
 	join    []cuda.Event
 }
 
-// forkLanes makes lanes 1..n (created on first use) start after the work
-// queued on s so far and returns them. The caller holds d.lanes.mu.
-// Reusing the events at once is sound: a stream wait takes the event's
-// state when it is queued.
-func (d *Device) forkLanes(s cuda.Stream, n int) ([]cuda.Stream, error) {
-	l := &d.lanes
+// forkLanes makes lanes 1..n of l (created on first use) start after the
+// work queued on s so far and returns them. The caller holds l.mu. Reusing
+// the events at once is sound: a stream wait takes the event's state when
+// it is queued.
+func (d *Device) forkLanes(l *opsLanes, s cuda.Stream, n int) ([]cuda.Stream, error) {
 	if l.fork.Handle == 0 {
 		ev, err := d.ctx.EventCreate(cuda.EventDisableTiming)
 		if err != nil {
@@ -146,10 +145,9 @@ func (d *Device) forkLanes(s cuda.Stream, n int) ([]cuda.Stream, error) {
 	return l.streams[:n], nil
 }
 
-// joinLanes makes the work queued on s from now on wait for lanes 1..n.
-// The caller holds d.lanes.mu.
-func (d *Device) joinLanes(s cuda.Stream, n int) error {
-	l := &d.lanes
+// joinLanes makes the work queued on s from now on wait for lanes 1..n
+// of l. The caller holds l.mu.
+func (d *Device) joinLanes(l *opsLanes, s cuda.Stream, n int) error {
 	var first error
 	for i, st := range l.streams[:n] {
 		err := l.join[i].Record(st)
@@ -163,10 +161,9 @@ func (d *Device) joinLanes(s cuda.Stream, n int) error {
 	return first
 }
 
-// destroyLanes releases the lane streams and their events (Close, after
-// quiesce).
-func (d *Device) destroyLanes() {
-	l := &d.lanes
+// destroyLanes releases l's streams and events (Stream.Close). Work still
+// queued on a lane completes; Free and Close wait for it (DestroyStream).
+func (d *Device) destroyLanes(l *opsLanes) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, st := range l.streams {
