@@ -263,8 +263,9 @@ func ceOps(st *ceState, me, n int, input, output uint64, seg int64) []hal.Stream
 	return ops
 }
 
-// launchCE queues the host-issued AllGather of call on s.
-func (c *Comm) launchCE(call Call, s hal.Stream) error {
+// launchCE queues the host-issued AllGather of call on s; t is when the
+// call began (WEFT_PROXY_PROFILE's stages).
+func (c *Comm) launchCE(call Call, s hal.Stream, t time.Time) error {
 	st, err := c.ceSetup()
 	if err != nil {
 		return err
@@ -274,7 +275,10 @@ func (c *Comm) launchCE(call Call, s hal.Stream) error {
 	}
 	seg := call.Count * int64(call.Type.Size())
 	ops := ceOps(st, c.cfg.Rank, c.cfg.NRanks, call.Send, call.Recv, seg)
-	if err := c.dev.(hal.StreamOps).QueueOps(s, ops); err != nil {
+	t = c.prof.Since(stageCEBuild, t)
+	err = c.dev.(hal.StreamOps).QueueOps(s, ops)
+	c.prof.Since(stageCEQueue, t)
+	if err != nil {
 		return fmt.Errorf("weft: AllGather on rank %d (host-issued copy engines): %w", c.cfg.Rank, err)
 	}
 	return nil

@@ -97,7 +97,7 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 		return c.allToAllP2P(call, s) // past PeerPlansMaxRanks ranks (p2p.go)
 	}
 	if c.ceServes(call) {
-		return c.launchCE(call, s) // WEFT_ALGO=ce (ce.go)
+		return c.launchCE(call, s, t) // ce.go
 	}
 	a, err := c.selectAlgo(call, false)
 	if err != nil {
@@ -149,9 +149,12 @@ const (
 	stageProgram        // the compiled program for the type and operator
 	stageOrder          // ordering after the previous call's stream, proxy wake-up
 	stageEnqueue        // packing the parameters and the backend's launch
+	stageCEBuild        // copy-engine AllGather: checks, set-up lookup, its operations listed
+	stageCEQueue        // copy-engine AllGather: hal.StreamOps.QueueOps (the driver calls)
 )
 
-var launchStages = []string{"plan choice", "program lookup", "stream order", "enqueue (pack + launch)"}
+var launchStages = []string{"plan choice", "program lookup", "stream order", "enqueue (pack + launch)",
+	"copy-engine ops built", "copy-engine ops queued"}
 
 // selectPlan decides which plan serves call; it is the one function that
 // does, for Launch, PlanName, PlanSMs, AllReducePlan and AllReduce alike.

@@ -304,6 +304,7 @@ func (d *Device) close(deadline time.Time) error {
 		return err
 	}
 	d.destroyEvents()
+	d.destroyWatchEvents()
 	openDevices.Lock()
 	for i, o := range openDevices.list {
 		if o == d {

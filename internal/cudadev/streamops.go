@@ -195,14 +195,24 @@ type opsWatchdog struct {
 	mu      sync.Mutex
 	pending []*opsWatch
 	running bool
+	free    []cuda.Event // completed batches' events, recorded again by later ones
 }
 
 // watchOps records an event after a batch with waits and hands it to the
 // device's watchdog, started on first use; nothing while s captures.
 func (d *Device) watchOps(s *Stream, waits []hal.StreamOp) error {
-	ev, err := d.ctx.EventCreate(cuda.EventDisableTiming)
-	if err != nil {
-		return fmt.Errorf("queue stream operations on %s: watch event: %w", d, err)
+	w := &d.watch
+	var ev cuda.Event
+	w.mu.Lock()
+	if n := len(w.free); n > 0 {
+		ev, w.free = w.free[n-1], w.free[:n-1]
+	}
+	w.mu.Unlock()
+	if ev.Handle == 0 {
+		var err error
+		if ev, err = d.ctx.EventCreate(cuda.EventDisableTiming); err != nil {
+			return fmt.Errorf("queue stream operations on %s: watch event: %w", d, err)
+		}
 	}
 	recorded, err := ev.RecordUnlessCapturing(s.stream)
 	if err != nil || !recorded {
@@ -212,7 +222,6 @@ func (d *Device) watchOps(s *Stream, waits []hal.StreamOp) error {
 		}
 		return nil
 	}
-	w := &d.watch
 	w.mu.Lock()
 	w.pending = append(w.pending, &opsWatch{s: s, ev: ev, deadline: time.Now().Add(env.Timeout()), waits: waits})
 	start := !w.running
@@ -257,8 +266,11 @@ func (d *Device) watchLoop() {
 		for _, p := range w.pending {
 			done, err := p.ev.Query()
 			switch {
-			case done || err != nil:
+			case err != nil:
 				p.ev.Destroy()
+				continue
+			case done:
+				w.free = append(w.free, p.ev) // no stream records it now
 				continue
 			case p.released || p.aborted || time.Now().After(p.deadline):
 				if !p.released {
@@ -286,6 +298,18 @@ func (d *Device) watchLoop() {
 			return
 		}
 	}
+}
+
+// destroyWatchEvents destroys the pooled events of completed batches
+// (Close, after quiesce).
+func (d *Device) destroyWatchEvents() {
+	w := &d.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ev := range w.free {
+		ev.Destroy()
+	}
+	w.free = nil
 }
 
 // release stores the values p's waits wait for.
