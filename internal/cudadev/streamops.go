@@ -1,7 +1,6 @@
 package cudadev
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sync"
 	"time"
@@ -196,6 +195,10 @@ type opsWatchdog struct {
 	pending []*opsWatch
 	running bool
 	free    []cuda.Event // completed batches' events, recorded again by later ones
+	// relStream carries the stores that release timed-out or aborted
+	// waits (release); done: Close has destroyed it.
+	relStream cuda.Stream
+	done      bool
 }
 
 // watchOps records an event after a batch with waits and hands it to the
@@ -300,8 +303,8 @@ func (d *Device) watchLoop() {
 	}
 }
 
-// destroyWatchEvents destroys the pooled events of completed batches
-// (Close, after quiesce).
+// destroyWatchEvents destroys the pooled events of completed batches and
+// the release stream (Close, after quiesce).
 func (d *Device) destroyWatchEvents() {
 	w := &d.watch
 	w.mu.Lock()
@@ -310,14 +313,38 @@ func (d *Device) destroyWatchEvents() {
 		ev.Destroy()
 	}
 	w.free = nil
+	if w.relStream.Handle != 0 {
+		d.DestroyStream(w.relStream)
+		w.relStream = cuda.Stream{}
+	}
+	w.done = true
 }
 
-// release stores the values p's waits wait for.
+// release stores the values p's waits wait for, by stream writes on a
+// stream of the watchdog's own (non-blocking: a store through the legacy
+// stream, cuMemcpyHtoD, would wait for a blocking caller's stream that the
+// wait itself holds). It queues nothing while its previous stores are
+// still pending, so that retries at every poll do not pile up.
 func (d *Device) release(p *opsWatch) {
-	var b [8]byte
+	w := &d.watch
+	w.mu.Lock() // Close destroys the stream (destroyWatchEvents)
+	defer w.mu.Unlock()
+	if w.done {
+		return
+	}
+	if w.relStream.Handle == 0 {
+		st, err := d.CreateStream("stream-operation release")
+		if err != nil {
+			d.log.Warn("release of stream waits: no stream", "err", err)
+			return
+		}
+		w.relStream = st
+	}
+	if done, err := w.relStream.Query(); err != nil || !done {
+		return
+	}
 	for _, op := range p.waits {
-		binary.LittleEndian.PutUint64(b[:], op.Value)
-		if err := d.ctx.MemcpyHtoD(cuda.DevicePtr(op.Dst), b[:]); err != nil {
+		if err := w.relStream.WriteValue64(cuda.DevicePtr(op.Dst), op.Value, 0); err != nil {
 			d.log.Warn("release of a stream wait failed", "addr", fmt.Sprintf("%#x", op.Dst), "err", err)
 		}
 	}
