@@ -97,6 +97,11 @@ func configure(opts Options, info hal.DeviceInfo, rank, nranks int) (cfg algorit
 		cfg, source = *opts.Config, "Options.Config"
 	} else {
 		cfg = algorithms.DefaultConfig(rank, nranks, info.Multiprocessors, info.Backend != "host")
+		if info.Backend != "nvlink" && info.Backend != "nvswitch" {
+			// The copy-engine AllGather's bound was measured over NVLink
+			// only; PCIe (hal/pcie) keeps the SM plans until it is.
+			cfg.CEMinBytes = 0
+		}
 		if cfg.Algo, err = algoFromEnv(); err != nil {
 			return cfg, "", 0, err
 		}
