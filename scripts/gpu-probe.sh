@@ -150,6 +150,13 @@ if want ce; then
       WEFT_DEBUG=WARN WEFT_TIMEOUT=20s $CB "${CEA[@]}"
     step "ce-nccl-$d" 60 'grep -E "wrong elements in all" $log' -- env -u LD_PRELOAD NCCL_DEBUG=WARN $CB "${CEA[@]}"
   done
+  # Host cost of a call without graphs (-H 1), per driver call and batched (WEFT_STREAM_BATCH=1:
+  # consecutive flag operations in one cuStreamBatchMemOp), with the launch stages profiled.
+  for b in 0 1; do
+    step "ce-host-batch$b" 40 'grep -E "wrong elements in all|copy-engine ops queued" $log | cut -c1-200' -- env LD_PRELOAD="$LIB" \
+      WEFT_NCCL_FALLBACK=0 WEFT_ALGO=ce WEFT_STREAM_BATCH=$b WEFT_PROXY_PROFILE=1 WEFT_DEBUG=WARN WEFT_TIMEOUT=20s \
+      $CB -g 2 -t allgather -d bfloat16 -b 32M -e 512M -f 4 -w 5 -n 20 -G 0 -c 1 -p 1 -H 1
+  done
   # weft's kernel plans on the same sizes, for the choice between them.
   step "ce-weftsm-float" 60 'grep -E "wrong elements in all" $log' -- env LD_PRELOAD="$LIB" WEFT_NCCL_FALLBACK=0 \
     WEFT_DEBUG=WARN $CB -g 2 -t allgather -d float -b 8 -e 1G -f 4 -w 3 -n 10 -G 10 -c 1 -p 1

@@ -104,7 +104,8 @@
 #define WEFT_CUDA_OPTIONAL_FUNCS(X)                                            \
   X(cuModuleGetFunctionCount, CUresult, (unsigned int*, CUmodule))             \
   X(cuModuleEnumerateFunctions, CUresult, (CUfunction*, unsigned int, CUmodule)) \
-  X(cuFuncLoad, CUresult, (CUfunction))
+  X(cuFuncLoad, CUresult, (CUfunction))                                       \
+  X(cuStreamBatchMemOp, CUresult, (CUstream, unsigned int, weft_memop*, unsigned int))
 
 // Entry points of multicast objects (NVLink SHARP), which CUDA 12.1
 // introduced: resolved at CUDA version 12010 (the _v12010 variants of
@@ -337,6 +338,55 @@ CUresult weft_cuStreamWaitValue64(CUcontext ctx, CUstream s, CUdeviceptr addr, c
 CUresult weft_cuStreamWriteValue64(CUcontext ctx, CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned int flags) {
   CUR(ctx);
   return p_cuStreamWriteValue64(s, addr, v, flags);
+}
+
+_Static_assert(sizeof(weft_memop) == 48, "weft_memop must be CUstreamBatchMemOpParams' 48 bytes");
+
+// weft_queue_ops queues n stream operations in list order, each on
+// streams[op.lane], in one call into C (one context switch for the batch).
+// With batch set and cuStreamBatchMemOp resolved, consecutive waits and
+// writes on the same lane (at most WEFT_MEMOP_BATCH) go in one
+// cuStreamBatchMemOp. On failure *failed is the index of the operation
+// (the first of its batch) whose call failed.
+#define WEFT_MEMOP_BATCH 16
+CUresult weft_queue_ops(CUcontext ctx, const CUstream* streams, const weft_stream_op* ops, int n, int batch, int* failed) {
+  CUR(ctx);
+  *failed = -1;
+  for (int i = 0; i < n; i++) {
+    const weft_stream_op* op = &ops[i];
+    CUstream s = streams[op->lane];
+    CUresult r = 0;
+    if (op->kind == 1) {
+      if (op->bytes > 0) r = p_cuMemcpyAsync(op->dst, op->src, (size_t)op->bytes, s);
+    } else if (batch && p_cuStreamBatchMemOp != NULL) {
+      weft_memop m[WEFT_MEMOP_BATCH];
+      int k = 0;
+      int j = i;
+      for (; j < n && k < WEFT_MEMOP_BATCH && ops[j].kind != 1 && ops[j].lane == op->lane; j++, k++) {
+        memset(&m[k], 0, sizeof m[k]);
+        m[k].operation = ops[j].kind == 2 ? 4 : 5;
+        m[k].address = ops[j].dst;
+        m[k].value64 = ops[j].value;
+        m[k].flags = ops[j].kind == 2 ? 1 /* CU_STREAM_WAIT_VALUE_EQ */ : 0;
+      }
+      r = p_cuStreamBatchMemOp(s, (unsigned int)k, m, 0);
+      if (r != 0) {
+        *failed = i;
+        return r;
+      }
+      i = j - 1;
+      continue;
+    } else if (op->kind == 2) {
+      r = p_cuStreamWaitValue64(s, op->dst, op->value, 1 /* CU_STREAM_WAIT_VALUE_EQ */);
+    } else {
+      r = p_cuStreamWriteValue64(s, op->dst, op->value, 0);
+    }
+    if (r != 0) {
+      *failed = i;
+      return r;
+    }
+  }
+  return 0;
 }
 
 // weft_signal64 queues the two stream writes of a port-channel signal in

@@ -52,6 +52,7 @@ CUresult weft_cuStreamDestroy(CUcontext ctx, CUstream s);
 CUresult weft_cuStreamWaitEvent(CUcontext ctx, CUstream s, CUevent e);
 CUresult weft_cuStreamWriteValue64(CUcontext ctx, CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned int flags);
 CUresult weft_cuStreamWaitValue64(CUcontext ctx, CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned int flags);
+CUresult weft_queue_ops(CUcontext ctx, const CUstream* streams, const weft_stream_op* ops, int n, int batch, int* failed);
 CUresult weft_signal64(CUcontext ctx, CUstream s, CUdeviceptr addr0, cuuint64_t value0, CUdeviceptr addr1,
                        cuuint64_t value1);
 CUresult weft_cuEventCreate(CUcontext ctx, CUevent* e, unsigned int flags);

@@ -466,6 +466,36 @@ func (s Stream) Signal64(addr0 DevicePtr, v0 uint64, addr1 DevicePtr, v1 uint64)
 	return newError("cuStreamWriteValue64", Result(C.weft_signal64(s.Ctx.c(), s.c(), C.CUdeviceptr(addr0), C.cuuint64_t(v0), C.CUdeviceptr(addr1), C.cuuint64_t(v1))))
 }
 
+// QueueOps queues ops in list order, each on streams[op.Lane], in one cgo
+// call (weft_queue_ops): copies by cuMemcpyAsync, waits (equal) by
+// cuStreamWaitValue64, writes by cuStreamWriteValue64; with batch,
+// consecutive waits and writes on one lane go in one cuStreamBatchMemOp
+// where the driver has it. The streams share ctx. On failure it returns
+// the index of the operation whose call failed.
+func QueueOps(ctx Context, streams []Stream, ops []StreamOp, batch bool) (failed int, err error) {
+	if len(ops) == 0 {
+		return -1, nil
+	}
+	cs := make([]C.CUstream, len(streams))
+	for i, s := range streams {
+		cs[i] = s.c()
+	}
+	cops := make([]C.weft_stream_op, len(ops))
+	for i, op := range ops {
+		if int(op.Lane) >= len(streams) || op.Kind < OpCopy || op.Kind > OpWrite {
+			return i, fmt.Errorf("stream operation %d: kind %d on lane %d of %d streams: %w", i, op.Kind, op.Lane, len(streams), errInvalidOp)
+		}
+		cops[i] = C.weft_stream_op{kind: C.int(op.Kind), lane: C.int(op.Lane), dst: C.ulonglong(op.Dst), src: C.ulonglong(op.Src), bytes: C.longlong(op.Bytes), value: C.ulonglong(op.Value)}
+	}
+	b := C.int(0)
+	if batch {
+		b = 1
+	}
+	var f C.int
+	r := Result(C.weft_queue_ops(ctx.c(), &cs[0], &cops[0], C.int(len(cops)), b, &f))
+	return int(f), newError("stream operations", r)
+}
+
 // BeginCapture starts capturing s into a graph (mode: StreamCaptureMode*).
 func (s Stream) BeginCapture(mode int) error {
 	return newError("cuStreamBeginCapture", Result(C.weft_cuStreamBeginCapture(s.Ctx.c(), s.c(), C.int(mode))))

@@ -1,6 +1,9 @@
 package cuda
 
-import "fmt"
+import (
+	"fmt"
+	"os"
+)
 
 // fakeDriverEnv makes the test binary, re-executed with WEFT_CUDA_LIB set
 // to the fake driver, report what the multicast bindings do.
@@ -19,5 +22,32 @@ func fakeDriverChild() int {
 	fmt.Printf("granularity: %d %v\n", g, err)
 	_, err = c.MulticastCreate(4, 1<<21, HandleTypePosixFD)
 	fmt.Printf("create: %v\n", err)
+	if os.Getenv("FAKECUDA_STREAMOPS") == "1" {
+		streamOpsChild(c)
+	}
 	return 0
+}
+
+// streamOpsChild queues one list of stream operations on two streams
+// (0x10, 0x20) without and with batching; the fake driver prints each
+// call it receives.
+func streamOpsChild(c Context) {
+	streams := []Stream{{Ctx: c, Handle: 0x10}, {Ctx: c, Handle: 0x20}}
+	ops := []StreamOp{
+		{Kind: OpWait, Dst: 0x1000, Value: 1},
+		{Kind: OpWrite, Dst: 0x1000, Value: 0},
+		{Kind: OpCopy, Dst: 0x2000, Src: 0x3000, Bytes: 4096},
+		{Kind: OpWrite, Dst: 0x4000, Value: 1},
+		{Kind: OpWait, Lane: 1, Dst: 0x5000, Value: 1},
+		{Kind: OpWrite, Lane: 1, Dst: 0x5000, Value: 0},
+		{Kind: OpCopy, Lane: 1, Dst: 0x6000, Src: 0x7000, Bytes: 0},
+		{Kind: OpWrite, Lane: 1, Dst: 0x8000, Value: 1},
+	}
+	for _, batch := range []bool{false, true} {
+		fmt.Printf("queue batch=%v\n", batch)
+		failed, err := QueueOps(c, streams, ops, batch)
+		fmt.Printf("queued batch=%v: failed %d, %v\n", batch, failed, err)
+	}
+	_, err := QueueOps(c, streams[:1], []StreamOp{{Kind: OpWrite, Lane: 1, Dst: 0x8}}, false)
+	fmt.Printf("bad lane: %v\n", err)
 }

@@ -351,3 +351,7 @@ func (c Context) MulticastBindMem(mc MemGenericAllocationHandle, mcOffset int64,
 func (c Context) MulticastUnbind(mc MemGenericAllocationHandle, dev Device, mcOffset, size int64) error {
 	return errNoCgo
 }
+
+func QueueOps(ctx Context, streams []Stream, ops []StreamOp, batch bool) (failed int, err error) {
+	return -1, errNoCgo
+}

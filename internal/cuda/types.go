@@ -1,6 +1,9 @@
 package cuda
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Device is a CUdevice: a driver device handle (equal to the ordinal in
 // practice, but obtain it with [DeviceGet]).
@@ -162,3 +165,25 @@ const (
 	MulticastGranularityMinimum     = 0 // CU_MULTICAST_GRANULARITY_MINIMUM
 	MulticastGranularityRecommended = 1 // CU_MULTICAST_GRANULARITY_RECOMMENDED
 )
+
+// StreamOp is one operation of QueueOps: a copy of Bytes from Src to Dst,
+// a wait until the 64-bit word at Dst equals Value, or a write of Value
+// there, on the stream of index Lane.
+type StreamOp struct {
+	Kind     StreamOpKind
+	Lane     uint8
+	Dst, Src DevicePtr
+	Bytes    int64
+	Value    uint64
+}
+
+// StreamOpKind is what a StreamOp does (weft_stream_op's kind).
+type StreamOpKind int
+
+const (
+	OpCopy  StreamOpKind = 1
+	OpWait  StreamOpKind = 2 // until equal (CU_STREAM_WAIT_VALUE_EQ)
+	OpWrite StreamOpKind = 3
+)
+
+var errInvalidOp = errors.New("invalid stream operation")

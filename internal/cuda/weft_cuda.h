@@ -72,6 +72,32 @@ typedef int nvrtcResult;
 typedef struct _nvrtcProgram* nvrtcProgram;
 
 // Errors of the loader itself (not CUDA results): returned by weft_cuda_load.
+// weft_stream_op is one operation of weft_queue_ops (hal.StreamOp's
+// layout in C): kind 1 copy, 2 wait until the 64-bit word equals value,
+// 3 write value; lane indexes the streams of the call.
+typedef struct {
+  int kind;
+  int lane;
+  unsigned long long dst, src;
+  long long bytes;
+  unsigned long long value;
+} weft_stream_op;
+
+// weft_memop is CUstreamBatchMemOpParams (cuda.h: a union of 48 bytes) for
+// the two operations weft batches: CU_STREAM_MEM_OP_WAIT_VALUE_64 (4) and
+// CU_STREAM_MEM_OP_WRITE_VALUE_64 (5), laid out as
+// CUstreamMemOpWaitValueParams_st / CUstreamMemOpWriteValueParams_st.
+typedef struct {
+  int operation;
+  int pad0;
+  CUdeviceptr address;
+  cuuint64_t value64;
+  unsigned int flags;
+  unsigned int pad1;
+  CUdeviceptr alias;
+  cuuint64_t pad2;
+} weft_memop;
+
 #define WEFT_LOAD_OK 0
 #define WEFT_LOAD_DLOPEN 1     // dlopen failed; see weft_cuda_load_error()
 #define WEFT_LOAD_NO_GPA 2     // cuGetProcAddress_v2 missing: driver older than CUDA 12

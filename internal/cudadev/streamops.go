@@ -57,24 +57,23 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 		}
 		on = append(on, forked...)
 	}
+	cops := make([]cuda.StreamOp, len(ops))
 	for i, op := range ops {
-		st := on[op.Lane]
+		k := cuda.OpCopy
 		switch op.Kind {
-		case hal.StreamCopy:
-			if op.Bytes > 0 {
-				err = st.MemcpyAsync(cuda.DevicePtr(op.Dst), cuda.DevicePtr(op.Src), op.Bytes)
-			}
-		case hal.StreamWrite:
-			err = st.WriteValue64(cuda.DevicePtr(op.Dst), op.Value, 0)
 		case hal.StreamWaitEq:
-			err = st.WaitValue64(cuda.DevicePtr(op.Dst), op.Value, cuda.StreamWaitValueEq)
+			k = cuda.OpWait
+		case hal.StreamWrite:
+			k = cuda.OpWrite
 		}
-		if err != nil {
-			if lanes > 0 {
-				d.joinLanes(l, s.stream, lanes) // the lanes must not stay forked (or in a capture)
-			}
-			return fmt.Errorf("stream operation %d of %d on %s: %w", i, len(ops), d, err)
+		cops[i] = cuda.StreamOp{Kind: k, Lane: op.Lane, Dst: cuda.DevicePtr(op.Dst), Src: cuda.DevicePtr(op.Src), Bytes: op.Bytes, Value: op.Value}
+	}
+	// One cgo call for the batch, in list order (cuda.QueueOps).
+	if i, err := cuda.QueueOps(d.ctx, on, cops, streamBatch()); err != nil {
+		if lanes > 0 {
+			d.joinLanes(l, s.stream, lanes) // the lanes must not stay forked (or in a capture)
 		}
+		return fmt.Errorf("stream operation %d of %d on %s: %w", i, len(ops), d, err)
 	}
 	if lanes > 0 {
 		if err := d.joinLanes(l, s.stream, lanes); err != nil {
@@ -87,6 +86,14 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 		}
 	}
 	return d.launched(s)
+}
+
+// streamBatch reports WEFT_STREAM_BATCH=1: consecutive flag operations on a
+// lane go in one cuStreamBatchMemOp (written 2026-11-26 after the last
+// GPU call: opt-in until measured).
+func streamBatch() bool {
+	on, _ := env.Bool("WEFT_STREAM_BATCH", false)
+	return on
 }
 
 // StreamOpsSupport implements hal.StreamOps: an error where the device

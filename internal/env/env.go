@@ -69,6 +69,7 @@ var Table = []Var{
 	{"WEFT_MIN_CTAS", "", "fewest thread blocks a launch holds where a plan's shape can grow (within WEFT_MAX_CTAS and the device's SMs), as NCCL's minCTAs; unset: none"},
 	{"NCCL_MAX_CTAS", "", "libweft_nccl.so only: as in NCCL, overrides ncclConfig_t.maxCTAs (values ≤ 0 ignored) and bounds weft's plans as WEFT_MAX_CTAS does"},
 	{"NCCL_MIN_CTAS", "", "libweft_nccl.so only: as in NCCL, overrides ncclConfig_t.minCTAs (values ≤ 0 ignored; above the maximum: set to it)"},
+	{"WEFT_STREAM_BATCH", "", "set to 1 to queue consecutive flag waits and writes of the copy-engine AllGather as one cuStreamBatchMemOp (fewer driver calls a call; opt-in until measured on a GPU)"},
 	{"WEFT_NVLS", "", "set to 1 to allow NVLink SHARP multicast (hal/nvswitch); never on shared hosts"},
 	{"WEFT_PCIE_P2P", "1", "hal/pcie: set to 0 to turn CUDA peer access off, so that every link between GPUs is host-staged through shared memory"},
 	{"WEFT_PROXY_PROFILE", "", "set to 1 to time the stages of the port-channel proxy and of the socket transport (trigger seen, engine calls, completions, hand-offs) and the host side of every call (libweft_nccl's argument checks and stream lookup, Launch's plan choice, program lookup, stream order and enqueue) and log a summary per stage when they close (docs/portchannel.md, Proxy); costs a clock read per stage"},

@@ -116,6 +116,7 @@ var forms = map[string]form{
 	"WEFT_MAX_CTAS":        ctaForm,
 	"WEFT_MIN_CTAS":        ctaForm,
 	"WEFT_NVLS":            bit,
+	"WEFT_STREAM_BATCH":    bit,
 	"WEFT_PCIE_P2P":        bit,
 	"WEFT_PROXY_PROFILE":   bit,
 	"WEFT_DEBUG_STACKS":    bit,
