@@ -247,8 +247,8 @@ type StreamOps interface {
 	// order within a lane is kept; between lanes only flags order work, so
 	// a copy on one lane overlaps a copy on another (separate copy engines
 	// on a GPU). The backend submits the operations in list order and may
-	// run every lane in s's order (hal/host does), so the list order itself
-	// must be one that completes: a GPU whose streams share one hardware
+	// run every lane in s's order, so the list order itself must be one
+	// that completes (hal/host runs lanes concurrently, as a GPU does): a GPU whose streams share one hardware
 	// queue (CUDA_DEVICE_MAX_CONNECTIONS=1) runs them in that order. While
 	// s captures a graph
 	// the operations are recorded, with their values, and a replay runs

@@ -19,8 +19,9 @@ func (d *Device) StreamOpsSupport() error { return nil }
 
 // QueueOps implements hal.StreamOps: the operations run in order as one
 // work item of the stream, on its goroutine, as a GPU's copy engine and
-// front end would run them; every lane runs in s's order (the list order,
-// which the contract requires to complete). Addresses are resolved and their mappings
+// front end would run them; lanes run concurrently, on goroutines forked
+// when the work item starts and joined at its end, ordered against each
+// other only by their flags, as on a GPU. Addresses are resolved and their mappings
 // pinned at the call (an address no mapping covers fails now), so memory
 // freed meanwhile aborts a wait instead of being touched after its unmap.
 func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
@@ -73,9 +74,19 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 		d.waiting.add(u)
 	}
 	timeout := env.Timeout()
-	run := func() error {
-		defer d.waiting.remove(u)
+	lanes := 1
+	for _, op := range ops {
+		lanes = max(lanes, int(op.Lane)+1)
+	}
+	// runLane runs the operations of one lane in list order. Their
+	// ordering against other lanes is only what the flags give, as on a
+	// GPU: the atomic store of a flag after a copy and the atomic load that
+	// sees it order the copy before what follows the wait.
+	runLane := func(lane uint8) error {
 		for i, r := range rs {
+			if r.op.Lane != lane {
+				continue
+			}
 			switch r.op.Kind {
 			case hal.StreamCopy:
 				copy(r.dst, r.src)
@@ -83,8 +94,37 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 				atomic.StoreUint64(word(r.dst), r.op.Value)
 			case hal.StreamWaitEq:
 				if err := u.wait(word(r.dst), r.op, timeout); err != nil {
-					return fmt.Errorf("host: stream operation %d of %d on device %d: %w", i, len(rs), d.cfg.Ordinal, err)
+					return fmt.Errorf("host: stream operation %d of %d (lane %d) on device %d: %w", i, len(rs), lane, d.cfg.Ordinal, err)
 				}
+			}
+		}
+		return nil
+	}
+	run := func() error {
+		defer d.waiting.remove(u)
+		if lanes == 1 {
+			return runLane(0)
+		}
+		// Lanes fork when the work item starts (after the stream's
+		// earlier work) and join at its end.
+		errs := make([]error, lanes)
+		var wg sync.WaitGroup
+		for k := 1; k < lanes; k++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if errs[k] = runLane(uint8(k)); errs[k] != nil {
+					u.abort("another lane of the batch failed")
+				}
+			}()
+		}
+		if errs[0] = runLane(0); errs[0] != nil {
+			u.abort("another lane of the batch failed")
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err // the first lane's failure; the others' are its aborts
 			}
 		}
 		return nil
