@@ -72,7 +72,8 @@ func TestCProgram(t *testing.T) {
 		// (this layer's and weft.Comm.Launch's), logged at destroy.
 		outs := runCTest(t, bin, 3, false, fmt.Sprintf("WEFT_CTEST_MAX_CTAS=%d", budget), "NCCL_DEBUG=INFO", "WEFT_PROXY_PROFILE=1")
 		for r, out := range outs {
-			for _, want := range []string{`of="NCCL-layer calls of rank`, `stage="weft Launch"`, `of="launch path of rank`, `stage="enqueue (pack + launch)"`} {
+			for _, want := range []string{`of="NCCL-layer calls of rank`, `stage="weft Launch"`, `of="launch path of rank`, `stage="enqueue (pack + launch)"`,
+				`stage="weft LaunchP2P"`, `of="point-to-point launch path of rank`, `stage="arguments of a launch"`} {
 				if !strings.Contains(out, want) {
 					t.Errorf("rank %d: no profile line with %s under WEFT_PROXY_PROFILE=1\n%s", r, want, tail(out))
 				}
@@ -102,6 +103,13 @@ func TestCProgram(t *testing.T) {
 		// The host-issued copy-engine AllGather (ce.go) under the C ABI:
 		// every AllGather of the suite (in place too) through it.
 		runCTest(t, bin, 3, false, "WEFT_ALGO=ce")
+	})
+	t.Run("ranks=2,WEFT_CE_MIN_BYTES=16K", func(t *testing.T) {
+		t.Parallel()
+		// The default selection with a small bound (on GPUs 32M): the
+		// suite's larger AllGathers through the copy-engine executor, the
+		// smaller ones through kernel plans, in one job.
+		runCTest(t, bin, 2, false, "WEFT_CE_MIN_BYTES=16K")
 	})
 	t.Run("forward under LD_PRELOAD", func(t *testing.T) {
 		t.Parallel()
