@@ -261,3 +261,66 @@ func TestCEAbort(t *testing.T) {
 		}
 	}
 }
+
+// TestCEStuckPeer: a host-issued AllGather whose peer never joins (alive,
+// not lost) fails its wait at WEFT_TIMEOUT; Comm.AsyncError reports it
+// without a Synchronize (as the kernels' timeouts are, through their
+// control blocks), wrapping ErrTimeout, and the stream has drained.
+func TestCEStuckPeer(t *testing.T) {
+	t.Setenv("WEFT_ALGO", "ce")
+	t.Setenv("WEFT_TIMEOUT", "300ms")
+	const count = 20000
+	done := make(chan struct{})
+	errs := runRanksOpts(t, "host", 2, weft.Options{Timeout: 30 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		es := int64(plan.Float32.Size())
+		in, err := dev.Alloc(count * es)
+		if err != nil {
+			return err
+		}
+		defer in.Free()
+		out, err := dev.Alloc(2 * count * es)
+		if err != nil {
+			return err
+		}
+		defer out.Free()
+		call := weft.Call{Coll: algorithms.AllGather, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: plan.Float32}
+		if err := c.Launch(call, s); err != nil {
+			return err
+		}
+		if err := c.Synchronize(s); err != nil {
+			return err
+		}
+		if rank == 1 {
+			<-done
+			return nil
+		}
+		defer close(done)
+		if err := c.AsyncError(); err != nil {
+			return fmt.Errorf("AsyncError before the stuck call: %v", err)
+		}
+		if err := c.Launch(call, s); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for c.AsyncError() == nil {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("AsyncError still nil 10 s after a call whose peer never joined (WEFT_TIMEOUT=300ms)")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := c.AsyncError(); !errors.Is(err, hal.ErrTimeout) {
+			return fmt.Errorf("AsyncError = %v, want an error wrapping ErrTimeout", err)
+		}
+		// Drained: Synchronize reports the failed wait itself (hal/host:
+		// "wait at … timed out"), not work still running at its deadline.
+		if err := s.Synchronize(time.Now().Add(5 * time.Second)); err == nil || !strings.Contains(err.Error(), "wait at") || strings.Contains(err.Error(), "still running") {
+			return fmt.Errorf("the stream after the failed wait: Synchronize = %v, want it drained with the wait's error", err)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}

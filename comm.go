@@ -336,6 +336,19 @@ func (c *Comm) Check() error {
 			return fmt.Errorf("weft: %w", err)
 		}
 	}
+	c.mu.Lock()
+	st := c.ce
+	c.mu.Unlock()
+	if st != nil {
+		// The copy-engine AllGather's released waits (ce.go): its stream
+		// completed with undefined data.
+		if err := c.dev.(hal.StreamOps).WaitsFailed(st.flags); err != nil {
+			if berr := c.boot.Err(); berr != nil {
+				return fmt.Errorf("weft: copy-engine AllGather: %w (%v)", berr, err)
+			}
+			return fmt.Errorf("weft: copy-engine AllGather: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -430,7 +443,10 @@ func (c *Comm) Close() error {
 	c.ce = nil
 	c.mu.Unlock()
 	if ce != nil {
-		lost := func() bool { return c.aborted.Load() || c.lostPeer() != nil || c.stall.verdict.Load() != nil }
+		lost := func() bool {
+			return c.aborted.Load() || c.lostPeer() != nil || c.stall.verdict.Load() != nil ||
+				c.dev.(hal.StreamOps).WaitsFailed(ce.flags) != nil // a peer that stopped owes nothing it will send
+		}
 		if err := ce.awaitQuiet(c.dev, c.cfg.Rank, c.cfg.NRanks, time.Now().Add(c.timeout), lost); err != nil {
 			// A peer may still write here: leave the memory mapped.
 			errs = append(errs, fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, err))

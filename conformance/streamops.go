@@ -11,7 +11,7 @@ import (
 
 func init() {
 	Register(Case{ID: "memory-mapped/stream-ops", Capability: hal.CapMemoryMapped, MinRanks: 2,
-		Title: "host-queued stream operations (hal.StreamOps): a copy into the next rank's mapped buffer, its flag written after it, the flag waited for, reset and the data copied out, every byte, on one stream and on forked lanes, plain and replayed from a captured graph; a wait nobody satisfies released by AbortWaits",
+		Title: "host-queued stream operations (hal.StreamOps): a copy into the next rank's mapped buffer, its flag written after it, the flag waited for, reset and the data copied out, every byte, on one stream and on forked lanes, plain and replayed from a captured graph; a wait nobody satisfies released by AbortWaits and reported by WaitsFailed",
 		Run:   testStreamOps})
 }
 
@@ -192,6 +192,13 @@ func testStreamOps(t *T) error {
 	err = s2.Synchronize(time.Now().Add(10 * time.Second))
 	if took := time.Since(start); !errors.Is(err, hal.ErrInvalidUsage) || took > 5*time.Second {
 		return t.Errorf("after AbortWaits: synchronize = %v after %v, want an error wrapping ErrInvalidUsage at once", err, took.Round(time.Millisecond))
+	}
+	// The failure is reported for the aborted buffer only.
+	if err := so.WaitsFailed(stuck); !errors.Is(err, hal.ErrInvalidUsage) {
+		return t.Errorf("WaitsFailed of the aborted buffer = %v, want an error wrapping ErrInvalidUsage", err)
+	}
+	if err := so.WaitsFailed(flag); err != nil {
+		return t.Errorf("WaitsFailed of a buffer whose waits all passed = %v, want nil", err)
 	}
 	return nil
 }

@@ -271,6 +271,12 @@ type StreamOps interface {
 	// copies is then undefined. Comm.Abort calls it with the flags of its
 	// host-issued plans. It does not block.
 	AbortWaits(b Buffer)
+	// WaitsFailed returns the first failure of a batch that waited on a
+	// word of b (a wait past its deadline, or aborted), nil if none has
+	// failed: a stream released that way completes with undefined data, so
+	// a communicator reports this from its asynchronous error check, as
+	// the kernels' timeouts are. It does not block.
+	WaitsFailed(b Buffer) error
 }
 
 // StreamOpKind is what a StreamOp does.

@@ -94,7 +94,9 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 				atomic.StoreUint64(word(r.dst), r.op.Value)
 			case hal.StreamWaitEq:
 				if err := u.wait(word(r.dst), r.op, timeout); err != nil {
-					return fmt.Errorf("host: stream operation %d of %d (lane %d) on device %d: %w", i, len(rs), lane, d.cfg.Ordinal, err)
+					err = fmt.Errorf("host: stream operation %d of %d (lane %d) on device %d: %w", i, len(rs), lane, d.cfg.Ordinal, err)
+					d.waiting.fail(u, err)
+					return err
 				}
 			}
 		}
@@ -147,8 +149,22 @@ type opsUser struct {
 // opsWaiting is the batches with waits of a device not yet run to their
 // end, for AbortWaits.
 type opsWaiting struct {
-	mu    sync.Mutex
-	users map[*opsUser]struct{}
+	mu     sync.Mutex
+	users  map[*opsUser]struct{}
+	failed []failedBatch // for WaitsFailed
+}
+
+// failedBatch is a batch whose wait failed: its error and the addresses
+// it waited on.
+type failedBatch struct {
+	err   error
+	waits []uint64
+}
+
+func (w *opsWaiting) fail(u *opsUser, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failed = append(w.failed, failedBatch{err: err, waits: u.waits})
 }
 
 func (w *opsWaiting) add(u *opsUser) {
@@ -164,6 +180,22 @@ func (w *opsWaiting) remove(u *opsUser) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.users, u)
+}
+
+// WaitsFailed implements hal.StreamOps.
+func (d *Device) WaitsFailed(b hal.Buffer) error {
+	lo, hi := b.Addr(), b.Addr()+uint64(b.Size())
+	w := &d.waiting
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, f := range w.failed {
+		for _, a := range f.waits {
+			if a >= lo && a < hi {
+				return f.err
+			}
+		}
+	}
+	return nil
 }
 
 // AbortWaits implements hal.StreamOps: the batches with a wait on a word

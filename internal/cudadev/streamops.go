@@ -193,7 +193,8 @@ type opsWatch struct {
 	deadline time.Time
 	waits    []hal.StreamOp
 	released bool
-	aborted  bool // AbortWaits: release at the next poll
+	aborted  bool  // AbortWaits: release at the next poll
+	err      error // why it was released
 }
 
 // opsWatchdog follows the batches of a device (Device.watch).
@@ -206,6 +207,7 @@ type opsWatchdog struct {
 	// waits (release); done: Close has destroyed it.
 	relStream cuda.Stream
 	done      bool
+	failed    []*opsWatch // released batches, for WaitsFailed
 }
 
 // watchOps records an event after a batch with waits and hands it to the
@@ -239,6 +241,23 @@ func (d *Device) watchOps(s *Stream, waits []hal.StreamOp) error {
 	w.mu.Unlock()
 	if start {
 		go d.watchLoop()
+	}
+	return nil
+}
+
+// WaitsFailed implements hal.StreamOps: the error of the first batch the
+// watchdog released that waited on a word of b.
+func (d *Device) WaitsFailed(b hal.Buffer) error {
+	lo, hi := b.Addr(), b.Addr()+uint64(b.Size())
+	w := &d.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.failed {
+		for _, op := range p.waits {
+			if op.Dst >= lo && op.Dst < hi {
+				return p.err
+			}
+		}
 	}
 	return nil
 }
@@ -289,7 +308,9 @@ func (d *Device) watchLoop() {
 						err = fmt.Errorf("stream operations on %s: waits for %s aborted: %w", d, describeWaits(p.waits), hal.ErrInvalidUsage)
 					}
 					p.s.failed.CompareAndSwap(nil, &err)
+					p.err = err
 					p.released = true
+					w.failed = append(w.failed, p)
 				}
 				release = append(release, p)
 			}
