@@ -206,15 +206,13 @@ func TestCEDefaultBound(t *testing.T) {
 	}
 }
 
-// TestCEAbort: a host-issued AllGather whose peer never joins holds its
-// stream in a flag wait (no kernel abort word reaches it); Comm.Abort
-// releases it through hal.StreamOps.AbortWaits, so the stream drains at
-// once with an error wrapping ErrInvalidUsage, long before WEFT_TIMEOUT,
-// and Close does not wait for the absent peer.
-func TestCEAbort(t *testing.T) {
+// ceStuck runs a host-issued AllGather of count floats on 2 ranks once
+// together (the executor's buffers are set up collectively), then a second
+// time on rank 0 alone: rank 1 never joins it. then runs on rank 0 after
+// that call is queued.
+func ceStuck(t *testing.T, count int64, then func(c *weft.Comm, s hal.Stream) error) {
+	t.Helper()
 	t.Setenv("WEFT_ALGO", "ce")
-	t.Setenv("WEFT_TIMEOUT", "60s")
-	const count = 50000 // float32: ~200 KiB per rank, 13 windows of 16 KiB
 	done := make(chan struct{})
 	errs := runRanksOpts(t, "host", 2, weft.Options{Timeout: 60 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 		es := int64(plan.Float32.Size())
@@ -229,7 +227,6 @@ func TestCEAbort(t *testing.T) {
 		}
 		defer out.Free()
 		call := weft.Call{Coll: algorithms.AllGather, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: plan.Float32}
-		// One call together: the executor's buffers are set up collectively.
 		if err := c.Launch(call, s); err != nil {
 			return err
 		}
@@ -241,19 +238,13 @@ func TestCEAbort(t *testing.T) {
 			return nil
 		}
 		defer close(done)
+		if err := c.AsyncError(); err != nil {
+			return fmt.Errorf("AsyncError before the call without its peer: %v", err)
+		}
 		if err := c.Launch(call, s); err != nil {
 			return err
 		}
-		if err := s.Synchronize(time.Now().Add(200 * time.Millisecond)); !errors.Is(err, hal.ErrTimeout) {
-			return fmt.Errorf("the call without its peer: Synchronize = %v, want a timeout (held in a wait)", err)
-		}
-		start := time.Now()
-		c.Abort()
-		err = s.Synchronize(time.Now().Add(10 * time.Second))
-		if took := time.Since(start); !errors.Is(err, hal.ErrInvalidUsage) || took > 5*time.Second {
-			return fmt.Errorf("after Abort: Synchronize = %v after %v, want an error wrapping ErrInvalidUsage at once", err, took.Round(time.Millisecond))
-		}
-		return nil
+		return then(c, s)
 	})
 	for r, err := range errs {
 		if err != nil {
@@ -262,45 +253,34 @@ func TestCEAbort(t *testing.T) {
 	}
 }
 
+// TestCEAbort: a host-issued AllGather whose peer never joins holds its
+// stream in a flag wait (no kernel abort word reaches it); Comm.Abort
+// releases it through hal.StreamOps.AbortWaits, so the stream drains at
+// once with an error wrapping ErrInvalidUsage, long before WEFT_TIMEOUT,
+// and Close does not wait for the absent peer.
+func TestCEAbort(t *testing.T) {
+	t.Setenv("WEFT_TIMEOUT", "60s")
+	ceStuck(t, 50000, func(c *weft.Comm, s hal.Stream) error { // ~200 KiB per rank, 13 windows of 16 KiB
+		if err := s.Synchronize(time.Now().Add(200 * time.Millisecond)); !errors.Is(err, hal.ErrTimeout) {
+			return fmt.Errorf("the call without its peer: Synchronize = %v, want a timeout (held in a wait)", err)
+		}
+		start := time.Now()
+		c.Abort()
+		err := s.Synchronize(time.Now().Add(10 * time.Second))
+		if took := time.Since(start); !errors.Is(err, hal.ErrInvalidUsage) || took > 5*time.Second {
+			return fmt.Errorf("after Abort: Synchronize = %v after %v, want an error wrapping ErrInvalidUsage at once", err, took.Round(time.Millisecond))
+		}
+		return nil
+	})
+}
+
 // TestCEStuckPeer: a host-issued AllGather whose peer never joins (alive,
 // not lost) fails its wait at WEFT_TIMEOUT; Comm.AsyncError reports it
 // without a Synchronize (as the kernels' timeouts are, through their
 // control blocks), wrapping ErrTimeout, and the stream has drained.
 func TestCEStuckPeer(t *testing.T) {
-	t.Setenv("WEFT_ALGO", "ce")
 	t.Setenv("WEFT_TIMEOUT", "300ms")
-	const count = 20000
-	done := make(chan struct{})
-	errs := runRanksOpts(t, "host", 2, weft.Options{Timeout: 30 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-		es := int64(plan.Float32.Size())
-		in, err := dev.Alloc(count * es)
-		if err != nil {
-			return err
-		}
-		defer in.Free()
-		out, err := dev.Alloc(2 * count * es)
-		if err != nil {
-			return err
-		}
-		defer out.Free()
-		call := weft.Call{Coll: algorithms.AllGather, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: plan.Float32}
-		if err := c.Launch(call, s); err != nil {
-			return err
-		}
-		if err := c.Synchronize(s); err != nil {
-			return err
-		}
-		if rank == 1 {
-			<-done
-			return nil
-		}
-		defer close(done)
-		if err := c.AsyncError(); err != nil {
-			return fmt.Errorf("AsyncError before the stuck call: %v", err)
-		}
-		if err := c.Launch(call, s); err != nil {
-			return err
-		}
+	ceStuck(t, 20000, func(c *weft.Comm, s hal.Stream) error {
 		deadline := time.Now().Add(10 * time.Second)
 		for c.AsyncError() == nil {
 			if time.Now().After(deadline) {
@@ -318,9 +298,4 @@ func TestCEStuckPeer(t *testing.T) {
 		}
 		return nil
 	})
-	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
-		}
-	}
 }

@@ -304,6 +304,18 @@ type StreamOp struct {
 	Lane     uint8  // 0: the stream of the call; 1..MaxStreamLanes-1: a lane forked from it
 }
 
+// WaitsOn reports whether one of ops is a wait on a word of b: the
+// batches that StreamOps.AbortWaits and WaitsFailed concern.
+func WaitsOn(ops []StreamOp, b Buffer) bool {
+	lo, hi := b.Addr(), b.Addr()+uint64(b.Size())
+	for _, op := range ops {
+		if op.Kind == StreamWaitEq && op.Dst >= lo && op.Dst < hi {
+			return true
+		}
+	}
+	return false
+}
+
 // CheckStreamOps validates ops for StreamOps.QueueOps as every backend
 // must: known kinds, lanes below MaxStreamLanes, copies of at least 0
 // bytes, 8-byte aligned flag addresses. Errors wrap ErrInvalidArgument and

@@ -67,7 +67,7 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 	u := &opsUser{}
 	for _, op := range ops {
 		if op.Kind == hal.StreamWaitEq {
-			u.waits = append(u.waits, op.Dst)
+			u.waits = append(u.waits, op)
 		}
 	}
 	if len(u.waits) > 0 {
@@ -143,7 +143,7 @@ type opsUser struct {
 	aborted atomic.Bool
 	mu      sync.Mutex
 	why     string
-	waits   []uint64 // the addresses the batch waits on
+	waits   []hal.StreamOp // the batch's waits
 }
 
 // opsWaiting is the batches with waits of a device not yet run to their
@@ -158,7 +158,7 @@ type opsWaiting struct {
 // it waited on.
 type failedBatch struct {
 	err   error
-	waits []uint64
+	waits []hal.StreamOp
 }
 
 func (w *opsWaiting) fail(u *opsUser, err error) {
@@ -184,15 +184,12 @@ func (w *opsWaiting) remove(u *opsUser) {
 
 // WaitsFailed implements hal.StreamOps.
 func (d *Device) WaitsFailed(b hal.Buffer) error {
-	lo, hi := b.Addr(), b.Addr()+uint64(b.Size())
 	w := &d.waiting
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, f := range w.failed {
-		for _, a := range f.waits {
-			if a >= lo && a < hi {
-				return f.err
-			}
+		if hal.WaitsOn(f.waits, b) {
+			return f.err
 		}
 	}
 	return nil
@@ -202,16 +199,12 @@ func (d *Device) WaitsFailed(b hal.Buffer) error {
 // of b give up their waits now (the work fails with ErrInvalidUsage and
 // runs no further operation).
 func (d *Device) AbortWaits(b hal.Buffer) {
-	lo, hi := b.Addr(), b.Addr()+uint64(b.Size())
 	w := &d.waiting
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for u := range w.users {
-		for _, a := range u.waits {
-			if a >= lo && a < hi {
-				u.abort("aborted (hal.StreamOps.AbortWaits)")
-				break
-			}
+		if hal.WaitsOn(u.waits, b) {
+			u.abort("aborted (hal.StreamOps.AbortWaits)")
 		}
 	}
 }

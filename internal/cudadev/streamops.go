@@ -248,15 +248,12 @@ func (d *Device) watchOps(s *Stream, waits []hal.StreamOp) error {
 // WaitsFailed implements hal.StreamOps: the error of the first batch the
 // watchdog released that waited on a word of b.
 func (d *Device) WaitsFailed(b hal.Buffer) error {
-	lo, hi := b.Addr(), b.Addr()+uint64(b.Size())
 	w := &d.watch
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, p := range w.failed {
-		for _, op := range p.waits {
-			if op.Dst >= lo && op.Dst < hi {
-				return p.err
-			}
+		if hal.WaitsOn(p.waits, b) {
+			return p.err
 		}
 	}
 	return nil
@@ -267,16 +264,12 @@ func (d *Device) WaitsFailed(b hal.Buffer) error {
 // watchdog's next poll, as at its deadline: its stream fails and its waits
 // pass until it completes.
 func (d *Device) AbortWaits(b hal.Buffer) {
-	lo, hi := b.Addr(), b.Addr()+uint64(b.Size())
 	w := &d.watch
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, p := range w.pending {
-		for _, op := range p.waits {
-			if op.Dst >= lo && op.Dst < hi {
-				p.aborted = true
-				break
-			}
+		if hal.WaitsOn(p.waits, b) {
+			p.aborted = true
 		}
 	}
 }
