@@ -134,6 +134,9 @@ func pairing(ps []*plan.Plan, count int64) string {
 					}
 				}
 			}
+			for _, o := range g.Before {
+				add(o, 1)
+			}
 			for _, o := range g.Ops {
 				var runs int64
 				for w := int64(0); w < nwin; w++ {

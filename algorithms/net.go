@@ -12,8 +12,9 @@ import (
 // network's engines; channels.Network). They keep the windowed structure
 // of port.go: a sender puts window w into its slot of the receiver's
 // scratch and signals "data"; the receiver has the slot copied out by the
-// same channel's engine (or reduces it on SMs) and signals "free"; a
-// closing "done" ends the launch, and every group flushes the channels it
+// same channel's engine (or reduces it on SMs) and signals "free"; the
+// receiver's closing "done" is the credit the sender waits for at the start
+// of its next launch (doneCredits), and every group flushes the channels it
 // used so that the launch ends with its copies complete.
 
 // BroadcastPort is Broadcast through engines: the root puts each input
@@ -34,8 +35,8 @@ func BroadcastPort(c Config, root int) (*plan.Plan, error) {
 		if len(chs) > 0 {
 			puts = append(puts, plan.PortCopy(0, 0, 1, plan.L(plan.Output), plan.L(plan.Input)))
 		}
-		g = c.portGroup(1, 1, cat(skip(waits(all, sem(semFree, 1)), 2, 0), puts, signals(all, sem(semData, 1))),
-			cat(waits(all, sem(semDone, 1)), flushes(all)))
+		g = c.portGroup(1, 1, cat(skip(waits(all, sem(semFree, 1)), 2, 0), puts, signals(all, sem(semData, 1))), flushes(all))
+		g.Before = doneCredits(all, sem(semDone, 1))
 	} else {
 		rc := []int{c.chanOf(root)}
 		g = c.portGroup(1, 1, cat(waits(rc, sem(semData, 1)), []plan.Op{plan.PortCopy(rc[0], 0, 1, plan.L(plan.Output), plan.LS(rc[0]))},
@@ -68,8 +69,8 @@ func ReducePort(c Config, root int) (*plan.Plan, error) {
 		// No peer writes this rank's slots (only the root receives): one
 		// stages PreMulSum's scaled input (plan.Op.Stage).
 		put.Stage = 1 + rc[0]
-		g = c.portGroup(b, 1, cat(skip(waits(rc, sem(semFree, b)), 2, 0), []plan.Op{put}, signals(rc, sem(semData, b))),
-			cat(waits(rc, sem(semDone, b)), flushes(rc)))
+		g = c.portGroup(b, 1, cat(skip(waits(rc, sem(semFree, b)), 2, 0), []plan.Op{put}, signals(rc, sem(semData, b))), flushes(rc))
+		g.Before = doneCredits(rc, sem(semDone, b))
 	}
 	return c.portPlan(fmt.Sprintf("reduce-r%d", root), b, len(all), 3, g)
 }
@@ -89,8 +90,8 @@ func P2PPort(c Config) (*plan.Plan, error) {
 		one := []int{ci}
 		put := plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(c.Rank, ch.Peer)), plan.L(plan.Input))
 		get := plan.PortCopy(ci, 0, 1, plan.L(plan.Output), plan.LS(ci))
-		send := c.portGroup(1, 1, cat(skip(waits(one, sem(semFree, 1)), 2, 0), []plan.Op{put}, signals(one, sem(semData, 1))),
-			cat(waits(one, sem(semDone, 1)), flushes(one)))
+		send := c.portGroup(1, 1, cat(skip(waits(one, sem(semFree, 1)), 2, 0), []plan.Op{put}, signals(one, sem(semData, 1))), flushes(one))
+		send.Before = doneCredits(one, sem(semDone, 1))
 		recv := c.portGroup(1, 1, cat(waits(one, sem(semData, 1)), []plan.Op{get}, skip(signals(one, sem(semFree, 1)), 0, 2)),
 			cat(signals(one, sem(semDone, 1)), flushes(one)))
 		send.Arg, recv.Arg = 2*ci+1, 2*ci+2

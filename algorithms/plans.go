@@ -76,6 +76,27 @@ func waits(chs []int, s int) []plan.Op {
 	return ops
 }
 
+// doneCredits are a writer group's waits, at the start of each launch
+// (plan.Group.Before), for the "done" its readers signal at the end of the
+// previous launch (in their After, once their last copy out of this
+// rank's slots is finished): a credit wait with one credit, so the first
+// launch does not wait. Before, the writer waited for "done" at the end
+// of the launch that filled the slots, which put one more one-way trip on
+// every launch's critical path: a store and a poll over NVLink for the HB
+// plans, a pass through both proxies for the port plans (on two emulated
+// nodes over sockets, the "done" frame's hop). A port writer's launch
+// still ends with its flushes, so its input is read when the stream goes
+// on; an HB writer's stores are complete when issued. Only for writers
+// into the peers' scratch: a plan that writes a peer's output (2PA push)
+// must still wait for its peers' "done" before its own output is whole.
+func doneCredits(chs []int, s int) []plan.Op {
+	ops := acks(chs, s)
+	for i := range ops {
+		ops[i].Credits = 1
+	}
+	return ops
+}
+
 // acks are waits that only order (plan.Op.Ack).
 func acks(chs []int, s int) []plan.Op {
 	ops := waits(chs, s)
@@ -211,11 +232,11 @@ func AllGatherHB(c Config) (*plan.Plan, error) {
 		dsts = append(dsts, plan.RS(ci, slotOf(c.Rank, ch.Peer)))
 		copies = append(copies, xfer([]plan.Ref{plan.L(plan.Output).At(ch.Peer)}, plan.LS(ci)))
 	}
-	send := c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), []plan.Op{xfer(dsts, plan.L(plan.Input))}, signals(all, sem(semData, b))),
-		waits(all, sem(semDone, b)))
+	send := c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), []plan.Op{xfer(dsts, plan.L(plan.Input))}, signals(all, sem(semData, b))), nil)
+	send.Before = doneCredits(all, sem(semDone, b))
 	recv := c.group(1, cat(waits(all, sem(semData, b)), copies, skip(signals(all, sem(semFree, b)), 0, 2)), signals(all, sem(semDone, b)))
 	if c.NRanks == 1 {
-		send.Ops, send.After = []plan.Op{xfer(dsts, plan.L(plan.Input))}, nil
+		send.Ops = []plan.Op{xfer(dsts, plan.L(plan.Input))}
 	}
 	return c.hbPlan("all_gather", len(chs), 3, send, recv)
 }
@@ -252,7 +273,8 @@ func AllToAllHB(c Config) (*plan.Plan, error) {
 		puts = append(puts, xfer([]plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input).At(ch.Peer)))
 		copies = append(copies, xfer([]plan.Ref{plan.L(plan.Output).At(ch.Peer)}, plan.LS(ci)))
 	}
-	send := c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))), waits(all, sem(semDone, b)))
+	send := c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))), nil)
+	send.Before = doneCredits(all, sem(semDone, b))
 	recv := c.group(1, cat(waits(all, sem(semData, b)), copies, skip(signals(all, sem(semFree, b)), 0, 2)), signals(all, sem(semDone, b)))
 	return c.hbPlan("alltoall", len(chs), 3, send, recv)
 }
@@ -292,7 +314,8 @@ func ReduceScatterHB(c Config) (*plan.Plan, error) {
 	}
 	red := xfer([]plan.Ref{plan.L(plan.Output)}, srcs...)
 	red.Combine = true
-	send := c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))), waits(all, sem(semDone, b)))
+	send := c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))), nil)
+	send.Before = doneCredits(all, sem(semDone, b))
 	recv := c.group(1, cat(waits(all, sem(semData, b)), []plan.Op{red}, skip(signals(all, sem(semFree, b)), 0, 2)), signals(all, sem(semDone, b)))
 	if c.NRanks == 1 {
 		recv.Ops, recv.After = []plan.Op{red}, nil
@@ -330,10 +353,12 @@ func AllReduceHB(c Config) (*plan.Plan, error) {
 		p, err := c.hbPlan("all_reduce", 0, 0, plan.Group{Blocks: b, Ops: []plan.Op{red}})
 		return p, err
 	}
-	send := c.group(n, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))), waits(all, sem(semDone, b)))
+	send := c.group(n, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))), nil)
+	send.Before = doneCredits(all, sem(semDone, b))
 	reduce := c.group(n, cat(waits(all, sem(semData, b)), skip(waits(all, sem(semFree2, b)), 2, 0), []plan.Op{red},
 		skip(signals(all, sem(semFree, b)), 0, 2), signals(all, sem(semData2, b))),
-		cat(signals(all, sem(semDone, b)), waits(all, sem(semDone2, b))))
+		signals(all, sem(semDone, b)))
+	reduce.Before = doneCredits(all, sem(semDone2, b))
 	gather := c.group(n, cat(waits(all, sem(semData2, b)), copies, skip(signals(all, sem(semFree2, b)), 0, 2)), signals(all, sem(semDone2, b)))
 	return c.hbPlan("all_reduce", 2*m, 6, send, reduce, gather)
 }
@@ -364,8 +389,9 @@ func P2PPlan(c Config) (*plan.Plan, error) {
 		get := xfer([]plan.Ref{plan.L(plan.Output)}, plan.LS(ci))
 		p.Groups = append(p.Groups,
 			plan.Group{Blocks: b, Arg: 2*ci + 1, Window: s.Window, NChunks: 1, Pipeline: plan.PipelineWindows,
-				Ops: cat(skip(waits(one, sem(semFree, b)), 2, 0), []plan.Op{put}, signals(one, sem(semData, b))), After: waits(one, sem(semDone, b)),
-				Post: p2pSendPost(ch, ci, 3*b)},
+				Before: doneCredits(one, sem(semDone, b)),
+				Ops:    cat(skip(waits(one, sem(semFree, b)), 2, 0), []plan.Op{put}, signals(one, sem(semData, b))),
+				Post:   p2pSendPost(ch, ci, 3*b)},
 			plan.Group{Blocks: b, Arg: 2*ci + 2, Window: s.Window, NChunks: 1, Pipeline: plan.PipelineWindows,
 				Ops: cat(waits(one, sem(semData, b)), []plan.Op{get}, skip(signals(one, sem(semFree, b)), 0, 2)), After: signals(one, sem(semDone, b)),
 				Post: p2pRecvPost(ch, ci, 3*b)})

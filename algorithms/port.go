@@ -216,8 +216,8 @@ func (c Config) gatherPort(name string, src func(peer int) plan.Ref) (*plan.Plan
 		puts = append(puts, plan.PortCopy(0, 0, 1, plan.L(plan.Output).At(c.Rank), src(c.Rank)))
 	}
 	w := c.gatherWindow()
-	send := c.portGroup(1, 1, cat(skip(waits(all, sem(semFree, 1)), 2, 0), puts, signals(all, sem(semData, 1))),
-		cat(waits(all, sem(semDone, 1)), flushes(all)))
+	send := c.portGroup(1, 1, cat(skip(waits(all, sem(semFree, 1)), 2, 0), puts, signals(all, sem(semData, 1))), flushes(all))
+	send.Before = doneCredits(all, sem(semDone, 1))
 	recv := c.portGroup(1, 1, cat(waits(acks, sem(semData, 1)), copies, skip(signals(acks, sem(semFree, 1)), 0, 2)),
 		cat(signals(acks, sem(semDone, 1)), flushes(acks)))
 	send.Window, recv.Window = w, w
@@ -244,8 +244,8 @@ func ReduceScatterPort(c Config) (*plan.Plan, error) {
 	}
 	red := combineChain(xfer, plan.L(plan.Output), srcs)
 	pchs, acks := c.ackChannels()
-	send := c.portGroup(b, 1, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))),
-		cat(waits(all, sem(semDone, b)), flushes(all)))
+	send := c.portGroup(b, 1, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))), flushes(all))
+	send.Before = doneCredits(all, sem(semDone, b))
 	recv := c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, skip(signals(acks, sem(semFree, b)), 0, 2)),
 		cat(signals(acks, sem(semDone, b)), flushes(acks)))
 	return c.portPlanOn(pchs, "reduce_scatter", b, 2*m, 3, send, recv)
@@ -285,11 +285,12 @@ func AllReducePort(c Config) (*plan.Plan, error) {
 	}
 	red := combineChain(func(dsts []plan.Ref, srcs ...plan.Ref) plan.Op { return plan.Transfer(c.Rank, n, dsts, srcs...) }, plan.L(plan.Output), srcs)
 	w := c.Port.Window
-	send := c.portGroup(b, n, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))),
-		cat(waits(all, sem(semDone, b)), flushes(all)))
+	send := c.portGroup(b, n, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))), flushes(all))
+	send.Before = doneCredits(all, sem(semDone, b))
 	reduce := c.portGroup(b, n, cat(waits(all, sem(semData, b)), skip(waits(all, sem(semFree2, b)), 2, 0), red,
 		skip(signals(acks, sem(semFree, b)), 0, 2), gputs, signals(gch, sem(semData2, b))),
-		cat(signals(acks, sem(semDone, b)), waits(all, sem(semDone2, b)), flushes(gch)))
+		cat(signals(acks, sem(semDone, b)), flushes(gch)))
+	reduce.Before = doneCredits(all, sem(semDone2, b))
 	gather := c.portGroup(b, n, cat(waits(acks, sem(semData2, b)), copies, skip(signals(acks, sem(semFree2, b)), 0, 2)),
 		cat(signals(acks, sem(semDone2, b)), flushes(acks)))
 	send.Window, reduce.Window, gather.Window = w, w, w

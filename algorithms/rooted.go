@@ -126,11 +126,8 @@ func BroadcastHB(c Config, root int) (*plan.Plan, error) {
 		for ci, ch := range chs {
 			dsts = append(dsts, plan.RS(ci, slotOf(root, ch.Peer)))
 		}
-		g = c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), []plan.Op{xfer(dsts, plan.L(plan.Input))}, signals(all, sem(semData, b))),
-			waits(all, sem(semDone, b)))
-		if c.NRanks == 1 {
-			g.After = nil
-		}
+		g = c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), []plan.Op{xfer(dsts, plan.L(plan.Input))}, signals(all, sem(semData, b))), nil)
+		g.Before = doneCredits(all, sem(semDone, b))
 	} else {
 		rc := []int{c.chanOf(root)}
 		g = c.group(1, cat(waits(rc, sem(semData, b)), []plan.Op{xfer([]plan.Ref{plan.L(plan.Output)}, plan.LS(rc[0]))},
@@ -203,7 +200,8 @@ func ReduceHB(c Config, root int) (*plan.Plan, error) {
 	} else {
 		rc := []int{c.chanOf(root)}
 		g = c.group(1, cat(skip(waits(rc, sem(semFree, b)), 2, 0), []plan.Op{xfer([]plan.Ref{plan.RS(rc[0], slotOf(c.Rank, root))}, plan.L(plan.Input))},
-			signals(rc, sem(semData, b))), waits(rc, sem(semDone, b)))
+			signals(rc, sem(semData, b))), nil)
+		g.Before = doneCredits(rc, sem(semDone, b))
 	}
 	g.Pipeline = plan.PipelineWindows // one hop: the copy-out overlaps the next window
 	return c.hbPlan(fmt.Sprintf("reduce-r%d", root), len(all), 3, g)

@@ -376,6 +376,12 @@ func (l *launch) runBlock(g *plan.Group, part, block int) error {
 			return err
 		}
 	}
+	b.window = -1
+	for _, o := range g.Before {
+		if ok, err := b.run(o, false); !ok || err != nil {
+			return err
+		}
+	}
 	nwin := g.Windows(b.count, l.esize)
 	if g.Window > 0 {
 		b.wlen = g.WindowElems(b.count, l.esize) // once per call, as the kernels' wlen

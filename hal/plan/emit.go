@@ -221,6 +221,7 @@ func EmitCUDA(p *Plan, t DataType, op RedOp) (string, error) {
 		}
 		e.g = g
 		e.post(g)
+		e.ops(g.Before)
 		if g.Window > 0 {
 			e.f("  const weft_u64 nwin = windows<ES>(c, %d, %d, %d);\n", g.Window, g.NChunks, g.Pipeline)
 			e.f("  const weft_u64 wlen = window_elems<ES>(c, %d, nwin);\n", g.NChunks)

@@ -315,9 +315,12 @@ func (g *Group) Extent() (in, out int) {
 	return in, out
 }
 
-// eachOp calls f on every op of g, Ops then After, without copying them
+// eachOp calls f on every op of g, Before, Ops then After, without copying them
 // (Launch asks per call).
 func (g *Group) eachOp(f func(o *Op)) {
+	for i := range g.Before {
+		f(&g.Before[i])
+	}
 	for i := range g.Ops {
 		f(&g.Ops[i])
 	}

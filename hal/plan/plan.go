@@ -404,7 +404,17 @@ type Group struct {
 	// Broadcast, Reduce), not for rings, where every window pays its
 	// handshake at every step.
 	Pipeline int
-	After    []Op
+	// Before runs once per launch, before the first window (or before Ops
+	// in a group without windows), after a posted-buffer exchange. It
+	// holds credit waits only (Op.Credits, Ack): a writer that reuses its
+	// peers' slots from one launch to the next waits there for the
+	// readers' release of the previous launch ("done", signalled in the
+	// readers' After), so the release is consumed by the launch that needs
+	// it instead of ending the one before (port plans, algorithms/port.go).
+	// A group left out of a launch (Arg) runs neither Before nor After,
+	// so the counts stay in step with the readers' After.
+	Before []Op
+	After  []Op
 	// Span, in a group without windows, fixes each block's part of every
 	// transfer whatever the count: the parts split Span bytes (the plan's
 	// MaxBytes), not the count (SpanRange). A block then owns the same
@@ -558,6 +568,9 @@ func (p *Plan) String() string {
 			fmt.Fprintf(&b, ", per window of %d bytes of each of %d chunks", g.Window, g.NChunks)
 		}
 		b.WriteString("\n")
+		for _, o := range g.Before {
+			fmt.Fprintf(&b, "  before: %s\n", p.OpString(o))
+		}
 		for _, o := range g.Ops {
 			fmt.Fprintf(&b, "  %s", p.OpString(o))
 			if o.SkipFirst > 0 || o.SkipLast > 0 {
@@ -635,6 +648,14 @@ func (p *Plan) Validate() error {
 		}
 		if msg := p.validatePost(&g); msg != "" {
 			return bad("group %d: %s", gi, msg)
+		}
+		for oi, o := range g.Before {
+			if o.Kind != OpWait || !o.Ack || o.Credits == 0 || o.SkipFirst != 0 || o.SkipLast != 0 {
+				return bad("group %d before-op %d (%s): Before holds credit waits only (Ack, Credits > 0)", gi, oi, p.OpString(o))
+			}
+			if !chanOK(o.Chan) {
+				return bad("group %d before-op %d: channel %d", gi, oi, o.Chan)
+			}
 		}
 		all := append(append([]Op{}, g.Ops...), g.After...)
 		for oi, o := range all {

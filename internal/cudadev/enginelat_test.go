@@ -125,3 +125,118 @@ func gpuCountB(b *testing.B) int {
 	}
 	return n
 }
+
+// BenchmarkDriverCallCost measures the host time of each CUDA driver call
+// a port-channel engine may make per request (the proxy's share of a
+// put-with-signal's one-way latency), as "us/call", the median over b.N
+// calls queued back to back on one stream (synchronised every 32 calls so
+// the queue never fills). Cases: 16-byte cuMemcpyAsync to GPU 0's own
+// memory, to GPU 1 over NVLink and to pinned host memory; an 8-byte
+// cuMemcpyHtoDAsync from pinned memory to GPU 1; cuStreamWriteValue64 to
+// GPU 0, GPU 1 and pinned host memory; cuEventRecord; cuStreamQuery.
+// "signal-by-copy" measures, as BenchmarkCopyEngineLatency, a 16-byte put
+// to GPU 1 followed by the semaphore stored by an 8-byte device-to-host
+// copy from a table of values: "us/issue" and "us/visible".
+func BenchmarkDriverCallCost(b *testing.B) {
+	d0 := openBench(b, 0)
+	if gpuCountB(b) < 2 {
+		requireOrSkip(b, "one GPU")
+	}
+	d1 := openBench(b, 1)
+	alloc := func(d *Device) hal.Buffer {
+		buf, err := d.AllocDevice(1 << 20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { buf.Free() })
+		return buf
+	}
+	pinned, err := d0.AllocHostPinned(1 << 20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pinned.Free()
+	src, local, peer := alloc(d0), alloc(d0), alloc(d1)
+	s, err := d0.CreateStream("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d0.DestroyStream(s)
+	ev, err := d0.ctx.EventCreate(cuda.EventDisableTiming)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ev.Destroy()
+	hp := unsafe.Pointer(&pinned.Host()[0])
+	cases := []struct {
+		name string
+		call func(i int) error
+	}{
+		{"memcpy16/local", func(int) error { return s.MemcpyAsync(cuda.DevicePtr(local.Addr()), cuda.DevicePtr(src.Addr()), 16) }},
+		{"memcpy16/peer", func(int) error { return s.MemcpyAsync(cuda.DevicePtr(peer.Addr()), cuda.DevicePtr(src.Addr()), 16) }},
+		{"memcpy16/host", func(int) error { return s.MemcpyAsync(cuda.DevicePtr(pinned.Addr()), cuda.DevicePtr(src.Addr()), 16) }},
+		{"htod8/peer", func(int) error { return s.MemcpyHtoDAsync(cuda.DevicePtr(peer.Addr()), hp, 8) }},
+		{"write64/local", func(i int) error { return s.WriteValue64(cuda.DevicePtr(local.Addr()), uint64(i), 0) }},
+		{"write64/peer", func(i int) error { return s.WriteValue64(cuda.DevicePtr(peer.Addr()), uint64(i), 0) }},
+		{"write64/host", func(i int) error { return s.WriteValue64(cuda.DevicePtr(pinned.Addr()), uint64(i), 0) }},
+		{"event-record", func(int) error { return ev.Record(s) }},
+		{"stream-query", func(int) error { _, err := s.Query(); return err }},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			took := make([]time.Duration, 0, b.N)
+			for i := 1; i <= b.N; i++ {
+				t0 := time.Now()
+				if err := c.call(i); err != nil {
+					b.Fatal(err)
+				}
+				took = append(took, time.Since(t0))
+				if i%32 == 0 {
+					if err := s.Synchronize(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if err := s.Synchronize(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(median(took).Seconds()*1e6, "us/call")
+		})
+	}
+	b.Run("signal-by-copy", func(b *testing.B) {
+		// A table of the values 1…n in GPU 0's memory; request i copies
+		// entry i into the pinned semaphore word.
+		n := min(b.N, (1<<20)/8)
+		table := make([]byte, 8*n)
+		for i := range n {
+			*(*uint64)(unsafe.Pointer(&table[8*i])) = uint64(i + 1)
+		}
+		if err := d0.ctx.MemcpyHtoD(cuda.DevicePtr(local.Addr()), table); err != nil {
+			b.Fatal(err)
+		}
+		word := (*uint64)(hp)
+		atomic.StoreUint64(word, 0)
+		issue := make([]time.Duration, 0, n)
+		visible := make([]time.Duration, 0, n)
+		for i := 1; i <= n; i++ {
+			t0 := time.Now()
+			if err := s.MemcpyAsync(cuda.DevicePtr(peer.Addr()), cuda.DevicePtr(src.Addr()), 16); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.MemcpyAsync(cuda.DevicePtr(pinned.Addr()), cuda.DevicePtr(local.Addr()+uint64(8*(i-1))), 8); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			deadline := t0.Add(5 * time.Second)
+			for atomic.LoadUint64(word) < uint64(i) {
+				if time.Now().After(deadline) {
+					b.Fatalf("request %d: semaphore %d after 5 s: %v", i, atomic.LoadUint64(word), hal.ErrTimeout)
+				}
+			}
+			issue = append(issue, t1.Sub(t0))
+			visible = append(visible, time.Since(t0))
+		}
+		b.ReportMetric(median(issue).Seconds()*1e6, "us/issue")
+		b.ReportMetric(median(visible).Seconds()*1e6, "us/visible")
+	})
+}
