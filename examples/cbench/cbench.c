@@ -589,6 +589,10 @@ int main(int argc, char **argv) {
   CUDACHECK(cudaMalloc((void **)&dev1, sizeof(double)));
   CUDACHECK(cudaMemset(S, 0, cap));
   CUDACHECK(cudaMemset(R, 0, cap));
+  /* cudaMemset runs on the legacy stream, asynchronously, and g_stream is non-blocking: without
+   * this wait the zeros of a large buffer could land after check() has filled it (seen once on
+   * 2xH100 with 1 GB buffers: the first 8 B sendrecv read 2 wrong elements). */
+  CUDACHECK(cudaDeviceSynchronize());
   if (docheck && !(h = malloc(cap))) { fprintf(stderr, "cbench: out of host memory\n"); return 5; }
 
   double total_wrong = 0;
