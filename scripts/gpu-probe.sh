@@ -27,7 +27,19 @@
 #    NCCL (CE_FSDP) and under 1 hardware queue.
 #  - cedefault: the default selection (copy-engine AllGather from 32 MiB): cbench AllGather beside
 #    NCCL, FSDP2 in pairs (CED_FSDP).
-# Knobs: STEPS="fsdp ucx porthang streams join shapes p2pwin midll ce cedefault"  BUDGET=300  PORTHANG_CONNS="8 1" (also 32)
+#  - calls: the port path's floor without the proxy: BenchmarkCopyEngineLatency and
+#    BenchmarkDriverCallCost (host µs of each CUDA driver call an engine makes), then the port
+#    put-with-signal one way with WEFT_PROXY_PROFILE (the proxy's poll gap and engine calls).
+#  - netprof: 2 emulated nodes over sockets (loopback), all_gather, all_reduce and broadcast at
+#    64 B-4 KB beside NCCL's socket transport, with WEFT_PROXY_PROFILE (proxy, socket engines
+#    and receivers by stage).
+#  - ab: the same cbench sweep (AB_COLLS, 1-64 MB, float, graphs, checked) through
+#    libweft_nccl.so and through AB_LIB (a second build carried in the call, e.g. the parent
+#    commit's: go build -buildmode=c-shared -o .gpuz/old/libweft_nccl.so ./nccl in a worktree),
+#    alternated twice, and NCCL once: a change measured against its base on one machine.
+# Knobs: STEPS="fsdp ucx porthang streams join shapes p2pwin midll ce cedefault calls netprof ab"
+#        BUDGET=300  PORTHANG_CONNS="8 1" (also 32)  AB_LIB=.gpuz/old/libweft_nccl.so
+#        AB_COLLS=allreduce,allgather,gather,scatter,broadcast,reduce,sendrecv
 set -u
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
@@ -209,6 +221,30 @@ if want porthang; then
       python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 --master-port $((29813 + conn)) \
       examples/torch/fsdp_step.py --out "$L/porthang-$conn.json" --steps 6 --measure 2
   done
+fi
+if want calls; then
+  step calls-engine 90 'grep -E "us/(issue|call)" $log | tr -s " \t" " " | cut -c1-90' -- env WEFT_REQUIRE=nvlink \
+    "$B/internal_cudadev.test" -test.run '^$' -test.bench 'CopyEngineLatency|DriverCallCost' -test.benchtime 3000x
+  step calls-port 60 'grep -E "one-way|engine (put|signal) call" $log | cut -c1-160' -- env WEFT_PROXY_PROFILE=1 \
+    WEFT_BENCH_HAL=nvlink "$B/weft.test" -test.run '^$' -test.bench 'PortLatency/nvlink/port' -test.benchtime 1x
+fi
+if want netprof; then
+  for c in all_gather all_reduce broadcast; do
+    step "netprof-$c" 60 'grep -E "^ +(64|4096) " $log | tr -s " " | cut -c1-120' -- env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
+      NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo WEFT_SOCKET_IFNAME=lo WEFT_NET=socket WEFT_PROXY_PROFILE=1 \
+      "$B/weft" run --nproc 2 --nodes 2 -- "$B/weft" bench $c -b 64 -e 4K -f 64 -w 5 -n 200 --hal nvlink --baseline nccl
+  done
+fi
+if want ab; then
+  CB=examples/cbench/cbench
+  [ -x $CB ] || make -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null 2>&1
+  ABL=$ROOT/${AB_LIB:-.gpuz/old/libweft_nccl.so}
+  ABA=(-g 2 -t "${AB_COLLS:-allreduce,allgather,gather,scatter,broadcast,reduce,sendrecv}" -d float -b 1M -e 64M -f 2 -w 5 -n 20 -G 10 -c 1 -p 0)
+  for i in 1 2; do
+    step "ab-new-$i" 60 'grep -E "wrong elements in all" $log' -- env LD_PRELOAD="$LIB" WEFT_NCCL_FALLBACK=0 WEFT_DEBUG=WARN $CB "${ABA[@]}"
+    step "ab-base-$i" 60 'grep -E "wrong elements in all" $log' -- env LD_PRELOAD="$ABL" WEFT_NCCL_FALLBACK=0 WEFT_DEBUG=WARN $CB "${ABA[@]}"
+  done
+  step ab-nccl 60 'grep -E "wrong elements in all" $log' -- env -u LD_PRELOAD NCCL_DEBUG=WARN $CB "${ABA[@]}"
 fi
 save
 echo "== summary =="
