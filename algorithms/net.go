@@ -33,13 +33,13 @@ func BroadcastPort(c Config, root int) (*plan.Plan, error) {
 			puts = append(puts, plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(root, ch.Peer)), plan.L(plan.Input)))
 		}
 		if len(chs) > 0 {
-			puts = append(puts, plan.PortCopy(0, 0, 1, plan.L(plan.Output), plan.L(plan.Input)))
+			puts = append(puts, c.localCopy(0, 0, 1, plan.L(plan.Output), plan.L(plan.Input)))
 		}
 		g = c.portGroup(1, 1, cat(skip(waits(all, sem(semFree, 1)), 2, 0), puts, signals(all, sem(semData, 1))), flushes(all))
 		g.Before = doneCredits(all, sem(semDone, 1))
 	} else {
 		rc := []int{c.chanOf(root)}
-		g = c.portGroup(1, 1, cat(waits(rc, sem(semData, 1)), []plan.Op{plan.PortCopy(rc[0], 0, 1, plan.L(plan.Output), plan.LS(rc[0]))},
+		g = c.portGroup(1, 1, cat(waits(rc, sem(semData, 1)), []plan.Op{c.localCopy(rc[0], 0, 1, plan.L(plan.Output), plan.LS(rc[0]))},
 			skip(signals(rc, sem(semFree, 1)), 0, 2)), cat(signals(rc, sem(semDone, 1)), flushes(rc)))
 	}
 	return c.portPlan(fmt.Sprintf("broadcast-r%d", root), 1, len(chs), 3, g)
@@ -89,7 +89,7 @@ func P2PPort(c Config) (*plan.Plan, error) {
 	for ci, ch := range chs {
 		one := []int{ci}
 		put := plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(c.Rank, ch.Peer)), plan.L(plan.Input))
-		get := plan.PortCopy(ci, 0, 1, plan.L(plan.Output), plan.LS(ci))
+		get := c.localCopy(ci, 0, 1, plan.L(plan.Output), plan.LS(ci))
 		send := c.portGroup(1, 1, cat(skip(waits(one, sem(semFree, 1)), 2, 0), []plan.Op{put}, signals(one, sem(semData, 1))), flushes(one))
 		send.Before = doneCredits(one, sem(semDone, 1))
 		recv := c.portGroup(1, 1, cat(waits(one, sem(semData, 1)), []plan.Op{get}, skip(signals(one, sem(semFree, 1)), 0, 2)),

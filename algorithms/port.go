@@ -21,7 +21,8 @@ import (
 //
 //   - AllGatherPort and AllToAllPort: no SM moves data (the own segment is
 //     copied by data channel 0's engine too). One block per group: 2
-//     blocks, 0 moving data.
+//     blocks, 0 moving data. Over a network the local copies run on the
+//     groups' blocks instead (localCopy): 2 blocks, 2 moving data.
 //   - ReduceScatterPort: puts through engines, the reduction on SMs.
 //
 // Past AllPairsMaxRanks ranks the reducing plans (ReduceScatterPort,
@@ -71,6 +72,24 @@ import (
 
 // PortFamily is the name suffix of port-channel plans.
 const PortFamily = "port"
+
+// localCopy is a copy between two of this rank's buffers in a port plan
+// (an own segment, a slot copied out into the output): on the engine of
+// channel ch, so that no SM moves data, or, where the port channels go
+// over a network (Config.Nodes set: peers on other nodes), on the group's
+// SMs. A network engine's local copy is a copy on the device's own engine
+// driven by the proxy — on 2×H100 12 µs of proxy time per copy
+// (cuMemcpyAsync within a GPU alone costs 6 µs of host time), two of them
+// on the critical path of every small AllGather, and a signal after one
+// waits for it (docs/network.md) — where the group's block copies a small
+// message in about a microsecond and a large window far faster than the
+// network brings the next one.
+func (c Config) localCopy(ch, chunk, nchunks int, dst, src plan.Ref) plan.Op {
+	if c.Nodes != nil {
+		return plan.Transfer(chunk, nchunks, []plan.Ref{dst}, src)
+	}
+	return plan.PortCopy(ch, chunk, nchunks, dst, src)
+}
 
 // portChannels are one port channel per peer.
 func (c Config) portChannels() []plan.Channel {
@@ -208,12 +227,12 @@ func (c Config) gatherPort(name string, src func(peer int) plan.Ref) (*plan.Plan
 	var puts, copies []plan.Op
 	for ci, ch := range chs {
 		puts = append(puts, plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(c.Rank, ch.Peer)), src(ch.Peer)))
-		copies = append(copies, plan.PortCopy(acks[ci], 0, 1, plan.L(plan.Output).At(ch.Peer), plan.LS(ci)))
+		copies = append(copies, c.localCopy(acks[ci], 0, 1, plan.L(plan.Output).At(ch.Peer), plan.LS(ci)))
 	}
 	if len(chs) > 0 {
 		// The own segment: on data channel 0, whose closing flush covers
 		// it; its copy lane runs it beside the puts (hal/nvlink).
-		puts = append(puts, plan.PortCopy(0, 0, 1, plan.L(plan.Output).At(c.Rank), src(c.Rank)))
+		puts = append(puts, c.localCopy(0, 0, 1, plan.L(plan.Output).At(c.Rank), src(c.Rank)))
 	}
 	w := c.gatherWindow()
 	send := c.portGroup(1, 1, cat(skip(waits(all, sem(semFree, 1)), 2, 0), puts, signals(all, sem(semData, 1))), flushes(all))
@@ -281,7 +300,7 @@ func AllReducePort(c Config) (*plan.Plan, error) {
 		puts = append(puts, put)
 		srcs = append(srcs, plan.LS(ci))
 		gputs = append(gputs, plan.PortPut(gch[ci], c.Rank, n, plan.RS(gch[ci], m+slotOf(c.Rank, ch.Peer)), plan.L(plan.Output)))
-		copies = append(copies, plan.PortCopy(acks[ci], ch.Peer, n, plan.L(plan.Output), plan.LS(m+ci)))
+		copies = append(copies, c.localCopy(acks[ci], ch.Peer, n, plan.L(plan.Output), plan.LS(m+ci)))
 	}
 	red := combineChain(func(dsts []plan.Ref, srcs ...plan.Ref) plan.Op { return plan.Transfer(c.Rank, n, dsts, srcs...) }, plan.L(plan.Output), srcs)
 	w := c.Port.Window
