@@ -3,6 +3,7 @@ package cudadev
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -150,12 +151,24 @@ func (d *Device) quiesce(deadline time.Time, what string) error {
 	}
 	d.work.mu.Unlock()
 	var faults []error
+	// Each pass queries under d.work.mu, and only what is still tracked:
+	// another goroutine may destroy a stream (DestroyStream) or retire an
+	// event (a concurrent quiesce) after the snapshot above, and querying
+	// a destroyed handle is a use after free in the driver (seen on 2×H100
+	// at Close: a socket receiver freeing its staging buffer while the
+	// engine's shutdown destroyed its stream). A stream destroyed with work
+	// queued left an event in d.work.events, which a later pass finds.
 	query := func() (bool, error) {
+		d.work.mu.Lock()
+		defer d.work.mu.Unlock()
 		for i := 0; i < len(streams); i++ {
-			done, err := streams[i].Query()
-			if err != nil {
-				faults = append(faults, err)
-				done = true
+			done := true
+			if cur, ok := d.work.streams[streams[i].Handle]; ok && cur == streams[i] {
+				var err error
+				if done, err = streams[i].Query(); err != nil {
+					faults = append(faults, err)
+					done = true
+				}
 			}
 			if !done {
 				return false, nil
@@ -163,16 +176,27 @@ func (d *Device) quiesce(deadline time.Time, what string) error {
 			streams = append(streams[:i], streams[i+1:]...)
 			i--
 		}
+		for k := range d.work.events {
+			if !slices.ContainsFunc(events, func(e cuda.Event) bool { return e.Handle == k }) {
+				events = append(events, d.work.events[k].ev) // kept by a DestroyStream since the snapshot
+			}
+		}
 		for i := 0; i < len(events); i++ {
-			done, err := events[i].Query()
-			if err != nil {
-				faults = append(faults, err)
-				done = true
+			done := true
+			if t, ok := d.work.events[events[i].Handle]; ok && t.ev == events[i] {
+				var err error
+				if done, err = events[i].Query(); err != nil {
+					faults = append(faults, err)
+					done = true
+				}
+				if done && t.owner == nil {
+					delete(d.work.events, events[i].Handle)
+					events[i].Destroy()
+				}
 			}
 			if !done {
 				return false, nil
 			}
-			d.retireEvent(events[i])
 			events = append(events[:i], events[i+1:]...)
 			i--
 		}
@@ -186,17 +210,6 @@ func (d *Device) quiesce(deadline time.Time, what string) error {
 		d.log.Warn("work failed on the device before its memory was released", "what", what, "err", errors.Join(faults...))
 	}
 	return err
-}
-
-// retireEvent destroys a completed event that no open wrapper of a
-// caller's stream records into.
-func (d *Device) retireEvent(ev cuda.Event) {
-	d.work.mu.Lock()
-	defer d.work.mu.Unlock()
-	if t, ok := d.work.events[ev.Handle]; ok && t.owner == nil {
-		delete(d.work.events, ev.Handle)
-		ev.Destroy()
-	}
 }
 
 // destroyEvents destroys every tracked event (Close, once quiesced).

@@ -201,3 +201,66 @@ func TestAllocTooLarge(t *testing.T) {
 		t.Errorf("AllocHostPinned(%d) = %v, want ErrSystem naming the size and MemAvailable", hostAsk, err)
 	}
 }
+
+// TestQuiesceWhileStreamsAreDestroyed frees buffers (each Free quiesces:
+// it queries every stream weft created) on one goroutine while another
+// creates, loads with copies and destroys streams: quiesce must query only
+// streams and events that still exist (a destroyed CUstream queried by the
+// driver crashed a 2-node socket run at Close on 2×H100, 2026-11-26: a
+// socket receiver freed its staging buffer while the engine's shutdown
+// destroyed its stream). Every Free must succeed, and nothing crash.
+func TestQuiesceWhileStreamsAreDestroyed(t *testing.T) {
+	d := openUnmanaged(t)
+	defer d.Close()
+	src, err := d.AllocDevice(8 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Free()
+	dst, err := d.AllocDevice(8 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Free()
+	stop := make(chan struct{})
+	churn := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				churn <- nil
+				return
+			default:
+			}
+			s, err := d.CreateStream("churn")
+			if err != nil {
+				churn <- err
+				return
+			}
+			for k := 0; k < 4; k++ {
+				if err := s.MemcpyAsync(cuda.DevicePtr(dst.Addr()), cuda.DevicePtr(src.Addr()), 8<<20); err != nil {
+					churn <- err
+					return
+				}
+			}
+			if err := d.DestroyStream(s); err != nil {
+				churn <- err
+				return
+			}
+		}
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	for n := 0; time.Now().Before(deadline); n++ {
+		b, err := d.AllocDevice(4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Free(); err != nil {
+			t.Fatalf("free %d while streams come and go: %v", n, err)
+		}
+	}
+	close(stop)
+	if err := <-churn; err != nil {
+		t.Fatal(err)
+	}
+}
