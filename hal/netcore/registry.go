@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/weftccl/weft/hal"
 )
@@ -30,6 +31,10 @@ type Registry struct {
 type registration struct {
 	addr uint64
 	size int64
+	// host is the buffer's host view when the CPU may write it directly
+	// (hal/host memory, host-mapped device memory) and it is 8-byte
+	// aligned, so that words in it take atomic stores; nil otherwise.
+	host []byte
 }
 
 type importKey struct {
@@ -74,7 +79,11 @@ func (r *Registry) Export(b hal.Buffer) (hal.Handle, error) {
 		return nil, fmt.Errorf("%s: rank %d: export: %d registrations, the most one NetDevice holds: %w", r.name, r.me.Rank, MaxReg, hal.ErrInvalidArgument)
 	}
 	r.lastReg++
-	r.regs[r.lastReg] = &registration{addr: b.Addr(), size: b.Size()}
+	x := &registration{addr: b.Addr(), size: b.Size()}
+	if h := b.Host(); int64(len(h)) == b.Size() && uintptr(unsafe.Pointer(&h[0]))%8 == 0 {
+		x.host = h
+	}
+	r.regs[r.lastReg] = x
 	return r.format.Encode(Handle{Job: r.me.Job, Nonce: r.me.Nonce, Rank: r.me.Rank, Reg: r.lastReg, Size: b.Size()}), nil
 }
 
@@ -234,6 +243,27 @@ func (r *Registry) Resolve(a, n, align uint64) (uint64, error) {
 		return 0, fmt.Errorf("word at offset %d of registration %d is not %d-byte aligned", off, reg, align)
 	}
 	return d, nil
+}
+
+// ResolveHost is Resolve that also returns the host view of [a, a+n) when
+// the registration's buffer has one (ExportPort of hal/host memory or of
+// host-mapped device memory), for a receiver that stores with the CPU
+// instead of the device's engine; nil otherwise. Whether a registration
+// has a host view is fixed at Export, so every word of it is written the
+// same way. The error is Resolve's.
+func (r *Registry) ResolveHost(a, n, align uint64) (uint64, []byte, error) {
+	d, err := r.Resolve(a, n, align)
+	if err != nil {
+		return 0, nil, err
+	}
+	reg, off, _ := DecodeAddr(a)
+	r.mu.RLock()
+	x := r.regs[reg]
+	r.mu.RUnlock()
+	if x == nil || x.host == nil {
+		return d, nil, nil
+	}
+	return d, x.host[off : off+n : off+n], nil
 }
 
 // ResolveSignal resolves a peer's signal: the semaphore word at sem and,

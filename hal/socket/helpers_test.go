@@ -158,3 +158,34 @@ func (nd *NetDevice) waited() (frames, signals uint64) {
 	}
 	return frames, signals
 }
+
+// directPuts counts the puts the NetDevice's sessions read straight into a
+// host-visible window (session.putDirect).
+func (nd *NetDevice) directPuts() uint64 {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	var n uint64
+	for _, s := range nd.sessions {
+		n += s.direct.Load()
+	}
+	return n
+}
+
+// applyModes are the receiver's two ways into a host-visible window (all
+// of hal/host's memory is): payloads read straight into it and signals
+// stored by the CPU, or everything through the device's engine.
+var applyModes = []struct {
+	name   string
+	staged bool
+}{{"direct", false}, {"staged", true}}
+
+// checkApplyMode fails t when the receiver d did not apply puts the way
+// the mode says (staged: none directly; direct: some).
+func checkApplyMode(t *testing.T, d *NetDevice, staged bool) {
+	t.Helper()
+	if n := d.directPuts(); staged && n != 0 {
+		t.Errorf("staged mode: %d puts were read straight into the window", n)
+	} else if !staged && n == 0 {
+		t.Error("direct mode: no put was read straight into the window")
+	}
+}

@@ -74,6 +74,10 @@ type Options struct {
 	Logger *slog.Logger
 
 	hooks *testHooks // tests only
+	// stagedOnly makes the receiver apply every put and signal through
+	// the device's engine, even into host-visible windows (tests of the
+	// staged path on hal/host, whose memory is all host-visible).
+	stagedOnly bool
 }
 
 // testHooks let tests of this package disturb the transport.

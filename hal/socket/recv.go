@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/auth"
@@ -23,6 +24,9 @@ import (
 // staging memory to the destination on the session's own device engine;
 // applying a signal queues the signal on the same engine, which executes
 // in order: the semaphore is stored after the data of every earlier put.
+// Into a host-visible window (netcore.Registry.ResolveHost) an in-order
+// put is read straight from the socket and a signal is an atomic add by
+// the CPU once the engine's earlier copies are done (putDirect, awaitOwn).
 
 // Profile stages of a session (WEFT_PROXY_PROFILE).
 const (
@@ -59,6 +63,11 @@ type session struct {
 
 	waited        atomic.Uint64 // frames that arrived before an earlier frame (statistics, tests)
 	signalsWaited atomic.Uint64 // of which signals
+	direct        atomic.Uint64 // puts read straight into a host-visible window (statistics, tests)
+	// ownLast is the engine ticket of the last staged put's copy (under
+	// mu): a put read into a host-visible window, or a signal stored by
+	// the CPU, waits for it.
+	ownLast uint64
 }
 
 // recvConn is one connection of a session.
@@ -263,10 +272,19 @@ func (rc *recvConn) run() {
 			rc.reply(replyByeAck, "")
 			return
 		case framePut:
-			dst, err := nd.reg.Resolve(f.a, f.b, 1)
+			dst, host, err := nd.reg.ResolveHost(f.a, f.b, 1)
 			if err != nil {
 				s.fail(rc, rc.bad(f.seq, "put of %d bytes: %v", f.b, err))
 				return
+			}
+			if host != nil && !nd.opts.stagedOnly {
+				if direct, err := s.putDirect(rc, f, host); err != nil {
+					s.fail(rc, err)
+					return
+				} else if direct {
+					s.prof.SinceTick(profRead, t0)
+					break
+				}
 			}
 			half := k % 2
 			tf := s.prof.Tick()
@@ -287,7 +305,7 @@ func (rc *recvConn) run() {
 					return err
 				}
 				t, err := own.Mark()
-				rc.busy[half] = t
+				rc.busy[half], s.ownLast = t, t
 				return err
 			})
 			if err != nil {
@@ -295,13 +313,37 @@ func (rc *recvConn) run() {
 				return
 			}
 		case frameSignal:
-			sem, cnt, err := nd.reg.ResolveSignal(f.a, f.b)
+			sem, semHost, err := nd.reg.ResolveHost(f.a, 8, 8)
+			var cnt uint64
+			var cntHost []byte
+			if err == nil && f.b != 0 {
+				cnt, cntHost, err = nd.reg.ResolveHost(f.b, 8, 8)
+			}
+			if err == nil && cnt != 0 && (semHost == nil) != (cntHost == nil) {
+				err = fmt.Errorf("semaphore %#x and count word %#x lie in a host-visible and a device-only window", f.a, f.b)
+			}
 			if err != nil {
 				s.fail(rc, rc.bad(f.seq, "signal: %v", err))
 				return
 			}
 			s.prof.SinceTick(profRead, t0)
-			err = s.apply(rc, f.seq, true, func(own hal.Engine) error { return own.Signal(sem, cnt, f.c) })
+			if semHost != nil && !nd.opts.stagedOnly {
+				// A word in a host-visible window is always stored by the
+				// CPU (an atomic add), never by the engine, which may keep
+				// its own count of the word: one writer per word.
+				err = s.apply(rc, f.seq, true, func(own hal.Engine) error {
+					if err := s.awaitOwn(rc, own, s.ownLast); err != nil {
+						return err
+					}
+					if cntHost != nil {
+						atomic.StoreUint64((*uint64)(unsafe.Pointer(&cntHost[0])), f.c)
+					}
+					atomic.AddUint64((*uint64)(unsafe.Pointer(&semHost[0])), 1)
+					return nil
+				})
+			} else {
+				err = s.apply(rc, f.seq, true, func(own hal.Engine) error { return own.Signal(sem, cnt, f.c) })
+			}
 			if err != nil {
 				s.fail(rc, err)
 				return
@@ -353,6 +395,65 @@ func (s *session) apply(rc *recvConn, seq uint64, signal bool, fn func(hal.Engin
 		return fmt.Errorf("%s: applying frame %d on the device's engine: %w", rc.describe(), seq, err)
 	}
 	return nil
+}
+
+// putDirect applies put frame f by reading its payload straight into host,
+// the host view of its destination window (hal/host memory, host-mapped
+// device memory), instead of into staging and then through the device's
+// engine: no engine call and no staging half to wait for. It does so only
+// when every earlier frame is applied and the engine has finished their
+// copies, so the payload cannot land before, or be overwritten by, an
+// earlier frame's data; otherwise it returns false and the frame takes the
+// staged path. Frame f is applied when it returns true.
+func (s *session) putDirect(rc *recvConn, f frame, host []byte) (bool, error) {
+	s.mu.Lock()
+	ready := s.next == f.seq && s.failed == nil && !s.stopped
+	if ready && s.ownLast != 0 {
+		done, err := s.own.Completed()
+		if err != nil {
+			s.mu.Unlock()
+			return false, fmt.Errorf("%s: the device's engine failed: %w", rc.describe(), err)
+		}
+		ready = done >= s.ownLast
+	}
+	s.mu.Unlock()
+	if !ready {
+		return false, nil
+	}
+	// No other frame is applied before this one (s.next == f.seq), so
+	// nothing else writes the window meanwhile.
+	if n, err := io.ReadFull(rc.br, host); err != nil {
+		return false, rc.lost(err, fmt.Sprintf("mid-frame (got %d of %d payload bytes of frame %d)", n, f.b, f.seq))
+	}
+	s.mu.Lock()
+	s.next++
+	s.mu.Unlock()
+	s.direct.Add(1)
+	s.progress.Notify()
+	return true, nil
+}
+
+// awaitOwn waits, in apply, until the device's engine has finished every
+// copy up to ticket t (0: none), so that a store by the CPU follows them;
+// at most the timeout.
+func (s *session) awaitOwn(rc *recvConn, own hal.Engine, t uint64) error {
+	if t == 0 {
+		return nil
+	}
+	start := time.Now()
+	for {
+		done, err := own.Completed()
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s: the device's engine failed: %w", rc.describe(), err)
+		case done >= t:
+			return nil
+		case time.Since(start) > s.nd.opts.Timeout:
+			return fmt.Errorf("%s: the device's engine did not finish the copies before a signal within %v (ticket %d, completed %d): %w",
+				rc.describe(), s.nd.opts.Timeout, t, done, hal.ErrTimeout)
+		}
+		backoff(start)
+	}
 }
 
 // errStopped ends a reader whose session failed or stopped elsewhere.

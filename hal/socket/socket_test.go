@@ -22,11 +22,19 @@ const (
 
 // TestPutSizes puts many sizes at unaligned offsets from rank 0 to rank 1
 // over two connections, each followed by a signal, and checks that every
-// byte landed and nothing around it changed.
+// byte landed and nothing around it changed, with the receiver reading
+// payloads straight into the window and through staging.
 func TestPutSizes(t *testing.T) {
+	for _, m := range applyModes {
+		t.Run(m.name, func(t *testing.T) { testPutSizes(t, m.staged) })
+	}
+}
+
+func testPutSizes(t *testing.T, staged bool) {
 	const maxSize = 64 << 20
-	rs := openRanks(t, 2, semArea+maxSize+64, maxSize+64, Options{Conns: 2})
+	rs := openRanks(t, 2, semArea+maxSize+64, maxSize+64, Options{Conns: 2, stagedOnly: staged})
 	s, d := rs[0], rs[1]
+	defer checkApplyMode(t, d.nd, staged)
 	cases := []struct {
 		n              int64
 		srcOff, dstOff int64
@@ -78,9 +86,15 @@ func TestPutSizes(t *testing.T) {
 // receiver must hold it back: when the semaphore is seen, every byte must
 // be there. The test checks that the overtaking did happen.
 func TestSignalWaitsForDelayedConnection(t *testing.T) {
+	for _, m := range applyModes {
+		t.Run(m.name, func(t *testing.T) { testSignalWaitsForDelayedConnection(t, m.staged) })
+	}
+}
+
+func testSignalWaitsForDelayedConnection(t *testing.T, staged bool) {
 	const chunk = 4096
 	const n = 15 * chunk
-	opts := Options{Conns: 2, Chunk: chunk, hooks: &testHooks{beforeSend: func(conn int, seq uint64) {
+	opts := Options{Conns: 2, Chunk: chunk, stagedOnly: staged, hooks: &testHooks{beforeSend: func(conn int, seq uint64) {
 		if conn == 0 {
 			time.Sleep(3 * time.Millisecond)
 		}
@@ -108,13 +122,56 @@ func TestSignalWaitsForDelayedConnection(t *testing.T) {
 	t.Logf("%d frames, %d of them signals, arrived before an earlier frame and were held back", waited, signals)
 }
 
+// TestSignalAfterStagedCopy: a signal stored by the CPU into a
+// host-visible window must follow the device engine's copy of an earlier
+// put that took the staged path. Each round puts two 32 MiB chunks:
+// chunk 0 on connection 0, held back, so chunk 1 (connection 1) arrives
+// first and is staged; chunk 0 is then read straight into the window and
+// chunk 1 copied out of staging by the engine while the signal (held back
+// on connection 0 too) arrives. When the semaphore is seen, every byte of
+// both chunks must be there.
+func TestSignalAfterStagedCopy(t *testing.T) {
+	const chunk = 32 << 20
+	const n = 2 * chunk
+	opts := Options{Conns: 2, Chunk: chunk, hooks: &testHooks{beforeSend: func(conn int, seq uint64) {
+		if conn == 0 {
+			time.Sleep(3 * time.Millisecond)
+		}
+	}}}
+	rs := openRanks(t, 2, semArea+n, n, opts)
+	s, d := rs[0], rs[1]
+	for round := 1; round <= 3; round++ {
+		fill(s.src.Host(), uint64(round))
+		if err := s.eng[1].Put(s.remote[1].Addr()+semArea, s.src.Addr(), n); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.eng[1].Signal(s.remote[1].Addr()+semOff, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		waitWord(t, d.win, semOff, uint64(round), s.eng[1].(*Engine).Err)
+		if got := d.win.Host()[semArea : semArea+n]; !bytes.Equal(got, s.src.Host()[:n]) {
+			t.Fatalf("round %d: the semaphore was set before the staged chunk was copied into the window", round)
+		}
+	}
+	if d.nd.directPuts() == 0 {
+		t.Error("no chunk was read straight into the window: the test mixed no paths")
+	}
+}
+
 // TestManyInFlight issues 4096 puts, each with its signal, without
 // waiting (8192 requests, twice the request ring), over four connections,
 // then flushes with Mark/Completed.
 func TestManyInFlight(t *testing.T) {
+	for _, m := range applyModes {
+		t.Run(m.name, func(t *testing.T) { testManyInFlight(t, m.staged) })
+	}
+}
+
+func testManyInFlight(t *testing.T, staged bool) {
 	const n = 4096
-	rs := openRanks(t, 2, semArea+8*n, 8*n, Options{Conns: 4, Chunk: MinChunk})
+	rs := openRanks(t, 2, semArea+8*n, 8*n, Options{Conns: 4, Chunk: MinChunk, stagedOnly: staged})
 	s, d := rs[0], rs[1]
+	defer checkApplyMode(t, d.nd, staged)
 	for i := range n {
 		binary.LittleEndian.PutUint64(s.src.Host()[8*i:], uint64(i)*3+1)
 	}
