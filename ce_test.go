@@ -1,16 +1,20 @@
 package weft_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/check"
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/host"
 	"github.com/weftccl/weft/hal/plan"
 )
 
@@ -298,4 +302,77 @@ func TestCEStuckPeer(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// preferringDevice is a hal/host device that declares a copy-engine
+// preference (hal.CopyEnginePreference), as hal/nvlink does.
+type preferringDevice struct {
+	*host.Device
+	minBytes int64
+}
+
+func (d preferringDevice) CopyEngineMinBytes(nranks int) int64 { return d.minBytes }
+
+// TestCopyEnginePreference: with nothing set, the copy-engine AllGather is
+// the default only where the backend declares a bound
+// (hal.CopyEnginePreference) and from that bound on; WEFT_CE_MIN_BYTES
+// overrides the backend's bound (0: off).
+func TestCopyEnginePreference(t *testing.T) {
+	t.Setenv("WEFT_TUNING_FILE", "off")
+	t.Setenv("WEFT_ALGO", "")
+	const n = 2
+	small, large := int64(4096), int64(16<<10) // 32 KiB and 128 KiB of output
+	for _, tc := range []struct {
+		name   string
+		prefer int64 // < 0: a plain hal/host device
+		env    string
+		ce     [2]bool // small, large
+	}{
+		{"no preference", -1, "", [2]bool{false, false}},
+		{"64K preferred", 64 << 10, "", [2]bool{false, true}},
+		{"64K preferred, WEFT_CE_MIN_BYTES=0", 64 << 10, "0", [2]bool{false, false}},
+		{"64K preferred, WEFT_CE_MIN_BYTES=16K", 64 << 10, "16K", [2]bool{true, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("WEFT_CE_MIN_BYTES", tc.env)
+			boots := bootstrap.NewLocal(n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for r := 0; r < n; r++ {
+				wg.Add(1)
+				go func(r int) {
+					defer wg.Done()
+					errs[r] = func() error {
+						hd, err := hal.Open(host.Name, hal.Config{Ordinal: r, Rank: r, JobID: sanitize(fmt.Sprintf("cepref-%s", tc.name))})
+						if err != nil {
+							return err
+						}
+						defer hd.Close()
+						var dev hal.Device = hd
+						if tc.prefer >= 0 {
+							dev = preferringDevice{Device: hd.(*host.Device), minBytes: tc.prefer}
+						}
+						c, err := weft.NewComm(context.Background(), boots[r], dev, weft.Options{})
+						if err != nil {
+							return err
+						}
+						defer c.Close()
+						for i, count := range []int64{small, large} {
+							call := weft.Call{Coll: algorithms.AllGather, Count: count, Type: plan.Float32}
+							if got := c.PlanName(call) == "all_gather-ce-host-issued"; got != tc.ce[i] {
+								return fmt.Errorf("AllGather of %d floats: plan %q, want the copy-engine executor: %v", count, c.PlanName(call), tc.ce[i])
+							}
+						}
+						return nil
+					}()
+				}(r)
+			}
+			wg.Wait()
+			for r, err := range errs {
+				if err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+		})
+	}
 }

@@ -92,7 +92,7 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 		return nil, fmt.Errorf("weft: backend %s cannot execute plans: %w", dev.Info().Backend, hal.ErrNotSupported)
 	}
 	info := dev.Info()
-	cfg, source, timeout, err := configure(opts, info, boot.Rank(), boot.Size())
+	cfg, source, timeout, err := configure(opts, dev, boot.Rank(), boot.Size())
 	if err != nil {
 		return nil, err
 	}

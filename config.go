@@ -92,15 +92,17 @@ func TuningFile() (path string, named bool) {
 // budget (blockBudget). source says where the AllReduce tiers came from
 // (PlanSource). The link kinds of the configuration (PortOnly, Switch,
 // Nodes) are no choice: NewComm measures them.
-func configure(opts Options, info hal.DeviceInfo, rank, nranks int) (cfg algorithms.Config, source string, timeout time.Duration, err error) {
+func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.Config, source string, timeout time.Duration, err error) {
+	info := dev.Info()
 	if opts.Config != nil {
 		cfg, source = *opts.Config, "Options.Config"
 	} else {
 		cfg = algorithms.DefaultConfig(rank, nranks, info.Multiprocessors, info.Backend != "host")
-		if info.Backend != "nvlink" && info.Backend != "nvswitch" {
-			// The copy-engine AllGather's bound was measured over NVLink
-			// only; PCIe (hal/pcie) keeps the SM plans until it is.
-			cfg.CEMinBytes = 0
+		// The copy-engine AllGather by default only where the backend has
+		// measured it on its links (hal/nvlink, hal/nvswitch); hal/pcie
+		// keeps the SM plans until it is.
+		if p, ok := dev.(hal.CopyEnginePreference); ok {
+			cfg.CEMinBytes = p.CopyEngineMinBytes(nranks)
 		}
 		if cfg.Algo, err = algoFromEnv(); err != nil {
 			return cfg, "", 0, err

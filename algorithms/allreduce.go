@@ -111,9 +111,10 @@ type Config struct {
 	// CEMinBytes is the smallest AllGather (output bytes: ranks × segment)
 	// that the host-issued copy-engine executor (the root package's ce.go)
 	// serves when Algo is "": it takes no SMs from kernels the collective
-	// overlaps. 0: only under Algo "ce". NewComm sets it to 0 where the
-	// links are not all peer-mapped or the device has no usable
-	// hal.StreamOps.
+	// overlaps. 0: only under Algo "ce" (DefaultConfig's value). NewComm
+	// takes the backend's hal.CopyEnginePreference (WEFT_CE_MIN_BYTES
+	// overrides it), and sets 0 where the links are not all peer-mapped or
+	// the device has no usable hal.StreamOps.
 	CEMinBytes int64
 	// Algo forces one plan family for the collectives of Plans: "ll",
 	// "hb", "port", "nvls", or one with bounded peers: "ring", "tree",
@@ -226,16 +227,6 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		// on the shared hosts): 16 blocks, as NCCL's 16 NVLS channels on
 		// H100; 1 MiB windows keep the switch buffer at 2 × n MiB.
 		c.NVLS = Shape{Blocks: max(1, min(16, sms/4)), Threads: 1024, Unroll: 4, Window: 1 << 20}
-		// The copy-engine AllGather from 32 MiB on 2 GPUs (2×H100
-		// 2026-11-26, docs/bench/2026-11-26e-h100x2): 1.07–1.12× NCCL's
-		// time from 32 MB to 512 MB (0.95× at 8 MB) with no SM, against
-		// 1.25–1.37× for the SM plan alone, but FSDP2's step 1.00–1.02×
-		// NCCL's with it against 0.96–0.97× with the SM plan, whose 64
-		// blocks the overlapped GEMMs miss. Not measured beyond 2 ranks
-		// (one lane pushes to every peer).
-		if nranks == 2 {
-			c.CEMinBytes = 32 << 20
-		}
 	} else {
 		c.LLBlocks, c.Threads = 2, 32
 		c.Mid = Shape{Blocks: max(1, min(sms, 4)), Threads: 32}

@@ -279,6 +279,19 @@ type StreamOps interface {
 	WaitsFailed(b Buffer) error
 }
 
+// CopyEnginePreference is an optional capability of a device with
+// StreamOps: the backend's measured choice between its copy engines and
+// the SM plans for an AllGather that no setting forces. CopyEngineMinBytes
+// is the smallest AllGather output (nranks × segment bytes) from which a
+// communicator of nranks ranks whose peers are all reachable over this
+// backend's links takes the host-issued copy-engine AllGather by default;
+// 0: never by default (WEFT_CE_MIN_BYTES and WEFT_ALGO=ce still choose
+// it). A backend without it gets 0: the copy-engine default holds only
+// where a backend has measured it on its links.
+type CopyEnginePreference interface {
+	CopyEngineMinBytes(nranks int) int64
+}
+
 // StreamOpKind is what a StreamOp does.
 type StreamOpKind uint8
 

@@ -31,6 +31,14 @@ var (
 	_ hal.Executor       = (*Device)(nil)
 )
 
+var _ hal.CopyEnginePreference = (*Device)(nil)
+
+// CopyEngineMinBytes is cudadev.NVLinkCopyEngineMinBytes: 32 MiB on 2
+// ranks, no default beyond (where it was measured and why: there).
+func (d *Device) CopyEngineMinBytes(nranks int) int64 {
+	return cudadev.NVLinkCopyEngineMinBytes(nranks)
+}
+
 // Open opens GPU cfg.Ordinal (a CUDA ordinal, as CUDA_VISIBLE_DEVICES
 // numbers them): it retains the primary context and enables peer access
 // with the other GPUs this process has open where cuDeviceCanAccessPeer

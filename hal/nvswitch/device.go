@@ -11,6 +11,14 @@ import (
 	"github.com/weftccl/weft/internal/cudadev"
 )
 
+var _ hal.CopyEnginePreference = (*Device)(nil)
+
+// CopyEngineMinBytes is cudadev.NVLinkCopyEngineMinBytes: GPUs behind
+// NVSwitch reach each other over NVLink, as hal/nvlink's do.
+func (d *Device) CopyEngineMinBytes(nranks int) int64 {
+	return cudadev.NVLinkCopyEngineMinBytes(nranks)
+}
+
 //go:embed device/weft_switch_hal.h
 var switchHeader string
 

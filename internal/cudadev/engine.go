@@ -314,3 +314,18 @@ func (r *valueRing) close() error {
 	errs = append(errs, r.ctx.MemFreeHost(r.host))
 	return errors.Join(errs...)
 }
+
+// NVLinkCopyEngineMinBytes is the hal.CopyEnginePreference of GPUs joined
+// by NVLink (hal/nvlink, hal/nvswitch): 32 MiB on 2 ranks, 0 (no default)
+// beyond. On 2×H100 (2026-11-26, docs/bench/2026-11-26e-h100x2) the
+// copy-engine AllGather took 1.07–1.12× NCCL's time from 32 MB to 512 MB
+// (0.95× at 8 MB) with no SM, against 1.25–1.37× for the SM plan alone,
+// but FSDP2's step ran 1.00–1.02× NCCL's with it against 0.96–0.97× with
+// the SM plan, whose 64 blocks the overlapped GEMMs miss. Not measured
+// beyond 2 ranks (one lane pushes to every peer), nor over PCIe.
+func NVLinkCopyEngineMinBytes(nranks int) int64 {
+	if nranks == 2 {
+		return 32 << 20
+	}
+	return 0
+}
