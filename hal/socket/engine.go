@@ -60,6 +60,7 @@ type Engine struct {
 	peer    int
 	nonce   uint64 // the peer's incarnation
 	remote  string // the peer's listen address, for messages
+	desc    string // describe()'s text, set once dial has connected
 	id      uint64
 	chunk   int
 	timeout time.Duration
@@ -222,6 +223,7 @@ func (nd *NetDevice) dial(a address) (*Engine, error) {
 	}
 	nd.engines[e] = struct{}{}
 	nd.mu.Unlock()
+	e.desc = e.describe() // final: every connection is open, nothing runs yet
 	e.wg.Add(2 + 2*len(e.conns))
 	go e.stager()
 	go e.completer()
@@ -233,7 +235,13 @@ func (nd *NetDevice) dial(a address) (*Engine, error) {
 	return e, nil
 }
 
+// describe names the engine in messages. Put, Copy and Signal pass it to
+// their checks on every request, so once dial has connected it is the
+// string formatted then (desc), not a new one per request.
 func (e *Engine) describe() string {
+	if e.desc != "" {
+		return e.desc
+	}
 	return fmt.Sprintf("socket: rank %d: engine to rank %d (%s)", e.nd.cfg.Rank, e.peer, e.remote)
 }
 
