@@ -39,20 +39,29 @@ func runRanksOpts(t *testing.T, backend string, n int, opts weft.Options, f func
 // their errors.
 func runRanksWith(t testing.TB, backend string, n int, optsFor func(rank int, dev hal.Device) weft.Options, f func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error) []error {
 	t.Helper()
+	job := sanitize(fmt.Sprintf("t%d-%s", n, t.Name()))
+	open := func(r int) (hal.Device, error) {
+		ordinal := r
+		if backend == nvlink.Name {
+			n, _ := cuda.DeviceCount()
+			ordinal = r % max(n, 1)
+		}
+		return hal.Open(backend, hal.Config{Ordinal: ordinal, Rank: r, JobID: job})
+	}
+	return runRanksOn(n, open, optsFor, f)
+}
+
+// runRanksOn is runRanksWith over the devices open returns (one per
+// rank; each is closed when its rank is done).
+func runRanksOn(n int, open func(rank int) (hal.Device, error), optsFor func(rank int, dev hal.Device) weft.Options, f func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error) []error {
 	boots := bootstrap.NewLocal(n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	job := sanitize(fmt.Sprintf("t%d-%s", n, t.Name()))
 	for r := 0; r < n; r++ {
 		wg.Add(1)
 		go func(r int) {
 			defer wg.Done()
-			ordinal := r
-			if backend == nvlink.Name {
-				n, _ := cuda.DeviceCount()
-				ordinal = r % max(n, 1)
-			}
-			dev, err := hal.Open(backend, hal.Config{Ordinal: ordinal, Rank: r, JobID: job})
+			dev, err := open(r)
 			if err != nil {
 				errs[r] = err
 				return

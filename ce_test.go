@@ -1,17 +1,14 @@
 package weft_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/algorithms"
-	"github.com/weftccl/weft/bootstrap"
 	"github.com/weftccl/weft/check"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/host"
@@ -335,39 +332,24 @@ func TestCopyEnginePreference(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("WEFT_CE_MIN_BYTES", tc.env)
-			boots := bootstrap.NewLocal(n)
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for r := 0; r < n; r++ {
-				wg.Add(1)
-				go func(r int) {
-					defer wg.Done()
-					errs[r] = func() error {
-						hd, err := hal.Open(host.Name, hal.Config{Ordinal: r, Rank: r, JobID: sanitize(fmt.Sprintf("cepref-%s", tc.name))})
-						if err != nil {
-							return err
-						}
-						defer hd.Close()
-						var dev hal.Device = hd
-						if tc.prefer >= 0 {
-							dev = preferringDevice{Device: hd.(*host.Device), minBytes: tc.prefer}
-						}
-						c, err := weft.NewComm(context.Background(), boots[r], dev, weft.Options{})
-						if err != nil {
-							return err
-						}
-						defer c.Close()
-						for i, count := range []int64{small, large} {
-							call := weft.Call{Coll: algorithms.AllGather, Count: count, Type: plan.Float32}
-							if got := c.PlanName(call) == "all_gather-ce-host-issued"; got != tc.ce[i] {
-								return fmt.Errorf("AllGather of %d floats: plan %q, want the copy-engine executor: %v", count, c.PlanName(call), tc.ce[i])
-							}
-						}
-						return nil
-					}()
-				}(r)
+			job := sanitize("cepref-" + tc.name)
+			open := func(r int) (hal.Device, error) {
+				hd, err := hal.Open(host.Name, hal.Config{Ordinal: r, Rank: r, JobID: job})
+				if err != nil || tc.prefer < 0 {
+					return hd, err
+				}
+				return preferringDevice{Device: hd.(*host.Device), minBytes: tc.prefer}, nil
 			}
-			wg.Wait()
+			errs := runRanksOn(n, open, func(int, hal.Device) weft.Options { return weft.Options{} },
+				func(_ int, c *weft.Comm, _ hal.Device, _ hal.Stream) error {
+					for i, count := range []int64{small, large} {
+						call := weft.Call{Coll: algorithms.AllGather, Count: count, Type: plan.Float32}
+						if got := c.PlanName(call) == "all_gather-ce-host-issued"; got != tc.ce[i] {
+							return fmt.Errorf("AllGather of %d floats: plan %q, want the copy-engine executor: %v", count, c.PlanName(call), tc.ce[i])
+						}
+					}
+					return nil
+				})
 			for r, err := range errs {
 				if err != nil {
 					t.Errorf("rank %d: %v", r, err)

@@ -103,17 +103,7 @@ func testSignalWaitsForDelayedConnection(t *testing.T, staged bool) {
 	s, d := rs[0], rs[1]
 	var waited, signals uint64
 	for round := 1; round <= 6; round++ {
-		fill(s.src.Host(), uint64(round))
-		if err := s.eng[1].Put(s.remote[1].Addr()+semArea, s.src.Addr(), n); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.eng[1].Signal(s.remote[1].Addr()+semOff, 0, 0); err != nil {
-			t.Fatal(err)
-		}
-		waitWord(t, d.win, semOff, uint64(round), s.eng[1].(*Engine).Err)
-		if got := d.win.Host()[semArea : semArea+n]; !bytes.Equal(got, s.src.Host()[:n]) {
-			t.Fatalf("round %d: the semaphore was set before the data landed", round)
-		}
+		putSignalRound(t, s, d, n, round, "the semaphore was set before the data landed")
 		waited, signals = d.nd.waited()
 	}
 	if signals == 0 {
@@ -141,17 +131,7 @@ func TestSignalAfterStagedCopy(t *testing.T) {
 	rs := openRanks(t, 2, semArea+n, n, opts)
 	s, d := rs[0], rs[1]
 	for round := 1; round <= 3; round++ {
-		fill(s.src.Host(), uint64(round))
-		if err := s.eng[1].Put(s.remote[1].Addr()+semArea, s.src.Addr(), n); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.eng[1].Signal(s.remote[1].Addr()+semOff, 0, 0); err != nil {
-			t.Fatal(err)
-		}
-		waitWord(t, d.win, semOff, uint64(round), s.eng[1].(*Engine).Err)
-		if got := d.win.Host()[semArea : semArea+n]; !bytes.Equal(got, s.src.Host()[:n]) {
-			t.Fatalf("round %d: the semaphore was set before the staged chunk was copied into the window", round)
-		}
+		putSignalRound(t, s, d, n, round, "the semaphore was set before the staged chunk was copied into the window")
 	}
 	if d.nd.directPuts() == 0 {
 		t.Error("no chunk was read straight into the window: the test mixed no paths")
@@ -394,4 +374,22 @@ func TestCloseWhileIdle(t *testing.T) {
 		t.Log("close after the peer closed: no error (the failure was reported)")
 	}
 	s.eng[1] = nil
+}
+
+// putSignalRound puts n bytes of source s, filled for this round, at the
+// start of d's data area and signals; once d sees the semaphore reach
+// round, every byte must be there (else it fails with what).
+func putSignalRound(t *testing.T, s, d *rank, n int64, round int, what string) {
+	t.Helper()
+	fill(s.src.Host(), uint64(round))
+	if err := s.eng[1].Put(s.remote[1].Addr()+semArea, s.src.Addr(), n); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.eng[1].Signal(s.remote[1].Addr()+semOff, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitWord(t, d.win, semOff, uint64(round), s.eng[1].(*Engine).Err)
+	if got := d.win.Host()[semArea : semArea+n]; !bytes.Equal(got, s.src.Host()[:n]) {
+		t.Fatalf("round %d: %s", round, what)
+	}
 }
