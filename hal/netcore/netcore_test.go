@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/netcore/nettest"
@@ -22,6 +23,14 @@ func (b buf) Addr() uint64 { return b.addr }
 func (b buf) Size() int64  { return b.size }
 func (b buf) Host() []byte { return nil }
 func (b buf) Free() error  { return nil }
+
+// hostBuf is a buffer the CPU can write (a hal/host or host-mapped one).
+type hostBuf struct {
+	buf
+	host []byte
+}
+
+func (b hostBuf) Host() []byte { return b.host }
 
 // call is one call a fakeEngine saw.
 type call struct {
@@ -151,14 +160,32 @@ func TestRegistry(t *testing.T) {
 		}
 	}
 
-	if s, c, err := r0.ResolveSignal(EncodeAddr(1, 8), EncodeAddr(1, 16)); err != nil || s != 0x10008 || c != 0x10010 {
-		t.Errorf("ResolveSignal = %#x, %#x, %v; want 0x10008, 0x10010", s, c, err)
+	if w, err := r0.ResolveSignal(EncodeAddr(1, 8), EncodeAddr(1, 16)); err != nil || w.Sem != 0x10008 || w.Cnt != 0x10010 || w.SemHost != nil || w.CntHost != nil {
+		t.Errorf("ResolveSignal = %+v, %v; want 0x10008, 0x10010, no host views", w, err)
 	}
-	if s, c, err := r0.ResolveSignal(EncodeAddr(1, 8), 0); err != nil || s != 0x10008 || c != 0 {
-		t.Errorf("ResolveSignal without a count word = %#x, %#x, %v", s, c, err)
+	if w, err := r0.ResolveSignal(EncodeAddr(1, 8), 0); err != nil || w.Sem != 0x10008 || w.Cnt != 0 {
+		t.Errorf("ResolveSignal without a count word = %+v, %v", w, err)
 	}
-	if _, _, err := r0.ResolveSignal(EncodeAddr(1, 8), EncodeAddr(1, 12)); err == nil || !strings.Contains(err.Error(), "not 8-byte aligned") {
+	if _, err := r0.ResolveSignal(EncodeAddr(1, 8), EncodeAddr(1, 12)); err == nil || !strings.Contains(err.Error(), "not 8-byte aligned") {
 		t.Errorf("ResolveSignal of an unaligned count word: %v", err)
+	}
+
+	// A registration with a host view (registration 2): its words come
+	// with their host bytes; a signal whose semaphore and count word mix
+	// it with a device-only window is refused (each word has one writer).
+	mem := make([]uint64, 64)
+	hb := unsafe.Slice((*byte)(unsafe.Pointer(&mem[0])), 512)
+	if _, err := r0.Export(hostBuf{buf: buf{addr: 0x20000, size: 512}, host: hb}); err != nil {
+		t.Fatal(err)
+	}
+	if d, h, err := r0.ResolveHost(EncodeAddr(2, 64), 8, 8); err != nil || d != 0x20040 || len(h) != 8 || &h[0] != &hb[64] {
+		t.Errorf("ResolveHost(registration 2 + 64) = %#x, %d host bytes, %v; want 0x20040 and bytes 64-71 of its host view", d, len(h), err)
+	}
+	if w, err := r0.ResolveSignal(EncodeAddr(2, 8), EncodeAddr(2, 16)); err != nil || w.SemHost == nil || w.CntHost == nil {
+		t.Errorf("ResolveSignal in a host-visible window = %+v, %v; want both host views", w, err)
+	}
+	if _, err := r0.ResolveSignal(EncodeAddr(2, 8), EncodeAddr(1, 16)); err == nil || !strings.Contains(err.Error(), "host-visible and a device-only window") {
+		t.Errorf("ResolveSignal mixing a host-visible and a device-only window: %v; want it refused", err)
 	}
 
 	desc := "test: rank 1: engine to rank 0"

@@ -225,24 +225,8 @@ func CheckCopy(desc string, dst, src uint64, bytes int64) error {
 // caller wraps it, a peer's frame or a local engine's argument) says what
 // is wrong.
 func (r *Registry) Resolve(a, n, align uint64) (uint64, error) {
-	reg, off, ok := DecodeAddr(a)
-	if !ok {
-		return 0, fmt.Errorf("address %#x is not a %s address", a, r.kind)
-	}
-	r.mu.RLock()
-	x := r.regs[reg]
-	r.mu.RUnlock()
-	if x == nil {
-		return 0, fmt.Errorf("unknown registration id %d", reg)
-	}
-	if off+n > uint64(x.size) || off+n < off {
-		return 0, fmt.Errorf("bytes [%d, %d) beyond registration %d of %d bytes", off, off+n, reg, x.size)
-	}
-	d := x.addr + off
-	if align > 1 && d%align != 0 {
-		return 0, fmt.Errorf("word at offset %d of registration %d is not %d-byte aligned", off, reg, align)
-	}
-	return d, nil
+	d, _, err := r.ResolveHost(a, n, align)
+	return d, err
 }
 
 // ResolveHost is Resolve that also returns the host view of [a, a+n) when
@@ -252,30 +236,57 @@ func (r *Registry) Resolve(a, n, align uint64) (uint64, error) {
 // has a host view is fixed at Export, so every word of it is written the
 // same way. The error is Resolve's.
 func (r *Registry) ResolveHost(a, n, align uint64) (uint64, []byte, error) {
-	d, err := r.Resolve(a, n, align)
-	if err != nil {
-		return 0, nil, err
+	reg, off, ok := DecodeAddr(a)
+	if !ok {
+		return 0, nil, fmt.Errorf("address %#x is not a %s address", a, r.kind)
 	}
-	reg, off, _ := DecodeAddr(a)
 	r.mu.RLock()
 	x := r.regs[reg]
 	r.mu.RUnlock()
-	if x == nil || x.host == nil {
+	if x == nil {
+		return 0, nil, fmt.Errorf("unknown registration id %d", reg)
+	}
+	if off+n > uint64(x.size) || off+n < off {
+		return 0, nil, fmt.Errorf("bytes [%d, %d) beyond registration %d of %d bytes", off, off+n, reg, x.size)
+	}
+	d := x.addr + off
+	if align > 1 && d%align != 0 {
+		return 0, nil, fmt.Errorf("word at offset %d of registration %d is not %d-byte aligned", off, reg, align)
+	}
+	if x.host == nil {
 		return d, nil, nil
 	}
 	return d, x.host[off : off+n : off+n], nil
 }
 
+// SignalWords is a peer's signal resolved (ResolveSignal): the device
+// addresses of the semaphore and of the count word (Cnt 0: none), and
+// their host views where the CPU may store them (ResolveHost).
+type SignalWords struct {
+	Sem, Cnt         uint64
+	SemHost, CntHost []byte
+}
+
 // ResolveSignal resolves a peer's signal: the semaphore word at sem and,
 // unless cnt is 0 (no count word), the count word at cnt, each 8 bytes
-// and 8-byte aligned in one of this NetDevice's registrations. The error
-// (no sentinel) is Resolve's.
-func (r *Registry) ResolveSignal(sem, cnt uint64) (semDev, cntDev uint64, err error) {
-	if semDev, err = r.Resolve(sem, 8, 8); err != nil || cnt == 0 {
-		return semDev, 0, err
+// and 8-byte aligned in one of this NetDevice's registrations, and both
+// host-visible or neither: a receiver stores the words of a host-visible
+// window with the CPU and the others with the device's engine, and each
+// word has one writer. The error (no sentinel) is Resolve's, or names
+// the mix.
+func (r *Registry) ResolveSignal(sem, cnt uint64) (SignalWords, error) {
+	var w SignalWords
+	var err error
+	if w.Sem, w.SemHost, err = r.ResolveHost(sem, 8, 8); err != nil || cnt == 0 {
+		return w, err
 	}
-	cntDev, err = r.Resolve(cnt, 8, 8)
-	return semDev, cntDev, err
+	if w.Cnt, w.CntHost, err = r.ResolveHost(cnt, 8, 8); err != nil {
+		return w, err
+	}
+	if (w.SemHost == nil) != (w.CntHost == nil) {
+		return w, fmt.Errorf("semaphore %#x and count word %#x lie in a host-visible and a device-only window", sem, cnt)
+	}
+	return w, nil
 }
 
 // Clear forgets every registration and import (at Close).

@@ -789,12 +789,12 @@ func (l *link) data(m message, s int) uint64 {
 		}
 		return t
 	case msgSignal:
-		sem, cnt, err := nd.reg.ResolveSignal(m.a, m.b)
+		w, err := nd.reg.ResolveSignal(m.a, m.b)
 		if err != nil {
 			l.bad("signal: %v", err)
 			return 0
 		}
-		if err := l.recvOwn.Signal(sem, cnt, m.c); err != nil {
+		if err := l.recvOwn.Signal(w.Sem, w.Cnt, m.c); err != nil {
 			l.fail(fmt.Errorf("%s: applying a signal on the device's engine: %w", l.describe(), err), false)
 		}
 	case msgBye:

@@ -313,36 +313,28 @@ func (rc *recvConn) run() {
 				return
 			}
 		case frameSignal:
-			sem, semHost, err := nd.reg.ResolveHost(f.a, 8, 8)
-			var cnt uint64
-			var cntHost []byte
-			if err == nil && f.b != 0 {
-				cnt, cntHost, err = nd.reg.ResolveHost(f.b, 8, 8)
-			}
-			if err == nil && cnt != 0 && (semHost == nil) != (cntHost == nil) {
-				err = fmt.Errorf("semaphore %#x and count word %#x lie in a host-visible and a device-only window", f.a, f.b)
-			}
+			w, err := nd.reg.ResolveSignal(f.a, f.b)
 			if err != nil {
 				s.fail(rc, rc.bad(f.seq, "signal: %v", err))
 				return
 			}
 			s.prof.SinceTick(profRead, t0)
-			if semHost != nil && !nd.opts.stagedOnly {
+			if w.SemHost != nil && !nd.opts.stagedOnly {
 				// A word in a host-visible window is always stored by the
 				// CPU (an atomic add), never by the engine, which may keep
 				// its own count of the word: one writer per word.
 				err = s.apply(rc, f.seq, true, func(own hal.Engine) error {
-					if err := s.awaitOwn(rc, own, s.ownLast); err != nil {
+					if err := rc.awaitOwn(true, "the copies before a signal", func() uint64 { return s.ownLast }); err != nil {
 						return err
 					}
-					if cntHost != nil {
-						atomic.StoreUint64((*uint64)(unsafe.Pointer(&cntHost[0])), f.c)
+					if w.CntHost != nil {
+						atomic.StoreUint64((*uint64)(unsafe.Pointer(&w.CntHost[0])), f.c)
 					}
-					atomic.AddUint64((*uint64)(unsafe.Pointer(&semHost[0])), 1)
+					atomic.AddUint64((*uint64)(unsafe.Pointer(&w.SemHost[0])), 1)
 					return nil
 				})
 			} else {
-				err = s.apply(rc, f.seq, true, func(own hal.Engine) error { return own.Signal(sem, cnt, f.c) })
+				err = s.apply(rc, f.seq, true, func(own hal.Engine) error { return own.Signal(w.Sem, w.Cnt, f.c) })
 			}
 			if err != nil {
 				s.fail(rc, err)
@@ -433,43 +425,33 @@ func (s *session) putDirect(rc *recvConn, f frame, host []byte) (bool, error) {
 	return true, nil
 }
 
-// awaitOwn waits, in apply, until the device's engine has finished every
-// copy up to ticket t (0: none), so that a store by the CPU follows them;
-// at most the timeout.
-func (s *session) awaitOwn(rc *recvConn, own hal.Engine, t uint64) error {
-	if t == 0 {
-		return nil
-	}
-	start := time.Now()
-	for {
-		done, err := own.Completed()
-		switch {
-		case err != nil:
-			return fmt.Errorf("%s: the device's engine failed: %w", rc.describe(), err)
-		case done >= t:
-			return nil
-		case time.Since(start) > s.nd.opts.Timeout:
-			return fmt.Errorf("%s: the device's engine did not finish the copies before a signal within %v (ticket %d, completed %d): %w",
-				rc.describe(), s.nd.opts.Timeout, t, done, hal.ErrTimeout)
-		}
-		backoff(start)
-	}
-}
-
 // errStopped ends a reader whose session failed or stopped elsewhere.
 var errStopped = errors.New("session stopped")
 
 // waitFree waits until the copy out of staging half h has finished.
 func (rc *recvConn) waitFree(h int) error {
+	return rc.awaitOwn(false, "copying a chunk out of staging", func() uint64 { return rc.busy[h] })
+}
+
+// awaitOwn waits until the device's engine has completed the ticket that
+// ticket gives (read at every poll, under s.mu), at most the timeout;
+// what names the copies in the timeout's error. held says the caller
+// holds s.mu (apply: the engine's calls are made under it); otherwise
+// every poll takes it, and the wait ends with errStopped once the session
+// has failed or stopped.
+func (rc *recvConn) awaitOwn(held bool, what string, ticket func() uint64) error {
 	s := rc.s
 	start := time.Now()
-	deadline := start.Add(s.nd.opts.Timeout)
 	for {
-		s.mu.Lock()
-		t := rc.busy[h]
+		if !held {
+			s.mu.Lock()
+		}
+		t := ticket()
 		done, err := s.own.Completed()
-		stopped := s.failed != nil || s.stopped
-		s.mu.Unlock()
+		stopped := !held && (s.failed != nil || s.stopped)
+		if !held {
+			s.mu.Unlock()
+		}
 		switch {
 		case err != nil:
 			return fmt.Errorf("%s: the device's engine failed: %w", rc.describe(), err)
@@ -477,9 +459,9 @@ func (rc *recvConn) waitFree(h int) error {
 			return nil
 		case stopped:
 			return errStopped
-		case time.Now().After(deadline):
-			return fmt.Errorf("%s: the device's engine did not finish copying a chunk out of staging within %v (ticket %d, completed %d): %w",
-				rc.describe(), s.nd.opts.Timeout, t, done, hal.ErrTimeout)
+		case time.Since(start) > s.nd.opts.Timeout:
+			return fmt.Errorf("%s: the device's engine did not finish %s within %v (ticket %d, completed %d): %w",
+				rc.describe(), what, s.nd.opts.Timeout, t, done, hal.ErrTimeout)
 		}
 		backoff(start)
 	}
