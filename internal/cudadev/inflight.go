@@ -3,7 +3,6 @@ package cudadev
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -145,19 +144,18 @@ func (d *Device) quiesce(deadline time.Time, what string) error {
 	for _, s := range d.work.streams {
 		streams = append(streams, s)
 	}
-	events := make([]cuda.Event, 0, len(d.work.events))
-	for _, t := range d.work.events {
-		events = append(events, t.ev)
-	}
 	d.work.mu.Unlock()
 	var faults []error
+	running := 0 // tracked events not complete at the last pass
 	// Each pass queries under d.work.mu, and only what is still tracked:
 	// another goroutine may destroy a stream (DestroyStream) or retire an
 	// event (a concurrent quiesce) after the snapshot above, and querying
 	// a destroyed handle is a use after free in the driver (seen on 2×H100
 	// at Close: a socket receiver freeing its staging buffer while the
-	// engine's shutdown destroyed its stream). A stream destroyed with work
-	// queued left an event in d.work.events, which a later pass finds.
+	// engine's shutdown destroyed its stream). The snapshot's streams are
+	// waited for until each is idle once; the events are the tracked ones
+	// at each pass, so the event a stream destroyed meanwhile left (with
+	// its work) is waited for too.
 	query := func() (bool, error) {
 		d.work.mu.Lock()
 		defer d.work.mu.Unlock()
@@ -176,35 +174,26 @@ func (d *Device) quiesce(deadline time.Time, what string) error {
 			streams = append(streams[:i], streams[i+1:]...)
 			i--
 		}
-		for k := range d.work.events {
-			if !slices.ContainsFunc(events, func(e cuda.Event) bool { return e.Handle == k }) {
-				events = append(events, d.work.events[k].ev) // kept by a DestroyStream since the snapshot
+		running = 0
+		for h, t := range d.work.events {
+			done, err := t.ev.Query()
+			if err != nil {
+				faults = append(faults, err)
+				done = true
+			}
+			switch {
+			case !done:
+				running++
+			case t.owner == nil:
+				delete(d.work.events, h)
+				t.ev.Destroy()
 			}
 		}
-		for i := 0; i < len(events); i++ {
-			done := true
-			if t, ok := d.work.events[events[i].Handle]; ok && t.ev == events[i] {
-				var err error
-				if done, err = events[i].Query(); err != nil {
-					faults = append(faults, err)
-					done = true
-				}
-				if done && t.owner == nil {
-					delete(d.work.events, events[i].Handle)
-					events[i].Destroy()
-				}
-			}
-			if !done {
-				return false, nil
-			}
-			events = append(events[:i], events[i+1:]...)
-			i--
-		}
-		return true, nil
+		return running == 0, nil
 	}
 	err := devcore.Poll(deadline, query, func(_ error, waited time.Duration) error {
 		return fmt.Errorf("%s: %d stream(s) and %d launch(es) of %s still running after %v (a kernel waiting for a peer that never signals?); left in place: %w",
-			what, len(streams), len(events), d, waited.Round(time.Millisecond), hal.ErrTimeout)
+			what, len(streams), running, d, waited.Round(time.Millisecond), hal.ErrTimeout)
 	})
 	if len(faults) > 0 {
 		d.log.Warn("work failed on the device before its memory was released", "what", what, "err", errors.Join(faults...))
