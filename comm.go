@@ -119,6 +119,9 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 		if c.net, err = channels.OpenNetwork(ctx, boot, dev); err != nil {
 			return nil, fmt.Errorf("weft: %w", err)
 		}
+		// Every rank opened the same network and reads the same
+		// variable: the ranks agree.
+		c.cfg.HostWindows = c.net.HostWindows()
 	}
 	if !cfg.PortOnly && !cfg.UsesBounded(algorithms.AllReduce) {
 		// The zero-copy AllReduce plans use memory channels and are

@@ -80,6 +80,7 @@ func netCases(n int) []collCase {
 func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 	defer releaseCaseBuffers(c, dev)
 	n := c.Size()
+	nodes, _ := strconv.Atoi(os.Getenv("WEFT_TEST_NODES"))
 	if mode == "netkill" {
 		victim, _ := strconv.Atoi(os.Getenv("WEFT_TEST_KILL"))
 		const count = 1 << 16
@@ -104,10 +105,12 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 		// takes the hierarchical plan for the operators it serves.
 		call := weft.Call{Coll: k.coll, Count: k.count, Type: k.t, Op: k.op, Root: k.root, Send: 1 << 30, Recv: 2 << 30}
 		want := "-" + algorithms.PortFamily + "-"
-		switch k.coll {
-		case algorithms.AllGather:
+		switch {
+		case nodes == n:
+			// One rank per node: no hierarchical plan, the flat port one.
+		case k.coll == algorithms.AllGather:
 			want = "-2ph-"
-		case algorithms.AllReduce, algorithms.ReduceScatter:
+		case k.coll == algorithms.AllReduce || k.coll == algorithms.ReduceScatter:
 			// PreMulSum too: each rank scales its input where the
 			// first, intra-node stage reads it (plan/premul.go).
 			if k.op != plan.Avg {
@@ -116,6 +119,10 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 		}
 		if name := c.PlanName(call); !strings.Contains(name, want) {
 			return fmt.Errorf("%v: plan %q, want a %s plan", k, name, strings.Trim(want, "-"))
+		} else if staged := strings.HasSuffix(name, "-hs"); nodes == n && staged != (os.Getenv("WEFT_NET_HOST_WINDOWS") != "0") {
+			// One rank per node over sockets: the port plans stage their
+			// puts into their host-memory scratch (Plan.StageSends).
+			return fmt.Errorf("%v: plan %q: staged sends %v, want them with host windows only", k, name, staged)
 		}
 		if k.coll == algorithms.AllReduce {
 			if name := c.AllReducePlan(k.count, k.t, k.op); name != c.PlanName(call) {
@@ -130,7 +137,23 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 			return fmt.Errorf("rank %d: %v: %d wrong elements", rank, k, wrong)
 		}
 	}
-	return netP2P(rank, n, c, dev, s)
+	if err := netP2P(rank, n, c, dev, s); err != nil {
+		return err
+	}
+	// With one rank per node every plan's channels go over the network,
+	// whose socket receivers write host memory: every plan has its
+	// windows there (docs/network.md), unless WEFT_NET_HOST_WINDOWS=0;
+	// with several ranks per node only the plans among counterparts can.
+	host, all := weft.HostWindowPlans(c)
+	switch off := os.Getenv("WEFT_NET_HOST_WINDOWS") == "0"; {
+	case all == 0:
+		return fmt.Errorf("rank %d: no plan was set up", rank)
+	case off && host != 0:
+		return fmt.Errorf("rank %d: %d of %d plans have host windows under WEFT_NET_HOST_WINDOWS=0", rank, host, all)
+	case nodes == n && !off && host != all && os.Getenv("WEFT_NET") == "socket":
+		return fmt.Errorf("rank %d: %d of %d plans have host windows; want every one with one rank per node over sockets", rank, host, all)
+	}
+	return nil
 }
 
 // netP2P sends each peer a different number of bytes (0 included, most
@@ -195,7 +218,7 @@ func runNodes(t *testing.T, nproc, nodes int, mode string, extra ...string) (str
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	start := time.Now()
-	env := append([]string{"WEFT_TEST_CHILD=" + mode, "WEFT_NET=socket"}, extra...)
+	env := append([]string{"WEFT_TEST_CHILD=" + mode, "WEFT_NET=socket", fmt.Sprintf("WEFT_TEST_NODES=%d", nodes)}, extra...)
 	err := bootstrap.RunNodes(ctx, nproc, nodes, []string{os.Args[0], "-test.run=^$"}, env, &out, &out)
 	return out.String(), err, time.Since(start)
 }
@@ -208,10 +231,17 @@ func runNodes(t *testing.T, nproc, nodes int, mode string, extra ...string) (str
 func TestCollectivesAcrossNodes(t *testing.T) {
 	t.Parallel() // waits on sockets and deadlines more than it computes
 	// Larger shapes (4 × 4, 4 × 6) run in scale_test.go.
-	for _, shape := range []struct{ nodes, perNode int }{{2, 2}, {2, 3}, {3, 2}} {
+	// 2 × 1 runs the flat port plans with their windows in host memory
+	// (the socket receivers store into them with the CPU), and once with
+	// them in device memory (WEFT_NET_HOST_WINDOWS=0: the receivers'
+	// device-engine path).
+	for _, shape := range []struct {
+		nodes, perNode int
+		extra          []string
+	}{{2, 1, nil}, {2, 1, []string{"WEFT_NET_HOST_WINDOWS=0"}}, {2, 2, nil}, {2, 3, nil}, {3, 2, nil}} {
 		nproc := shape.nodes * shape.perNode
-		t.Run(fmt.Sprintf("%dx%d", shape.nodes, shape.perNode), func(t *testing.T) {
-			out, err, _ := runNodes(t, nproc, shape.nodes, "net")
+		t.Run(fmt.Sprintf("%dx%d%s", shape.nodes, shape.perNode, strings.Join(shape.extra, "")), func(t *testing.T) {
+			out, err, _ := runNodes(t, nproc, shape.nodes, "net", shape.extra...)
 			if err != nil {
 				t.Fatalf("%d ranks on %d nodes: %v\n%s", nproc, shape.nodes, err, out)
 			}

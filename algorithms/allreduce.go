@@ -102,6 +102,14 @@ type Config struct {
 	// nodes of equal size ≥ 2, PortOnly AllReduce takes the hierarchical
 	// plan (AllReduce2PH) for the operators it serves.
 	Nodes []int
+	// HostWindows: the network's engines send from and receive into host
+	// memory without a device copy (hal.HostWindowed; package channels
+	// then places the scratch of plans whose peers are all on other
+	// nodes in host memory mapped into the device). Port plans whose
+	// peers are all on other nodes (Nodes) then stage their puts'
+	// sources into scratch slots on SMs (plan.Plan.StageSends), so a
+	// small put leaves with no device-to-host copy on the proxy's path.
+	HostWindows bool
 	// Switch: every link is switch-mapped (hal.CapSwitchMapped) and
 	// memory-mapped, so the NVLS plans (nvls.go) can run.
 	Switch bool

@@ -30,7 +30,11 @@ func BroadcastPort(c Config, root int) (*plan.Plan, error) {
 	if c.Rank == root {
 		var puts []plan.Op
 		for ci, ch := range chs {
-			puts = append(puts, plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(root, ch.Peer)), plan.L(plan.Input)))
+			// The root receives nothing: its slots stage the puts
+			// (stageSends).
+			put := plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(root, ch.Peer)), plan.L(plan.Input))
+			put.Stage = c.stage(0, ci)
+			puts = append(puts, put)
 		}
 		if len(chs) > 0 {
 			puts = append(puts, c.localCopy(0, 0, 1, plan.L(plan.Output), plan.L(plan.Input)))
@@ -89,6 +93,7 @@ func P2PPort(c Config) (*plan.Plan, error) {
 	for ci, ch := range chs {
 		one := []int{ci}
 		put := plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(c.Rank, ch.Peer)), plan.L(plan.Input))
+		put.Stage = c.stage(len(chs), ci)
 		get := c.localCopy(ci, 0, 1, plan.L(plan.Output), plan.LS(ci))
 		send := c.portGroup(1, 1, cat(skip(waits(one, sem(semFree, 1)), 2, 0), []plan.Op{put}, signals(one, sem(semData, 1))), flushes(one))
 		send.Before = doneCredits(one, sem(semDone, 1))
@@ -99,7 +104,7 @@ func P2PPort(c Config) (*plan.Plan, error) {
 	}
 	groups = append(groups, plan.Group{Blocks: 1, Arg: 2*len(chs) + 1,
 		Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}})
-	return c.portPlan("sendrecv", 1, len(chs), 3, groups...)
+	return c.portPlan("sendrecv", 1, len(chs)+c.stageSlots(len(chs)), 3, groups...)
 }
 
 // PortPlanRoot is PortPlan with the root of Broadcast and Reduce: every

@@ -91,6 +91,43 @@ func (c Config) localCopy(ch, chunk, nchunks int, dst, src plan.Ref) plan.Op {
 	return plan.PortCopy(ch, chunk, nchunks, dst, src)
 }
 
+// stageSends reports whether this rank's port plans stage the sources of
+// their puts into scratch slots (plan.Plan.StageSends): where the network
+// sends host memory directly (HostWindows) and every peer is on another
+// node, so that the plan's scratch is host memory (package channels
+// decides its placement by the same rule). A plan with a peer on this
+// node keeps its scratch in device memory, where staging would only add a
+// copy.
+func (c Config) stageSends() bool {
+	if !c.HostWindows || len(c.Nodes) != c.NRanks {
+		return false
+	}
+	for r, n := range c.Nodes {
+		if r != c.Rank && n == c.Nodes[c.Rank] {
+			return false
+		}
+	}
+	return c.NRanks > 1
+}
+
+// stageSlots is how many scratch slots a port plan with k staged puts
+// adds (k under stageSends, else none), and stage the Stage of put i
+// given the plan's first staging slot first: 1 + first + i under
+// stageSends, else 0 (no staging slot).
+func (c Config) stageSlots(k int) int {
+	if c.stageSends() {
+		return k
+	}
+	return 0
+}
+
+func (c Config) stage(first, i int) int {
+	if c.stageSends() {
+		return 1 + first + i
+	}
+	return 0
+}
+
 // portChannels are one port channel per peer.
 func (c Config) portChannels() []plan.Channel {
 	chs := c.channels()
@@ -194,7 +231,11 @@ func (c Config) portPlanOn(chs []plan.Channel, name string, b, slots, sems int, 
 		w = max(w, g.Window)
 	}
 	p := &plan.Plan{Name: fmt.Sprintf("%s-%s-%dx%d-w%d", name, PortFamily, b, s.Threads, w), Rank: c.Rank, NRanks: c.NRanks,
-		Channels: chs, Threads: s.Threads, Unroll: s.Unroll, Scratch: plan.Simple, ScratchSlots: slots, Semaphores: sems * b}
+		Channels: chs, Threads: s.Threads, Unroll: s.Unroll, Scratch: plan.Simple, ScratchSlots: slots, Semaphores: sems * b,
+		StageSends: c.stageSends()}
+	if p.StageSends {
+		p.Name += "-hs"
+	}
 	p.Groups = groups
 	return p, p.Validate()
 }
@@ -225,8 +266,11 @@ func (c Config) gatherPort(name string, src func(peer int) plan.Ref) (*plan.Plan
 	chs, all := c.channels(), c.others()
 	pchs, acks := c.ackChannels()
 	var puts, copies []plan.Op
+	m := len(chs)
 	for ci, ch := range chs {
-		puts = append(puts, plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(c.Rank, ch.Peer)), src(ch.Peer)))
+		put := plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(c.Rank, ch.Peer)), src(ch.Peer))
+		put.Stage = c.stage(m, ci)
+		puts = append(puts, put)
 		copies = append(copies, c.localCopy(acks[ci], 0, 1, plan.L(plan.Output).At(ch.Peer), plan.LS(ci)))
 	}
 	if len(chs) > 0 {
@@ -240,7 +284,7 @@ func (c Config) gatherPort(name string, src func(peer int) plan.Ref) (*plan.Plan
 	recv := c.portGroup(1, 1, cat(waits(acks, sem(semData, 1)), copies, skip(signals(acks, sem(semFree, 1)), 0, 2)),
 		cat(signals(acks, sem(semDone, 1)), flushes(acks)))
 	send.Window, recv.Window = w, w
-	return c.portPlanOn(pchs, name, 1, len(chs), 3, send, recv)
+	return c.portPlanOn(pchs, name, 1, m+c.stageSlots(m), 3, send, recv)
 }
 
 // ReduceScatterPort: the send group puts segment p of the input into peer

@@ -83,9 +83,20 @@ type Resources struct {
 	fifo              *fifo
 	proxy             *Proxy
 	// net is the network of channels to peers on other nodes (nil
-	// without one).
-	net *Network
+	// without one); netExported the buffers registered with its
+	// NetDevice, withdrawn before they are freed.
+	net         *Network
+	netExported []hal.Buffer
+	// hostWindows: scratch and semaphores are host memory mapped into
+	// the device (Network.hostWindows).
+	hostWindows bool
 }
+
+// HostWindows reports whether the plan's scratch and semaphores are in
+// host memory mapped into the device, where a network's receivers store
+// peers' puts and signals with the CPU (every channel goes to a peer on
+// another node over such a network; docs/network.md).
+func (r *Resources) HostWindows() bool { return r.hostWindows }
 
 // Bytes is the device memory the resources hold on this rank (local
 // buffers only; mapped peer buffers are the peers').
@@ -224,9 +235,13 @@ func newSetup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, s
 // allocate allocates this rank's buffers of the plan: scratch (when
 // scratchBytes > 0), semaphores and expected values (when the plan has
 // semaphores), the per-block state, the host-visible control block and,
-// for port channels, the FIFO (host memory) and its head counter.
+// for port channels, the FIFO (host memory) and its head counter. Scratch
+// and semaphores are host memory mapped into the device when the plan's
+// channels all go over a network that writes such windows with the CPU
+// (Network.hostWindows).
 func (s *setup) allocate() error {
 	r, p := s.r, s.p
+	r.hostWindows = r.net != nil && r.net.hostWindows(p.Channels)
 	type want struct {
 		b    *hal.Buffer
 		n    int64
@@ -235,8 +250,8 @@ func (s *setup) allocate() error {
 		need bool
 	}
 	for _, w := range []want{
-		{&r.scratch, s.scratchBytes, false, "scratch", s.scratchBytes > 0},
-		{&r.sems, p.SemaphoreRegionBytes(), false, "semaphores", p.Semaphores > 0},
+		{&r.scratch, s.scratchBytes, r.hostWindows, "scratch", s.scratchBytes > 0},
+		{&r.sems, p.SemaphoreRegionBytes(), r.hostWindows, "semaphores", p.Semaphores > 0},
 		{&r.expected, p.ExpectedRegionBytes(), false, "expected values", p.Semaphores > 0},
 		{&r.state, p.StateBytes(), false, "state", true},
 		{&r.control, plan.ControlBytes, true, "control block", true},
@@ -284,7 +299,21 @@ func (s *setup) publish() (card, error) {
 	me := card{Plan: s.p.Name, Semaphores: s.p.Semaphores, ScratchBytes: s.scratchBytes, Endpoint: s.dev.Endpoint()}
 	var netExport func(hal.Buffer) (hal.Handle, error)
 	if r.net != nil {
-		me.Endpoint, netExport = r.net.Endpoint(), r.net.nd.ExportPort
+		me.Endpoint = r.net.Endpoint()
+		netExport = func(b hal.Buffer) (hal.Handle, error) {
+			h, err := r.net.nd.ExportPort(b)
+			if err == nil {
+				r.netExported = append(r.netExported, b)
+			}
+			return h, err
+		}
+	}
+	mm, pm := s.mm, s.pm
+	if r.hostWindows {
+		// Every peer is on another node: only the network reaches these
+		// buffers (and a device's engines or mappings may not take host
+		// memory).
+		mm, pm = nil, nil
 	}
 	for _, x := range []struct {
 		b      hal.Buffer
@@ -292,10 +321,10 @@ func (s *setup) publish() (card, error) {
 		h      *hal.Handle
 		what   string
 	}{
-		{r.scratch, exportOf(s.mm), &me.Scratch, "scratch"},
-		{r.sems, exportOf(s.mm), &me.Sems, "semaphores"},
-		{r.scratch, exportPortOf(s.pm), &me.PortScratch, "scratch for engines"},
-		{r.sems, exportPortOf(s.pm), &me.PortSems, "semaphores for engines"},
+		{r.scratch, exportOf(mm), &me.Scratch, "scratch"},
+		{r.sems, exportOf(mm), &me.Sems, "semaphores"},
+		{r.scratch, exportPortOf(pm), &me.PortScratch, "scratch for engines"},
+		{r.sems, exportPortOf(pm), &me.PortSems, "semaphores for engines"},
 		{r.scratch, netExport, &me.NetScratch, "scratch for network engines"},
 		{r.sems, netExport, &me.NetSems, "semaphores for network engines"},
 	} {
@@ -612,6 +641,11 @@ func (r *Resources) Close() error {
 		}
 	}
 	r.Channels = nil
+	// No peer's frame may land in them once they are freed.
+	for _, b := range r.netExported {
+		errs = append(errs, r.net.unexport(b))
+	}
+	r.netExported = nil
 	for _, b := range []*hal.Buffer{&r.scratch, &r.sems, &r.expected, &r.state, &r.control, &r.fifoBuf, &r.fifoHead} {
 		if *b != nil {
 			errs = append(errs, (*b).Free())

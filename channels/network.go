@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
 	"github.com/weftccl/weft/internal/env"
 )
 
@@ -28,6 +29,8 @@ type Network struct {
 	dev  hal.Device
 	nd   hal.NetDevice
 	ep   hal.Endpoint // dev's endpoint with this rank's Address
+	// nodes is every rank's node (hal.NodeOf) as it offered at open.
+	nodes []string
 
 	mu     sync.Mutex
 	refs   int // the owner's and one per Resources
@@ -76,19 +79,22 @@ func OpenNetworkOf(ctx context.Context, ex Exchanger, dev hal.Device, n hal.Netw
 		return nil, fmt.Errorf("channels: network job id: %v: %w", err, hal.ErrSystem)
 	}
 	// Each rank offers: network name, a random id (rank 0's names the
-	// network's job), and its host, NUL-separated.
-	host := dev.Endpoint().HostID
-	all, err := ex.AllGather(ctx, []byte(n.Name()+"\x00"+hex.EncodeToString(id[:])+"\x00"+host))
+	// network's job), its host and its node, NUL-separated.
+	self := dev.Endpoint()
+	host, node := self.HostID, hal.NodeOf(self.HostID, self.Node)
+	all, err := ex.AllGather(ctx, []byte(n.Name()+"\x00"+hex.EncodeToString(id[:])+"\x00"+host+"\x00"+node))
 	if err != nil {
 		return nil, fmt.Errorf("channels: open network %s: %w", n.Name(), err)
 	}
 	oneHost := true
 	var job string
+	nodes := make([]string, len(all))
 	for r, b := range all {
-		f := strings.SplitN(string(b), "\x00", 3)
-		if len(f) != 3 || len(f[1]) != 2*len(id) {
+		f := strings.SplitN(string(b), "\x00", 4)
+		if len(f) != 4 || len(f[1]) != 2*len(id) {
 			return nil, fmt.Errorf("channels: open network %s: rank %d sent a malformed network offer (%d bytes): %w", n.Name(), r, len(b), hal.ErrRemote)
 		}
+		nodes[r] = f[3]
 		if f[0] != n.Name() {
 			return nil, fmt.Errorf("channels: rank %d opens network %s but rank %d opens %q (set WEFT_NET alike on every rank): %w",
 				ex.Rank(), n.Name(), r, f[0], hal.ErrInvalidUsage)
@@ -108,7 +114,7 @@ func OpenNetworkOf(ctx context.Context, ex Exchanger, dev hal.Device, n hal.Netw
 	if err != nil {
 		return nil, fmt.Errorf("channels: open network %s on rank %d: %w", n.Name(), ex.Rank(), err)
 	}
-	nw := &Network{Name: n.Name(), dev: dev, nd: nd, ep: dev.Endpoint(), refs: 1}
+	nw := &Network{Name: n.Name(), dev: dev, nd: nd, ep: dev.Endpoint(), nodes: nodes, refs: 1}
 	nw.ep.Net = map[string][]byte{n.Name(): nd.Address()}
 	nets.Lock()
 	defer nets.Unlock()
@@ -128,6 +134,62 @@ func (nw *Network) Device() hal.NetDevice { return nw.nd }
 
 // Endpoint is the device's endpoint with this rank's network address.
 func (nw *Network) Endpoint() hal.Endpoint { return nw.ep }
+
+// remote reports whether rank peer is on another node than this rank, by
+// the nodes the ranks offered when the network opened.
+func (nw *Network) remote(peer int) bool {
+	me := hal.NodeOf(nw.ep.HostID, nw.ep.Node)
+	return peer >= 0 && peer < len(nw.nodes) && nw.nodes[peer] != me
+}
+
+// HostWindows reports whether plans whose every channel goes over this
+// network keep their scratch and semaphores in host memory mapped into
+// the device: the NetDevice's receivers store into such windows with the
+// CPU (hal.HostWindowed) and WEFT_NET_HOST_WINDOWS is not 0. The
+// communicator's port plans then stage their puts' sources there
+// (algorithms.Config.HostWindows).
+func (nw *Network) HostWindows() bool {
+	if hw, ok := nw.nd.(hal.HostWindowed); !ok || !hw.HostWindows() {
+		return false
+	}
+	on, _ := env.Bool("WEFT_NET_HOST_WINDOWS", true)
+	return on
+}
+
+// hostWindows reports whether a plan over channels chs places its scratch
+// and semaphores in host memory mapped into the device: when every
+// channel is a port channel to a peer on another node and the NetDevice's
+// receivers store into host-visible windows with the CPU
+// (hal.HostWindowed), unless WEFT_NET_HOST_WINDOWS=0. The peers' puts and
+// signals then land with no call on the device's engine, and the
+// kernel's waits poll host memory (system-scope loads). A plan with a
+// channel within the node keeps device memory: its peers there map it or
+// reach it with copy engines.
+func (nw *Network) hostWindows(chs []plan.Channel) bool {
+	if !nw.HostWindows() {
+		return false
+	}
+	for _, c := range chs {
+		if !c.Port || !nw.remote(c.Peer) {
+			return false
+		}
+	}
+	return len(chs) > 0
+}
+
+// unexport withdraws the NetDevice's registration of b before b is freed
+// (hal.PortUnexporter), so that no late frame of a peer lands in freed
+// memory.
+func (nw *Network) unexport(b hal.Buffer) error {
+	u, ok := nw.nd.(hal.PortUnexporter)
+	if !ok {
+		return nil
+	}
+	if err := u.UnexportPort(b); err != nil {
+		return fmt.Errorf("channels: network %s: %w", nw.Name, err)
+	}
+	return nil
+}
 
 // Err is the NetDevice's first receiver-side failure (it names the peer's
 // rank), or nil.

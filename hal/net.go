@@ -75,6 +75,32 @@ type NetDevice interface {
 	Close() error
 }
 
+// PortUnexporter is implemented by port-mapped devices whose registrations
+// a peer can reach until they are withdrawn (every NetDevice of weft: a
+// socket receiver's window table, an RDMA memory region): UnexportPort
+// withdraws ExportPort's registration of b, after which peers' puts and
+// signals naming it are refused, and returns once nothing of the network
+// is writing into b, so that its owner may free it. Package channels calls
+// it before freeing a plan's scratch and semaphores. Errors wrap
+// ErrInvalidArgument when b is not exported there.
+type PortUnexporter interface {
+	UnexportPort(b Buffer) error
+}
+
+// HostWindowed is implemented by NetDevices whose receivers store into
+// registrations with a host view (Buffer.Host: memory from
+// Device.AllocHost, hal/host memory) with the CPU: a put read from the
+// wire straight into the window, a signal as an atomic add, with no call
+// on the device's engine on the path. HostWindows reports whether they do
+// (a transport may be configured not to); package channels then places the
+// scratch and semaphores of plans whose every channel goes over the
+// network in host memory mapped into the device (docs/network.md, "Small
+// messages: the host-memory path"), as NCCL's socket transport keeps its
+// buffers in host memory.
+type HostWindowed interface {
+	HostWindows() bool
+}
+
 var (
 	netRegistry = map[string]Network{}
 	// ucx comes last: on the 2×H100 host (2026-11-26, 2 emulated nodes,

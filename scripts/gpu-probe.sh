@@ -30,15 +30,15 @@
 #  - calls: the port path's floor without the proxy: BenchmarkCopyEngineLatency and
 #    BenchmarkDriverCallCost (host µs of each CUDA driver call an engine makes), then the port
 #    put-with-signal one way with WEFT_PROXY_PROFILE (the proxy's poll gap and engine calls).
-#  - netprof: 2 emulated nodes over sockets (loopback), all_gather, all_reduce and broadcast at
-#    64 B-4 KB beside NCCL's socket transport, with WEFT_PROXY_PROFILE (proxy, socket engines
-#    and receivers by stage).
+#  - netprof: 2 emulated nodes over sockets (loopback), all_gather, all_reduce, broadcast and
+#    sendrecv at 64 B-64 KB beside NCCL's socket transport, with WEFT_PROXY_PROFILE (proxy,
+#    socket engines and receivers by stage), for each WEFT_NET_HOST_WINDOWS in NETPROF_HW.
 #  - ab: the same cbench sweep (AB_COLLS, 1-64 MB, float, graphs, checked) through
 #    libweft_nccl.so and through AB_LIB (a second build carried in the call, e.g. the parent
 #    commit's: go build -buildmode=c-shared -o .gpuz/old/libweft_nccl.so ./nccl in a worktree),
 #    alternated twice, and NCCL once: a change measured against its base on one machine.
 # Knobs: STEPS="fsdp ucx porthang streams join shapes p2pwin midll ce cedefault calls netprof ab"
-#        BUDGET=300  PORTHANG_CONNS="8 1" (also 32)  AB_LIB=.gpuz/old/libweft_nccl.so
+#        BUDGET=300  PORTHANG_CONNS="8 1" (also 32)  NETPROF_HW="1 0"  NETPROF_COLLS="all_gather …"  AB_LIB=.gpuz/old/libweft_nccl.so
 #        AB_COLLS=allreduce,allgather,gather,scatter,broadcast,reduce,sendrecv
 set -u
 # shellcheck source=scripts/steps.sh
@@ -229,10 +229,14 @@ if want calls; then
     WEFT_BENCH_HAL=nvlink "$B/weft.test" -test.run '^$' -test.bench 'PortLatency/nvlink/port' -test.benchtime 1x
 fi
 if want netprof; then
-  for c in all_gather all_reduce broadcast; do
-    step "netprof-$c" 60 'grep -E "^ +(64|4096) " $log | tr -s " " | cut -c1-120' -- env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
-      NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo WEFT_SOCKET_IFNAME=lo WEFT_NET=socket WEFT_PROXY_PROFILE=1 \
-      "$B/weft" run --nproc 2 --nodes 2 -- "$B/weft" bench $c -b 64 -e 4K -f 64 -w 5 -n 200 --hal nvlink --baseline nccl
+  # NETPROF_HW: WEFT_NET_HOST_WINDOWS values to run (1: plans' windows in host memory, the
+  # default; 0: device memory, the path before it), each beside NCCL.
+  for hw in ${NETPROF_HW:-1 0}; do
+    for c in ${NETPROF_COLLS:-all_gather all_reduce broadcast sendrecv}; do
+      step "netprof-hw$hw-$c" 60 'grep -E "^ +(64|4096|65536) " $log | tr -s " " | cut -c1-120' -- env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
+        NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo WEFT_SOCKET_IFNAME=lo WEFT_NET=socket WEFT_PROXY_PROFILE=1 WEFT_NET_HOST_WINDOWS=$hw \
+        "$B/weft" run --nproc 2 --nodes 2 -- "$B/weft" bench $c -b 64 -e 64K -f 32 -w 5 -n 200 --hal nvlink --baseline nccl
+    done
   done
 fi
 if want ab; then

@@ -72,12 +72,15 @@ func (b *blockCtx) portTransfer(o plan.Op) bool {
 		k = plan.TriggerPut
 	}
 	src := b.plain(o.Srcs[0], off, n)
-	if o.Stage != 0 && plan.ScalesSource(b.op, o.Srcs[0]) {
-		// An engine moves bytes: the scaled window goes into the staging
-		// slot first, and the engine moves the slot (plan.Op.Stage).
+	if b.p.Staged(o, b.op) {
+		// An engine moves bytes: the (scaled) window goes into the
+		// staging slot first, and the engine moves the slot
+		// (plan.Op.Stage, Plan.StageSends).
 		st := b.plain(plan.LS(o.Stage-1), off, n)
 		copy(st, src)
-		scaleInto(st, b.t, b.scalar)
+		if plan.ScalesSource(b.op, o.Srcs[0]) {
+			scaleInto(st, b.t, b.scalar)
+		}
 		src = st
 	}
 	var dst uint64

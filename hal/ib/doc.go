@@ -28,6 +28,9 @@
 // dma-buf (GPUDirect RDMA) when the device implements [DmaBufExporter].
 // Other device memory cannot be a destination yet: receiving through a
 // host bounce region needs a receiver-side poller, which is not written.
+// [NetDevice.UnexportPort] deregisters a region once the RDMA writes this
+// rank posted from it have completed; a peer's later write or atomic on
+// it fails at the peer with a remote access error.
 //
 // Errors of completions name the peer rank, the verbs status string and
 // number ("RDMA write to peer rank 1 failed: remote access error (work

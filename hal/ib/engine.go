@@ -43,6 +43,7 @@ type conn struct {
 	nextID      uint16
 	err         error // the first failed completion; the queue pair is in error
 	wcs         []ibverbs.WC
+	released    bool // the NetDevice destroyed the queue pair and completion queue
 }
 
 func (c *conn) newEngine(a address) (*engine, error) {
@@ -74,7 +75,8 @@ func (c *conn) newEngine(a address) (*engine, error) {
 		}
 		c.connected, c.peerNonce = true, a.nonce
 	}
-	e := &engine{c: c, peer: c.peer, timeout: env.Timeout(), slotWR: make([]uint64, stagingSlots), tickets: hal.MakeTickets(ringSize + 2)}
+	e := &engine{c: c, peer: c.peer, timeout: env.Timeout(), slotWR: make([]uint64, stagingSlots), tickets: hal.MakeTickets(ringSize + 2),
+		reads: map[*registration]uint64{}}
 	var err error
 	e.scratch, err = syscall.Mmap(-1, 0, 16*c.depth, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
@@ -125,6 +127,50 @@ func (c *conn) poll() {
 		if n < len(c.wcs) {
 			return
 		}
+	}
+}
+
+// awaitReads waits until every RDMA write that an engine of c posted
+// from one of regs as a registered source (with its lkey) has completed,
+// at most until deadline, limit after the wait began (then an error wrapping hal.ErrTimeout). It
+// polls the completion queue itself: the engines may be idle. A failed
+// queue pair (its requests are flushed, reading nothing more), closed
+// engines (they drained, or gave up) and a released connection have
+// nothing to wait for. The caller took regs out of the NetDevice's
+// table first, so that no later request reads them; one that looked
+// them up before holds c.mu until it has posted.
+func (c *conn) awaitReads(regs []*registration, limit time.Duration, deadline time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if c.released || c.err != nil {
+			return nil
+		}
+		c.poll()
+		var late *engine
+		var want uint64
+		for _, e := range c.engines {
+			for _, r := range regs {
+				wr, ok := e.reads[r]
+				switch {
+				case !ok:
+				case wr > e.done && c.err == nil:
+					late, want = e, wr
+				default:
+					delete(e.reads, r)
+				}
+			}
+		}
+		if late == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the RDMA writes an engine to peer rank %d posted from it did not complete within %v (work request %d, %d done): %w",
+				c.peer, limit, want, late.done, hal.ErrTimeout)
+		}
+		c.mu.Unlock()
+		time.Sleep(20 * time.Microsecond)
+		c.mu.Lock()
 	}
 }
 
@@ -222,6 +268,10 @@ type engine struct {
 	tickets        hal.Tickets // over reqIssued and reqDone
 	helper, closed bool
 	err            error
+	// reads is, per registration of this NetDevice that a put read as a
+	// registered source, the last work request that read it (UnexportPort
+	// waits for it before deregistering).
+	reads map[*registration]uint64
 }
 
 var _ hal.Engine = (*engine)(nil)
@@ -388,13 +438,14 @@ func (e *engine) issue(r *request) bool {
 		for r.off < r.n {
 			cn := min(uint64(nd.chunk), r.n-r.off)
 			if !r.staged {
-				if iova, lkey, ok := nd.localRegion(r.src+r.off, int64(cn)); ok {
+				if iova, lkey, reg := nd.localRegion(r.src+r.off, int64(cn)); reg != nil {
 					if e.ownDone < e.ownIssued || !e.space(1) {
 						return false
 					}
 					if !e.post(ibverbs.WR{Opcode: ibverbs.OpWrite, LAddr: iova, Len: uint32(cn), LKey: lkey, RAddr: r.dst + r.off, RKey: r.rkey}) {
 						return false
 					}
+					e.reads[reg] = e.posted
 					r.off += cn
 					continue
 				}

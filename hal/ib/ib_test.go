@@ -5,6 +5,7 @@ package ib_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -414,5 +415,125 @@ func TestHandles(t *testing.T) {
 	sd := openRanks(t, 1, st, "job-staged")
 	if _, err := sd[0].nd.ExportPort(alloc(t, sd[0].dev, 64)); !errors.Is(err, hal.ErrNotSupported) {
 		t.Errorf("ExportPort with StagingAlways: %v", err)
+	}
+}
+
+// UnexportPort deregisters a buffer's regions (every export of it): a
+// second UnexportPort and an ImportPort of its handle here are refused,
+// and a peer's put into it is refused by the NIC (a remote access error
+// on the sender's queue pair; RDMA writes are one-sided, so the target
+// reports nothing) instead of landing.
+func TestUnexportPort(t *testing.T) {
+	rs := openRanks(t, 2, fakeOptions(t), "job-unexport")
+	dst := alloc(t, rs[1].dev, 4096)
+	h, err := rs[1].nd.ExportPort(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := rs[1].nd.ExportPort(dst) // exported twice: both go
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdst, err := rs[0].nd.ImportPort(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := alloc(t, rs[0].dev, 4096)
+	copy(src.Host(), bytes.Repeat([]byte("before.."), 512))
+	if _, err := rs[0].nd.ExportPort(src); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := connect(t, rs[0], rs[1])
+	if err := e.Put(rdst.Addr(), src.Addr(), 64); err != nil {
+		t.Fatal(err)
+	}
+	if err := flush(t, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs[1].nd.UnexportPort(dst); err != nil {
+		t.Fatalf("UnexportPort: %v", err)
+	}
+	err = rs[1].nd.UnexportPort(dst)
+	if !errors.Is(err, hal.ErrInvalidArgument) {
+		t.Fatalf("second UnexportPort: %v, want ErrInvalidArgument", err)
+	}
+	for _, part := range []string{"rank 1", "4096 bytes", fmt.Sprintf("%#x", dst.Addr()), "not exported"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("second UnexportPort: %q does not mention %q", err, part)
+		}
+	}
+	for _, hh := range []hal.Handle{h, h2} {
+		if _, err := rs[1].nd.ImportPort(hh); !errors.Is(err, hal.ErrInvalidUsage) {
+			t.Errorf("own ImportPort of an unexported registration: %v, want ErrInvalidUsage", err)
+		}
+	}
+	copy(src.Host(), bytes.Repeat([]byte("after..."), 512))
+	if err := e.Put(rdst.Addr(), src.Addr(), 64); err != nil {
+		t.Fatal(err)
+	}
+	err = flush(t, e)
+	if !errors.Is(err, hal.ErrRemote) || !strings.Contains(err.Error(), "to peer rank 1 failed: remote access error") {
+		t.Errorf("put into an unexported registration: %v, want a remote access error", err)
+	}
+	if got := string(dst.Host()[:64]); got != strings.Repeat("before..", 8) {
+		t.Errorf("the refused put landed: %q", got)
+	}
+	if err := rs[1].nd.Err(); err != nil {
+		t.Errorf("the target's Err: %v, want nil (RDMA writes are one-sided)", err)
+	}
+	if err := rs[1].nd.UnexportPort(nil); !errors.Is(err, hal.ErrInvalidArgument) {
+		t.Errorf("UnexportPort(nil): %v, want ErrInvalidArgument", err)
+	}
+}
+
+// UnexportPort of a buffer that a put is reading as a registered source
+// waits for the RDMA writes posted from it before deregistering (the
+// provider runs them only when polled, so they are posted and not done
+// when it is called): the put completes intact. Close does not
+// deregister it again, and UnexportPort after Close is refused.
+func TestUnexportPortWaitsForReads(t *testing.T) {
+	opts := fakeOptions(t)
+	opts.Chunk = 1024
+	t.Setenv("FAKEVERBS_DEFER", "1")
+	rs := openRanks(t, 2, opts, "job-unexport-reads")
+	const n = 16384
+	dst := alloc(t, rs[1].dev, n)
+	rdst := exchange(t, rs[1], rs[0], dst)
+	src := alloc(t, rs[0].dev, n)
+	for i := range src.Host() {
+		src.Host()[i] = byte(i*11 + 3)
+	}
+	if _, err := rs[0].nd.ExportPort(src); err != nil {
+		t.Fatal(err)
+	}
+	e, err := rs[0].nd.NewEngine(rs[1].ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := rs[1].nd.NewEngine(rs[0].ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	if err := e.Put(rdst.Addr(), src.Addr(), n); err != nil { // 16 writes with src's lkey
+		t.Fatal(err)
+	}
+	if err := rs[0].nd.UnexportPort(src); err != nil {
+		t.Fatalf("UnexportPort of a source being read: %v", err)
+	}
+	if err := flush(t, e); err != nil {
+		t.Fatalf("the put from the unexported source: %v", err)
+	}
+	if !bytes.Equal(dst.Host(), src.Host()) {
+		t.Errorf("the put from the unexported source did not land intact")
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs[0].nd.Close(); err != nil {
+		t.Errorf("Close after UnexportPort: %v", err)
+	}
+	if err := rs[0].nd.UnexportPort(src); !errors.Is(err, hal.ErrInvalidUsage) {
+		t.Errorf("UnexportPort after Close: %v, want ErrInvalidUsage", err)
 	}
 }

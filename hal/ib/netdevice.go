@@ -1,12 +1,15 @@
 package ib
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/weftccl/weft/hal"
@@ -57,6 +60,11 @@ type NetDevice struct {
 	lastReg uint32
 	imports map[int][]*imported // by rank
 	engines map[*engine]struct{}
+	// unexporting holds the registrations UnexportPort took out of regs
+	// and has not deregistered yet (it waits for work requests reading
+	// them, or gave up waiting): whichever of UnexportPort and Close
+	// takes one out of here deregisters it, so it is deregistered once.
+	unexporting map[*registration]struct{}
 }
 
 var _ hal.NetDevice = (*NetDevice)(nil)
@@ -99,7 +107,7 @@ func Open(dev hal.Device, cfg hal.NetConfig, opts Options) (*NetDevice, error) {
 		dev: dev, pm: pm, cfg: cfg, opts: opts, job: jobHash(cfg.JobID), nonce: rand.Uint64() | 1,
 		lib: lib, port: c.port, attr: c.attr, conns: make([]*conn, cfg.NRanks),
 		regs: map[uint32]*registration{}, imports: map[int][]*imported{}, engines: map[*engine]struct{}{},
-		log: env.Logger("NET").With("rank", cfg.Rank, "net", Name),
+		unexporting: map[*registration]struct{}{}, log: env.Logger("NET").With("rank", cfg.Rank, "net", Name),
 	}
 	if err := nd.open(c.dev); err != nil {
 		nd.release()
@@ -253,16 +261,88 @@ func dmaBufOf(d hal.Device) DmaBufExporter {
 }
 
 // localRegion translates the device range [a, a+n) to the NIC address
-// and lkey of a registration holding it.
-func (nd *NetDevice) localRegion(a uint64, n int64) (iova uint64, lkey uint32, ok bool) {
+// and lkey of a registration holding it; nil where none does.
+func (nd *NetDevice) localRegion(a uint64, n int64) (iova uint64, lkey uint32, reg *registration) {
 	nd.mu.RLock()
 	defer nd.mu.RUnlock()
 	for _, r := range nd.regs {
 		if !r.staged && a >= r.devAddr && a+uint64(n) <= r.devAddr+uint64(r.size) {
-			return r.iova + (a - r.devAddr), r.mr.LKey(), true
+			return r.iova + (a - r.devAddr), r.mr.LKey(), r
 		}
 	}
-	return 0, 0, false
+	return 0, 0, nil
+}
+
+// UnexportPort withdraws ExportPort's registration of b (hal.PortUnexporter),
+// found by b's address and size (every one, where b was exported more
+// than once), and deregisters its memory region (ibv_dereg_mr). From
+// then on a peer's RDMA write or fetch-and-add naming it is refused by
+// the NIC: it completes with a remote access error at the peer, whose
+// queue pair to this rank fails (RDMA writes are one-sided, so this
+// rank's Err does not see it), and an ImportPort of its handle here is
+// refused. Once ibv_dereg_mr has returned the NIC no longer touches the
+// memory. Before deregistering, UnexportPort waits until the RDMA
+// writes this rank's engines posted from b as a registered source have
+// completed (deregistering under them would fail their queue pair with
+// a local protection error), at most WEFT_TIMEOUT in all; Close does not
+// deregister it again.
+//
+// Errors wrap hal.ErrInvalidArgument (b nil, or not exported here; the
+// message names the rank, b's size in bytes and its address),
+// hal.ErrInvalidUsage (a closed NetDevice: Close deregistered every
+// registration), hal.ErrTimeout (the writes reading b did not complete
+// within WEFT_TIMEOUT: the region stays registered until Close, and b
+// must not be freed before), or carry the verbs error of ibv_dereg_mr
+// (hal.ErrSystem for most errnos).
+func (nd *NetDevice) UnexportPort(b hal.Buffer) error {
+	if b == nil {
+		return fmt.Errorf("ib: rank %d: unexport a nil buffer: %w", nd.cfg.Rank, hal.ErrInvalidArgument)
+	}
+	var regs []*registration
+	nd.mu.Lock()
+	if nd.closed {
+		nd.mu.Unlock()
+		return fmt.Errorf("ib: rank %d: unexport a buffer of %d bytes at %#x on a closed NetDevice (Close deregistered every registration): %w",
+			nd.cfg.Rank, b.Size(), b.Addr(), hal.ErrInvalidUsage)
+	}
+	for id, r := range nd.regs {
+		if r.devAddr == b.Addr() && r.size == b.Size() {
+			regs = append(regs, r)
+			delete(nd.regs, id)
+			nd.unexporting[r] = struct{}{}
+		}
+	}
+	nd.mu.Unlock()
+	if len(regs) == 0 {
+		return fmt.Errorf("ib: rank %d: unexport a buffer of %d bytes at %#x that is not exported: %w", nd.cfg.Rank, b.Size(), b.Addr(), hal.ErrInvalidArgument)
+	}
+	slices.SortFunc(regs, func(x, y *registration) int { return cmp.Compare(x.id, y.id) })
+	limit := env.Timeout()
+	deadline := time.Now().Add(limit)
+	for _, c := range nd.conns {
+		if c == nil {
+			continue
+		}
+		if err := c.awaitReads(regs, limit, deadline); err != nil {
+			return fmt.Errorf("ib: rank %d: unexport registration %d (%d bytes at %#x): %w", nd.cfg.Rank, regs[0].id, b.Size(), b.Addr(), err)
+		}
+	}
+	// Deregistered under nd.mu, so that Close's release, which takes the
+	// registrations out of unexporting under it, either finds one here or
+	// comes after its deregistration (and before the domain's end).
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	var errs []error
+	for _, r := range regs {
+		if _, mine := nd.unexporting[r]; !mine {
+			continue // Close came first and deregistered it
+		}
+		delete(nd.unexporting, r)
+		if err := r.mr.Dereg(); err != nil {
+			errs = append(errs, fmt.Errorf("ib: rank %d: unexport registration %d: %w", nd.cfg.Rank, r.id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // imported is a peer's registration as ImportPort gives it: Addr is the
@@ -420,17 +500,28 @@ func (nd *NetDevice) release() error {
 		if c == nil {
 			continue
 		}
+		c.mu.Lock()
 		if c.qp != nil {
 			errs = append(errs, c.qp.Destroy())
 		}
 		if c.cq != nil {
 			errs = append(errs, c.cq.Destroy())
 		}
+		c.released = true
+		c.mu.Unlock()
 	}
+	nd.mu.Lock()
 	for id, r := range nd.regs {
 		errs = append(errs, r.mr.Dereg())
 		delete(nd.regs, id)
 	}
+	// Registrations an UnexportPort withdrew and has not deregistered:
+	// it finds them gone and leaves them to this.
+	for r := range nd.unexporting {
+		errs = append(errs, r.mr.Dereg())
+		delete(nd.unexporting, r)
+	}
+	nd.mu.Unlock()
 	if nd.pd != nil {
 		errs = append(errs, nd.pd.Dealloc())
 	}

@@ -178,12 +178,16 @@ func TestRegistry(t *testing.T) {
 	if _, err := r0.Export(hostBuf{buf: buf{addr: 0x20000, size: 512}, host: hb}); err != nil {
 		t.Fatal(err)
 	}
-	if d, h, err := r0.ResolveHost(EncodeAddr(2, 64), 8, 8); err != nil || d != 0x20040 || len(h) != 8 || &h[0] != &hb[64] {
-		t.Errorf("ResolveHost(registration 2 + 64) = %#x, %d host bytes, %v; want 0x20040 and bytes 64-71 of its host view", d, len(h), err)
+	d, view, release, err := r0.ResolveHost(EncodeAddr(2, 64), 8, 8)
+	if err != nil || d != 0x20040 || len(view) != 8 || &view[0] != &hb[64] {
+		t.Errorf("ResolveHost(registration 2 + 64) = %#x, %d host bytes, %v; want 0x20040 and bytes 64-71 of its host view", d, len(view), err)
 	}
-	if w, err := r0.ResolveSignal(EncodeAddr(2, 8), EncodeAddr(2, 16)); err != nil || w.SemHost == nil || w.CntHost == nil {
+	release()
+	w, err := r0.ResolveSignal(EncodeAddr(2, 8), EncodeAddr(2, 16))
+	if err != nil || w.SemHost == nil || w.CntHost == nil {
 		t.Errorf("ResolveSignal in a host-visible window = %+v, %v; want both host views", w, err)
 	}
+	w.Release()
 	if _, err := r0.ResolveSignal(EncodeAddr(2, 8), EncodeAddr(1, 16)); err == nil || !strings.Contains(err.Error(), "host-visible and a device-only window") {
 		t.Errorf("ResolveSignal mixing a host-visible and a device-only window: %v; want it refused", err)
 	}
@@ -475,4 +479,59 @@ func TestCloseQuietAll(t *testing.T) {
 	if fmt.Sprint(order) != "[0 1 2]" || len(errs) != 1 || errs[0] != e1 {
 		t.Errorf("closed %v, errors %v; want [0 1 2] and [%v]", order, errs, e1)
 	}
+}
+
+// TestUnexport: an unexported registration is refused afterwards, a buffer
+// never exported is an error, and Unexport returns only after a receiver
+// holding the host view (ResolveHost, ResolveSignal) has released it.
+func TestUnexport(t *testing.T) {
+	r := NewRegistry("test", "test-transport", format, hal.HandleOwner{Job: 9, Rank: 0, Nonce: 7}, 2, func() bool { return false })
+	mem := make([]uint64, 8)
+	hb := unsafe.Slice((*byte)(unsafe.Pointer(&mem[0])), 64)
+	b := hostBuf{buf: buf{addr: 0x30000, size: 64}, host: hb}
+	if _, err := r.Export(b); err != nil {
+		t.Fatal(err)
+	}
+	_, _, release, err := r.ResolveHost(EncodeAddr(1, 0), 64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := r.ResolveSignal(EncodeAddr(1, 8), EncodeAddr(1, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Unexport(b) }()
+	// Unexport takes the registration out of the table at once …
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, err := r.Resolve(EncodeAddr(1, 0), 8, 1)
+		if err != nil {
+			if !strings.Contains(err.Error(), "unknown registration id 1") {
+				t.Fatalf("Resolve after Unexport: %v; want an unknown registration", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the registration is still resolvable 10 s after Unexport began")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// … but returns only once both holders have released it.
+	release()
+	select {
+	case err := <-done:
+		t.Fatalf("Unexport returned (%v) while a signal's words were still held", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	w.Release()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Unexport: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Unexport did not return 10 s after the holders released the registration")
+	}
+	nettest.ErrorMentions(t, r.Unexport(b), hal.ErrInvalidArgument, "not exported")
+	nettest.ErrorMentions(t, r.Unexport(nil), hal.ErrInvalidArgument, "nil buffer")
 }

@@ -35,6 +35,11 @@ type registration struct {
 	// (hal/host memory, host-mapped device memory) and it is 8-byte
 	// aligned, so that words in it take atomic stores; nil otherwise.
 	host []byte
+	// held is read-locked by every receiver writing the host view
+	// (ResolveHost's release), so that Unexport, which write-locks it
+	// once the registration is out of the table, returns only when no
+	// CPU store into the buffer is under way and none can start.
+	held sync.RWMutex
 }
 
 type importKey struct {
@@ -225,8 +230,34 @@ func CheckCopy(desc string, dst, src uint64, bytes int64) error {
 // caller wraps it, a peer's frame or a local engine's argument) says what
 // is wrong.
 func (r *Registry) Resolve(a, n, align uint64) (uint64, error) {
-	d, _, err := r.ResolveHost(a, n, align)
-	return d, err
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	x, d, err := r.lookup(a, n, align)
+	if x == nil {
+		return 0, err
+	}
+	return d, nil
+}
+
+// lookup finds the registration of [a, a+n) and its device address;
+// under r.mu. A nil registration comes with the error.
+func (r *Registry) lookup(a, n, align uint64) (*registration, uint64, error) {
+	reg, off, ok := DecodeAddr(a)
+	if !ok {
+		return nil, 0, fmt.Errorf("address %#x is not a %s address", a, r.kind)
+	}
+	x := r.regs[reg]
+	if x == nil {
+		return nil, 0, fmt.Errorf("unknown registration id %d (never exported, or unexported)", reg)
+	}
+	if off+n > uint64(x.size) || off+n < off {
+		return nil, 0, fmt.Errorf("bytes [%d, %d) beyond registration %d of %d bytes", off, off+n, reg, x.size)
+	}
+	d := x.addr + off
+	if align > 1 && d%align != 0 {
+		return nil, 0, fmt.Errorf("word at offset %d of registration %d is not %d-byte aligned", off, reg, align)
+	}
+	return x, d, nil
 }
 
 // ResolveHost is Resolve that also returns the host view of [a, a+n) when
@@ -234,37 +265,43 @@ func (r *Registry) Resolve(a, n, align uint64) (uint64, error) {
 // host-mapped device memory), for a receiver that stores with the CPU
 // instead of the device's engine; nil otherwise. Whether a registration
 // has a host view is fixed at Export, so every word of it is written the
-// same way. The error is Resolve's.
-func (r *Registry) ResolveHost(a, n, align uint64) (uint64, []byte, error) {
-	reg, off, ok := DecodeAddr(a)
-	if !ok {
-		return 0, nil, fmt.Errorf("address %#x is not a %s address", a, r.kind)
-	}
+// same way. With a host view the registration is held until release is
+// called (Unexport waits for it; call it as soon as the stores are done,
+// and do not resolve again before); without one release does nothing.
+// The error is Resolve's.
+func (r *Registry) ResolveHost(a, n, align uint64) (dev uint64, host []byte, release func(), err error) {
 	r.mu.RLock()
-	x := r.regs[reg]
-	r.mu.RUnlock()
+	defer r.mu.RUnlock()
+	x, d, err := r.lookup(a, n, align)
 	if x == nil {
-		return 0, nil, fmt.Errorf("unknown registration id %d", reg)
-	}
-	if off+n > uint64(x.size) || off+n < off {
-		return 0, nil, fmt.Errorf("bytes [%d, %d) beyond registration %d of %d bytes", off, off+n, reg, x.size)
-	}
-	d := x.addr + off
-	if align > 1 && d%align != 0 {
-		return 0, nil, fmt.Errorf("word at offset %d of registration %d is not %d-byte aligned", off, reg, align)
+		return 0, nil, noRelease, err
 	}
 	if x.host == nil {
-		return d, nil, nil
+		return d, nil, noRelease, nil
 	}
-	return d, x.host[off : off+n : off+n], nil
+	x.held.RLock()
+	off := d - x.addr
+	return d, x.host[off : off+n : off+n], x.held.RUnlock, nil
 }
+
+func noRelease() {}
 
 // SignalWords is a peer's signal resolved (ResolveSignal): the device
 // addresses of the semaphore and of the count word (Cnt 0: none), and
-// their host views where the CPU may store them (ResolveHost).
+// their host views where the CPU may store them (ResolveHost). Release
+// ends the hold on host-visible words (a no-op otherwise).
 type SignalWords struct {
 	Sem, Cnt         uint64
 	SemHost, CntHost []byte
+	release          []func()
+}
+
+// Release lets Unexport of the words' registrations proceed; call it once
+// the words are stored.
+func (w SignalWords) Release() {
+	for _, f := range w.release {
+		f()
+	}
 }
 
 // ResolveSignal resolves a peer's signal: the semaphore word at sem and,
@@ -272,21 +309,94 @@ type SignalWords struct {
 // and 8-byte aligned in one of this NetDevice's registrations, and both
 // host-visible or neither: a receiver stores the words of a host-visible
 // window with the CPU and the others with the device's engine, and each
-// word has one writer. The error (no sentinel) is Resolve's, or names
-// the mix.
+// word has one writer. Host-visible words are held as by ResolveHost
+// until Release. The error (no sentinel) is Resolve's, or names the mix.
 func (r *Registry) ResolveSignal(sem, cnt uint64) (SignalWords, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	var w SignalWords
-	var err error
-	if w.Sem, w.SemHost, err = r.ResolveHost(sem, 8, 8); err != nil || cnt == 0 {
+	xs, ds, err := r.lookup(sem, 8, 8)
+	if xs == nil {
 		return w, err
 	}
-	if w.Cnt, w.CntHost, err = r.ResolveHost(cnt, 8, 8); err != nil {
-		return w, err
+	w.Sem = ds
+	var xc *registration
+	if cnt != 0 {
+		if xc, w.Cnt, err = r.lookup(cnt, 8, 8); xc == nil {
+			return SignalWords{}, err
+		}
+		if (xs.host == nil) != (xc.host == nil) {
+			return SignalWords{}, fmt.Errorf("semaphore %#x and count word %#x lie in a host-visible and a device-only window", sem, cnt)
+		}
 	}
-	if (w.SemHost == nil) != (w.CntHost == nil) {
-		return w, fmt.Errorf("semaphore %#x and count word %#x lie in a host-visible and a device-only window", sem, cnt)
+	if xs.host == nil {
+		return w, nil
+	}
+	// Holding a registration twice is fine: no Unexport can be waiting
+	// for it while r.mu is held (it takes the registration out first).
+	for _, x := range []*registration{xs, xc} {
+		if x != nil {
+			x.held.RLock()
+			w.release = append(w.release, x.held.RUnlock)
+		}
+	}
+	o := ds - xs.addr
+	w.SemHost = xs.host[o : o+8 : o+8]
+	if xc != nil {
+		o = w.Cnt - xc.addr
+		w.CntHost = xc.host[o : o+8 : o+8]
 	}
 	return w, nil
+}
+
+// LocalHost returns the host view of [addr, addr+n), an address range of
+// this device, when it lies in one of this NetDevice's registrations that
+// has one (a plan's scratch in host memory), held as by ResolveHost until
+// release; nil (and a release that does nothing) otherwise. A sending
+// engine reads such a source with the CPU instead of staging it with the
+// device's engine.
+func (r *Registry) LocalHost(addr, n uint64) (host []byte, release func()) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, x := range r.regs {
+		if x.host == nil || addr < x.addr || addr+n > x.addr+uint64(x.size) || addr+n < addr {
+			continue
+		}
+		x.held.RLock()
+		off := addr - x.addr
+		return x.host[off : off+n : off+n], x.held.RUnlock
+	}
+	return nil, noRelease
+}
+
+// Unexport removes the registration of b (ExportPort's buffer, matched by
+// address and size), after which peers' frames naming it are refused as
+// naming an unknown registration, and returns once no receiver is
+// storing into it with the CPU (a put read from a socket into it is
+// bounded by the connection's read deadline). The owner calls it before
+// freeing b. Errors wrap hal.ErrInvalidArgument when b is not exported
+// here.
+func (r *Registry) Unexport(b hal.Buffer) error {
+	if b == nil {
+		return fmt.Errorf("%s: rank %d: unexport a nil buffer: %w", r.name, r.me.Rank, hal.ErrInvalidArgument)
+	}
+	var gone []*registration
+	r.mu.Lock()
+	for id, x := range r.regs {
+		if x.addr == b.Addr() && x.size == b.Size() {
+			gone = append(gone, x)
+			delete(r.regs, id)
+		}
+	}
+	r.mu.Unlock()
+	if len(gone) == 0 {
+		return fmt.Errorf("%s: rank %d: unexport a buffer of %d bytes at %#x that is not exported: %w", r.name, r.me.Rank, b.Size(), b.Addr(), hal.ErrInvalidArgument)
+	}
+	for _, x := range gone {
+		x.held.Lock()
+		x.held.Unlock() //nolint:staticcheck // an empty critical section: waiting for the holders is the point
+	}
+	return nil
 }
 
 // Clear forgets every registration and import (at Close).

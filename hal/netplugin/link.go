@@ -794,7 +794,9 @@ func (l *link) data(m message, s int) uint64 {
 			l.bad("signal: %v", err)
 			return 0
 		}
-		if err := l.recvOwn.Signal(w.Sem, w.Cnt, m.c); err != nil {
+		err = l.recvOwn.Signal(w.Sem, w.Cnt, m.c)
+		w.Release()
+		if err != nil {
 			l.fail(fmt.Errorf("%s: applying a signal on the device's engine: %w", l.describe(), err), false)
 		}
 	case msgBye:

@@ -155,6 +155,11 @@ func (nd *NetDevice) kick() {
 // hal.ErrInvalidUsage (closed).
 func (nd *NetDevice) ExportPort(b hal.Buffer) (hal.Handle, error) { return nd.reg.Export(b) }
 
+// UnexportPort withdraws b's registration (hal.PortUnexporter): later
+// messages naming it fail the link as naming an unknown registration.
+// Errors wrap hal.ErrInvalidArgument (b not exported here).
+func (nd *NetDevice) UnexportPort(b hal.Buffer) error { return nd.reg.Unexport(b) }
+
 // ImportPort resolves a peer's handle to a buffer whose Addr is the remote
 // address engines take (Host is nil). A malformed handle or one of a rank
 // outside the job is refused with hal.ErrInvalidArgument, another job's

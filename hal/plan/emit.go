@@ -483,9 +483,10 @@ func (e *emitter) op(o Op, check bool) {
 		}
 		e.rangeC(o)
 		src := e.ptr(o.Srcs[0], true)
-		if o.Stage != 0 && ScalesSource(e.redop, o.Srcs[0]) {
-			// The engine cannot scale: the threads store the scaled
-			// window into the staging slot, the engine moves that.
+		if e.p.Staged(o, e.redop) {
+			// The engine cannot scale (or should read host memory): the
+			// threads store the (scaled) window into the staging slot,
+			// the engine moves that.
 			e.f("    char* const st[1] = {%s};\n", e.ptr(LS(o.Stage-1), false))
 			e.f("    const char* const s[1] = {%s};\n", src)
 			e.f("    xfer_plain<DT, OP, 1, 1, %d, 0%s>(c, s, st, len);\n", e.unroll(), e.scl(o.Srcs))

@@ -222,7 +222,8 @@ type Op struct {
 	// is 1 + a slot of local scratch that no peer writes: with PreMulSum
 	// the block's threads first store the input window multiplied by the
 	// scalar into that slot, and the engine moves the slot instead (an
-	// engine moves bytes; it cannot scale). Other operators ignore it. 0:
+	// engine moves bytes; it cannot scale); in a plan with StageSends they
+	// store it unscaled for every operator. Otherwise it is ignored. 0:
 	// no staging slot (PreMulSum then cannot run the plan: premul.go).
 	Stage int
 }
@@ -542,6 +543,21 @@ type Plan struct {
 	// Op.PostDiv on the rank that produces it: the plan reduces in stages
 	// and still serves the Avg of integer types (divided once, there).
 	PostDiv bool
+	// StageSends makes every port transfer with a staging slot (Op.Stage)
+	// go through it whatever the operator: the block's threads copy the
+	// input window into the slot and the engine moves the slot. Plans
+	// whose scratch is host memory that the engines send from directly
+	// (a network's host windows, algorithms.Config.HostWindows) set it,
+	// so that a small put leaves with no device-to-host copy on the
+	// proxy's path.
+	StageSends bool
+}
+
+// Staged reports whether port transfer o moves its staging slot instead of
+// its source (Op.Stage) under operator op: with PreMulSum for this rank's
+// input, and always in a plan with StageSends.
+func (p *Plan) Staged(o Op, op RedOp) bool {
+	return o.Stage != 0 && (p.StageSends || ScalesSource(op, o.Srcs[0]))
 }
 
 // Blocks returns the total number of thread blocks.

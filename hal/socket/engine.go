@@ -47,7 +47,10 @@ const sendQueue = 1024
 // Small messages skip those goroutines: a request that finds the engine
 // idle — a put of at most inlineMax bytes, a signal, a copy — runs on the
 // caller's goroutine (the proxy's), which stages a put, polls the own
-// engine and writes the frame itself (issueInline). Every hand-off
+// engine and writes the frame itself (issueInline); a put whose source is
+// host-visible (a registration of this NetDevice with a host view: a
+// plan's scratch in host windows, where the kernel staged the window)
+// is written straight from it, with no device copy. Every hand-off
 // between goroutines costs a wake-up (5–20 µs on a virtual machine), and
 // a small message paid three of them before its frame left; now it pays
 // the device copy, the poll and the write. The proxy is busy meanwhile,
@@ -81,6 +84,9 @@ type Engine struct {
 	closed  bool
 	staged  atomic.Uint64 // requests whose staging is done (the stager's or inline)
 	inlined atomic.Uint64 // requests run inline (statistics, tests)
+	// fromHost counts inline puts written straight from a host-visible
+	// source (statistics, tests).
+	fromHost atomic.Uint64
 	// inlineHdr is the header buffer of frames the issuing goroutine
 	// writes itself (issueInline).
 	inlineHdr [headerSize]byte
@@ -915,6 +921,24 @@ func (e *Engine) issueInline(r request, idx uint64) error {
 		}
 		e.retireLater(idx, t)
 	case reqPut:
+		if host, release := e.nd.reg.LocalHost(r.src, r.n); host != nil {
+			// The source is host memory (a plan's scratch in host
+			// windows, where the kernel staged it): the frame leaves
+			// from it once the own engine's earlier copies, which may
+			// write it, are done. No device copy, no slot.
+			t := e.ownIssued.Load()
+			err := e.awaitOwn(t, "the copies before a put")
+			if err == nil {
+				err = e.writeInline(frame{kind: framePut, seq: e.nextSeq.Add(1) - 1, a: r.dst, b: r.n}, host)
+			}
+			release()
+			if err != nil {
+				return err
+			}
+			e.fromHost.Add(1)
+			e.retireLater(idx, t)
+			break
+		}
 		slot, err := e.takeSlot() // free: every frame is written
 		if err != nil {
 			return err

@@ -77,3 +77,55 @@ func TestInlineAndRingInterleaved(t *testing.T) {
 		t.Logf("%d of %d requests ran inline", n, total)
 	}
 }
+
+// TestPutFromHostSource: an inline put whose source lies in a registration
+// of the sending NetDevice with a host view (a plan's scratch in host
+// windows) is written straight from it, after an earlier copy into that
+// source has finished; a source that is not registered, or no longer is,
+// is staged through the device's engine as before. Every byte arrives.
+func TestPutFromHostSource(t *testing.T) {
+	const (
+		n        = 4000
+		srcBytes = 3 * n
+		winBytes = semArea + n
+	)
+	rs := openRanks(t, 2, winBytes, srcBytes, Options{Conns: 2, Chunk: 32 << 10})
+	s, d := rs[0], rs[1]
+	e := s.eng[1].(*Engine)
+	src, win := s.src.Host(), d.win.Host()[semArea:semArea+n]
+	base := s.remote[1].Addr() + semArea
+	round := func(i int, registered bool) {
+		t.Helper()
+		fill(src, uint64(i))
+		// The put reads [n, 2n) after the engine's copy has filled it
+		// from [2n, 3n): what it sends must be the copy's result.
+		before := e.fromHost.Load()
+		if err := e.Copy(s.src.Addr()+n, s.src.Addr()+2*n, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Put(base, s.src.Addr()+n, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Signal(s.remote[1].Addr()+semOff, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		waitWord(t, d.win, semOff, uint64(i), e.Err)
+		if !bytes.Equal(win, src[2*n:]) {
+			t.Fatalf("round %d (registered source %v): the window differs from what the copy put in the source", i, registered)
+		}
+		if got := e.fromHost.Load() - before; registered != (got == 1) {
+			t.Errorf("round %d: %d puts written from the host source; want 1 if and only if it is registered (%v)", i, got, registered)
+		}
+	}
+	round(1, false)
+	if _, err := s.nd.ExportPort(s.src); err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i <= 6; i++ {
+		round(i, true)
+	}
+	if err := s.nd.UnexportPort(s.src); err != nil {
+		t.Fatal(err)
+	}
+	round(7, false)
+}

@@ -128,6 +128,18 @@ func (nd *NetDevice) Rank() int { return nd.cfg.Rank }
 // registrations) or hal.ErrInvalidUsage (closed).
 func (nd *NetDevice) ExportPort(b hal.Buffer) (hal.Handle, error) { return nd.reg.Export(b) }
 
+// UnexportPort withdraws b's registration (hal.PortUnexporter): later
+// frames naming it fail their session as naming an unknown registration,
+// and it returns once no reader is storing into b's host view (at most
+// the read timeout of the frame in flight). Errors wrap
+// hal.ErrInvalidArgument (b not exported here).
+func (nd *NetDevice) UnexportPort(b hal.Buffer) error { return nd.reg.Unexport(b) }
+
+// HostWindows reports that the receivers read in-order puts straight
+// into registrations with a host view and store signals into them with
+// the CPU (hal.HostWindowed); false under Options.stagedOnly (tests).
+func (nd *NetDevice) HostWindows() bool { return !nd.opts.stagedOnly }
+
 // ImportPort resolves a peer's handle to a buffer whose Addr is the remote
 // address engines take: the registration id and offset 0 encoded as the
 // package documentation describes (Host is nil; the address is not

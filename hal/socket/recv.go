@@ -272,19 +272,25 @@ func (rc *recvConn) run() {
 			rc.reply(replyByeAck, "")
 			return
 		case framePut:
-			dst, host, err := nd.reg.ResolveHost(f.a, f.b, 1)
+			dst, host, release, err := nd.reg.ResolveHost(f.a, f.b, 1)
 			if err != nil {
 				s.fail(rc, rc.bad(f.seq, "put of %d bytes: %v", f.b, err))
 				return
 			}
 			if host != nil && !nd.opts.stagedOnly {
-				if direct, err := s.putDirect(rc, f, host); err != nil {
+				direct, err := s.putDirect(rc, f, host)
+				release()
+				if err != nil {
 					s.fail(rc, err)
 					return
 				} else if direct {
 					s.prof.SinceTick(profRead, t0)
 					break
 				}
+			} else {
+				// The staged path's copy is the engine's: freeing host-
+				// mapped memory synchronises with the device first.
+				release()
 			}
 			half := k % 2
 			tf := s.prof.Tick()
@@ -336,6 +342,7 @@ func (rc *recvConn) run() {
 			} else {
 				err = s.apply(rc, f.seq, true, func(own hal.Engine) error { return own.Signal(w.Sem, w.Cnt, f.c) })
 			}
+			w.Release()
 			if err != nil {
 				s.fail(rc, err)
 				return

@@ -32,6 +32,12 @@
 // unpacks it on its endpoint (ucp_ep_rkey_unpack) when it first puts
 // there. Imported buffers are addressed by the peer's remote addresses;
 // engines check every Put and Signal against the imports of their peer.
+// [NetDevice.UnexportPort] withdraws a registration: peers' signals
+// naming it are refused from then on, what the receiving sessions were
+// applying into it is waited for, and it is unmapped (and its bounce
+// region freed). A put's bytes are placed by UCX, which checks remote
+// keys only on some transports (not TCP): peers must have stopped putting
+// into a buffer before its owner withdraws it.
 //
 // # Engines and ordering
 //

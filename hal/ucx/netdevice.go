@@ -1,6 +1,7 @@
 package ucx
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +66,17 @@ type NetDevice struct {
 	lastEng  uint32
 	sessions map[sessionKey]*session
 	inbound  map[net.Conn]struct{}
+	// unexporting holds the registrations UnexportPort took out of regs
+	// and has not released yet (it waits for what was applied into them,
+	// or gave up waiting): whichever of UnexportPort and Close takes one
+	// out of here releases it, so it is released once.
+	unexporting map[*registration]struct{}
+	// gone remembers the last maxGone registrations UnexportPort withdrew,
+	// so that a late signal naming one is refused saying so.
+	gone []goneReg
+	// draining holds the sessions that shutdown took out of sessions and
+	// whose device engine is still closing (UnexportPort waits for them).
+	draining map[*session]struct{}
 
 	// fails records peers' failures; failPeer records under mu, with
 	// the engines to fail.
@@ -90,6 +102,28 @@ type registration struct {
 	host    []byte     // host memory registered directly
 	mem     *ucx.Mem
 }
+
+// release unmaps r's memory from UCX and frees its bounce region (under
+// wmu, the context open).
+func (r *registration) release() error {
+	err := r.mem.Unmap()
+	if r.bounce != nil {
+		err = errors.Join(err, r.bounce.Free())
+	}
+	return err
+}
+
+// goneReg is a registration withdrawn by UnexportPort: its id and the
+// remote range peers knew it by.
+type goneReg struct {
+	id     uint32
+	remote uint64
+	size   int64
+}
+
+// maxGone is the number of withdrawn registrations remembered for error
+// messages.
+const maxGone = 64
 
 type importKey struct {
 	rank int
@@ -156,6 +190,7 @@ func Open(dev hal.Device, cfg hal.NetConfig, opts Options) (*NetDevice, error) {
 		lib: lib, memType: -1,
 		regs: map[uint32]*registration{}, imports: map[importKey]*importEntry{}, engines: map[*engine]struct{}{},
 		sessions: map[sessionKey]*session{}, inbound: map[net.Conn]struct{}{},
+		unexporting: map[*registration]struct{}{}, draining: map[*session]struct{}{},
 		stop: make(chan struct{}),
 	}
 	if nd.ctx, err = lib.NewContext(ucx.FeatureRMA|ucx.FeatureAM|ucx.FeatureWakeup, settings); err != nil {
@@ -397,22 +432,129 @@ func (nd *NetDevice) remote(rank int, a uint64, n uint64) (importKey, *importEnt
 	return importKey{}, nil, false
 }
 
+// target is a range of one of this NetDevice's registrations as a
+// received signal names it.
+type target struct {
+	dev    uint64 // the device address of the range
+	staged bool   // the bytes arrive in a bounce region
+	bounce uint64 // staged: the device-engine address of the range in the bounce region
+	host   []byte // host memory registered directly: the range's bytes
+}
+
 // resolve maps the remote range [a, a+n) of one of this NetDevice's
 // registrations to its device address, and for a staged one the bounce
-// address the bytes arrived at. The error (no sentinel) says what is wrong.
-func (nd *NetDevice) resolve(a, n, align uint64) (dev, bounce uint64, staged bool, err error) {
+// bytes it arrived at (AllocHost buffers are addressed by their own Addr,
+// which may differ from the host pointer peers write at). The error (no
+// sentinel) says what is wrong, naming the registration where the range
+// lies in one UnexportPort withdrew.
+func (nd *NetDevice) resolve(a, n, align uint64) (target, error) {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	for _, r := range nd.regs {
 		if a >= r.remote && a+n <= r.remote+uint64(r.size) && a+n >= a {
 			off := a - r.remote
 			if align > 1 && (r.devAddr+off)%align != 0 {
-				return 0, 0, false, fmt.Errorf("word at offset %d of registration %d is not %d-byte aligned", off, r.id, align)
+				return target{}, fmt.Errorf("word at offset %d of registration %d is not %d-byte aligned", off, r.id, align)
 			}
-			return r.devAddr + off, a, r.staged, nil
+			t := target{dev: r.devAddr + off, staged: r.staged}
+			if r.staged {
+				t.bounce = r.bounce.Addr() + off
+			}
+			if r.host != nil {
+				t.host = r.host[off : off+n : off+n]
+			}
+			return t, nil
 		}
 	}
-	return 0, 0, false, fmt.Errorf("bytes [%#x, %#x) are not inside a registration of rank %d", a, a+n, nd.cfg.Rank)
+	for i := len(nd.gone) - 1; i >= 0; i-- {
+		if g := nd.gone[i]; a >= g.remote && a < g.remote+uint64(g.size) {
+			return target{}, fmt.Errorf("bytes [%#x, %#x) lie in registration %d of rank %d (%d bytes), which is unexported", a, a+n, g.id, nd.cfg.Rank, g.size)
+		}
+	}
+	return target{}, fmt.Errorf("bytes [%#x, %#x) are not inside a registration of rank %d", a, a+n, nd.cfg.Rank)
+}
+
+// UnexportPort withdraws ExportPort's registration of b (hal.PortUnexporter),
+// found by b's address and size (every one, where b was exported more
+// than once). From then on a peer's signal naming its memory — the
+// semaphore, the count word or a staged range to copy out of the bounce
+// region — fails that peer as naming an unexported registration, and an
+// ImportPort of its handle here is refused. UnexportPort returns once no
+// session of a peer's engine is writing into b: what the sessions' device
+// engines were given before the withdrawal (staged copies out of the
+// bounce region, semaphore and count stores) is waited for, at most the
+// NetDevice's timeout (Options.Timeout) in all. It then unmaps the memory
+// from UCX (ucp_mem_unmap) and frees the bounce region; Close does not
+// release it again. A put's bytes are placed by UCX, not by weft: peers
+// must have stopped putting into b (their signals seen) before it is
+// withdrawn; UCX refuses later puts only where its transport checks
+// remote keys.
+//
+// Errors wrap hal.ErrInvalidArgument (b nil, or not exported here; the
+// message names the rank, b's size in bytes and its address),
+// hal.ErrInvalidUsage (a closed NetDevice: Close released every
+// registration), hal.ErrTimeout (what was applied did not finish within
+// the timeout: the registration stays mapped until Close, and b must not
+// be freed before), or carry the error of ucp_mem_unmap (UCX's status;
+// hal.ErrSystem for most) or of freeing the bounce region.
+func (nd *NetDevice) UnexportPort(b hal.Buffer) error {
+	if b == nil {
+		return fmt.Errorf("ucx: rank %d: unexport a nil buffer: %w", nd.cfg.Rank, hal.ErrInvalidArgument)
+	}
+	var regs []*registration
+	nd.mu.Lock()
+	if nd.closed {
+		nd.mu.Unlock()
+		return fmt.Errorf("ucx: rank %d: unexport a buffer of %d bytes at %#x on a closed NetDevice (Close released every registration): %w",
+			nd.cfg.Rank, b.Size(), b.Addr(), hal.ErrInvalidUsage)
+	}
+	for id, r := range nd.regs {
+		if r.devAddr == b.Addr() && r.size == b.Size() {
+			regs = append(regs, r)
+			delete(nd.regs, id)
+			nd.unexporting[r] = struct{}{}
+		}
+	}
+	slices.SortFunc(regs, func(x, y *registration) int { return cmp.Compare(x.id, y.id) })
+	for _, r := range regs {
+		if len(nd.gone) == maxGone {
+			nd.gone = slices.Delete(nd.gone, 0, 1)
+		}
+		nd.gone = append(nd.gone, goneReg{id: r.id, remote: r.remote, size: r.size})
+	}
+	sessions := slices.Collect(maps.Values(nd.sessions))
+	for s := range nd.draining {
+		sessions = append(sessions, s)
+	}
+	nd.mu.Unlock()
+	if len(regs) == 0 {
+		return fmt.Errorf("ucx: rank %d: unexport a buffer of %d bytes at %#x that is not exported: %w", nd.cfg.Rank, b.Size(), b.Addr(), hal.ErrInvalidArgument)
+	}
+	// Every apply that resolved into the registrations before they left
+	// the table holds its session's lock until it has stored or queued
+	// everything: the sessions' waits cover them all.
+	deadline := time.Now().Add(nd.opts.Timeout)
+	for _, s := range sessions {
+		if err := s.quiesce(deadline); err != nil {
+			return fmt.Errorf("ucx: rank %d: unexport registration %d (%d bytes at %#x): %w", nd.cfg.Rank, regs[0].id, b.Size(), b.Addr(), err)
+		}
+	}
+	nd.wmu.Lock()
+	defer nd.wmu.Unlock()
+	var errs []error
+	for _, r := range regs {
+		nd.mu.Lock()
+		_, mine := nd.unexporting[r]
+		delete(nd.unexporting, r)
+		nd.mu.Unlock()
+		if !mine {
+			continue // Close came first and released it
+		}
+		if err := r.release(); err != nil {
+			errs = append(errs, fmt.Errorf("ucx: rank %d: unexport registration %d: %w", nd.cfg.Rank, r.id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // NewEngine connects an engine to peer, whose Endpoint.Net["ucx"] holds
@@ -695,16 +837,18 @@ func (nd *NetDevice) Close() error {
 	nd.wmu.Lock()
 	defer nd.wmu.Unlock()
 	nd.mu.Lock()
-	regs := nd.regs
+	regs := slices.Collect(maps.Values(nd.regs))
 	nd.regs = map[uint32]*registration{}
+	// Registrations an UnexportPort withdrew and has not released: it
+	// finds them gone and leaves them to this.
+	for r := range nd.unexporting {
+		regs = append(regs, r)
+	}
+	clear(nd.unexporting)
 	clear(nd.imports)
 	nd.mu.Unlock()
 	for _, r := range regs {
-		err := r.mem.Unmap()
-		if r.bounce != nil {
-			err = errors.Join(err, r.bounce.Free())
-		}
-		if err != nil {
+		if err := r.release(); err != nil {
 			errs = append(errs, fmt.Errorf("ucx: rank %d: close: registration %d: %w", nd.cfg.Rank, r.id, err))
 		}
 	}

@@ -37,6 +37,9 @@ type session struct {
 	ownIssued uint64 // ticket of the last request given to own
 	nextSeq   uint64
 	done      bool
+
+	// ended is closed once shutdown has closed own (it drained).
+	ended chan struct{}
 }
 
 // accept runs the side channel's listener (netcore.Acceptor).
@@ -102,7 +105,7 @@ func (nd *NetDevice) serve(raw net.Conn) {
 		refuse(fmt.Sprintf("hello from rank %d in a job of %d ranks", h.client, nd.cfg.NRanks))
 		return
 	}
-	s := &session{nd: nd, key: sessionKey{h.client, h.engine}, token: rand.Uint64() | 1, conn: c}
+	s := &session{nd: nd, key: sessionKey{h.client, h.engine}, token: rand.Uint64() | 1, conn: c, ended: make(chan struct{})}
 	if s.own, err = nd.pm.NewEngine(nd.dev.Endpoint()); err != nil {
 		refuse("this rank's device engine: " + err.Error())
 		return
@@ -186,9 +189,60 @@ func (s *session) shutdown(closing bool) {
 	if nd.sessions[s.key] == s {
 		delete(nd.sessions, s.key)
 	}
+	nd.draining[s] = struct{}{}
 	nd.mu.Unlock()
 	if err := s.own.Close(); err != nil {
 		nd.log.Warn("ucx transport: close a session's device engine", "peer", s.key.rank, "engine", s.key.engine, "err", err)
+	}
+	nd.mu.Lock()
+	delete(nd.draining, s)
+	nd.mu.Unlock()
+	close(s.ended)
+}
+
+// quiesce waits until the session's device engine has finished what
+// apply gave it so far (staged copies, semaphore and count stores), or
+// the session has ended and its device engine drained, at most until
+// deadline (then an error wrapping hal.ErrTimeout). An apply under way
+// finishes first: it holds s.mu. A device engine that failed runs
+// nothing more: quiesce logs its error and returns.
+func (s *session) quiesce(deadline time.Time) error {
+	nd := s.nd
+	s.mu.Lock()
+	want, done := s.ownIssued, s.done
+	s.mu.Unlock()
+	for !done && want > 0 {
+		s.mu.Lock()
+		if done = s.done; done {
+			s.mu.Unlock()
+			break
+		}
+		got, err := s.own.Completed()
+		s.mu.Unlock()
+		if err != nil {
+			nd.log.Warn("ucx transport: a session's device engine failed", "peer", s.key.rank, "engine", s.key.engine, "err", err)
+			return nil
+		}
+		if got >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the device engine applying engine %d of peer rank %d completed ticket %d of %d within %v: %w",
+				s.key.engine, s.key.rank, got, want, nd.opts.Timeout, hal.ErrTimeout)
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+	if !done {
+		return nil
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-s.ended:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("the device engine of the ended session of engine %d of peer rank %d did not drain within %v: %w",
+			s.key.engine, s.key.rank, nd.opts.Timeout, hal.ErrTimeout)
 	}
 }
 
@@ -228,30 +282,32 @@ func (nd *NetDevice) apply(b []byte) {
 	}
 	s.nextSeq++
 	for _, r := range m.ranges {
-		dev, bounce, staged, err := nd.resolve(r.addr, r.n, 1)
-		if err != nil || !staged {
-			fail("range [%#x, +%d): %v (not a staged registration)", r.addr, r.n, err)
+		t, err := nd.resolve(r.addr, r.n, 1)
+		if err == nil && !t.staged {
+			err = fmt.Errorf("bytes [%#x, %#x) are not in a staged registration", r.addr, r.addr+r.n)
+		}
+		if err != nil {
+			fail("staged range [%#x, +%d): %v", r.addr, r.n, err)
 			return
 		}
-		t, err := netcore.CopyMark(s.own, dev, hostAddr(nd, bounce), int64(r.n))
+		tk, err := netcore.CopyMark(s.own, t.dev, t.bounce, int64(r.n))
 		if err != nil {
 			fail("copy of a received range: %v", err)
 			return
 		}
-		s.ownIssued = t
+		s.ownIssued = tk
 	}
 	if m.kind != kindSignal {
 		return
 	}
-	sem, _, semStaged, err := nd.resolve(m.sem, 8, 8)
+	sem, err := nd.resolve(m.sem, 8, 8)
 	if err != nil {
 		fail("semaphore: %v", err)
 		return
 	}
-	var cnt uint64
-	cntStaged := false
+	var cnt target
 	if m.cnt != 0 {
-		if cnt, _, cntStaged, err = nd.resolve(m.cnt, 8, 8); err != nil {
+		if cnt, err = nd.resolve(m.cnt, 8, 8); err != nil {
 			fail("count word: %v", err)
 			return
 		}
@@ -260,19 +316,19 @@ func (nd *NetDevice) apply(b []byte) {
 	// the same atomics hal/host's engine uses, once the session's device
 	// engine has finished what it was given: one goroutine hand-off less
 	// per signal. Device memory is signalled by the device engine.
-	if nd.memType == ucx.MemHost && !semStaged && !cntStaged && len(m.ranges) == 0 && s.ownIdle() {
-		semW, cntW := nd.hostWord(m.sem), nd.hostWord(m.cnt)
-		if semW == nil || (m.cnt != 0 && cntW == nil) {
+	// UnexportPort waits for these stores: they are made under s.mu.
+	if nd.memType == ucx.MemHost && !sem.staged && !cnt.staged && len(m.ranges) == 0 && s.ownIdle() {
+		if sem.host == nil || (m.cnt != 0 && cnt.host == nil) {
 			fail("semaphore or count word outside the host registrations")
 			return
 		}
-		if cntW != nil {
-			atomic.StoreUint64(cntW, m.count)
+		if m.cnt != 0 {
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&cnt.host[0])), m.count)
 		}
-		atomic.AddUint64(semW, 1)
+		atomic.AddUint64((*uint64)(unsafe.Pointer(&sem.host[0])), 1)
 		return
 	}
-	if err := s.own.Signal(sem, cnt, m.count); err != nil {
+	if err := s.own.Signal(sem.dev, cnt.dev, m.count); err != nil {
 		fail("signal on the device engine: %v", err)
 		return
 	}
@@ -289,35 +345,4 @@ func (s *session) ownIdle() bool {
 	}
 	done, err := s.own.Completed()
 	return err == nil && done >= s.ownIssued
-}
-
-// hostWord is the 64-bit word at remote address a of a host registration
-// (resolve checked that it lies inside one and is aligned), or nil.
-func (nd *NetDevice) hostWord(a uint64) *uint64 {
-	if a == 0 {
-		return nil
-	}
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	for _, r := range nd.regs {
-		if r.host != nil && a >= r.remote && a+8 <= r.remote+uint64(r.size) {
-			return (*uint64)(unsafe.Pointer(&r.host[a-r.remote]))
-		}
-	}
-	return nil
-}
-
-// hostAddr is the device-engine address of host bounce memory at host
-// address a: the bounce buffer's Addr plus the offset (AllocHost buffers
-// are addressed by their own Addr, which may differ from the host
-// pointer).
-func hostAddr(nd *NetDevice, a uint64) uint64 {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	for _, r := range nd.regs {
-		if r.staged && a >= r.remote && a < r.remote+uint64(r.size) {
-			return r.bounce.Addr() + (a - r.remote)
-		}
-	}
-	return a
 }

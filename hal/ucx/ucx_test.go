@@ -427,3 +427,119 @@ func TestTCPSelected(t *testing.T) {
 		}
 	}
 }
+
+// UnexportPort withdraws a registration (after waiting for what the
+// receiving sessions were applying into it, a staged copy out of the
+// bounce region included): a second UnexportPort is refused with
+// ErrInvalidArgument naming the rank, size and address, an ImportPort of
+// its handle here with ErrInvalidUsage, and a peer's signal into it fails
+// that peer on the receiver with an error naming the registration, the
+// semaphore and count left as they were. Close does not release it again;
+// UnexportPort after Close is ErrInvalidUsage. Registered directly and
+// staged through host memory.
+func TestUnexportPort(t *testing.T) {
+	needUCX(t)
+	t.Parallel()
+	for _, staging := range []Staging{StagingAuto, StagingAlways} {
+		t.Run(fmt.Sprintf("staging%d", staging), func(t *testing.T) {
+			rs := openRanks(t, 2, 4096, 4096, testOptions("tcp", staging), testSecret)
+			const size = 4096
+			buf, err := rs[1].dev.Alloc(size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { buf.Free() }) // before the ranks close
+			h, err := rs[1].nd.ExportPort(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, err := decodeHandle(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			imp, err := rs[0].nd.ImportPort(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// One round lands: data (staged: copied out of the bounce
+			// region by the receiver's device engine), count, semaphore.
+			e := rs[0].eng[1]
+			payload := bytes.Repeat([]byte("landed.."), 8)
+			if err := rs[0].dev.Write(rs[0].src, 0, payload); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Put(imp.Addr()+64, rs[0].src.Addr(), int64(len(payload))); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Signal(imp.Addr(), imp.Addr()+8, 7); err != nil {
+				t.Fatal(err)
+			}
+			awaitWord(t, buf, 0, 1, "signal before UnexportPort")
+			awaitTicket(t, e, "round before UnexportPort")
+
+			if err := rs[1].nd.UnexportPort(buf); err != nil {
+				t.Fatalf("UnexportPort: %v", err)
+			}
+			err = rs[1].nd.UnexportPort(buf)
+			if !errors.Is(err, hal.ErrInvalidArgument) {
+				t.Fatalf("second UnexportPort: %v, want ErrInvalidArgument", err)
+			}
+			for _, part := range []string{"ucx: rank 1", fmt.Sprintf("%d bytes", size), fmt.Sprintf("%#x", buf.Addr()), "not exported"} {
+				if !strings.Contains(err.Error(), part) {
+					t.Errorf("second UnexportPort: %q does not mention %q", err, part)
+				}
+			}
+			if _, err := rs[1].nd.ImportPort(h); !errors.Is(err, hal.ErrInvalidUsage) {
+				t.Errorf("own ImportPort of an unexported registration: %v, want ErrInvalidUsage", err)
+			}
+			if err := rs[1].nd.UnexportPort(nil); !errors.Is(err, hal.ErrInvalidArgument) {
+				t.Errorf("UnexportPort(nil): %v, want ErrInvalidArgument", err)
+			}
+
+			// A put and signal into it afterwards: the signal is refused
+			// and fails rank 0 on rank 1. (A staged registration's bounce
+			// region is freed: no put is sent into it, only the signal.)
+			if staging == StagingAuto {
+				if err := e.Put(imp.Addr()+64, rs[0].src.Addr(), int64(len(payload))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := e.Signal(imp.Addr(), imp.Addr()+8, 8); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(failBound)
+			for rs[1].nd.PeerErr(0) == nil {
+				if time.Now().After(deadline) {
+					t.Fatalf("rank 1 did not refuse a signal into an unexported registration")
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+			err = rs[1].nd.PeerErr(0)
+			for _, part := range []string{"peer rank 0", "semaphore", fmt.Sprintf("registration %d of rank 1", x.reg), "unexported"} {
+				if !strings.Contains(err.Error(), part) {
+					t.Errorf("refusal %q does not mention %q", err, part)
+				}
+			}
+			if !errors.Is(err, hal.ErrRemote) {
+				t.Errorf("refusal %v does not wrap ErrRemote", err)
+			}
+			if s, c := word(buf, 0), word(buf, 8); s != 1 || c != 7 {
+				t.Errorf("after the refused signal: semaphore %d, count %d, want 1 and 7", s, c)
+			}
+
+			// Close releases the other registrations only.
+			for _, e := range rs[1].eng {
+				if e != nil {
+					e.Close()
+				}
+			}
+			rs[1].eng = nil
+			if err := rs[1].nd.Close(); err != nil {
+				t.Errorf("Close after UnexportPort: %v", err)
+			}
+			if err := rs[1].nd.UnexportPort(buf); !errors.Is(err, hal.ErrInvalidUsage) {
+				t.Errorf("UnexportPort after Close: %v, want ErrInvalidUsage", err)
+			}
+		})
+	}
+}

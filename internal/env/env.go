@@ -40,6 +40,7 @@ var Table = []Var{
 	{"WEFT_NODE_ID", "", "node this rank belongs to (default: the host); ranks of one host with different values form emulated nodes whose traffic goes through the network transport"},
 	{"WEFT_NET", "", "network transport between nodes: ib, plugin (an NCCL net plugin named by NCCL_NET_PLUGIN; only when named), socket or ucx (default: ib where an RDMA device is usable, else socket; ucx only when named)"},
 	{"NCCL_NET_PLUGIN", "", "WEFT_NET=plugin: the NCCL net plugin to load, by NCCL's rules: a name (aws-ofi loads libnccl-net-aws-ofi.so) or a library path; unset or none: no plugin (docs/network.md, NCCL net plugins)"},
+	{"WEFT_NET_HOST_WINDOWS", "1", "0 keeps the scratch and semaphores of plans whose every channel goes over a network in device memory; by default they are in host memory mapped into the device where the network's receivers write host memory with the CPU (socket), so no device call lies between the wire and the waiting kernel (docs/network.md)"},
 	{"WEFT_SOCKET_NSOCKS", "2", "socket transport: TCP connections per peer and direction, each carrying every n-th chunk (as NCCL_NSOCKS_PERTHREAD × NCCL_SOCKET_NTHREADS)"},
 	{"WEFT_SOCKET_CHUNK", "512KiB", "socket transport: bytes per pipelined chunk of a put"},
 	{"WEFT_SOCKET_ENCRYPT", "0", "set to 1 to encrypt the bootstrap and the socket transport with AES-256-GCM (keys derived from the job secret and both handshake nonces); needs a job secret; every rank must agree (docs/security.md)"},
