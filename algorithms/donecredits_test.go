@@ -10,7 +10,8 @@ import (
 )
 
 // TestDoneCreditsAtLaunchStart checks where the writers of the one-hop
-// windowed and port plans take their readers' "done" (algorithms.doneCredits):
+// windowed plans take their readers' "done" (algorithms.doneCredits; the
+// port plans roll their windows instead, rolling_test.go):
 // in plan.Group.Before, as Ack waits with one credit, with no wait left in
 // After; that AllReduceHB keeps its done waits in After (measured slower
 // with credits); that Validate refuses anything but credit waits in Before;
@@ -18,17 +19,11 @@ import (
 func TestDoneCreditsAtLaunchStart(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		cfg := algorithms.DefaultConfig(0, n, 132, true)
-		port := cfg
-		port.PortOnly = true
 		builds := map[string]func() (*plan.Plan, error){
 			"AllGatherHB":     func() (*plan.Plan, error) { return algorithms.AllGatherHB(cfg) },
 			"AllToAllHB":      func() (*plan.Plan, error) { return algorithms.AllToAllHB(cfg) },
 			"ReduceScatterHB": func() (*plan.Plan, error) { return algorithms.ReduceScatterHB(cfg) },
 			"P2PPlan":         func() (*plan.Plan, error) { return algorithms.P2PPlan(cfg) },
-			"AllGatherPort":   func() (*plan.Plan, error) { return algorithms.AllGatherPort(port) },
-			"AllReducePort":   func() (*plan.Plan, error) { return algorithms.AllReducePort(port) },
-			"BroadcastPort":   func() (*plan.Plan, error) { return algorithms.BroadcastPort(port, 0) },
-			"P2PPort":         func() (*plan.Plan, error) { return algorithms.P2PPort(port) },
 		}
 		for name, build := range builds {
 			p, err := build()

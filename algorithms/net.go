@@ -12,10 +12,10 @@ import (
 // network's engines; channels.Network). They keep the windowed structure
 // of port.go: a sender puts window w into its slot of the receiver's
 // scratch and signals "data"; the receiver has the slot copied out by the
-// same channel's engine (or reduces it on SMs) and signals "free"; the
-// receiver's closing "done" is the credit the sender waits for at the start
-// of its next launch (doneCredits), and every group flushes the channels it
-// used so that the launch ends with its copies complete.
+// same channel's engine (or reduces it on SMs) and signals "free", which
+// the sender takes as a credit when it reuses the half (rolling windows,
+// port.go), and every group flushes the channels it used so that the
+// launch ends with its copies complete.
 
 // BroadcastPort is Broadcast through engines: the root puts each input
 // window into its slot of every peer and has channel 0's engine copy it
@@ -39,14 +39,13 @@ func BroadcastPort(c Config, root int) (*plan.Plan, error) {
 		if len(chs) > 0 {
 			puts = append(puts, c.localCopy(0, 0, 1, plan.L(plan.Output), plan.L(plan.Input)))
 		}
-		g = c.portGroup(1, 1, cat(skip(waits(all, sem(semFree, 1)), 2, 0), puts, signals(all, sem(semData, 1))), flushes(all))
-		g.Before = doneCredits(all, sem(semDone, 1))
+		g = rolling(c.portGroup(1, 1, cat(rollingCredits(all, sem(semFree, 1)), puts, signals(all, sem(semData, 1))), flushes(all)), all[0], sem(semFree, 1))
 	} else {
 		rc := []int{c.chanOf(root)}
-		g = c.portGroup(1, 1, cat(waits(rc, sem(semData, 1)), []plan.Op{c.localCopy(rc[0], 0, 1, plan.L(plan.Output), plan.LS(rc[0]))},
-			skip(signals(rc, sem(semFree, 1)), 0, 2)), cat(signals(rc, sem(semDone, 1)), flushes(rc)))
+		g = rolling(c.portGroup(1, 1, cat(waits(rc, sem(semData, 1)), []plan.Op{c.localCopy(rc[0], 0, 1, plan.L(plan.Output), plan.LS(rc[0]))},
+			signals(rc, sem(semFree, 1))), flushes(rc)), rc[0], sem(semData, 1))
 	}
-	return c.portPlan(fmt.Sprintf("broadcast-r%d", root), 1, len(chs), 3, g)
+	return c.portPlan(fmt.Sprintf("broadcast-r%d", root), 1, len(chs), 2, g)
 }
 
 // ReducePort is Reduce through engines: every rank but the root puts each
@@ -65,18 +64,16 @@ func ReducePort(c Config, root int) (*plan.Plan, error) {
 			srcs = append(srcs, plan.LS(ci))
 		}
 		red := combineChain(xfer, plan.L(plan.Output), srcs)
-		g = c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, skip(signals(all, sem(semFree, b)), 0, 2)),
-			cat(signals(all, sem(semDone, b)), flushes(all)))
+		g = rolling(c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, signals(all, sem(semFree, b))), flushes(all)), all[0], sem(semData, b))
 	} else {
 		rc := []int{c.chanOf(root)}
 		put := plan.PortPut(rc[0], 0, 1, plan.RS(rc[0], slotOf(c.Rank, root)), plan.L(plan.Input))
 		// No peer writes this rank's slots (only the root receives): one
 		// stages PreMulSum's scaled input (plan.Op.Stage).
 		put.Stage = 1 + rc[0]
-		g = c.portGroup(b, 1, cat(skip(waits(rc, sem(semFree, b)), 2, 0), []plan.Op{put}, signals(rc, sem(semData, b))), flushes(rc))
-		g.Before = doneCredits(rc, sem(semDone, b))
+		g = rolling(c.portGroup(b, 1, cat(rollingCredits(rc, sem(semFree, b)), []plan.Op{put}, signals(rc, sem(semData, b))), flushes(rc)), rc[0], sem(semFree, b))
 	}
-	return c.portPlan(fmt.Sprintf("reduce-r%d", root), b, len(all), 3, g)
+	return c.portPlan(fmt.Sprintf("reduce-r%d", root), b, len(all), 2, g)
 }
 
 // P2PPort is P2PPlan over port channels, with the same argument slots
@@ -95,16 +92,14 @@ func P2PPort(c Config) (*plan.Plan, error) {
 		put := plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(c.Rank, ch.Peer)), plan.L(plan.Input))
 		put.Stage = c.stage(len(chs), ci)
 		get := c.localCopy(ci, 0, 1, plan.L(plan.Output), plan.LS(ci))
-		send := c.portGroup(1, 1, cat(skip(waits(one, sem(semFree, 1)), 2, 0), []plan.Op{put}, signals(one, sem(semData, 1))), flushes(one))
-		send.Before = doneCredits(one, sem(semDone, 1))
-		recv := c.portGroup(1, 1, cat(waits(one, sem(semData, 1)), []plan.Op{get}, skip(signals(one, sem(semFree, 1)), 0, 2)),
-			cat(signals(one, sem(semDone, 1)), flushes(one)))
+		send := rolling(c.portGroup(1, 1, cat(rollingCredits(one, sem(semFree, 1)), []plan.Op{put}, signals(one, sem(semData, 1))), flushes(one)), ci, sem(semFree, 1))
+		recv := rolling(c.portGroup(1, 1, cat(waits(one, sem(semData, 1)), []plan.Op{get}, signals(one, sem(semFree, 1))), flushes(one)), ci, sem(semData, 1))
 		send.Arg, recv.Arg = 2*ci+1, 2*ci+2
 		groups = append(groups, send, recv)
 	}
 	groups = append(groups, plan.Group{Blocks: 1, Arg: 2*len(chs) + 1,
 		Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}})
-	return c.portPlan("sendrecv", 1, len(chs)+c.stageSlots(len(chs)), 3, groups...)
+	return c.portPlan("sendrecv", 1, len(chs)+c.stageSlots(len(chs)), 2, groups...)
 }
 
 // PortPlanRoot is PortPlan with the root of Broadcast and Reduce: every

@@ -298,6 +298,9 @@ func P2PWindowPlans(c Config, w PeerWindow) ([]Choice, error) {
 	}
 	vc := c
 	vc.Rank, vc.NRanks = k, k+1
+	// A window's plans fix their scratch slots to the window's width
+	// (below), which leaves no room for staging slots.
+	vc.HostWindows = false
 	if bb := c.Budget; bb.Set() {
 		// Fitting the window as a communicator of k+1 ranks would give
 		// each rank blocks per group by its own k, which differs between

@@ -19,6 +19,16 @@ import (
 // flushing their channels, so that every copy is done when the launch
 // ends and the next work on the stream reads finished output.
 //
+// Their groups are rolling (plan.Group.Rolling): windows continue from
+// launch to launch, alternating scratch halves, and a writer takes the
+// "free" of the half a window reuses as a credit in that window
+// (rollingCredits), whichever launch released it. A launch of one window
+// therefore never waits for the previous launch's release: before, a
+// writer waited at each launch's start for its readers' "done" of the
+// one before, a round trip through both proxies on every small message
+// (on two emulated nodes over sockets, 64 B all_gather 65–70 µs of which
+// ~35 were that wait; docs/network.md).
+//
 //   - AllGatherPort and AllToAllPort: no SM moves data (the own segment is
 //     copied by data channel 0's engine too). One block per group: 2
 //     blocks, 0 moving data. Over a network the local copies run on the
@@ -47,14 +57,14 @@ import (
 // plan.MaxPeers channels hold them (channelSets: up to 9 ranks, the
 // AllReduce's three sets up to 6; beyond, the sets fall back on the data
 // channels, as before), whose engine runs
-// the receiver's work: the slot-to-output copies and the "free" and
-// "done" signals. An engine's signal follows every earlier request of that
+// the receiver's work: the slot-to-output copies and the "free"
+// signals. An engine's signal follows every earlier request of that
 // engine (hal.Engine), so a "free" sent on the data channel's engine
 // would wait for this rank's own puts in flight to the same peer (a
 // window's put takes ~90 µs at 32 MiB) before the peer may refill the
 // slot; on the ack channel it waits only for the copy out of that slot.
 // Each semaphore word still has one writing engine: the data channel's
-// writes "data", the ack channel's "free" and "done". Waits name either
+// writes "data", the ack channel's "free". Waits name either
 // channel (a wait reads the counter of the peer and semaphore).
 //
 // Windows: AllGatherPort, AllToAllPort and AllReducePort move
@@ -91,23 +101,26 @@ func (c Config) localCopy(ch, chunk, nchunks int, dst, src plan.Ref) plan.Op {
 	return plan.PortCopy(ch, chunk, nchunks, dst, src)
 }
 
-// stageSends reports whether this rank's port plans stage the sources of
-// their puts into scratch slots (plan.Plan.StageSends): where the network
-// sends host memory directly (HostWindows) and every peer is on another
-// node, so that the plan's scratch is host memory (package channels
-// decides its placement by the same rule). A plan with a peer on this
-// node keeps its scratch in device memory, where staging would only add a
-// copy.
+// stageSends reports whether the port plans stage the sources of their
+// puts into scratch slots (plan.Plan.StageSends): where the network sends
+// host memory directly (HostWindows) and every rank is alone on its node,
+// so that every plan's scratch is host memory (package channels places a
+// plan's scratch there when all its peers are on other nodes). The rule
+// is the job's, not the rank's, so that every rank builds the same plans
+// (names, scratch sizes); a plan with a peer on its own node keeps device
+// memory, where staging would only add a copy.
 func (c Config) stageSends() bool {
-	if !c.HostWindows || len(c.Nodes) != c.NRanks {
+	if !c.HostWindows || len(c.Nodes) != c.NRanks || c.NRanks < 2 {
 		return false
 	}
-	for r, n := range c.Nodes {
-		if r != c.Rank && n == c.Nodes[c.Rank] {
+	seen := map[int]bool{}
+	for _, n := range c.Nodes {
+		if seen[n] {
 			return false
 		}
+		seen[n] = true
 	}
-	return c.NRanks > 1
+	return true
 }
 
 // stageSlots is how many scratch slots a port plan with k staged puts
@@ -204,6 +217,25 @@ func (c Config) gatherWindow() int64 {
 	return max(w, c.Port.Window)
 }
 
+// rolling makes g a rolling group (plan.Group.Rolling) that counts its
+// windows by its wait on channel ch, semaphore s.
+func rolling(g plan.Group, ch, s int) plan.Group {
+	g.Rolling, g.RollChan, g.RollSem = true, ch, s
+	return g
+}
+
+// rollingCredits are a rolling writer's waits, in every window, for its
+// readers' "free" of the half the window reuses: credit waits two
+// releases behind (plan.Op.Credits), so the first two windows of the
+// plan's life pass at once.
+func rollingCredits(chs []int, s int) []plan.Op {
+	ops := acks(chs, s)
+	for i := range ops {
+		ops[i].Credits = 2
+	}
+	return ops
+}
+
 func flushes(chs []int) []plan.Op {
 	var ops []plan.Op
 	for _, ci := range chs {
@@ -279,12 +311,10 @@ func (c Config) gatherPort(name string, src func(peer int) plan.Ref) (*plan.Plan
 		puts = append(puts, c.localCopy(0, 0, 1, plan.L(plan.Output).At(c.Rank), src(c.Rank)))
 	}
 	w := c.gatherWindow()
-	send := c.portGroup(1, 1, cat(skip(waits(all, sem(semFree, 1)), 2, 0), puts, signals(all, sem(semData, 1))), flushes(all))
-	send.Before = doneCredits(all, sem(semDone, 1))
-	recv := c.portGroup(1, 1, cat(waits(acks, sem(semData, 1)), copies, skip(signals(acks, sem(semFree, 1)), 0, 2)),
-		cat(signals(acks, sem(semDone, 1)), flushes(acks)))
+	send := rolling(c.portGroup(1, 1, cat(rollingCredits(all, sem(semFree, 1)), puts, signals(all, sem(semData, 1))), flushes(all)), all[0], sem(semFree, 1))
+	recv := rolling(c.portGroup(1, 1, cat(waits(acks, sem(semData, 1)), copies, signals(acks, sem(semFree, 1))), flushes(acks)), acks[0], sem(semData, 1))
 	send.Window, recv.Window = w, w
-	return c.portPlanOn(pchs, name, 1, m+c.stageSlots(m), 3, send, recv)
+	return c.portPlanOn(pchs, name, 1, m+c.stageSlots(m), 2, send, recv)
 }
 
 // ReduceScatterPort: the send group puts segment p of the input into peer
@@ -307,11 +337,9 @@ func ReduceScatterPort(c Config) (*plan.Plan, error) {
 	}
 	red := combineChain(xfer, plan.L(plan.Output), srcs)
 	pchs, acks := c.ackChannels()
-	send := c.portGroup(b, 1, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))), flushes(all))
-	send.Before = doneCredits(all, sem(semDone, b))
-	recv := c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, skip(signals(acks, sem(semFree, b)), 0, 2)),
-		cat(signals(acks, sem(semDone, b)), flushes(acks)))
-	return c.portPlanOn(pchs, "reduce_scatter", b, 2*m, 3, send, recv)
+	send := rolling(c.portGroup(b, 1, cat(rollingCredits(all, sem(semFree, b)), puts, signals(all, sem(semData, b))), flushes(all)), all[0], sem(semFree, b))
+	recv := rolling(c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, signals(acks, sem(semFree, b))), flushes(acks)), all[0], sem(semData, b))
+	return c.portPlanOn(pchs, "reduce_scatter", b, 2*m, 2, send, recv)
 }
 
 // AllReducePort is the two-phase AllReduce over port channels. In each
@@ -348,16 +376,13 @@ func AllReducePort(c Config) (*plan.Plan, error) {
 	}
 	red := combineChain(func(dsts []plan.Ref, srcs ...plan.Ref) plan.Op { return plan.Transfer(c.Rank, n, dsts, srcs...) }, plan.L(plan.Output), srcs)
 	w := c.Port.Window
-	send := c.portGroup(b, n, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))), flushes(all))
-	send.Before = doneCredits(all, sem(semDone, b))
-	reduce := c.portGroup(b, n, cat(waits(all, sem(semData, b)), skip(waits(all, sem(semFree2, b)), 2, 0), red,
-		skip(signals(acks, sem(semFree, b)), 0, 2), gputs, signals(gch, sem(semData2, b))),
-		cat(signals(acks, sem(semDone, b)), flushes(gch)))
-	reduce.Before = doneCredits(all, sem(semDone2, b))
-	gather := c.portGroup(b, n, cat(waits(acks, sem(semData2, b)), copies, skip(signals(acks, sem(semFree2, b)), 0, 2)),
-		cat(signals(acks, sem(semDone2, b)), flushes(acks)))
+	send := rolling(c.portGroup(b, n, cat(rollingCredits(all, sem(semFree, b)), puts, signals(all, sem(semData, b))), flushes(all)), all[0], sem(semFree, b))
+	reduce := rolling(c.portGroup(b, n, cat(waits(all, sem(semData, b)), rollingCredits(all, sem(semFree2, b)), red,
+		signals(acks, sem(semFree, b)), gputs, signals(gch, sem(semData2, b))), flushes(gch)), all[0], sem(semData, b))
+	gather := rolling(c.portGroup(b, n, cat(waits(acks, sem(semData2, b)), copies, signals(acks, sem(semFree2, b))), flushes(acks)), acks[0], sem(semData2, b))
 	send.Window, reduce.Window, gather.Window = w, w, w
-	return c.portPlanOn(pchs, "all_reduce", b, 3*m, 6, send, reduce, gather)
+	// Semaphores data, free, data2, free2 (semDone's index stays unused).
+	return c.portPlanOn(pchs, "all_reduce", b, 3*m, semFree2+1, send, reduce, gather)
 }
 
 // PortPlan returns the port-channel plan of a collective, or nil when the

@@ -81,6 +81,14 @@ struct Ctx {
   weft_u64 launch;  // launch number (plan state word 0)
   weft_u32 flag;    // LL flag of this launch: launch mod (2^32-1) + 1
   int part, nparts, block;
+  // tag is what this block's signals store in the peer's count word and
+  // its checked waits compare: the count, or in a rolling group's window
+  // (plan.Group.Rolling) count·2 + the window's scratch half, set per
+  // window. A rolling writer may be one window ahead of its reader, into
+  // the next launch, whose count may differ: a tag of the other half is
+  // that later window's and is not compared (rolling).
+  weft_u64 tag;
+  bool rolling;
 };
 
 __shared__ int weft_block_failed;
@@ -144,6 +152,8 @@ WEFT_DEV Ctx begin(const weft_params& p, int part, int nparts, int arg) {
     c.count = p.gcount[arg - 1], c.input = p.ginput[arg - 1], c.output = p.goutput[arg - 1];
   }
   c.scalar = p.scalar;
+  c.tag = c.count;
+  c.rolling = false;
   c.launch = ((volatile weft_u64*)p.state)[blockIdx.x];
   c.flag = (weft_u32)(c.launch % 0xFFFFFFFFull) + 1;
   c.part = part;
@@ -286,7 +296,7 @@ WEFT_DEV void signal_one(const Ctx& c, int ch, int sem, bool relaxed) {
   const weft_params& p = *c.p;
   weft_u64 idx = (weft_u64)p.rank * p.semaphores + sem;
   weft_u64* base = (weft_u64*)p.peer_sems[ch];
-  st_relaxed_sys(base + (weft_u64)p.nranks * p.semaphores + idx, c.count);
+  st_relaxed_sys(base + (weft_u64)p.nranks * p.semaphores + idx, c.tag);
   // The block barrier before this call orders the block's writes before
   // this thread's; release at system scope is cumulative over them (PTX
   // memory model: bar.sync is morally strong at CTA scope), so no separate
@@ -323,8 +333,8 @@ WEFT_DEV bool wait_one(const Ctx& c, int ch, int sem, bool relaxed, bool check) 
   if (!relaxed) ld_acquire_sys(inbound);
   if (!check) return true;
   weft_u64 theirs = ld_relaxed_sys((weft_u64*)p.sems + (weft_u64)p.nranks * p.semaphores + idx);
-  if (theirs != c.count) {
-    fail(c, STATUS_MISMATCH, WHAT_SEMAPHORE, ch, sem, c.count, theirs);
+  if (theirs != c.tag && !(c.rolling && ((theirs ^ c.tag) & 1))) {
+    fail(c, STATUS_MISMATCH, WHAT_SEMAPHORE, ch, sem, c.count, c.rolling ? theirs >> 1 : theirs);
     return false;
   }
   return true;
@@ -562,7 +572,7 @@ WEFT_DEV bool port_signal_one(const Ctx& c, int ch, int sem) {
   const weft_params& p = *c.p;
   weft_u64 idx = (weft_u64)p.rank * p.semaphores + sem;
   weft_u64 base = p.peer_sems[ch];
-  return port_push(c, ch, TRIG_SIGNAL, c.count, base + idx * 8, base + ((weft_u64)p.nranks * p.semaphores + idx) * 8) != 0;
+  return port_push(c, ch, TRIG_SIGNAL, c.tag, base + idx * 8, base + ((weft_u64)p.nranks * p.semaphores + idx) * 8) != 0;
 }
 
 WEFT_DEV bool port_signal(const Ctx& c, int ch, int sem) {

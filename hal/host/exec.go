@@ -350,6 +350,7 @@ type blockCtx struct {
 	part     int
 	block    int
 	window   int64  // window of a windowed group; -1 outside the loop
+	wbase    int64  // windows of earlier launches of a rolling group (plan.Group.Rolling)
 	posted   []byte // the peer's posted buffer mapped here, while direct ops run
 	number   uint64 // the block's launch number (plan.Plan.StateBytes)
 	flag     uint32 // the LL flag of that launch (plan.Flag)
@@ -377,6 +378,10 @@ func (l *launch) runBlock(g *plan.Group, part, block int) error {
 		}
 	}
 	b.window = -1
+	if g.Rolling {
+		// Read before this block's first wait advances the count.
+		b.wbase = int64(*u64(b.expected, b.p.InboundOffset(b.p.Channels[g.RollChan].Peer, g.RollSem+b.part)))
+	}
 	for _, o := range g.Before {
 		if ok, err := b.run(o, false); !ok || err != nil {
 			return err
@@ -461,7 +466,7 @@ func (b *blockCtx) fail(status, what uint32, ch, sem int, expected, observed uin
 func (b *blockCtx) signal(o plan.Op) {
 	s := o.Sem + b.part
 	peer := b.peers[o.Chan].sems
-	atomic.StoreUint64(u64(peer, b.p.CountOffset(b.p.Rank, s)), uint64(b.count))
+	atomic.StoreUint64(u64(peer, b.p.CountOffset(b.p.Rank, s)), b.tag())
 	atomic.AddUint64(u64(peer, b.p.InboundOffset(b.p.Rank, s)), 1)
 }
 
@@ -510,11 +515,33 @@ func (b *blockCtx) wait(o plan.Op, checkCount bool) bool {
 		}
 		return false
 	}
-	if got := atomic.LoadUint64(u64(b.sems, b.p.CountOffset(peer, s))); checkCount && got != uint64(b.count) {
-		b.fail(plan.StatusMismatch, plan.WhatSemaphore, o.Chan, s, uint64(b.count), got)
-		return false
+	if got, tag := atomic.LoadUint64(u64(b.sems, b.p.CountOffset(peer, s))), b.tag(); checkCount && got != tag {
+		if !b.rolling() {
+			b.fail(plan.StatusMismatch, plan.WhatSemaphore, o.Chan, s, uint64(b.count), got)
+			return false
+		}
+		if (got^tag)&1 == 0 {
+			b.fail(plan.StatusMismatch, plan.WhatSemaphore, o.Chan, s, uint64(b.count), got>>1)
+			return false
+		}
+		// The other half's tag: the writer's next window, perhaps of its
+		// next launch, already signalled (plan.Group.Rolling).
 	}
 	return true
+}
+
+// rolling reports whether the block runs a window of a rolling group
+// (plan.Group.Rolling).
+func (b *blockCtx) rolling() bool { return b.g.Rolling && b.window >= 0 }
+
+// tag is what the block's signals store in the peer's count word and its
+// checked waits compare (the kernels' Ctx.tag): the count, or in a window
+// of a rolling group count·2 + the window's scratch half.
+func (b *blockCtx) tag() uint64 {
+	if b.rolling() {
+		return uint64(b.count)<<1 | uint64((b.wbase+b.window)&1)
+	}
+	return uint64(b.count)
 }
 
 // waitCredits is the rest of a credit wait (plan.Op.Credits) whose run
@@ -573,7 +600,7 @@ func (b *blockCtx) plain(r plan.Ref, off, n int64) []byte {
 // scratchOffset is the byte offset of element off of scratch operand r.
 func (b *blockCtx) scratchOffset(r plan.Ref, off int64) int64 {
 	if b.g.Window > 0 && b.window >= 0 {
-		return b.p.WindowScratchOffset(int64(len(b.scratch)), b.esize, b.window, r.Slot, off-b.wstart)
+		return b.p.WindowScratchOffset(int64(len(b.scratch)), b.esize, b.wbase+b.window, r.Slot, off-b.wstart)
 	}
 	return b.p.ScratchOffset(int64(len(b.scratch)), b.esize, b.number, r.Slot, off)
 }

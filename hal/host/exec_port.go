@@ -43,7 +43,7 @@ func (b *blockCtx) push(k plan.TriggerKind, ch int, a, bw, c uint64) uint64 {
 func (b *blockCtx) portSignal(o plan.Op) bool {
 	s := o.Sem + b.part
 	sems := b.peers[o.Chan].semsAddr
-	return b.push(plan.TriggerSignal, o.Chan, uint64(b.count),
+	return b.push(plan.TriggerSignal, o.Chan, b.tag(),
 		sems+uint64(b.p.InboundOffset(b.p.Rank, s)), sems+uint64(b.p.CountOffset(b.p.Rank, s))) != 0
 }
 

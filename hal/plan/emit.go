@@ -221,11 +221,19 @@ func EmitCUDA(p *Plan, t DataType, op RedOp) (string, error) {
 		}
 		e.g = g
 		e.post(g)
+		if g.Rolling {
+			// The windows of earlier launches (Group.Rolling), read
+			// before any thread's first wait advances the count.
+			e.f("  const weft_u64 wbase = ((const weft_u64*)P.expected)[(weft_u64)P.peers[%d] * P.semaphores + %d + c.part];\n  __syncthreads();\n  c.rolling = true;\n", g.RollChan, g.RollSem)
+		}
 		e.ops(g.Before)
 		if g.Window > 0 {
 			e.f("  const weft_u64 nwin = windows<ES>(c, %d, %d, %d);\n", g.Window, g.NChunks, g.Pipeline)
 			e.f("  const weft_u64 wlen = window_elems<ES>(c, %d, nwin);\n", g.NChunks)
 			e.f("  for (weft_u64 w = 0; w < nwin; ++w) {\n")
+			if g.Rolling {
+				e.f("  c.tag = (c.count << 1) | ((wbase + w) & 1);\n")
+			}
 			e.win = true
 			e.ops(g.Ops)
 			e.win = false
@@ -363,7 +371,11 @@ func (e *emitter) ptr(r Ref, constant bool) string {
 		base = fmt.Sprintf("P.peer_scratch[%d]", r.Chan)
 	}
 	if e.win {
-		return fmt.Sprintf("%swslot_at<ES>(c, %s, %d, w, off - wstart)", cast, base, r.Slot)
+		w := "w"
+		if e.g.Rolling {
+			w = "wbase + w"
+		}
+		return fmt.Sprintf("%swslot_at<ES>(c, %s, %d, %s, off - wstart)", cast, base, r.Slot, w)
 	}
 	return fmt.Sprintf("%sslot_at<PROTO, ES>(c, %s, %d, off)", cast, base, r.Slot)
 }

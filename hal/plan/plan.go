@@ -429,6 +429,40 @@ type Group struct {
 	// buffer with its peer at the start of each launch (zero-copy
 	// point-to-point, posted.go); nil: no exchange.
 	Post *Post
+	// Rolling, in a windowed group, continues its windows from launch to
+	// launch: window w of a launch is window B+w of the plan's life and
+	// uses scratch half (B+w) mod 2, where B is the number of windows
+	// the group ran in earlier launches, read at the launch's start from
+	// the expected value of the group's wait on channel RollChan,
+	// semaphore RollSem (+ the block's part), which Ops run once in every
+	// window (Validate checks). A writer then takes each half's release
+	// as a credit (Op.Credits 2) in the window that reuses the half, and
+	// its reader releases every window: the slots of consecutive launches
+	// alternate, so no launch waits for the previous one's last release
+	// (a round trip through both proxies on every small message of a port
+	// plan; NCCL's connections likewise keep their step counters from one
+	// operation to the next). A writer and its reader agree on B because
+	// they run the same windows (the same count) in every launch.
+	Rolling           bool
+	RollChan, RollSem int
+}
+
+// validateRolling checks a Rolling group: windowed, and among its Ops one
+// wait on (RollChan, RollSem) that runs in every window; "" when it holds
+// or the group is not Rolling.
+func (g *Group) validateRolling() string {
+	if !g.Rolling {
+		return ""
+	}
+	if g.Window == 0 {
+		return "a rolling group has windows"
+	}
+	for _, o := range g.Ops {
+		if o.Kind == OpWait && o.Chan == g.RollChan && o.Sem == g.RollSem && o.SkipFirst == 0 && o.SkipLast == 0 {
+			return ""
+		}
+	}
+	return fmt.Sprintf("a rolling group counts its windows by a wait on channel %d, semaphore %d that runs in every window; its ops have none", g.RollChan, g.RollSem)
 }
 
 // MaxPipeline bounds Group.Pipeline. PipelineWindows is the pipeline of
@@ -663,6 +697,9 @@ func (p *Plan) Validate() error {
 			return bad("group %d: windowed groups use plain (HB) scratch", gi)
 		}
 		if msg := p.validatePost(&g); msg != "" {
+			return bad("group %d: %s", gi, msg)
+		}
+		if msg := g.validateRolling(); msg != "" {
 			return bad("group %d: %s", gi, msg)
 		}
 		for oi, o := range g.Before {
