@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -342,6 +343,9 @@ func (p *Proxy) loop() {
 // fifo is one FIFO the proxy drains: a plan's (the device pushes) or a host
 // port group's (Go code pushes).
 type fifo struct {
+	// batched are the engines of the current pass that batch
+	// (hal.EngineBatcher), reused from pass to pass.
+	batched []hal.EngineBatcher
 	name    string
 	mem     []byte // plan.FifoBytes, 8-byte aligned
 	engines []hal.Engine
@@ -409,6 +413,17 @@ func (f *fifo) poll() bool {
 		}
 	}
 	work := f.completeFlushes()
+	// Engines that send requests of one pass together (hal.EngineBatcher)
+	// get the pass bracketed.
+	batched := f.batched[:0]
+	defer func() {
+		for _, b := range batched {
+			if err := b.EndBatch(); err != nil && f.err.Load() == nil {
+				f.fail(plan.Trigger{Chan: -1}, 0, err)
+			}
+		}
+		f.batched = batched[:0]
+	}()
 	for n := 0; n < 64 && f.pendCount < maxPendingFlush; n++ {
 		off := plan.SlotOffset(f.tail)
 		tag := atomic.LoadUint64(f.word(off + 24))
@@ -417,6 +432,12 @@ func (f *fifo) poll() bool {
 		}
 		t := plan.Trigger{Kind: plan.TriggerKind(tag >> 8), Chan: int(uint8(tag)),
 			A: atomic.LoadUint64(f.word(off)), B: atomic.LoadUint64(f.word(off + 8)), C: atomic.LoadUint64(f.word(off + 16))}
+		if t.Chan < len(f.engines) {
+			if b, ok := f.engines[t.Chan].(hal.EngineBatcher); ok && !slices.Contains(batched, b) {
+				b.BeginBatch()
+				batched = append(batched, b)
+			}
+		}
 		pos := f.tail + 1
 		f.tail++
 		atomic.StoreUint64(f.word(plan.FifoTail), f.tail)

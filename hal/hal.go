@@ -414,6 +414,18 @@ type Engine interface {
 	Close() error
 }
 
+// EngineBatcher is implemented by engines that send requests issued close
+// together more cheaply as one: between BeginBatch and EndBatch an engine
+// may hold a request back until the next one (hal/socket sends a small
+// put and the signal after it as one frame, one write instead of two);
+// EndBatch sends whatever is held. Ordering and completion are as
+// without: a held request is complete at the source only once sent. The
+// proxy of package channels brackets each pass over a FIFO with them.
+type EngineBatcher interface {
+	BeginBatch()
+	EndBatch() error
+}
+
 // SwitchMapped is the switch-mapped capability (NVLink SHARP, MSCCL++'s
 // SwitchChannel, NCCL's NVLS and Multimem): a multicast group spans the
 // same range of memory on several devices; a store through the group's

@@ -2,6 +2,7 @@ package socket
 
 import (
 	"bytes"
+	"fmt"
 	"sync/atomic"
 	"testing"
 )
@@ -128,4 +129,69 @@ func TestPutFromHostSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	round(7, false)
+}
+
+// TestPutWithSignalBatch: in a proxy pass (BeginBatch … EndBatch) a put
+// from a host-visible source and the signal after it leave as one frame
+// (framePutSignal), applied put first, into a host-visible window and
+// through the receiver's staged path alike; a held put that anything but
+// a signal follows, or that ends the pass, leaves alone and first.
+func TestPutWithSignalBatch(t *testing.T) {
+	const n = 3000
+	for _, staged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("receiverStaged=%v", staged), func(t *testing.T) {
+			rs := openRanks(t, 2, semArea+2*n, 2*n, Options{Conns: 2, Chunk: 32 << 10, stagedOnly: staged})
+			s, d := rs[0], rs[1]
+			e := s.eng[1].(*Engine)
+			if _, err := s.nd.ExportPort(s.src); err != nil {
+				t.Fatal(err)
+			}
+			src, win := s.src.Host(), d.win.Host()[semArea:semArea+2*n]
+			base, sem, cnt := s.remote[1].Addr()+semArea, s.remote[1].Addr()+semOff, s.remote[1].Addr()+cntOff
+			for i := 1; i <= 6; i++ {
+				fill(src, uint64(i))
+				merged := e.merged.Load()
+				e.BeginBatch()
+				must := func(err error) {
+					t.Helper()
+					if err != nil {
+						t.Fatalf("round %d: %v", i, err)
+					}
+				}
+				switch i % 3 {
+				case 0: // put, signal: one frame
+					must(e.Put(base, s.src.Addr(), n))
+					must(e.Signal(sem, cnt, uint64(i)))
+				case 1: // put, copy within the source, put of the copy, signal
+					must(e.Put(base, s.src.Addr(), n))
+					must(e.Copy(s.src.Addr()+n, s.src.Addr(), n))
+					must(e.Put(base+n, s.src.Addr()+n, n))
+					must(e.Signal(sem, cnt, uint64(i)))
+				case 2: // put, end of the pass, then the signal in the next
+					must(e.Put(base, s.src.Addr(), n))
+					must(e.EndBatch())
+					e.BeginBatch()
+					must(e.Signal(sem, cnt, uint64(i)))
+				}
+				must(e.EndBatch())
+				waitWord(t, d.win, semOff, uint64(i), e.Err)
+				if got := atomic.LoadUint64(word(d.win, cntOff)); got != uint64(i) {
+					t.Fatalf("round %d: count word %d", i, got)
+				}
+				if !bytes.Equal(win[:n], src[:n]) {
+					t.Fatalf("round %d: the window differs from the source", i)
+				}
+				if i%3 == 1 && !bytes.Equal(win[n:], src[:n]) {
+					t.Fatalf("round %d: the put of the copy differs from the copy's source", i)
+				}
+				want := uint64(0)
+				if i%3 != 2 {
+					want = 1
+				}
+				if got := e.merged.Load() - merged; got != want {
+					t.Errorf("round %d: %d put-with-signal frames, want %d", i, got, want)
+				}
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package socket
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -272,78 +273,29 @@ func (rc *recvConn) run() {
 			rc.reply(replyByeAck, "")
 			return
 		case framePut:
-			dst, host, release, err := nd.reg.ResolveHost(f.a, f.b, 1)
-			if err != nil {
-				s.fail(rc, rc.bad(f.seq, "put of %d bytes: %v", f.b, err))
-				return
-			}
-			if host != nil && !nd.opts.stagedOnly {
-				direct, err := s.putDirect(rc, f, host)
-				release()
-				if err != nil {
-					s.fail(rc, err)
-					return
-				} else if direct {
-					s.prof.SinceTick(profRead, t0)
-					break
-				}
-			} else {
-				// The staged path's copy is the engine's: freeing host-
-				// mapped memory synchronises with the device first.
-				release()
-			}
-			half := k % 2
-			tf := s.prof.Tick()
-			if err := rc.waitFree(half); err != nil {
-				s.fail(rc, err)
-				return
-			}
-			s.prof.SinceTick(profFree, tf)
-			buf := rc.stage.Host()[half*s.chunk : half*s.chunk+int(f.b)]
-			if n, err := io.ReadFull(rc.br, buf); err != nil {
-				s.fail(rc, rc.lost(err, fmt.Sprintf("mid-frame (got %d of %d payload bytes of frame %d)", n, f.b, f.seq)))
-				return
-			}
-			s.prof.SinceTick(profRead, t0)
-			src := rc.stage.Addr() + uint64(half*s.chunk)
-			err = s.apply(rc, f.seq, false, func(own hal.Engine) error {
-				if err := own.Copy(dst, src, int64(f.b)); err != nil {
-					return err
-				}
-				t, err := own.Mark()
-				rc.busy[half], s.ownLast = t, t
-				return err
-			})
-			if err != nil {
+			if err := rc.receivePut(f, k, t0, true); err != nil {
 				s.fail(rc, err)
 				return
 			}
 		case frameSignal:
-			w, err := nd.reg.ResolveSignal(f.a, f.b)
-			if err != nil {
-				s.fail(rc, rc.bad(f.seq, "signal: %v", err))
+			s.prof.SinceTick(profRead, t0)
+			if err := rc.applySignal(f.seq, f.a, f.b, f.c); err != nil {
+				s.fail(rc, err)
 				return
 			}
-			s.prof.SinceTick(profRead, t0)
-			if w.SemHost != nil && !nd.opts.stagedOnly {
-				// A word in a host-visible window is always stored by the
-				// CPU (an atomic add), never by the engine, which may keep
-				// its own count of the word: one writer per word.
-				err = s.apply(rc, f.seq, true, func(own hal.Engine) error {
-					if err := rc.awaitOwn(true, "the copies before a signal", func() uint64 { return s.ownLast }); err != nil {
-						return err
-					}
-					if w.CntHost != nil {
-						atomic.StoreUint64((*uint64)(unsafe.Pointer(&w.CntHost[0])), f.c)
-					}
-					atomic.AddUint64((*uint64)(unsafe.Pointer(&w.SemHost[0])), 1)
-					return nil
-				})
-			} else {
-				err = s.apply(rc, f.seq, true, func(own hal.Engine) error { return own.Signal(w.Sem, w.Cnt, f.c) })
+		case framePutSignal:
+			// The put, applied without moving the session on, then its
+			// signal, which does: no other frame comes between them.
+			if err := rc.receivePut(f, k, t0, false); err != nil {
+				s.fail(rc, err)
+				return
 			}
-			w.Release()
-			if err != nil {
+			var tr [trailerSize]byte
+			if n, err := io.ReadFull(rc.br, tr[:]); err != nil {
+				s.fail(rc, rc.lost(err, fmt.Sprintf("mid-frame (got %d of %d trailer bytes of frame %d)", n, trailerSize, f.seq)))
+				return
+			}
+			if err := rc.applySignal(f.seq, binary.BigEndian.Uint64(tr[:]), binary.BigEndian.Uint64(tr[8:]), f.c); err != nil {
 				s.fail(rc, err)
 				return
 			}
@@ -352,9 +304,86 @@ func (rc *recvConn) run() {
 	}
 }
 
+// receivePut applies put frame f (the k-th frame of the connection, first
+// byte seen at tick t0): straight into a host-visible window when it is
+// next in order (putDirect), else read into a staging half and copied by
+// the own engine. advance says whether applying it moves the session to
+// the next frame (false: a put-with-signal's put, whose signal follows).
+// The error fails the session.
+func (rc *recvConn) receivePut(f frame, k int, t0 int64, advance bool) error {
+	s, nd := rc.s, rc.s.nd
+	dst, host, release, err := nd.reg.ResolveHost(f.a, f.b, 1)
+	if err != nil {
+		return rc.bad(f.seq, "put of %d bytes: %v", f.b, err)
+	}
+	if host != nil && !nd.opts.stagedOnly {
+		direct, err := s.putDirect(rc, f, host, advance)
+		release()
+		if err != nil {
+			return err
+		} else if direct {
+			s.prof.SinceTick(profRead, t0)
+			return nil
+		}
+	} else {
+		// The staged path's copy is the engine's: freeing host-mapped
+		// memory synchronises with the device first.
+		release()
+	}
+	half := k % 2
+	tf := s.prof.Tick()
+	if err := rc.waitFree(half); err != nil {
+		return err
+	}
+	s.prof.SinceTick(profFree, tf)
+	buf := rc.stage.Host()[half*s.chunk : half*s.chunk+int(f.b)]
+	if n, err := io.ReadFull(rc.br, buf); err != nil {
+		return rc.lost(err, fmt.Sprintf("mid-frame (got %d of %d payload bytes of frame %d)", n, f.b, f.seq))
+	}
+	s.prof.SinceTick(profRead, t0)
+	src := rc.stage.Addr() + uint64(half*s.chunk)
+	return s.apply(rc, f.seq, false, advance, func(own hal.Engine) error {
+		if err := own.Copy(dst, src, int64(f.b)); err != nil {
+			return err
+		}
+		t, err := own.Mark()
+		rc.busy[half], s.ownLast = t, t
+		return err
+	})
+}
+
+// applySignal applies the signal of frame seq: add one to the semaphore
+// at sem after storing count at cnt (0: none), once the frames before it
+// and their copies are applied; with the CPU into a host-visible window,
+// else on the own engine. The error fails the session.
+func (rc *recvConn) applySignal(seq, sem, cnt, count uint64) error {
+	s, nd := rc.s, rc.s.nd
+	w, err := nd.reg.ResolveSignal(sem, cnt)
+	if err != nil {
+		return rc.bad(seq, "signal: %v", err)
+	}
+	defer w.Release()
+	if w.SemHost != nil && !nd.opts.stagedOnly {
+		// A word in a host-visible window is always stored by the CPU (an
+		// atomic add), never by the engine, which may keep its own count
+		// of the word: one writer per word.
+		return s.apply(rc, seq, true, true, func(own hal.Engine) error {
+			if err := rc.awaitOwn(true, "the copies before a signal", func() uint64 { return s.ownLast }); err != nil {
+				return err
+			}
+			if w.CntHost != nil {
+				atomic.StoreUint64((*uint64)(unsafe.Pointer(&w.CntHost[0])), count)
+			}
+			atomic.AddUint64((*uint64)(unsafe.Pointer(&w.SemHost[0])), 1)
+			return nil
+		})
+	}
+	return s.apply(rc, seq, true, true, func(own hal.Engine) error { return own.Signal(w.Sem, w.Cnt, count) })
+}
+
 // apply runs fn on the session's own engine once every frame before seq
-// has been applied.
-func (s *session) apply(rc *recvConn, seq uint64, signal bool, fn func(hal.Engine) error) error {
+// has been applied, then (advance) counts frame seq applied.
+func (s *session) apply(rc *recvConn, seq uint64, signal, advance bool, fn func(hal.Engine) error) error {
 	s.mu.Lock()
 	if s.next != seq {
 		s.waited.Add(1)
@@ -387,7 +416,9 @@ func (s *session) apply(rc *recvConn, seq uint64, signal bool, fn func(hal.Engin
 	t1 := s.prof.SinceTick(profApplyWait, t0)
 	err := fn(s.own)
 	s.prof.SinceTick(profApply, t1)
-	s.next++
+	if advance {
+		s.next++
+	}
 	s.mu.Unlock()
 	s.progress.Notify()
 	if err != nil {
@@ -404,7 +435,7 @@ func (s *session) apply(rc *recvConn, seq uint64, signal bool, fn func(hal.Engin
 // copies, so the payload cannot land before, or be overwritten by, an
 // earlier frame's data; otherwise it returns false and the frame takes the
 // staged path. Frame f is applied when it returns true.
-func (s *session) putDirect(rc *recvConn, f frame, host []byte) (bool, error) {
+func (s *session) putDirect(rc *recvConn, f frame, host []byte, advance bool) (bool, error) {
 	s.mu.Lock()
 	ready := s.next == f.seq && s.failed == nil && !s.stopped
 	if ready && s.ownLast != 0 {
@@ -424,9 +455,11 @@ func (s *session) putDirect(rc *recvConn, f frame, host []byte) (bool, error) {
 	if n, err := io.ReadFull(rc.br, host); err != nil {
 		return false, rc.lost(err, fmt.Sprintf("mid-frame (got %d of %d payload bytes of frame %d)", n, f.b, f.seq))
 	}
-	s.mu.Lock()
-	s.next++
-	s.mu.Unlock()
+	if advance {
+		s.mu.Lock()
+		s.next++
+		s.mu.Unlock()
+	}
 	s.direct.Add(1)
 	s.progress.Notify()
 	return true, nil

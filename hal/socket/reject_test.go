@@ -1,6 +1,7 @@
 package socket
 
 import (
+	"encoding/binary"
 	"errors"
 	"net"
 	"strings"
@@ -156,6 +157,17 @@ func TestRejectMalformedFrames(t *testing.T) {
 		encodeHeader(b, frame{kind: frameSignal, seq: seq, a: sem})
 		return b
 	}
+	putSignal := func(seq uint64, a, n uint64) []byte {
+		b := make([]byte, headerSize)
+		encodeHeader(b, frame{kind: framePutSignal, seq: seq, a: a, b: n, c: 1})
+		if n > 4096 {
+			return b // the header alone is refused
+		}
+		b = append(b, make([]byte, n)...)
+		tr := make([]byte, trailerSize)
+		binary.BigEndian.PutUint64(tr, encodeAddr(1, 4)) // an unaligned semaphore
+		return append(b, tr...)
+	}
 	badMagic := put(0, encodeAddr(1, 0), 8)
 	badMagic[0] = 'X'
 	badKind := signal(0, encodeAddr(1, 0))
@@ -171,6 +183,8 @@ func TestRejectMalformedFrames(t *testing.T) {
 		{"unknown registration", put(0, encodeAddr(5, 0), 8), "unknown registration id 5"},
 		{"untagged address", put(0, 0x7f0000001000, 8), "not a socket-transport address"},
 		{"payload beyond the chunk", put(0, encodeAddr(1, 0), 8192)[:headerSize], "chunk size 4096"},
+		{"put with signal beyond the chunk", putSignal(0, encodeAddr(1, 0), 8192), "put-with-signal frame: payload of 8192 bytes"},
+		{"put with signal to an unaligned semaphore", putSignal(0, encodeAddr(1, 0), 8), "not 8-byte aligned"},
 		{"sequence gap", put(5, encodeAddr(1, 0), 8), "sequence gap"},
 		{"unaligned semaphore", signal(0, encodeAddr(1, 4)), "not 8-byte aligned"},
 		{"cut short", put(0, encodeAddr(1, 0), 100)[:headerSize+10], "connection closed mid-frame"},

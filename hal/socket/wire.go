@@ -145,7 +145,10 @@ func decodeHello(b []byte) (hello, error) {
 }
 
 // Data frames, engine → receiver: a 40-byte header, then for a put the
-// payload.
+// payload; a put with its signal (framePutSignal: a small put and the
+// signal the proxy issued right after it, one sequence number, applied
+// put first) has the payload and then a 16-byte trailer, the signal's
+// semaphore and count-word addresses (big-endian).
 //
 //	[0:4)   "WSKF"
 //	[4]     kind
@@ -153,14 +156,18 @@ func decodeHello(b []byte) (hello, error) {
 //	[8:16)  sequence number within the engine
 //	[16:24) a: put destination / signal semaphore (remote addresses)
 //	[24:32) b: put payload bytes / signal count-word address (0: none)
-//	[32:40) c: put zero / signal count value
+//	[32:40) c: put zero / signal count value / put-with-signal count value
 type frameKind uint8
 
 const (
 	framePut frameKind = iota + 1
 	frameSignal
-	frameBye // the engine closes; a = 0, b = 0, c = 0
+	frameBye       // the engine closes; a = 0, b = 0, c = 0
+	framePutSignal // a put, then its signal: payload, then trailerSize bytes
 )
+
+// trailerSize is the trailer of a framePutSignal: semaphore, count word.
+const trailerSize = 16
 
 func (k frameKind) String() string {
 	switch k {
@@ -170,6 +177,8 @@ func (k frameKind) String() string {
 		return "signal"
 	case frameBye:
 		return "bye"
+	case framePutSignal:
+		return "put with signal"
 	}
 	return "kind " + strconv.Itoa(int(k))
 }
@@ -214,6 +223,10 @@ func decodeHeader(b []byte, chunk int) (frame, error) {
 	case framePut:
 		if f.b == 0 || f.b > uint64(chunk) || f.c != 0 {
 			return frame{}, fmt.Errorf("%w put frame: payload of %d bytes, want 1 to the chunk size %d", errMalformed, f.b, chunk)
+		}
+	case framePutSignal:
+		if f.b == 0 || f.b > min(uint64(chunk), inlineMax) {
+			return frame{}, fmt.Errorf("%w put-with-signal frame: payload of %d bytes, want 1 to %d", errMalformed, f.b, min(chunk, inlineMax))
 		}
 	case frameSignal:
 	case frameBye:
