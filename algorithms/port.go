@@ -236,6 +236,33 @@ func rollingCredits(chs []int, s int) []plan.Op {
 	return ops
 }
 
+// dropFlushes removes the closing flushes of a group of a plan with
+// staged sends (plan.Plan.StageSends) whose engines touch no buffer of
+// the caller: every port transfer is a put of a staging slot, and the
+// copies out of the slots run on SMs (localCopy). A flush makes the
+// launch wait until its engine requests are complete at the source, so
+// that the caller may reuse its buffers once the launch is done; here
+// the engines read only this rank's scratch, whose reuse the readers'
+// "free" credits already order, so the launch need not wait for the
+// proxy to write its last frames (over sockets, one 6 µs write per
+// side of every launch; docs/network.md). A group whose engine reads or
+// writes a caller's buffer (AllReducePort's all-gather puts of the
+// output) keeps its flushes.
+func dropFlushes(g *plan.Group) {
+	for _, o := range append(append([]plan.Op{}, g.Ops...), g.After...) {
+		if o.Kind == plan.OpTransfer && o.Port && o.Stage == 0 {
+			return
+		}
+	}
+	var after []plan.Op
+	for _, o := range g.After {
+		if o.Kind != plan.OpFlush {
+			after = append(after, o)
+		}
+	}
+	g.After = after
+}
+
 func flushes(chs []int) []plan.Op {
 	var ops []plan.Op
 	for _, ci := range chs {
@@ -264,11 +291,13 @@ func (c Config) portPlanOn(chs []plan.Channel, name string, b, slots, sems int, 
 	}
 	p := &plan.Plan{Name: fmt.Sprintf("%s-%s-%dx%d-w%d", name, PortFamily, b, s.Threads, w), Rank: c.Rank, NRanks: c.NRanks,
 		Channels: chs, Threads: s.Threads, Unroll: s.Unroll, Scratch: plan.Simple, ScratchSlots: slots, Semaphores: sems * b,
-		StageSends: c.stageSends()}
+		StageSends: c.stageSends(), Groups: groups}
 	if p.StageSends {
 		p.Name += "-hs"
+		for gi := range p.Groups {
+			dropFlushes(&p.Groups[gi])
+		}
 	}
-	p.Groups = groups
 	return p, p.Validate()
 }
 

@@ -101,3 +101,58 @@ func TestRollingPortPlans(t *testing.T) {
 		}
 	}
 }
+
+// TestStagedSendsDropFlushes: with staged sends (every rank alone on its
+// node over a network that sends host memory) the port plans' groups end
+// without flushes, except where an engine reads a caller's buffer
+// (AllReducePort's all-gather puts of the output); every put of the
+// input goes through a staging slot. Without host windows nothing
+// changes.
+func TestStagedSendsDropFlushes(t *testing.T) {
+	for _, host := range []bool{true, false} {
+		for r := 0; r < 3; r++ {
+			cfg := algorithms.DefaultConfig(r, 3, 132, true)
+			cfg.PortOnly, cfg.Nodes, cfg.HostWindows = true, []int{0, 1, 2}, host
+			var plans []*plan.Plan
+			for _, coll := range algorithms.Collectives {
+				p, err := algorithms.PortPlanRoot(cfg, coll, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				plans = append(plans, p)
+			}
+			p2p, err := algorithms.P2PPort(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range append(plans, p2p) {
+				if p.StageSends != host || strings.HasSuffix(p.Name, "-hs") != host {
+					t.Errorf("%s: StageSends %v, want %v (and the -hs suffix with it)", p.Name, p.StageSends, host)
+				}
+				for gi, g := range p.Groups {
+					flushes, unstaged := 0, 0
+					for _, o := range g.After {
+						if o.Kind == plan.OpFlush {
+							flushes++
+						}
+					}
+					for _, o := range g.Ops {
+						if o.Kind == plan.OpTransfer && o.Port && o.Stage == 0 {
+							unstaged++
+						}
+					}
+					switch {
+					case host && unstaged == 0 && flushes > 0:
+						t.Errorf("%s group %d: %d flushes although its engines touch only scratch", p.Name, gi, flushes)
+					case host && unstaged > 0 && !strings.HasPrefix(p.Name, "all_reduce"):
+						t.Errorf("%s group %d: %d port transfers without a staging slot", p.Name, gi, unstaged)
+					case unstaged > 0 && flushes == 0:
+						t.Errorf("%s group %d: an engine touches a caller's buffer but the group does not flush", p.Name, gi)
+					case !host && g.Window > 0 && flushes == 0:
+						t.Errorf("%s group %d: no flush without host windows", p.Name, gi)
+					}
+				}
+			}
+		}
+	}
+}
