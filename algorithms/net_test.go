@@ -91,10 +91,18 @@ func TestHierarchicalSelection(t *testing.T) {
 		}
 		for _, nodes := range [][]int{nil, {0, 0, 0, 1}, {0, 1, 2, 3}, {0, 0, 0, 0}} {
 			c := DefaultConfig(0, 4, 4, false)
-			c.PortOnly, c.Nodes = true, nodes
+			c.PortOnly, c.Nodes, c.HostWindows = true, nodes, true
 			cs, err := Plans(c, coll, 0)
-			if err != nil || len(cs) != 1 {
-				t.Errorf("%v nodes %v: %d choices, %v; want the flat plan only", coll, nodes, len(cs), err)
+			want := 1
+			if coll == AllReduce && len(nodes) == 4 && nodes[3] == 3 {
+				// Every rank alone on its node, staged sends: the one-hop
+				// plan first.
+				want = 2
+			}
+			if err != nil || len(cs) != want {
+				t.Errorf("%v nodes %v: %d choices, %v; want %d", coll, nodes, len(cs), err, want)
+			} else if want == 2 && (!strings.HasPrefix(cs[0].Plan.Name, "all_reduce-1pa-port") || cs[0].MaxBytes != PortOneShotMaxBytes || cs[1].MaxBytes != 0) {
+				t.Errorf("nodes %v: choices %s (up to %d bytes), %s; want the one-hop plan up to %d, then the flat one", nodes, cs[0].Plan.Name, cs[0].MaxBytes, cs[1].Plan.Name, PortOneShotMaxBytes)
 			}
 		}
 	}

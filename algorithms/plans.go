@@ -510,6 +510,14 @@ func Plans(c Config, coll Collective, root int) ([]Choice, error) {
 			if out, err = hierPlans(c, coll, p); err != nil {
 				return nil, err
 			}
+			if coll == AllReduce && c.stageSends() && len(out) == 1 {
+				// Every rank on its own node: small AllReduces in one hop.
+				one, err := AllReduceOneShotPort(c)
+				if err != nil {
+					return nil, err
+				}
+				out = append([]Choice{{Plan: one, MaxBytes: PortOneShotMaxBytes, Staged: c.NRanks > AllPairsMaxRanks}}, out...)
+			}
 		case p != nil:
 			out = []Choice{{Plan: p}}
 		case c.PortOnly:

@@ -109,19 +109,7 @@ func (c Config) localCopy(ch, chunk, nchunks int, dst, src plan.Ref) plan.Op {
 // is the job's, not the rank's, so that every rank builds the same plans
 // (names, scratch sizes); a plan with a peer on its own node keeps device
 // memory, where staging would only add a copy.
-func (c Config) stageSends() bool {
-	if !c.HostWindows || len(c.Nodes) != c.NRanks || c.NRanks < 2 {
-		return false
-	}
-	seen := map[int]bool{}
-	for _, n := range c.Nodes {
-		if seen[n] {
-			return false
-		}
-		seen[n] = true
-	}
-	return true
-}
+func (c Config) stageSends() bool { return c.HostWindows && c.aloneOnNodes() }
 
 // stageSlots is how many scratch slots a port plan with k staged puts
 // adds (k under stageSends, else none), and stage the Stage of put i
@@ -369,6 +357,63 @@ func ReduceScatterPort(c Config) (*plan.Plan, error) {
 	send := rolling(c.portGroup(b, 1, cat(rollingCredits(all, sem(semFree, b)), puts, signals(all, sem(semData, b))), flushes(all)), all[0], sem(semFree, b))
 	recv := rolling(c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, signals(acks, sem(semFree, b))), flushes(acks)), all[0], sem(semData, b))
 	return c.portPlanOn(pchs, "reduce_scatter", b, 2*m, 2, send, recv)
+}
+
+// PortOneShotMaxBytes is the largest AllReduce (count × element size)
+// that AllReduceOneShotPort serves where every rank is alone on its node:
+// one hop instead of AllReducePort's two, for (n−1)× the bytes of the
+// input sent per rank against 2(n−1)/n×. Over sockets between 2 emulated
+// nodes a 64 B AllReducePort took 213 µs against 43 µs for the one-hop
+// AllGather (2×H100, docs/bench/2026-11-26g-h100x2/).
+const PortOneShotMaxBytes = 256 << 10
+
+// AllReduceOneShotPort is the one-hop AllReduce over port channels (the
+// port-channel counterpart of the 1PA plans), for plans with staged sends
+// (Plan.StageSends): one group of Port.Blocks blocks whose every window
+// stages the input into a slot per peer and has it put into this rank's
+// slot of every peer, then waits for every peer's window and combines the
+// input with the slots on SMs into the output, and releases them. One
+// group, so that the input is staged before the output (the same buffer
+// in place) is written; the engines read only the staging slots.
+func AllReduceOneShotPort(c Config) (*plan.Plan, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if !c.stageSends() {
+		return nil, fmt.Errorf("algorithms: the one-hop AllReduce over port channels stages its sends (every rank alone on its node, host windows): %w", ErrNoPlan)
+	}
+	chs, all := c.channels(), c.others()
+	b := c.Port.Blocks
+	m := len(chs)
+	var puts []plan.Op
+	srcs := []plan.Ref{plan.L(plan.Input)}
+	for ci, ch := range chs {
+		put := plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(c.Rank, ch.Peer)), plan.L(plan.Input))
+		put.Stage = 1 + m + ci
+		puts = append(puts, put)
+		srcs = append(srcs, plan.LS(ci))
+	}
+	red := combineChain(xfer, plan.L(plan.Output), srcs)
+	pchs, acks := c.ackChannels()
+	g := c.portGroup(b, 1, cat(rollingCredits(all, sem(semFree, b)), puts, signals(all, sem(semData, b)),
+		waits(all, sem(semData, b)), red, signals(acks, sem(semFree, b))), flushes(all))
+	return c.portPlanOn(pchs, "all_reduce-1pa", b, 2*m, 2, rolling(g, all[0], sem(semFree, b)))
+}
+
+// aloneOnNodes reports whether every rank is alone on its node (Nodes
+// set, no two ranks on one node): every channel goes over the network.
+func (c Config) aloneOnNodes() bool {
+	if len(c.Nodes) != c.NRanks || c.NRanks < 2 {
+		return false
+	}
+	seen := map[int]bool{}
+	for _, n := range c.Nodes {
+		if seen[n] {
+			return false
+		}
+		seen[n] = true
+	}
+	return true
 }
 
 // AllReducePort is the two-phase AllReduce over port channels. In each

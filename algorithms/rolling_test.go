@@ -125,7 +125,13 @@ func TestStagedSendsDropFlushes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, p := range append(plans, p2p) {
+			plans = append(plans, p2p)
+			if one, err := algorithms.AllReduceOneShotPort(cfg); host && err == nil {
+				plans = append(plans, one)
+			} else if host || err == nil {
+				t.Errorf("AllReduceOneShotPort with host windows %v: %v; want a plan only with them", host, err)
+			}
+			for _, p := range plans {
 				if p.StageSends != host || strings.HasSuffix(p.Name, "-hs") != host {
 					t.Errorf("%s: StageSends %v, want %v (and the -hs suffix with it)", p.Name, p.StageSends, host)
 				}
