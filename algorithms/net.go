@@ -56,7 +56,7 @@ func ReducePort(c Config, root int) (*plan.Plan, error) {
 		return nil, err
 	}
 	all := c.others()
-	b := c.Port.Blocks
+	b := c.portBlocks()
 	var g plan.Group
 	if c.Rank == root {
 		srcs := []plan.Ref{plan.L(plan.Input)}

@@ -7,7 +7,7 @@
 # logs.tar.gz, bench-*.json.
 #
 # Knobs: NETS="socket" (or "socket ucx")  COLLS="all_reduce all_gather reduce_scatter alltoall"
-#        TYPES="float"  MAXB=256M  BUDGET=540
+#        TYPES="float"  MAXB=256M  FACTOR=64 (sizes 64 B × FACTOR^k up to MAXB)  BUDGET=540
 set -u
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
@@ -15,6 +15,7 @@ BUDGET=${BUDGET:-540}
 COLLS=${COLLS:-"all_reduce all_gather reduce_scatter alltoall"}
 TYPES=${TYPES:-float}
 MAXB=${MAXB:-256M}
+FACTOR=${FACTOR:-64}
 NETS=${NETS:-socket}
 STEPS=$(for n in $NETS; do for c in $COLLS; do for t in $TYPES; do printf '%s-%s-%s ' "$n" "$c" "$t"; done; done; done)
 
@@ -28,8 +29,8 @@ cat "$L/machine.txt"
 for n in $NETS; do
   for c in $COLLS; do
     for t in $TYPES; do
-      step "$n-$c-$t" 120 'grep -E "^ +(64|4096|262144|16777216|268435456) " $log | tr -s " " | cut -c1-100' -- \
-        env WEFT_NET="$n" "$B/weft" run --nproc 2 --nodes 2 -- "$B/weft" bench "$c" -b 64 -e "$MAXB" -f 64 -w 3 -n 20 -d "$t" \
+      step "$n-$c-$t" 120 'grep -E "^ +(64|4096|262144|16777216|67108864|268435456) " $log | tr -s " " | cut -c1-100' -- \
+        env WEFT_NET="$n" "$B/weft" run --nproc 2 --nodes 2 -- "$B/weft" bench "$c" -b 64 -e "$MAXB" -f "$FACTOR" -w 3 -n 20 -d "$t" \
         --hal nvlink --baseline nccl -J "$OUT/bench-$n-$c-$t.json"
     done
   done
