@@ -43,8 +43,14 @@
 // writer per word). On 2 in-process hal/host ranks this took the 8-byte
 // put-and-signal one way from 49 to 27 µs and one connection's 64 MiB put
 // from 2.2 to 3.1–3.3 GB/s (BenchmarkSocketPingPong, BenchmarkSocketPut,
-// 2026-11-26, 2-core VM); GPU windows are device memory and keep the
-// staged path.
+// 2026-11-26, 2-core VM). On GPUs, package channels places the scratch
+// and semaphores of plans whose every peer is on another node in
+// host-mapped memory ([NetDevice.HostWindows]), so they take this path
+// too, and an inline put whose source lies in such a registration is
+// written straight from it; during a proxy pass ([Engine.BeginBatch]) it
+// waits for the next request and leaves with the signal that follows it
+// as one put-with-signal frame. Registrations are withdrawn before their
+// memory is freed ([NetDevice.UnexportPort]).
 //
 // # Wire format
 //
@@ -67,11 +73,16 @@
 // accept. Then the engine sends frames, a 40-byte header and, for a put,
 // the payload:
 //
-//	[0:4)   "WSKF"   [4] kind: 1 put, 2 signal, 3 bye   [5:8) zero
+//	[0:4)   "WSKF"   [4] kind: 1 put, 2 signal, 3 bye, 4 put with signal   [5:8) zero
 //	[8:16)  sequence number
 //	[16:24) put: destination address     signal: semaphore address
 //	[24:32) put: payload bytes (≤ chunk)  signal: count-word address or 0
 //	[32:40) put: zero                     signal: count value
+//
+// A put with its signal (kind 4, payload ≤ 64 KiB) has the put's fields,
+// the signal's count value in [32:40), the payload, then a 16-byte
+// trailer: the signal's semaphore and count-word addresses. It takes one
+// sequence number; the receiver applies the put, then the signal.
 //
 // and the receiver answers with 16-byte replies ("WSKR", kind, length of a
 // reason that follows): accept, reject (reason), bye-ack, closing (its
