@@ -89,10 +89,14 @@ func waits(chs []int, s int) []plan.Op {
 // on; an HB writer's stores are complete when issued. Only for writers
 // into the peers' scratch: a plan that writes a peer's output (2PA push)
 // must still wait for its peers' "done" before its own output is whole.
-func doneCredits(chs []int, s int) []plan.Op {
+func doneCredits(chs []int, s int) []plan.Op { return creditWaits(chs, s, 1) }
+
+// creditWaits are credit waits (plan.Op.Credits) on channels chs,
+// semaphore s, that many releases behind.
+func creditWaits(chs []int, s, credits int) []plan.Op {
 	ops := acks(chs, s)
 	for i := range ops {
-		ops[i].Credits = 1
+		ops[i].Credits = credits
 	}
 	return ops
 }

@@ -230,13 +230,7 @@ func rolling(g plan.Group, ch, s int) plan.Group {
 // readers' "free" of the half the window reuses: credit waits two
 // releases behind (plan.Op.Credits), so the first two windows of the
 // plan's life pass at once.
-func rollingCredits(chs []int, s int) []plan.Op {
-	ops := acks(chs, s)
-	for i := range ops {
-		ops[i].Credits = 2
-	}
-	return ops
-}
+func rollingCredits(chs []int, s int) []plan.Op { return creditWaits(chs, s, 2) }
 
 // dropFlushes removes the closing flushes of a group of a plan with
 // staged sends (plan.Plan.StageSends) whose engines touch no buffer of
