@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,9 +89,9 @@ type Engine struct {
 	closed  bool
 	staged  atomic.Uint64 // requests whose staging is done (the stager's or inline)
 	inlined atomic.Uint64 // requests run inline (statistics, tests)
-	// fromHost counts inline puts written straight from a host-visible
-	// source (statistics, tests); merged those written with the signal
-	// after them as one frame (framePutSignal).
+	// fromHost counts puts written straight from a host-visible source,
+	// inline or through the ring (statistics, tests); merged those
+	// written with the signal after them as one frame (framePutSignal).
 	fromHost atomic.Uint64
 	merged   atomic.Uint64
 	// batch: the proxy's pass is under way (BeginBatch); held is an
@@ -99,6 +100,10 @@ type Engine struct {
 	// goroutine only).
 	batch bool
 	held  *heldPut
+	// hostSrcs are the ring puts sent from host sources (hostSource),
+	// until written or shutdown.
+	hostMu   sync.Mutex
+	hostSrcs []*hostSource
 	// inlineHdr is the header buffer of frames the issuing goroutine
 	// writes itself (issueInline).
 	inlineHdr [headerSize]byte
@@ -148,7 +153,30 @@ type request struct {
 	t        int64 // stageprof tick of the issue (0: not profiled)
 }
 
-type retireEntry struct{ req, ticket uint64 }
+// retireEntry: request req is complete at the source once own-engine
+// ticket is and, for a put sent from a host-visible source, once every
+// one of its frames is written (src).
+type retireEntry struct {
+	req, ticket uint64
+	src         *hostSource
+}
+
+// hostSource is a ring put sent straight from a host-visible source: its
+// frames not yet written, and the hold on the source's registration
+// (netcore.Registry.LocalHost) that the last one releases.
+type hostSource struct {
+	pending atomic.Int64
+	release func()
+	once    sync.Once
+}
+
+// written counts k frames of the put written (or never to be: a failed
+// engine), releasing the source after the last.
+func (h *hostSource) written(k int64) {
+	if h.pending.Add(-k) <= 0 {
+		h.once.Do(h.release)
+	}
+}
 
 // heldPut is an inline put kept back during a batch: request number idx,
 // its payload (a host view, held against Unexport until release), own
@@ -176,6 +204,12 @@ type outFrame struct {
 	f      frame
 	slot   int
 	ticket uint64
+	// payload, for a chunk of a put whose source is host-visible, is the
+	// chunk itself, written from there instead of from staging slot
+	// (which still bounds the frames in flight); src counts the put's
+	// frames not yet written.
+	payload []byte
+	src     *hostSource
 	// stageprof ticks (0: not profiled): the request's issue, the hand-off
 	// to the connection
 	issued, queued int64
@@ -532,6 +566,31 @@ func (e *Engine) stage(r request, idx uint64) error {
 			t, err = e.ownOp(nil)
 			break
 		}
+		// A source in host memory (a plan's scratch in host windows) is
+		// written from where it is, once the own engine's earlier
+		// copies, which may write it, are done: no staging copy.
+		if host, release := e.nd.reg.LocalHost(r.src, r.n); host != nil {
+			t = e.ownIssued.Load()
+			hs := &hostSource{release: release}
+			hs.pending.Store(int64((r.n + uint64(e.chunk) - 1) / uint64(e.chunk)))
+			e.trackHost(hs)
+			e.fromHost.Add(1)
+			for off := uint64(0); off < r.n; off += uint64(e.chunk) {
+				l := min(uint64(e.chunk), r.n-off)
+				slot, err := e.takeSlot()
+				if err == nil {
+					seq := e.nextSeq.Add(1) - 1
+					err = e.send(outFrame{f: frame{kind: framePut, seq: seq, a: r.dst + off, b: l}, slot: slot, ticket: t,
+						payload: host[off : off+l], src: hs, issued: r.t})
+				}
+				if err != nil {
+					hs.written(int64((r.n - off + uint64(e.chunk) - 1) / uint64(e.chunk)))
+					return err
+				}
+			}
+			e.retireEntry(retireEntry{req: idx, ticket: t, src: hs})
+			return nil
+		}
 		for off := uint64(0); off < r.n; off += uint64(e.chunk) {
 			l := min(uint64(e.chunk), r.n-off)
 			slot, err := e.takeSlot()
@@ -563,15 +622,29 @@ func (e *Engine) stage(r request, idx uint64) error {
 	if err != nil {
 		return err
 	}
+	e.retireEntry(retireEntry{req: idx, ticket: t})
+	return nil
+}
+
+// retireEntry queues the retirement of a staged request and wakes the
+// completer.
+func (e *Engine) retireEntry(r retireEntry) {
 	e.retMu.Lock()
-	e.ret[(e.retHead+e.retCount)%ringSize] = retireEntry{req: idx, ticket: t}
+	e.ret[(e.retHead+e.retCount)%ringSize] = r
 	e.retCount++
 	e.retMu.Unlock()
 	select {
 	case e.wakeCompleter <- struct{}{}:
 	default:
 	}
-	return nil
+}
+
+// trackHost records a put sent from a host source until shutdown, which
+// releases what a failure left unwritten.
+func (e *Engine) trackHost(h *hostSource) {
+	e.hostMu.Lock()
+	e.hostSrcs = append(slices.DeleteFunc(e.hostSrcs, func(x *hostSource) bool { return x.pending.Load() <= 0 }), h)
+	e.hostMu.Unlock()
 }
 
 // ownOp runs op (nil: none) on the own engine (ownInline) and returns a
@@ -677,7 +750,7 @@ func (e *Engine) completer() {
 func (e *Engine) retire(done uint64) {
 	e.retMu.Lock()
 	moved := false
-	for e.retCount > 0 && e.ret[e.retHead].ticket <= done {
+	for e.retCount > 0 && e.ret[e.retHead].ticket <= done && (e.ret[e.retHead].src == nil || e.ret[e.retHead].src.pending.Load() <= 0) {
 		e.srcDone.Store(e.ret[e.retHead].req)
 		e.retHead = (e.retHead + 1) % ringSize
 		e.retCount--
@@ -720,7 +793,10 @@ func (c *sendConn) sender() {
 		}
 		encodeHeader(hdr, of.f)
 		bufs := net.Buffers{hdr}
-		if of.slot >= 0 {
+		switch {
+		case of.payload != nil:
+			bufs = append(bufs, of.payload)
+		case of.slot >= 0:
 			off := of.slot * e.chunk
 			bufs = append(bufs, e.staging.Host()[off:off+int(of.f.b)])
 		}
@@ -735,6 +811,10 @@ func (c *sendConn) sender() {
 		}
 		if of.slot >= 0 {
 			e.slots <- of.slot
+		}
+		if of.src != nil {
+			of.src.written(1)
+			e.retire(e.ownDone.Load())
 		}
 		e.written.Add(1)
 		e.progress.Notify()
@@ -870,6 +950,14 @@ func (e *Engine) shutdown() error {
 		c.conn.Close()
 	}
 	e.wg.Wait()
+	// Puts from host sources that a failure left unwritten hold their
+	// registrations no longer.
+	e.hostMu.Lock()
+	for _, h := range e.hostSrcs {
+		h.written(h.pending.Load())
+	}
+	e.hostSrcs = nil
+	e.hostMu.Unlock()
 	e.prof.Log(e.log)
 	var errs []error
 	if err != nil {

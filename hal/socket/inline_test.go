@@ -195,3 +195,51 @@ func TestPutWithSignalBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestLargePutFromHostSource: a put of several chunks from a registered
+// host-visible source goes through the ring with its frames written from
+// the source itself (no staging copy), after an earlier copy into that
+// source; it completes at the source (Mark, Completed) only once every
+// frame is written, and the source can be unexported afterwards.
+func TestLargePutFromHostSource(t *testing.T) {
+	const (
+		chunk = 32 << 10
+		n     = 5*chunk + 1234
+	)
+	rs := openRanks(t, 2, semArea+n, 2*n, Options{Conns: 2, Chunk: chunk})
+	s, d := rs[0], rs[1]
+	e := s.eng[1].(*Engine)
+	if _, err := s.nd.ExportPort(s.src); err != nil {
+		t.Fatal(err)
+	}
+	src, win := s.src.Host(), d.win.Host()[semArea:semArea+n]
+	for i := 1; i <= 4; i++ {
+		fill(src, uint64(i))
+		before := e.fromHost.Load()
+		// The put sends [0, n) after the copy has filled it from [n, 2n).
+		if err := e.Copy(s.src.Addr(), s.src.Addr()+n, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Put(s.remote[1].Addr()+semArea, s.src.Addr(), n); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Signal(s.remote[1].Addr()+semOff, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		tk, err := e.Mark()
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitCompleted(t, e, tk)
+		waitWord(t, d.win, semOff, uint64(i), e.Err)
+		if !bytes.Equal(win, src[n:]) {
+			t.Fatalf("round %d: the window differs from what the copy put in the source", i)
+		}
+		if got := e.fromHost.Load() - before; got != 1 {
+			t.Errorf("round %d: %d puts sent from the host source, want 1", i, got)
+		}
+	}
+	if err := s.nd.UnexportPort(s.src); err != nil {
+		t.Fatal(err)
+	}
+}
