@@ -126,16 +126,29 @@ func TestOptionsFromEnv(t *testing.T) {
 	t.Setenv("WEFT_SOCKET_CHUNK", "64KiB")
 	t.Setenv("WEFT_SOCKET_IFNAME", "=lo")
 	t.Setenv("WEFT_TIMEOUT", "3s")
+	t.Setenv("WEFT_SOCKET_SPIN_US", "0")
 	o, err := OptionsFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(Options{Conns: 3, Chunk: 64 << 10, IfName: "=lo", Timeout: 3 * time.Second}, o, cmp.AllowUnexported(Options{})); diff != "" {
+	if diff := cmp.Diff(Options{Conns: 3, Chunk: 64 << 10, IfName: "=lo", Timeout: 3 * time.Second, spinSet: true}, o, cmp.AllowUnexported(Options{})); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
+	}
+	// A spin of 0 stays 0 (park at once); unset takes DefaultSpin.
+	if d, err := o.withDefaults(); err != nil || d.Spin != 0 {
+		t.Errorf("WEFT_SOCKET_SPIN_US=0: spin %v, %v; want 0", d.Spin, err)
+	}
+	if d, err := (Options{}).withDefaults(); err != nil || d.Spin != DefaultSpin {
+		t.Errorf("no spin given: %v, %v; want %v", d.Spin, err, DefaultSpin)
+	}
+	t.Setenv("WEFT_SOCKET_SPIN_US", "20")
+	if o, err := OptionsFromEnv(); err != nil || o.Spin != 20*time.Microsecond {
+		t.Errorf("WEFT_SOCKET_SPIN_US=20: spin %v, %v", o.Spin, err)
 	}
 	for _, c := range []struct{ name, val string }{
 		{"WEFT_SOCKET_NSOCKS", "0"}, {"WEFT_SOCKET_NSOCKS", "65"}, {"WEFT_SOCKET_NSOCKS", "two"},
 		{"WEFT_SOCKET_CHUNK", "100"}, {"WEFT_SOCKET_CHUNK", "1GiB"}, {"WEFT_SOCKET_CHUNK", "big"},
+		{"WEFT_SOCKET_SPIN_US", "-1"}, {"WEFT_SOCKET_SPIN_US", "2000000"}, {"WEFT_SOCKET_SPIN_US", "soon"},
 	} {
 		t.Run(c.name+"="+c.val, func(t *testing.T) {
 			t.Setenv(c.name, c.val)

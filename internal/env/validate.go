@@ -118,6 +118,7 @@ var forms = map[string]form{
 	"WEFT_NVLS":             bit,
 	"WEFT_STREAM_BATCH":     bit,
 	"WEFT_NET_HOST_WINDOWS": bit,
+	"WEFT_SOCKET_SPIN_US":   intForm(0, 1_000_000, "microseconds from 0 to 1000000"),
 	"WEFT_PCIE_P2P":         bit,
 	"WEFT_PROXY_PROFILE":    bit,
 	"WEFT_DEBUG_STACKS":     bit,
