@@ -189,3 +189,20 @@ func checkApplyMode(t *testing.T, d *NetDevice, staged bool) {
 		t.Error("direct mode: no put was read straight into the window")
 	}
 }
+
+// anyReceiver returns one receiving connection of the NetDevice, or nil.
+func (nd *NetDevice) anyReceiver() *recvConn {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	for _, s := range nd.sessions {
+		s.mu.Lock()
+		for _, rc := range s.members {
+			if rc != nil {
+				s.mu.Unlock()
+				return rc
+			}
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}

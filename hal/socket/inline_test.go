@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestInlineAndRingInterleaved mixes requests that the issuing goroutine
@@ -241,5 +242,37 @@ func TestLargePutFromHostSource(t *testing.T) {
 	}
 	if err := s.nd.UnexportPort(s.src); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSpinningReceiver runs puts and signals, small and chunked, to a
+// receiver that polls its sockets between frames (Options.Spin) before it
+// parks: every byte and every signal arrives, including after pauses
+// longer than the spin, when the receiver has parked.
+func TestSpinningReceiver(t *testing.T) {
+	const n = 100 << 10
+	rs := openRanks(t, 2, semArea+n, n, Options{Conns: 2, Chunk: 32 << 10, Spin: 200 * time.Microsecond, spinSet: true})
+	s, d := rs[0], rs[1]
+	e := s.eng[1]
+	if rc := d.nd.anyReceiver(); rc == nil || rc.spin == nil {
+		t.Fatal("no receiver, or the receiver of a plain TCP connection has no spinner")
+	}
+	src, win := s.src.Host(), d.win.Host()[semArea:semArea+n]
+	for i := 1; i <= 8; i++ {
+		fill(src, uint64(i))
+		size := int64(64 + (i%2)*(n-64)) // 64 B and 100 KiB by turns
+		if err := e.Put(s.remote[1].Addr()+semArea, s.src.Addr(), size); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Signal(s.remote[1].Addr()+semOff, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		waitWord(t, d.win, semOff, uint64(i), e.(*Engine).Err)
+		if !bytes.Equal(win[:size], src[:size]) {
+			t.Fatalf("round %d: %d bytes differ", i, size)
+		}
+		if i%3 == 0 {
+			time.Sleep(time.Millisecond) // past the spin: the receiver parks
+		}
 	}
 }

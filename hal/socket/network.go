@@ -19,10 +19,15 @@ const Name = "socket"
 const (
 	DefaultConns = 2
 	DefaultChunk = 512 << 10
-	// DefaultSpin: a receiver polls 50 µs for the next frame before it
-	// parks, longer than the gap between the frames of back-to-back
-	// small collectives (20–40 µs over loopback on 2×H100).
-	DefaultSpin = 50 * time.Microsecond
+	// DefaultSpin: a receiver parks at once between frames. Polling
+	// 50 µs (WEFT_SOCKET_SPIN_US=50) helped one-way traffic and hurt
+	// two-way traffic on 2×H100 over loopback, alternated twice in one
+	// call (64 B, µs, 50 against 0): broadcast 22.6/23.7 against
+	// 27.0/32.6, all_gather 41.6/39.0 against 36.0/35.2, all_reduce
+	// 40.8/41.2 against 35.0/32.5 (docs/bench/2026-11-26g-h100x2/, call
+	// 11): the polling receivers take cores the proxies and the other
+	// direction need.
+	DefaultSpin = 0
 	maxSpinUS   = 1_000_000
 )
 
@@ -77,7 +82,7 @@ type Options struct {
 	// a frame before it parks until the next (plain TCP connections on
 	// Linux): a frame that comes meanwhile costs no wake-up, for a core
 	// busy while frames keep coming. WEFT_SOCKET_SPIN_US, default
-	// DefaultSpin; 0 parks at once.
+	// DefaultSpin (0: park at once).
 	Spin time.Duration
 	// Logger receives the transport's log records, among them every
 	// refused connection with its remote address; nil takes the NET
@@ -141,7 +146,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Chunk == 0 {
 		o.Chunk = DefaultChunk
 	}
-	if o.Spin == 0 && !o.spinSet {
+	if !o.spinSet {
 		o.Spin = DefaultSpin
 	}
 	if o.Timeout <= 0 {

@@ -134,12 +134,15 @@ func TestOptionsFromEnv(t *testing.T) {
 	if diff := cmp.Diff(Options{Conns: 3, Chunk: 64 << 10, IfName: "=lo", Timeout: 3 * time.Second, spinSet: true}, o, cmp.AllowUnexported(Options{})); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}
-	// A spin of 0 stays 0 (park at once); unset takes DefaultSpin.
+	// A given spin stays (0: park at once); unset takes DefaultSpin.
 	if d, err := o.withDefaults(); err != nil || d.Spin != 0 {
 		t.Errorf("WEFT_SOCKET_SPIN_US=0: spin %v, %v; want 0", d.Spin, err)
 	}
 	if d, err := (Options{}).withDefaults(); err != nil || d.Spin != DefaultSpin {
 		t.Errorf("no spin given: %v, %v; want %v", d.Spin, err, DefaultSpin)
+	}
+	if d, err := (Options{Spin: 30 * time.Microsecond, spinSet: true}).withDefaults(); err != nil || d.Spin != 30*time.Microsecond {
+		t.Errorf("a spin of 30 µs: %v, %v", d.Spin, err)
 	}
 	t.Setenv("WEFT_SOCKET_SPIN_US", "20")
 	if o, err := OptionsFromEnv(); err != nil || o.Spin != 20*time.Microsecond {
