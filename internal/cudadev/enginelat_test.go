@@ -1,6 +1,7 @@
 package cudadev
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -177,6 +178,22 @@ func BenchmarkDriverCallCost(b *testing.B) {
 	}
 	defer ev.Destroy()
 	hp := unsafe.Pointer(&pinned.Host()[0])
+	// Kernel launches with an 8-byte parameter block and with one the
+	// size of the plans' weft_params (plan.ParamsBytes, 1,800 bytes).
+	m := compileTestKernels(b, d0)
+	defer m.Close()
+	incr, err := m.Kernel("incr")
+	if err != nil {
+		b.Fatal(err)
+	}
+	incrBig, err := m.Kernel("incr_big")
+	if err != nil {
+		b.Fatal(err)
+	}
+	small := (&params{}).u64(local.Addr()).bytes()
+	big := make([]byte, 1800)
+	binary.LittleEndian.PutUint64(big, local.Addr())
+	one, warp := cuda.Dim3{X: 1, Y: 1, Z: 1}, cuda.Dim3{X: 32, Y: 1, Z: 1}
 	cases := []struct {
 		name string
 		call func(i int) error
@@ -190,6 +207,8 @@ func BenchmarkDriverCallCost(b *testing.B) {
 		{"write64/host", func(i int) error { return s.WriteValue64(cuda.DevicePtr(pinned.Addr()), uint64(i), 0) }},
 		{"event-record", func(int) error { return ev.Record(s) }},
 		{"stream-query", func(int) error { _, err := s.Query(); return err }},
+		{"launch/params8", func(int) error { return incr.fn.Launch(one, warp, 0, s, small) }},
+		{"launch/params1800", func(int) error { return incrBig.fn.Launch(one, warp, 0, s, big) }},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

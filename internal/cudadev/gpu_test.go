@@ -145,6 +145,11 @@ extern "C" __global__ void consume(ConsumeParams a) {
 struct IncrParams { weft_u64* counter; };
 extern "C" __global__ void incr(IncrParams a) { red_add_relaxed_sys(a.counter, 1); }
 
+// incr with a parameter block the size of the plans' weft_params (1,800
+// bytes): BenchmarkDriverCallCost compares the launch costs.
+struct BigIncrParams { weft_u64* counter; weft_u64 pad[224]; };
+extern "C" __global__ void incr_big(const __grid_constant__ BigIncrParams a) { red_add_relaxed_sys(a.counter, 1); }
+
 struct SpinParams { const weft_u32* flag; weft_u32* done; weft_u64 timeout_ns; };
 extern "C" __global__ void spin(SpinParams a) {
   weft_u64 start = globaltimer_ns();
