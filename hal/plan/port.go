@@ -27,7 +27,10 @@ import (
 //   - flush pushes a trigger and waits until the proxy reports every
 //     earlier request of the channel complete at the source (sources
 //     reusable, copies done). A plan flushes its port channels before it
-//     ends, so that the stream's next work sees the copies done.
+//     ends, so that the stream's next work sees the copies done — unless
+//     its engines touch only its own scratch (Plan.StageSends with the
+//     copies out on SMs; algorithms.dropFlushes), where nothing of the
+//     caller's waits for them.
 
 // FIFO layout. A plan with port channels owns one FIFO in host memory that
 // the device can reach (hal.Device.AllocHost): FifoCtlBytes of control
