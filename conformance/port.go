@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -57,6 +58,9 @@ func init() {
 	Register(Case{ID: "port-mapped/channel-fifo-full", Capability: pm, MinRanks: 2,
 		Title: "more PortChannel requests than FIFO slots outstanding: pushes wait for room and nothing is lost",
 		Run:   testPortFifoFull})
+	Register(Case{ID: "port-mapped/unexport", Capability: pm, MinRanks: 2,
+		Title: "a registration that peers put into and signalled can be withdrawn (hal.PortUnexporter), once; a buffer never exported cannot",
+		Run:   testPortUnexport})
 	Register(Case{ID: "port-mapped/channel-deadline", Capability: pm, MinRanks: 2,
 		Title: "a PortChannel wait or flush that cannot complete passes its deadline and names rank, peer and channel",
 		Run:   testPortDeadline})
@@ -705,4 +709,72 @@ func chunksExpected(poisoned, src []byte, chunks []portChunk) []byte {
 		copy(want[c.off:c.off+c.n], src[from:from+c.n])
 	}
 	return want
+}
+
+// testPortUnexport checks hal.PortUnexporter where the port-mapped side
+// implements it (every network): a registration a peer has put into and
+// signalled can be withdrawn, withdrawing it again or withdrawing a
+// buffer never exported is ErrInvalidArgument, and the buffer can be
+// exported anew and used. Puts and signals after the withdrawal are not
+// sent: transports refuse them differently (a receiver's error, a remote
+// access error at the sender) and UCX cannot refuse a put at all.
+func testPortUnexport(t *T) error {
+	pm, err := t.Port()
+	if err != nil {
+		return err
+	}
+	u, ok := pm.(hal.PortUnexporter)
+	if !ok {
+		return t.NotSupported("the port-mapped side does not implement hal.PortUnexporter (registrations live until the device closes)")
+	}
+	const n = 4 * kib
+	round := func(l *portLink, iter int) error {
+		data := pattern(seed(t.Rank, iter), n)
+		if err := t.Write(l.src, 0, data); err != nil {
+			return err
+		}
+		if err := l.e.Put(l.rwin.Addr(), l.src.Addr(), n); err != nil {
+			return t.Errorf("put to rank %d: %w", l.rg.next, err)
+		}
+		if err := l.e.Signal(l.rsems.Addr(), l.rsems.Addr()+8, n); err != nil {
+			return t.Errorf("signal to rank %d: %w", l.rg.next, err)
+		}
+		if _, err := waitWord(t, l.sems, 0, 1, l.rg.prev); err != nil {
+			return err
+		}
+		got, err := t.Read(l.window, 0, n)
+		if err != nil {
+			return err
+		}
+		if want := pattern(seed(l.rg.prev, iter), n); !bytes.Equal(got, want) {
+			return t.Errorf("the window holds other bytes than rank %d put", l.rg.prev)
+		}
+		return t.Barrier() // every rank has seen its signal before any unexports
+	}
+	for iter := 1; iter <= 2; iter++ {
+		// Each round exports a new window and semaphores (connectPort),
+		// uses them, and withdraws them.
+		l, err := connectPort(t, n)
+		if err != nil {
+			return err
+		}
+		if err := round(l, iter); err != nil {
+			return err
+		}
+		for _, b := range []hal.Buffer{l.window, l.sems} {
+			if err := u.UnexportPort(b); err != nil {
+				return t.Errorf("unexport a registration after its peer's put and signal: %w", err)
+			}
+			if err := u.UnexportPort(b); !errors.Is(err, hal.ErrInvalidArgument) {
+				return t.Errorf("unexport the same registration again: %v, want an error wrapping %v", err, hal.ErrInvalidArgument)
+			}
+		}
+		if err := u.UnexportPort(l.src); !errors.Is(err, hal.ErrInvalidArgument) {
+			return t.Errorf("unexport a buffer never exported: %v, want an error wrapping %v", err, hal.ErrInvalidArgument)
+		}
+		if err := t.Barrier(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
