@@ -178,11 +178,11 @@ func TestRegistry(t *testing.T) {
 	if _, err := r0.Export(hostBuf{buf: buf{addr: 0x20000, size: 512}, host: hb}); err != nil {
 		t.Fatal(err)
 	}
-	d, view, release, err := r0.ResolveHost(EncodeAddr(2, 64), 8, 8)
+	d, view, hold, err := r0.ResolveHost(EncodeAddr(2, 64), 8, 8)
 	if err != nil || d != 0x20040 || len(view) != 8 || &view[0] != &hb[64] {
 		t.Errorf("ResolveHost(registration 2 + 64) = %#x, %d host bytes, %v; want 0x20040 and bytes 64-71 of its host view", d, len(view), err)
 	}
-	release()
+	hold.Release()
 	w, err := r0.ResolveSignal(EncodeAddr(2, 8), EncodeAddr(2, 16))
 	if err != nil || w.SemHost == nil || w.CntHost == nil {
 		t.Errorf("ResolveSignal in a host-visible window = %+v, %v; want both host views", w, err)
@@ -492,7 +492,7 @@ func TestUnexport(t *testing.T) {
 	if _, err := r.Export(b); err != nil {
 		t.Fatal(err)
 	}
-	_, _, release, err := r.ResolveHost(EncodeAddr(1, 0), 64, 1)
+	_, _, hold, err := r.ResolveHost(EncodeAddr(1, 0), 64, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,7 +517,7 @@ func TestUnexport(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	// … but returns only once both holders have released it.
-	release()
+	hold.Release()
 	select {
 	case err := <-done:
 		t.Fatalf("Unexport returned (%v) while a signal's words were still held", err)
@@ -534,4 +534,47 @@ func TestUnexport(t *testing.T) {
 	}
 	nettest.ErrorMentions(t, r.Unexport(b), hal.ErrInvalidArgument, "not exported")
 	nettest.ErrorMentions(t, r.Unexport(nil), hal.ErrInvalidArgument, "nil buffer")
+}
+
+// TestLocalHost: a sending engine's source is found in the host-visible
+// registration that contains it, whatever the order of the exports;
+// ranges across a registration's end, in a device-only registration or
+// outside every one have no host view; an unexported registration is no
+// longer found.
+func TestLocalHost(t *testing.T) {
+	r := NewRegistry("test", "test-transport", format, hal.HandleOwner{Job: 9, Rank: 0, Nonce: 7}, 2, func() bool { return false })
+	bufs := map[uint64]hostBuf{}
+	for _, a := range []uint64{0x50000, 0x10000, 0x30000} { // out of order
+		mem := make([]uint64, 512)
+		b := hostBuf{buf: buf{addr: a, size: 4096}, host: unsafe.Slice((*byte)(unsafe.Pointer(&mem[0])), 4096)}
+		bufs[a] = b
+		if _, err := r.Export(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Export(buf{addr: 0x20000, size: 4096}); err != nil { // device-only
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		addr, n, base uint64 // base 0: no host view
+	}{
+		{0x10000, 4096, 0x10000}, {0x30010, 16, 0x30000}, {0x50ff8, 8, 0x50000},
+		{0x50ff8, 16, 0}, {0x20000, 8, 0}, {0x0fff0, 8, 0}, {0x40000, 8, 0}, {0x60000, 8, 0},
+	} {
+		host, hold := r.LocalHost(c.addr, c.n)
+		switch {
+		case c.base == 0 && host != nil:
+			t.Errorf("LocalHost(%#x, %d): a host view; want none", c.addr, c.n)
+		case c.base != 0 && (len(host) != int(c.n) || &host[0] != &bufs[c.base].host[c.addr-c.base]):
+			t.Errorf("LocalHost(%#x, %d): %d bytes; want bytes %d… of the registration at %#x", c.addr, c.n, len(host), c.addr-c.base, c.base)
+		}
+		hold.Release()
+	}
+	if err := r.Unexport(bufs[0x30000]); err != nil {
+		t.Fatal(err)
+	}
+	if host, hold := r.LocalHost(0x30010, 16); host != nil {
+		hold.Release()
+		t.Error("LocalHost finds an unexported registration")
+	}
 }

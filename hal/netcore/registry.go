@@ -1,7 +1,9 @@
 package netcore
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -26,6 +28,9 @@ type Registry struct {
 	regs    map[uint32]*registration
 	lastReg uint32
 	imports map[importKey]*importEntry
+	// hosts are the registrations with a host view, by address, for
+	// LocalHost's search on every put of a sending engine.
+	hosts []*registration
 }
 
 type registration struct {
@@ -87,6 +92,8 @@ func (r *Registry) Export(b hal.Buffer) (hal.Handle, error) {
 	x := &registration{addr: b.Addr(), size: b.Size()}
 	if h := b.Host(); int64(len(h)) == b.Size() && uintptr(unsafe.Pointer(&h[0]))%8 == 0 {
 		x.host = h
+		i, _ := slices.BinarySearchFunc(r.hosts, x.addr, func(y *registration, a uint64) int { return cmp.Compare(y.addr, a) })
+		r.hosts = slices.Insert(r.hosts, i, x)
 	}
 	r.regs[r.lastReg] = x
 	return r.format.Encode(Handle{Job: r.me.Job, Nonce: r.me.Nonce, Rank: r.me.Rank, Reg: r.lastReg, Size: b.Size()}), nil
@@ -265,26 +272,36 @@ func (r *Registry) lookup(a, n, align uint64) (*registration, uint64, error) {
 // host-mapped device memory), for a receiver that stores with the CPU
 // instead of the device's engine; nil otherwise. Whether a registration
 // has a host view is fixed at Export, so every word of it is written the
-// same way. With a host view the registration is held until release is
-// called (Unexport waits for it; call it as soon as the stores are done,
-// and do not resolve again before); without one release does nothing.
+// same way. With a host view the registration is held until the Hold is
+// released (Unexport waits for it; release it as soon as the stores are
+// done, and do not resolve again before); without one the Hold is empty.
 // The error is Resolve's.
-func (r *Registry) ResolveHost(a, n, align uint64) (dev uint64, host []byte, release func(), err error) {
+func (r *Registry) ResolveHost(a, n, align uint64) (dev uint64, host []byte, hold Hold, err error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	x, d, err := r.lookup(a, n, align)
 	if x == nil {
-		return 0, nil, noRelease, err
+		return 0, nil, Hold{}, err
 	}
 	if x.host == nil {
-		return d, nil, noRelease, nil
+		return d, nil, Hold{}, nil
 	}
 	x.held.RLock()
 	off := d - x.addr
-	return d, x.host[off : off+n : off+n], x.held.RUnlock, nil
+	return d, x.host[off : off+n : off+n], Hold{x}, nil
 }
 
-func noRelease() {}
+// Hold is a registration held against Unexport while the CPU reads or
+// writes its host view (ResolveHost, ResolveSignal, LocalHost); the zero
+// Hold holds nothing.
+type Hold struct{ x *registration }
+
+// Release ends the hold (once).
+func (h Hold) Release() {
+	if h.x != nil {
+		h.x.held.RUnlock()
+	}
+}
 
 // SignalWords is a peer's signal resolved (ResolveSignal): the device
 // addresses of the semaphore and of the count word (Cnt 0: none), and
@@ -293,15 +310,14 @@ func noRelease() {}
 type SignalWords struct {
 	Sem, Cnt         uint64
 	SemHost, CntHost []byte
-	release          []func()
+	sem, cnt         Hold
 }
 
 // Release lets Unexport of the words' registrations proceed; call it once
 // the words are stored.
 func (w SignalWords) Release() {
-	for _, f := range w.release {
-		f()
-	}
+	w.sem.Release()
+	w.cnt.Release()
 }
 
 // ResolveSignal resolves a peer's signal: the semaphore word at sem and,
@@ -334,11 +350,11 @@ func (r *Registry) ResolveSignal(sem, cnt uint64) (SignalWords, error) {
 	}
 	// Holding a registration twice is fine: no Unexport can be waiting
 	// for it while r.mu is held (it takes the registration out first).
-	for _, x := range []*registration{xs, xc} {
-		if x != nil {
-			x.held.RLock()
-			w.release = append(w.release, x.held.RUnlock)
-		}
+	xs.held.RLock()
+	w.sem = Hold{xs}
+	if xc != nil {
+		xc.held.RLock()
+		w.cnt = Hold{xc}
 	}
 	o := ds - xs.addr
 	w.SemHost = xs.host[o : o+8 : o+8]
@@ -351,22 +367,29 @@ func (r *Registry) ResolveSignal(sem, cnt uint64) (SignalWords, error) {
 
 // LocalHost returns the host view of [addr, addr+n), an address range of
 // this device, when it lies in one of this NetDevice's registrations that
-// has one (a plan's scratch in host memory), held as by ResolveHost until
-// release; nil (and a release that does nothing) otherwise. A sending
-// engine reads such a source with the CPU instead of staging it with the
-// device's engine.
-func (r *Registry) LocalHost(addr, n uint64) (host []byte, release func()) {
+// has one (a plan's scratch in host memory), held as by ResolveHost; nil
+// and the empty Hold otherwise. A sending engine reads such a source with
+// the CPU instead of staging it with the device's engine. A binary search
+// of the host-visible registrations: it runs on every put.
+func (r *Registry) LocalHost(addr, n uint64) ([]byte, Hold) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	for _, x := range r.regs {
-		if x.host == nil || addr < x.addr || addr+n > x.addr+uint64(x.size) || addr+n < addr {
-			continue
-		}
-		x.held.RLock()
-		off := addr - x.addr
-		return x.host[off : off+n : off+n], x.held.RUnlock
+	// The last registration starting at or below addr (exports do not
+	// overlap, except the same buffer exported twice, which holds alike).
+	i, found := slices.BinarySearchFunc(r.hosts, addr, func(y *registration, a uint64) int { return cmp.Compare(y.addr, a) })
+	if !found {
+		i--
 	}
-	return nil, noRelease
+	if i < 0 || addr+n < addr {
+		return nil, Hold{}
+	}
+	x := r.hosts[i]
+	if addr+n > x.addr+uint64(x.size) {
+		return nil, Hold{}
+	}
+	x.held.RLock()
+	off := addr - x.addr
+	return x.host[off : off+n : off+n], Hold{x}
 }
 
 // Unexport removes the registration of b (ExportPort's buffer, matched by
@@ -386,6 +409,7 @@ func (r *Registry) Unexport(b hal.Buffer) error {
 		if x.addr == b.Addr() && x.size == b.Size() {
 			gone = append(gone, x)
 			delete(r.regs, id)
+			r.hosts = slices.DeleteFunc(r.hosts, func(y *registration) bool { return y == x })
 		}
 	}
 	r.mu.Unlock()
@@ -404,6 +428,7 @@ func (r *Registry) Clear() {
 	r.mu.Lock()
 	clear(r.regs)
 	clear(r.imports)
+	r.hosts = nil
 	r.mu.Unlock()
 }
 

@@ -166,7 +166,7 @@ type retireEntry struct {
 // (netcore.Registry.LocalHost) that the last one releases.
 type hostSource struct {
 	pending atomic.Int64
-	release func()
+	hold    netcore.Hold
 	once    sync.Once
 }
 
@@ -174,18 +174,18 @@ type hostSource struct {
 // engine), releasing the source after the last.
 func (h *hostSource) written(k int64) {
 	if h.pending.Add(-k) <= 0 {
-		h.once.Do(h.release)
+		h.once.Do(h.hold.Release)
 	}
 }
 
 // heldPut is an inline put kept back during a batch: request number idx,
-// its payload (a host view, held against Unexport until release), own
+// its payload (a host view, held against Unexport by hold), own
 // ticket t to retire it with.
 type heldPut struct {
 	r       request
 	idx, t  uint64
 	payload []byte
-	release func()
+	hold    netcore.Hold
 }
 
 // sendConn is one connection of an engine.
@@ -569,9 +569,9 @@ func (e *Engine) stage(r request, idx uint64) error {
 		// A source in host memory (a plan's scratch in host windows) is
 		// written from where it is, once the own engine's earlier
 		// copies, which may write it, are done: no staging copy.
-		if host, release := e.nd.reg.LocalHost(r.src, r.n); host != nil {
+		if host, hold := e.nd.reg.LocalHost(r.src, r.n); host != nil {
 			t = e.ownIssued.Load()
-			hs := &hostSource{release: release}
+			hs := &hostSource{hold: hold}
 			hs.pending.Store(int64((r.n + uint64(e.chunk) - 1) / uint64(e.chunk)))
 			e.trackHost(hs)
 			e.fromHost.Add(1)
@@ -1051,7 +1051,7 @@ func (e *Engine) issueInline(r request, idx uint64) error {
 		}
 		e.retireLater(idx, t)
 	case reqPut:
-		if host, release := e.nd.reg.LocalHost(r.src, r.n); host != nil {
+		if host, hold := e.nd.reg.LocalHost(r.src, r.n); host != nil {
 			// The source is host memory (a plan's scratch in host
 			// windows, where the kernel staged it): the frame leaves
 			// from it once the own engine's earlier copies, which may
@@ -1059,11 +1059,11 @@ func (e *Engine) issueInline(r request, idx uint64) error {
 			// it waits for the next request: a signal goes with it.
 			t := e.ownIssued.Load()
 			if err := e.awaitOwn(t, "the copies before a put"); err != nil {
-				release()
+				hold.Release()
 				return err
 			}
 			e.fromHost.Add(1)
-			e.held = &heldPut{r: r, idx: idx, t: t, payload: host, release: release}
+			e.held = &heldPut{r: r, idx: idx, t: t, payload: host, hold: hold}
 			if !e.batch {
 				return e.sendHeld(nil)
 			}
@@ -1119,7 +1119,7 @@ func (e *Engine) EndBatch() error {
 func (e *Engine) sendHeld(sig *request) error {
 	h := e.held
 	e.held = nil
-	defer h.release()
+	defer h.hold.Release()
 	f := frame{kind: framePut, seq: e.nextSeq.Add(1) - 1, a: h.r.dst, b: h.r.n}
 	var trailer []byte
 	if sig != nil {

@@ -318,13 +318,13 @@ func (rc *recvConn) run() {
 // The error fails the session.
 func (rc *recvConn) receivePut(f frame, k int, t0 int64, advance bool) error {
 	s, nd := rc.s, rc.s.nd
-	dst, host, release, err := nd.reg.ResolveHost(f.a, f.b, 1)
+	dst, host, hold, err := nd.reg.ResolveHost(f.a, f.b, 1)
 	if err != nil {
 		return rc.bad(f.seq, "put of %d bytes: %v", f.b, err)
 	}
 	if host != nil && !nd.opts.stagedOnly {
 		direct, err := s.putDirect(rc, f, host, advance)
-		release()
+		hold.Release()
 		if err != nil {
 			return err
 		} else if direct {
@@ -334,7 +334,7 @@ func (rc *recvConn) receivePut(f frame, k int, t0 int64, advance bool) error {
 	} else {
 		// The staged path's copy is the engine's: freeing host-mapped
 		// memory synchronises with the device first.
-		release()
+		hold.Release()
 	}
 	half := k % 2
 	tf := s.prof.Tick()
