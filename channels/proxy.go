@@ -400,10 +400,10 @@ func newFifo(name string, mem []byte, engines []hal.Engine, peers []int, rank in
 func (f *fifo) word(off int64) *uint64 { return (*uint64)(unsafe.Pointer(&f.mem[off])) }
 
 // poll handles what is ready in the FIFO and reports whether it did work.
-// batchWait is how long a pass waits after a put to an engine that
-// batches (hal.EngineBatcher) for the next trigger, usually the put's
-// signal, which a kernel pushes within about a microsecond: sent with the
-// put, it saves a frame write (5–6 µs over loopback sockets).
+// batchWait is how long a pass waits, after an engine that batches
+// (hal.EngineBatcher) held a request, for the next trigger, usually the
+// put's signal, which a kernel pushes within about a microsecond: sent
+// with the put, it saves a frame write (5–6 µs over loopback sockets).
 const batchWait = 4 * time.Microsecond
 
 func (f *fifo) poll() bool {
@@ -420,21 +420,12 @@ func (f *fifo) poll() bool {
 	}
 	work := f.completeFlushes()
 	// Engines that send requests of one pass together (hal.EngineBatcher)
-	// get the pass bracketed.
-	batched := f.batched[:0]
-	defer func() {
-		for _, b := range batched {
-			if err := b.EndBatch(); err != nil && f.err.Load() == nil {
-				f.fail(plan.Trigger{Chan: -1}, 0, err)
-			}
-		}
-		f.batched = batched[:0]
-	}()
-	heldPut := false // the last trigger was a put to an engine that batches
+	// get the pass bracketed; f.batched holds them during the pass.
+	held := false // the last trigger's engine holds it for the next one
 	for n := 0; n < 64 && f.pendCount < maxPendingFlush; n++ {
 		off := plan.SlotOffset(f.tail)
 		tag := atomic.LoadUint64(f.word(off + 24))
-		if plan.TagPosition(tag) != f.tail+1 && heldPut {
+		if plan.TagPosition(tag) != f.tail+1 && held {
 			// A kernel pushes a put's signal right after the put: wait
 			// a moment for it, so that the engine sends both at once.
 			for start := time.Now(); plan.TagPosition(tag) != f.tail+1 && time.Since(start) < batchWait; {
@@ -446,14 +437,12 @@ func (f *fifo) poll() bool {
 		}
 		t := plan.Trigger{Kind: plan.TriggerKind(tag >> 8), Chan: int(uint8(tag)),
 			A: atomic.LoadUint64(f.word(off)), B: atomic.LoadUint64(f.word(off + 8)), C: atomic.LoadUint64(f.word(off + 16))}
-		heldPut = false
+		var b hal.EngineBatcher
 		if t.Chan < len(f.engines) {
-			if b, ok := f.engines[t.Chan].(hal.EngineBatcher); ok {
-				if !slices.Contains(batched, b) {
-					b.BeginBatch()
-					batched = append(batched, b)
-				}
-				heldPut = t.Kind == plan.TriggerPut
+			var ok bool
+			if b, ok = f.engines[t.Chan].(hal.EngineBatcher); ok && !slices.Contains(f.batched, b) {
+				b.BeginBatch()
+				f.batched = append(f.batched, b)
 			}
 		}
 		pos := f.tail + 1
@@ -463,10 +452,24 @@ func (f *fifo) poll() bool {
 		work = true
 		if err := f.handle(t, pos); err != nil {
 			f.fail(t, pos, err)
+			f.endBatches()
 			return true
 		}
+		held = b != nil && b.Holding()
 	}
+	f.endBatches()
 	return work
+}
+
+// endBatches ends the pass on the engines that batch (EndBatch sends what
+// they hold).
+func (f *fifo) endBatches() {
+	for _, b := range f.batched {
+		if err := b.EndBatch(); err != nil && f.err.Load() == nil {
+			f.fail(plan.Trigger{Chan: -1}, 0, err)
+		}
+	}
+	f.batched = f.batched[:0]
 }
 
 func (f *fifo) handle(t plan.Trigger, pos uint64) error {

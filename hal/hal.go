@@ -424,6 +424,9 @@ type Engine interface {
 type EngineBatcher interface {
 	BeginBatch()
 	EndBatch() error
+	// Holding reports whether a request is held for the next one (the
+	// proxy then waits a moment for it before ending the pass).
+	Holding() bool
 }
 
 // SwitchMapped is the switch-mapped capability (NVLink SHARP, MSCCL++'s

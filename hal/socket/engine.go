@@ -1101,6 +1101,9 @@ func (e *Engine) issueInline(r request, idx uint64) error {
 // write instead of two: on loopback each is 5–6 µs).
 func (e *Engine) BeginBatch() { e.batch = true }
 
+// Holding reports whether a put is held for the request after it.
+func (e *Engine) Holding() bool { return e.held != nil }
+
 // EndBatch ends the pass and sends a put still held.
 func (e *Engine) EndBatch() error {
 	e.batch = false

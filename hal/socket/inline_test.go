@@ -162,7 +162,13 @@ func TestPutWithSignalBatch(t *testing.T) {
 				switch i % 3 {
 				case 0: // put, signal: one frame
 					must(e.Put(base, s.src.Addr(), n))
+					if !e.Holding() {
+						t.Errorf("round %d: a put from a host source in a batch is not held", i)
+					}
 					must(e.Signal(sem, cnt, uint64(i)))
+					if e.Holding() {
+						t.Errorf("round %d: still holding after the signal", i)
+					}
 				case 1: // put, copy within the source, put of the copy, signal
 					must(e.Put(base, s.src.Addr(), n))
 					must(e.Copy(s.src.Addr()+n, s.src.Addr(), n))
