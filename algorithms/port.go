@@ -2,6 +2,7 @@ package algorithms
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/weftccl/weft/hal/plan"
 )
@@ -245,18 +246,11 @@ func rollingCredits(chs []int, s int) []plan.Op { return creditWaits(chs, s, 2) 
 // writes a caller's buffer (AllReducePort's all-gather puts of the
 // output) keeps its flushes.
 func dropFlushes(g *plan.Group) {
-	for _, o := range append(append([]plan.Op{}, g.Ops...), g.After...) {
-		if o.Kind == plan.OpTransfer && o.Port && o.Stage == 0 {
-			return
-		}
+	touches := func(o plan.Op) bool { return o.Kind == plan.OpTransfer && o.Port && o.Stage == 0 }
+	if slices.ContainsFunc(g.Ops, touches) || slices.ContainsFunc(g.After, touches) {
+		return
 	}
-	var after []plan.Op
-	for _, o := range g.After {
-		if o.Kind != plan.OpFlush {
-			after = append(after, o)
-		}
-	}
-	g.After = after
+	g.After = slices.DeleteFunc(slices.Clone(g.After), func(o plan.Op) bool { return o.Kind == plan.OpFlush })
 }
 
 func flushes(chs []int) []plan.Op {
