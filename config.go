@@ -121,6 +121,9 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 				if *f, err = algorithms.ParseHBShape(s, *f); err != nil {
 					return cfg, "", 0, fmt.Errorf("weft: %s: %v: %w", v.name, err, hal.ErrInvalidArgument)
 				}
+				if f.Pull && v.name != "WEFT_P2P_SHAPE" {
+					return cfg, "", 0, fmt.Errorf("weft: %s=%q: only the point-to-point shape (WEFT_P2P_SHAPE) takes ,pull: %w", v.name, s, hal.ErrInvalidArgument)
+				}
 			}
 		}
 		if s := env.String("WEFT_CE_MIN_BYTES"); s != "" {
@@ -142,6 +145,7 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 			} else {
 				cfg.P2PLLWideMaxBytes = n
 			}
+			cfg.P2PLLSmallMaxBytes = min(cfg.P2PLLSmallMaxBytes, n)
 		}
 	}
 	if cfg.Budget, err = blockBudget(opts, info, rank); err != nil {
@@ -250,11 +254,11 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 	}
 	type choice struct {
 		Tiers, Algo, Source, Budget string
-		P2PLL, CE                   int64
+		P2PLL, P2PLLSmall, CE       int64
 		HB, P2P, Rooted             algorithms.Shape
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
-		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), CE: cfg.CEMinBytes, HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB}
+		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -274,11 +278,11 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			return fmt.Errorf("weft: ranks chose different plans: rank 0 AllReduce %s, WEFT_ALGO %q (from %s); rank %d AllReduce %s, WEFT_ALGO %q (from %s): give every rank the same WEFT_ALLREDUCE, WEFT_ALGO and tuning file: %w",
 				first.Tiers, first.Algo, first.Source, r, c.Tiers, c.Algo, c.Source, hal.ErrInvalidUsage)
 		}
-		if c.P2PLL != first.P2PLL {
+		if c.P2PLL != first.P2PLL || c.P2PLLSmall != first.P2PLLSmall {
 			// A sender and its receiver pick the LL or the windowed
 			// point-to-point plan from the operation's size alike.
-			return fmt.Errorf("weft: ranks chose different LL point-to-point bounds: rank 0 %d bytes, rank %d %d bytes: give every rank the same WEFT_P2P_LL_MAX_BYTES: %w",
-				first.P2PLL, r, c.P2PLL, hal.ErrInvalidUsage)
+			return fmt.Errorf("weft: ranks chose different LL point-to-point bounds: rank 0 %d bytes (one block per group to %d), rank %d %d bytes (to %d): give every rank the same WEFT_P2P_LL_MAX_BYTES: %w",
+				first.P2PLL, first.P2PLLSmall, r, c.P2PLL, c.P2PLLSmall, hal.ErrInvalidUsage)
 		}
 		if c.CE != first.CE {
 			// An AllGather runs on copy engines on every rank or on none.

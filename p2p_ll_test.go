@@ -107,7 +107,11 @@ func TestP2PPlanChoice(t *testing.T) {
 	if w <= m {
 		t.Fatalf("hal/host default configuration has no wide LL point-to-point plan (P2PLLWideMaxBytes %d, P2PLLMaxBytes %d)", w, m)
 	}
-	wide := fmt.Sprintf("-to%dK", w>>10)
+	sm := algorithms.DefaultConfig(0, 2, 4, false).P2PLLSmallMaxBytes
+	if sm <= 0 || sm >= m {
+		t.Fatalf("hal/host default configuration has no one-block LL point-to-point plan (P2PLLSmallMaxBytes %d, P2PLLMaxBytes %d)", sm, m)
+	}
+	wide, small := fmt.Sprintf("-to%dK", w>>10), fmt.Sprintf("-1x32-to%dK", sm>>10)
 	errs := runRanks(t, "host", 2, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 		for _, typ := range plan.DataTypes {
 			es := int64(typ.Size())
@@ -115,8 +119,10 @@ func TestP2PPlanChoice(t *testing.T) {
 				count      int64
 				want, tail string
 			}{
-				{0, "sendrecv-LL16-", ""},
-				{1, "sendrecv-LL16-", ""},
+				{0, "sendrecv-LL16-", small},
+				{1, "sendrecv-LL16-", small},
+				{sm / es, "sendrecv-LL16-", small},
+				{sm/es + 1, "sendrecv-LL16-", ""},
 				{m / es, "sendrecv-LL16-", ""},
 				{m/es + 1, "sendrecv-LL16-", wide},
 				{w / es, "sendrecv-LL16-", wide},
@@ -124,7 +130,11 @@ func TestP2PPlanChoice(t *testing.T) {
 				{64 << 20 / es, "sendrecv-hb-", ""},
 			} {
 				name := c.PlanName(weft.Call{Coll: weft.SendRecv, Count: tc.count, Type: typ})
-				if !strings.HasPrefix(name, tc.want) || strings.HasSuffix(name, wide) != (tc.tail != "") {
+				ok := strings.HasPrefix(name, tc.want) && strings.HasSuffix(name, tc.tail)
+				if tc.tail == "" {
+					ok = ok && !strings.HasSuffix(name, wide) && !strings.HasSuffix(name, small)
+				}
+				if !ok {
 					return fmt.Errorf("%v × %d: plan %q, want %s…%s", typ, tc.count, name, tc.want, tc.tail)
 				}
 			}

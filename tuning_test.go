@@ -203,10 +203,35 @@ func TestShapeSettings(t *testing.T) {
 		{coll: algorithms.Broadcast, t: plan.Float32, op: plan.Sum, root: 1, count: 40000},
 		{coll: algorithms.Reduce, t: plan.Float32, op: plan.Sum, root: 2, count: 40000},
 	})
+	// The same windows read by the receivers from the senders' scratch.
+	t.Setenv("WEFT_P2P_SHAPE", "3x64w8K,pull")
+	testP2P(t, "host", 3)
 	t.Setenv("WEFT_P2P_SHAPE", "")
 	t.Setenv("WEFT_ROOTED_SHAPE", "")
 
-	errs := runRanksWith(t, "host", 2, func(r int, dev hal.Device) weft.Options {
+	// Only the point-to-point plan has a direction.
+	t.Setenv("WEFT_ROOTED_SHAPE", "pull")
+	errs := runRanksWith(t, "host", 2, func(int, hal.Device) weft.Options { return weft.Options{} },
+		func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "WEFT_ROOTED_SHAPE") || !strings.Contains(err.Error(), "pull") {
+			t.Errorf("rank %d with WEFT_ROOTED_SHAPE=pull: %v; want ErrInvalidArgument naming the variable", r, err)
+		}
+	}
+	t.Setenv("WEFT_ROOTED_SHAPE", "")
+	// A puller and a pusher would each wait for the other's window.
+	errs = runRanksWith(t, "host", 2, func(r int, dev hal.Device) weft.Options {
+		c := algorithms.DefaultConfig(r, 2, dev.Info().Multiprocessors, false)
+		c.P2P.Pull = r == 1
+		return weft.Options{Config: &c}
+	}, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "WEFT_P2P_SHAPE") || !strings.Contains(err.Error(), "Pull:true") {
+			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 1's pulling shape", r, err)
+		}
+	}
+
+	errs = runRanksWith(t, "host", 2, func(r int, dev hal.Device) weft.Options {
 		c := algorithms.DefaultConfig(r, 2, dev.Info().Multiprocessors, false)
 		if r == 1 {
 			c.RootedHB.Window *= 2

@@ -70,6 +70,13 @@ type Config struct {
 	// plan for both ranges would leave most blocks idle on small
 	// operations. 0: none.
 	P2PLLWideMaxBytes int64
+	// P2PLLSmallMaxBytes, when positive and below P2PLLMaxBytes, adds an
+	// LL point-to-point plan of one block per group (P2PLL's threads) for
+	// the operations up to it, ahead of the P2PLL-shaped plan: a block of
+	// that plan holds its share of the span, so a small operation lands in
+	// its first block while every other block still takes its credit and
+	// releases its half. 0: none.
+	P2PLLSmallMaxBytes int64
 	// WideLL shapes the wide LL plans (blocks × threads): the same LL
 	// plans with more blocks, for messages of 64 KiB to a few MiB, where
 	// the narrow LL plans' few blocks cannot keep the link busy and the
@@ -146,11 +153,15 @@ const CEFamily = "ce"
 // Shape is the launch shape of a bandwidth-bound plan: thread blocks,
 // threads per block, and 16-byte vectors per thread per step (loads in
 // flight per source; 0 is the backend's default). Push selects the
-// store-only 2PA (AllReduce2PAPush) with windows of Window bytes.
+// store-only 2PA (AllReduce2PAPush) with windows of Window bytes. Pull,
+// in the point-to-point shape (Config.P2P) only, makes the windowed
+// point-to-point plan's receivers read each window from the sender's
+// scratch instead of the sender writing it into theirs (P2PPlan).
 type Shape struct {
 	Blocks, Threads, Unroll int
 	Push                    bool
 	Window                  int64
+	Pull                    bool
 }
 
 // DefaultConfig returns the configuration for a device with sms
@@ -226,6 +237,13 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		// 9.5 against 10.5 (NCCL 12.5).
 		c.P2PLLWideMaxBytes = 512 << 10
 		c.P2PLL = Shape{Blocks: max(1, min(16, sms/(2*nranks-1))), Threads: 1024}
+		// One block per group up to 8 KiB (2×H100 2026-11-26, docs/bench/
+		// 2026-11-26h-h100x2: the 16-block plan fitted to one block per
+		// group took gather and scatter of 8 B–8 KB from 1.05–1.19× NCCL
+		// to 1.22–1.30×, sendrecv from 0.96–1.07× to 1.04–1.14×; at 32 KB
+		// it was no better). One pass of 1024 threads carries 8 KiB as
+		// LL16 packets.
+		c.P2PLLSmallMaxBytes = 8 << 10
 		// Port plans: few blocks (they push triggers; only reductions use
 		// SMs), windows large enough that a copy engine's per-copy cost and
 		// the proxy's latency stay small beside the transfer (8 MiB moves
@@ -255,6 +273,8 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		c.P2PLLMaxBytes = 16 << 10
 		c.P2PLLWideMaxBytes = 64 << 10
 		c.P2PLL = Shape{Blocks: 2, Threads: 32}
+		// The one-block plan up to 4 KiB, so that tests mix three LL plans.
+		c.P2PLLSmallMaxBytes = 4 << 10
 		c.Port = Shape{Blocks: max(1, min(sms, 2)), Threads: 32, Window: 16 << 10}
 		c.NVLS = Shape{Blocks: max(1, min(sms, 2)), Threads: 32, Window: 16 << 10}
 	}

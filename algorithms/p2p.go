@@ -42,9 +42,10 @@ import (
 // plan and round or earlier ones, so no pattern deadlocks.
 
 // p2pPlans returns the point-to-point plans, smallest operations first:
-// the LL plan up to Config.P2PLLMaxBytes (unless that is 0 or Config.Algo
-// is "hb"), a second LL plan up to Config.P2PLLWideMaxBytes where that is
-// larger, then the windowed plan.
+// a one-block LL plan up to Config.P2PLLSmallMaxBytes where that is below
+// Config.P2PLLMaxBytes, the LL plan up to P2PLLMaxBytes (unless that is 0
+// or Config.Algo is "hb"), a second LL plan up to Config.P2PLLWideMaxBytes
+// where that is larger, then the windowed plan.
 func p2pPlans(c Config) ([]Choice, error) {
 	hb, err := P2PPlan(c)
 	if err != nil {
@@ -57,7 +58,18 @@ func p2pPlans(c Config) ([]Choice, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := []Choice{{Plan: ll, MaxBytes: c.P2PLLMaxBytes}}
+	var out []Choice
+	if c.P2PLLSmallMaxBytes > 0 && c.P2PLLSmallMaxBytes < c.P2PLLMaxBytes {
+		s := c
+		s.P2PLLMaxBytes, s.P2PLLWideMaxBytes, s.P2PLL.Blocks = c.P2PLLSmallMaxBytes, 0, 1
+		small, err := P2PLLPlan(s)
+		if err != nil {
+			return nil, err
+		}
+		small.Name += fmt.Sprintf("-to%dK", max(1, c.P2PLLSmallMaxBytes>>10))
+		out = append(out, Choice{Plan: small, MaxBytes: c.P2PLLSmallMaxBytes})
+	}
+	out = append(out, Choice{Plan: ll, MaxBytes: c.P2PLLMaxBytes})
 	if c.P2PLLWideMaxBytes > c.P2PLLMaxBytes {
 		w := c
 		w.P2PLLMaxBytes, w.P2PLLWideMaxBytes = c.P2PLLWideMaxBytes, 0

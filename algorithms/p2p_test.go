@@ -84,13 +84,16 @@ func TestP2PPlans(t *testing.T) {
 	for _, ch := range choices {
 		names = append(names, fmt.Sprintf("%s ≤ %d", ch.Plan.Name, ch.MaxBytes))
 	}
-	if d := cmp.Diff([]string{"sendrecv-LL16-16x1024 ≤ 131072", "sendrecv-LL16-16x1024-to512K ≤ 524288", "sendrecv-hb-44x1024-w16777216 ≤ 0"}, names); d != "" {
+	if d := cmp.Diff([]string{"sendrecv-LL16-1x1024-to8K ≤ 8192", "sendrecv-LL16-16x1024 ≤ 131072", "sendrecv-LL16-16x1024-to512K ≤ 524288", "sendrecv-hb-44x1024-w16777216 ≤ 0"}, names); d != "" {
 		t.Errorf("2 ranks on 132 SMs: plans differ (-want +got):\n%s", d)
+	}
+	if small := choices[0].Plan; small.Groups[0].Blocks != 1 || small.Groups[0].Span != 8<<10 {
+		t.Errorf("one-block plan: %d blocks spanning %d bytes per group, want 1 spanning 8192", small.Groups[0].Blocks, small.Groups[0].Span)
 	}
 	for _, tc := range []struct {
 		bytes int64
 		want  int
-	}{{0, 0}, {8, 0}, {128 << 10, 0}, {128<<10 + 1, 1}, {512 << 10, 1}, {512<<10 + 1, 2}, {1 << 30, 2}} {
+	}{{0, 0}, {8, 0}, {8 << 10, 0}, {8<<10 + 1, 1}, {128 << 10, 1}, {128<<10 + 1, 2}, {512 << 10, 2}, {512<<10 + 1, 3}, {1 << 30, 3}} {
 		if got := Select(choices, tc.bytes); got != tc.want {
 			t.Errorf("Select(%d bytes) = %d, want %d", tc.bytes, got, tc.want)
 		}

@@ -375,6 +375,17 @@ func AllReduceHB(c Config) (*plan.Plan, error) {
 // slot. A launch runs the groups its operations need (plan.GroupArgs) and
 // leaves the others idle; the data type is raw bytes (plan.Uint8), so one
 // compiled plan serves every point-to-point pattern of the communicator.
+//
+// Each window crosses the link once and a local copy once. By default
+// (push) the sender stores the window into its slot of the receiver's
+// scratch and the receiver copies it out. With Config.P2P.Pull the sender
+// copies the window into its own scratch slot for the peer and the
+// receiver loads it from there straight into its output, as NCCL's P2P
+// transport reads over NVLink (P2P/read): the link is crossed by loads
+// whose completion the receiver sees, so a window's release needs no
+// fence over remote stores, and the sender's local copy runs ahead of the
+// receiver's reads. The semaphores, credits and posted-buffer exchange are
+// the same in both directions.
 func P2PPlan(c Config) (*plan.Plan, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
@@ -385,7 +396,11 @@ func P2PPlan(c Config) (*plan.Plan, error) {
 	}
 	chs := c.channels()
 	b := s.Blocks
-	p := c.newPlan(fmt.Sprintf("sendrecv-hb-%dx%d-w%d", b, s.Threads, s.Window), s.Threads)
+	name := fmt.Sprintf("sendrecv-hb-%dx%d-w%d", b, s.Threads, s.Window)
+	if s.Pull {
+		name += "-pull"
+	}
+	p := c.newPlan(name, s.Threads)
 	// Semaphores 0..3b−1: the windows' free, data and done; 3b..6b−1: the
 	// posted-buffer mailbox (p2pPostSems, algorithms/p2p.go).
 	p.Unroll, p.Scratch, p.ScratchSlots, p.Semaphores = s.Unroll, plan.Simple, len(chs), 3*b+p2pPostSems(b)
@@ -393,6 +408,13 @@ func P2PPlan(c Config) (*plan.Plan, error) {
 		one := []int{ci}
 		put := xfer([]plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input))
 		get := xfer([]plan.Ref{plan.L(plan.Output)}, plan.LS(ci))
+		if s.Pull {
+			// The sender's slot for this peer is its channel's index
+			// (slot ci); the receiver finds it in the peer's scratch as
+			// slotOf(receiver, sender), the same index seen from there.
+			put = xfer([]plan.Ref{plan.LS(ci)}, plan.L(plan.Input))
+			get = xfer([]plan.Ref{plan.L(plan.Output)}, plan.RS(ci, slotOf(c.Rank, ch.Peer)))
+		}
 		p.Groups = append(p.Groups,
 			plan.Group{Blocks: b, Arg: 2*ci + 1, Window: s.Window, NChunks: 1, Pipeline: plan.PipelineWindows,
 				Before: doneCredits(one, sem(semDone, b)),

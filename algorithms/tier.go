@@ -286,13 +286,33 @@ func (c Config) AllReduceTiers() []Tier {
 
 // ParseHBShape parses the shape of the windowed (HB) plans as
 // WEFT_HB_SHAPE writes it: "BLOCKSxTHREADS", optionally followed by
-// "wWINDOW" (a size as ParseSize reads it), e.g. "64x512" or "32x1024w4M".
-// The window stays base's when the text gives none. Blocks 1–256, threads
-// a multiple of 32 from 32 to 1024, the window a multiple of
-// plan.AlignBytes from 4 KiB to 64 MiB. Errors name what is wrong.
+// "wWINDOW" (a size as ParseSize reads it), e.g. "64x512" or "32x1024w4M",
+// then optionally ",pull" or ",push" (Shape.Pull set or cleared; only the
+// point-to-point shape has a direction, which the caller checks); "pull"
+// or "push" alone changes only the direction. The window and direction
+// stay base's when the text gives none. Blocks
+// 1–256, threads a multiple of 32 from 32 to 1024, the window a multiple
+// of plan.AlignBytes from 4 KiB to 64 MiB. Errors name what is wrong.
 func ParseHBShape(s string, base Shape) (Shape, error) {
 	out := base
-	shape, window, hasWindow := strings.Cut(strings.TrimSpace(s), "w")
+	s = strings.TrimSpace(s)
+	if s == "pull" || s == "push" {
+		s = "," + s
+	}
+	if rest, dir, ok := strings.Cut(s, ","); ok {
+		switch dir {
+		case "pull":
+			out.Pull = true
+		case "push":
+			out.Pull = false
+		default:
+			return base, fmt.Errorf("shape %q: direction %q: want pull or push", s, dir)
+		}
+		if s = rest; s == "" {
+			return out, nil
+		}
+	}
+	shape, window, hasWindow := strings.Cut(s, "w")
 	bs, ts, ok := strings.Cut(shape, "x")
 	if !ok {
 		return out, fmt.Errorf("shape %q: want BLOCKSxTHREADS[wWINDOW], e.g. 64x512", s)

@@ -19,7 +19,8 @@
 #    WEFT_HB_SHAPE variants (P2P_SHAPES, ROOTED_SHAPES, HB_SHAPES: space-separated, "default" =
 #    unset), to choose the windowed plans' defaults on this GPU.
 #  - p2pwin: gather, scatter and sendrecv at 2-32 MB through the C ABI under WEFT_P2P_SHAPE variants
-#    (P2PWIN_SHAPES), beside NCCL.
+#    (P2PWIN_SHAPES; ",pull" variants read each window from the sender's scratch; up to
+#    P2PWIN_MAXB), beside NCCL.
 #  - midll: AllGather, ReduceScatter, AllToAll at 64 KB-4 MB (wide LL plans) beside WEFT_ALGO=hb
 #    and NCCL, float and bfloat16, checked.
 #  - ce: the host-issued copy-engine AllGather (WEFT_ALGO=ce): its GPU test, conformance
@@ -121,7 +122,7 @@ if want p2pwin; then
   # whether more, smaller windows (the copy-out overlapped) beat one window at these sizes.
   CB=examples/cbench/cbench
   [ -x $CB ] || make -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null 2>&1
-  PA=(-g 2 -t gather,scatter,sendrecv -b 2M -e 32M -f 2 -w 3 -n 20 -G 10 -c 1 -p 0)
+  PA=(-g 2 -t gather,scatter,sendrecv -b 2M -e "${P2PWIN_MAXB:-32M}" -f 2 -w 3 -n 20 -G 10 -c 1 -p 0)
   step p2pwin-nccl 40 'grep -E "wrong elements in all" $log' -- env -u LD_PRELOAD NCCL_DEBUG=WARN $CB "${PA[@]}"
   for sh in ${P2PWIN_SHAPES:-default 44x1024w1M 44x1024w4M 64x512w2M}; do
     v=$sh; [ "$sh" = default ] && v=

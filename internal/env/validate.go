@@ -65,6 +65,15 @@ var (
 	// shapeForm: a windowed plan's shape, parsed in full by
 	// algorithms.ParseHBShape when a communicator is made.
 	shapeForm = form{"BLOCKSxTHREADS[wWINDOW], e.g. 64x512", func(v string) bool { return strings.Contains(v, "x") }}
+	// p2pShapeForm: the point-to-point shape, which may also name the
+	// direction (",pull", ",push", or that word alone).
+	p2pShapeForm = form{"[BLOCKSxTHREADS[wWINDOW]][,pull|,push], e.g. 64x1024w4M,pull or pull", func(v string) bool {
+		shape, dir, hasDir := strings.Cut(strings.TrimSpace(v), ",")
+		if v = strings.TrimSpace(v); v == "pull" || v == "push" {
+			return true
+		}
+		return (!hasDir || dir == "pull" || dir == "push") && (shape == "" && hasDir || strings.Contains(shape, "x"))
+	}}
 )
 
 // forms gives the accepted form of every WEFT_* variable of Table
@@ -111,7 +120,7 @@ var forms = map[string]form{
 	"WEFT_ALLREDUCE":        {"comma-separated AllReduce tiers (docs/tuning.md)", func(string) bool { return true }},
 	"WEFT_TUNING_FILE":      {"a path, or off", func(string) bool { return true }},
 	"WEFT_HB_SHAPE":         shapeForm,
-	"WEFT_P2P_SHAPE":        shapeForm,
+	"WEFT_P2P_SHAPE":        p2pShapeForm,
 	"WEFT_ROOTED_SHAPE":     shapeForm,
 	"WEFT_MAX_CTAS":         ctaForm,
 	"WEFT_MIN_CTAS":         ctaForm,
