@@ -72,7 +72,13 @@ func runRanksOn(n int, open func(rank int) (hal.Device, error), optsFor func(ran
 				errs[r] = err
 				return
 			}
-			defer c.Close()
+			defer func() {
+				// A Close that had to give up (releases a peer still owed
+				// at the deadline) fails the rank that ran cleanly.
+				if err := c.Close(); err != nil && errs[r] == nil {
+					errs[r] = fmt.Errorf("close: %w", err)
+				}
+			}()
 			s, err := dev.NewStream()
 			if err != nil {
 				errs[r] = err

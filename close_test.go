@@ -116,12 +116,15 @@ func (rk *closeRank) closeComm(k int) error {
 }
 
 // TestCloseWaitsForOwedRelease reproduces the race of a Close without a
-// wait: rank 0's LL send completes on its own (the plan's first launches
-// need no credit), so rank 0 can close while rank 1 has not even launched
-// the receive whose release will store into rank 0's semaphores. Close
-// must see that release owed by rank 1 and wait (the hook reports the
-// wait; a Close that returns first would have freed the semaphores under
-// the release), and return once rank 1 received.
+// wait: rank 0's two LL sends complete on their own (the plan's first two
+// launches need no credit), and rank 1 has received the first, so rank 0
+// can close while rank 1 has not yet launched the second receive, at whose
+// start it releases the first one's half into rank 0's semaphores
+// (plan.Op.Deferred). Close must see that release owed by rank 1 and wait
+// (the hook reports the wait; a Close that returns first would have freed
+// the semaphores under the release), and return once rank 1 received. The
+// second receive's own release is never sent, and Close does not wait for
+// it (plan.Plan.ReleaseLag).
 func TestCloseWaitsForOwedRelease(t *testing.T) {
 	n := min(p2pLLMax(t), 256)
 	waiting := make(chan []int, 1)
@@ -134,8 +137,13 @@ func TestCloseWaitsForOwedRelease(t *testing.T) {
 		}
 	})()
 	ranks := openCloseRanks(t, 2, 1, weft.Options{Timeout: 20 * time.Second})
-	if err := ranks[0].p2p(0, 0, 1, true, n, 0); err != nil {
-		t.Fatalf("rank 0: send: %v", err)
+	for it := 0; it < 2; it++ {
+		if err := ranks[0].p2p(0, 0, 1, true, n, it); err != nil {
+			t.Fatalf("rank 0: send %d: %v", it, err)
+		}
+	}
+	if err := ranks[1].p2p(0, 1, 0, false, n, 0); err != nil {
+		t.Fatalf("rank 1: first receive: %v", err)
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- ranks[0].closeComm(0) }()
@@ -150,8 +158,8 @@ func TestCloseWaitsForOwedRelease(t *testing.T) {
 	case <-deadline:
 		t.Fatal("rank 0's Close neither waited for rank 1's release nor returned")
 	}
-	if err := ranks[1].p2p(0, 1, 0, false, n, 0); err != nil {
-		t.Fatalf("rank 1: receive: %v", err)
+	if err := ranks[1].p2p(0, 1, 0, false, n, 1); err != nil {
+		t.Fatalf("rank 1: second receive: %v", err)
 	}
 	select {
 	case err := <-closed:
@@ -239,15 +247,18 @@ func TestCloseOrderTwoComms(t *testing.T) {
 	t.Logf("rank 0's Close polled %d times for owed releases", polls.Load())
 }
 
-// TestCloseDeadPeer: rank 1 never runs the receive of rank 0's LL send
-// (as if it died first), so its release never comes. Rank 0's Close
-// gives up at the communicator's timeout with an error wrapping
-// hal.ErrRemote that names rank 1, and frees its memory anyway.
+// TestCloseDeadPeer: rank 1 never runs the receives of rank 0's two LL
+// sends (as if it died first), so the release of the first, which its
+// second receive would send, never comes. Rank 0's Close gives up at the
+// communicator's timeout with an error wrapping hal.ErrRemote that names
+// rank 1, and frees its memory anyway.
 func TestCloseDeadPeer(t *testing.T) {
 	n := min(p2pLLMax(t), 256)
 	ranks := openCloseRanks(t, 2, 1, weft.Options{Timeout: time.Second})
-	if err := ranks[0].p2p(0, 0, 1, true, n, 0); err != nil {
-		t.Fatalf("rank 0: send: %v", err)
+	for it := 0; it < 2; it++ {
+		if err := ranks[0].p2p(0, 0, 1, true, n, it); err != nil {
+			t.Fatalf("rank 0: send %d: %v", it, err)
+		}
 	}
 	c := ranks[0].comms[0]
 	err := ranks[0].closeComm(0)

@@ -21,7 +21,9 @@ import (
 // the half (plan.Op.Credits). The releases of a writer's last two launches
 // are never taken. If the writer closed right after its last launch, the
 // reader's release would land in freed (on a GPU possibly reallocated)
-// memory.
+// memory. (Point-to-point, Broadcast and Reduce readers send each release
+// at the start of their next run, plan.Op.Deferred: the last run's is
+// never sent, and plan.Plan.ReleaseLag takes it out of what is owed.)
 //
 // Every wait advances the expected value of its counter (plan.Plan's
 // expected-value table, kept on the device), a credit wait included: after

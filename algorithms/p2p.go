@@ -109,12 +109,12 @@ func P2PLLPlan(c Config) (*plan.Plan, error) {
 	p.Scratch, p.ScratchSlots, p.MaxBytes, p.Semaphores = plan.LL16, len(chs), c.P2PLLMaxBytes, b
 	for ci, ch := range chs {
 		credit := plan.Wait(ci, sem(semP2PRelease, b))
-		credit.Ack, credit.Credits = true, 2
+		credit.Ack, credit.Credits, credit.Deferred = true, 2, true // released at the receiver's next run (llReleases)
 		put := plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input))
 		get := plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.LS(ci))
 		p.Groups = append(p.Groups,
 			plan.Group{Blocks: b, Arg: SendArg(c.Rank, ch.Peer), Ops: []plan.Op{credit, put}, Span: c.P2PLLMaxBytes},
-			plan.Group{Blocks: b, Arg: RecvArg(c.Rank, ch.Peer), Ops: []plan.Op{get, plan.Signal(ci, sem(semP2PRelease, b))}, Span: c.P2PLLMaxBytes})
+			plan.Group{Blocks: b, Arg: RecvArg(c.Rank, ch.Peer), Before: llReleases([]int{ci}, sem(semP2PRelease, b)), Ops: []plan.Op{get}, Span: c.P2PLLMaxBytes})
 	}
 	p.Groups = append(p.Groups, plan.Group{Blocks: b, Arg: SelfArg(c.NRanks),
 		Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}})

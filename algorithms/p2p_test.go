@@ -36,6 +36,9 @@ func TestP2PLLPlan(t *testing.T) {
 			var got, want []shape
 			for _, g := range p.Groups {
 				var ops []string
+				for _, o := range g.Before {
+					ops = append(ops, "before: "+p.OpString(o))
+				}
 				for _, o := range g.Ops {
 					ops = append(ops, p.OpString(o))
 				}
@@ -45,7 +48,7 @@ func TestP2PLLPlan(t *testing.T) {
 			for ci, ch := range c.channels() {
 				want = append(want,
 					shape{SendArg(r, ch.Peer), b, c.P2PLLMaxBytes, fmt.Sprintf("wait(ch%d, sem 0, 2 credits); putPackets[all] ch%d.scratch[%d] <- local.in", ci, ci, slotOf(r, ch.Peer))},
-					shape{RecvArg(r, ch.Peer), b, c.P2PLLMaxBytes, fmt.Sprintf("unpackPackets[all] local.out <- local.scratch[%d]; signal(ch%d, sem 0)", ci, ci)})
+					shape{RecvArg(r, ch.Peer), b, c.P2PLLMaxBytes, fmt.Sprintf("before: signal(ch%d, sem 0, of the previous run); unpackPackets[all] local.out <- local.scratch[%d]", ci, ci)})
 			}
 			want = append(want, shape{SelfArg(n), b, 0, "copy[all] local.out <- local.in"})
 			if d := cmp.Diff(want, got); d != "" {

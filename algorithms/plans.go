@@ -163,7 +163,15 @@ func (c Config) llPlanShape(name string, s Shape, maxBytes int64, wide bool, ops
 	if c.NRanks == 1 {
 		p.Scratch, p.ScratchSlots = plan.Simple, 0
 	}
-	p.Groups = []plan.Group{{Blocks: s.Blocks, Ops: ops}}
+	g := plan.Group{Blocks: s.Blocks}
+	for _, o := range ops {
+		if o.Kind == plan.OpSignal && o.Deferred { // a release of the previous run (llReleases)
+			g.Before = append(g.Before, o)
+		} else {
+			g.Ops = append(g.Ops, o)
+		}
+	}
+	p.Groups = []plan.Group{g}
 	return p, p.Validate()
 }
 

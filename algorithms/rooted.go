@@ -39,7 +39,23 @@ import (
 func llCredits(chs []int, s int) []plan.Op {
 	ops := acks(chs, s)
 	for i := range ops {
-		ops[i].Credits = llHalves
+		// The readers release at the start of their next run (llReleases).
+		ops[i].Credits, ops[i].Deferred = llHalves, true
+	}
+	return ops
+}
+
+// llReleases are a reader's releases of an LL plan's scratch half: one
+// signal per channel of chs on semaphore base s, each sent at the start of
+// the reader's next run (plan.Op.Deferred, in plan.Group.Before) rather
+// than as the last act of the run that read the half, which would hold that
+// run's end for the store's round trip over the link. The writers'
+// llCredits are unchanged: two runs behind, a release arrives once the
+// reader has started the run after the one that read the half.
+func llReleases(chs []int, s int) []plan.Op {
+	ops := signals(chs, s)
+	for i := range ops {
+		ops[i].Deferred = true
 	}
 	return ops
 }
@@ -106,7 +122,7 @@ func broadcastLL(c Config, root int, s Shape, maxBytes int64, wide bool) (*plan.
 		ops = cat(llCredits(all, 0), []plan.Op{plan.Transfer(plan.All, 0, dsts, plan.L(plan.Input))})
 	} else {
 		rc := c.chanOf(root)
-		ops = []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.LS(rc)), plan.Signal(rc, 0)}
+		ops = cat(llReleases([]int{rc}, 0), []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.LS(rc))})
 	}
 	return c.llPlanShape(fmt.Sprintf("broadcast-r%d", root), s, maxBytes, wide, ops, 1)
 }
@@ -167,7 +183,7 @@ func reduceLL(c Config, root int, s Shape, maxBytes int64, wide bool) (*plan.Pla
 		}
 		red := plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, srcs...)
 		red.Combine = true
-		ops = cat([]plan.Op{red}, signals(all, 0))
+		ops = cat(llReleases(all, 0), []plan.Op{red})
 	} else {
 		rc := c.chanOf(root)
 		ops = cat(llCredits([]int{rc}, 0), []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(rc, slotOf(c.Rank, root))}, plan.L(plan.Input))})

@@ -21,8 +21,10 @@ import (
 
 // The LL Broadcast and Reduce end with no wait: the writers (the root of
 // Broadcast, the others in Reduce) start with one two-credit Ack wait per
-// channel they write to, and the readers end with a release signal to
-// each writer. The generated kernel passes the credits.
+// channel they write to, and the readers start each run with a release to
+// each writer of the half their previous run read (deferred signals, none
+// in the first run) and send nothing at their end. The generated kernel
+// passes the credits and skips the first run's releases.
 func TestRootedLLCreditsAtStart(t *testing.T) {
 	for _, n := range []int{2, 3, 4, 5} {
 		for _, root := range []int{0, n - 1} {
@@ -71,15 +73,35 @@ func TestRootedLLCreditsAtStart(t *testing.T) {
 						if !strings.Contains(src, fmt.Sprintf("wait_credits<%d>(c, chs, 0, 2)", peers)) {
 							t.Errorf("%s: generated source passes no credits to its wait", where)
 						}
+						// The credit wait counts every run, the first included
+						// (its Deferred flag only says what it counts).
+						if strings.Contains(src, "c.launch >= 1") {
+							t.Errorf("%s: generated source skips the credit wait in the first run", where)
+						}
 					} else {
+						// The reader releases the previous run's half at the
+						// start of each run (plan.Op.Deferred), not at its end.
+						releases := 0
+						for _, o := range p.Groups[0].Before {
+							if o.Kind == plan.OpSignal && o.Deferred {
+								releases++
+							}
+						}
 						signals := 0
-						for _, o := range ops[len(ops)-peers:] {
+						for _, o := range ops {
 							if o.Kind == plan.OpSignal {
 								signals++
 							}
 						}
-						if len(credits) != 0 || signals != peers {
-							t.Errorf("%s (reader): %d waits, %d closing signals; want none and %d", where, len(credits), signals, peers)
+						if len(credits) != 0 || signals != 0 || releases != peers || len(p.Groups[0].Before) != peers {
+							t.Errorf("%s (reader): %d waits, %d signals among its ops, %d deferred releases of %d ops before; want none, none and %d of %d", where, len(credits), signals, releases, len(p.Groups[0].Before), peers, peers)
+						}
+						src, err := plan.EmitCUDA(p, plan.Float32, plan.Sum)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if !strings.Contains(src, "if (c.launch >= 1) ") {
+							t.Errorf("%s: generated source releases in the first run too", where)
 						}
 					}
 				}

@@ -568,7 +568,8 @@ type Owed struct {
 // plan an ordinary wait passed only once its counter reached the expected
 // value, so what remains are the releases that credit waits
 // (plan.Op.Credits) take in a later launch: those of the peers' last
-// launches. Mailbox words (plan.Post) keep expected value 0 and never
+// launches (less the one a peer's last run never sends where releases are
+// deferred: plan.Plan.ReleaseLag). Mailbox words (plan.Post) keep expected value 0 and never
 // count. A wait that gave up (Stopped) leaves its expected value ahead
 // for good. The reads go through the device (hal.Device.Read; a few
 // hundred bytes per plan). Errors: those of the device's reads.
@@ -590,10 +591,15 @@ func (r *Resources) Owed() ([]Owed, error) {
 	}
 	var out []Owed
 	le := binary.LittleEndian
+	lag := p.ReleaseLag()
 	for peer := 0; peer < p.NRanks; peer++ {
 		for s := 0; s < p.Semaphores; s++ {
 			o := p.InboundOffset(peer, s)
-			if e, v := le.Uint64(exp[o:]), le.Uint64(in[o:]); v < e {
+			e, v := le.Uint64(exp[o:]), le.Uint64(in[o:])
+			if lag != nil && e > 0 {
+				e -= lag[peer*p.Semaphores+s] // the peer's last run releases nothing (plan.Op.Deferred)
+			}
+			if v < e {
 				out = append(out, Owed{Peer: peer, Semaphore: s, Expected: e, Observed: v})
 			}
 		}

@@ -383,6 +383,9 @@ func (l *launch) runBlock(g *plan.Group, part, block int) error {
 		b.wbase = int64(*u64(b.expected, b.p.InboundOffset(b.p.Channels[g.RollChan].Peer, g.RollSem+b.part)))
 	}
 	for _, o := range g.Before {
+		if o.Kind == plan.OpSignal && o.Deferred && b.number == 0 {
+			continue // a release of the previous run (plan.Op.Deferred): none before the first
+		}
 		if ok, err := b.run(o, false); !ok || err != nil {
 			return err
 		}

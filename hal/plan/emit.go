@@ -287,13 +287,18 @@ func (e *emitter) ops(ops []Op) {
 		}
 		n := 1
 		for oi+n < len(ops) && n < e.p.Threads && (o.Kind == OpSignal || o.Kind == OpWait) && ops[oi+n].Kind == o.Kind &&
-			ops[oi+n].Relaxed == o.Relaxed && ops[oi+n].SkipFirst == o.SkipFirst && ops[oi+n].SkipLast == o.SkipLast &&
+			ops[oi+n].Relaxed == o.Relaxed && ops[oi+n].Deferred == o.Deferred && ops[oi+n].SkipFirst == o.SkipFirst && ops[oi+n].SkipLast == o.SkipLast &&
 			e.port(ops[oi+n].Chan) == e.port(o.Chan) && ops[oi+n].Credits == o.Credits && (o.Credits == 0 || ops[oi+n].Sem == o.Sem) {
 			n++
 		}
 		cond := ""
 		if e.win && (o.SkipFirst > 0 || o.SkipLast > 0) {
 			cond = fmt.Sprintf("if (w >= %d && w + %d < nwin) ", o.SkipFirst, o.SkipLast)
+		}
+		if o.Kind == OpSignal && o.Deferred {
+			// The release of the block's previous run (Op.Deferred; on a
+			// credit wait the flag only marks what it counts).
+			cond = "if (c.launch >= 1) "
 		}
 		if cond != "" {
 			e.f("  %s{\n", cond)

@@ -190,6 +190,21 @@ type Op struct {
 	// may differ between launches. The expected values advance on the
 	// device, so CUDA graph replays stay in step. 0: an ordinary wait.
 	Credits int
+	// Deferred marks a signal in Group.Before that releases what the
+	// group's previous run read: it runs at the start of each run but the
+	// group's first (the block's launch number ≥ 1), instead of at the end
+	// of the run it releases. A kernel ends only once its stores are
+	// complete, so a release stored over a link as a run's last act holds
+	// the run's end for the store's round trip; stored at the start of the
+	// next run it travels while the block waits for that run's data. The
+	// writer's credit wait is unchanged: with Credits 2 its run k passes
+	// once the reader has started run k − 1, so (in stream order) finished
+	// run k − 2, which used the same scratch half. On memory channels
+	// only. On a credit wait, Deferred says that the releases it counts
+	// are deferred signals: the peer's last run sends none, so after this
+	// rank's last run its expected value is one ahead of what the peer
+	// will ever signal (Plan.ReleaseLag).
+	Deferred bool
 	// Chunk and NChunks select the element range: chunk Chunk of NChunks
 	// (ChunkRange), or the whole count when Chunk == All.
 	Chunk, NChunks int
@@ -354,6 +369,9 @@ func (o Op) String() string {
 	case OpSignal, OpWait:
 		if o.Credits > 0 {
 			return fmt.Sprintf("%s(ch%d, sem %d, %d credits)", o.Name(), o.Chan, o.Sem, o.Credits)
+		}
+		if o.Deferred {
+			return fmt.Sprintf("%s(ch%d, sem %d, of the previous run)", o.Name(), o.Chan, o.Sem)
 		}
 		return fmt.Sprintf("%s(ch%d, sem %d)", o.Name(), o.Chan, o.Sem)
 	case OpFlush:
@@ -703,11 +721,22 @@ func (p *Plan) Validate() error {
 			return bad("group %d: %s", gi, msg)
 		}
 		for oi, o := range g.Before {
-			if o.Kind != OpWait || !o.Ack || o.Credits == 0 || o.SkipFirst != 0 || o.SkipLast != 0 {
-				return bad("group %d before-op %d (%s): Before holds credit waits only (Ack, Credits > 0)", gi, oi, p.OpString(o))
+			credit := o.Kind == OpWait && o.Ack && o.Credits > 0
+			release := o.Kind == OpSignal && o.Deferred
+			if credit && o.Deferred && p.Channels[o.Chan].Port {
+				return bad("group %d before-op %d (%s): deferred releases on port channel %d (memory channels only)", gi, oi, p.OpString(o), o.Chan)
+			}
+			if !credit && !release || o.SkipFirst != 0 || o.SkipLast != 0 {
+				return bad("group %d before-op %d (%s): Before holds credit waits (Ack, Credits > 0) and deferred signals only", gi, oi, p.OpString(o))
 			}
 			if !chanOK(o.Chan) {
 				return bad("group %d before-op %d: channel %d", gi, oi, o.Chan)
+			}
+			if release && p.Channels[o.Chan].Port {
+				return bad("group %d before-op %d (%s): a deferred signal on port channel %d (memory channels only)", gi, oi, p.OpString(o), o.Chan)
+			}
+			if o.Sem < 0 || o.Sem+g.Blocks > p.Semaphores {
+				return bad("group %d before-op %d (%s): semaphores %d..%d beyond %d", gi, oi, p.OpString(o), o.Sem, o.Sem+g.Blocks-1, p.Semaphores)
 			}
 		}
 		all := append(append([]Op{}, g.Ops...), g.After...)
@@ -726,6 +755,12 @@ func (p *Plan) Validate() error {
 			where := fmt.Sprintf("group %d op %d (%s)", gi, oi, o.Name())
 			if o.Credits != 0 && (o.Credits < 0 || o.Credits > MaxCredits || o.Kind != OpWait || !o.Ack) {
 				return bad("%s: %d credits (want 0 to %d, and only on an Ack wait)", where, o.Credits, MaxCredits)
+			}
+			if o.Deferred && o.Kind == OpSignal {
+				return bad("%s: a deferred signal runs at the start of a run (Group.Before), not among its ops", where)
+			}
+			if o.Deferred && (o.Kind != OpWait || o.Credits == 0 || p.Channels[o.Chan].Port) {
+				return bad("%s: Deferred on a wait marks a credit wait (Credits > 0) on a memory channel", where)
 			}
 			switch o.Kind {
 			case OpSignal, OpWait:
@@ -788,6 +823,33 @@ func (p *Plan) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ReleaseLag returns, for each peer rank and semaphore index (peer ×
+// Semaphores + index), 1 where a credit wait of this plan counts deferred
+// releases (Op.Deferred): after this rank's last run its expected value
+// there is one more than the peer's runs will ever signal. Close subtracts
+// it before waiting for what peers still owe (channels.Resources.Owed).
+// nil when no wait counts deferred releases.
+func (p *Plan) ReleaseLag() []uint64 {
+	var lag []uint64
+	for _, g := range p.Groups {
+		for _, ops := range [][]Op{g.Before, g.Ops, g.After} {
+			for _, o := range ops {
+				if o.Kind != OpWait || o.Credits == 0 || !o.Deferred || o.Chan < 0 || o.Chan >= len(p.Channels) {
+					continue
+				}
+				if lag == nil {
+					lag = make([]uint64, p.NRanks*p.Semaphores)
+				}
+				peer := p.Channels[o.Chan].Peer
+				for q := 0; q < g.Blocks && o.Sem+q < p.Semaphores; q++ {
+					lag[peer*p.Semaphores+o.Sem+q] = 1
+				}
+			}
+		}
+	}
+	return lag
 }
 
 // MaxCredits bounds Op.Credits: a sender may run at most this many

@@ -110,6 +110,16 @@ func TestValidate(t *testing.T) {
 		{"semaphores", func(p *Plan) { p.Groups[0].Ops = append(p.Groups[0].Ops, Wait(0, 0)) }, "beyond 0"},
 		{"no sources", func(p *Plan) { p.Groups[0].Ops[0].Srcs = nil }, "needs sources"},
 		{"chunk", func(p *Plan) { p.Groups[0].Ops[0].Chunk, p.Groups[0].Ops[0].NChunks = 3, 2 }, "chunk 3 of 2"},
+		{"deferred release", func(p *Plan) { p.Semaphores, p.Groups[0].Before = 1, []Op{deferred(Signal(0, 0))} }, ""},
+		{"deferred release among ops", func(p *Plan) {
+			p.Semaphores, p.Groups[0].Ops = 1, append(p.Groups[0].Ops, deferred(Signal(0, 0)))
+		}, "not among its ops"},
+		{"plain signal before", func(p *Plan) { p.Semaphores, p.Groups[0].Before = 1, []Op{Signal(0, 0)} }, "deferred signals only"},
+		{"deferred release semaphores", func(p *Plan) { p.Groups[0].Before = []Op{deferred(Signal(0, 0))} }, "beyond 0"},
+		{"deferred release on a port", func(p *Plan) {
+			p.Semaphores, p.Channels[0].Port, p.Groups[0].Before = 1, true, []Op{deferred(Signal(0, 0))}
+		}, "memory channels only"},
+		{"deferred wait without credits", func(p *Plan) { p.Semaphores, p.Groups[0].Ops = 1, append(p.Groups[0].Ops, deferred(Wait(0, 0))) }, "marks a credit wait"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := llPlan()
@@ -125,6 +135,37 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("Validate = %v, want ErrInvalidPlan containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func deferred(o Op) Op {
+	o.Deferred = true
+	return o
+}
+
+// ReleaseLag marks the semaphores whose credit waits count deferred
+// releases, for every block of the peer's group, and nothing else.
+func TestReleaseLag(t *testing.T) {
+	p := llPlan()
+	p.NRanks, p.Channels, p.Semaphores = 3, []Channel{{Peer: 1}, {Peer: 2}}, 4
+	credit := func(ch int, d bool) Op {
+		o := Wait(ch, 1)
+		o.Ack, o.Credits, o.Deferred = true, 2, d
+		return o
+	}
+	p.Groups[0].Blocks = 2
+	p.Groups[0].Ops = append([]Op{credit(0, true), credit(1, false)}, p.Groups[0].Ops...)
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]uint64, 3*4)
+	want[1*4+1], want[1*4+2] = 1, 1 // peer 1, semaphores 1 and 2 (two blocks)
+	if d := cmp.Diff(want, p.ReleaseLag()); d != "" {
+		t.Errorf("ReleaseLag differs (-want +got):\n%s", d)
+	}
+	p.Groups[0].Ops[0].Deferred = false
+	if got := p.ReleaseLag(); got != nil {
+		t.Errorf("ReleaseLag without deferred releases = %v, want nil", got)
 	}
 }
 
