@@ -239,8 +239,8 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		c.P2PLL = Shape{Blocks: max(1, min(16, sms/(2*nranks-1))), Threads: 1024}
 		// One block per group up to 8 KiB (2×H100 2026-11-26, docs/bench/
 		// 2026-11-26h-h100x2: the 16-block plan fitted to one block per
-		// group took gather and scatter of 8 B–8 KB from 1.05–1.19× NCCL
-		// to 1.22–1.30×, sendrecv from 0.96–1.07× to 1.04–1.14×; at 32 KB
+		// group took gather and scatter of 8 B–8 KB from 1.05–1.13× NCCL
+		// to 1.22–1.30×, sendrecv from 0.96–1.06× to 1.04–1.14×; at 32 KB
 		// it was no better). One pass of 1024 threads carries 8 KiB as
 		// LL16 packets.
 		c.P2PLLSmallMaxBytes = 8 << 10

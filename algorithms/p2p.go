@@ -20,11 +20,14 @@ import (
 //     counter (plan.Plan.StateBytes: a group counts the launches in which
 //     it runs), so they match the peer's receive group whatever else either
 //     rank sent in between, and a CUDA graph replay uses fresh flags. Data
-//     flows one way, so the receiver releases each half when it has read
-//     it (a signal, which nothing waits for in this launch), and the
-//     sender takes that credit at the start of the launch that reuses the
-//     half (an Ack wait with 2 credits): normally long there, it costs one
-//     load per receiver block. The send and receive groups also split the
+//     flows one way, so the receiver releases each half it has read, at
+//     the start of its next run (llReleases: a release stored as a run's
+//     last act would hold that run's end for its round trip over the
+//     link), and the sender takes that credit at the start of the launch
+//     that reuses the half (an Ack wait with 2 credits): normally long
+//     there, it costs one load per receiver block. Operations up to
+//     Config.P2PLLSmallMaxBytes take a one-block copy of the plan. The
+//     send and receive groups also split the
 //     span of P2PLLMaxBytes among their blocks, not the count
 //     (plan.Group.Span): a block owns the same packets whatever the count,
 //     so launches k and k+2 of different sizes never have one block write
@@ -89,8 +92,8 @@ const semP2PRelease = 0
 // P2PLLPlan is the LL point-to-point plan of a rank, with the argument
 // slots of P2PPlan (SendArg, RecvArg, SelfArg): for channel i a send group
 // that puts its input as LL16 packets into this rank's slot of the peer's
-// scratch, and a receive group that unpacks slot i into its output, then
-// releases the half; a self-copy group. Every group has Config.P2PLL.Blocks
+// scratch, and a receive group that unpacks slot i into its output and
+// releases the half at the start of its next run; a self-copy group. Every group has Config.P2PLL.Blocks
 // blocks of Config.P2PLL.Threads threads. The data type is raw bytes
 // (plan.Uint8); it serves operations up to Config.P2PLLMaxBytes (its
 // scratch is 2 halves × (n−1) slots of that many bytes as packets). Errors:

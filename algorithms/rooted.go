@@ -12,13 +12,18 @@ import (
 // of their own. LL scratch has two halves and launch k writes half k mod 2
 // (plan.HeaderOffset), so the writers may run one launch ahead of the
 // readers but not two. The readers release each launch's half with one
-// signal per block (after they have unpacked or combined it); a writer
-// consumes that release at the start of launch k + 2, the next one that
-// writes the same half, through a wait with two credits (plan.Op.Credits).
-// In steady state the release arrived long before, so the wait costs one
-// load of local memory per thread; no launch ends with a wait for an
-// acknowledgement (the v2 plans did, one more one-way trip, ~1.5 µs, on
-// the root of every Broadcast). A writer block waits for the release of
+// signal per block, sent at the start of their next launch (llReleases,
+// plan.Op.Deferred); a writer consumes that release at the start of
+// launch k + 2, the next one that writes the same half, through a wait
+// with two credits (plan.Op.Credits): it passes once the readers have
+// started launch k + 1. In steady state the release arrived long before,
+// so the wait costs one load of local memory per thread; no launch ends
+// with a wait for an acknowledgement (the v2 plans did, one more one-way
+// trip, ~1.5 µs, on the root of every Broadcast), and none ends with a
+// store over the link either (until 2026-11-26 the readers released at
+// their end, and a kernel ends only once its stores are complete: 2×H100,
+// Broadcast of 8 B 4.7 → 4.1 µs, Reduce 4.6 → 4.2, NCCL 4.5 and 4.4,
+// docs/bench/2026-11-26h-h100x2). A writer block waits for the release of
 // every reader block, not only its namesake: blocks split a message by its
 // count, so block p's bytes in launch k + 2 may lie in block q's share of
 // launch k (TestRootedLLConsecutiveAndReplayed found exactly that with a
