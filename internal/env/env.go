@@ -75,6 +75,7 @@ var Table = []Var{
 	{"WEFT_NVLS", "", "set to 1 to allow NVLink SHARP multicast (hal/nvswitch); never on shared hosts"},
 	{"WEFT_PCIE_P2P", "1", "hal/pcie: set to 0 to turn CUDA peer access off, so that every link between GPUs is host-staged through shared memory"},
 	{"WEFT_PROXY_PROFILE", "", "set to 1 to time the stages of the port-channel proxy and of the socket transport (trigger seen, engine calls, completions, hand-offs) and the host side of every call (libweft_nccl's argument checks and stream lookup, Launch's plan choice, program lookup, stream order and enqueue) and log a summary per stage when they close (docs/portchannel.md, Proxy); costs a clock read per stage"},
+	{"WEFT_HEAP_FLOOR", "64M", "libweft_nccl.so: bytes of a never-written, pointer-free allocation that keeps the library's Go heap goal above twice that, so the allocations of each call start a collection every tens of MB instead of every 2 MB (each stops the world and takes mark work from the calling thread: 0.2–1.0 µs a call on average in an eager loop on 2×H100); 0: none (GOGC and GOMEMLIMIT apply either way)"},
 	{"WEFT_DEBUG_STACKS", "", "libweft_nccl.so: set to 1 to make SIGUSR1 write every goroutine's stack to stderr (where a hung job's proxy or transport waits)"},
 	{"WEFT_CE_LANES", "2", "hal/nvlink: CUDA streams of a copy engine to a peer GPU (1 to 8): puts of 2 MiB or more are cut over all but the last, local copies take the last; 1 puts everything on one stream (docs/portchannel.md, Copy engines)"},
 }

@@ -131,6 +131,7 @@ var forms = map[string]form{
 	"WEFT_PCIE_P2P":         bit,
 	"WEFT_PROXY_PROFILE":    bit,
 	"WEFT_DEBUG_STACKS":     bit,
+	"WEFT_HEAP_FLOOR":       {"a size such as 64M (0: none; at most 1G)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
 	"WEFT_CE_LANES":         intForm(1, 8, "an integer from 1 to 8"),
 }
 
