@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/algorithms"
@@ -23,6 +24,7 @@ import (
 	"github.com/weftccl/weft/hal/plan"
 	"github.com/weftccl/weft/internal/cudadev"
 	"github.com/weftccl/weft/internal/env"
+	"github.com/weftccl/weft/internal/stageprof"
 )
 
 // splitNoColor is NCCL_SPLIT_NOCOLOR.
@@ -155,6 +157,10 @@ func groupStart() result {
 // communicators of one thread must progress together). simulate drops the
 // operations instead of running them.
 func groupEnd(fn string, simulate bool) result {
+	var start time.Time
+	if stageprof.Enabled() {
+		start = time.Now()
+	}
 	k := threadKey()
 	groups.Lock()
 	g := groups.byThread[k]
@@ -177,7 +183,11 @@ func groupEnd(fn string, simulate bool) result {
 	if simulate {
 		return ncclSuccess
 	}
-	return failErr(fn, runOps(g.ops))
+	r := failErr(fn, runOps(g.ops))
+	if len(g.ops) > 0 {
+		g.ops[0].c.prof.Since(callGroupEnd, start)
+	}
+	return r
 }
 
 // parallel runs f(0..n-1), each on its own locked OS thread (the real NCCL
@@ -427,6 +437,10 @@ type collArgs struct {
 // collective checks a call's arguments as NCCL does and runs it, or queues
 // it when the calling thread is inside a group.
 func collective(a collArgs) result {
+	var start time.Time
+	if stageprof.Enabled() {
+		start = time.Now()
+	}
 	c, r := lookup(a.fn, a.comm)
 	if r != ncclSuccess {
 		return r
@@ -441,6 +455,7 @@ func collective(a collArgs) result {
 		groups.Lock()
 		g.ops = append(g.ops, o)
 		groups.Unlock()
+		c.prof.Since(callQueued, start)
 		return ncclSuccess
 	}
 	r = failErr(a.fn, c.run([]*op{o}))
@@ -458,10 +473,13 @@ const (
 	callP2PCollect        // a group's sends and receives gathered for LaunchP2P
 	callLaunchP2P         // weft.Comm.LaunchP2P
 	callGroupRun          // run: one call, or a group's operations of this communicator at ncclGroupEnd
+	callQueued            // a call inside a group, whole (lookup, checks, queued)
+	callGroupEnd          // ncclGroupEnd, whole (counted on the first operation's communicator)
 )
 
 var callStages = []string{"argument checks", "stream lookup", "weft Launch", "whole call",
-	"point-to-point gathered", "weft LaunchP2P", "run (one call, or a group's at ncclGroupEnd)"}
+	"point-to-point gathered", "weft LaunchP2P", "run (one call, or a group's at ncclGroupEnd)",
+	"call queued in a group (whole)", "ncclGroupEnd (whole)"}
 
 // check validates a call and builds its operation. Errors name the
 // argument, as NCCL's do.
