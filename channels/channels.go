@@ -568,10 +568,10 @@ type Owed struct {
 // plan an ordinary wait passed only once its counter reached the expected
 // value, so what remains are the releases that credit waits
 // (plan.Op.Credits) take in a later launch: those of the peers' last
-// launches (less the one a peer's last run never sends where releases are
-// deferred: plan.Plan.ReleaseLag). Mailbox words (plan.Post) keep expected value 0 and never
-// count. A wait that gave up (Stopped) leaves its expected value ahead
-// for good. The reads go through the device (hal.Device.Read; a few
+// launches (less the one a peer's last run never sends where releases
+// are deferred: plan.Plan.ReleaseLag). Mailbox words (plan.Post) keep
+// expected value 0 and never count. A wait that gave up (Stopped) leaves
+// its expected value ahead for good. The reads go through the device (hal.Device.Read; a few
 // hundred bytes per plan). Errors: those of the device's reads.
 func (r *Resources) Owed() ([]Owed, error) {
 	p := r.Plan

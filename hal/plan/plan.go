@@ -723,17 +723,14 @@ func (p *Plan) Validate() error {
 		for oi, o := range g.Before {
 			credit := o.Kind == OpWait && o.Ack && o.Credits > 0
 			release := o.Kind == OpSignal && o.Deferred
-			if credit && o.Deferred && p.Channels[o.Chan].Port {
-				return bad("group %d before-op %d (%s): deferred releases on port channel %d (memory channels only)", gi, oi, p.OpString(o), o.Chan)
-			}
 			if !credit && !release || o.SkipFirst != 0 || o.SkipLast != 0 {
 				return bad("group %d before-op %d (%s): Before holds credit waits (Ack, Credits > 0) and deferred signals only", gi, oi, p.OpString(o))
 			}
 			if !chanOK(o.Chan) {
 				return bad("group %d before-op %d: channel %d", gi, oi, o.Chan)
 			}
-			if release && p.Channels[o.Chan].Port {
-				return bad("group %d before-op %d (%s): a deferred signal on port channel %d (memory channels only)", gi, oi, p.OpString(o), o.Chan)
+			if o.Deferred && p.Channels[o.Chan].Port {
+				return bad("group %d before-op %d (%s): deferred releases on port channel %d (memory channels only)", gi, oi, p.OpString(o), o.Chan)
 			}
 			if o.Sem < 0 || o.Sem+g.Blocks > p.Semaphores {
 				return bad("group %d before-op %d (%s): semaphores %d..%d beyond %d", gi, oi, p.OpString(o), o.Sem, o.Sem+g.Blocks-1, p.Semaphores)
@@ -759,7 +756,7 @@ func (p *Plan) Validate() error {
 			if o.Deferred && o.Kind == OpSignal {
 				return bad("%s: a deferred signal runs at the start of a run (Group.Before), not among its ops", where)
 			}
-			if o.Deferred && (o.Kind != OpWait || o.Credits == 0 || p.Channels[o.Chan].Port) {
+			if o.Deferred && (o.Kind != OpWait || o.Credits == 0 || !chanOK(o.Chan) || p.Channels[o.Chan].Port) {
 				return bad("%s: Deferred on a wait marks a credit wait (Credits > 0) on a memory channel", where)
 			}
 			switch o.Kind {

@@ -120,6 +120,12 @@ func TestValidate(t *testing.T) {
 			p.Semaphores, p.Channels[0].Port, p.Groups[0].Before = 1, true, []Op{deferred(Signal(0, 0))}
 		}, "memory channels only"},
 		{"deferred wait without credits", func(p *Plan) { p.Semaphores, p.Groups[0].Ops = 1, append(p.Groups[0].Ops, deferred(Wait(0, 0))) }, "marks a credit wait"},
+		{"deferred release on no channel", func(p *Plan) { p.Semaphores, p.Groups[0].Before = 1, []Op{deferred(Signal(3, 0))} }, "channel 3"},
+		{"deferred wait on no channel", func(p *Plan) {
+			w := deferred(Wait(3, 0))
+			w.Ack, w.Credits = true, 2
+			p.Semaphores, p.Groups[0].Ops = 1, append(p.Groups[0].Ops, w)
+		}, "marks a credit wait"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := llPlan()
