@@ -460,6 +460,7 @@ func collective(a collArgs) result {
 	}
 	r = failErr(a.fn, c.run([]*op{o}))
 	c.prof.Since(callWhole, t0)
+	c.kindProf.Since(int(a.kind), t0)
 	return r
 }
 

@@ -73,6 +73,9 @@ type comm struct {
 	// prof times a collective call's stages in this layer
 	// (WEFT_PROXY_PROFILE=1; callStages), logged at destroy; nil when off.
 	prof *stageprof.Set
+	// kindProf times whole calls outside groups by collective (kind), so
+	// that one collective's host cost stands apart from the others'.
+	kindProf *stageprof.Set
 
 	ready   chan struct{} // closed when init has finished (initErr set)
 	initErr error
@@ -105,8 +108,9 @@ func newComm(rank, size int, backend string, ordinal int, blocking bool, name st
 	return &comm{
 		rank: rank, size: size, backend: backend, ordinal: ordinal, blocking: blocking, name: name,
 		ready: make(chan struct{}), streams: map[uintptr]hal.Stream{}, ops: map[int32]*preMulSum{}, nextOp: 5,
-		log:  newLogger("INIT"),
-		prof: stageprof.New(fmt.Sprintf("NCCL-layer calls of rank %d", rank), callStages...),
+		log:      newLogger("INIT"),
+		prof:     stageprof.New(fmt.Sprintf("NCCL-layer calls of rank %d", rank), callStages...),
+		kindProf: stageprof.New(fmt.Sprintf("NCCL-layer whole calls by collective of rank %d", rank), kindNames[:]...),
 	}
 }
 
@@ -370,6 +374,7 @@ func (c *comm) destroy() error {
 	err = errors.Join(err, c.boot.Close())
 	c.log.Info("weft: communicator destroyed", "calls", c.summary(), "peak_blocks", peak)
 	c.prof.Log(c.log)
+	c.kindProf.Log(c.log)
 	return err
 }
 
