@@ -129,7 +129,7 @@ func (c Config) boundedLL(name string, chans []plan.Channel, slots, sems int, ma
 	if slots == 0 {
 		p.Scratch = plan.Simple
 	}
-	p.Groups = []plan.Group{{Blocks: c.LLBlocks, Ops: ops}}
+	p.Groups = []plan.Group{llGroup(c.LLBlocks, ops)}
 	pruneChannels(p)
 	return p, p.Validate()
 }
@@ -143,7 +143,7 @@ func pruneChannels(p *plan.Plan) {
 	each := func(f func(o *plan.Op)) {
 		for gi := range p.Groups {
 			g := &p.Groups[gi]
-			for _, ops := range [][]plan.Op{g.Ops, g.After} {
+			for _, ops := range [][]plan.Op{g.Before, g.Ops, g.After} {
 				for oi := range ops {
 					f(&ops[oi])
 				}

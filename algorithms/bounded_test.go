@@ -86,7 +86,7 @@ func TestBoundedPlansChannels(t *testing.T) {
 				}
 				used := map[int]bool{}
 				for _, g := range p.Groups {
-					for _, o := range append(append([]plan.Op{}, g.Ops...), g.After...) {
+					for _, o := range append(append(append([]plan.Op{}, g.Before...), g.Ops...), g.After...) {
 						if o.Kind != plan.OpTransfer {
 							used[o.Chan] = true
 						}

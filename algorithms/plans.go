@@ -163,16 +163,23 @@ func (c Config) llPlanShape(name string, s Shape, maxBytes int64, wide bool, ops
 	if c.NRanks == 1 {
 		p.Scratch, p.ScratchSlots = plan.Simple, 0
 	}
-	g := plan.Group{Blocks: s.Blocks}
+	p.Groups = []plan.Group{llGroup(s.Blocks, ops)}
+	return p, p.Validate()
+}
+
+// llGroup is the one group of an LL plan: blocks blocks running ops, the
+// readers' deferred releases (llReleases) moved to the start of each run
+// (plan.Group.Before).
+func llGroup(blocks int, ops []plan.Op) plan.Group {
+	g := plan.Group{Blocks: blocks}
 	for _, o := range ops {
-		if o.Kind == plan.OpSignal && o.Deferred { // a release of the previous run (llReleases)
+		if o.Kind == plan.OpSignal && o.Deferred {
 			g.Before = append(g.Before, o)
 		} else {
 			g.Ops = append(g.Ops, o)
 		}
 	}
-	p.Groups = []plan.Group{g}
-	return p, p.Validate()
+	return g
 }
 
 // hbPlan finishes a windowed plan with the given groups; slots are

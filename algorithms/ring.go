@@ -343,8 +343,9 @@ func (c Config) chainRole(first int) (chans []plan.Channel, prev, next int) {
 // RingBroadcastLL builds the chain Broadcast with LL packets: the root
 // writes its input into slot 0 of root+1, which unpacks each packet into
 // its output and forwards it to root+2 as it lands, …, up to root−1.
-// Every reader releases its launch's half to its writer, which takes the
-// release with a two-credit wait two launches later (rooted.go). One slot,
+// Every reader releases its launch's half to its writer at the start of
+// its next launch (llReleases), which the writer takes with a two-credit
+// wait two launches later (rooted.go). One slot,
 // one semaphore per block, messages up to boundedLLMaxBytes(1). Errors:
 // an invalid rank, root or shape.
 func RingBroadcastLL(c Config, root int) (*plan.Plan, error) {
@@ -362,9 +363,9 @@ func RingBroadcastLL(c Config, root int) (*plan.Plan, error) {
 	case prev < 0:
 		ops = cat(llCredits([]int{next}, 0), []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{out, plan.RS(next, 0)}, plan.L(plan.Input))})
 	case next < 0:
-		ops = []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{out}, plan.LS(0)), plan.Signal(prev, 0)}
+		ops = cat(llReleases([]int{prev}, 0), []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{out}, plan.LS(0))})
 	default:
-		ops = cat(llCredits([]int{next}, 0), []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{out, plan.RS(next, 0)}, plan.LS(0)), plan.Signal(prev, 0)})
+		ops = cat(llReleases([]int{prev}, 0), llCredits([]int{next}, 0), []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{out, plan.RS(next, 0)}, plan.LS(0))})
 	}
 	return c.boundedLL(name, chans, 1, 1, c.boundedLLMaxBytes(1), ops)
 }
@@ -441,9 +442,9 @@ func RingReduceLL(c Config, root int) (*plan.Plan, error) {
 	case prev < 0:
 		ops = cat(llCredits([]int{next}, 0), []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(next, 0)}, in)})
 	case next < 0:
-		ops = []plan.Op{postDiv(plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, in, plan.LS(0))), plan.Signal(prev, 0)}
+		ops = cat(llReleases([]int{prev}, 0), []plan.Op{postDiv(plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, in, plan.LS(0)))})
 	default:
-		ops = cat(llCredits([]int{next}, 0), []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(next, 0)}, in, plan.LS(0)), plan.Signal(prev, 0)})
+		ops = cat(llReleases([]int{prev}, 0), llCredits([]int{next}, 0), []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(next, 0)}, in, plan.LS(0))})
 	}
 	return divided(c.boundedLL(name, chans, 1, 1, c.boundedLLMaxBytes(1), ops))
 }
