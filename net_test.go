@@ -119,9 +119,9 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 		}
 		if name := c.PlanName(call); !strings.Contains(name, want) {
 			return fmt.Errorf("%v: plan %q, want a %s plan", k, name, strings.Trim(want, "-"))
-		} else if staged := strings.HasSuffix(name, "-hs"); nodes == n && staged != (os.Getenv("WEFT_NET_HOST_WINDOWS") != "0") {
-			// One rank per node over sockets: the port plans stage their
-			// puts into their host-memory scratch (Plan.StageSends).
+		} else if staged := strings.HasSuffix(name, "-hs"); nodes == n && staged != netHostWindows() {
+			// One rank per node with host windows: the port plans stage
+			// their puts into their host-memory scratch (Plan.StageSends).
 			return fmt.Errorf("%v: plan %q: staged sends %v, want them with host windows only", k, name, staged)
 		}
 		if k.coll == algorithms.AllReduce {
@@ -150,10 +150,27 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 		return fmt.Errorf("rank %d: no plan was set up", rank)
 	case off && host != 0:
 		return fmt.Errorf("rank %d: %d of %d plans have host windows under WEFT_NET_HOST_WINDOWS=0", rank, host, all)
-	case nodes == n && !off && host != all && os.Getenv("WEFT_NET") == "socket":
-		return fmt.Errorf("rank %d: %d of %d plans have host windows; want every one with one rank per node over sockets", rank, host, all)
+	case nodes == n && netHostWindows() && host != all:
+		return fmt.Errorf("rank %d: %d of %d plans have host windows; want every one with one rank per node over %s", rank, host, all, os.Getenv("WEFT_NET"))
 	}
 	return nil
+}
+
+// netHostWindows reports whether this child's network keeps the windows
+// of plans whose every channel crosses it in host memory (hal.HostWindowed):
+// sockets, and UCX with device memory staged and host memory registered
+// directly (WEFT_UCX_STAGING=device), unless WEFT_NET_HOST_WINDOWS=0.
+func netHostWindows() bool {
+	if os.Getenv("WEFT_NET_HOST_WINDOWS") == "0" {
+		return false
+	}
+	switch os.Getenv("WEFT_NET") {
+	case "socket":
+		return true
+	case "ucx":
+		return os.Getenv("WEFT_UCX_STAGING") == "device"
+	}
+	return false
 }
 
 // netP2P sends each peer a different number of bytes (0 included, most

@@ -20,8 +20,10 @@ import (
 // one host restricts it), and 2 nodes of 2 over its shared-memory
 // transports (posix/sysv with cma) with every buffer staged through host
 // memory (WEFT_UCX_STAGING=always: the path of a GPU that UCX cannot
-// reach). The two other pairings add no path of hal/ucx and a quarter
-// minute of CI each. It skips where UCX is not installed, unless
+// reach), and 2 nodes of 1 over TCP with the network plans' windows in
+// host memory registered directly (WEFT_UCX_STAGING=device: a GPU's host
+// windows, HostWindows). The other pairings add no path of hal/ucx and a
+// quarter minute of CI each. It skips where UCX is not installed, unless
 // WEFT_REQUIRE names ucx (CI).
 func TestCollectivesAcrossNodesUCX(t *testing.T) {
 	n, err := hal.LookupNetwork("ucx")
@@ -36,17 +38,18 @@ func TestCollectivesAcrossNodesUCX(t *testing.T) {
 	}
 	t.Parallel() // waits on processes and the network more than it computes
 	for _, c := range []struct {
-		tls     string
-		nodes   int
-		staging string
-	}{{"tcp", 4, "auto"}, {"shm", 2, "always"}} {
-		t.Run(fmt.Sprintf("%s/%dx2/staging-%s", c.tls, c.nodes, c.staging), func(t *testing.T) {
+		tls            string
+		nodes, perNode int
+		staging        string
+	}{{"tcp", 4, 2, "auto"}, {"shm", 2, 2, "always"}, {"tcp", 2, 1, "device"}} {
+		n := c.nodes * c.perNode
+		t.Run(fmt.Sprintf("%s/%dx%d/staging-%s", c.tls, c.nodes, c.perNode, c.staging), func(t *testing.T) {
 			t.Parallel()
-			out, err, took := runNodes(t, 2*c.nodes, c.nodes, "net", "WEFT_NET=ucx", "UCX_TLS="+c.tls, "WEFT_UCX_STAGING="+c.staging)
+			out, err, took := runNodes(t, n, c.nodes, "net", "WEFT_NET=ucx", "UCX_TLS="+c.tls, "WEFT_UCX_STAGING="+c.staging)
 			if err != nil {
-				t.Fatalf("%d ranks on %d nodes over UCX %s: %v\n%s", 2*c.nodes, c.nodes, c.tls, err, out)
+				t.Fatalf("%d ranks on %d nodes over UCX %s: %v\n%s", n, c.nodes, c.tls, err, out)
 			}
-			t.Logf("%d ranks on %d nodes over UCX %s: %v", 2*c.nodes, c.nodes, c.tls, took)
+			t.Logf("%d ranks on %d nodes over UCX %s: %v", n, c.nodes, c.tls, took)
 		})
 	}
 }

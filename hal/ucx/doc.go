@@ -25,8 +25,15 @@
 // the GPU's memory type (a UCX built with CUDA or ROCm:
 // ucp_context_query's memory_types); other device memory through a host
 // bounce region of the same size (Device.AllocHost) that peers write
-// into. WEFT_UCX_STAGING=always (Options.Staging) stages every buffer, so
-// that tests run the GPU path on hal/host. [NetDevice.ImportPort] checks every byte of a peer's handle
+// into, while memory with a host view (Device.AllocHost: the windows of
+// plans whose every channel crosses the network, which package channels
+// places in host memory when [NetDevice.HostWindows] says so) is then
+// registered as host memory: peers' puts land in it, signals into it are
+// applied with the CPU, and puts from it leave without staging.
+// WEFT_UCX_STAGING=always (Options.Staging) stages every buffer, so that
+// tests run the GPU path on hal/host; WEFT_UCX_STAGING=device stages
+// device memory whatever UCX reports and registers memory with a host view
+// directly (on hal/host: the host-window path). [NetDevice.ImportPort] checks every byte of a peer's handle
 // (lengths, magic, version, reserved bytes, range, hal.CheckImport for
 // job, rank and incarnation) and keeps the packed key; each engine
 // unpacks it on its endpoint (ucp_ep_rkey_unpack) when it first puts

@@ -561,6 +561,21 @@ func (e *engine) issue(r *request) bool {
 			e.dirty = true
 			return true
 		}
+		if h := nd.localHost(r.src, r.n); h != 0 && !r.inSlot && r.off == 0 {
+			// A source in host memory registered directly (a host
+			// window's slot, HostWindows): no staging copy.
+			if e.ownDone < e.ownIssued {
+				return false
+			}
+			req, err := e.ep.Put(h, r.n, r.dst, k)
+			if err != nil {
+				e.suspect(fmt.Errorf("ucx: rank %d: put of %d bytes to peer rank %d: %w", nd.cfg.Rank, r.n, e.peer, err))
+				return false
+			}
+			e.track(r.seq, req, "ucp_put_nbx", -1)
+			e.dirty = true
+			return true
+		}
 		chunk := uint64(nd.opts.Chunk)
 		for r.off < r.n {
 			cn := min(chunk, r.n-r.off)

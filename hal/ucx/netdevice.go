@@ -272,6 +272,33 @@ func (nd *NetDevice) Rank() int { return nd.cfg.Rank }
 // Staged reports whether device memory is staged through host memory.
 func (nd *NetDevice) Staged() bool { return nd.memType < 0 }
 
+// HostWindows reports whether memory with a host view is registered
+// directly although device memory is staged (hal.HostWindowed): where UCX
+// cannot reach the device's memory (StagingAuto without the GPU's memory
+// type, StagingDevice), package channels then places the scratch and
+// semaphores of plans whose every channel goes over the network in host
+// memory mapped into the device; UCX places the peers' puts there, this
+// NetDevice applies their signals with the CPU, and puts from there leave
+// without a staging copy. False under StagingAlways and where device
+// memory is registered as it is.
+func (nd *NetDevice) HostWindows() bool {
+	return nd.memType < 0 && nd.opts.Staging != StagingAlways
+}
+
+// localHost returns the host address of the local bytes [a, a+n) where
+// they lie inside a registration of host memory registered directly, or
+// 0: a put from there needs no staging copy.
+func (nd *NetDevice) localHost(a, n uint64) uintptr {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	for _, r := range nd.regs {
+		if r.host != nil && n > 0 && a >= r.devAddr && a+n <= r.devAddr+uint64(r.size) && a+n > a {
+			return uintptr(unsafe.Pointer(&r.host[a-r.devAddr]))
+		}
+	}
+	return 0
+}
+
 // ExportPort registers b as a destination of peers' engines: host memory
 // and GPU memory UCX reaches with ucp_mem_map, other device memory through
 // a host bounce region of the same size (peers write there; received
@@ -294,6 +321,13 @@ func (nd *NetDevice) ExportPort(b hal.Buffer) (hal.Handle, error) {
 		reg.host = host
 	case nd.memType >= 0 && nd.memType != ucx.MemHost:
 		reg.remote = b.Addr()
+	case host != nil && nd.HostWindows():
+		// Memory with a host view on a device UCX cannot reach
+		// (Device.AllocHost: a network plan's host windows): registered
+		// as host memory, peers' puts land in it, signals into it are
+		// applied by the CPU, and puts from it leave without staging.
+		reg.remote = uint64(uintptr(unsafe.Pointer(&host[0])))
+		reg.host, memType = host, ucx.MemHost
 	default:
 		bounce, err := nd.dev.AllocHost(b.Size())
 		if err == nil && bounce.Host() == nil {

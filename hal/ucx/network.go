@@ -88,6 +88,12 @@ const (
 	// StagingAlways stages every buffer through host memory, as for a GPU
 	// that UCX cannot reach (tests use it over hal/host).
 	StagingAlways
+	// StagingDevice treats device memory as UCX cannot reach it (staged,
+	// whatever memory types UCX reports) and registers memory with a host
+	// view (Device.AllocHost, all of hal/host's) directly: the host
+	// windows of a GPU that UCX cannot reach (HostWindows), which StagingAuto
+	// also takes there; over hal/host, tests of that path.
+	StagingDevice
 )
 
 // Options configure a NetDevice. Zero fields take their defaults.
@@ -114,7 +120,7 @@ type Options struct {
 }
 
 // OptionsFromEnv reads WEFT_TIMEOUT, WEFT_SOCKET_IFNAME and
-// WEFT_UCX_STAGING (auto or always); UCX reads its own UCX_* variables. A
+// WEFT_UCX_STAGING (auto, always or device); UCX reads its own UCX_* variables. A
 // malformed value is an error wrapping hal.ErrInvalidArgument that names
 // the variable.
 func OptionsFromEnv() (Options, error) {
@@ -123,8 +129,10 @@ func OptionsFromEnv() (Options, error) {
 	case "", "auto":
 	case "always":
 		o.Staging = StagingAlways
+	case "device":
+		o.Staging = StagingDevice
 	default:
-		return o, fmt.Errorf("ucx: WEFT_UCX_STAGING=%q: want auto or always: %w", v, hal.ErrInvalidArgument)
+		return o, fmt.Errorf("ucx: WEFT_UCX_STAGING=%q: want auto, always or device: %w", v, hal.ErrInvalidArgument)
 	}
 	return o, nil
 }
@@ -142,7 +150,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Chunk < 4<<10 || o.Chunk > 64<<20 {
 		return o, fmt.Errorf("ucx: staging chunk of %d bytes: want 4 KiB to 64 MiB: %w", o.Chunk, hal.ErrInvalidArgument)
 	}
-	if o.Staging != StagingAuto && o.Staging != StagingAlways {
+	if o.Staging != StagingAuto && o.Staging != StagingAlways && o.Staging != StagingDevice {
 		return o, fmt.Errorf("ucx: staging mode %d: %w", o.Staging, hal.ErrInvalidArgument)
 	}
 	return o, nil

@@ -14,7 +14,6 @@ import (
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/netcore"
 	"github.com/weftccl/weft/internal/auth"
-	"github.com/weftccl/weft/internal/ucx"
 )
 
 type sessionKey struct {
@@ -312,16 +311,14 @@ func (nd *NetDevice) apply(b []byte) {
 			return
 		}
 	}
-	// Host memory registered directly (hal/host) is signalled here, with
-	// the same atomics hal/host's engine uses, once the session's device
-	// engine has finished what it was given: one goroutine hand-off less
-	// per signal. Device memory is signalled by the device engine.
-	// UnexportPort waits for these stores: they are made under s.mu.
-	if nd.memType == ucx.MemHost && !sem.staged && !cnt.staged && len(m.ranges) == 0 && s.ownIdle() {
-		if sem.host == nil || (m.cnt != 0 && cnt.host == nil) {
-			fail("semaphore or count word outside the host registrations")
-			return
-		}
+	// Host memory registered directly (hal/host, and a GPU's host windows:
+	// NetDevice.HostWindows) is signalled here, with the same atomics
+	// hal/host's engine uses, once the session's device engine has
+	// finished what it was given: one goroutine hand-off less per signal
+	// and no device-engine call. Other memory is signalled by the device
+	// engine. UnexportPort waits for these stores: they are made under
+	// s.mu.
+	if !sem.staged && !cnt.staged && len(m.ranges) == 0 && sem.host != nil && (m.cnt == 0 || cnt.host != nil) && s.ownIdle() {
 		if m.cnt != 0 {
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&cnt.host[0])), m.count)
 		}

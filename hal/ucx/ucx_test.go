@@ -543,3 +543,81 @@ func TestUnexportPort(t *testing.T) {
 		})
 	}
 }
+
+// StagingDevice (the host windows of a GPU UCX cannot reach, on hal/host):
+// memory with a host view is registered directly although device memory
+// counts as staged, so a put from an exported window leaves without a
+// staging copy and its signal is applied by the CPU; a put from memory not
+// registered (the rank's source buffer) still goes through the staging
+// slots. Both land before their signals.
+func TestStagingDeviceHostWindows(t *testing.T) {
+	needUCX(t)
+	t.Parallel()
+	const data = 5000 + 3
+	rs := openRanks(t, 2, 64+2*data, data, testOptions("tcp", StagingDevice), testSecret)
+	if !rs[0].nd.Staged() || !rs[0].nd.HostWindows() {
+		t.Fatalf("StagingDevice: Staged() %v, HostWindows() %v; want both", rs[0].nd.Staged(), rs[0].nd.HostWindows())
+	}
+	e, win := rs[0].eng[1], rs[0].remote[1]
+	eng := e.(*engine)
+	staged := func() bool { // the engine's fields are guarded by its NetDevice's wmu
+		eng.nd.wmu.Lock()
+		defer eng.nd.wmu.Unlock()
+		return eng.staging != nil
+	}
+	payload := make([]byte, data)
+	for i := range payload {
+		payload[i] = byte(i*7 + 1)
+	}
+	// From rank 0's own exported window: direct.
+	if err := rs[0].dev.Write(rs[0].win, 64, payload); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Put(win.Addr()+64, rs[0].win.Addr()+64, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Signal(win.Addr(), win.Addr()+8, 7); err != nil {
+		t.Fatal(err)
+	}
+	awaitWord(t, rs[1].win, 0, 1, "signal after a put from a host window")
+	awaitTicket(t, e, "put from a host window")
+	got := make([]byte, data)
+	if err := rs[1].dev.Read(got, rs[1].win, 64); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, payload) || word(rs[1].win, 8) != 7 {
+		t.Fatalf("put from a host window: data or count wrong before the signal (count %d)", word(rs[1].win, 8))
+	}
+	if staged() {
+		t.Fatal("a put from a registered host window went through the staging slots")
+	}
+	// From the unregistered source buffer: staged.
+	for i := range payload {
+		payload[i] = byte(i*3 + 5)
+	}
+	if err := rs[0].dev.Write(rs[0].src, 0, payload); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Put(win.Addr()+64+data, rs[0].src.Addr(), data); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Signal(win.Addr(), win.Addr()+8, 8); err != nil {
+		t.Fatal(err)
+	}
+	awaitWord(t, rs[1].win, 0, 2, "signal after a staged put")
+	awaitTicket(t, e, "staged put")
+	if err := rs[1].dev.Read(got, rs[1].win, 64+data); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, payload) {
+		t.Fatal("staged put: data wrong after its signal")
+	}
+	if !staged() {
+		t.Fatal("a put from an unregistered buffer did not go through the staging slots")
+	}
+	for _, x := range rs {
+		if err := x.nd.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -108,7 +108,7 @@ var forms = map[string]form{
 	"WEFT_JOB_SECRET_FILE":  anyPath,
 	"WEFT_IB_HCA":           anyText,
 	"WEFT_IB_GID_INDEX":     intForm(-1, 1<<16, "an integer ≥ -1 (-1 chooses)"),
-	"WEFT_UCX_STAGING":      oneOf("auto", "always"),
+	"WEFT_UCX_STAGING":      oneOf("auto", "always", "device"),
 	"WEFT_IBVERBS_LIB":      anyPath,
 	"WEFT_CACHE_DIR":        anyPath,
 	"WEFT_NCCL_LIB":         anyPath,
