@@ -548,26 +548,20 @@ func (e *engine) issue(r *request) bool {
 			e.fail(err)
 			return false
 		}
+		// UCX reads the source itself where it reaches the device's memory
+		// (e.direct) or the source lies in host memory registered directly
+		// (a host window's slot, HostWindows); otherwise it is staged.
+		src := uintptr(0)
 		if e.direct() {
-			if e.ownDone < e.ownIssued {
-				return false
-			}
-			req, err := e.ep.Put(uintptr(r.src), r.n, r.dst, k)
-			if err != nil {
-				e.suspect(fmt.Errorf("ucx: rank %d: put of %d bytes to peer rank %d: %w", nd.cfg.Rank, r.n, e.peer, err))
-				return false
-			}
-			e.track(r.seq, req, "ucp_put_nbx", -1)
-			e.dirty = true
-			return true
+			src = uintptr(r.src)
+		} else if !r.inSlot && r.off == 0 {
+			src = nd.localHost(r.src, r.n)
 		}
-		if h := nd.localHost(r.src, r.n); h != 0 && !r.inSlot && r.off == 0 {
-			// A source in host memory registered directly (a host
-			// window's slot, HostWindows): no staging copy.
+		if src != 0 {
 			if e.ownDone < e.ownIssued {
 				return false
 			}
-			req, err := e.ep.Put(h, r.n, r.dst, k)
+			req, err := e.ep.Put(src, r.n, r.dst, k)
 			if err != nil {
 				e.suspect(fmt.Errorf("ucx: rank %d: put of %d bytes to peer rank %d: %w", nd.cfg.Rank, r.n, e.peer, err))
 				return false
