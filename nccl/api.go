@@ -437,10 +437,6 @@ type collArgs struct {
 // collective checks a call's arguments as NCCL does and runs it, or queues
 // it when the calling thread is inside a group.
 func collective(a collArgs) result {
-	var start time.Time
-	if stageprof.Enabled() {
-		start = time.Now()
-	}
 	c, r := lookup(a.fn, a.comm)
 	if r != ncclSuccess {
 		return r
@@ -455,7 +451,7 @@ func collective(a collArgs) result {
 		groups.Lock()
 		g.ops = append(g.ops, o)
 		groups.Unlock()
-		c.prof.Since(callQueued, start)
+		c.prof.Since(callQueued, t0)
 		return ncclSuccess
 	}
 	r = failErr(a.fn, c.run([]*op{o}))
@@ -474,7 +470,7 @@ const (
 	callP2PCollect        // a group's sends and receives gathered for LaunchP2P
 	callLaunchP2P         // weft.Comm.LaunchP2P
 	callGroupRun          // run: one call, or a group's operations of this communicator at ncclGroupEnd
-	callQueued            // a call inside a group, whole (lookup, checks, queued)
+	callQueued            // a call inside a group after the communicator lookup (checks, queued)
 	callGroupEnd          // ncclGroupEnd, whole (counted on the first operation's communicator)
 )
 
