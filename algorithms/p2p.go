@@ -93,8 +93,9 @@ const semP2PRelease = 0
 // slots of P2PPlan (SendArg, RecvArg, SelfArg): for channel i a send group
 // that puts its input as LL16 packets into this rank's slot of the peer's
 // scratch, and a receive group that unpacks slot i into its output and
-// releases the half at the start of its next run; a self-copy group. Every group has Config.P2PLL.Blocks
-// blocks of Config.P2PLL.Threads threads. The data type is raw bytes
+// releases the half at the start of its next run; a self-copy group.
+// Every group has Config.P2PLL.Blocks blocks of Config.P2PLL.Threads
+// threads. The data type is raw bytes
 // (plan.Uint8); it serves operations up to Config.P2PLLMaxBytes (its
 // scratch is 2 halves × (n−1) slots of that many bytes as packets). Errors:
 // an invalid rank or shape.
