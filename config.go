@@ -124,6 +124,9 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 				if f.Pull && v.name != "WEFT_P2P_SHAPE" {
 					return cfg, "", 0, fmt.Errorf("weft: %s=%q: only the point-to-point shape (WEFT_P2P_SHAPE) takes ,pull: %w", v.name, s, hal.ErrInvalidArgument)
 				}
+				if f.Depth != 0 && v.name == "WEFT_HB_SHAPE" {
+					return cfg, "", 0, fmt.Errorf("weft: %s=%q: only the one-hop shapes (WEFT_P2P_SHAPE, WEFT_ROOTED_SHAPE) take a window depth: %w", v.name, s, hal.ErrInvalidArgument)
+				}
 			}
 		}
 		if s := env.String("WEFT_CE_MIN_BYTES"); s != "" {

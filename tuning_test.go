@@ -206,12 +206,32 @@ func TestShapeSettings(t *testing.T) {
 	// The same windows read by the receivers from the senders' scratch.
 	t.Setenv("WEFT_P2P_SHAPE", "3x64w8K,pull")
 	testP2P(t, "host", 3)
+	// Writers up to 4 (point-to-point) and 5 (Broadcast, Reduce) windows
+	// ahead of their readers (Shape.Depth).
+	t.Setenv("WEFT_P2P_SHAPE", "3x64w8Kd4")
+	t.Setenv("WEFT_ROOTED_SHAPE", "2x96w8Kd5")
+	testP2P(t, "host", 3)
+	runCases(t, 3, []collCase{
+		{coll: algorithms.Broadcast, t: plan.Float32, op: plan.Sum, root: 0, count: 40000},
+		{coll: algorithms.Reduce, t: plan.Float32, op: plan.Sum, root: 1, count: 40000},
+	})
 	t.Setenv("WEFT_P2P_SHAPE", "")
 	t.Setenv("WEFT_ROOTED_SHAPE", "")
 
+	// Only the one-hop plans have a window depth.
+	t.Setenv("WEFT_HB_SHAPE", "8x64w8Kd4")
+	errs := runRanksWith(t, "host", 2, func(int, hal.Device) weft.Options { return weft.Options{} },
+		func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "WEFT_HB_SHAPE") || !strings.Contains(err.Error(), "depth") {
+			t.Errorf("rank %d with WEFT_HB_SHAPE=8x64w8Kd4: %v; want ErrInvalidArgument naming the variable and the depth", r, err)
+		}
+	}
+	t.Setenv("WEFT_HB_SHAPE", "")
+
 	// Only the point-to-point plan has a direction.
 	t.Setenv("WEFT_ROOTED_SHAPE", "pull")
-	errs := runRanksWith(t, "host", 2, func(int, hal.Device) weft.Options { return weft.Options{} },
+	errs = runRanksWith(t, "host", 2, func(int, hal.Device) weft.Options { return weft.Options{} },
 		func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
 	for r, err := range errs {
 		if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "WEFT_ROOTED_SHAPE") || !strings.Contains(err.Error(), "pull") {

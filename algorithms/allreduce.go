@@ -156,12 +156,24 @@ const CEFamily = "ce"
 // store-only 2PA (AllReduce2PAPush) with windows of Window bytes. Pull,
 // in the point-to-point shape (Config.P2P) only, makes the windowed
 // point-to-point plan's receivers read each window from the sender's
-// scratch instead of the sender writing it into theirs (P2PPlan).
+// scratch instead of the sender writing it into theirs (P2PPlan). Depth,
+// in the shapes of the one-hop windowed plans (Config.P2P and
+// Config.RootedHB) only, is how many windows a writer may run ahead of
+// its reader (plan.Plan.WindowDepth; 0: 2).
 type Shape struct {
 	Blocks, Threads, Unroll int
 	Push                    bool
 	Window                  int64
 	Pull                    bool
+	Depth                   int
+}
+
+// depth is the shape's window depth (Shape.Depth, 2 when unset).
+func (s Shape) depth() int {
+	if s.Depth == 0 {
+		return 2
+	}
+	return s.Depth
 }
 
 // DefaultConfig returns the configuration for a device with sms
@@ -354,6 +366,9 @@ func validShape(name string, s Shape) error {
 	if s.Blocks < 1 || s.Threads < 32 || s.Window <= 0 || s.Window%plan.AlignBytes != 0 {
 		return fmt.Errorf("algorithms: %s shape %d blocks × %d threads, window %d bytes: want blocks ≥ 1, threads ≥ 32 and a window that is a positive multiple of %d",
 			name, s.Blocks, s.Threads, s.Window, plan.AlignBytes)
+	}
+	if s.Depth != 0 && (s.Depth < 2 || s.Depth > plan.MaxWindowDepth) {
+		return fmt.Errorf("algorithms: %s shape: window depth %d: want 2 to %d", name, s.Depth, plan.MaxWindowDepth)
 	}
 	return nil
 }

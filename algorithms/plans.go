@@ -411,7 +411,11 @@ func P2PPlan(c Config) (*plan.Plan, error) {
 	}
 	chs := c.channels()
 	b := s.Blocks
+	d := s.depth()
 	name := fmt.Sprintf("sendrecv-hb-%dx%d-w%d", b, s.Threads, s.Window)
+	if d != 2 {
+		name += fmt.Sprintf("-d%d", d)
+	}
 	if s.Pull {
 		name += "-pull"
 	}
@@ -419,6 +423,9 @@ func P2PPlan(c Config) (*plan.Plan, error) {
 	// Semaphores 0..3b−1: the windows' free, data and done; 3b..6b−1: the
 	// posted-buffer mailbox (p2pPostSems, algorithms/p2p.go).
 	p.Unroll, p.Scratch, p.ScratchSlots, p.Semaphores = s.Unroll, plan.Simple, len(chs), 3*b+p2pPostSems(b)
+	if len(chs) > 0 && d != 2 {
+		p.WindowDepth = d
+	}
 	for ci, ch := range chs {
 		one := []int{ci}
 		put := xfer([]plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input))
@@ -433,10 +440,10 @@ func P2PPlan(c Config) (*plan.Plan, error) {
 		p.Groups = append(p.Groups,
 			plan.Group{Blocks: b, Arg: 2*ci + 1, Window: s.Window, NChunks: 1, Pipeline: plan.PipelineWindows,
 				Before: doneCredits(one, sem(semDone, b)),
-				Ops:    cat(skip(waits(one, sem(semFree, b)), 2, 0), []plan.Op{put}, signals(one, sem(semData, b))),
+				Ops:    cat(skip(waits(one, sem(semFree, b)), d, 0), []plan.Op{put}, signals(one, sem(semData, b))),
 				Post:   p2pSendPost(ch, ci, 3*b)},
 			plan.Group{Blocks: b, Arg: 2*ci + 2, Window: s.Window, NChunks: 1, Pipeline: plan.PipelineWindows,
-				Ops: cat(waits(one, sem(semData, b)), []plan.Op{get}, skip(signals(one, sem(semFree, b)), 0, 2)), After: signals(one, sem(semDone, b)),
+				Ops: cat(waits(one, sem(semData, b)), []plan.Op{get}, skip(signals(one, sem(semFree, b)), 0, d)), After: signals(one, sem(semDone, b)),
 				Post: p2pRecvPost(ch, ci, 3*b)})
 	}
 	p.Groups = append(p.Groups, plan.Group{Blocks: b, Arg: 2*len(chs) + 1, Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}})

@@ -140,22 +140,33 @@ func BroadcastHB(c Config, root int) (*plan.Plan, error) {
 	}
 	c = c.rooted()
 	chs, all := c.channels(), c.others()
-	b := c.HB.Blocks
+	b, d := c.HB.Blocks, c.HB.depth()
 	var g plan.Group
 	if c.Rank == root {
 		dsts := []plan.Ref{plan.L(plan.Output)}
 		for ci, ch := range chs {
 			dsts = append(dsts, plan.RS(ci, slotOf(root, ch.Peer)))
 		}
-		g = c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), []plan.Op{xfer(dsts, plan.L(plan.Input))}, signals(all, sem(semData, b))), nil)
+		g = c.group(1, cat(skip(waits(all, sem(semFree, b)), d, 0), []plan.Op{xfer(dsts, plan.L(plan.Input))}, signals(all, sem(semData, b))), nil)
 		g.Before = doneCredits(all, sem(semDone, b))
 	} else {
 		rc := []int{c.chanOf(root)}
 		g = c.group(1, cat(waits(rc, sem(semData, b)), []plan.Op{xfer([]plan.Ref{plan.L(plan.Output)}, plan.LS(rc[0]))},
-			skip(signals(rc, sem(semFree, b)), 0, 2)), signals(rc, sem(semDone, b)))
+			skip(signals(rc, sem(semFree, b)), 0, d)), signals(rc, sem(semDone, b)))
 	}
 	g.Pipeline = plan.PipelineWindows // one hop: the copy-out overlaps the next window
-	return c.hbPlan(fmt.Sprintf("broadcast-r%d", root), len(chs), 3, g)
+	return c.deepen(c.hbPlan(fmt.Sprintf("broadcast-r%d", root), len(chs), 3, g))
+}
+
+// deepen gives a one-hop windowed plan built with the HB shape's depth
+// (its skips) that depth (plan.Plan.WindowDepth) and a name that says it.
+func (c Config) deepen(p *plan.Plan, err error) (*plan.Plan, error) {
+	if err != nil || c.HB.depth() == 2 || !p.Windowed() {
+		return p, err
+	}
+	p.WindowDepth = c.HB.Depth
+	p.Name += fmt.Sprintf("-d%d", c.HB.Depth)
+	return p, p.Validate()
 }
 
 // ReduceLL is the LL Reduce with LLBlocks blocks for messages up to the
@@ -205,7 +216,7 @@ func ReduceHB(c Config, root int) (*plan.Plan, error) {
 	}
 	c = c.rooted()
 	all := c.others()
-	b := c.HB.Blocks
+	b, d := c.HB.Blocks, c.HB.depth()
 	var g plan.Group
 	if c.Rank == root {
 		srcs := []plan.Ref{plan.L(plan.Input)}
@@ -214,18 +225,18 @@ func ReduceHB(c Config, root int) (*plan.Plan, error) {
 		}
 		red := xfer([]plan.Ref{plan.L(plan.Output)}, srcs...)
 		red.Combine = true
-		g = c.group(1, cat(waits(all, sem(semData, b)), []plan.Op{red}, skip(signals(all, sem(semFree, b)), 0, 2)), signals(all, sem(semDone, b)))
+		g = c.group(1, cat(waits(all, sem(semData, b)), []plan.Op{red}, skip(signals(all, sem(semFree, b)), 0, d)), signals(all, sem(semDone, b)))
 		if c.NRanks == 1 {
 			g.Ops, g.After = []plan.Op{red}, nil
 		}
 	} else {
 		rc := []int{c.chanOf(root)}
-		g = c.group(1, cat(skip(waits(rc, sem(semFree, b)), 2, 0), []plan.Op{xfer([]plan.Ref{plan.RS(rc[0], slotOf(c.Rank, root))}, plan.L(plan.Input))},
+		g = c.group(1, cat(skip(waits(rc, sem(semFree, b)), d, 0), []plan.Op{xfer([]plan.Ref{plan.RS(rc[0], slotOf(c.Rank, root))}, plan.L(plan.Input))},
 			signals(rc, sem(semData, b))), nil)
 		g.Before = doneCredits(rc, sem(semDone, b))
 	}
 	g.Pipeline = plan.PipelineWindows // one hop: the copy-out overlaps the next window
-	return c.hbPlan(fmt.Sprintf("reduce-r%d", root), len(all), 3, g)
+	return c.deepen(c.hbPlan(fmt.Sprintf("reduce-r%d", root), len(all), 3, g))
 }
 
 // rootedPlans are the memory-channel plans of Broadcast or Reduce,

@@ -286,13 +286,15 @@ func (c Config) AllReduceTiers() []Tier {
 
 // ParseHBShape parses the shape of the windowed (HB) plans as
 // WEFT_HB_SHAPE writes it: "BLOCKSxTHREADS", optionally followed by
-// "wWINDOW" (a size as ParseSize reads it), e.g. "64x512" or "32x1024w4M",
-// then optionally ",pull" or ",push" (Shape.Pull set or cleared; only the
-// point-to-point shape has a direction, which the caller checks); "pull"
-// or "push" alone changes only the direction. The window and direction
-// stay base's when the text gives none. Blocks
-// 1–256, threads a multiple of 32 from 32 to 1024, the window a multiple
-// of plan.AlignBytes from 4 KiB to 64 MiB. Errors name what is wrong.
+// "wWINDOW" (a size as ParseSize reads it) and "dDEPTH" (Shape.Depth),
+// e.g. "64x512", "32x1024w4M" or "44x1024w1Md8", then optionally ",pull"
+// or ",push" (Shape.Pull set or cleared; only the point-to-point shape
+// has a direction, and only the one-hop shapes a depth, which the caller
+// checks); "pull" or "push" alone changes only the direction. The window,
+// depth and direction stay base's when the text gives none. Blocks 1–256,
+// threads a multiple of 32 from 32 to 1024, the window a multiple of
+// plan.AlignBytes from 4 KiB to 64 MiB, the depth 2 to
+// plan.MaxWindowDepth. Errors name what is wrong.
 func ParseHBShape(s string, base Shape) (Shape, error) {
 	out := base
 	s = strings.TrimSpace(s)
@@ -312,10 +314,11 @@ func ParseHBShape(s string, base Shape) (Shape, error) {
 			return out, nil
 		}
 	}
-	shape, window, hasWindow := strings.Cut(s, "w")
+	rest, depth, hasDepth := strings.Cut(s, "d")
+	shape, window, hasWindow := strings.Cut(rest, "w")
 	bs, ts, ok := strings.Cut(shape, "x")
 	if !ok {
-		return out, fmt.Errorf("shape %q: want BLOCKSxTHREADS[wWINDOW], e.g. 64x512", s)
+		return out, fmt.Errorf("shape %q: want BLOCKSxTHREADS[wWINDOW][dDEPTH], e.g. 64x512", s)
 	}
 	var err error
 	if out.Blocks, err = strconv.Atoi(bs); err != nil || out.Blocks < 1 || out.Blocks > 256 {
@@ -330,6 +333,13 @@ func ParseHBShape(s string, base Shape) (Shape, error) {
 			return base, fmt.Errorf("shape %q: window %q: want a multiple of %d bytes from 4K to 64M", s, window, plan.AlignBytes)
 		}
 		out.Window = w
+	}
+	if hasDepth {
+		d, err := strconv.Atoi(depth)
+		if err != nil || d < 2 || d > plan.MaxWindowDepth {
+			return base, fmt.Errorf("shape %q: depth %q: want 2 to %d windows", s, depth, plan.MaxWindowDepth)
+		}
+		out.Depth = d
 	}
 	return out, nil
 }

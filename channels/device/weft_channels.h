@@ -260,11 +260,12 @@ WEFT_DEV void range_w(const Ctx& c, int chunk, int nchunks, weft_u64 w, weft_u64
 }
 
 // wslot_at: element elem (from the window's start) of slot `slot` in window
-// w; windows alternate between the two halves of the scratch.
-template <int ES>
+// w; windows take the scratch's D parts in turn (plan.Plan.WindowDepth: two
+// halves unless the plan says more).
+template <int ES, int D = 2>
 WEFT_DEV char* wslot_at(const Ctx& c, weft_u64 scratch, int slot, weft_u64 w, weft_u64 elem) {
-  const weft_u64 stride = c.p->scratch_bytes / 2 / c.p->scratch_slots / 16 * 16;
-  return (char*)(scratch + ((w & 1) * c.p->scratch_slots + slot) * stride + elem * ES);
+  const weft_u64 stride = c.p->scratch_bytes / D / c.p->scratch_slots / 16 * 16;
+  return (char*)(scratch + ((w % D) * c.p->scratch_slots + slot) * stride + elem * ES);
 }
 
 // ---- scratch layout (plan.SlotStride, HeaderOffset, ScratchOffset) ----------

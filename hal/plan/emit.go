@@ -380,7 +380,11 @@ func (e *emitter) ptr(r Ref, constant bool) string {
 		if e.g.Rolling {
 			w = "wbase + w"
 		}
-		return fmt.Sprintf("%swslot_at<ES>(c, %s, %d, %s, off - wstart)", cast, base, r.Slot, w)
+		es := "ES"
+		if d := e.p.Depth(); d != 2 {
+			es = fmt.Sprintf("ES, %d", d)
+		}
+		return fmt.Sprintf("%swslot_at<%s>(c, %s, %d, %s, off - wstart)", cast, es, base, r.Slot, w)
 	}
 	return fmt.Sprintf("%sslot_at<PROTO, ES>(c, %s, %d, off)", cast, base, r.Slot)
 }

@@ -7,8 +7,8 @@ import (
 )
 
 // Scratch layout. A rank's scratch of capacity C bytes is split into
-// halves (two for LL protocols, one for Simple), each into ScratchSlots
-// slots of SlotStride(C) bytes. Launch number k uses half k mod 2, so a rank
+// halves (two for LL protocols, one for Simple, Depth for windowed plans),
+// each into ScratchSlots slots of SlotStride(C) bytes. Launch number k uses half k mod 2, so a rank
 // that starts the next call never overwrites packets a slower peer has not
 // read yet. The layout depends only on the capacity, never on the count, so
 // consecutive calls of different sizes keep that guarantee. An LL slot
@@ -16,7 +16,10 @@ import (
 // one packet per PayloadBytes of data.
 
 func (p *Plan) halves() int64 {
-	if p.Scratch == Simple && !p.Windowed() {
+	switch {
+	case p.Windowed():
+		return p.Depth()
+	case p.Scratch == Simple:
 		return 1
 	}
 	return 2
@@ -34,11 +37,12 @@ func (p *Plan) Windowed() bool {
 
 // WindowScratchOffset is the byte offset, in a windowed plan's scratch of
 // capacity bytes, of element elem (counted from the window's start) of slot
-// s in window w: windows alternate between the two halves, so a peer may
-// fill window w+1 while this rank still reduces window w.
+// s in window w: windows take the scratch's Depth parts in turn (two halves
+// unless Plan.WindowDepth says more), so a peer may fill window w+1 while
+// this rank still reduces window w.
 func (p *Plan) WindowScratchOffset(capacity int64, esize int, w int64, s int, elem int64) int64 {
 	stride := p.SlotStride(capacity)
-	return ((w&1)*int64(p.ScratchSlots)+int64(s))*stride + elem*int64(esize)
+	return ((w%p.Depth())*int64(p.ScratchSlots)+int64(s))*stride + elem*int64(esize)
 }
 
 // SlotBytes is the size a slot needs for count elements of esize bytes.
@@ -52,7 +56,7 @@ func (p *Plan) SlotBytes(count int64, esize int) int64 {
 }
 
 // ScratchBytes is the scratch capacity a call of count elements needs; for
-// a windowed plan, two halves of slots one window long, whatever the count.
+// a windowed plan, Depth parts of slots one window long, whatever the count.
 func (p *Plan) ScratchBytes(count int64, esize int) int64 {
 	if p.ScratchSlots == 0 {
 		return 0
@@ -62,7 +66,7 @@ func (p *Plan) ScratchBytes(count int64, esize int) int64 {
 		for _, g := range p.Groups {
 			w = max(w, g.Window)
 		}
-		return 2 * int64(p.ScratchSlots) * w
+		return p.Depth() * int64(p.ScratchSlots) * w
 	}
 	return p.halves() * int64(p.ScratchSlots) * p.SlotBytes(count, esize)
 }

@@ -603,6 +603,32 @@ type Plan struct {
 	// so that a small put leaves with no device-to-host copy on the
 	// proxy's path.
 	StageSends bool
+	// WindowDepth, in a windowed plan, is how many windows each scratch
+	// slot holds: window w of a group uses position w mod WindowDepth
+	// (WindowScratchOffset), so a writer may run up to WindowDepth windows
+	// ahead of its reader (its waits for the reader's release skip the
+	// first WindowDepth windows, the reader's releases the last
+	// WindowDepth). 0 means 2, the two halves every windowed plan had
+	// before: enough where each window carries hundreds of KiB per block,
+	// too few where a message is cut into many small windows and each
+	// writer waits for the release of the window two back, a round trip
+	// over the link per window. NCCL's SIMPLE protocol keeps NCCL_STEPS = 8
+	// steps in flight per connection (src/include/device.h). 2 to
+	// MaxWindowDepth; more than 2 only in plans without Rolling groups or
+	// a switch buffer (both alternate two halves).
+	WindowDepth int
+}
+
+// MaxWindowDepth bounds Plan.WindowDepth.
+const MaxWindowDepth = 16
+
+// Depth is the number of windows a windowed plan's scratch slot holds
+// (Plan.WindowDepth, 2 when unset).
+func (p *Plan) Depth() int64 {
+	if p.WindowDepth == 0 {
+		return 2
+	}
+	return int64(p.WindowDepth)
 }
 
 // Staged reports whether port transfer o moves its staging slot instead of
@@ -686,6 +712,19 @@ func (p *Plan) Validate() error {
 	}
 	if len(p.Groups) == 0 {
 		return bad("no thread-block groups")
+	}
+	if p.WindowDepth != 0 {
+		if p.WindowDepth < 2 || p.WindowDepth > MaxWindowDepth || !p.Windowed() {
+			return bad("window depth %d (want 2 to %d, in a windowed plan)", p.WindowDepth, MaxWindowDepth)
+		}
+		if p.WindowDepth > 2 && p.SwitchSlots > 0 {
+			return bad("window depth %d with a switch buffer (its windows alternate two halves)", p.WindowDepth)
+		}
+		for gi, g := range p.Groups {
+			if p.WindowDepth > 2 && g.Rolling {
+				return bad("group %d: window depth %d in a rolling group (its windows alternate two halves)", gi, p.WindowDepth)
+			}
+		}
 	}
 	chanOK := func(ch int) bool { return ch >= 0 && ch < len(p.Channels) }
 	for gi, g := range p.Groups {

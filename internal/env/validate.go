@@ -65,9 +65,12 @@ var (
 	// shapeForm: a windowed plan's shape, parsed in full by
 	// algorithms.ParseHBShape when a communicator is made.
 	shapeForm = form{"BLOCKSxTHREADS[wWINDOW], e.g. 64x512", func(v string) bool { return strings.Contains(v, "x") }}
+	// rootedShapeForm: the one-hop Broadcast and Reduce shape, which may
+	// also name a window depth.
+	rootedShapeForm = form{"BLOCKSxTHREADS[wWINDOW][dDEPTH], e.g. 44x1024w2Md8", func(v string) bool { return strings.Contains(v, "x") }}
 	// p2pShapeForm: the point-to-point shape, which may also name the
 	// direction (",pull", ",push", or that word alone).
-	p2pShapeForm = form{"[BLOCKSxTHREADS[wWINDOW]][,pull|,push], e.g. 64x1024w4M,pull or pull", func(v string) bool {
+	p2pShapeForm = form{"[BLOCKSxTHREADS[wWINDOW][dDEPTH]][,pull|,push], e.g. 44x1024w2Md8, 64x1024w4M,pull or pull", func(v string) bool {
 		shape, dir, hasDir := strings.Cut(strings.TrimSpace(v), ",")
 		if v = strings.TrimSpace(v); v == "pull" || v == "push" {
 			return true
@@ -121,7 +124,7 @@ var forms = map[string]form{
 	"WEFT_TUNING_FILE":      {"a path, or off", func(string) bool { return true }},
 	"WEFT_HB_SHAPE":         shapeForm,
 	"WEFT_P2P_SHAPE":        p2pShapeForm,
-	"WEFT_ROOTED_SHAPE":     shapeForm,
+	"WEFT_ROOTED_SHAPE":     rootedShapeForm,
 	"WEFT_MAX_CTAS":         ctaForm,
 	"WEFT_MIN_CTAS":         ctaForm,
 	"WEFT_NVLS":             bit,
