@@ -439,7 +439,7 @@ func testP2P(t *testing.T, backend string, n int) {
 
 // TestP2PMismatch: a send whose size differs from the receive is reported
 // by both sides as a count mismatch naming the peer, not computed (sizes
-// of the windowed plan; TestP2PLLMismatch has the LL plan's).
+// of the large windowed plan; TestP2PLLMismatch has the LL plan's).
 func TestP2PMismatch(t *testing.T) {
 	t.Parallel() // waits on sockets and deadlines more than it computes
 	errs := runRanksOpts(t, "host", 2, weft.Options{Timeout: 5 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
@@ -448,9 +448,9 @@ func TestP2PMismatch(t *testing.T) {
 			return err
 		}
 		defer b.Free()
-		op := weft.P2P{Peer: 1, Send: true, Buf: b.Addr(), Bytes: 100_000}
+		op := weft.P2P{Peer: 1, Send: true, Buf: b.Addr(), Bytes: 300_000}
 		if rank == 1 {
-			op = weft.P2P{Peer: 0, Buf: b.Addr(), Bytes: 200_000}
+			op = weft.P2P{Peer: 0, Buf: b.Addr(), Bytes: 400_000}
 		}
 		if err := c.LaunchP2P([]weft.P2P{op}, s); err != nil {
 			return err

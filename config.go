@@ -83,7 +83,7 @@ func TuningFile() (path string, named bool) {
 // configure assembles a communicator's configuration. It is the one place
 // that applies the order of precedence, highest first: an explicit option
 // (Options.Config, Options.Timeout, Options.MaxCTAs and MinCTAs), the
-// WEFT_* variables (WEFT_ALGO, WEFT_ALLREDUCE, WEFT_P2P_LL_MAX_BYTES,
+// WEFT_* variables (WEFT_ALGO, WEFT_ALLREDUCE, WEFT_P2P_LL_MAX_BYTES, WEFT_P2P_MID_MAX_BYTES,
 // WEFT_HB_SHAPE, WEFT_P2P_SHAPE, WEFT_ROOTED_SHAPE, WEFT_TIMEOUT, WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
 // device and rank count (TuningFile), the defaults for the device
 // (algorithms.DefaultConfig, a 10 s timeout, no block budget). An
@@ -121,11 +121,11 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 				if *f, err = algorithms.ParseHBShape(s, *f); err != nil {
 					return cfg, "", 0, fmt.Errorf("weft: %s: %v: %w", v.name, err, hal.ErrInvalidArgument)
 				}
-				if f.Pull && v.name != "WEFT_P2P_SHAPE" {
-					return cfg, "", 0, fmt.Errorf("weft: %s=%q: only the point-to-point shape (WEFT_P2P_SHAPE) takes ,pull: %w", v.name, s, hal.ErrInvalidArgument)
+				if f.Pull && v.name != "WEFT_P2P_SHAPE" && v.name != "WEFT_P2P_MID_SHAPE" {
+					return cfg, "", 0, fmt.Errorf("weft: %s=%q: only the point-to-point shapes (WEFT_P2P_SHAPE, WEFT_P2P_MID_SHAPE) take ,pull: %w", v.name, s, hal.ErrInvalidArgument)
 				}
-				if f.Depth != 0 && v.name == "WEFT_HB_SHAPE" {
-					return cfg, "", 0, fmt.Errorf("weft: %s=%q: only the one-hop shapes (WEFT_P2P_SHAPE, WEFT_ROOTED_SHAPE) take a window depth: %w", v.name, s, hal.ErrInvalidArgument)
+				if (f.Depth != 0 || f.Pipeline != 0) && v.name == "WEFT_HB_SHAPE" {
+					return cfg, "", 0, fmt.Errorf("weft: %s=%q: only the one-hop shapes (WEFT_P2P_SHAPE, WEFT_P2P_MID_SHAPE, WEFT_ROOTED_SHAPE) take a window depth or pipeline: %w", v.name, s, hal.ErrInvalidArgument)
 				}
 			}
 		}
@@ -149,6 +149,15 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 				cfg.P2PLLWideMaxBytes = n
 			}
 			cfg.P2PLLSmallMaxBytes = min(cfg.P2PLLSmallMaxBytes, n)
+		}
+		if s := env.String("WEFT_P2P_MID_MAX_BYTES"); s != "" {
+			n, perr := algorithms.ParseSize(s)
+			if perr != nil || n < 0 || n > 1<<30 {
+				return cfg, "", 0, fmt.Errorf("weft: WEFT_P2P_MID_MAX_BYTES=%q: want a size from 0 (no mid-size point-to-point plan) to 1G: %w", s, hal.ErrInvalidArgument)
+			}
+			if cfg.P2PMidMaxBytes = n; n > 0 && cfg.P2PMid.Blocks == 0 {
+				cfg.P2PMid = cfg.P2P // shaped by WEFT_P2P_MID_SHAPE, or like the large plan
+			}
 		}
 	}
 	if cfg.Budget, err = blockBudget(opts, info, rank); err != nil {
@@ -244,6 +253,7 @@ var shapeVars = []struct {
 }{
 	{"WEFT_HB_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.HB }},
 	{"WEFT_P2P_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.P2P }},
+	{"WEFT_P2P_MID_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.P2PMid }},
 	{"WEFT_ROOTED_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.RootedHB }},
 }
 
@@ -259,9 +269,12 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		Tiers, Algo, Source, Budget string
 		P2PLL, P2PLLSmall, CE       int64
 		HB, P2P, Rooted             algorithms.Shape
+		P2PMid                      algorithms.Shape
+		P2PMidMax                   int64
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
-		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB}
+		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
+		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -291,6 +304,12 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			// An AllGather runs on copy engines on every rank or on none.
 			return fmt.Errorf("weft: ranks chose different copy-engine AllGather bounds: rank 0 %d bytes, rank %d %d bytes (WEFT_CE_MIN_BYTES, or a device without usable stream operations): %w",
 				first.CE, r, c.CE, hal.ErrInvalidUsage)
+		}
+		if c.P2PMid != first.P2PMid || c.P2PMidMax != first.P2PMidMax {
+			// A sender and its receiver pick the mid-size windowed plan
+			// from the operation's size alike, and its groups pair up.
+			return fmt.Errorf("weft: ranks chose different mid-size point-to-point plans: rank 0 %+v up to %d bytes, rank %d %+v up to %d bytes: give every rank the same WEFT_P2P_MID_SHAPE: %w",
+				first.P2PMid, first.P2PMidMax, r, c.P2PMid, c.P2PMidMax, hal.ErrInvalidUsage)
 		}
 		if c.HB != first.HB || c.P2P != first.P2P || c.Rooted != first.Rooted {
 			// The windowed plans' blocks and windows pair up across ranks.

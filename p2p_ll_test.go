@@ -98,9 +98,10 @@ func freeOps(ops []p2pOp) {
 }
 
 // TestP2PPlanChoice: an operation up to the LL bound is served by the LL
-// point-to-point plan, a larger one by the windowed plan, whatever the data
-// type (the choice is by bytes), and WEFT_ALGO=hb's configuration leaves
-// the LL plan out.
+// point-to-point plan, a larger one by the mid-size windowed plan up to its
+// bound, a larger one still by the windowed plan, whatever the data type
+// (the choice is by bytes), and WEFT_ALGO=hb's configuration leaves the LL
+// plans out.
 func TestP2PPlanChoice(t *testing.T) {
 	m := p2pLLMax(t)
 	w := algorithms.DefaultConfig(0, 2, 4, false).P2PLLWideMaxBytes
@@ -111,7 +112,11 @@ func TestP2PPlanChoice(t *testing.T) {
 	if sm <= 0 || sm >= m {
 		t.Fatalf("hal/host default configuration has no one-block LL point-to-point plan (P2PLLSmallMaxBytes %d, P2PLLMaxBytes %d)", sm, m)
 	}
-	wide, small := fmt.Sprintf("-to%dK", w>>10), fmt.Sprintf("-1x32-to%dK", sm>>10)
+	mm := algorithms.DefaultConfig(0, 2, 4, false).P2PMidMaxBytes
+	if mm <= w || mm%(1<<10) != 0 || mm >= 1<<20 {
+		t.Fatalf("hal/host default configuration has no mid-size windowed point-to-point plan between %d bytes and 1 MiB (P2PMidMaxBytes %d)", w, mm)
+	}
+	wide, small, mid := fmt.Sprintf("-to%dK", w>>10), fmt.Sprintf("-1x32-to%dK", sm>>10), fmt.Sprintf("-to%dK", mm>>10)
 	errs := runRanks(t, "host", 2, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 		for _, typ := range plan.DataTypes {
 			es := int64(typ.Size())
@@ -126,13 +131,15 @@ func TestP2PPlanChoice(t *testing.T) {
 				{m / es, "sendrecv-LL16-", ""},
 				{m/es + 1, "sendrecv-LL16-", wide},
 				{w / es, "sendrecv-LL16-", wide},
-				{w/es + 1, "sendrecv-hb-", ""},
+				{w/es + 1, "sendrecv-hb-", mid},
+				{mm / es, "sendrecv-hb-", mid},
+				{mm/es + 1, "sendrecv-hb-", ""},
 				{64 << 20 / es, "sendrecv-hb-", ""},
 			} {
 				name := c.PlanName(weft.Call{Coll: weft.SendRecv, Count: tc.count, Type: typ})
 				ok := strings.HasPrefix(name, tc.want) && strings.HasSuffix(name, tc.tail)
 				if tc.tail == "" {
-					ok = ok && !strings.HasSuffix(name, wide) && !strings.HasSuffix(name, small)
+					ok = ok && !strings.HasSuffix(name, wide) && !strings.HasSuffix(name, small) && !strings.HasSuffix(name, mid)
 				}
 				if !ok {
 					return fmt.Errorf("%v × %d: plan %q, want %s…%s", typ, tc.count, name, tc.want, tc.tail)
@@ -149,8 +156,8 @@ func TestP2PPlanChoice(t *testing.T) {
 	cfg := algorithms.DefaultConfig(0, 2, 4, false)
 	cfg.Algo = "hb"
 	choices, err := algorithms.Plans(cfg, algorithms.SendRecv, 0)
-	if err != nil || len(choices) != 1 || !strings.HasPrefix(choices[0].Plan.Name, "sendrecv-hb-") {
-		t.Errorf("WEFT_ALGO=hb: point-to-point plans %v, %v; want the windowed plan only", choices, err)
+	if err != nil || len(choices) != 2 || !strings.HasSuffix(choices[0].Plan.Name, mid) || !strings.HasPrefix(choices[1].Plan.Name, "sendrecv-hb-") || strings.HasSuffix(choices[1].Plan.Name, mid) {
+		t.Errorf("WEFT_ALGO=hb: point-to-point plans %v, %v; want the two windowed plans only", choices, err)
 	}
 }
 

@@ -196,6 +196,7 @@ func TestShapeSettings(t *testing.T) {
 	// testP2P (all windowed: no LL point-to-point) and 40,000 floats of
 	// Broadcast and Reduce cross several.
 	t.Setenv("WEFT_P2P_LL_MAX_BYTES", "0")
+	t.Setenv("WEFT_P2P_MID_MAX_BYTES", "0") // every operation on the WEFT_P2P_SHAPE plan
 	t.Setenv("WEFT_P2P_SHAPE", "3x64w8K")
 	t.Setenv("WEFT_ROOTED_SHAPE", "2x96w8K")
 	testP2P(t, "host", 3)
@@ -208,9 +209,15 @@ func TestShapeSettings(t *testing.T) {
 	testP2P(t, "host", 3)
 	// Writers up to 4 (point-to-point) and 5 (Broadcast, Reduce) windows
 	// ahead of their readers (Shape.Depth).
-	t.Setenv("WEFT_P2P_SHAPE", "3x64w8Kd4")
+	t.Setenv("WEFT_P2P_SHAPE", "3x64w8Kd4p6")
 	t.Setenv("WEFT_ROOTED_SHAPE", "2x96w8Kd5")
 	testP2P(t, "host", 3)
+	// The mid-size plan reshaped, serving every operation up to 64 KiB.
+	t.Setenv("WEFT_P2P_MID_MAX_BYTES", "64K")
+	t.Setenv("WEFT_P2P_MID_SHAPE", "2x96w4Kd3p1")
+	testP2P(t, "host", 3)
+	t.Setenv("WEFT_P2P_MID_MAX_BYTES", "0")
+	t.Setenv("WEFT_P2P_MID_SHAPE", "")
 	runCases(t, 3, []collCase{
 		{coll: algorithms.Broadcast, t: plan.Float32, op: plan.Sum, root: 0, count: 40000},
 		{coll: algorithms.Reduce, t: plan.Float32, op: plan.Sum, root: 1, count: 40000},

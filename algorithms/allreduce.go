@@ -77,6 +77,14 @@ type Config struct {
 	// its first block while every other block still takes its credit and
 	// releases its half. 0: none.
 	P2PLLSmallMaxBytes int64
+	// P2PMidMaxBytes, when above the LL bounds, adds a windowed
+	// point-to-point plan shaped P2PMid for the operations between the
+	// largest LL bound and it; larger ones take the P2P-shaped plan. 0:
+	// none. Mid-size operations want fewer blocks and several windows in
+	// flight (the copy-out of one window overlapping the write of the
+	// next), large ones more blocks and large windows (DefaultConfig).
+	P2PMidMaxBytes int64
+	P2PMid         Shape
 	// WideLL shapes the wide LL plans (blocks × threads): the same LL
 	// plans with more blocks, for messages of 64 KiB to a few MiB, where
 	// the narrow LL plans' few blocks cannot keep the link busy and the
@@ -159,13 +167,24 @@ const CEFamily = "ce"
 // scratch instead of the sender writing it into theirs (P2PPlan). Depth,
 // in the shapes of the one-hop windowed plans (Config.P2P and
 // Config.RootedHB) only, is how many windows a writer may run ahead of
-// its reader (plan.Plan.WindowDepth; 0: 2).
+// its reader (plan.Plan.WindowDepth; 0: 2), and Pipeline the fewest
+// windows a message of at least one window is cut into
+// (plan.Group.Pipeline; 0: plan.PipelineWindows).
 type Shape struct {
 	Blocks, Threads, Unroll int
 	Push                    bool
 	Window                  int64
 	Pull                    bool
 	Depth                   int
+	Pipeline                int
+}
+
+// pipeline is the shape's Pipeline (plan.PipelineWindows when unset).
+func (s Shape) pipeline() int {
+	if s.Pipeline == 0 {
+		return plan.PipelineWindows
+	}
+	return s.Pipeline
 }
 
 // depth is the shape's window depth (Shape.Depth, 2 when unset).
@@ -256,6 +275,19 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		// it was no better). One pass of 1024 threads carries 8 KiB as
 		// LL16 packets.
 		c.P2PLLSmallMaxBytes = 8 << 10
+		// Mid-size operations (2×H100 2026-11-26, docs/bench/2026-11-26i-h100x2,
+		// gather/scatter beside NCCL): with the large plan's 44 blocks and
+		// one 16 MiB window, an 8 MB operation is written whole and then
+		// copied out (gather of 16 MB 0.90× NCCL). 32 blocks with 2 MiB
+		// windows, 8 in flight (Shape.Depth: the writer never waits for a
+		// release within such an operation) and no forced split below two
+		// windows (Pipeline 1): 0.98×, and 0.99–1.13× at 1–8 MB operations
+		// where 44 blocks took 0.95–1.08×; from 32 MB the large plan is as
+		// good or better. Measured on 2 ranks only, so only there.
+		if nranks == 2 {
+			c.P2PMid = Shape{Blocks: min(32, p2pBlocks), Threads: 1024, Unroll: 4, Window: 2 << 20, Depth: 8, Pipeline: 1}
+			c.P2PMidMaxBytes = 16 << 20
+		}
 		// Port plans: few blocks (they push triggers; only reductions use
 		// SMs), windows large enough that a copy engine's per-copy cost and
 		// the proxy's latency stay small beside the transfer (8 MiB moves
@@ -287,6 +319,10 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		c.P2PLL = Shape{Blocks: 2, Threads: 32}
 		// The one-block plan up to 4 KiB, so that tests mix three LL plans.
 		c.P2PLLSmallMaxBytes = 4 << 10
+		// A mid-size windowed plan (2 blocks, 4 KiB windows 4 deep) up to
+		// 128 KiB, so that tests mix two windowed plans too.
+		c.P2PMid = Shape{Blocks: 2, Threads: 32, Window: 4 << 10, Depth: 4, Pipeline: 1}
+		c.P2PMidMaxBytes = 128 << 10
 		c.Port = Shape{Blocks: max(1, min(sms, 2)), Threads: 32, Window: 16 << 10}
 		c.NVLS = Shape{Blocks: max(1, min(sms, 2)), Threads: 32, Window: 16 << 10}
 	}

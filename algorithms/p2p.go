@@ -48,14 +48,31 @@ import (
 // a one-block LL plan up to Config.P2PLLSmallMaxBytes where that is below
 // Config.P2PLLMaxBytes, the LL plan up to P2PLLMaxBytes (unless that is 0
 // or Config.Algo is "hb"), a second LL plan up to Config.P2PLLWideMaxBytes
-// where that is larger, then the windowed plan.
+// where that is larger, the mid-size windowed plan (Config.P2PMid) up to
+// Config.P2PMidMaxBytes where that is larger still, then the windowed
+// plan.
 func p2pPlans(c Config) ([]Choice, error) {
 	hb, err := P2PPlan(c)
 	if err != nil {
 		return nil, err
 	}
+	windowed := []Choice{{Plan: hb}}
+	llMax := c.P2PLLMaxBytes
 	if c.P2PLLMaxBytes <= 0 || c.Algo == "hb" {
-		return []Choice{{Plan: hb}}, nil
+		llMax = 0
+	}
+	if c.P2PMidMaxBytes > max(llMax, c.P2PLLWideMaxBytes) && c.P2PMid.Blocks > 0 {
+		m := c
+		m.P2P = c.P2PMid
+		mid, err := P2PPlan(m)
+		if err != nil {
+			return nil, err
+		}
+		mid.Name += "-to" + sizeName(c.P2PMidMaxBytes)
+		windowed = []Choice{{Plan: mid, MaxBytes: c.P2PMidMaxBytes}, {Plan: hb}}
+	}
+	if llMax <= 0 {
+		return windowed, nil
 	}
 	ll, err := P2PLLPlan(c)
 	if err != nil {
@@ -83,7 +100,7 @@ func p2pPlans(c Config) ([]Choice, error) {
 		wide.Name += fmt.Sprintf("-to%dK", c.P2PLLWideMaxBytes>>10)
 		out = append(out, Choice{Plan: wide, MaxBytes: c.P2PLLWideMaxBytes})
 	}
-	return append(out, Choice{Plan: hb}), nil
+	return append(out, windowed...), nil
 }
 
 // Semaphores of P2PLLPlan (per block: base + part).
@@ -395,4 +412,16 @@ func remoteSlots(ops []plan.Op, slots []int) {
 			}
 		}
 	}
+}
+
+// sizeName writes a byte count in the largest unit that divides it: 16M,
+// 128K, 1000.
+func sizeName(b int64) string {
+	switch {
+	case b > 0 && b%(1<<20) == 0:
+		return fmt.Sprintf("%dM", b>>20)
+	case b > 0 && b%(1<<10) == 0:
+		return fmt.Sprintf("%dK", b>>10)
+	}
+	return fmt.Sprint(b)
 }

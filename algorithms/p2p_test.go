@@ -74,9 +74,10 @@ func TestP2PLLPlan(t *testing.T) {
 }
 
 // TestP2PPlans: selection by operation size (LL up to P2PLLMaxBytes, the
-// wide LL plan up to P2PLLWideMaxBytes, the windowed plan beyond),
-// WEFT_ALGO=hb and P2PLLMaxBytes 0 leave the LL plans out, and the GPU
-// block counts follow the SMs and the rank count.
+// wide LL plan up to P2PLLWideMaxBytes, the mid-size windowed plan up to
+// P2PMidMaxBytes, the windowed plan beyond), WEFT_ALGO=hb and
+// P2PLLMaxBytes 0 leave the LL plans out, and the GPU block counts follow
+// the SMs and the rank count.
 func TestP2PPlans(t *testing.T) {
 	c := DefaultConfig(0, 2, 132, true)
 	choices, err := Plans(c, SendRecv, 0)
@@ -87,7 +88,8 @@ func TestP2PPlans(t *testing.T) {
 	for _, ch := range choices {
 		names = append(names, fmt.Sprintf("%s ≤ %d", ch.Plan.Name, ch.MaxBytes))
 	}
-	if d := cmp.Diff([]string{"sendrecv-LL16-1x1024-to8K ≤ 8192", "sendrecv-LL16-16x1024 ≤ 131072", "sendrecv-LL16-16x1024-to512K ≤ 524288", "sendrecv-hb-44x1024-w16777216 ≤ 0"}, names); d != "" {
+	if d := cmp.Diff([]string{"sendrecv-LL16-1x1024-to8K ≤ 8192", "sendrecv-LL16-16x1024 ≤ 131072", "sendrecv-LL16-16x1024-to512K ≤ 524288",
+		"sendrecv-hb-32x1024-w2097152-d8-p1-to16M ≤ 16777216", "sendrecv-hb-44x1024-w16777216 ≤ 0"}, names); d != "" {
 		t.Errorf("2 ranks on 132 SMs: plans differ (-want +got):\n%s", d)
 	}
 	if small := choices[0].Plan; small.Groups[0].Blocks != 1 || small.Groups[0].Span != 8<<10 {
@@ -96,7 +98,7 @@ func TestP2PPlans(t *testing.T) {
 	for _, tc := range []struct {
 		bytes int64
 		want  int
-	}{{0, 0}, {8, 0}, {8 << 10, 0}, {8<<10 + 1, 1}, {128 << 10, 1}, {128<<10 + 1, 2}, {512 << 10, 2}, {512<<10 + 1, 3}, {1 << 30, 3}} {
+	}{{0, 0}, {8, 0}, {8 << 10, 0}, {8<<10 + 1, 1}, {128 << 10, 1}, {128<<10 + 1, 2}, {512 << 10, 2}, {512<<10 + 1, 3}, {16 << 20, 3}, {16<<20 + 1, 4}, {1 << 30, 4}} {
 		if got := Select(choices, tc.bytes); got != tc.want {
 			t.Errorf("Select(%d bytes) = %d, want %d", tc.bytes, got, tc.want)
 		}
@@ -105,8 +107,8 @@ func TestP2PPlans(t *testing.T) {
 		c := DefaultConfig(0, 2, 132, true)
 		edit(&c)
 		choices, err := Plans(c, SendRecv, 0)
-		if err != nil || len(choices) != 1 || choices[0].Plan.Scratch != plan.Simple {
-			t.Errorf("without LL: %v, %v; want the windowed plan only", choices, err)
+		if err != nil || len(choices) != 2 || choices[0].Plan.Scratch != plan.Simple || choices[0].MaxBytes != 16<<20 || choices[1].Plan.Scratch != plan.Simple {
+			t.Errorf("without LL: %v, %v; want the two windowed plans only", choices, err)
 		}
 	}
 	for _, tc := range []struct{ n, sms, hb, ll int }{{2, 132, 44, 16}, {2, 200, 64, 16}, {4, 132, 18, 16}, {8, 132, 8, 8}, {8, 10, 1, 1}} {
@@ -117,6 +119,9 @@ func TestP2PPlans(t *testing.T) {
 		// Every group of both plans resident at once: 2n−1 groups.
 		if total := (2*tc.n - 1) * c.P2P.Blocks; total > max(tc.sms, 2*tc.n-1) {
 			t.Errorf("%d ranks, %d SMs: %d windowed blocks in all", tc.n, tc.sms, total)
+		}
+		if mid := c.P2PMid.Blocks; mid > c.P2P.Blocks || (tc.n == 2) != (c.P2PMidMaxBytes > 0 && mid > 0) {
+			t.Errorf("%d ranks, %d SMs: mid-size plan of %d blocks up to %d bytes (windowed plan: %d blocks); want one on 2 ranks only, of no more blocks", tc.n, tc.sms, mid, c.P2PMidMaxBytes, c.P2P.Blocks)
 		}
 	}
 }

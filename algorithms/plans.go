@@ -416,6 +416,9 @@ func P2PPlan(c Config) (*plan.Plan, error) {
 	if d != 2 {
 		name += fmt.Sprintf("-d%d", d)
 	}
+	if s.Pipeline != 0 {
+		name += fmt.Sprintf("-p%d", s.Pipeline)
+	}
 	if s.Pull {
 		name += "-pull"
 	}
@@ -438,11 +441,11 @@ func P2PPlan(c Config) (*plan.Plan, error) {
 			get = xfer([]plan.Ref{plan.L(plan.Output)}, plan.RS(ci, slotOf(c.Rank, ch.Peer)))
 		}
 		p.Groups = append(p.Groups,
-			plan.Group{Blocks: b, Arg: 2*ci + 1, Window: s.Window, NChunks: 1, Pipeline: plan.PipelineWindows,
+			plan.Group{Blocks: b, Arg: 2*ci + 1, Window: s.Window, NChunks: 1, Pipeline: s.pipeline(),
 				Before: doneCredits(one, sem(semDone, b)),
 				Ops:    cat(skip(waits(one, sem(semFree, b)), d, 0), []plan.Op{put}, signals(one, sem(semData, b))),
 				Post:   p2pSendPost(ch, ci, 3*b)},
-			plan.Group{Blocks: b, Arg: 2*ci + 2, Window: s.Window, NChunks: 1, Pipeline: plan.PipelineWindows,
+			plan.Group{Blocks: b, Arg: 2*ci + 2, Window: s.Window, NChunks: 1, Pipeline: s.pipeline(),
 				Ops: cat(waits(one, sem(semData, b)), []plan.Op{get}, skip(signals(one, sem(semFree, b)), 0, d)), After: signals(one, sem(semDone, b)),
 				Post: p2pRecvPost(ch, ci, 3*b)})
 	}

@@ -154,18 +154,24 @@ func BroadcastHB(c Config, root int) (*plan.Plan, error) {
 		g = c.group(1, cat(waits(rc, sem(semData, b)), []plan.Op{xfer([]plan.Ref{plan.L(plan.Output)}, plan.LS(rc[0]))},
 			skip(signals(rc, sem(semFree, b)), 0, d)), signals(rc, sem(semDone, b)))
 	}
-	g.Pipeline = plan.PipelineWindows // one hop: the copy-out overlaps the next window
+	g.Pipeline = c.HB.pipeline() // one hop: the copy-out overlaps the next window
 	return c.deepen(c.hbPlan(fmt.Sprintf("broadcast-r%d", root), len(chs), 3, g))
 }
 
 // deepen gives a one-hop windowed plan built with the HB shape's depth
-// (its skips) that depth (plan.Plan.WindowDepth) and a name that says it.
+// (its skips) that depth (plan.Plan.WindowDepth), and a name that says
+// the depth and pipeline where they are not the defaults.
 func (c Config) deepen(p *plan.Plan, err error) (*plan.Plan, error) {
-	if err != nil || c.HB.depth() == 2 || !p.Windowed() {
+	if err != nil || !p.Windowed() {
 		return p, err
 	}
-	p.WindowDepth = c.HB.Depth
-	p.Name += fmt.Sprintf("-d%d", c.HB.Depth)
+	if d := c.HB.depth(); d != 2 {
+		p.WindowDepth = d
+		p.Name += fmt.Sprintf("-d%d", d)
+	}
+	if c.HB.Pipeline != 0 {
+		p.Name += fmt.Sprintf("-p%d", c.HB.Pipeline)
+	}
 	return p, p.Validate()
 }
 
@@ -235,7 +241,7 @@ func ReduceHB(c Config, root int) (*plan.Plan, error) {
 			signals(rc, sem(semData, b))), nil)
 		g.Before = doneCredits(rc, sem(semDone, b))
 	}
-	g.Pipeline = plan.PipelineWindows // one hop: the copy-out overlaps the next window
+	g.Pipeline = c.HB.pipeline() // one hop: the copy-out overlaps the next window
 	return c.deepen(c.hbPlan(fmt.Sprintf("reduce-r%d", root), len(all), 3, g))
 }
 

@@ -286,15 +286,17 @@ func (c Config) AllReduceTiers() []Tier {
 
 // ParseHBShape parses the shape of the windowed (HB) plans as
 // WEFT_HB_SHAPE writes it: "BLOCKSxTHREADS", optionally followed by
-// "wWINDOW" (a size as ParseSize reads it) and "dDEPTH" (Shape.Depth),
-// e.g. "64x512", "32x1024w4M" or "44x1024w1Md8", then optionally ",pull"
+// "wWINDOW" (a size as ParseSize reads it), "dDEPTH" (Shape.Depth) and
+// "pPIPELINE" (Shape.Pipeline), in that order, e.g. "64x512",
+// "32x1024w4M" or "32x1024w2Md8p2", then optionally ",pull"
 // or ",push" (Shape.Pull set or cleared; only the point-to-point shape
 // has a direction, and only the one-hop shapes a depth, which the caller
 // checks); "pull" or "push" alone changes only the direction. The window,
 // depth and direction stay base's when the text gives none. Blocks 1–256,
 // threads a multiple of 32 from 32 to 1024, the window a multiple of
 // plan.AlignBytes from 4 KiB to 64 MiB, the depth 2 to
-// plan.MaxWindowDepth. Errors name what is wrong.
+// plan.MaxWindowDepth, the pipeline 1 to plan.MaxPipeline. Errors name
+// what is wrong.
 func ParseHBShape(s string, base Shape) (Shape, error) {
 	out := base
 	s = strings.TrimSpace(s)
@@ -314,11 +316,12 @@ func ParseHBShape(s string, base Shape) (Shape, error) {
 			return out, nil
 		}
 	}
-	rest, depth, hasDepth := strings.Cut(s, "d")
+	rest, pipe, hasPipe := strings.Cut(s, "p")
+	rest, depth, hasDepth := strings.Cut(rest, "d")
 	shape, window, hasWindow := strings.Cut(rest, "w")
 	bs, ts, ok := strings.Cut(shape, "x")
 	if !ok {
-		return out, fmt.Errorf("shape %q: want BLOCKSxTHREADS[wWINDOW][dDEPTH], e.g. 64x512", s)
+		return out, fmt.Errorf("shape %q: want BLOCKSxTHREADS[wWINDOW][dDEPTH][pPIPELINE], e.g. 64x512", s)
 	}
 	var err error
 	if out.Blocks, err = strconv.Atoi(bs); err != nil || out.Blocks < 1 || out.Blocks > 256 {
@@ -340,6 +343,13 @@ func ParseHBShape(s string, base Shape) (Shape, error) {
 			return base, fmt.Errorf("shape %q: depth %q: want 2 to %d windows", s, depth, plan.MaxWindowDepth)
 		}
 		out.Depth = d
+	}
+	if hasPipe {
+		n, err := strconv.Atoi(pipe)
+		if err != nil || n < 1 || n > plan.MaxPipeline {
+			return base, fmt.Errorf("shape %q: pipeline %q: want 1 to %d windows", s, pipe, plan.MaxPipeline)
+		}
+		out.Pipeline = n
 	}
 	return out, nil
 }

@@ -122,7 +122,7 @@ if want p2pwin; then
   # whether more, smaller windows (the copy-out overlapped) beat one window at these sizes.
   CB=examples/cbench/cbench
   [ -x $CB ] || make -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null 2>&1
-  PA=(-g 2 -t gather,scatter,sendrecv -b 2M -e "${P2PWIN_MAXB:-32M}" -f 2 -w 3 -n 20 -G 10 -c 1 -p 0)
+  PA=(-g 2 -t gather,scatter,sendrecv -b "${P2PWIN_MINB:-2M}" -e "${P2PWIN_MAXB:-32M}" -f 2 -w 3 -n 20 -G 10 -c 1 -p 0)
   step p2pwin-nccl 40 'grep -E "wrong elements in all" $log' -- env -u LD_PRELOAD NCCL_DEBUG=WARN $CB "${PA[@]}"
   for sh in ${P2PWIN_SHAPES:-default 44x1024w1M 44x1024w4M 64x512w2M}; do
     v=$sh; [ "$sh" = default ] && v=

@@ -67,7 +67,7 @@ var (
 	shapeForm = form{"BLOCKSxTHREADS[wWINDOW], e.g. 64x512", func(v string) bool { return strings.Contains(v, "x") }}
 	// rootedShapeForm: the one-hop Broadcast and Reduce shape, which may
 	// also name a window depth.
-	rootedShapeForm = form{"BLOCKSxTHREADS[wWINDOW][dDEPTH], e.g. 44x1024w2Md8", func(v string) bool { return strings.Contains(v, "x") }}
+	rootedShapeForm = form{"BLOCKSxTHREADS[wWINDOW][dDEPTH][pPIPELINE], e.g. 128x512w4Md8p2", func(v string) bool { return strings.Contains(v, "x") }}
 	// p2pShapeForm: the point-to-point shape, which may also name the
 	// direction (",pull", ",push", or that word alone).
 	p2pShapeForm = form{"[BLOCKSxTHREADS[wWINDOW][dDEPTH]][,pull|,push], e.g. 44x1024w2Md8, 64x1024w4M,pull or pull", func(v string) bool {
@@ -108,34 +108,36 @@ var forms = map[string]form{
 		v = strings.TrimSpace(v)
 		return hexRE.MatchString(v) && len(v) >= 32 && len(v) <= 128
 	}},
-	"WEFT_JOB_SECRET_FILE":  anyPath,
-	"WEFT_IB_HCA":           anyText,
-	"WEFT_IB_GID_INDEX":     intForm(-1, 1<<16, "an integer ≥ -1 (-1 chooses)"),
-	"WEFT_UCX_STAGING":      oneOf("auto", "always", "device"),
-	"WEFT_IBVERBS_LIB":      anyPath,
-	"WEFT_CACHE_DIR":        anyPath,
-	"WEFT_NCCL_LIB":         anyPath,
-	"WEFT_NCCL_FALLBACK":    oneOf("0", "1", "false", "true", "off", "on", "no", "yes", "all"),
-	"WEFT_CUDA_LIB":         anyPath,
-	"WEFT_NVRTC_LIB":        anyPath,
-	"WEFT_SYSFS_ROOT":       anyPath,
-	"WEFT_ALGO":             oneOf("ll", "hb", "port", "nvls", "ring", "tree", "bruck", "ce"),
-	"WEFT_ALLREDUCE":        {"comma-separated AllReduce tiers (docs/tuning.md)", func(string) bool { return true }},
-	"WEFT_TUNING_FILE":      {"a path, or off", func(string) bool { return true }},
-	"WEFT_HB_SHAPE":         shapeForm,
-	"WEFT_P2P_SHAPE":        p2pShapeForm,
-	"WEFT_ROOTED_SHAPE":     rootedShapeForm,
-	"WEFT_MAX_CTAS":         ctaForm,
-	"WEFT_MIN_CTAS":         ctaForm,
-	"WEFT_NVLS":             bit,
-	"WEFT_STREAM_BATCH":     bit,
-	"WEFT_NET_HOST_WINDOWS": bit,
-	"WEFT_SOCKET_SPIN_US":   intForm(0, 1_000_000, "microseconds from 0 to 1000000"),
-	"WEFT_PCIE_P2P":         bit,
-	"WEFT_PROXY_PROFILE":    bit,
-	"WEFT_DEBUG_STACKS":     bit,
-	"WEFT_HEAP_FLOOR":       {"a size such as 64M (0: none; at most 1G)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
-	"WEFT_CE_LANES":         intForm(1, 8, "an integer from 1 to 8"),
+	"WEFT_JOB_SECRET_FILE":   anyPath,
+	"WEFT_IB_HCA":            anyText,
+	"WEFT_IB_GID_INDEX":      intForm(-1, 1<<16, "an integer ≥ -1 (-1 chooses)"),
+	"WEFT_UCX_STAGING":       oneOf("auto", "always", "device"),
+	"WEFT_IBVERBS_LIB":       anyPath,
+	"WEFT_CACHE_DIR":         anyPath,
+	"WEFT_NCCL_LIB":          anyPath,
+	"WEFT_NCCL_FALLBACK":     oneOf("0", "1", "false", "true", "off", "on", "no", "yes", "all"),
+	"WEFT_CUDA_LIB":          anyPath,
+	"WEFT_NVRTC_LIB":         anyPath,
+	"WEFT_SYSFS_ROOT":        anyPath,
+	"WEFT_ALGO":              oneOf("ll", "hb", "port", "nvls", "ring", "tree", "bruck", "ce"),
+	"WEFT_ALLREDUCE":         {"comma-separated AllReduce tiers (docs/tuning.md)", func(string) bool { return true }},
+	"WEFT_TUNING_FILE":       {"a path, or off", func(string) bool { return true }},
+	"WEFT_HB_SHAPE":          shapeForm,
+	"WEFT_P2P_SHAPE":         p2pShapeForm,
+	"WEFT_P2P_MID_SHAPE":     p2pShapeForm,
+	"WEFT_P2P_MID_MAX_BYTES": {"a size such as 16M (0 to 1G)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
+	"WEFT_ROOTED_SHAPE":      rootedShapeForm,
+	"WEFT_MAX_CTAS":          ctaForm,
+	"WEFT_MIN_CTAS":          ctaForm,
+	"WEFT_NVLS":              bit,
+	"WEFT_STREAM_BATCH":      bit,
+	"WEFT_NET_HOST_WINDOWS":  bit,
+	"WEFT_SOCKET_SPIN_US":    intForm(0, 1_000_000, "microseconds from 0 to 1000000"),
+	"WEFT_PCIE_P2P":          bit,
+	"WEFT_PROXY_PROFILE":     bit,
+	"WEFT_DEBUG_STACKS":      bit,
+	"WEFT_HEAP_FLOOR":        {"a size such as 64M (0: none; at most 1G)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
+	"WEFT_CE_LANES":          intForm(1, 8, "an integer from 1 to 8"),
 }
 
 // backendCheck reports whether a value of WEFT_HAL names a backend
