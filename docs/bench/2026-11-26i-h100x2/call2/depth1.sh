@@ -1,0 +1,4 @@
+tar -xzf .gpuz/bundle.tgz
+export NCCL_NVLS_ENABLE=0; unset WEFT_NVLS
+export WEFT_REQUIRE=nvlink
+STEPS=p2pwin P2PWIN_MAXB=128M P2PWIN_SHAPES="default 44x1024w2Md8 44x1024w1Md8 44x1024w1Md16 44x1024w512Kd16 44x1024w4Md4 44x1024w2Md4 32x1024w2Md8 44x1024w16Md4" BUDGET=300 bash scripts/gpu-probe.sh

@@ -1,0 +1,4 @@
+tar -xzf .gpuz/bundle.tgz
+export NCCL_NVLS_ENABLE=0; unset WEFT_NVLS
+export WEFT_REQUIRE=nvlink
+STEPS=p2pwin P2PWIN_MINB=1M P2PWIN_MAXB=64M P2PWIN_SHAPES="default 32x1024 32x1024w2Md8 32x1024w2Md8p2 32x1024w4Md4p2 44x1024w4Md4p2 24x1024w2Md8 40x1024w2Md8 36x1024w2Md8p2 44x1024" BUDGET=300 bash scripts/gpu-probe.sh 2>&1 | tail -14
