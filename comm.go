@@ -49,6 +49,7 @@ type Comm struct {
 	allreduce []*algo             // zero-copy AllReduce (Comm.AllReduce)
 	p2p       []*algo             // point-to-point (LaunchP2P): per peer window, smallest operations first
 	p2pWins   []p2pWindow         // the peer windows of p2p, in order (p2p.go)
+	p2pProgs  []hal.Program       // p2p's compiled programs, once all are (p2pPrograms)
 	colls     map[collKey][]*algo // scratch-based plans (Launch), set up on first use
 
 	mu   sync.Mutex

@@ -229,16 +229,23 @@ func (c *Comm) p2pRounds(ops []P2P) ([][]P2P, error) {
 	bad := func(i int, f string, a ...any) error {
 		return fmt.Errorf("weft: point-to-point operation %d on rank %d: %s: %w", i, c.cfg.Rank, fmt.Sprintf(f, a...), hal.ErrInvalidArgument)
 	}
+	if len(ops) <= 16 && oneRound(ops) {
+		// Every peer at most once each way (a sendrecv, a Gather, an
+		// all-to-all-v): one round, the checks below on it alone. The
+		// round is a copy: staging may point its sends elsewhere.
+		for i, o := range ops {
+			if err := checkP2P(c, i, o, bad); err != nil {
+				return nil, err
+			}
+		}
+		rounds := [][]P2P{append([]P2P(nil), ops...)}
+		return rounds, c.checkSelfPairs(rounds)
+	}
 	var rounds [][]P2P
 	seen := map[[2]int]int{} // (peer, send) -> operations so far
 	for i, o := range ops {
-		switch {
-		case o.Peer < 0 || o.Peer >= c.cfg.NRanks:
-			return nil, bad(i, "peer %d is not a rank of the communicator (0 to %d)", o.Peer, c.cfg.NRanks-1)
-		case o.Bytes < 0:
-			return nil, bad(i, "negative size %d", o.Bytes)
-		case o.Bytes > 0 && o.Buf == 0:
-			return nil, bad(i, "buffer is null")
+		if err := checkP2P(c, i, o, bad); err != nil {
+			return nil, err
 		}
 		k := [2]int{o.Peer, b2i(o.Send)}
 		r := seen[k]
@@ -248,6 +255,38 @@ func (c *Comm) p2pRounds(ops []P2P) ([][]P2P, error) {
 		}
 		rounds[r] = append(rounds[r], o)
 	}
+	return rounds, c.checkSelfPairs(rounds)
+}
+
+// oneRound reports whether ops hold at most one send to and one receive
+// from each peer (the whole group is one round).
+func oneRound(ops []P2P) bool {
+	for i := range ops {
+		for j := range i {
+			if ops[j].Peer == ops[i].Peer && ops[j].Send == ops[i].Send {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// checkP2P checks operation i's peer, size and buffer.
+func checkP2P(c *Comm, i int, o P2P, bad func(i int, f string, a ...any) error) error {
+	switch {
+	case o.Peer < 0 || o.Peer >= c.cfg.NRanks:
+		return bad(i, "peer %d is not a rank of the communicator (0 to %d)", o.Peer, c.cfg.NRanks-1)
+	case o.Bytes < 0:
+		return bad(i, "negative size %d", o.Bytes)
+	case o.Bytes > 0 && o.Buf == 0:
+		return bad(i, "buffer is null")
+	}
+	return nil
+}
+
+// checkSelfPairs checks that each round's send to this rank has its
+// receive from this rank, of the same size.
+func (c *Comm) checkSelfPairs(rounds [][]P2P) error {
 	me := c.cfg.Rank
 	for ri, round := range rounds {
 		var send, recv *P2P
@@ -261,11 +300,11 @@ func (c *Comm) p2pRounds(ops []P2P) ([][]P2P, error) {
 			}
 		}
 		if (send == nil) != (recv == nil) || (send != nil && send.Bytes != recv.Bytes) {
-			return nil, fmt.Errorf("weft: rank %d: a send to itself needs a receive from itself of the same size in the same group (round %d): %w",
+			return fmt.Errorf("weft: rank %d: a send to itself needs a receive from itself of the same size in the same group (round %d): %w",
 				me, ri, hal.ErrInvalidUsage)
 		}
 	}
-	return rounds, nil
+	return nil
 }
 
 func b2i(b bool) int {
@@ -333,6 +372,9 @@ func (c *Comm) overlapsRecv(round []P2P, i int) bool {
 func (c *Comm) p2pPrograms() ([]hal.Program, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.p2pProgs) == len(c.p2p) {
+		return c.p2pProgs, nil // set up once, in NewComm; read-only to callers
+	}
 	progs := make([]hal.Program, len(c.p2p))
 	for i, a := range c.p2p {
 		prog, ok := a.programs[progKey{plan.Uint8, plan.Sum}]
@@ -341,6 +383,7 @@ func (c *Comm) p2pPrograms() ([]hal.Program, error) {
 		}
 		progs[i] = prog
 	}
+	c.p2pProgs = progs
 	return progs, nil
 }
 

@@ -111,13 +111,28 @@ type op struct {
 	dtype int32
 	ncOp  int32
 	count uint64
+	// one holds a Send's or Recv's only entry (p2p = one[:]), so that
+	// queueing one costs no allocation beside the op.
+	one [1]p2pEntry
 }
 
 // group is one thread's group state (NCCL keeps groups per thread).
+// Ended groups are kept for reuse (groupPool), their slices emptied, so a
+// thread that runs a group per step allocates no group state.
 type group struct {
 	depth int
 	inits []func() error
 	ops   []*op
+}
+
+var groupPool = sync.Pool{New: func() any { return new(group) }}
+
+// release empties g and keeps it for the next ncclGroupStart.
+func (g *group) release() {
+	clear(g.ops)
+	clear(g.inits)
+	g.ops, g.inits, g.depth = g.ops[:0], g.inits[:0], 0
+	groupPool.Put(g)
 }
 
 var groups = struct {
@@ -143,7 +158,7 @@ func groupStart() result {
 	defer groups.Unlock()
 	g := groups.byThread[k]
 	if g == nil {
-		g = &group{}
+		g = groupPool.Get().(*group)
 		groups.byThread[k] = g
 		groups.open.Add(1)
 	}
@@ -177,6 +192,7 @@ func groupEnd(fn string, simulate bool) result {
 	groups.open.Add(-1)
 	groups.Unlock()
 
+	defer g.release()
 	if err := parallel(len(g.inits), func(i int) error { return g.inits[i]() }); err != nil {
 		return failErr(fn, err)
 	}
@@ -219,6 +235,9 @@ func parallel(n int, f func(i int) error) error {
 // runOps runs queued operations, grouped by communicator (in order of first
 // appearance), communicators in parallel.
 func runOps(ops []*op) error {
+	if oneComm(ops) {
+		return ops[0].c.run(ops)
+	}
 	var order []*comm
 	byComm := map[*comm][]*op{}
 	for _, o := range ops {
@@ -230,6 +249,17 @@ func runOps(ops []*op) error {
 	return parallel(len(order), func(i int) error { return order[i].run(byComm[order[i]]) })
 }
 
+// oneComm reports whether ops (at least one) are all of one communicator,
+// the common group, which runOps then runs without sorting.
+func oneComm(ops []*op) bool {
+	for _, o := range ops {
+		if o.c != ops[0].c {
+			return false
+		}
+	}
+	return len(ops) > 0
+}
+
 // run executes one communicator's operations of a group: collectives in
 // call order, then the point-to-point operations as one LaunchP2P (on
 // several streams: joined, runP2PJoined). On backends without CUDA streams
@@ -239,6 +269,14 @@ func (c *comm) run(ops []*op) error {
 		return err
 	}
 	defer c.prof.Since(callGroupRun, c.prof.Now())
+	if h, ok := p2pOnOneStream(ops); ok {
+		// Sends and receives on one stream (a sendrecv, a Gather, an
+		// all-to-all-v): one LaunchP2P, nothing to sort.
+		if err := c.runP2P(ops, h); err != nil {
+			return err
+		}
+		return c.syncHost()
+	}
 	var streams []uintptr
 	p2p := map[uintptr][]*op{}
 	for _, o := range ops {
@@ -264,6 +302,26 @@ func (c *comm) run(ops []*op) error {
 			}
 		}
 	}
+	return c.syncHost()
+}
+
+// p2pOnOneStream reports whether ops are all point-to-point on one stream,
+// and which.
+func p2pOnOneStream(ops []*op) (uintptr, bool) {
+	for _, o := range ops {
+		if !o.kind.p2p() || o.stream != ops[0].stream {
+			return 0, false
+		}
+	}
+	if len(ops) == 0 {
+		return 0, false
+	}
+	return ops[0].stream, true
+}
+
+// syncHost waits for the communicator's work on backends without CUDA
+// streams (their calls are synchronous, as NCCL's are to the caller).
+func (c *comm) syncHost() error {
 	if c.synchronous() && c.w != nil {
 		s, err := c.stream(0)
 		if err != nil {
@@ -370,8 +428,12 @@ func (c *comm) runP2PJoined(streams []uintptr, p2p map[uintptr][]*op) error {
 
 func (c *comm) runP2P(ops []*op, h uintptr) error {
 	t := c.prof.Now()
-	var entries []p2pEntry
-	var calls []weft.P2P
+	n := 0
+	for _, o := range ops {
+		n += len(o.p2p)
+	}
+	entries := make([]p2pEntry, 0, n)
+	calls := make([]weft.P2P, 0, n)
 	for _, o := range ops {
 		for _, e := range o.p2p {
 			if e.bytes == 0 {
@@ -597,9 +659,11 @@ func (c *comm) check(a collArgs) (*op, result) {
 	case kAllToAll:
 		o.call.Coll = algorithms.AllToAll
 	case kSend:
-		o.p2p = []p2pEntry{{peer: a.root, send: true, buf: a.send, bytes: n}}
+		o.one[0] = p2pEntry{peer: a.root, send: true, buf: a.send, bytes: n}
+		o.p2p = o.one[:]
 	case kRecv:
-		o.p2p = []p2pEntry{{peer: a.root, send: false, buf: a.recv, bytes: n}}
+		o.one[0] = p2pEntry{peer: a.root, send: false, buf: a.recv, bytes: n}
+		o.p2p = o.one[:]
 	case kGather:
 		o.p2p = []p2pEntry{{peer: a.root, send: true, buf: a.send, bytes: n}}
 		if me {

@@ -317,6 +317,16 @@ func TestGroups(t *testing.T) {
 	if r := groupEnd("ncclGroupSimulateEnd", true); r != ncclSuccess {
 		t.Errorf("ncclGroupSimulateEnd = %d", r)
 	}
+	// A group's state is reused (groupPool), never its calls.
+	for i := 0; i < 3; i++ {
+		groupStart()
+		if g := threadGroup(); g == nil || g.depth != 1 || len(g.ops) != 0 || len(g.inits) != 0 {
+			t.Fatalf("new group %d: %+v, want depth 1 and nothing queued", i, g)
+		}
+		collective(send)
+		collective(send)
+		groupEnd("ncclGroupSimulateEnd", true)
+	}
 }
 
 func TestFallbackSwitch(t *testing.T) {
