@@ -52,6 +52,10 @@ type request struct {
 	ticket   uint64
 	flushing bool // signal: the endpoint flush is under way
 	flush    ucx.Request
+	// signal: the put before it, carried in its message (kind 3) instead
+	// of as a ucp_put_nbx (fusePut).
+	putDst uint64
+	put    []byte
 }
 
 // op is a UCX request in flight for request seq.
@@ -115,6 +119,8 @@ type engine struct {
 	reqDone      uint64
 	tickets      hal.Tickets
 	dirty        bool // puts issued since the last flush
+	batch        bool // the proxy's pass is under way (BeginBatch)
+	fused        int  // puts sent inside their signal's message (fusePut)
 	amSeq        uint64
 	curRanges    []span    // staged destination ranges since the last signal
 	lastRangeKey importKey // the registration of the last of curRanges
@@ -543,6 +549,9 @@ func (e *engine) issue(r *request) bool {
 		if r.n == 0 {
 			return true
 		}
+		if fused, hold := e.fusePut(r); fused || hold {
+			return fused
+		}
 		k, err := e.rkey(r.key)
 		if err != nil {
 			e.fail(err)
@@ -617,11 +626,14 @@ func (e *engine) issue(r *request) bool {
 			r.flushing = false
 		}
 		kind := byte(kindSignal)
-		if r.kind == reqRanges {
+		switch {
+		case r.kind == reqRanges:
 			kind = kindRanges
+		case r.put != nil:
+			kind = kindPutSignal
 		}
 		msg := encodeSignal(signalMsg{kind: kind, rank: nd.cfg.Rank, engine: e.id, token: e.token, seq: e.amSeq,
-			sem: r.sem, cnt: r.cnt, count: r.n, ranges: r.ranges})
+			sem: r.sem, cnt: r.cnt, count: r.n, ranges: r.ranges, putDst: r.putDst, put: r.put})
 		req, err := e.ep.SendAM(amID, msg)
 		if err != nil {
 			e.suspect(fmt.Errorf("ucx: rank %d: signal to peer rank %d: %w", nd.cfg.Rank, e.peer, err))
@@ -632,6 +644,76 @@ func (e *engine) issue(r *request) bool {
 		return true
 	}
 	return false
+}
+
+// fusePut moves put r (at the head of the queue) into the signal queued
+// right behind it, whose message then carries the bytes (kind 3): one
+// active message instead of a ucp_put_nbx, the endpoint flush that must
+// order it before the signal (a round trip), and the message. Only a put
+// of at most maxInline bytes from host memory registered directly, of a
+// NetDevice whose peers' registrations are all host memory the CPU
+// writes (directly, or a bounce region: UCX without the GPU's memory
+// type), and after the own engine's earlier copies (its source may be
+// one's destination). fused: r was moved (it is complete: its bytes are
+// copied). hold: r could be, but no request follows it yet and the
+// proxy's pass is under way (BeginBatch): it waits in the queue for the
+// signal a kernel pushes right behind a put.
+func (e *engine) fusePut(r *request) (fused, hold bool) {
+	src := e.fusable(r)
+	switch {
+	case src == nil:
+		return false, false
+	case e.ownDone < e.ownIssued:
+		return false, true // not yet: the source may still be written
+	case e.qlen < 2:
+		return false, e.batch
+	}
+	next := &e.queue[(e.qhead+1)%ringSize]
+	if next.kind != reqSignal || next.put != nil {
+		return false, false
+	}
+	next.putDst, next.put = r.dst, append([]byte(nil), src...)
+	e.fused++
+	return true, false
+}
+
+// fusable is put r's source bytes where fusePut may move it into the
+// signal after it, else nil.
+func (e *engine) fusable(r *request) []byte {
+	if r.kind != reqPut || e.direct() || r.n == 0 || r.n > maxInline || r.inSlot || r.off != 0 {
+		return nil
+	}
+	return e.nd.localHostBytes(r.src, r.n)
+}
+
+// BeginBatch starts a pass of the proxy (hal.EngineBatcher): until
+// EndBatch, a put that could travel in its signal's message (fusePut)
+// waits in the queue for the request after it.
+func (e *engine) BeginBatch() {
+	e.nd.wmu.Lock()
+	e.batch = true
+	e.nd.wmu.Unlock()
+}
+
+// Holding reports whether a put waits for the request after it.
+func (e *engine) Holding() bool {
+	nd := e.nd
+	nd.wmu.Lock()
+	defer nd.wmu.Unlock()
+	return e.batch && e.qlen == 1 && e.fusable(&e.queue[e.qhead]) != nil
+}
+
+// EndBatch ends the pass: a put still waiting goes out as a ucp_put_nbx.
+func (e *engine) EndBatch() error {
+	nd := e.nd
+	nd.wmu.Lock()
+	defer nd.wmu.Unlock()
+	e.batch = false
+	e.pump()
+	if e.waiting() {
+		nd.wake()
+	}
+	return e.getErr()
 }
 
 // stage copies the next chunk of r into a free staging slot with the own

@@ -288,6 +288,19 @@ func (nd *NetDevice) HostWindows() bool {
 // localHost returns the host address of the local bytes [a, a+n) where
 // they lie inside a registration of host memory registered directly, or
 // 0: a put from there needs no staging copy.
+// localHostBytes is localHost's range as bytes, or nil.
+func (nd *NetDevice) localHostBytes(a, n uint64) []byte {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	for _, r := range nd.regs {
+		if r.host != nil && n > 0 && a >= r.devAddr && a+n <= r.devAddr+uint64(r.size) && a+n > a {
+			off := a - r.devAddr
+			return r.host[off : off+n : off+n]
+		}
+	}
+	return nil
+}
+
 func (nd *NetDevice) localHost(a, n uint64) uintptr {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
@@ -473,6 +486,9 @@ type target struct {
 	staged bool   // the bytes arrive in a bounce region
 	bounce uint64 // staged: the device-engine address of the range in the bounce region
 	host   []byte // host memory registered directly: the range's bytes
+	// staged: the range's bytes in the bounce region (nil where it has
+	// no host view)
+	bounceHost []byte
 }
 
 // resolve maps the remote range [a, a+n) of one of this NetDevice's
@@ -493,6 +509,9 @@ func (nd *NetDevice) resolve(a, n, align uint64) (target, error) {
 			t := target{dev: r.devAddr + off, staged: r.staged}
 			if r.staged {
 				t.bounce = r.bounce.Addr() + off
+				if h := r.bounce.Host(); uint64(len(h)) >= off+n {
+					t.bounceHost = h[off : off+n : off+n]
+				}
 			}
 			if r.host != nil {
 				t.host = r.host[off : off+n : off+n]

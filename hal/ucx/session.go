@@ -280,6 +280,23 @@ func (nd *NetDevice) apply(b []byte) {
 		return
 	}
 	s.nextSeq++
+	if m.kind == kindPutSignal {
+		// The put the message carries, placed first: a staged one's
+		// range is among the ranges copied to device memory below.
+		t, err := nd.resolve(m.putDst, uint64(len(m.put)), 1)
+		switch {
+		case err != nil:
+			fail("put of %d bytes: %v", len(m.put), err)
+			return
+		case t.host != nil && !t.staged:
+			copy(t.host, m.put)
+		case t.staged && t.bounceHost != nil:
+			copy(t.bounceHost, m.put)
+		default:
+			fail("put of %d bytes at %#x: the registration has no host view to place it in", len(m.put), m.putDst)
+			return
+		}
+	}
 	for _, r := range m.ranges {
 		t, err := nd.resolve(r.addr, r.n, 1)
 		if err == nil && !t.staged {
@@ -296,7 +313,7 @@ func (nd *NetDevice) apply(b []byte) {
 		}
 		s.ownIssued = tk
 	}
-	if m.kind != kindSignal {
+	if m.kind == kindRanges {
 		return
 	}
 	sem, err := nd.resolve(m.sem, 8, 8)

@@ -621,3 +621,104 @@ func TestStagingDeviceHostWindows(t *testing.T) {
 		}
 	}
 }
+
+// A small put from a registered host window followed by its signal within
+// a proxy pass (BeginBatch … EndBatch) travels inside the signal's active
+// message: the put waits for the signal (Holding), no endpoint flush
+// orders them, and the receiver places the bytes before the count and
+// the semaphore. A put too large to carry, a put that a second put
+// follows, and a put the pass ends on go out as ucp_put_nbx, and their
+// signals still find them landed. Over TCP and shared memory.
+func TestPutInSignalMessage(t *testing.T) {
+	needUCX(t)
+	t.Parallel()
+	const area = maxInline + 512
+	for _, tls := range transports {
+		t.Run(tls, func(t *testing.T) {
+			rs := openRanks(t, 2, 64+2*area, 64, testOptions(tls, StagingDevice), testSecret)
+			e, win := rs[0].eng[1], rs[0].remote[1]
+			eng := e.(*engine)
+			fused := func() int {
+				eng.nd.wmu.Lock()
+				defer eng.nd.wmu.Unlock()
+				return eng.fused
+			}
+			signals := uint64(0)
+			round := func(k int, sizes []int, endFirst bool) {
+				t.Helper()
+				var want [][]byte
+				eng.BeginBatch()
+				off := uint64(64)
+				for i, n := range sizes {
+					p := make([]byte, n)
+					for j := range p {
+						p[j] = byte(j*k + i + 1)
+					}
+					if err := rs[0].dev.Write(rs[0].win, int64(off), p); err != nil {
+						t.Fatal(err)
+					}
+					if err := e.Put(win.Addr()+off, rs[0].win.Addr()+off, int64(n)); err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, p)
+					off += uint64(n)
+				}
+				if held := eng.Holding(); held != (sizes[len(sizes)-1] <= maxInline) {
+					t.Fatalf("round %d (puts of %v bytes): Holding() = %v", k, sizes, held)
+				}
+				if endFirst {
+					if err := eng.EndBatch(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				signals++
+				if err := e.Signal(win.Addr(), win.Addr()+8, uint64(100+k)); err != nil {
+					t.Fatal(err)
+				}
+				if !endFirst {
+					if err := eng.EndBatch(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				awaitWord(t, rs[1].win, 0, signals, fmt.Sprintf("round %d", k))
+				if got := word(rs[1].win, 8); got != uint64(100+k) {
+					t.Fatalf("round %d: count %d with the semaphore, want %d", k, got, 100+k)
+				}
+				off = 64
+				for i, p := range want {
+					got := make([]byte, len(p))
+					if err := rs[1].dev.Read(got, rs[1].win, int64(off)); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, p) {
+						t.Fatalf("round %d: put %d of %d bytes not there with its signal", k, i, len(p))
+					}
+					off += uint64(len(p))
+				}
+				awaitTicket(t, e, fmt.Sprintf("round %d", k))
+			}
+			for k, n := range []int{8, 64, 1000, maxInline} {
+				before := fused()
+				round(k+1, []int{n}, false)
+				if fused() != before+1 {
+					t.Fatalf("a put of %d bytes then its signal in one pass: not carried in the message", n)
+				}
+			}
+			before := fused()
+			round(5, []int{maxInline + 1}, false) // too large
+			round(6, []int{64}, true)             // the pass ended before the signal
+			if fused() != before {
+				t.Fatalf("a put of %d bytes, or one whose pass ended first, was carried in a message", maxInline+1)
+			}
+			round(7, []int{300, 200}, false) // the second is carried, the first put before it
+			if fused() != before+1 {
+				t.Fatalf("two puts then a signal: %d carried, want the last one", fused()-before)
+			}
+			for _, x := range rs {
+				if err := x.nd.Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -38,14 +38,17 @@ import (
 // (client: the engine closes) and "WUXCLOSE" (server: its NetDevice
 // closes).
 //
-// Signal (UCP active message), 56 bytes + 16 per range:
+// Signal (UCP active message), 56 bytes + 16 per range (+ a put's bytes):
 //
-//	[0:4) "WUXS" [4] version [5] kind: 1 signal, 2 ranges only
-//	[6:8) ranges (≤ maxRanges) [8:12) source rank [12:16) engine id
-//	[16:24) session token [24:32) sequence number [32:40) semaphore
-//	[40:48) count word or 0 [48:56) count, then per range:
+//	[0:4) "WUXS" [4] version [5] kind: 1 signal, 2 ranges only, 3 put
+//	and signal [6:8) ranges (≤ maxRanges) [8:12) source rank [12:16)
+//	engine id [16:24) session token [24:32) sequence number [32:40)
+//	semaphore [40:48) count word or 0 [48:56) count, then per range:
 //	remote address (8), bytes (8) of a staged registration to copy to
-//	device memory before the semaphore
+//	device memory before the semaphore; kind 3 then carries a put: its
+//	remote address (8) and its bytes (1 to maxInline, the rest of the
+//	message), placed before the ranges are copied and the semaphore
+//	is signalled
 const (
 	wireVersion  = 1
 	addrMagic    = 0x57555841 // "WUXA"
@@ -61,14 +64,19 @@ const (
 	maxRkey      = 4096
 	maxReplyBody = 64 << 10
 	maxRanges    = 128
-	maxSignal    = signalHeader + 16*maxRanges
+	maxSignal    = signalHeader + 16*maxRanges + 8 + maxInline
 	maxRanks     = 1 << 20
 	maxBytes     = 1 << 40
 	byeWord      = "WUXBYE\x00\x00"
 	closeWord    = "WUXCLOSE"
 
-	kindSignal = 1
-	kindRanges = 2
+	kindSignal    = 1
+	kindRanges    = 2
+	kindPutSignal = 3
+
+	// maxInline is the largest put that travels inside its signal's
+	// message (kind 3) instead of as a ucp_put_nbx before it.
+	maxInline = 4 << 10
 )
 
 func jobHash(job string) uint64 {
@@ -284,10 +292,13 @@ type signalMsg struct {
 	sem, cnt   uint64
 	count      uint64
 	ranges     []span
+	// kind 3: the put placed before the signal, at putDst.
+	putDst uint64
+	put    []byte
 }
 
 func encodeSignal(m signalMsg) []byte {
-	b := make([]byte, 0, signalHeader+16*len(m.ranges))
+	b := make([]byte, 0, signalHeader+16*len(m.ranges)+8+len(m.put))
 	b = binary.BigEndian.AppendUint32(b, signalMagic)
 	b = append(b, wireVersion, m.kind)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(m.ranges)))
@@ -302,6 +313,10 @@ func encodeSignal(m signalMsg) []byte {
 		b = binary.BigEndian.AppendUint64(b, r.addr)
 		b = binary.BigEndian.AppendUint64(b, r.n)
 	}
+	if m.kind == kindPutSignal {
+		b = binary.BigEndian.AppendUint64(b, m.putDst)
+		b = append(b, m.put...)
+	}
 	return b
 }
 
@@ -310,12 +325,22 @@ func decodeSignal(b []byte) (signalMsg, error) {
 	if len(b) < signalHeader || binary.BigEndian.Uint32(b) != signalMagic {
 		return m, fmt.Errorf("active message of %d bytes is not a weft ucx signal (bad size or magic)", len(b))
 	}
-	if b[4] != wireVersion || (b[5] != kindSignal && b[5] != kindRanges) {
+	if b[4] != wireVersion || (b[5] != kindSignal && b[5] != kindRanges && b[5] != kindPutSignal) {
 		return m, fmt.Errorf("ucx signal of version %d (want %d) and kind %d", b[4], wireVersion, b[5])
 	}
 	m.kind = b[5]
 	n := int(binary.BigEndian.Uint16(b[6:]))
-	if n > maxRanges || len(b) != signalHeader+16*n {
+	end := signalHeader + 16*n
+	if m.kind == kindPutSignal {
+		if n > maxRanges || len(b) < end+8+1 || len(b) > end+8+maxInline {
+			return m, fmt.Errorf("ucx put and signal of %d bytes announcing %d ranges (at most %d) and a put of 1 to %d bytes", len(b), n, maxRanges, maxInline)
+		}
+		m.putDst = binary.BigEndian.Uint64(b[end:])
+		m.put = b[end+8:]
+		if m.putDst+uint64(len(m.put)) < m.putDst {
+			return m, fmt.Errorf("ucx put of %d bytes at %#x wraps around", len(m.put), m.putDst)
+		}
+	} else if n > maxRanges || len(b) != end {
 		return m, fmt.Errorf("ucx signal of %d bytes announcing %d ranges (at most %d)", len(b), n, maxRanges)
 	}
 	r := binary.BigEndian.Uint32(b[8:])

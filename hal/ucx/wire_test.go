@@ -112,13 +112,17 @@ func FuzzDecodeReplyHeader(f *testing.F) {
 func FuzzDecodeSignal(f *testing.F) {
 	f.Add(encodeSignal(signalMsg{kind: kindSignal, rank: 1, engine: 2, token: 3, seq: 4, sem: 0x1000, cnt: 0x2000, count: 5}))
 	f.Add(encodeSignal(signalMsg{kind: kindRanges, rank: 0, token: 1, ranges: []span{{0x1000, 64}, {0x9000, 1 << 20}}}))
+	f.Add(encodeSignal(signalMsg{kind: kindPutSignal, rank: 1, token: 1, sem: 0x1000, ranges: []span{{0x1000, 64}}, putDst: 0x4000, put: []byte("eight by")}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeSignal(b)
 		if err != nil {
 			return
 		}
-		if m.rank < 0 || m.rank >= maxRanks || len(m.ranges) > maxRanges || (m.kind != kindSignal && m.kind != kindRanges) {
+		if m.rank < 0 || m.rank >= maxRanks || len(m.ranges) > maxRanges || (m.kind != kindSignal && m.kind != kindRanges && m.kind != kindPutSignal) {
 			t.Fatalf("accepted a signal of kind %d from rank %d with %d ranges", m.kind, m.rank, len(m.ranges))
+		}
+		if (m.kind == kindPutSignal) != (len(m.put) > 0) || len(m.put) > maxInline || m.putDst+uint64(len(m.put)) < m.putDst {
+			t.Fatalf("accepted a signal of kind %d carrying a put of %d bytes at %#x", m.kind, len(m.put), m.putDst)
 		}
 		for i, r := range m.ranges {
 			if r.n == 0 || r.n > maxBytes || r.addr+r.n < r.addr {
