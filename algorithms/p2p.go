@@ -9,8 +9,9 @@ import (
 // Point-to-point plans. A group of sends and receives (LaunchP2P in the
 // root package) runs in rounds: the k-th send to a peer and the k-th
 // receive from it form round k. Each operation of a round is served by one
-// of two plans, chosen by the operation's own size so that a sender and its
-// receiver, whose sizes are equal, always choose the same plan:
+// of two kinds of plan (each kind in one or more sizes: p2pPlans), chosen
+// by the operation's own size so that a sender and its receiver, whose
+// sizes are equal, always choose the same plan:
 //
 //   - P2PLLPlan, for operations up to Config.P2PLLMaxBytes: the sender
 //     writes LL16 packets into its slot of the receiver's scratch, the
@@ -33,8 +34,8 @@ import (
 //     so launches k and k+2 of different sizes never have one block write
 //     what another still reads, even with a per-block credit.
 //   - P2PPlan, the windowed plan, for larger operations: Config.P2P
-//     blocks per group, windows through scratch with data, free and done
-//     semaphores. Once the communicator has a registered buffer, its send
+//     blocks per group (Config.P2PMid's up to Config.P2PMidMaxBytes),
+//     windows through scratch with data, free and done semaphores. Once the communicator has a registered buffer, its send
 //     and receive groups first exchange a post, and a receive into a
 //     registered buffer is stored by the sender directly, all blocks, no
 //     windows (zero-copy, below).
