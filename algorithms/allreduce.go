@@ -283,9 +283,11 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		// release within such an operation) and no forced split below two
 		// windows (Pipeline 1): 0.98×, and 0.99–1.13× at 1–8 MB operations
 		// where 44 blocks took 0.95–1.08×; from 32 MB the large plan is as
-		// good or better. Measured on 2 ranks only, so only there.
+		// good or better. 512 threads per block, not 1024: 1–4% more at
+		// 2–32 MB (calls 12–13; 24, 40 and 48 blocks and 256 threads
+		// less). Measured on 2 ranks only, so only there.
 		if nranks == 2 {
-			c.P2PMid = Shape{Blocks: min(32, p2pBlocks), Threads: 1024, Unroll: 4, Window: 2 << 20, Depth: 8, Pipeline: 1}
+			c.P2PMid = Shape{Blocks: min(32, p2pBlocks), Threads: 512, Unroll: 4, Window: 2 << 20, Depth: 8, Pipeline: 1}
 			c.P2PMidMaxBytes = 16 << 20
 		}
 		// Port plans: few blocks (they push triggers; only reductions use

@@ -89,7 +89,7 @@ func TestP2PPlans(t *testing.T) {
 		names = append(names, fmt.Sprintf("%s ≤ %d", ch.Plan.Name, ch.MaxBytes))
 	}
 	if d := cmp.Diff([]string{"sendrecv-LL16-1x1024-to8K ≤ 8192", "sendrecv-LL16-16x1024 ≤ 131072", "sendrecv-LL16-16x1024-to512K ≤ 524288",
-		"sendrecv-hb-32x1024-w2097152-d8-p1-to16M ≤ 16777216", "sendrecv-hb-44x1024-w16777216 ≤ 0"}, names); d != "" {
+		"sendrecv-hb-32x512-w2097152-d8-p1-to16M ≤ 16777216", "sendrecv-hb-44x1024-w16777216 ≤ 0"}, names); d != "" {
 		t.Errorf("2 ranks on 132 SMs: plans differ (-want +got):\n%s", d)
 	}
 	if small := choices[0].Plan; small.Groups[0].Blocks != 1 || small.Groups[0].Span != 8<<10 {
