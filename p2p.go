@@ -233,6 +233,8 @@ func (c *Comm) p2pRounds(ops []P2P) ([][]P2P, error) {
 		// Every peer at most once each way (a sendrecv, a Gather, an
 		// all-to-all-v): one round, the checks below on it alone. The
 		// round is a copy: staging may point its sends elsewhere.
+		// oneRound compares every pair, so only for small groups; larger
+		// ones take the map below.
 		for i, o := range ops {
 			if err := checkP2P(c, i, o, bad); err != nil {
 				return nil, err

@@ -549,7 +549,14 @@ func (e *engine) issue(r *request) bool {
 		if r.n == 0 {
 			return true
 		}
-		if fused, hold := e.fusePut(r); fused || hold {
+		// UCX reads the source itself where it reaches the device's memory
+		// (e.direct) or the source lies in host memory registered directly
+		// (a host window's slot, HostWindows); otherwise it is staged.
+		var host []byte
+		if !e.direct() && !r.inSlot && r.off == 0 {
+			host = nd.localHost(r.src, r.n)
+		}
+		if fused, hold := e.fusePut(r, host); fused || hold {
 			return fused
 		}
 		k, err := e.rkey(r.key)
@@ -557,14 +564,11 @@ func (e *engine) issue(r *request) bool {
 			e.fail(err)
 			return false
 		}
-		// UCX reads the source itself where it reaches the device's memory
-		// (e.direct) or the source lies in host memory registered directly
-		// (a host window's slot, HostWindows); otherwise it is staged.
 		src := uintptr(0)
 		if e.direct() {
 			src = uintptr(r.src)
-		} else if !r.inSlot && r.off == 0 {
-			src = nd.localHost(r.src, r.n)
+		} else if host != nil {
+			src = uintptr(unsafe.Pointer(&host[0]))
 		}
 		if src != 0 {
 			if e.ownDone < e.ownIssued {
@@ -658,10 +662,9 @@ func (e *engine) issue(r *request) bool {
 // copied). hold: r could be, but no request follows it yet and the
 // proxy's pass is under way (BeginBatch): it waits in the queue for the
 // signal a kernel pushes right behind a put.
-func (e *engine) fusePut(r *request) (fused, hold bool) {
-	src := e.fusable(r)
+func (e *engine) fusePut(r *request, src []byte) (fused, hold bool) {
 	switch {
-	case src == nil:
+	case !e.fusable(r, src):
 		return false, false
 	case e.ownDone < e.ownIssued:
 		return false, true // not yet: the source may still be written
@@ -677,13 +680,11 @@ func (e *engine) fusePut(r *request) (fused, hold bool) {
 	return true, false
 }
 
-// fusable is put r's source bytes where fusePut may move it into the
-// signal after it, else nil.
-func (e *engine) fusable(r *request) []byte {
-	if r.kind != reqPut || e.direct() || r.n == 0 || r.n > maxInline || r.inSlot || r.off != 0 {
-		return nil
-	}
-	return e.nd.localHostBytes(r.src, r.n)
+// fusable reports whether fusePut may move put r, whose source is src in
+// host memory registered directly (nil: elsewhere), into the signal
+// after it.
+func (e *engine) fusable(r *request, src []byte) bool {
+	return src != nil && r.kind == reqPut && !e.direct() && r.n > 0 && r.n <= maxInline && !r.inSlot && r.off == 0
 }
 
 // BeginBatch starts a pass of the proxy (hal.EngineBatcher): until
@@ -700,7 +701,11 @@ func (e *engine) Holding() bool {
 	nd := e.nd
 	nd.wmu.Lock()
 	defer nd.wmu.Unlock()
-	return e.batch && e.qlen == 1 && e.fusable(&e.queue[e.qhead]) != nil
+	if !e.batch || e.qlen != 1 {
+		return false
+	}
+	r := &e.queue[e.qhead]
+	return r.kind == reqPut && r.n <= maxInline && e.fusable(r, nd.localHost(r.src, r.n))
 }
 
 // EndBatch ends the pass: a put still waiting goes out as a ucp_put_nbx.

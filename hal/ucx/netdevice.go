@@ -285,11 +285,11 @@ func (nd *NetDevice) HostWindows() bool {
 	return nd.memType < 0 && nd.opts.Staging != StagingAlways
 }
 
-// localHost returns the host address of the local bytes [a, a+n) where
-// they lie inside a registration of host memory registered directly, or
-// 0: a put from there needs no staging copy.
-// localHostBytes is localHost's range as bytes, or nil.
-func (nd *NetDevice) localHostBytes(a, n uint64) []byte {
+// localHost returns the local bytes [a, a+n) where they lie inside a
+// registration of host memory registered directly, or nil: a put from
+// there needs no staging copy (and a small one may travel inside its
+// signal's message, fusePut).
+func (nd *NetDevice) localHost(a, n uint64) []byte {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	for _, r := range nd.regs {
@@ -299,17 +299,6 @@ func (nd *NetDevice) localHostBytes(a, n uint64) []byte {
 		}
 	}
 	return nil
-}
-
-func (nd *NetDevice) localHost(a, n uint64) uintptr {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	for _, r := range nd.regs {
-		if r.host != nil && n > 0 && a >= r.devAddr && a+n <= r.devAddr+uint64(r.size) && a+n > a {
-			return uintptr(unsafe.Pointer(&r.host[a-r.devAddr]))
-		}
-	}
-	return 0
 }
 
 // ExportPort registers b as a destination of peers' engines: host memory
