@@ -256,7 +256,7 @@ func (s *setup) allocate() error {
 		{&r.state, p.StateBytes(), false, "state", true},
 		{&r.control, plan.ControlBytes, true, "control block", true},
 		{&r.fifoBuf, plan.FifoBytes, true, "port-channel FIFO", s.port},
-		{&r.fifoHead, 8, false, "port-channel FIFO head", s.port},
+		{&r.fifoHead, plan.FifoHeadBytes, false, "port-channel FIFO head", s.port},
 	} {
 		if !w.need {
 			continue

@@ -64,7 +64,7 @@ const GinCounters = plan.FifoCounters
 //	 24 u64 bases           NSignals × NRanks + GinCounters words
 //	 32 u64 counters        GinCounters words (memory-mapped and local peers)
 //	 40 u64 fifo            port-channel FIFO (host memory); 0 without port peers
-//	 48 u64 fifo_head       its head counter (device memory)
+//	 48 u64 fifo_head       its head counter and seen tail (device memory, plan.FifoHeadBytes)
 //	 56 u64 control         control block (host memory, plan.Ctl*)
 //	 64 u64 timeout_ns      deadline of every device-side wait
 //	 72 u64 peer_window[GinMaxRanks]   memory: the mapping; port: the engine's address; self: window
@@ -291,7 +291,7 @@ func ConnectDevice(ctx context.Context, ex Exchanger, dev hal.Device, proxy *Pro
 		if c.fifoBuf, err = alloc(plan.FifoBytes, true, "port-channel FIFO"); err != nil {
 			return nil, err
 		}
-		if c.fifoHead, err = alloc(8, false, "port-channel FIFO head"); err != nil {
+		if c.fifoHead, err = alloc(plan.FifoHeadBytes, false, "port-channel FIFO head"); err != nil {
 			return nil, err
 		}
 		if proxy == nil {
@@ -585,14 +585,14 @@ func (b *GinBlock) failed() bool {
 }
 
 // push pushes one trigger the way a GPU block does (weft_gin.h's push):
-// a position from the head counter, a wait for room, words A–C, then the
-// tag. It returns the position + 1, or 0 after recording a failure.
+// a position from the head counter, a wait for room (plan.FifoRoom),
+// words A–C, then the tag. It returns the position + 1, or 0 after
+// recording a failure.
 func (b *GinBlock) push(k plan.TriggerKind, peer int, a, bw, cw uint64) uint64 {
 	pos := atomic.AddUint64(word(b.head, 0), 1) - 1
-	tail := word(b.fifo, plan.FifoTail)
-	if !b.spin(func() bool { return pos < atomic.LoadUint64(tail)+plan.FifoSlots }) {
+	if ok, tail := plan.FifoRoom(b.head, b.fifo, pos, b.spin); !ok {
 		if !b.failed() {
-			b.fail(plan.WhatFifo, peer, -1, pos+1, atomic.LoadUint64(tail))
+			b.fail(plan.WhatFifo, peer, -1, pos+1, tail)
 		}
 		return 0
 	}

@@ -205,6 +205,9 @@ func (p *Proxy) Close() error {
 	close(p.stop)
 	<-p.done
 	p.prof.Log(p.log)
+	if err := stageprof.WriteTrace(); err != nil {
+		p.log.Warn("proxy timeline", "err", err)
+	}
 	var names []string
 	for _, f := range *p.fifos.Load() {
 		names = append(names, f.name)
@@ -450,11 +453,13 @@ func (f *fifo) poll() bool {
 		atomic.StoreUint64(f.word(plan.FifoTail), f.tail)
 		f.triggers.Add(1)
 		work = true
+		ts := stageprof.TraceStart()
 		if err := f.handle(t, pos); err != nil {
 			f.fail(t, pos, err)
 			f.endBatches()
 			return true
 		}
+		stageprof.Trace(stageprof.EvTrigger, f.rank, ts, uint64(t.Kind), uint64(t.Chan), pos)
 		held = b != nil && b.Holding()
 	}
 	f.endBatches()

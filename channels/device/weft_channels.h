@@ -538,7 +538,7 @@ WEFT_DEV void post_done(const Ctx& c, int ch, int sem) {
 // then the tag ((position + 1) << 16 | kind << 8 | channel), stored last
 // with release semantics so that the proxy, which polls the tag, reads
 // complete words. FIFO_* mirror plan.Fifo*, TRIG_* plan.Trigger*.
-enum { FIFO_SLOTS = 1024, FIFO_COUNTERS = 64, FIFO_COUNTER_OFF = 64, FIFO_CTL = 64 + 8 * FIFO_COUNTERS };
+enum { FIFO_SLOTS = 1024, FIFO_COUNTERS = 64, FIFO_COUNTER_OFF = 64, FIFO_CTL = 64 + 8 * FIFO_COUNTERS, FIFO_SEEN_TAIL = 8 };
 enum { FIFO_TAIL = 0, FIFO_FLUSHED = 8, FIFO_ERROR = 16 };
 enum { TRIG_PUT = 1, TRIG_COPY = 2, TRIG_SIGNAL = 3, TRIG_FLUSH = 4, TRIG_COUNTER = 5 };
 enum { WHAT_FIFO = 3, WHAT_FLUSH = 4 };
@@ -546,17 +546,24 @@ enum { WHAT_FIFO = 3, WHAT_FLUSH = 4 };
 // port_push pushes one trigger (one thread) and returns its position + 1,
 // or 0 when the FIFO stayed full past the deadline or the launch failed
 // (recorded). A full FIFO is back-pressure: the pusher waits for the proxy.
+// The tail in host memory is read (a round trip over PCIe) only when the
+// seen tail beside the head (plan.FifoSeenTail) does not already show the
+// slot free; what it read raises the seen tail (plan/port.go).
 WEFT_DEV weft_u64 port_push(const Ctx& c, int ch, int kind, weft_u64 a, weft_u64 b, weft_u64 cc) {
   const weft_params& p = *c.p;
   weft_u64* ctl = (weft_u64*)p.fifo;
-  const weft_u64 pos = atomic_add_gpu64((weft_u64*)p.fifo_head, 1);
-  weft_u64 tail;
-  Deadline d(c);
-  while (pos >= (tail = ld_relaxed_sys(ctl + FIFO_TAIL / 8)) + FIFO_SLOTS) {
-    if (d.expired(c)) {
-      if (*(volatile weft_u32*)(p.control + CTL_STATUS) == 0) fail(c, STATUS_TIMEOUT, WHAT_FIFO, ch, -1, pos + 1, tail);
-      return 0;
+  weft_u64* head = (weft_u64*)p.fifo_head;
+  const weft_u64 pos = atomic_add_gpu64(head, 1);
+  if (pos >= ld_relaxed_gpu64(head + FIFO_SEEN_TAIL / 8) + FIFO_SLOTS) {
+    weft_u64 tail;
+    Deadline d(c);
+    while (pos >= (tail = ld_relaxed_sys(ctl + FIFO_TAIL / 8)) + FIFO_SLOTS) {
+      if (d.expired(c)) {
+        if (*(volatile weft_u32*)(p.control + CTL_STATUS) == 0) fail(c, STATUS_TIMEOUT, WHAT_FIFO, ch, -1, pos + 1, tail);
+        return 0;
+      }
     }
+    red_max_gpu64(head + FIFO_SEEN_TAIL / 8, tail);
   }
   weft_u64* slot = (weft_u64*)(p.fifo + FIFO_CTL + (pos % FIFO_SLOTS) * 32);
   st_relaxed_sys(slot + 0, a);

@@ -136,19 +136,24 @@ WEFT_DEV weft_u64* ctr_base(const Comm& g, int i) { return (weft_u64*)g.bases + 
 
 // ---- port triggers (one thread) ---------------------------------------------
 
-// push: as weft_channels.h's port_push, on the communicator's FIFO; the
+// push: as weft_channels.h's port_push (the tail read only past the seen
+// tail), on the communicator's FIFO; the
 // FIFO channel of a peer is its rank. Returns the position + 1, or 0 when
 // the FIFO stayed full past the deadline (recorded).
 WEFT_DEV weft_u64 push(const Comm& g, int peer, int kind, weft_u64 a, weft_u64 b, weft_u64 c) {
   weft_u64* ctl = (weft_u64*)g.fifo;
-  const weft_u64 pos = atomic_add_gpu64((weft_u64*)g.fifo_head, 1);
-  weft_u64 tail;
-  Deadline d;
-  while (pos >= (tail = ld_relaxed_sys(ctl + FIFO_TAIL / 8)) + FIFO_SLOTS) {
-    if (d.expired(g)) {
-      if (!failed(g)) fail(g, WHAT_FIFO, peer, -1, pos + 1, tail);
-      return 0;
+  weft_u64* head = (weft_u64*)g.fifo_head;
+  const weft_u64 pos = atomic_add_gpu64(head, 1);
+  if (pos >= ld_relaxed_gpu64(head + FIFO_SEEN_TAIL / 8) + FIFO_SLOTS) {
+    weft_u64 tail;
+    Deadline d;
+    while (pos >= (tail = ld_relaxed_sys(ctl + FIFO_TAIL / 8)) + FIFO_SLOTS) {
+      if (d.expired(g)) {
+        if (!failed(g)) fail(g, WHAT_FIFO, peer, -1, pos + 1, tail);
+        return 0;
+      }
     }
+    red_max_gpu64(head + FIFO_SEEN_TAIL / 8, tail);
   }
   weft_u64* slot = (weft_u64*)(g.fifo + FIFO_CTL + (pos % FIFO_SLOTS) * 32);
   st_relaxed_sys(slot + 0, a);

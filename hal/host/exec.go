@@ -94,7 +94,7 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 	pr.control = res(b.Control, plan.ControlBytes, "control block")
 	if p.HasPorts() {
 		pr.fifo = res(b.Fifo, plan.FifoBytes, "port-channel FIFO")
-		pr.fifoHead = res(b.FifoHead, 8, "port-channel FIFO head")
+		pr.fifoHead = res(b.FifoHead, plan.FifoHeadBytes, "port-channel FIFO head")
 		if err == nil && (pr.fifo == nil || pr.fifoHead == nil) {
 			return nil, fmt.Errorf("host: prepare %s: a plan with port channels needs a FIFO: %w", p.Name, hal.ErrInvalidArgument)
 		}

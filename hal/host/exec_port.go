@@ -22,13 +22,14 @@ func addr(s []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&s[0]))) }
 
 // push takes the next FIFO position, waits while the FIFO is full, writes
 // the trigger and publishes its tag last. It returns the position + 1, or
-// 0 after recording a failure.
+// 0 after recording a failure. As on the device (plan/port.go), the tail
+// in host memory is read only when the seen tail beside the head does not
+// already show the slot free, and the seen tail is raised to what it read.
 func (b *blockCtx) push(k plan.TriggerKind, ch int, a, bw, c uint64) uint64 {
 	pos := atomic.AddUint64(u64(b.fifoHead, 0), 1) - 1
-	tail := u64(b.fifo, plan.FifoTail)
-	if !b.spin(func() bool { return pos < atomic.LoadUint64(tail)+plan.FifoSlots }) {
+	if ok, tail := plan.FifoRoom(b.fifoHead, b.fifo, pos, b.spin); !ok {
 		if atomic.LoadUint32(u32(b.control, plan.CtlStatus)) == 0 {
-			b.fail(plan.StatusTimeout, plan.WhatFifo, ch, -1, pos+1, atomic.LoadUint64(tail))
+			b.fail(plan.StatusTimeout, plan.WhatFifo, ch, -1, pos+1, tail)
 		}
 		return 0
 	}

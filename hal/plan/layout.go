@@ -230,9 +230,10 @@ type Bindings struct {
 	Expected     uint64 // local expected-value table (ExpectedRegionBytes)
 	State        uint64 // device state (Plan.StateBytes)
 	Control      uint64 // host-visible control block (ControlBytes)
-	// Fifo (host memory the device reaches, FifoBytes) and FifoHead (a
-	// uint64 in device memory) are the port-channel FIFO of a plan with
-	// port channels (port.go); 0 otherwise.
+	// Fifo (host memory the device reaches, FifoBytes) and FifoHead
+	// (FifoHeadBytes of device memory: the head counter and the seen
+	// tail) are the port-channel FIFO of a plan with port channels
+	// (port.go); 0 otherwise.
 	Fifo, FifoHead uint64
 	// Switch is this rank's copy of the plan's switch buffer (local memory
 	// bound to the multicast group), Multicast the group's multicast

@@ -3,6 +3,8 @@ package plan
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
+	"unsafe"
 )
 
 // Port channels. A channel with Port set reaches its peer through the
@@ -34,19 +36,30 @@ import (
 
 // FIFO layout. A plan with port channels owns one FIFO in host memory that
 // the device can reach (hal.Device.AllocHost): FifoCtlBytes of control
-// words, then FifoSlots triggers of TriggerBytes. The device side holds a
-// 64-bit head counter in device memory (Bindings.FifoHead): a pusher takes
-// position pos with an atomic add on it, waits (with a deadline) until
-// pos < tail + FifoSlots, writes words 0–2 of slot pos mod FifoSlots and
-// then, with release semantics, word 3, the tag. The proxy reads slot
+// words, then FifoSlots triggers of TriggerBytes. The device side holds
+// FifoHeadBytes in device memory (Bindings.FifoHead): a 64-bit head
+// counter, and at FifoSeenTail the largest tail a pusher has read. A
+// pusher takes position pos with an atomic add on the head; when pos <
+// seen + FifoSlots the slot is free (the tail only grows), else it reads
+// the tail from host memory until pos < tail + FifoSlots (with a
+// deadline) and raises the seen tail to it. So a push reads host memory
+// only about once per FifoSlots pushes, not every time: each such read is
+// a round trip over PCIe (about 1.2 µs on H100), and a put-with-signal
+// pushes twice (docs/network.md, "Where a hop's time goes"). It then
+// writes words 0–2 of slot pos mod FifoSlots and, with release semantics,
+// word 3, the tag. The proxy reads slot
 // tail mod FifoSlots until its tag is TriggerTag(tail, …), handles the
 // trigger and publishes tail+1. Triggers are 32 bytes, not MSCCL++'s 16,
 // so that addresses, byte counts and element counts keep 64 bits.
 const (
 	FifoSlots    = 1024
 	TriggerBytes = 32
-	FifoCtlBytes = 64 + 8*FifoCounters
-	FifoBytes    = FifoCtlBytes + FifoSlots*TriggerBytes
+	// FifoHeadBytes is the device-memory block of Bindings.FifoHead: the
+	// head counter at 0, the seen tail at FifoSeenTail.
+	FifoHeadBytes = 16
+	FifoSeenTail  = 8
+	FifoCtlBytes  = 64 + 8*FifoCounters
+	FifoBytes     = FifoCtlBytes + FifoSlots*TriggerBytes
 	// FifoCounters are local counters (GIN's "counters"): a TriggerCounter
 	// adds one to counter C once every earlier request of its channel is
 	// complete at the source, so a kernel learns without a flush round
@@ -115,6 +128,27 @@ func DecodeTrigger(slot []byte, tag uint64) Trigger {
 
 // SlotOffset is the byte offset of FIFO position pos's slot in the FIFO.
 func SlotOffset(pos uint64) int64 { return FifoCtlBytes + int64(pos%FifoSlots)*TriggerBytes }
+
+// FifoRoom is a pusher's wait for room at FIFO position pos, for the
+// executors that run kernels on the host (hal/host, the GIN host blocks)
+// as the device does (weft_channels.h's port_push): head is the
+// FifoHeadBytes block, fifo the FIFO. When the seen tail does not show the
+// slot free it reads the tail through spin (which polls cond until true
+// or gives up) and raises the seen tail to it. ok: the slot is free;
+// tail: the tail last read (for a timeout's report).
+func FifoRoom(head, fifo []byte, pos uint64, spin func(cond func() bool) bool) (ok bool, tail uint64) {
+	seen := (*uint64)(unsafe.Pointer(&head[FifoSeenTail]))
+	if pos < atomic.LoadUint64(seen)+FifoSlots {
+		return true, 0
+	}
+	t := (*uint64)(unsafe.Pointer(&fifo[FifoTail]))
+	if !spin(func() bool { tail = atomic.LoadUint64(t); return pos < tail+FifoSlots }) {
+		return false, atomic.LoadUint64(t)
+	}
+	for old := atomic.LoadUint64(seen); old < tail && !atomic.CompareAndSwapUint64(seen, old, tail); old = atomic.LoadUint64(seen) {
+	}
+	return true, tail
+}
 
 // HasPorts reports whether the plan has a port channel (and so needs a FIFO
 // and a proxy).

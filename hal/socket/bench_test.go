@@ -52,15 +52,26 @@ func BenchmarkSocketPut(b *testing.B) {
 // signal from rank 0 to rank 1 and back (rank 1 answers when its
 // semaphore moves), over loopback between two NetDevices of this process.
 // It reports µs per one-way trip: half the round trip. A CPU-only figure
-// of the transport's per-message cost on this machine.
+// of the transport's per-message cost on this machine. "separate": a
+// frame for the put and one for the signal; "batched": both issued in one
+// proxy pass (hal.EngineBatcher), one put-with-signal frame where the
+// source is host memory.
 func BenchmarkSocketPingPong(b *testing.B) {
 	const n = 8
-	rs := openRanks(b, 2, semArea+n, n, Options{})
-	a, c := rs[0], rs[1]
-	elapsed := nettest.PingPong(b,
-		nettest.PingSide{Eng: a.eng[1], Remote: a.remote[1], Src: a.src, Win: a.win},
-		nettest.PingSide{Eng: c.eng[0], Remote: c.remote[0], Src: c.src, Win: c.win}, n, semArea, semOff)
-	b.ReportMetric(float64(elapsed.Microseconds())/float64(b.N)/2, "us/one-way")
+	for _, batch := range []bool{false, true} {
+		name := "separate"
+		if batch {
+			name = "batched"
+		}
+		b.Run(name, func(b *testing.B) {
+			rs := openRanks(b, 2, semArea+n, n, Options{})
+			a, c := rs[0], rs[1]
+			elapsed := nettest.PingPong(b,
+				nettest.PingSide{Eng: a.eng[1], Remote: a.remote[1], Src: a.src, Win: a.win, Batch: batch},
+				nettest.PingSide{Eng: c.eng[0], Remote: c.remote[0], Src: c.src, Win: c.win, Batch: batch}, n, semArea, semOff)
+			b.ReportMetric(float64(elapsed.Microseconds())/float64(b.N)/2, "us/one-way")
+		})
+	}
 }
 
 // BenchmarkSocketSecure measures the cost of authentication and

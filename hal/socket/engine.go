@@ -800,11 +800,13 @@ func (c *sendConn) sender() {
 			off := of.slot * e.chunk
 			bufs = append(bufs, e.staging.Host()[off:off+int(of.f.b)])
 		}
+		ts := stageprof.TraceStart()
 		c.conn.SetWriteDeadline(time.Now().Add(e.timeout))
 		if _, err := bufs.WriteTo(c.conn); err != nil {
 			e.fail(c.lost(err, fmt.Sprintf("writing %v frame %d", of.f.kind, of.f.seq)), true)
 			return
 		}
+		stageprof.Trace(stageprof.EvWrite, e.nd.cfg.Rank, ts, e.id, of.f.seq, uint64(of.f.kind)|uint64(e.peer)<<8)
 		if e.prof.On() {
 			e.prof.SinceTick(profWrite, wstart)
 			e.prof.SinceTick(profTotal, of.issued)
@@ -1248,6 +1250,7 @@ func (e *Engine) writeInline(f frame, payload []byte, trailer ...[]byte) error {
 		}
 	}
 	start := e.prof.Tick()
+	ts := stageprof.TraceStart()
 	c.conn.SetWriteDeadline(time.Now().Add(e.timeout))
 	if _, err := bufs.WriteTo(c.conn); err != nil {
 		err = c.lost(err, fmt.Sprintf("writing %v frame %d", f.kind, f.seq))
@@ -1255,6 +1258,7 @@ func (e *Engine) writeInline(f frame, payload []byte, trailer ...[]byte) error {
 		return err
 	}
 	e.prof.SinceTick(profWrite, start)
+	stageprof.Trace(stageprof.EvWrite, e.nd.cfg.Rank, ts, e.id, f.seq, uint64(f.kind)|uint64(e.peer)<<8)
 	e.written.Add(1)
 	e.progress.Notify()
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/netcore"
 	"github.com/weftccl/weft/internal/auth"
+	"github.com/weftccl/weft/internal/stageprof"
 )
 
 // NetDevice is one rank's side of the socket transport: a listener that
@@ -266,6 +267,9 @@ func (nd *NetDevice) Close() error {
 	engines := slices.Collect(maps.Keys(nd.engines))
 	nd.mu.Unlock()
 	errs := netcore.CloseQuietAll(engines, (engineCloser).closeQuiet)
+	if err := stageprof.WriteTrace(); err != nil {
+		nd.log.Warn("socket transport timeline", "err", err)
+	}
 	nd.closing.Store(true)
 	nd.ln.Close()
 	nd.mu.Lock()

@@ -260,6 +260,7 @@ func (rc *recvConn) run() {
 			}
 		}
 		t0 := s.prof.Tick()
+		ts := stageprof.TraceStart()
 		rc.conn.SetReadDeadline(time.Now().Add(nd.opts.Timeout))
 		if n, err := io.ReadFull(rc.br, hdr[:]); err != nil {
 			s.fail(rc, rc.lost(err, fmt.Sprintf("mid-frame (got %d of %d header bytes)", n, headerSize)))
@@ -306,6 +307,7 @@ func (rc *recvConn) run() {
 				return
 			}
 		}
+		stageprof.Trace(stageprof.EvRead, nd.cfg.Rank, ts, s.key.engine, f.seq, uint64(f.kind)|uint64(s.key.src)<<8)
 		expect += uint64(s.conns)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/weftccl/weft/hal/netcore/nettest"
 )
 
 // BenchmarkUCXPut measures one put of n bytes and its signal from rank 0
@@ -43,38 +45,35 @@ func BenchmarkUCXPut(b *testing.B) {
 }
 
 // BenchmarkUCXPingPong measures the round trip of an 8-byte put and its
-// signal from rank 0 to rank 1 and back, driven by this goroutine (as a
-// proxy would), over UCX's TCP and shared-memory transports. It reports
-// µs per one-way trip: half the round trip, which holds a flush (a round
-// trip of its own) and an active message each way.
+// signal from rank 0 to rank 1 and back (rank 1 answers when its
+// semaphore moves), each side progressing its engine as the proxy would,
+// over UCX's TCP and shared-memory transports. It reports µs per one-way
+// trip: half the round trip. "separate": the put and the signal are
+// issued as two requests (a ucp_put_nbx, the endpoint flush that orders
+// it, the signal's active message); "batched": they are issued in one
+// proxy pass (hal.EngineBatcher) from a host-registered source, so the
+// put travels inside the signal's message, the path of a plan's staged
+// small sends.
 func BenchmarkUCXPingPong(b *testing.B) {
 	needUCX(b)
 	for _, tls := range transports {
-		b.Run(tls, func(b *testing.B) {
-			rs := openRanks(b, 2, 4096, 4096, testOptions(tls, StagingAuto), testSecret)
-			b.ResetTimer()
-			start := time.Now()
-			for i := 1; i <= b.N; i++ {
-				for _, x := range []int{0, 1} {
-					e := rs[x].eng[1-x]
-					if err := e.Put(rs[x].remote[1-x].Addr()+64, rs[x].src.Addr(), 8); err != nil {
-						b.Fatal(err)
-					}
-					if err := e.Signal(rs[x].remote[1-x].Addr(), 0, 0); err != nil {
-						b.Fatal(err)
-					}
-					for deadline := time.Now().Add(failBound); word(rs[1-x].win, 0) < uint64(i); {
-						if _, err := e.Completed(); err != nil {
-							b.Fatal(err)
-						}
-						if time.Now().After(deadline) {
-							b.Fatalf("round %d: no signal within %v", i, failBound)
-						}
-					}
-				}
+		for _, batch := range []bool{false, true} {
+			name := tls + "/separate"
+			if batch {
+				name = tls + "/batched"
 			}
-			b.StopTimer()
-			b.ReportMetric(float64(time.Since(start).Microseconds())/float64(2*b.N), "µs/trip")
-		})
+			b.Run(name, func(b *testing.B) {
+				rs := openRanks(b, 2, 4096, 4096, testOptions(tls, StagingAuto), testSecret)
+				side := func(x int) nettest.PingSide {
+					src := rs[x].src
+					if batch {
+						src = rs[x].win // exported: a host-registered source
+					}
+					return nettest.PingSide{Eng: rs[x].eng[1-x], Remote: rs[x].remote[1-x], Src: src, Win: rs[x].win, Batch: batch}
+				}
+				elapsed := nettest.PingPong(b, side(0), side(1), 8, 64, 0)
+				b.ReportMetric(float64(elapsed.Microseconds())/float64(2*b.N), "µs/trip")
+			})
+		}
 	}
 }

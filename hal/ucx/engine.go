@@ -15,6 +15,7 @@ import (
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/netcore"
 	"github.com/weftccl/weft/internal/auth"
+	"github.com/weftccl/weft/internal/stageprof"
 	"github.com/weftccl/weft/internal/ucx"
 )
 
@@ -638,11 +639,13 @@ func (e *engine) issue(r *request) bool {
 		}
 		msg := encodeSignal(signalMsg{kind: kind, rank: nd.cfg.Rank, engine: e.id, token: e.token, seq: e.amSeq,
 			sem: r.sem, cnt: r.cnt, count: r.n, ranges: r.ranges, putDst: r.putDst, put: r.put})
+		ts := stageprof.TraceStart()
 		req, err := e.ep.SendAM(amID, msg)
 		if err != nil {
 			e.suspect(fmt.Errorf("ucx: rank %d: signal to peer rank %d: %w", nd.cfg.Rank, e.peer, err))
 			return false
 		}
+		stageprof.Trace(stageprof.EvWrite, nd.cfg.Rank, ts, uint64(e.id), e.amSeq, uint64(ucxTraceKind+kind)|uint64(e.peer)<<8)
 		e.amSeq++
 		e.track(r.seq, req, "ucp_am_send_nbx", -1)
 		return true
@@ -679,6 +682,11 @@ func (e *engine) fusePut(r *request, src []byte) (fused, hold bool) {
 	e.fused++
 	return true, false
 }
+
+// ucxTraceKind is added to a message's kind in the timeline
+// (WEFT_PROXY_TRACE), so that scripts/net-trace.py tells UCX's messages
+// from the socket transport's frames.
+const ucxTraceKind = 16
 
 // fusable reports whether fusePut may move put r, whose source is src in
 // host memory registered directly (nil: elsewhere), into the signal

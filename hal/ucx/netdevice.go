@@ -21,6 +21,7 @@ import (
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/netcore"
 	"github.com/weftccl/weft/internal/auth"
+	"github.com/weftccl/weft/internal/stageprof"
 	"github.com/weftccl/weft/internal/ucx"
 )
 
@@ -715,6 +716,8 @@ func (nd *NetDevice) progressLoop() {
 	armWarned := false
 	dropped := uint64(0)
 	var lastActive time.Time
+	var msgs [][]byte
+	var engines []*engine
 	for {
 		select {
 		case <-nd.stop:
@@ -731,7 +734,8 @@ func (nd *NetDevice) progressLoop() {
 			nd.refuse(fmt.Errorf("ucx: rank %d: %d active messages dropped so far (longer than %d bytes, or sent by rendezvous): not weft signals: %w",
 				nd.cfg.Rank, d, maxSignal, hal.ErrRemote))
 		}
-		var msgs [][]byte
+		popped := stageprof.TraceStart()
+		msgs = msgs[:0]
 		for {
 			m, ok := nd.w.PopAM()
 			if !ok {
@@ -739,8 +743,17 @@ func (nd *NetDevice) progressLoop() {
 			}
 			msgs = append(msgs, m)
 		}
+		if len(msgs) > 0 {
+			// Received signals first: a kernel waits for each, and the
+			// engines' pumps below progress the worker once per engine.
+			nd.wmu.Unlock()
+			for _, m := range msgs {
+				nd.apply(m, popped)
+			}
+			nd.wmu.Lock()
+		}
 		nd.mu.Lock()
-		engines := make([]*engine, 0, len(nd.engines))
+		engines = engines[:0]
 		for e := range nd.engines {
 			engines = append(engines, e)
 		}
@@ -776,9 +789,6 @@ func (nd *NetDevice) progressLoop() {
 			}
 		}
 		nd.wmu.Unlock()
-		for _, m := range msgs {
-			nd.apply(m)
-		}
 		if !armed {
 			switch {
 			case warm || (waiting && now.Sub(lastActive) < waitSpin):
@@ -854,6 +864,9 @@ func (nd *NetDevice) Close() error {
 	engines := slices.Collect(maps.Keys(nd.engines))
 	nd.mu.Unlock()
 	errs := netcore.CloseQuietAll(engines, (*engine).closeQuiet)
+	if err := stageprof.WriteTrace(); err != nil {
+		nd.log.Warn("ucx transport timeline", "err", err)
+	}
 	nd.closing.Store(true)
 	nd.ln.Close()
 	nd.mu.Lock()

@@ -14,6 +14,7 @@ import (
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/netcore"
 	"github.com/weftccl/weft/internal/auth"
+	"github.com/weftccl/weft/internal/stageprof"
 )
 
 type sessionKey struct {
@@ -251,12 +252,13 @@ func (s *session) quiesce(deadline time.Time) error {
 // then the count and the semaphore. A message of no known session is
 // refused (counted, the job undisturbed); a malformed one or one out of
 // order fails the sending rank.
-func (nd *NetDevice) apply(b []byte) {
+func (nd *NetDevice) apply(b []byte, popped time.Time) {
 	m, err := decodeSignal(b)
 	if err != nil {
 		nd.refuse(fmt.Errorf("ucx: rank %d: active message: %v: %w", nd.cfg.Rank, err, hal.ErrRemote))
 		return
 	}
+	defer stageprof.Trace(stageprof.EvRead, nd.cfg.Rank, popped, uint64(m.engine), m.seq, uint64(ucxTraceKind+m.kind)|uint64(m.rank)<<8)
 	nd.mu.Lock()
 	s := nd.sessions[sessionKey{m.rank, m.engine}]
 	nd.mu.Unlock()

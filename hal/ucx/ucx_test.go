@@ -267,7 +267,7 @@ func TestStrangerRefused(t *testing.T) {
 		}
 	}
 	// A forged signal: no such session.
-	rs[1].nd.apply(encodeSignal(signalMsg{kind: kindSignal, rank: 0, engine: 999, token: 1, sem: rs[1].win.Addr()}))
+	rs[1].nd.apply(encodeSignal(signalMsg{kind: kindSignal, rank: 0, engine: 999, token: 1, sem: rs[1].win.Addr()}), time.Time{})
 	// The job is undisturbed.
 	if err := rs[1].nd.Err(); err != nil {
 		t.Fatalf("a stranger disturbed the job: %v", err)

@@ -135,6 +135,7 @@ var forms = map[string]form{
 	"WEFT_SOCKET_SPIN_US":    intForm(0, 1_000_000, "microseconds from 0 to 1000000"),
 	"WEFT_PCIE_P2P":          bit,
 	"WEFT_PROXY_PROFILE":     bit,
+	"WEFT_PROXY_TRACE":       {"a directory", func(v string) bool { return strings.TrimSpace(v) != "" }},
 	"WEFT_DEBUG_STACKS":      bit,
 	"WEFT_HEAP_FLOOR":        {"a size such as 64M (0: none; at most 1G)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
 	"WEFT_CE_LANES":          intForm(1, 8, "an integer from 1 to 8"),

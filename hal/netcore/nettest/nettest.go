@@ -242,6 +242,10 @@ type PingSide struct {
 	Remote hal.Buffer
 	Src    hal.Buffer
 	Win    hal.Buffer
+	// Batch brackets each put and its signal in BeginBatch … EndBatch
+	// when the engine is a hal.EngineBatcher, as the proxy of package
+	// channels does: the path a plan's small messages take.
+	Batch bool
 }
 
 // PingPong runs b.N round trips between a and c, the timer running: a
@@ -253,14 +257,29 @@ type PingSide struct {
 func PingPong(b *testing.B, a, c PingSide, n int64, dataOff, semOff uint64) time.Duration {
 	b.Helper()
 	ping := func(s PingSide) error {
+		bt, batch := s.Eng.(hal.EngineBatcher)
+		if batch = batch && s.Batch; batch {
+			bt.BeginBatch()
+		}
 		if err := s.Eng.Put(s.Remote.Addr()+dataOff, s.Src.Addr(), n); err != nil {
 			return err
 		}
-		return s.Eng.Signal(s.Remote.Addr()+semOff, 0, 0)
+		if err := s.Eng.Signal(s.Remote.Addr()+semOff, 0, 0); err != nil {
+			return err
+		}
+		if batch {
+			return bt.EndBatch()
+		}
+		return nil
 	}
 	await := func(s PingSide, i int) error {
 		deadline := time.Now().Add(FailBound)
 		for atomic.LoadUint64(Word(s.Win, int64(semOff))) < uint64(i) {
+			// Engines that move bytes only while called (hal/ucx) are
+			// progressed as the proxy would.
+			if _, err := s.Eng.Completed(); err != nil {
+				return err
+			}
 			if e, ok := s.Eng.(interface{ Err() error }); ok {
 				if err := e.Err(); err != nil {
 					return err

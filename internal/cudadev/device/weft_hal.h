@@ -94,6 +94,18 @@ WEFT_DEV weft_u64 atomic_add_gpu64(weft_u64* p, weft_u64 v) {
   return old;
 }
 
+// Relaxed load and max at GPU scope: the seen tail beside a FIFO's head
+// (plan.FifoSeenTail), which only this device's blocks read and raise.
+WEFT_DEV weft_u64 ld_relaxed_gpu64(const weft_u64* p) {
+  weft_u64 v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+WEFT_DEV void red_max_gpu64(weft_u64* p, weft_u64 v) {
+  asm volatile("red.relaxed.gpu.global.max.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
 WEFT_DEV void fence_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 
 // ---- LL packets: data and flags in one single-instruction store ----------

@@ -189,6 +189,15 @@ WEFT_DEV weft_u64 atomic_add_gpu64(weft_u64* p, weft_u64 v) {
   return __hip_atomic_fetch_add(gptr(p), v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
 }
 
+// Relaxed load and max at agent (GPU) scope: the seen tail beside a FIFO's
+// head (plan.FifoSeenTail), which only this device's blocks read and raise.
+WEFT_DEV weft_u64 ld_relaxed_gpu64(const weft_u64* p) {
+  return __hip_atomic_load(gptr(p), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+WEFT_DEV void red_max_gpu64(weft_u64* p, weft_u64 v) {
+  (void)__hip_atomic_fetch_max(gptr(p), v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+
 WEFT_DEV void fence_sys() { __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, ""); }
 
 // ---- LL packets: data and flags in one single-instruction store ----------
