@@ -84,7 +84,8 @@ type ceState struct {
 
 // ceServes reports whether the host-issued AllGather serves call: an
 // AllGather on a device with hal.StreamOps, asked for (WEFT_ALGO=ce) or,
-// with no family forced, of at least Config.CEMinBytes output bytes.
+// with no family forced, of at least Config.CEMinBytes output bytes and
+// at most Config.CEMaxBytes (where that is set).
 func (c *Comm) ceServes(call Call) bool {
 	if call.Coll != algorithms.AllGather {
 		return false
@@ -97,7 +98,7 @@ func (c *Comm) ceServes(call Call) bool {
 		return true
 	case "":
 		out := call.Count * int64(call.Type.Size()) * int64(c.cfg.NRanks)
-		return c.cfg.CEMinBytes > 0 && out >= c.cfg.CEMinBytes
+		return c.cfg.CEMinBytes > 0 && out >= c.cfg.CEMinBytes && (c.cfg.CEMaxBytes <= 0 || out <= c.cfg.CEMaxBytes)
 	}
 	return false
 }

@@ -205,6 +205,20 @@ func TestCEDefaultBound(t *testing.T) {
 			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 2's copy-engine bound", r, err)
 		}
 	}
+	// The same lower bound everywhere, another upper bound on rank 2.
+	errs = runRanksWith(t, "host", 3, func(r int, dev hal.Device) weft.Options {
+		c := algorithms.DefaultConfig(r, 3, dev.Info().Multiprocessors, false)
+		c.CEMinBytes = 1 << 20
+		if r == 2 {
+			c.CEMaxBytes = 2 << 20
+		}
+		return weft.Options{Config: &c}
+	}, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "rank 2 1048576 to 2097152 bytes") {
+			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 2's copy-engine bounds", r, err)
+		}
+	}
 }
 
 // ceStuck runs a host-issued AllGather of count floats on 2 ranks once
@@ -305,40 +319,46 @@ func TestCEStuckPeer(t *testing.T) {
 // preference (hal.CopyEnginePreference), as hal/nvlink does.
 type preferringDevice struct {
 	*host.Device
-	minBytes int64
+	minBytes, maxBytes int64
 }
 
 func (d preferringDevice) CopyEngineMinBytes(nranks int) int64 { return d.minBytes }
+func (d preferringDevice) CopyEngineMaxBytes(nranks int) int64 { return d.maxBytes }
 
 // TestCopyEnginePreference: with nothing set, the copy-engine AllGather is
 // the default only where the backend declares a bound
-// (hal.CopyEnginePreference) and from that bound on; WEFT_CE_MIN_BYTES
-// overrides the backend's bound (0: off).
+// (hal.CopyEnginePreference), from its lower bound up to its upper bound;
+// WEFT_CE_MIN_BYTES and WEFT_CE_MAX_BYTES override the backend's bounds
+// (0: off, and no upper bound).
 func TestCopyEnginePreference(t *testing.T) {
 	t.Setenv("WEFT_TUNING_FILE", "off")
 	t.Setenv("WEFT_ALGO", "")
 	const n = 2
 	small, large := int64(4096), int64(16<<10) // 32 KiB and 128 KiB of output
 	for _, tc := range []struct {
-		name   string
-		prefer int64 // < 0: a plain hal/host device
-		env    string
-		ce     [2]bool // small, large
+		name          string
+		prefer, upper int64 // prefer < 0: a plain hal/host device
+		env, envMax   string
+		ce            [2]bool // small, large
 	}{
-		{"no preference", -1, "", [2]bool{false, false}},
-		{"64K preferred", 64 << 10, "", [2]bool{false, true}},
-		{"64K preferred, WEFT_CE_MIN_BYTES=0", 64 << 10, "0", [2]bool{false, false}},
-		{"64K preferred, WEFT_CE_MIN_BYTES=16K", 64 << 10, "16K", [2]bool{true, true}},
+		{"no preference", -1, 0, "", "", [2]bool{false, false}},
+		{"64K preferred", 64 << 10, 0, "", "", [2]bool{false, true}},
+		{"64K preferred, WEFT_CE_MIN_BYTES=0", 64 << 10, 0, "0", "", [2]bool{false, false}},
+		{"64K preferred, WEFT_CE_MIN_BYTES=16K", 64 << 10, 0, "16K", "", [2]bool{true, true}},
+		{"16K to 64K preferred", 16 << 10, 64 << 10, "", "", [2]bool{true, false}},
+		{"16K to 64K preferred, WEFT_CE_MAX_BYTES=0", 16 << 10, 64 << 10, "", "0", [2]bool{true, true}},
+		{"16K preferred, WEFT_CE_MAX_BYTES=32K", 16 << 10, 0, "", "32K", [2]bool{true, false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("WEFT_CE_MIN_BYTES", tc.env)
+			t.Setenv("WEFT_CE_MAX_BYTES", tc.envMax)
 			job := sanitize("cepref-" + tc.name)
 			open := func(r int) (hal.Device, error) {
 				hd, err := hal.Open(host.Name, hal.Config{Ordinal: r, Rank: r, JobID: job})
 				if err != nil || tc.prefer < 0 {
 					return hd, err
 				}
-				return preferringDevice{Device: hd.(*host.Device), minBytes: tc.prefer}, nil
+				return preferringDevice{Device: hd.(*host.Device), minBytes: tc.prefer, maxBytes: tc.upper}, nil
 			}
 			errs := runRanksOn(n, open, func(int, hal.Device) weft.Options { return weft.Options{} },
 				func(_ int, c *weft.Comm, _ hal.Device, _ hal.Stream) error {

@@ -102,7 +102,7 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 		// measured it on its links (hal/nvlink, hal/nvswitch); hal/pcie
 		// keeps the SM plans until it is.
 		if p, ok := dev.(hal.CopyEnginePreference); ok {
-			cfg.CEMinBytes = p.CopyEngineMinBytes(nranks)
+			cfg.CEMinBytes, cfg.CEMaxBytes = p.CopyEngineMinBytes(nranks), p.CopyEngineMaxBytes(nranks)
 		}
 		if cfg.Algo, err = algoFromEnv(); err != nil {
 			return cfg, "", 0, err
@@ -135,6 +135,13 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 				return cfg, "", 0, fmt.Errorf("weft: WEFT_CE_MIN_BYTES=%q: want a size (0: no copy-engine AllGather unless WEFT_ALGO=ce): %w", s, hal.ErrInvalidArgument)
 			}
 			cfg.CEMinBytes = n
+		}
+		if s := env.String("WEFT_CE_MAX_BYTES"); s != "" {
+			n, perr := algorithms.ParseSize(s)
+			if perr != nil || n < 0 {
+				return cfg, "", 0, fmt.Errorf("weft: WEFT_CE_MAX_BYTES=%q: want a size (0: no upper bound): %w", s, hal.ErrInvalidArgument)
+			}
+			cfg.CEMaxBytes = n
 		}
 		if s := env.String("WEFT_P2P_LL_MAX_BYTES"); s != "" {
 			n, perr := algorithms.ParseSize(s)
@@ -266,14 +273,14 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		return nil
 	}
 	type choice struct {
-		Tiers, Algo, Source, Budget string
-		P2PLL, P2PLLSmall, CE       int64
-		HB, P2P, Rooted             algorithms.Shape
-		P2PMid                      algorithms.Shape
-		P2PMidMax                   int64
+		Tiers, Algo, Source, Budget  string
+		P2PLL, P2PLLSmall, CE, CEMax int64
+		HB, P2P, Rooted              algorithms.Shape
+		P2PMid                       algorithms.Shape
+		P2PMidMax                    int64
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
-		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
+		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes, HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
 		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
@@ -300,10 +307,10 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			return fmt.Errorf("weft: ranks chose different LL point-to-point bounds: rank 0 %d bytes (one block per group to %d), rank %d %d bytes (to %d): give every rank the same WEFT_P2P_LL_MAX_BYTES: %w",
 				first.P2PLL, first.P2PLLSmall, r, c.P2PLL, c.P2PLLSmall, hal.ErrInvalidUsage)
 		}
-		if c.CE != first.CE {
+		if c.CE != first.CE || (c.CE > 0 && c.CEMax != first.CEMax) {
 			// An AllGather runs on copy engines on every rank or on none.
-			return fmt.Errorf("weft: ranks chose different copy-engine AllGather bounds: rank 0 %d bytes, rank %d %d bytes (WEFT_CE_MIN_BYTES, or a device without usable stream operations): %w",
-				first.CE, r, c.CE, hal.ErrInvalidUsage)
+			return fmt.Errorf("weft: ranks chose different copy-engine AllGather bounds: rank 0 %s, rank %d %s (WEFT_CE_MIN_BYTES, WEFT_CE_MAX_BYTES, or a device without usable stream operations): %w",
+				ceBounds(first.CE, first.CEMax), r, ceBounds(c.CE, c.CEMax), hal.ErrInvalidUsage)
 		}
 		if c.P2PMid != first.P2PMid || c.P2PMidMax != first.P2PMidMax {
 			// A sender and its receiver pick the mid-size windowed plan
@@ -333,4 +340,13 @@ func budgetKey(b algorithms.BlockBudget) string {
 		return fmt.Sprintf("%s within %d SMs", b, b.SMs)
 	}
 	return b.String()
+}
+
+// ceBounds is the copy-engine AllGather's range for a message: "N bytes"
+// (from N, no upper bound) or "N to M bytes".
+func ceBounds(lo, hi int64) string {
+	if hi <= 0 {
+		return fmt.Sprintf("%d bytes", lo)
+	}
+	return fmt.Sprintf("%d to %d bytes", lo, hi)
 }

@@ -139,6 +139,10 @@ type Config struct {
 	// overrides it), and sets 0 where the links are not all peer-mapped or
 	// the device has no usable hal.StreamOps.
 	CEMinBytes int64
+	// CEMaxBytes is the largest AllGather that executor serves when Algo
+	// is "" (0: no bound): the backend's hal.CopyEnginePreference
+	// (WEFT_CE_MAX_BYTES overrides it), where its SM plans overtake it.
+	CEMaxBytes int64
 	// Algo forces one plan family for the collectives of Plans: "ll",
 	// "hb", "port", "nvls", or one with bounded peers: "ring", "tree",
 	// "bruck" (WEFT_ALGO); "" selects by size, rank count and links.

@@ -286,10 +286,13 @@ type StreamOps interface {
 // communicator of nranks ranks whose peers are all reachable over this
 // backend's links takes the host-issued copy-engine AllGather by default;
 // 0: never by default (WEFT_CE_MIN_BYTES and WEFT_ALGO=ce still choose
-// it). A backend without it gets 0: the copy-engine default holds only
-// where a backend has measured it on its links.
+// it). CopyEngineMaxBytes is the largest output it takes by default, where
+// the SM plans overtake it (0: no bound). A backend without the interface
+// gets 0: the copy-engine default holds only where a backend has measured
+// it on its links.
 type CopyEnginePreference interface {
 	CopyEngineMinBytes(nranks int) int64
+	CopyEngineMaxBytes(nranks int) int64
 }
 
 // StreamOpKind is what a StreamOp does.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The acceptance run of issues 19-22 on a 2-GPU host, in one device call: the GPU tests that
 # show the redesign changed no behaviour, every collective through the C ABI beside NCCL 2.28.3
-# (float and bfloat16, CUDA graphs, 8 B to 1 GB; point-to-point, gather and scatter also into
+# (float and bfloat16, CUDA graphs, 8 B to 512 MB by factors of 4 and 1 GB; point-to-point, gather and scatter also into
 # registered buffers), the host cost per call, weft bench with plots, the copy-engine AllGather
 # (host-issued, the default from 32 MiB: its SMs are 0) and the port latency, forced ring and
 # tree plans, the FSDP2 training step (scripts/gpu-fsdp.sh) and the network path over sockets and
@@ -56,6 +56,16 @@ if want cbench; then
     step "cbench-weft-$d" 120 'wrong' -- "${WEFT_ENV[@]}" $CB "${CBA[@]}"
     step "cbench-nccl-$d" 120 'wrong' -- "${REF_ENV[@]}" $CB "${CBA[@]}"
   done
+  # 1 GB, every collective (the sweep's factor of 4 from 8 B ends at 512 MB), float and bfloat16,
+  # then registered point-to-point, gather and scatter.
+  for d in float bfloat16; do
+    CB1=(-g "$NP" -d "$d" -b 1G -e 1G -w 3 -n 10 -G 10 -c 1 -p 0)
+    step "cbench-weft-1g-$d" 45 'wrong' -- "${WEFT_ENV[@]}" $CB "${CB1[@]}"
+    step "cbench-nccl-1g-$d" 45 'wrong' -- "${REF_ENV[@]}" $CB "${CB1[@]}"
+  done
+  CB1R=(-g "$NP" -t sendrecv,gather,scatter -R 1 -b 1G -e 1G -w 3 -n 10 -G 10 -c 1 -p 0)
+  step cbench-weft-1g-reg 40 'wrong' -- "${WEFT_ENV[@]}" $CB "${CB1R[@]}"
+  step cbench-nccl-1g-reg 40 'wrong' -- "${REF_ENV[@]}" $CB "${CB1R[@]}"
   # In place (the kernels leave out a destination that is its source: AllGather's own segment,
   # Broadcast's root; FSDP2's AllGather is in place), bfloat16 as FSDP2, checked.
   CBI=(-g "$NP" -t allgather,broadcast -d bfloat16 -b 1M -e 512M -f 4 -w 3 -n 10 -G 10 -c 1 -p 1)

@@ -39,6 +39,12 @@ func (d *Device) CopyEngineMinBytes(nranks int) int64 {
 	return cudadev.NVLinkCopyEngineMinBytes(nranks)
 }
 
+// CopyEngineMaxBytes is cudadev.NVLinkCopyEngineMaxBytes: 512 MiB on 2
+// ranks (the SM plan beyond).
+func (d *Device) CopyEngineMaxBytes(nranks int) int64 {
+	return cudadev.NVLinkCopyEngineMaxBytes(nranks)
+}
+
 // Open opens GPU cfg.Ordinal (a CUDA ordinal, as CUDA_VISIBLE_DEVICES
 // numbers them): it retains the primary context and enables peer access
 // with the other GPUs this process has open where cuDeviceCanAccessPeer

@@ -19,6 +19,11 @@ func (d *Device) CopyEngineMinBytes(nranks int) int64 {
 	return cudadev.NVLinkCopyEngineMinBytes(nranks)
 }
 
+// CopyEngineMaxBytes is cudadev.NVLinkCopyEngineMaxBytes.
+func (d *Device) CopyEngineMaxBytes(nranks int) int64 {
+	return cudadev.NVLinkCopyEngineMaxBytes(nranks)
+}
+
 //go:embed device/weft_switch_hal.h
 var switchHeader string
 

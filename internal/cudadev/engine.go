@@ -329,3 +329,16 @@ func NVLinkCopyEngineMinBytes(nranks int) int64 {
 	}
 	return 0
 }
+
+// NVLinkCopyEngineMaxBytes is the upper end of that default: 512 MiB on
+// 2 ranks. On 2×H100 (2026-11-26, docs/bench/2026-11-26j-h100x2, calls
+// 5–6) the copy-engine AllGather took NCCL's time × 1.08–1.11 at 256 and
+// 512 MB but × 0.96 at 1 GB (2047 µs against NCCL's 1968: its per-byte
+// time grows past 512 MB while NCCL's shrinks), where the SM plan took
+// × 1.19; beyond 512 MiB the SM plan serves by default.
+func NVLinkCopyEngineMaxBytes(nranks int) int64 {
+	if nranks == 2 {
+		return 512 << 20
+	}
+	return 0
+}

@@ -101,6 +101,7 @@ var forms = map[string]form{
 	"WEFT_SOCKET_NSOCKS":     intForm(1, 64, "an integer from 1 to 64"),
 	"WEFT_NCCL_REGISTER":     oneOf("local", "collective"),
 	"WEFT_CE_MIN_BYTES":      {"a size such as 32M (0: off)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
+	"WEFT_CE_MAX_BYTES":      {"a size such as 512M (0: no bound)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
 	"WEFT_P2P_LL_MAX_BYTES":  {"a size such as 512K (0 to 16M)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
 	"WEFT_SOCKET_CHUNK":      {"a size such as 512KiB (1KiB to 64MiB)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
 	"WEFT_SOCKET_ENCRYPT":    onOff,
