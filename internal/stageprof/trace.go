@@ -51,13 +51,18 @@ var tr struct {
 
 // Tracing reports whether WEFT_PROXY_TRACE names a directory (read once).
 func Tracing() bool {
-	tr.once.Do(func() {
-		tr.dir = env.String("WEFT_PROXY_TRACE")
-		if tr.dir != "" {
-			tr.ev = make([]event, traceCap)
-		}
-	})
+	tr.once.Do(func() { startTrace(env.String("WEFT_PROXY_TRACE")) })
 	return tr.dir != ""
+}
+
+// startTrace starts an empty timeline written to dir ("": off).
+func startTrace(dir string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.dir, tr.ev, tr.n = dir, nil, 0
+	if dir != "" {
+		tr.ev = make([]event, traceCap)
+	}
 }
 
 // Trace records an event of rank that began at start and ends now; a
