@@ -333,8 +333,9 @@ func (e *engine) Signal(semAddr, countAddr, count uint64) error {
 
 // enqueue queues r; rng is the staged destination range of a put, which
 // the next signal carries (a ranges-only message goes first when the
-// list is full).
+// list is full). Messages its progress received are applied after.
 func (e *engine) enqueue(r request, rng *span) error {
+	defer e.nd.applyReceived()
 	nd := e.nd
 	nd.wmu.Lock()
 	defer nd.wmu.Unlock()
@@ -434,7 +435,10 @@ func (e *engine) pump() {
 	}
 	nd.w.Progress()
 	if nd.w.Queued() > 0 {
-		nd.wake() // the progress loop applies received signals, in order
+		// Applied in order by the caller (applyReceived) or the progress
+		// loop, whichever pops them first.
+		nd.amPending.Store(true)
+		nd.wake()
 	}
 	moved := false
 	kept := e.ops[:0]
@@ -812,12 +816,14 @@ func (e *engine) Mark() (uint64, error) {
 }
 
 // Completed progresses and returns the largest ticket whose requests are
-// complete at the source.
+// complete at the source; it applies what that progress received.
 func (e *engine) Completed() (uint64, error) {
 	e.nd.wmu.Lock()
-	defer e.nd.wmu.Unlock()
 	e.pump()
-	return e.tickets.Completed(), e.getErr()
+	t, err := e.tickets.Completed(), e.getErr()
+	e.nd.wmu.Unlock()
+	e.nd.applyReceived()
+	return t, err
 }
 
 // Close waits (up to the timeout) for queued requests, says goodbye on

@@ -57,6 +57,16 @@ type NetDevice struct {
 	// wmu serialises every call on the worker, its endpoints and the
 	// context, and the engines' state. Lock order: wmu before mu.
 	wmu sync.Mutex
+	// applyMu is held from popping received messages off the worker to
+	// applying the last of them, so that they are applied in arrival
+	// order whichever goroutine pops them: the progress loop, or an
+	// engine call whose progress received them (applyReceived). It is
+	// only ever taken with TryLock while wmu is held; holding it, one
+	// may wait for wmu.
+	applyMu sync.Mutex
+	// amPending: the worker holds received messages (wmu held to set or
+	// clear it; read without).
+	amPending atomic.Bool
 
 	mu       sync.Mutex
 	closed   bool
@@ -729,6 +739,9 @@ func (nd *NetDevice) progressLoop() {
 		for nd.w.Progress() > 0 {
 			progressed = true
 		}
+		if nd.w.Queued() > 0 {
+			nd.amPending.Store(true)
+		}
 		if d := nd.w.Dropped(); d != dropped {
 			dropped = d
 			nd.refuse(fmt.Errorf("ucx: rank %d: %d active messages dropped so far (longer than %d bytes, or sent by rendezvous): not weft signals: %w",
@@ -736,21 +749,21 @@ func (nd *NetDevice) progressLoop() {
 		}
 		popped := stageprof.TraceStart()
 		msgs = msgs[:0]
-		for {
-			m, ok := nd.w.PopAM()
-			if !ok {
-				break
+		if nd.applyMu.TryLock() {
+			msgs = nd.popAll(msgs)
+			if len(msgs) > 0 {
+				// Received signals first: a kernel waits for each, and
+				// the engines' pumps below progress the worker once per
+				// engine.
+				nd.wmu.Unlock()
+				for _, m := range msgs {
+					nd.apply(m, popped)
+				}
+				nd.applyMu.Unlock()
+				nd.wmu.Lock()
+			} else {
+				nd.applyMu.Unlock()
 			}
-			msgs = append(msgs, m)
-		}
-		if len(msgs) > 0 {
-			// Received signals first: a kernel waits for each, and the
-			// engines' pumps below progress the worker once per engine.
-			nd.wmu.Unlock()
-			for _, m := range msgs {
-				nd.apply(m, popped)
-			}
-			nd.wmu.Lock()
 		}
 		nd.mu.Lock()
 		engines = engines[:0]
@@ -783,7 +796,9 @@ func (nd *NetDevice) progressLoop() {
 		// limit that sleeping took per stage held UCX to 0.5 GB/s on 2×H200
 		// (docs/bench/notes.md, UCX v2).
 		warm := now.Sub(lastActive) < warmPoll
-		if len(msgs) == 0 && !warm && !waiting {
+		// Not while messages wait for the goroutine applying others
+		// (its TryLock above failed): that one took only what was there.
+		if len(msgs) == 0 && !warm && !waiting && !nd.amPending.Load() {
 			var err error
 			if armed, err = nd.w.Arm(); err != nil {
 				// Without wake-ups the loop polls every millisecond.
@@ -813,6 +828,42 @@ func (nd *NetDevice) progressLoop() {
 			time.Sleep(time.Millisecond)
 		}
 	}
+}
+
+// popAll appends every message received so far to msgs (wmu and applyMu
+// held) and clears amPending.
+func (nd *NetDevice) popAll(msgs [][]byte) [][]byte {
+	for {
+		m, ok := nd.w.PopAM()
+		if !ok {
+			break
+		}
+		msgs = append(msgs, m)
+	}
+	nd.amPending.Store(false)
+	return msgs
+}
+
+// applyReceived applies, on the calling goroutine, the messages that an
+// engine call's progress of the worker received (the proxy's calls
+// progress it too): without it they waited for the progress loop, which
+// sleeps on the worker's descriptor once idle and then pays a wake-up of
+// 10–20 µs on a virtual machine before it applies a signal a kernel
+// waits for (docs/network.md, "Where a hop's time goes"). A no-op when
+// nothing is pending or another goroutine is applying (it takes what
+// is left in its next round). Call without wmu.
+func (nd *NetDevice) applyReceived() {
+	if !nd.amPending.Load() || !nd.applyMu.TryLock() {
+		return
+	}
+	start := stageprof.TraceStart()
+	nd.wmu.Lock()
+	msgs := nd.popAll(nil)
+	nd.wmu.Unlock()
+	for _, m := range msgs {
+		nd.apply(m, start)
+	}
+	nd.applyMu.Unlock()
 }
 
 // tcpSegment is the segment size set for UCX's TCP transport unless the
