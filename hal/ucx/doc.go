@@ -93,9 +93,11 @@
 // # Progress
 //
 // UCX moves bytes only while a worker is progressed. The proxy's calls
-// (Put, Signal, Completed) progress the worker; besides them one
+// (Put, Signal, Completed) progress the worker and apply, before they
+// return, the messages that progress received; besides them one
 // goroutine per NetDevice progresses while requests wait, applies
-// received signals in arrival order, and otherwise arms the worker
+// received signals (whoever pops messages applies them before another
+// may pop: arrival order holds), and otherwise arms the worker
 // (ucp_worker_arm) and sleeps in poll(2) on its event descriptor until UCX
 // has something (a message, a put to place for TCP's emulated RMA, a
 // completion) or an engine call wakes it (ucp_worker_signal). While
