@@ -272,6 +272,11 @@ static size_t check(int c, int inplace, char *S, char *R, size_t count, void *h)
   /* On g_stream, and waited for: g_stream is non-blocking, so a copy from pageable memory on the
    * legacy stream could still be landing in an in-place buffer while the collective runs. */
   CUDACHECK(cudaMemsetAsync(R, 0xff, count * g_tsize, g_stream)); /* NaN / -1: a result not written shows */
+  /* The fill and the check run on every core where the compiler has OpenMP (the Makefile's OMP,
+   * -fopenmp): a 1 GB buffer is 256 M elements, seconds on one core per collective. fp8's
+   * encoding tables are filled on first use: fill them here, before threads share them. */
+  if (nin > 0) put(h, 0, val(g_rank, 0));
+#pragma omp parallel for schedule(static)
   for (size_t i = 0; i < nin; i++) put(h, i, val(g_rank, i));
   CUDACHECK(cudaMemcpyAsync((void *)s, h, nin * g_tsize, cudaMemcpyHostToDevice, g_stream));
   CUDACHECK(cudaStreamSynchronize(g_stream));
@@ -280,6 +285,7 @@ static size_t check(int c, int inplace, char *S, char *R, size_t count, void *h)
   CUDACHECK(cudaMemcpy(h, r, nout * g_tsize, cudaMemcpyDeviceToHost));
   if ((c == RD || c == GA) && g_rank != g_root) return 0;
   size_t wrong = 0;
+#pragma omp parallel for reduction(+ : wrong) schedule(static)
   for (size_t i = 0; i < nout; i++) {
     double want;
     switch (c) {
