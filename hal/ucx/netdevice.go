@@ -61,8 +61,8 @@ type NetDevice struct {
 	// applying the last of them, so that they are applied in arrival
 	// order whichever goroutine pops them: the progress loop, or an
 	// engine call whose progress received them (applyReceived). It is
-	// only ever taken with TryLock while wmu is held; holding it, one
-	// may wait for wmu.
+	// only ever taken with TryLock, so nobody waits for it; holding it,
+	// one may wait for wmu.
 	applyMu sync.Mutex
 	// amPending: the worker holds received messages (wmu held to set or
 	// clear it; read without).
