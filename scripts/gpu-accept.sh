@@ -103,9 +103,10 @@ fi
 
 # ---- issue 20 item 4: copy engines (0 data-moving SMs) and the port put-with-signal latency
 if want port; then
-  # The default selection: from 32 MiB the host-issued copy-engine AllGather (plan
-  # all_gather-ce-host-issued, sm=0/0 in the plan column).
-  step ce-all_gather 40 'rows1' -- "$B/weft" bench all_gather -b 64M -e 1G -f 2 -n 10 -w 3 -c 1 --baseline nccl --nproc "$NP" --plot "$OUT/ce-all_gather.svg"
+  # The host-issued copy-engine AllGather (plan all_gather-ce-host-issued, sm=0/0 in the plan
+  # column) at every size of the range: by default it serves 32 MiB to 512 MiB (the SM plan
+  # beyond, WEFT_CE_MAX_BYTES); here its upper bound is lifted so that 1 GB shows it too.
+  step ce-all_gather 40 'rows1' -- env WEFT_CE_MAX_BYTES=0 "$B/weft" bench all_gather -b 64M -e 1G -f 2 -n 10 -w 3 -c 1 --baseline nccl --nproc "$NP" --plot "$OUT/ce-all_gather.svg"
   step port-latency 40 'grep -E "us/one|ns/op" $log | tr -s " " | cut -c1-110' -- \
     env WEFT_BENCH_HAL=nvlink "$B/weft.test" -test.run '^$' -test.bench PortLatency -test.benchtime 3x
 fi

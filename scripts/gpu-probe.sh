@@ -190,7 +190,8 @@ if want ce; then
     --master-port 29831 examples/torch/fsdp_step.py --out "$L/ce-fsdp-1.json"
 fi
 if want cedefault; then
-  # The default selection with the copy-engine AllGather from 32 MiB (WEFT_CE_MIN_BYTES): the
+  # The default selection with the copy-engine AllGather from 32 MiB to 512 MiB (WEFT_CE_MIN_BYTES,
+  # WEFT_CE_MAX_BYTES): the
   # AllGather curve through libweft_nccl.so beside NCCL (the switch at 32 MB, 0 wrong), then the
   # FSDP2 step in interleaved pairs with nothing set.
   CB=examples/cbench/cbench
