@@ -657,6 +657,11 @@ func (e *engine) issue(r *request) bool {
 	return false
 }
 
+// ucxTraceKind is added to a message's kind in the timeline
+// (WEFT_PROXY_TRACE), so that scripts/net-trace.py tells UCX's messages
+// from the socket transport's frames.
+const ucxTraceKind = 16
+
 // fusePut moves put r (at the head of the queue) into the signal queued
 // right behind it, whose message then carries the bytes (kind 3): one
 // active message instead of a ucp_put_nbx, the endpoint flush that must
@@ -687,11 +692,6 @@ func (e *engine) fusePut(r *request, src []byte) (fused, hold bool) {
 	return true, false
 }
 
-// ucxTraceKind is added to a message's kind in the timeline
-// (WEFT_PROXY_TRACE), so that scripts/net-trace.py tells UCX's messages
-// from the socket transport's frames.
-const ucxTraceKind = 16
-
 // fusable reports whether fusePut may move put r, whose source is src in
 // host memory registered directly (nil: elsewhere), into the signal
 // after it.
@@ -717,7 +717,7 @@ func (e *engine) Holding() bool {
 		return false
 	}
 	r := &e.queue[e.qhead]
-	return r.kind == reqPut && r.n <= maxInline && e.fusable(r, nd.localHost(r.src, r.n))
+	return r.kind == reqPut && e.fusable(r, nd.localHost(r.src, r.n))
 }
 
 // EndBatch ends the pass: a put still waiting goes out as a ucp_put_nbx.

@@ -62,7 +62,7 @@ type NetDevice struct {
 	// order whichever goroutine pops them: the progress loop, or an
 	// engine call whose progress received them (applyReceived). It is
 	// only ever taken with TryLock, so nobody waits for it; holding it,
-	// one may wait for wmu.
+	// one waits for wmu to pop.
 	applyMu sync.Mutex
 	// amPending: the worker holds received messages (wmu held to set or
 	// clear it; read without).
@@ -726,7 +726,6 @@ func (nd *NetDevice) progressLoop() {
 	armWarned := false
 	dropped := uint64(0)
 	var lastActive time.Time
-	var msgs [][]byte
 	var engines []*engine
 	for {
 		select {
@@ -747,23 +746,13 @@ func (nd *NetDevice) progressLoop() {
 			nd.refuse(fmt.Errorf("ucx: rank %d: %d active messages dropped so far (longer than %d bytes, or sent by rendezvous): not weft signals: %w",
 				nd.cfg.Rank, d, maxSignal, hal.ErrRemote))
 		}
-		popped := stageprof.TraceStart()
-		msgs = msgs[:0]
-		if nd.applyMu.TryLock() {
-			msgs = nd.popAll(msgs)
-			if len(msgs) > 0 {
-				// Received signals first: a kernel waits for each, and
-				// the engines' pumps below progress the worker once per
-				// engine.
-				nd.wmu.Unlock()
-				for _, m := range msgs {
-					nd.apply(m, popped)
-				}
-				nd.applyMu.Unlock()
-				nd.wmu.Lock()
-			} else {
-				nd.applyMu.Unlock()
-			}
+		// Received signals first: a kernel waits for each, and the
+		// engines' pumps below progress the worker once per engine.
+		applied := 0
+		if nd.amPending.Load() {
+			nd.wmu.Unlock()
+			applied = nd.applyReceived()
+			nd.wmu.Lock()
 		}
 		nd.mu.Lock()
 		engines = engines[:0]
@@ -783,7 +772,7 @@ func (nd *NetDevice) progressLoop() {
 			waiting = waiting || e.waiting()
 		}
 		now := time.Now()
-		if progressed || len(msgs) > 0 {
+		if progressed || applied > 0 {
 			lastActive = now
 		}
 		armed, armFailed := false, false
@@ -797,8 +786,9 @@ func (nd *NetDevice) progressLoop() {
 		// (docs/bench/notes.md, UCX v2).
 		warm := now.Sub(lastActive) < warmPoll
 		// Not while messages wait for the goroutine applying others
-		// (its TryLock above failed): that one took only what was there.
-		if len(msgs) == 0 && !warm && !waiting && !nd.amPending.Load() {
+		// (applyReceived found applyMu taken): that one took only what
+		// was there.
+		if applied == 0 && !warm && !waiting && !nd.amPending.Load() {
 			var err error
 			if armed, err = nd.w.Arm(); err != nil {
 				// Without wake-ups the loop polls every millisecond.
@@ -830,9 +820,23 @@ func (nd *NetDevice) progressLoop() {
 	}
 }
 
-// popAll appends every message received so far to msgs (wmu and applyMu
-// held) and clears amPending.
-func (nd *NetDevice) popAll(msgs [][]byte) [][]byte {
+// applyReceived pops the messages received so far and applies them, in
+// arrival order, on the calling goroutine: the progress loop, or an
+// engine call whose progress of the worker received them (the proxy's
+// calls progress it too), which otherwise left them to the loop — asleep
+// on the worker's descriptor once idle, it paid a wake-up of 10–20 µs on
+// a virtual machine before it applied a signal a kernel waits for
+// (docs/network.md, "Where a hop's time goes"). It returns how many it
+// applied: none when nothing is pending or another goroutine is applying
+// (which takes what is left in its next round). Call without wmu.
+func (nd *NetDevice) applyReceived() int {
+	if !nd.amPending.Load() || !nd.applyMu.TryLock() {
+		return 0
+	}
+	defer nd.applyMu.Unlock()
+	start := stageprof.TraceStart()
+	var msgs [][]byte
+	nd.wmu.Lock()
 	for {
 		m, ok := nd.w.PopAM()
 		if !ok {
@@ -841,29 +845,11 @@ func (nd *NetDevice) popAll(msgs [][]byte) [][]byte {
 		msgs = append(msgs, m)
 	}
 	nd.amPending.Store(false)
-	return msgs
-}
-
-// applyReceived applies, on the calling goroutine, the messages that an
-// engine call's progress of the worker received (the proxy's calls
-// progress it too): without it they waited for the progress loop, which
-// sleeps on the worker's descriptor once idle and then pays a wake-up of
-// 10–20 µs on a virtual machine before it applies a signal a kernel
-// waits for (docs/network.md, "Where a hop's time goes"). A no-op when
-// nothing is pending or another goroutine is applying (it takes what
-// is left in its next round). Call without wmu.
-func (nd *NetDevice) applyReceived() {
-	if !nd.amPending.Load() || !nd.applyMu.TryLock() {
-		return
-	}
-	start := stageprof.TraceStart()
-	nd.wmu.Lock()
-	msgs := nd.popAll(nil)
 	nd.wmu.Unlock()
 	for _, m := range msgs {
 		nd.apply(m, start)
 	}
-	nd.applyMu.Unlock()
+	return len(msgs)
 }
 
 // tcpSegment is the segment size set for UCX's TCP transport unless the
