@@ -129,25 +129,21 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 				}
 			}
 		}
-		if s := env.String("WEFT_CE_MIN_BYTES"); s != "" {
-			n, perr := algorithms.ParseSize(s)
-			if perr != nil || n < 0 {
-				return cfg, "", 0, fmt.Errorf("weft: WEFT_CE_MIN_BYTES=%q: want a size (0: no copy-engine AllGather unless WEFT_ALGO=ce): %w", s, hal.ErrInvalidArgument)
-			}
+		var n int64
+		var set bool
+		if n, set, err = envSize("WEFT_CE_MIN_BYTES", 0, "a size (0: no copy-engine AllGather unless WEFT_ALGO=ce)"); err != nil {
+			return cfg, "", 0, err
+		} else if set {
 			cfg.CEMinBytes = n
 		}
-		if s := env.String("WEFT_CE_MAX_BYTES"); s != "" {
-			n, perr := algorithms.ParseSize(s)
-			if perr != nil || n < 0 {
-				return cfg, "", 0, fmt.Errorf("weft: WEFT_CE_MAX_BYTES=%q: want a size (0: no upper bound): %w", s, hal.ErrInvalidArgument)
-			}
+		if n, set, err = envSize("WEFT_CE_MAX_BYTES", 0, "a size (0: no upper bound)"); err != nil {
+			return cfg, "", 0, err
+		} else if set {
 			cfg.CEMaxBytes = n
 		}
-		if s := env.String("WEFT_P2P_LL_MAX_BYTES"); s != "" {
-			n, perr := algorithms.ParseSize(s)
-			if perr != nil || n < 0 || n > 16<<20 {
-				return cfg, "", 0, fmt.Errorf("weft: WEFT_P2P_LL_MAX_BYTES=%q: want a size from 0 (no LL point-to-point) to 16M: %w", s, hal.ErrInvalidArgument)
-			}
+		if n, set, err = envSize("WEFT_P2P_LL_MAX_BYTES", 16<<20, "a size from 0 (no LL point-to-point) to 16M"); err != nil {
+			return cfg, "", 0, err
+		} else if set {
 			// The largest LL operation: the narrow plan's bound where it
 			// is at most that, else the wide plan's.
 			if n <= cfg.P2PLLMaxBytes {
@@ -157,11 +153,9 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 			}
 			cfg.P2PLLSmallMaxBytes = min(cfg.P2PLLSmallMaxBytes, n)
 		}
-		if s := env.String("WEFT_P2P_MID_MAX_BYTES"); s != "" {
-			n, perr := algorithms.ParseSize(s)
-			if perr != nil || n < 0 || n > 1<<30 {
-				return cfg, "", 0, fmt.Errorf("weft: WEFT_P2P_MID_MAX_BYTES=%q: want a size from 0 (no mid-size point-to-point plan) to 1G: %w", s, hal.ErrInvalidArgument)
-			}
+		if n, set, err = envSize("WEFT_P2P_MID_MAX_BYTES", 1<<30, "a size from 0 (no mid-size point-to-point plan) to 1G"); err != nil {
+			return cfg, "", 0, err
+		} else if set {
 			if cfg.P2PMidMaxBytes = n; n > 0 && cfg.P2PMid.Blocks == 0 {
 				cfg.P2PMid = cfg.P2P // shaped by WEFT_P2P_MID_SHAPE, or like the large plan
 			}
@@ -349,4 +343,19 @@ func ceBounds(lo, hi int64) string {
 		return fmt.Sprintf("%d bytes", lo)
 	}
 	return fmt.Sprintf("%d to %d bytes", lo, hi)
+}
+
+// envSize reads the variable name as a byte size from 0 to hi (hi 0: no
+// upper limit); set is false where it is unset. want says what a value
+// means, for the error, which wraps hal.ErrInvalidArgument.
+func envSize(name string, hi int64, want string) (n int64, set bool, err error) {
+	s := env.String(name)
+	if s == "" {
+		return 0, false, nil
+	}
+	n, perr := algorithms.ParseSize(s)
+	if perr != nil || n < 0 || (hi > 0 && n > hi) {
+		return 0, false, fmt.Errorf("weft: %s=%q: want %s: %w", name, s, want, hal.ErrInvalidArgument)
+	}
+	return n, true, nil
 }

@@ -42,6 +42,12 @@ func listOf(vals ...string) form {
 	}}
 }
 
+// sizeForm accepts a byte size as the size parsers take it (sizeRE);
+// accepted says which, and the range the variable's reader enforces.
+func sizeForm(accepted string) form {
+	return form{accepted, func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }}
+}
+
 func intForm(lo, hi int, accepted string) form {
 	return form{accepted, func(v string) bool {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
@@ -100,10 +106,10 @@ var forms = map[string]form{
 	"WEFT_NET":               oneOf("ib", "plugin", "socket", "ucx"),
 	"WEFT_SOCKET_NSOCKS":     intForm(1, 64, "an integer from 1 to 64"),
 	"WEFT_NCCL_REGISTER":     oneOf("local", "collective"),
-	"WEFT_CE_MIN_BYTES":      {"a size such as 32M (0: off)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
-	"WEFT_CE_MAX_BYTES":      {"a size such as 512M (0: no bound)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
-	"WEFT_P2P_LL_MAX_BYTES":  {"a size such as 512K (0 to 16M)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
-	"WEFT_SOCKET_CHUNK":      {"a size such as 512KiB (1KiB to 64MiB)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
+	"WEFT_CE_MIN_BYTES":      sizeForm("a size such as 32M (0: off)"),
+	"WEFT_CE_MAX_BYTES":      sizeForm("a size such as 512M (0: no bound)"),
+	"WEFT_P2P_LL_MAX_BYTES":  sizeForm("a size such as 512K (0 to 16M)"),
+	"WEFT_SOCKET_CHUNK":      sizeForm("a size such as 512KiB (1KiB to 64MiB)"),
 	"WEFT_SOCKET_ENCRYPT":    onOff,
 	"WEFT_JOB_SECRET": {"32 to 128 hex digits", func(v string) bool {
 		v = strings.TrimSpace(v)
@@ -126,7 +132,7 @@ var forms = map[string]form{
 	"WEFT_HB_SHAPE":          shapeForm,
 	"WEFT_P2P_SHAPE":         p2pShapeForm,
 	"WEFT_P2P_MID_SHAPE":     p2pShapeForm,
-	"WEFT_P2P_MID_MAX_BYTES": {"a size such as 16M (0 to 1G)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
+	"WEFT_P2P_MID_MAX_BYTES": sizeForm("a size such as 16M (0 to 1G)"),
 	"WEFT_ROOTED_SHAPE":      rootedShapeForm,
 	"WEFT_MAX_CTAS":          ctaForm,
 	"WEFT_MIN_CTAS":          ctaForm,
@@ -138,7 +144,7 @@ var forms = map[string]form{
 	"WEFT_PROXY_PROFILE":     bit,
 	"WEFT_PROXY_TRACE":       {"a directory", func(v string) bool { return strings.TrimSpace(v) != "" }},
 	"WEFT_DEBUG_STACKS":      bit,
-	"WEFT_HEAP_FLOOR":        {"a size such as 64M (0: none; at most 1G)", func(v string) bool { return sizeRE.MatchString(strings.TrimSpace(v)) }},
+	"WEFT_HEAP_FLOOR":        sizeForm("a size such as 64M (0: none; at most 1G)"),
 	"WEFT_CE_LANES":          intForm(1, 8, "an integer from 1 to 8"),
 }
 

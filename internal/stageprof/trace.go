@@ -24,7 +24,7 @@ import (
 
 // Event kinds of the timeline.
 const (
-	EvTrigger = iota + 1 // the proxy handled a trigger: A kind, B channel
+	EvTrigger = iota + 1 // the proxy handled a trigger: A kind, B channel, C FIFO position
 	EvWrite              // a transport wrote a frame: A engine id, B sequence number, C frame kind
 	EvRead               // a transport read (Start: the frame's first byte seen) and applied (End) a frame: A engine id, B sequence number, C frame kind
 )
