@@ -191,6 +191,19 @@ func (s Shape) pipeline() int {
 	return s.Pipeline
 }
 
+// flowName is what a plan's name says of the shape's window depth and
+// pipeline where they are not the defaults ("-d8", "-p1", "-d8-p1").
+func (s Shape) flowName() string {
+	n := ""
+	if d := s.depth(); d != 2 {
+		n += fmt.Sprintf("-d%d", d)
+	}
+	if s.Pipeline != 0 {
+		n += fmt.Sprintf("-p%d", s.Pipeline)
+	}
+	return n
+}
+
 // depth is the shape's window depth (Shape.Depth, 2 when unset).
 func (s Shape) depth() int {
 	if s.Depth == 0 {

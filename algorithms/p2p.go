@@ -69,7 +69,7 @@ func p2pPlans(c Config) ([]Choice, error) {
 		if err != nil {
 			return nil, err
 		}
-		mid.Name += "-to" + sizeName(c.P2PMidMaxBytes)
+		mid.Name += "-to" + FormatSize(c.P2PMidMaxBytes)
 		windowed = []Choice{{Plan: mid, MaxBytes: c.P2PMidMaxBytes}, {Plan: hb}}
 	}
 	if llMax <= 0 {
@@ -413,16 +413,4 @@ func remoteSlots(ops []plan.Op, slots []int) {
 			}
 		}
 	}
-}
-
-// sizeName writes a byte count in the largest unit that divides it: 16M,
-// 128K, 1000.
-func sizeName(b int64) string {
-	switch {
-	case b > 0 && b%(1<<20) == 0:
-		return fmt.Sprintf("%dM", b>>20)
-	case b > 0 && b%(1<<10) == 0:
-		return fmt.Sprintf("%dK", b>>10)
-	}
-	return fmt.Sprint(b)
 }

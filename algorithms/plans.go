@@ -412,13 +412,7 @@ func P2PPlan(c Config) (*plan.Plan, error) {
 	chs := c.channels()
 	b := s.Blocks
 	d := s.depth()
-	name := fmt.Sprintf("sendrecv-hb-%dx%d-w%d", b, s.Threads, s.Window)
-	if d != 2 {
-		name += fmt.Sprintf("-d%d", d)
-	}
-	if s.Pipeline != 0 {
-		name += fmt.Sprintf("-p%d", s.Pipeline)
-	}
+	name := fmt.Sprintf("sendrecv-hb-%dx%d-w%d", b, s.Threads, s.Window) + s.flowName()
 	if s.Pull {
 		name += "-pull"
 	}

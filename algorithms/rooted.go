@@ -167,11 +167,8 @@ func (c Config) deepen(p *plan.Plan, err error) (*plan.Plan, error) {
 	}
 	if d := c.HB.depth(); d != 2 {
 		p.WindowDepth = d
-		p.Name += fmt.Sprintf("-d%d", d)
 	}
-	if c.HB.Pipeline != 0 {
-		p.Name += fmt.Sprintf("-p%d", c.HB.Pipeline)
-	}
+	p.Name += c.HB.flowName()
 	return p, p.Validate()
 }
 
