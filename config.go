@@ -153,6 +153,11 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 			}
 			cfg.P2PLLSmallMaxBytes = min(cfg.P2PLLSmallMaxBytes, n)
 		}
+		if n, set, err = envSize("WEFT_PORT_LL_MAX_BYTES", 1<<20, "a size from 0 (no LL plans over the network) to 1M"); err != nil {
+			return cfg, "", 0, err
+		} else if set {
+			cfg.PortLLMaxBytes = n
+		}
 		if n, set, err = envSize("WEFT_P2P_MID_MAX_BYTES", 1<<30, "a size from 0 (no mid-size point-to-point plan) to 1G"); err != nil {
 			return cfg, "", 0, err
 		} else if set {
@@ -271,11 +276,11 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		P2PLL, P2PLLSmall, CE, CEMax int64
 		HB, P2P, Rooted              algorithms.Shape
 		P2PMid                       algorithms.Shape
-		P2PMidMax                    int64
+		P2PMidMax, PortLL            int64
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
 		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes, HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
-		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes}
+		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -311,6 +316,12 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			// from the operation's size alike, and its groups pair up.
 			return fmt.Errorf("weft: ranks chose different mid-size point-to-point plans: rank 0 %+v up to %d bytes, rank %d %+v up to %d bytes: give every rank the same WEFT_P2P_MID_SHAPE: %w",
 				first.P2PMid, first.P2PMidMax, r, c.P2PMid, c.P2PMidMax, hal.ErrInvalidUsage)
+		}
+		if c.PortLL != first.PortLL {
+			// Every rank of a network collective picks the LL port plan
+			// or the windowed one from the size alike.
+			return fmt.Errorf("weft: ranks chose different LL bounds over the network: rank 0 %d bytes, rank %d %d bytes: give every rank the same WEFT_PORT_LL_MAX_BYTES: %w",
+				first.PortLL, r, c.PortLL, hal.ErrInvalidUsage)
 		}
 		if c.HB != first.HB || c.P2P != first.P2P || c.Rooted != first.Rooted {
 			// The windowed plans' blocks and windows pair up across ranks.

@@ -123,6 +123,10 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 			// One rank per node with host windows: the port plans stage
 			// their puts into their host-memory scratch (Plan.StageSends).
 			return fmt.Errorf("%v: plan %q: staged sends %v, want them with host windows only", k, name, staged)
+		} else if ll := strings.Contains(name, "-port-LL16-"); staged && ll != (netLL(k.coll) && k.count*int64(k.t.Size()) <= algorithms.PortLLMaxBytes) {
+			// ... and the small ones of the symmetric collectives go as
+			// LL packets, one frame per peer (algorithms/portll.go).
+			return fmt.Errorf("%v: plan %q: LL %v, want LL port plans up to %d bytes", k, name, ll, algorithms.PortLLMaxBytes)
 		}
 		if k.coll == algorithms.AllReduce {
 			if name := c.AllReducePlan(k.count, k.t, k.op); name != c.PlanName(call) {
@@ -154,6 +158,15 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 		return fmt.Errorf("rank %d: %d of %d plans have host windows; want every one with one rank per node over %s", rank, host, all, os.Getenv("WEFT_NET"))
 	}
 	return nil
+}
+
+// netLL reports whether coll has an LL port plan (algorithms.PortLLPlan).
+func netLL(coll algorithms.Collective) bool {
+	switch coll {
+	case algorithms.AllGather, algorithms.AllToAll, algorithms.ReduceScatter, algorithms.AllReduce:
+		return true
+	}
+	return false
 }
 
 // netHostWindows reports whether this child's network keeps the windows
@@ -248,14 +261,15 @@ func runNodes(t *testing.T, nproc, nodes int, mode string, extra ...string) (str
 func TestCollectivesAcrossNodes(t *testing.T) {
 	t.Parallel() // waits on sockets and deadlines more than it computes
 	// Larger shapes (4 × 4, 4 × 6) run in scale_test.go.
-	// 2 × 1 runs the flat port plans with their windows in host memory
-	// (the socket receivers store into them with the CPU), and once with
+	// 2 × 1 and 4 × 1 run the flat port plans with their windows in host
+	// memory (the socket receivers store into them with the CPU; the small
+	// messages of the symmetric collectives as LL packets), and 2 × 1 once with
 	// them in device memory (WEFT_NET_HOST_WINDOWS=0: the receivers'
 	// device-engine path).
 	for _, shape := range []struct {
 		nodes, perNode int
 		extra          []string
-	}{{2, 1, nil}, {2, 1, []string{"WEFT_NET_HOST_WINDOWS=0"}}, {2, 2, nil}, {2, 3, nil}, {3, 2, nil}} {
+	}{{2, 1, nil}, {4, 1, nil}, {2, 1, []string{"WEFT_NET_HOST_WINDOWS=0"}}, {2, 2, nil}, {2, 3, nil}, {3, 2, nil}} {
 		nproc := shape.nodes * shape.perNode
 		t.Run(fmt.Sprintf("%dx%d%s", shape.nodes, shape.perNode, strings.Join(shape.extra, "")), func(t *testing.T) {
 			out, err, _ := runNodes(t, nproc, shape.nodes, "net", shape.extra...)

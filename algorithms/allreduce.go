@@ -125,6 +125,12 @@ type Config struct {
 	// sources into scratch slots on SMs (plan.Plan.StageSends), so a
 	// small put leaves with no device-to-host copy on the proxy's path.
 	HostWindows bool
+	// PortLLMaxBytes is the largest segment (count × element size) that
+	// the LL port plans (portll.go) serve where every rank is alone on its
+	// node and HostWindows is set: AllGather, AllToAll, ReduceScatter and
+	// AllReduce in one frame per peer. 0: none (the staged HB port plans
+	// serve every size).
+	PortLLMaxBytes int64
 	// Switch: every link is switch-mapped (hal.CapSwitchMapped) and
 	// memory-mapped, so the NVLS plans (nvls.go) can run.
 	Switch bool
@@ -219,7 +225,7 @@ func (s Shape) depth() int {
 // against 227 with unroll 2); beyond, fewer per thread and more blocks win
 // (128 × 512, unroll 2: 324 GB/s at 512 MB against 316).
 func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
-	c := Config{Rank: rank, NRanks: nranks, LL: plan.LL16, LLMaxBytes: 128 << 10, MidMaxBytes: 16 << 20}
+	c := Config{Rank: rank, NRanks: nranks, LL: plan.LL16, LLMaxBytes: 128 << 10, MidMaxBytes: 16 << 20, PortLLMaxBytes: PortLLMaxBytes}
 	// v2 (2×H200, docs/bench/notes-collectives.md): LL still beat NCCL at
 	// 64 KiB segments while the 16-block HB plan lost at 256 KiB; HB and
 	// point-to-point plans with 16 and 8 blocks peaked at 230–245 and

@@ -93,16 +93,33 @@ func TestHierarchicalSelection(t *testing.T) {
 			c := DefaultConfig(0, 4, 4, false)
 			c.PortOnly, c.Nodes, c.HostWindows = true, nodes, true
 			cs, err := Plans(c, coll, 0)
-			want := 1
-			if coll == AllReduce && len(nodes) == 4 && nodes[3] == 3 {
-				// Every rank alone on its node, staged sends: the one-hop
-				// plan first.
-				want = 2
+			// Every rank alone on its node, staged sends: the LL port
+			// plan first (portll.go), and for AllReduce the one-hop plan
+			// next.
+			alone := len(nodes) == 4 && nodes[3] == 3
+			var want []int64 // the choices' bounds
+			switch {
+			case alone && coll == AllReduce:
+				want = []int64{PortLLMaxBytes, PortOneShotMaxBytes, 0}
+			case alone:
+				want = []int64{PortLLMaxBytes, 0}
+			default:
+				want = []int64{0}
 			}
-			if err != nil || len(cs) != want {
-				t.Errorf("%v nodes %v: %d choices, %v; want %d", coll, nodes, len(cs), err, want)
-			} else if want == 2 && (!strings.HasPrefix(cs[0].Plan.Name, "all_reduce-1pa-port") || cs[0].MaxBytes != PortOneShotMaxBytes || cs[1].MaxBytes != 0) {
-				t.Errorf("nodes %v: choices %s (up to %d bytes), %s; want the one-hop plan up to %d, then the flat one", nodes, cs[0].Plan.Name, cs[0].MaxBytes, cs[1].Plan.Name, PortOneShotMaxBytes)
+			if err != nil || len(cs) != len(want) {
+				t.Errorf("%v nodes %v: %d choices, %v; want %d", coll, nodes, len(cs), err, len(want))
+				continue
+			}
+			for i, ch := range cs {
+				if ch.MaxBytes != want[i] {
+					t.Errorf("%v nodes %v: choice %d %s up to %d bytes, want %d", coll, nodes, i, ch.Plan.Name, ch.MaxBytes, want[i])
+				}
+			}
+			if alone && (!strings.Contains(cs[0].Plan.Name, "-port-LL16-") || cs[0].Plan.Scratch != plan.LL16) {
+				t.Errorf("%v nodes %v: first choice %s, want the LL port plan", coll, nodes, cs[0].Plan.Name)
+			}
+			if alone && coll == AllReduce && !strings.HasPrefix(cs[1].Plan.Name, "all_reduce-1pa-port-") {
+				t.Errorf("nodes %v: second choice %s, want the one-hop plan", nodes, cs[1].Plan.Name)
 			}
 		}
 	}

@@ -573,6 +573,14 @@ func Plans(c Config, coll Collective, root int) ([]Choice, error) {
 				// The flat plan combines in a chain (combineChain).
 				out[len(out)-1].Staged = true
 			}
+			if c.portLL(coll) {
+				// Small messages in one frame per peer (portll.go).
+				ll, err := PortLLPlan(c, coll)
+				if err != nil {
+					return nil, err
+				}
+				out = append([]Choice{{Plan: ll, MaxBytes: c.PortLLMaxBytes, Staged: coll.Reduces() && c.NRanks > AllPairsMaxRanks}}, out...)
+			}
 			return out, nil
 		}
 		c.Algo = "" // collectives without a port-channel plan keep their own

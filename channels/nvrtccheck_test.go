@@ -18,7 +18,8 @@ import (
 // TestGeneratedKernelsNVRTC compiles the generated kernels of every
 // collective's plans on 2 and 3 ranks (every tier of the selection, the
 // port-channel plans, point-to-point), the plans with bounded peers of 16
-// ranks, the hierarchical ones of 2 nodes and a kernel calling every function
+// ranks, the hierarchical ones of 2 nodes, every plan of 2 nodes of one rank
+// with host windows (the LL port plans among them) and a kernel calling every function
 // of the device API (weft_gin.h) with NVIDIA's own compiler, NVRTC,
 // for sm_90, against the channel library and the NVIDIA HAL header: the
 // front end the GPU hosts use, which TestGeneratedKernelsCompile's host
@@ -108,6 +109,29 @@ func TestGeneratedKernelsNVRTC(t *testing.T) {
 		}
 		for _, ch := range choices {
 			more = append(more, ch.Plan)
+		}
+	}
+	// Every plan of 2 nodes of 1 rank over a network with host windows:
+	// staged sends, the one-hop AllReduce and the LL port plans.
+	nc := algorithms.DefaultConfig(1, 2, 132, true)
+	nc.PortOnly, nc.Nodes, nc.HostWindows = true, []int{0, 1}, true
+	for _, coll := range algorithms.Collectives {
+		choices, err := algorithms.Plans(nc, coll, 0)
+		if err != nil {
+			t.Fatalf("%v on 2 nodes of 1: %v", coll, err)
+		}
+		for _, ch := range choices {
+			more = append(more, ch.Plan)
+			if coll.Reduces() && ch.Plan.ServesPreMulSum() == nil {
+				src, err := plan.EmitCUDA(ch.Plan, plan.BFloat16, plan.PreMulSum)
+				if err != nil {
+					t.Fatalf("%s: %v", ch.Plan.Name, err)
+				}
+				if _, err := cuda.Compile(cuda.Source{Name: ch.Plan.Name + "-premul.cu", Source: src, Headers: headers, Arch: "sm_90"}); err != nil {
+					t.Errorf("%s (PreMulSum): %v", ch.Plan.Name, err)
+				}
+				n++
+			}
 		}
 	}
 	for _, p := range more {

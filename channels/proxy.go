@@ -438,7 +438,8 @@ func (f *fifo) poll() bool {
 		if plan.TagPosition(tag) != f.tail+1 {
 			break
 		}
-		t := plan.Trigger{Kind: plan.TriggerKind(tag >> 8), Chan: int(uint8(tag)),
+		kind, alone := plan.TagKind(tag)
+		t := plan.Trigger{Kind: kind, Alone: alone, Chan: int(uint8(tag)),
 			A: atomic.LoadUint64(f.word(off)), B: atomic.LoadUint64(f.word(off + 8)), C: atomic.LoadUint64(f.word(off + 16))}
 		var b hal.EngineBatcher
 		if t.Chan < len(f.engines) {
@@ -460,7 +461,9 @@ func (f *fifo) poll() bool {
 			return true
 		}
 		stageprof.Trace(stageprof.EvTrigger, f.rank, ts, uint64(t.Kind), uint64(t.Chan), pos)
-		held = b != nil && b.Holding()
+		// A put marked alone (an LL put) has no signal coming to send it
+		// with: the pass ends at once when no trigger is ready.
+		held = b != nil && !t.Alone && b.Holding()
 	}
 	f.endBatches()
 	return work
@@ -747,7 +750,8 @@ func DebugState() string {
 			next := "empty"
 			switch pos := plan.TagPosition(tag); {
 			case pos == tail+1:
-				next = fmt.Sprintf("trigger %d ready, not taken (kind %d, channel %d)", pos, plan.TriggerKind(tag>>8), uint8(tag))
+				k, _ := plan.TagKind(tag)
+				next = fmt.Sprintf("trigger %d ready, not taken (kind %d, channel %d)", pos, k, uint8(tag))
 			case tag != 0:
 				next = fmt.Sprintf("older trigger %d", pos)
 			}

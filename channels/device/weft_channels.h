@@ -540,7 +540,7 @@ WEFT_DEV void post_done(const Ctx& c, int ch, int sem) {
 // complete words. FIFO_* mirror plan.Fifo*, TRIG_* plan.Trigger*.
 enum { FIFO_SLOTS = 1024, FIFO_COUNTERS = 64, FIFO_COUNTER_OFF = 64, FIFO_CTL = 64 + 8 * FIFO_COUNTERS, FIFO_SEEN_TAIL = 8 };
 enum { FIFO_TAIL = 0, FIFO_FLUSHED = 8, FIFO_ERROR = 16 };
-enum { TRIG_PUT = 1, TRIG_COPY = 2, TRIG_SIGNAL = 3, TRIG_FLUSH = 4, TRIG_COUNTER = 5 };
+enum { TRIG_PUT = 1, TRIG_COPY = 2, TRIG_SIGNAL = 3, TRIG_FLUSH = 4, TRIG_COUNTER = 5, TRIG_ALONE = 128 };
 enum { WHAT_FIFO = 3, WHAT_FLUSH = 4 };
 
 // port_push pushes one trigger (one thread) and returns its position + 1,
@@ -604,6 +604,26 @@ WEFT_DEV bool port_xfer(const Ctx& c, int ch, int kind, const char* src, char* d
   __syncthreads();
   bool ok = true;
   if (threadIdx.x == 0 && len != 0) ok = port_push(c, ch, kind, (weft_u64)src, (weft_u64)dst, len * ES) != 0;
+  return block_ok(ok);
+}
+
+// port_put_packets: an LL put (plan/port.go, "LL puts"). The block has
+// written its part's packets at pkt (part 0 also the header at hdr) in a
+// local staging slot; one put moves them to the same offsets of the
+// peer's slot (peer_hdr, peer_pkt): 16 bytes per 8 data bytes
+// (plan.PacketSpan), from the header on for part 0, marked TRIG_ALONE (no
+// signal follows it). The barrier orders the block's packet stores before
+// the tag's release store.
+template <int PROTO, int ES>
+WEFT_DEV bool port_put_packets(const Ctx& c, int ch, const char* hdr, const char* pkt, char* peer_hdr, char* peer_pkt, weft_u64 len) {
+  __syncthreads();
+  bool ok = true;
+  const weft_u64 bytes = (len * ES + 7) / 8 * 16;
+  if (threadIdx.x == 0 && (bytes != 0 || c.part == 0)) {
+    const char* src = c.part == 0 ? hdr : pkt;
+    char* dst = c.part == 0 ? peer_hdr : peer_pkt;
+    ok = port_push(c, ch, TRIG_PUT | TRIG_ALONE, (weft_u64)src, (weft_u64)dst, (weft_u64)(pkt + bytes - src)) != 0;
+  }
   return block_ok(ok);
 }
 

@@ -65,6 +65,9 @@ func (b *blockCtx) portFlush(o plan.Op) bool {
 
 func (b *blockCtx) portTransfer(o plan.Op) bool {
 	off, n := b.partRange(o)
+	if b.p.Scratch != plan.Simple {
+		return b.portPutPackets(o, off, n)
+	}
 	if n == 0 {
 		return true
 	}
@@ -93,4 +96,30 @@ func (b *blockCtx) portTransfer(o plan.Op) bool {
 		dst = addr(b.plain(r, off, n))
 	}
 	return b.push(k, o.Chan, addr(src), dst, uint64(len(src))) != 0
+}
+
+// portPutPackets is an LL put (plan/port.go, "LL puts"): the part's
+// elements [off, off+n) go as packets into the staging slot (part 0 writes
+// the header too), and one trigger, marked alone, puts those bytes into the
+// same place of the peer's slot.
+func (b *blockCtx) portPutPackets(o plan.Op, off, n int64) bool {
+	st, d := plan.LS(o.Stage-1), o.Dsts[0]
+	if n == 0 && b.part != 0 {
+		return true
+	}
+	if b.part == 0 {
+		b.putHeader(st)
+	}
+	if n > 0 {
+		src := b.plain(o.Srcs[0], off, n)
+		if plan.ScalesSource(b.op, o.Srcs[0]) {
+			src = append([]byte(nil), src...)
+			scaleInto(src, b.t, b.scalar)
+		}
+		b.pack(st, off, src)
+	}
+	capacity := int64(len(b.scratch))
+	start, bytes := b.p.PacketSpan(capacity, b.esize, b.number, st.Slot, off, n, b.part == 0)
+	dstart, _ := b.p.PacketSpan(capacity, b.esize, b.number, d.Slot, off, n, b.part == 0)
+	return b.push(plan.TriggerPut|plan.TriggerAlone, o.Chan, addr(b.scratch[start:start+bytes]), b.peers[d.Chan].scratchAddr+uint64(dstart), uint64(bytes)) != 0
 }

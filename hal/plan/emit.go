@@ -497,6 +497,18 @@ func (e *emitter) op(o Op, check bool) {
 	case o.Kind == OpFlush && e.port(o.Chan):
 		e.f("  if (!port_flush(c, %d)) return;\n", o.Chan)
 		return
+	case o.Kind == OpTransfer && o.Port && e.p.Scratch != Simple:
+		// An LL put (port.go): the block packs its part into the staging
+		// slot (part 0 the header too), then puts the packet bytes.
+		st, d := LS(o.Stage-1), o.Dsts[0]
+		e.rangeC(o)
+		e.f("    if (c.part == 0) put_header<PROTO>(c, %s, 0);\n", e.slotBase(st, false))
+		e.f("    const char* const s[1] = {%s};\n    const char* const ks[1] = {nullptr};\n    const int kch[1] = {-1};\n", e.ptr(o.Srcs[0], true))
+		e.f("    char* const d[1] = {nullptr};\n    char* const kd[1] = {%s};\n", e.ptr(st, false))
+		e.f("    xfer_ll<DT, OP, PROTO, 1, 0, 0, 1, 0%s>(c, s, ks, kch, d, kd, len);\n", e.scl(o.Srcs))
+		e.f("    if (!port_put_packets<PROTO, ES>(c, %d, %s, %s, %s, %s, len)) return;\n  }\n", o.Chan,
+			e.slotBase(st, true), e.ptr(st, true), e.slotBase(d, false), e.ptr(d, false))
+		return
 	case o.Kind == OpTransfer && o.Port:
 		kind := "TRIG_COPY"
 		if o.Dsts[0].Remote() {

@@ -238,8 +238,14 @@ type Op struct {
 	// the block's threads first store the input window multiplied by the
 	// scalar into that slot, and the engine moves the slot instead (an
 	// engine moves bytes; it cannot scale); in a plan with StageSends they
-	// store it unscaled for every operator. Otherwise it is ignored. 0:
-	// no staging slot (PreMulSum then cannot run the plan: premul.go).
+	// store it unscaled for every operator. In an LL plan (Plan.Scratch
+	// LL16 or LL8), a port put of local input to a peer's scratch slot
+	// always has one: the threads write the input as LL packets (and part
+	// 0 the slot's header) into that slot, and the engine puts the packet
+	// bytes into the same place of the peer's slot, whose reader polls
+	// their flags as it does a memory channel's (port.go, "LL puts").
+	// Otherwise it is ignored. 0: no staging slot (PreMulSum then cannot
+	// run the plan: premul.go).
 	Stage int
 }
 
@@ -635,7 +641,7 @@ func (p *Plan) Depth() int64 {
 // its source (Op.Stage) under operator op: with PreMulSum for this rank's
 // input, and always in a plan with StageSends.
 func (p *Plan) Staged(o Op, op RedOp) bool {
-	return o.Stage != 0 && (p.StageSends || ScalesSource(op, o.Srcs[0]))
+	return o.Stage != 0 && (p.StageSends || p.Scratch != Simple || ScalesSource(op, o.Srcs[0]))
 }
 
 // Blocks returns the total number of thread blocks.
@@ -811,8 +817,9 @@ func (p *Plan) Validate() error {
 					return bad("%s: channel %d", where, o.Chan)
 				}
 			case OpTransfer:
-				if o.Stage != 0 && (!o.Port || len(o.Srcs) != 1 || g.Window == 0 || oi >= len(g.Ops) || o.Srcs[0] != L(Input).At(o.Srcs[0].Seg) || o.Stage-1 >= p.ScratchSlots || o.Stage < 0) {
-					return bad("%s: a staging slot (Stage %d) belongs to a port transfer of local input in a windowed group, and names a slot of the %d", where, o.Stage, p.ScratchSlots)
+				inWindow := g.Window > 0 && oi < len(g.Ops)
+				if o.Stage != 0 && (!o.Port || len(o.Srcs) != 1 || !(inWindow || p.Scratch != Simple) || o.Srcs[0] != L(Input).At(o.Srcs[0].Seg) || o.Stage-1 >= p.ScratchSlots || o.Stage < 0) {
+					return bad("%s: a staging slot (Stage %d) belongs to a port transfer of local input in a windowed group or an LL plan, and names a slot of the %d", where, o.Stage, p.ScratchSlots)
 				}
 				if msg := p.validatePort(o); msg != "" {
 					return bad("%s: %s", where, msg)

@@ -33,6 +33,24 @@ import (
 //     its engines touch only its own scratch (Plan.StageSends with the
 //     copies out on SMs; algorithms.dropFlushes), where nothing of the
 //     caller's waits for them.
+//
+// LL puts. In a plan whose scratch holds LL packets (Plan.Scratch LL16 or
+// LL8, no windows), a port put moves packets, not plain data: the block's
+// threads write its part of the input as packets carrying the launch's
+// flag into local staging slot Op.Stage−1 (part 0 also the slot's header
+// packet), and one trigger puts those bytes (PacketSpan) into the same
+// offsets of the peer's slot, marked TriggerAlone. No signal follows: the reader polls the
+// flags in its own scratch, as with packets a memory channel stored, so a
+// small message over a network costs one trigger and one frame per block
+// and peer, and the receiving kernel sees data and completion in one read
+// (docs/network.md). Transports write a put's bytes in order with aligned
+// stores of 8 bytes or more, so a reader never takes a torn half-packet
+// for a written one: each 8-byte half of an LL16 packet, and each LL8
+// packet, carries its own flag. The slots alternate halves by launch as
+// in every LL plan; a plan whose every rank sends to and receives from
+// each of its peers in every launch needs no credits (a rank rewrites a
+// half, its own staging half included, only after its peers have read
+// what it wrote there two launches before: algorithms.AllGatherPortLL).
 
 // FIFO layout. A plan with port channels owns one FIFO in host memory that
 // the device can reach (hal.Device.AllocHost): FifoCtlBytes of control
@@ -81,6 +99,11 @@ const (
 	TriggerSignal  TriggerKind = 3 // A: count, B: semaphore address, C: count-word address
 	TriggerFlush   TriggerKind = 4
 	TriggerCounter TriggerKind = 5 // C: counter index (FifoCounters)
+	// TriggerAlone, or'ed into a put's kind in its tag, says that no
+	// request of the channel follows it at once (an LL put carries its own
+	// completion): the proxy hands it on without waiting for a signal to
+	// send it with (channels' batchWait). TagKind separates it.
+	TriggerAlone TriggerKind = 0x80
 )
 
 // CounterOffset is the byte offset of local counter i in the FIFO region.
@@ -107,6 +130,15 @@ type Trigger struct {
 	Kind    TriggerKind
 	Chan    int // channel index in the plan
 	A, B, C uint64
+	// Alone: TriggerAlone was set (Kind is without it).
+	Alone bool
+}
+
+// TagKind is the kind a tag carries, without TriggerAlone, and whether
+// TriggerAlone was set.
+func TagKind(tag uint64) (k TriggerKind, alone bool) {
+	k = TriggerKind(tag >> 8)
+	return k &^ TriggerAlone, k&TriggerAlone != 0
 }
 
 // TriggerTag is word 3 of the trigger at FIFO position pos: (pos+1) in the
@@ -122,7 +154,8 @@ func TagPosition(tag uint64) uint64 { return tag >> 16 }
 // DecodeTrigger decodes the 32 bytes of a slot whose tag was read as tag.
 func DecodeTrigger(slot []byte, tag uint64) Trigger {
 	le := binary.LittleEndian
-	return Trigger{Kind: TriggerKind(tag >> 8), Chan: int(uint8(tag)),
+	k, alone := TagKind(tag)
+	return Trigger{Kind: k, Alone: alone, Chan: int(uint8(tag)),
 		A: le.Uint64(slot[0:]), B: le.Uint64(slot[8:]), C: le.Uint64(slot[16:])}
 }
 
@@ -197,9 +230,28 @@ func (p *Plan) validatePort(o Op) string {
 		return fmt.Sprintf("a put on channel %d writes %s, a buffer of another channel", o.Chan, d)
 	}
 	if p.Scratch != Simple {
-		return "port transfers move plain data (HB scratch), not LL packets"
+		if d := o.Dsts[0]; !d.Remote() || d.Buf != Scratch || o.Stage == 0 {
+			return "in an LL plan a port transfer is a put of packets staged in a local slot (Stage) into a peer's scratch slot"
+		}
 	}
 	return ""
+}
+
+// PacketSpan is where, in a slot of an LL plan's scratch of capacity bytes,
+// the packets of elements [off, off+n) (esize bytes each) of launch number
+// launch lie: start, the byte offset from the scratch's start, and bytes,
+// their length — 16 bytes of packets per 8 data bytes or part of them
+// (one LL16 packet or two LL8 packets; the last unit may be short), from
+// the slot's header packet on when header is set. off × esize must be a
+// multiple of 8 (part boundaries are multiples of AlignBytes). The span
+// of an LL put (port.go, "LL puts").
+func (p *Plan) PacketSpan(capacity int64, esize int, launch uint64, slot int, off, n int64, header bool) (start, bytes int64) {
+	start = p.ScratchOffset(capacity, esize, launch, slot, off)
+	end := start + ceilDiv(n*int64(esize), 8)*16
+	if header {
+		start = p.HeaderOffset(capacity, launch, slot)
+	}
+	return start, end - start
 }
 
 // DataBlocks is the number of thread blocks whose groups move data with
