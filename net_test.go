@@ -124,8 +124,8 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 			// their puts into their host-memory scratch (Plan.StageSends).
 			return fmt.Errorf("%v: plan %q: staged sends %v, want them with host windows only", k, name, staged)
 		} else if ll := strings.Contains(name, "-port-LL16-"); staged && ll != (netLL(k.coll) && k.count*int64(k.t.Size()) <= algorithms.PortLLMaxBytes) {
-			// ... and the small ones of the symmetric collectives go as
-			// LL packets, one frame per peer (algorithms/portll.go).
+			// ... and the small ones go as LL packets, one frame per peer
+			// (algorithms/portll.go).
 			return fmt.Errorf("%v: plan %q: LL %v, want LL port plans up to %d bytes", k, name, ll, algorithms.PortLLMaxBytes)
 		}
 		if k.coll == algorithms.AllReduce {
@@ -160,14 +160,9 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 	return nil
 }
 
-// netLL reports whether coll has an LL port plan (algorithms.PortLLPlan).
-func netLL(coll algorithms.Collective) bool {
-	switch coll {
-	case algorithms.AllGather, algorithms.AllToAll, algorithms.ReduceScatter, algorithms.AllReduce:
-		return true
-	}
-	return false
-}
+// netLL reports whether coll has an LL port plan (algorithms.PortLLPlan):
+// every collective but those built on point-to-point (Gather, Scatter).
+func netLL(coll algorithms.Collective) bool { return coll <= algorithms.SendRecv }
 
 // netHostWindows reports whether this child's network keeps the windows
 // of plans whose every channel crosses it in host memory (hal.HostWindowed):
@@ -187,9 +182,22 @@ func netHostWindows() bool {
 }
 
 // netP2P sends each peer a different number of bytes (0 included, most
-// not multiples of 16) in one group and checks every byte received.
+// not multiples of 16) in one group and checks every byte received, in
+// three rounds: sizes up to 39,892 bytes, 8 times those, then the first
+// again (with one rank per node, LL and windowed port plans: the second
+// small round reuses the LL plan's other scratch half and takes the
+// credit of the first).
 func netP2P(rank, n int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-	size := func(src, dst int) int64 { return int64((src*7+dst*13)%5) * 9973 }
+	for _, scale := range []int64{1, 8, 1} {
+		if err := netP2PRound(rank, n, c, dev, s, scale); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func netP2PRound(rank, n int, c *weft.Comm, dev hal.Device, s hal.Stream, scale int64) error {
+	size := func(src, dst int) int64 { return int64((src*7+dst*13)%5) * 9973 * scale }
 	payload := func(src, dst int, k int64) []byte {
 		b := make([]byte, k)
 		for i := range b {
@@ -262,8 +270,8 @@ func TestCollectivesAcrossNodes(t *testing.T) {
 	t.Parallel() // waits on sockets and deadlines more than it computes
 	// Larger shapes (4 × 4, 4 × 6) run in scale_test.go.
 	// 2 × 1 and 4 × 1 run the flat port plans with their windows in host
-	// memory (the socket receivers store into them with the CPU; the small
-	// messages of the symmetric collectives as LL packets), and 2 × 1 once with
+	// memory (the socket receivers store into them with the CPU; small
+	// messages as LL packets), and 2 × 1 once with
 	// them in device memory (WEFT_NET_HOST_WINDOWS=0: the receivers'
 	// device-engine path).
 	for _, shape := range []struct {

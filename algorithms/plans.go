@@ -575,7 +575,7 @@ func Plans(c Config, coll Collective, root int) ([]Choice, error) {
 			}
 			if c.portLL(coll) {
 				// Small messages in one frame per peer (portll.go).
-				ll, err := PortLLPlan(c, coll)
+				ll, err := PortLLPlan(c, coll, root)
 				if err != nil {
 					return nil, err
 				}

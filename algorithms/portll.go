@@ -6,8 +6,8 @@ import (
 	"github.com/weftccl/weft/hal/plan"
 )
 
-// LL plans over port channels, for small messages between ranks that are
-// each alone on their node (Config.stageSends: the network's host
+// LL plans over port channels, for small messages of every collective
+// between ranks that are each alone on their node (Config.stageSends: the network's host
 // windows). A staged HB port plan (port.go) sends every window as a put
 // and a "data" signal, and its reader polls the semaphore, then reads the
 // slot, then releases it with a signal back: two frames each way through
@@ -17,21 +17,28 @@ import (
 // over its network transports: the sender's block writes LL packets into
 // a staging slot of its host-memory scratch and pushes one trigger, the
 // put of those bytes into its slot of the peer's scratch (plan/port.go,
-// "LL puts"); the reader polls the packets' flags there. No semaphores,
-// no signals, no flushes: one frame per peer and call.
+// "LL puts"); the reader polls the packets' flags there. No data signals
+// and no flushes: one frame per peer and call (and, for the collectives
+// that move data one way, a release frame back, below).
 //
-// Why no credits. Slots alternate halves by launch. The plans here are
-// all-pairs and symmetric: in every launch each rank puts to and reads
-// from every peer. Rank a writes half h of peer b's slot (and its own
-// staging slot's half h) in launch k+2 only after its launch k+1, which
-// read b's launch-(k+1) packets, which b wrote after finishing launch k,
-// in which it read what a wrote into half h — and those packets had left
-// a's staging slot, or b could not have read them. So every rewrite of a
-// half follows the read of what it held, with no message for it.
+// Credits. Slots alternate halves by launch. AllGather, AllToAll,
+// ReduceScatter and AllReduce are all-pairs and symmetric: in every launch
+// each rank puts to and reads from every peer. Rank a writes half h of
+// peer b's slot (and its own staging slot's half h) in launch k+2 only
+// after its launch k+1, which read b's launch-(k+1) packets, which b wrote
+// after finishing launch k, in which it read what a wrote into half h —
+// and those packets had left a's staging slot, or b could not have read
+// them. So every rewrite of a half follows the read of what it held, and
+// no message says so. Broadcast, Reduce and point-to-point move data one
+// way, so their readers release each slot (a port signal after the
+// unpack: a frame back, off the critical path) and their writers take the
+// release of launch k−2 as a credit at the start of launch k (plan.Op
+// Credits 2), as the memory-channel LL plans do with stores.
 //
 // Scratch: 2 halves × 2(n−1) slots (a receive slot per peer, then a
 // staging slot per peer) of packets for PortLLMaxBytes of data, in host
-// memory.
+// memory; the same layout on every rank, whatever it sends, since a
+// writer addresses the reader's slots by its own layout.
 
 // PortLLMaxBytes is DefaultConfig's Config.PortLLMaxBytes: the largest
 // segment (count × element size) the LL port plans serve. LL packets
@@ -40,42 +47,48 @@ import (
 // against the staged HB plans in docs/network.md.
 const PortLLMaxBytes = 64 << 10
 
-// portLL reports whether the LL port plans serve coll: collectives whose
-// plans are all-pairs and symmetric (see above), with staged sends.
+// portLL reports whether the LL port plans serve coll: with staged sends
+// (every rank alone on its node, host windows) and a positive bound.
 func (c Config) portLL(coll Collective) bool {
-	if !c.stageSends() || c.PortLLMaxBytes <= 0 {
-		return false
-	}
-	switch coll {
-	case AllGather, AllToAll, ReduceScatter, AllReduce:
-		return true
-	}
-	return false
+	return c.stageSends() && c.PortLLMaxBytes > 0 && coll <= SendRecv
 }
 
-// PortLLPlan is the LL port plan of a collective (AllGather, AllToAll,
-// ReduceScatter, AllReduce) where every rank is alone on its node and the
-// network writes host windows (Config.HostWindows, Config.Nodes); an error
-// wrapping ErrNoPlan otherwise.
-func PortLLPlan(c Config, coll Collective) (*plan.Plan, error) {
+// PortLLPlan is the LL port plan of a collective, with root for Broadcast
+// and Reduce, where every rank is alone on its node and the network writes
+// host windows (Config.HostWindows, Config.Nodes); an error wrapping
+// ErrNoPlan otherwise. SendRecv's has the argument slots of P2PPlan
+// (SendArg, RecvArg, SelfArg) and moves raw bytes (plan.Uint8).
+func PortLLPlan(c Config, coll Collective, root int) (*plan.Plan, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	if !c.stageSends() {
 		return nil, fmt.Errorf("algorithms: the LL plans over port channels need every rank alone on its node and host windows: %w", ErrNoPlan)
 	}
-	chs := c.channels()
+	if coll.Rooted() {
+		if err := c.checkRoot(root); err != nil {
+			return nil, err
+		}
+	}
+	chs, all := c.channels(), c.others()
 	m := len(chs)
-	var puts, rest []plan.Op
-	put := func(ci int, src plan.Ref) {
+	put := func(ci int, src plan.Ref) plan.Op {
 		o := plan.PortPut(ci, plan.All, 0, plan.RS(ci, slotOf(c.Rank, chs[ci].Peer)), src)
 		o.Stage = 1 + m + ci
-		puts = append(puts, o)
+		return o
 	}
 	whole := func(dst plan.Ref, srcs ...plan.Ref) plan.Op {
 		return plan.Transfer(plan.All, 0, []plan.Ref{dst}, srcs...)
 	}
-	name := ""
+	reduce := func(srcs []plan.Ref) []plan.Op {
+		return combineChain(func(dsts []plan.Ref, srcs ...plan.Ref) plan.Op { return plan.Transfer(plan.All, 0, dsts, srcs...) }, plan.L(plan.Output), srcs)
+	}
+	// The release of a reader's slot, and the writer's credit for it.
+	release := func(chs ...int) []plan.Op { return signals(chs, 0) }
+	credit := func(chs ...int) []plan.Op { return creditWaits(chs, 0, 2) }
+	var g plan.Group
+	groups := func() []plan.Group { return []plan.Group{g} }
+	name, sems := "", 0
 	switch coll {
 	case AllGather, AllToAll:
 		// Every peer's segment from its slot; the own one copied.
@@ -85,11 +98,12 @@ func PortLLPlan(c Config, coll Collective) (*plan.Plan, error) {
 			src = func(peer int) plan.Ref { return plan.L(plan.Input).At(peer) }
 			name = "alltoall"
 		}
-		rest = append(rest, whole(plan.L(plan.Output).At(c.Rank), src(c.Rank)))
+		var puts, gets []plan.Op
 		for ci, ch := range chs {
-			put(ci, src(ch.Peer))
-			rest = append(rest, whole(plan.L(plan.Output).At(ch.Peer), plan.LS(ci)))
+			puts = append(puts, put(ci, src(ch.Peer)))
+			gets = append(gets, whole(plan.L(plan.Output).At(ch.Peer), plan.LS(ci)))
 		}
+		g.Ops = cat(puts, []plan.Op{whole(plan.L(plan.Output).At(c.Rank), src(c.Rank))}, gets)
 	case ReduceScatter, AllReduce:
 		// The own input (segment) combined with every peer's slot.
 		seg := func(peer int) plan.Ref { return plan.L(plan.Input).At(peer) }
@@ -100,16 +114,54 @@ func PortLLPlan(c Config, coll Collective) (*plan.Plan, error) {
 		}
 		srcs := []plan.Ref{seg(c.Rank)}
 		for ci, ch := range chs {
-			put(ci, seg(ch.Peer))
+			g.Ops = append(g.Ops, put(ci, seg(ch.Peer)))
 			srcs = append(srcs, plan.LS(ci))
 		}
-		rest = combineChain(func(dsts []plan.Ref, srcs ...plan.Ref) plan.Op { return plan.Transfer(plan.All, 0, dsts, srcs...) }, plan.L(plan.Output), srcs)
+		g.Ops = append(g.Ops, reduce(srcs)...)
+	case Broadcast:
+		name, sems = fmt.Sprintf("broadcast-r%d", root), 1
+		if c.Rank == root {
+			g.Before = credit(all...)
+			for ci := range chs {
+				g.Ops = append(g.Ops, put(ci, plan.L(plan.Input)))
+			}
+			g.Ops = append(g.Ops, whole(plan.L(plan.Output), plan.L(plan.Input)))
+		} else {
+			rc := c.chanOf(root)
+			g.Ops = cat([]plan.Op{whole(plan.L(plan.Output), plan.LS(rc))}, release(rc))
+		}
+	case Reduce:
+		name, sems = fmt.Sprintf("reduce-r%d", root), 1
+		if c.Rank == root {
+			srcs := []plan.Ref{plan.L(plan.Input)}
+			for ci := range chs {
+				srcs = append(srcs, plan.LS(ci))
+			}
+			g.Ops = cat(reduce(srcs), release(all...))
+		} else {
+			rc := c.chanOf(root)
+			g.Before = credit(rc)
+			g.Ops = []plan.Op{put(rc, plan.L(plan.Input))}
+		}
+	case SendRecv:
+		// Per peer a send group and a receive group, one block each
+		// (every block's put is a frame), and the copy to itself.
+		name, sems = "sendrecv", 1
+		var gs []plan.Group
+		for ci, ch := range chs {
+			gs = append(gs,
+				plan.Group{Blocks: 1, Arg: SendArg(c.Rank, ch.Peer), Before: credit(ci), Ops: []plan.Op{put(ci, plan.L(plan.Input))}, Span: c.PortLLMaxBytes},
+				plan.Group{Blocks: 1, Arg: RecvArg(c.Rank, ch.Peer), Ops: cat([]plan.Op{whole(plan.L(plan.Output), plan.LS(ci))}, release(ci)), Span: c.PortLLMaxBytes})
+		}
+		gs = append(gs, plan.Group{Blocks: 1, Arg: SelfArg(c.NRanks), Ops: []plan.Op{whole(plan.L(plan.Output), plan.L(plan.Input))}})
+		groups = func() []plan.Group { return gs }
 	default:
 		return nil, fmt.Errorf("algorithms: %v has no LL plan over port channels: %w", coll, ErrNoPlan)
 	}
+	g.Blocks = 1
 	threads := c.Threads
 	p := &plan.Plan{Name: fmt.Sprintf("%s-%s-%s-1x%d-hs", name, PortFamily, c.LL, threads), Rank: c.Rank, NRanks: c.NRanks,
 		Channels: c.portChannels(), Threads: threads, Scratch: c.LL, ScratchSlots: 2 * m, MaxBytes: c.PortLLMaxBytes,
-		StageSends: true, Groups: []plan.Group{{Blocks: 1, Ops: cat(puts, rest)}}}
+		Semaphores: sems, StageSends: true, Groups: groups()}
 	return p, p.Validate()
 }

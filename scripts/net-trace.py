@@ -11,7 +11,7 @@ Legs, for each frame matched between its writer and its reader by (engine id, se
   read+apply      the reader saw the first byte → the frame was applied (semaphore stored)
   hop             the proxy saw the trigger → the frame was applied at the peer
 and for each rank, between its own events:
-  applied→next trigger   a data frame (put-with-signal or signal) applied → the next trigger this
+  applied→next trigger   a data frame (a put: an LL put carries its completion; put-with-signal or signal) applied → the next trigger this
                          rank's proxy saw (the kernel saw the semaphore, copied out, pushed)
   trigger→trigger        consecutive triggers of a rank by kind pair (e.g. signal→put: a launch's
                          release to the next launch's put)
@@ -83,7 +83,7 @@ def main():
                 L["trigger→write"].append(w[2] - ts)
                 L["hop"].append(e[3] - ts)
                 break
-        if kind in ("put+signal", "signal", "ucx signal", "ucx put+signal"):
+        if kind in ("put", "put+signal", "signal", "ucx signal", "ucx put+signal"):
             applied[e[1]].append((e[3], kind))
     for kind in sorted(legs):
         print(f"frames: {kind}")
