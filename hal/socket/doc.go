@@ -21,7 +21,7 @@
 //
 // [NetDevice.NewEngine] connects an [Engine] to a peer whose
 // Endpoint.Net["socket"] holds its [NetDevice.Address]: WEFT_SOCKET_NSOCKS
-// TCP connections (default 2), each opened with a handshake the receiver
+// TCP connections (default 1), each opened with a handshake the receiver
 // answers. The engine cuts a put into chunks of WEFT_SOCKET_CHUNK bytes
 // (default 512 KiB) and numbers its frames 0, 1, 2, … in issue order;
 // frame s travels on connection s mod NSOCKS. The own endpoint gives a

@@ -17,17 +17,23 @@ const Name = "socket"
 
 // Defaults of the options.
 const (
-	DefaultConns = 2
+	// DefaultConns and DefaultSpin: one connection per engine whose
+	// receiver polls 50 µs after each frame before it parks. Frame s goes
+	// on connection s mod Conns, so with two connections consecutive
+	// small frames alternate and the reader of each has parked by the
+	// time its next one comes: polling paid only on one connection. On
+	// 2×H100 as two emulated nodes over loopback, LL port plans, 64 B
+	// (µs; docs/bench/2026-11-26k-h100x2/, calls 2–3): all_gather 22–26
+	// with one polling connection against 30–36 with two parked ones
+	// (NCCL's sockets 15–17), all_reduce 22–29 against 31–37, broadcast
+	// 26 against 30, sendrecv 31 against 64. Large one-way transfers
+	// lose some: sendrecv of 64 MB 23.3 ms against 16.5 (NCCL 37–40),
+	// all_gather 9.9 against 9.3 (NCCL 12.6–15.1). Before the LL plans
+	// (two frames per hop) polling hurt: docs/bench/2026-11-26g-h100x2/,
+	// call 11.
+	DefaultConns = 1
 	DefaultChunk = 512 << 10
-	// DefaultSpin: a receiver parks at once between frames. Polling
-	// 50 µs (WEFT_SOCKET_SPIN_US=50) helped one-way traffic and hurt
-	// two-way traffic on 2×H100 over loopback, alternated twice in one
-	// call (64 B, µs, 50 against 0): broadcast 22.6/23.7 against
-	// 27.0/32.6, all_gather 41.6/39.0 against 36.0/35.2, all_reduce
-	// 40.8/41.2 against 35.0/32.5 (docs/bench/2026-11-26g-h100x2/, call
-	// 11): the polling receivers take cores the proxies and the other
-	// direction need.
-	DefaultSpin = 0
+	DefaultSpin  = 50 * time.Microsecond
 	maxSpinUS   = 1_000_000
 )
 
@@ -61,7 +67,7 @@ func (network) Open(dev hal.Device, cfg hal.NetConfig) (hal.NetDevice, error) {
 type Options struct {
 	// Conns is the number of TCP connections an engine opens to its peer,
 	// 1 to MaxConns; chunk k of an engine goes on connection k mod Conns.
-	// WEFT_SOCKET_NSOCKS, default 2.
+	// WEFT_SOCKET_NSOCKS, default DefaultConns.
 	Conns int
 	// Chunk is the largest payload of one frame in bytes, MinChunk to
 	// MaxChunk: puts are cut into chunks of this size, each staged and
