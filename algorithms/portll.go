@@ -31,14 +31,26 @@ import (
 // them. So every rewrite of a half follows the read of what it held, and
 // no message says so. Broadcast, Reduce and point-to-point move data one
 // way, so their readers release each slot (a port signal after the
-// unpack: a frame back, off the critical path) and their writers take the
-// release of launch k−2 as a credit at the start of launch k (plan.Op
-// Credits 2), as the memory-channel LL plans do with stores.
+// unpack: a frame back) and their writers take the release of launch
+// k−portLLDepth as a credit at the start of launch k (plan.Op.Credits), as
+// the memory-channel LL plans do with stores two launches behind. Their
+// scratch has portLLDepth parts (plan.Plan.WindowDepth), not two: a
+// release takes a round trip through both proxies, two frame writes of
+// 5–7 µs on loopback (docs/network.md), so with two parts a writer that
+// runs ahead of its reader waits for it every other launch.
 //
 // Scratch: 2 halves × 2(n−1) slots (a receive slot per peer, then a
 // staging slot per peer) of packets for PortLLMaxBytes of data, in host
 // memory; the same layout on every rank, whatever it sends, since a
 // writer addresses the reader's slots by its own layout.
+
+// portLLDepth is the number of scratch parts of the one-way LL port plans
+// (Broadcast, Reduce, point-to-point): how many launches a writer may run
+// ahead of its reader's releases. NCCL keeps NCCL_STEPS = 8 steps in
+// flight per connection (src/include/device.h); 4 covers a release's round
+// trip through both proxies at one frame write per launch (a first
+// choice, measured in docs/network.md).
+const portLLDepth = 4
 
 // PortLLMaxBytes is DefaultConfig's Config.PortLLMaxBytes: the largest
 // segment (count × element size) the LL port plans serve. LL packets
@@ -85,7 +97,7 @@ func PortLLPlan(c Config, coll Collective, root int) (*plan.Plan, error) {
 	}
 	// The release of a reader's slot, and the writer's credit for it.
 	release := func(chs ...int) []plan.Op { return signals(chs, 0) }
-	credit := func(chs ...int) []plan.Op { return creditWaits(chs, 0, 2) }
+	credit := func(chs ...int) []plan.Op { return creditWaits(chs, 0, portLLDepth) }
 	var g plan.Group
 	groups := func() []plan.Group { return []plan.Group{g} }
 	name, sems := "", 0
@@ -160,8 +172,13 @@ func PortLLPlan(c Config, coll Collective, root int) (*plan.Plan, error) {
 	}
 	g.Blocks = 1
 	threads := c.Threads
-	p := &plan.Plan{Name: fmt.Sprintf("%s-%s-%s-1x%d-hs", name, PortFamily, c.LL, threads), Rank: c.Rank, NRanks: c.NRanks,
+	p := &plan.Plan{Name: fmt.Sprintf("%s-%s-%s-1x%d", name, PortFamily, c.LL, threads), Rank: c.Rank, NRanks: c.NRanks,
 		Channels: c.portChannels(), Threads: threads, Scratch: c.LL, ScratchSlots: 2 * m, MaxBytes: c.PortLLMaxBytes,
 		Semaphores: sems, StageSends: true, Groups: groups()}
+	if sems > 0 { // one way: releases and credits
+		p.WindowDepth = portLLDepth
+		p.Name += fmt.Sprintf("-d%d", portLLDepth)
+	}
+	p.Name += "-hs" // staged sends, as the windowed port plans name them
 	return p, p.Validate()
 }

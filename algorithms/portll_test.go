@@ -48,7 +48,7 @@ func TestPortLLPlan(t *testing.T) {
 							switch {
 							case o.Kind == plan.OpSignal:
 								releases[o.Chan]++
-							case o.Kind == plan.OpWait && o.Ack && o.Credits == 2:
+							case o.Kind == plan.OpWait && o.Ack && o.Credits == portLLDepth:
 								credits[o.Chan]++
 							case o.Kind != plan.OpTransfer:
 								t.Errorf("%s: %s: want transfers, releases and credits only", p.Name, p.OpString(o))

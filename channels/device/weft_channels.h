@@ -270,18 +270,20 @@ WEFT_DEV char* wslot_at(const Ctx& c, weft_u64 scratch, int slot, weft_u64 w, we
 
 // ---- scratch layout (plan.SlotStride, HeaderOffset, ScratchOffset) ----------
 
-template <int PROTO>
+// An LL plan's scratch has D parts (plan.Plan.WindowDepth: two halves
+// unless the plan says more); launch k uses part k mod D.
+template <int PROTO, int D = 2>
 WEFT_DEV weft_u64 slot_base(const Ctx& c, weft_u64 scratch, int slot) {
-  const weft_u64 halves = PROTO == PROTO_SIMPLE ? 1 : 2;
+  const weft_u64 halves = PROTO == PROTO_SIMPLE ? 1 : D;
   weft_u64 stride = c.p->scratch_bytes / halves / c.p->scratch_slots / 16 * 16;
-  weft_u64 half = PROTO == PROTO_SIMPLE ? 0 : (c.launch & 1);
+  weft_u64 half = PROTO == PROTO_SIMPLE ? 0 : (c.launch % D);
   return scratch + (half * c.p->scratch_slots + slot) * stride;
 }
 
 // Address of the packet (or plain byte) holding element elem of slot.
-template <int PROTO, int ES>
+template <int PROTO, int ES, int D = 2>
 WEFT_DEV char* slot_at(const Ctx& c, weft_u64 scratch, int slot, weft_u64 elem) {
-  weft_u64 base = slot_base<PROTO>(c, scratch, slot);
+  weft_u64 base = slot_base<PROTO, D>(c, scratch, slot);
   if (PROTO == PROTO_SIMPLE) return (char*)(base + elem * ES);
   const weft_u64 payload = PROTO == PROTO_LL16 ? 8 : 4, pkt = PROTO == PROTO_LL16 ? 16 : 8;
   return (char*)(base + 16 + elem * ES / payload * pkt);

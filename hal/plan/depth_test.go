@@ -88,7 +88,7 @@ func TestWindowDepthValidate(t *testing.T) {
 					p.Groups[i].Ops[j].SkipFirst, p.Groups[i].Ops[j].SkipLast = 0, 0
 				}
 			}
-		}, "in a windowed plan"},
+		}, "in a windowed or LL plan"},
 		{"rolling", func(p *Plan) { p.Groups[1].Rolling, p.Groups[1].RollChan, p.Groups[1].RollSem = true, 0, 1 }, "rolling group"},
 		{"switch", func(p *Plan) { p.SwitchSlots = 1 }, "switch buffer"},
 	} {
@@ -99,5 +99,47 @@ func TestWindowDepthValidate(t *testing.T) {
 				t.Fatalf("Validate = %v, want ErrInvalidPlan containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// An LL plan's scratch with WindowDepth d has d parts that launches take
+// in turn (launch k: part k mod d), its headers and packets move with
+// them, and the kernel addresses the same parts (slot_base<PROTO, d>).
+func TestLLDepthLayout(t *testing.T) {
+	for _, d := range []int{0, 2, 4, 8} {
+		p := &Plan{Name: "ll-depth", NRanks: 2, Channels: []Channel{{Peer: 1}}, Threads: 64, Semaphores: 1,
+			Scratch: LL16, ScratchSlots: 2, WindowDepth: d, MaxBytes: 4096,
+			Groups: []Group{{Blocks: 1, Ops: []Op{Transfer(All, 0, []Ref{RS(0, 0)}, L(Input)), Transfer(All, 0, []Ref{L(Output)}, LS(0)), Signal(0, 0)}}}}
+		if err := p.Validate(); err != nil {
+			t.Fatalf("depth %d: %v", d, err)
+		}
+		parts := int64(max(d, 2))
+		capacity := p.ScratchBytes(1024, 4)
+		if want := parts * 2 * p.SlotBytes(1024, 4); capacity != want {
+			t.Fatalf("depth %d: scratch %d bytes, want %d", d, capacity, want)
+		}
+		stride := p.SlotStride(capacity)
+		for k := uint64(0); k < uint64(3*parts); k++ {
+			for s := 0; s < 2; s++ {
+				h := p.HeaderOffset(capacity, k, s)
+				if want := (int64(k)%parts*2 + int64(s)) * stride; h != want {
+					t.Fatalf("depth %d: launch %d slot %d header at %d, want %d", d, k, s, h, want)
+				}
+				if e := p.ScratchOffset(capacity, 4, k, s, 1023); e+16 > h+stride {
+					t.Fatalf("depth %d: launch %d slot %d: last packet at %d, past the slot's end %d", d, k, s, e, h+stride)
+				}
+			}
+		}
+		src, err := EmitCUDA(p, Float32, Sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, at := "slot_base<PROTO>(", "slot_at<PROTO, ES>("
+		if parts != 2 {
+			base, at = "slot_base<PROTO, "+itoa(parts)+">(", "slot_at<PROTO, ES, "+itoa(parts)+">("
+		}
+		if !strings.Contains(src, base) || !strings.Contains(src, at) {
+			t.Errorf("depth %d: generated source lacks %q or %q:\n%s", d, base, at, src)
+		}
 	}
 }

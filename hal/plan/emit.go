@@ -386,7 +386,16 @@ func (e *emitter) ptr(r Ref, constant bool) string {
 		}
 		return fmt.Sprintf("%swslot_at<%s>(c, %s, %d, %s, off - wstart)", cast, es, base, r.Slot, w)
 	}
-	return fmt.Sprintf("%sslot_at<PROTO, ES>(c, %s, %d, off)", cast, base, r.Slot)
+	return fmt.Sprintf("%sslot_at<PROTO, ES%s>(c, %s, %d, off)", cast, e.llDepth(), base, r.Slot)
+}
+
+// llDepth is ", D" for the slot templates of an LL plan whose scratch has
+// D ≠ 2 parts (Plan.WindowDepth), else "".
+func (e *emitter) llDepth() string {
+	if d := e.p.Depth(); d != 2 && e.p.Scratch != Simple {
+		return fmt.Sprintf(", %d", d)
+	}
+	return ""
 }
 
 func (e *emitter) slotBase(r Ref, constant bool) string {
@@ -398,7 +407,7 @@ func (e *emitter) slotBase(r Ref, constant bool) string {
 	if constant {
 		cast = "(const char*)"
 	}
-	return fmt.Sprintf("%sslot_base<PROTO>(c, %s, %d)", cast, base, r.Slot)
+	return fmt.Sprintf("%sslot_base<PROTO%s>(c, %s, %d)", cast, e.llDepth(), base, r.Slot)
 }
 
 func list(xs []string) string {

@@ -7,8 +7,10 @@ import (
 )
 
 // Scratch layout. A rank's scratch of capacity C bytes is split into
-// halves (two for LL protocols, one for Simple, Depth for windowed plans),
-// each into ScratchSlots slots of SlotStride(C) bytes. Launch number k uses half k mod 2, so a rank
+// halves (Depth for LL protocols: two unless Plan.WindowDepth says more;
+// one for Simple; Depth for windowed plans), each into ScratchSlots slots
+// of SlotStride(C) bytes. Launch number k of an LL plan uses half k mod
+// Depth (two halves: k mod 2), so a rank
 // that starts the next call never overwrites packets a slower peer has not
 // read yet. The layout depends only on the capacity, never on the count, so
 // consecutive calls of different sizes keep that guarantee. An LL slot
@@ -22,7 +24,7 @@ func (p *Plan) halves() int64 {
 	case p.Scratch == Simple:
 		return 1
 	}
-	return 2
+	return p.Depth()
 }
 
 // Windowed reports whether a group of the plan runs in windows.
@@ -85,7 +87,7 @@ func (p *Plan) HeaderOffset(capacity int64, launch uint64, s int) int64 {
 	stride := p.SlotStride(capacity)
 	half := int64(0)
 	if p.Scratch != Simple {
-		half = int64(launch & 1)
+		half = int64(launch % uint64(p.Depth()))
 	}
 	return (half*int64(p.ScratchSlots) + int64(s)) * stride
 }

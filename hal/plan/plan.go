@@ -621,7 +621,13 @@ type Plan struct {
 	// over the link per window. NCCL's SIMPLE protocol keeps NCCL_STEPS = 8
 	// steps in flight per connection (src/include/device.h). 2 to
 	// MaxWindowDepth; more than 2 only in plans without Rolling groups or
-	// a switch buffer (both alternate two halves).
+	// a switch buffer (both alternate two halves). In an LL plan (no
+	// windows) it is the number of scratch parts launches take in turn
+	// (launch k: part k mod WindowDepth; layout.go), so a writer whose
+	// credit waits run WindowDepth releases behind (Op.Credits) may run
+	// that many launches ahead of its reader: the LL port plans of the
+	// collectives that move data one way over a network, whose releases
+	// take a round trip through both proxies (algorithms/portll.go).
 	WindowDepth int
 }
 
@@ -720,8 +726,8 @@ func (p *Plan) Validate() error {
 		return bad("no thread-block groups")
 	}
 	if p.WindowDepth != 0 {
-		if p.WindowDepth < 2 || p.WindowDepth > MaxWindowDepth || !p.Windowed() {
-			return bad("window depth %d (want 2 to %d, in a windowed plan)", p.WindowDepth, MaxWindowDepth)
+		if p.WindowDepth < 2 || p.WindowDepth > MaxWindowDepth || !(p.Windowed() || p.Scratch != Simple) {
+			return bad("window depth %d (want 2 to %d, in a windowed or LL plan)", p.WindowDepth, MaxWindowDepth)
 		}
 		if p.WindowDepth > 2 && p.SwitchSlots > 0 {
 			return bad("window depth %d with a switch buffer (its windows alternate two halves)", p.WindowDepth)
