@@ -103,6 +103,20 @@ if want bench; then
   for c in all_reduce all_gather sendrecv; do [ -f "$L/bench-$c.log" ] && cat "$L/bench-$c.log"; done >"$OUT/bench.log"
 fi
 
+# ---- issue 22: 2 emulated nodes over sockets and over UCX, beside NCCL's socket transport
+if want net; then
+  if ! ldconfig -p | grep -q 'libucp.so.0 ' && [ -d "$B/ucx" ]; then
+    export LD_LIBRARY_PATH="$B/ucx${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UCX_MODULE_DIR="$B/ucx/ucx"
+    echo "UCX: the carried libraries ($B/ucx)" | tee -a "$L/machine.txt"
+  fi
+  for net in socket ucx; do
+    step "net-$net" 120 'tail -n 6 $log | tr -s " " | cut -c1-160' -- env OUT="$WORK/net-$net" BUDGET=115 NETS=$net \
+      COLLS="all_reduce all_gather reduce_scatter alltoall broadcast reduce sendrecv" MAXB=64M FACTOR=16 bash "$ROOT/scripts/gpu-net.sh"
+    cp "$WORK/net-$net"/*.json "$L/" 2>/dev/null
+    cp "$WORK/net-$net/logs.tar.gz" "$L/net-$net-logs.tar.gz" 2>/dev/null
+  done
+fi
+
 # ---- issue 20 item 4: copy engines (0 data-moving SMs) and the port put-with-signal latency
 if want port; then
   # The host-issued copy-engine AllGather (plan all_gather-ce-host-issued, sm=0/0 in the plan
@@ -128,20 +142,6 @@ if want fsdp; then
     STEPS="nccl weft nccl@2 weft@2 weft-ctas" bash "$ROOT/scripts/gpu-fsdp.sh"
   cp "$WORK/fsdp/fsdp.txt" "$L/fsdp.txt" 2>/dev/null
   cp "$WORK/fsdp/logs.tar.gz" "$L/fsdp-logs.tar.gz" 2>/dev/null
-fi
-
-# ---- issue 22: 2 emulated nodes over sockets and over UCX, beside NCCL's socket transport
-if want net; then
-  if ! ldconfig -p | grep -q 'libucp.so.0 ' && [ -d "$B/ucx" ]; then
-    export LD_LIBRARY_PATH="$B/ucx${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UCX_MODULE_DIR="$B/ucx/ucx"
-    echo "UCX: the carried libraries ($B/ucx)" | tee -a "$L/machine.txt"
-  fi
-  for net in socket ucx; do
-    step "net-$net" 90 'tail -n 6 $log | tr -s " " | cut -c1-160' -- env OUT="$WORK/net-$net" BUDGET=85 NETS=$net \
-      COLLS="all_reduce all_gather reduce_scatter alltoall" MAXB=16M bash "$ROOT/scripts/gpu-net.sh"
-    cp "$WORK/net-$net"/*.json "$L/" 2>/dev/null
-    cp "$WORK/net-$net/logs.tar.gz" "$L/net-$net-logs.tar.gz" 2>/dev/null
-  done
 fi
 
 step shm-clean 10 'tail -n 1 $log' -- bash -c "n=\$(ls /dev/shm | grep -c weft); echo \"weft files in /dev/shm: before $shm_before, after \$n\"; [ \$n -le $shm_before ]"

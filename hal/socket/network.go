@@ -23,9 +23,9 @@ const (
 	// small frames alternate and the reader of each has parked by the
 	// time its next one comes: polling paid only on one connection. On
 	// 2×H100 as two emulated nodes over loopback, LL port plans, 64 B
-	// (µs; docs/bench/2026-11-26k-h100x2/, calls 2–3): all_gather 22–26
+	// (µs; docs/bench/2026-11-26k-h100x2/, calls 2–3): all_gather 24–26
 	// with one polling connection against 30–36 with two parked ones
-	// (NCCL's sockets 15–17), all_reduce 22–29 against 31–37, broadcast
+	// (NCCL's sockets 15–18), all_reduce 22–29 against 30–37, broadcast
 	// 26 against 30, sendrecv 31 against 64. Large one-way transfers
 	// lose some: sendrecv of 64 MB 23.3 ms against 16.5 (NCCL 37–40),
 	// all_gather 9.9 against 9.3 (NCCL 12.6–15.1). Before the LL plans
