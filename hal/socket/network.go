@@ -34,7 +34,7 @@ const (
 	DefaultConns = 1
 	DefaultChunk = 512 << 10
 	DefaultSpin  = 50 * time.Microsecond
-	maxSpinUS   = 1_000_000
+	maxSpinUS    = 1_000_000
 )
 
 func init() { hal.RegisterNetwork(network{}) }
