@@ -265,6 +265,9 @@ static void buffers(int c, int inplace, char *S, char *R, size_t count, const vo
 }
 
 /* One run on known inputs; returns this rank's wrong elements. */
+/* PAR_MIN: the fewest elements whose fill or check runs on every core (check). */
+#define PAR_MIN ((size_t)1 << 22)
+
 static size_t check(int c, int inplace, char *S, char *R, size_t count, void *h) {
   size_t part = count / g_n, nin = (c == AG || c == GA) ? part : count, nout = (c == RS || c == SC) ? part : count;
   const void *s; void *r;
@@ -273,10 +276,14 @@ static size_t check(int c, int inplace, char *S, char *R, size_t count, void *h)
    * legacy stream could still be landing in an in-place buffer while the collective runs. */
   CUDACHECK(cudaMemsetAsync(R, 0xff, count * g_tsize, g_stream)); /* NaN / -1: a result not written shows */
   /* The fill and the check run on every core where the compiler has OpenMP (the Makefile's OMP,
-   * -fopenmp): a 1 GB buffer is 256 M elements, seconds on one core per collective. fp8's
+   * -fopenmp): a 1 GB buffer is 256 M elements, seconds on one core per collective. Only from
+   * PAR_MIN elements: threads that wait for work after a parallel region spin on the cores the
+   * timed calls' host threads need (NCCL's proxy, weft's), and on 2×H100 single calls of a few
+   * µs then took 20–40 µs, for both libraries alike (docs/bench/2026-11-26k-h100x2/, call 6).
+   * self_launch makes the waiting threads sleep (OMP_WAIT_POLICY=PASSIVE) unless set. fp8's
    * encoding tables are filled on first use: fill them here, before threads share them. */
   if (nin > 0) put(h, 0, val(g_rank, 0));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (nin >= PAR_MIN)
   for (size_t i = 0; i < nin; i++) put(h, i, val(g_rank, i));
   CUDACHECK(cudaMemcpyAsync((void *)s, h, nin * g_tsize, cudaMemcpyHostToDevice, g_stream));
   CUDACHECK(cudaStreamSynchronize(g_stream));
@@ -285,7 +292,7 @@ static size_t check(int c, int inplace, char *S, char *R, size_t count, void *h)
   CUDACHECK(cudaMemcpy(h, r, nout * g_tsize, cudaMemcpyDeviceToHost));
   if ((c == RD || c == GA) && g_rank != g_root) return 0;
   size_t wrong = 0;
-#pragma omp parallel for reduction(+ : wrong) schedule(static)
+#pragma omp parallel for reduction(+ : wrong) schedule(static) if (nout >= PAR_MIN)
   for (size_t i = 0; i < nout; i++) {
     double want;
     switch (c) {
@@ -412,6 +419,7 @@ static int self_launch(int n, char **argv) {
   setenv("CBENCH_ID_FILE", idfile, 1);
   snprintf(buf, sizeof buf, "%d", n);
   setenv("CBENCH_NRANKS", buf, 1);
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 0); /* OpenMP's idle threads sleep (check) */
   for (int i = 0; i < n; i++) {
     snprintf(buf, sizeof buf, "%d", i);
     setenv("CBENCH_RANK", buf, 1);
