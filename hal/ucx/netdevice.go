@@ -778,13 +778,13 @@ func (nd *NetDevice) progressLoop() {
 		armed, armFailed := false, false
 		// Warm: right after activity the next event (the message behind a
 		// flush's acknowledgement) usually follows within microseconds;
-		// poll for warmPoll before sleeping on the descriptor. While
+		// poll for Options.Spin before sleeping on the descriptor. While
 		// requests wait the loop never sleeps on the descriptor: what they
 		// wait for is often a device copy (a staging copy, the receiver's
 		// copy out), whose completion wakes no descriptor, and the 1 ms
 		// limit that sleeping took per stage held UCX to 0.5 GB/s on 2×H200
 		// (docs/bench/notes.md, UCX v2).
-		warm := now.Sub(lastActive) < warmPoll
+		warm := now.Sub(lastActive) < nd.opts.Spin
 		// Not while messages wait for the goroutine applying others
 		// (applyReceived found applyMu taken): that one took only what
 		// was there.
@@ -874,10 +874,6 @@ func tcpSelected(tls string) bool {
 	}
 	return has != exclude
 }
-
-// warmPoll is how long the progress loop keeps polling after the worker
-// last had work before it arms the worker and sleeps.
-const warmPoll = 50 * time.Microsecond
 
 // waitSpin is how long the progress loop polls without pause while
 // requests wait and nothing moves; after it, it naps waitNap between

@@ -110,6 +110,7 @@ var forms = map[string]form{
 	"WEFT_CE_MAX_BYTES":      sizeForm("a size such as 512M (0: no bound)"),
 	"WEFT_P2P_LL_MAX_BYTES":  sizeForm("a size such as 512K (0 to 16M)"),
 	"WEFT_PORT_LL_MAX_BYTES": sizeForm("a size such as 64K (0 to 1M)"),
+	"WEFT_UCX_SPIN_US":       intForm(1, 1_000_000, "an integer from 1 to 1000000"),
 	"WEFT_SOCKET_CHUNK":      sizeForm("a size such as 512KiB (1KiB to 64MiB)"),
 	"WEFT_SOCKET_ENCRYPT":    onOff,
 	"WEFT_JOB_SECRET": {"32 to 128 hex digits", func(v string) bool {
