@@ -8,10 +8,10 @@
 # UCX as 2 emulated nodes (scripts/gpu-net.sh). Run from the repository root after
 # `make gpu-bundle-accept` here. Time-boxed steps (limits about 1.5× what each took on 2×H100:
 # test-root 80–95 s, cbench bfloat16 74–80 s); the whole run stays under BUDGET seconds
-# (default 540). All parts take more than one device call's 10 minutes: the acceptance is two
-# calls, PARTS="tests cbench host" (~550 s on 2×H100 with the 1 GB steps and the one-core check,
-# 2026-11-26j call 5; the check now runs on every core) and PARTS="fsdp bench port algo net"
-# (not yet timed as one call: give it BUDGET and read the summary's SKIPPED rows).
+# (default 540). The acceptance is two calls: PARTS="tests cbench host" (251 s on 2×H100 with
+# the 1 GB steps and the check on every core) and PARTS="bench net port algo fsdp" (254 s;
+# docs/bench/2026-11-26k-h100x2/, calls 5–6): 505 s together, too close to one device call's
+# 600 s to run as one.
 #
 # Files back in $OUT (the device tool returns at most 8): summary.txt (every part's summary),
 # logs.tar.gz (every log, bench JSON and the FSDP table), cbench.log, bench.log, *.svg.
@@ -52,8 +52,9 @@ fi
 # ---- issue 20: every collective through the C ABI beside NCCL, CUDA graphs, 8 B to MAXB
 if want cbench; then
   # OpenMP for the check of results (examples/cbench/Makefile's OMP); without it, one core.
-  step cbench-build 60 'ls -la $CB | cut -c1-80' -- bash -c "make -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null || \
-    make -C examples/cbench CFLAGS='-O2 -Wall' OMP= >/dev/null || \
+  # -B: a binary left by an earlier call on the same machine may be newer than the copied source.
+  step cbench-build 60 'ls -la $CB | cut -c1-80' -- bash -c "make -B -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null || \
+    make -B -C examples/cbench CFLAGS='-O2 -Wall' OMP= >/dev/null || \
     gcc -O2 -I/usr/local/cuda/include -o $CB $CB.c -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -l:libnccl.so.2 -lcudart -ldl -lm"
   for d in float bfloat16; do
     CBA=(-g "$NP" -d "$d" -b 8 -e "$MAXB" -f 4 -w 3 -n 10 -G 10 -c 1 -p 0)

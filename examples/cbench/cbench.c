@@ -277,10 +277,11 @@ static size_t check(int c, int inplace, char *S, char *R, size_t count, void *h)
   CUDACHECK(cudaMemsetAsync(R, 0xff, count * g_tsize, g_stream)); /* NaN / -1: a result not written shows */
   /* The fill and the check run on every core where the compiler has OpenMP (the Makefile's OMP,
    * -fopenmp): a 1 GB buffer is 256 M elements, seconds on one core per collective. Only from
-   * PAR_MIN elements: threads that wait for work after a parallel region spin on the cores the
-   * timed calls' host threads need (NCCL's proxy, weft's), and on 2×H100 single calls of a few
-   * µs then took 20–40 µs, for both libraries alike (docs/bench/2026-11-26k-h100x2/, call 6).
-   * self_launch makes the waiting threads sleep (OMP_WAIT_POLICY=PASSIVE) unless set. fp8's
+   * PAR_MIN elements, and self_launch makes OpenMP's idle threads sleep (OMP_WAIT_POLICY=PASSIVE
+   * unless set): threads that spin for work after a parallel region take the cores that the timed
+   * calls' host threads (NCCL's proxy, weft's) need. The first OpenMP sweep on 2×H100 had calls
+   * of a few µs taking 20–40 µs at random sizes in both libraries; a rerun of the same binary
+   * had none (docs/bench/2026-11-26k-h100x2/, calls 6–7), so this is insurance, not a fix. fp8's
    * encoding tables are filled on first use: fill them here, before threads share them. */
   if (nin > 0) put(h, 0, val(g_rank, 0));
 #pragma omp parallel for schedule(static) if (nin >= PAR_MIN)
