@@ -722,3 +722,28 @@ func TestPutInSignalMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestSpinOption: WEFT_UCX_SPIN_US sets how long the progress loop polls
+// after work; unset takes DefaultSpin; a value out of range or not a
+// number is an error naming the variable. No UCX needed.
+func TestSpinOption(t *testing.T) {
+	if o, err := OptionsFromEnv(); err != nil || o.Spin != 0 {
+		t.Fatalf("unset: %+v, %v", o, err)
+	}
+	if o, err := (Options{}).withDefaults(); err != nil || o.Spin != DefaultSpin {
+		t.Fatalf("defaults: spin %v, %v; want %v", o.Spin, err, DefaultSpin)
+	}
+	t.Setenv("WEFT_UCX_SPIN_US", "200")
+	if o, err := OptionsFromEnv(); err != nil || o.Spin != 200*time.Microsecond {
+		t.Fatalf("WEFT_UCX_SPIN_US=200: %v, %v", o.Spin, err)
+	}
+	for _, v := range []string{"0", "-5", "1000001", "fast"} {
+		t.Setenv("WEFT_UCX_SPIN_US", v)
+		if _, err := OptionsFromEnv(); !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "WEFT_UCX_SPIN_US") {
+			t.Errorf("WEFT_UCX_SPIN_US=%s: %v, want ErrInvalidArgument naming the variable", v, err)
+		}
+	}
+	if _, err := (Options{Spin: 2 * time.Second}).withDefaults(); !errors.Is(err, hal.ErrInvalidArgument) {
+		t.Errorf("Options.Spin 2 s: %v, want ErrInvalidArgument", err)
+	}
+}
