@@ -172,10 +172,8 @@ func PortLLPlan(c Config, coll Collective, root int) (*plan.Plan, error) {
 	}
 	g.Blocks = 1
 	threads := c.Threads
-	// LL16 whatever Config.LL says: the proxy checks an LL put's packets
-	// by the flag in every 8-byte word (plan.PacketsFlagged).
-	p := &plan.Plan{Name: fmt.Sprintf("%s-%s-%s-1x%d", name, PortFamily, plan.LL16, threads), Rank: c.Rank, NRanks: c.NRanks,
-		Channels: c.portChannels(), Threads: threads, Scratch: plan.LL16, ScratchSlots: 2 * m, MaxBytes: c.PortLLMaxBytes,
+	p := &plan.Plan{Name: fmt.Sprintf("%s-%s-%s-1x%d", name, PortFamily, c.LL, threads), Rank: c.Rank, NRanks: c.NRanks,
+		Channels: c.portChannels(), Threads: threads, Scratch: c.LL, ScratchSlots: 2 * m, MaxBytes: c.PortLLMaxBytes,
 		Semaphores: sems, StageSends: true, Groups: groups()}
 	if sems > 0 { // one way: releases and credits
 		p.WindowDepth = portLLDepth

@@ -468,10 +468,6 @@ func (s *setup) startProxy() error {
 	if err != nil {
 		return fmt.Errorf("channels: setup %s: %w", p.Name, err)
 	}
-	if r.scratch != nil && r.scratch.Host() != nil {
-		// LL puts (plan.TriggerLL) stage their packets there.
-		f.llViews = []llView{{base: r.scratch.Addr(), host: r.scratch.Host()}}
-	}
 	if r.net != nil {
 		nw := r.net
 		f.watch = func() error {

@@ -367,14 +367,10 @@ type fifo struct {
 	proxy *Proxy
 	prof  *stageprof.Set
 
-	tail                uint64
-	pend                [maxPendingFlush]pendingFlush
-	pendHead, pendCount int
-	err                 atomic.Pointer[proxyError]
-	// llViews are where LL puts' packets are read (llReady); llSince is
-	// when the proxy first found the LL put at the tail not yet landed.
-	llViews              []llView
-	llSince              time.Time
+	tail                 uint64
+	pend                 [maxPendingFlush]pendingFlush
+	pendHead, pendCount  int
+	err                  atomic.Pointer[proxyError]
 	hostMu               sync.Mutex // host pushers
 	hostHead             uint64
 	triggers, flushWaits atomic.Uint64 // statistics
@@ -442,20 +438,9 @@ func (f *fifo) poll() bool {
 		if plan.TagPosition(tag) != f.tail+1 {
 			break
 		}
-		kind, alone, ll := plan.TagKind(tag)
-		t := plan.Trigger{Kind: kind, Alone: alone, LL: ll, Chan: int(uint8(tag)),
+		kind, alone := plan.TagKind(tag)
+		t := plan.Trigger{Kind: kind, Alone: alone, Chan: int(uint8(tag)),
 			A: atomic.LoadUint64(f.word(off)), B: atomic.LoadUint64(f.word(off + 8)), C: atomic.LoadUint64(f.word(off + 16))}
-		if ll {
-			ready, err := f.llReady(&t)
-			if err != nil {
-				f.fail(t, f.tail+1, err)
-				f.endBatches()
-				return true
-			}
-			if !ready {
-				break // not consumed: the next pass looks again
-			}
-		}
 		var b hal.EngineBatcher
 		if t.Chan < len(f.engines) {
 			var ok bool
@@ -493,50 +478,6 @@ func (f *fifo) endBatches() {
 		}
 	}
 	f.batched = f.batched[:0]
-}
-
-// llView is where the proxy reads the packets of LL puts
-// (plan.TriggerLL): the plan's scratch in host memory, whose first byte is
-// at device address base.
-type llView struct {
-	base uint64
-	host []byte
-}
-
-// llReady checks the LL put t at the FIFO's tail (plan.TriggerLL), pushed
-// with no fence: whether its words carry its position
-// (plan.DecodeLLTrigger) and every packet of its source carries its flag
-// (plan.PacketsFlagged). When both do it rewrites t as a plain put and
-// reports true; otherwise false, and the next pass looks again — for at
-// most the FIFO's timeout from the first look, after which the stall is an
-// error naming the trigger, as is a source outside the plan's host scratch.
-func (f *fifo) llReady(t *plan.Trigger) (bool, error) {
-	src, dst, n, flag, ok := plan.DecodeLLTrigger(f.tail, t.A, t.B, t.C)
-	if ok {
-		var mem []byte
-		for _, v := range f.llViews {
-			if src >= v.base && src-v.base <= uint64(len(v.host)) && n <= uint64(len(v.host))-(src-v.base) && (src-v.base)%8 == 0 && n%8 == 0 {
-				mem = v.host[src-v.base : src-v.base+n]
-				break
-			}
-		}
-		if mem == nil {
-			return false, fmt.Errorf("LL put of %d bytes from %#x: not 8-byte words of the plan's host-memory scratch: %w", n, src, hal.ErrInvalidUsage)
-		}
-		if plan.PacketsFlagged(mem, flag) {
-			t.A, t.B, t.C = src, dst, n
-			f.llSince = time.Time{}
-			return true, nil
-		}
-	}
-	switch now := time.Now(); {
-	case f.llSince.IsZero():
-		f.llSince = now
-	case now.Sub(f.llSince) > f.timeout:
-		return false, fmt.Errorf("LL put at FIFO position %d: its words or packets did not land within %v (words %#x %#x %#x): %w",
-			f.tail, f.timeout, t.A, t.B, t.C, hal.ErrTimeout)
-	}
-	return false, nil
 }
 
 func (f *fifo) handle(t plan.Trigger, pos uint64) error {
@@ -809,7 +750,7 @@ func DebugState() string {
 			next := "empty"
 			switch pos := plan.TagPosition(tag); {
 			case pos == tail+1:
-				k, _, _ := plan.TagKind(tag)
+				k, _ := plan.TagKind(tag)
 				next = fmt.Sprintf("trigger %d ready, not taken (kind %d, channel %d)", pos, k, uint8(tag))
 			case tag != 0:
 				next = fmt.Sprintf("older trigger %d", pos)

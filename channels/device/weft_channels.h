@@ -542,7 +542,7 @@ WEFT_DEV void post_done(const Ctx& c, int ch, int sem) {
 // complete words. FIFO_* mirror plan.Fifo*, TRIG_* plan.Trigger*.
 enum { FIFO_SLOTS = 1024, FIFO_COUNTERS = 64, FIFO_COUNTER_OFF = 64, FIFO_CTL = 64 + 8 * FIFO_COUNTERS, FIFO_SEEN_TAIL = 8 };
 enum { FIFO_TAIL = 0, FIFO_FLUSHED = 8, FIFO_ERROR = 16 };
-enum { TRIG_PUT = 1, TRIG_COPY = 2, TRIG_SIGNAL = 3, TRIG_FLUSH = 4, TRIG_COUNTER = 5, TRIG_LL = 64, TRIG_ALONE = 128 };
+enum { TRIG_PUT = 1, TRIG_COPY = 2, TRIG_SIGNAL = 3, TRIG_FLUSH = 4, TRIG_COUNTER = 5, TRIG_ALONE = 128 };
 enum { WHAT_FIFO = 3, WHAT_FLUSH = 4 };
 
 // port_push pushes one trigger (one thread) and returns its position + 1,
@@ -551,10 +551,7 @@ enum { WHAT_FIFO = 3, WHAT_FLUSH = 4 };
 // The tail in host memory is read (a round trip over PCIe) only when the
 // seen tail beside the head (plan.FifoSeenTail) does not already show the
 // slot free; what it read raises the seen tail (plan/port.go).
-// port_reserve takes the next FIFO position and waits for room; it returns
-// the position + 1, or 0 when the FIFO stayed full past the deadline or
-// the launch failed (recorded).
-WEFT_DEV weft_u64 port_reserve(const Ctx& c, int ch) {
+WEFT_DEV weft_u64 port_push(const Ctx& c, int ch, int kind, weft_u64 a, weft_u64 b, weft_u64 cc) {
   const weft_params& p = *c.p;
   weft_u64* ctl = (weft_u64*)p.fifo;
   weft_u64* head = (weft_u64*)p.fifo_head;
@@ -570,38 +567,12 @@ WEFT_DEV weft_u64 port_reserve(const Ctx& c, int ch) {
     }
     red_max_gpu64(head + FIFO_SEEN_TAIL / 8, tail);
   }
-  return pos + 1;
-}
-
-WEFT_DEV weft_u64* fifo_slot(const Ctx& c, weft_u64 pos1) { return (weft_u64*)(c.p->fifo + FIFO_CTL + ((pos1 - 1) % FIFO_SLOTS) * 32); }
-
-WEFT_DEV weft_u64 port_push(const Ctx& c, int ch, int kind, weft_u64 a, weft_u64 b, weft_u64 cc) {
-  const weft_u64 pos1 = port_reserve(c, ch);
-  if (pos1 == 0) return 0;
-  weft_u64* slot = fifo_slot(c, pos1);
+  weft_u64* slot = (weft_u64*)(p.fifo + FIFO_CTL + (pos % FIFO_SLOTS) * 32);
   st_relaxed_sys(slot + 0, a);
   st_relaxed_sys(slot + 1, b);
   st_relaxed_sys(slot + 2, cc);
-  st_release_sys(slot + 3, pos1 << 16 | (weft_u64)kind << 8 | (weft_u64)ch);
-  return pos1;
-}
-
-// port_push_ll pushes an LL put (plan.TriggerLL) with no release: its words
-// carry the position and the packets' flag (plan.LLTriggerWords), and the
-// proxy takes it once they and every packet of the source have landed, so
-// no system-scope fence waits for the packet stores here. A put whose
-// addresses or length do not fit the encoding goes as a plain one.
-WEFT_DEV weft_u64 port_push_ll(const Ctx& c, int ch, weft_u64 src, weft_u64 dst, weft_u64 bytes) {
-  if ((src >> 48) != 0 || (dst >> 48) != 0 || (bytes >> 32) != 0) return port_push(c, ch, TRIG_PUT | TRIG_ALONE, src, dst, bytes);
-  const weft_u64 pos1 = port_reserve(c, ch);
-  if (pos1 == 0) return 0;
-  weft_u64* slot = fifo_slot(c, pos1);
-  const weft_u64 mark = (pos1 & 0xFFFF) << 48;
-  st_relaxed_sys(slot + 0, src | mark);
-  st_relaxed_sys(slot + 1, dst | mark);
-  st_relaxed_sys(slot + 2, bytes | (weft_u64)c.flag << 32);
-  st_relaxed_sys(slot + 3, pos1 << 16 | (weft_u64)(TRIG_PUT | TRIG_ALONE | TRIG_LL) << 8 | (weft_u64)ch);
-  return pos1;
+  st_release_sys(slot + 3, (pos + 1) << 16 | (weft_u64)kind << 8 | (weft_u64)ch);
+  return pos + 1;
 }
 
 // port_signal: the block's earlier pushes are ordered before this one by the
@@ -642,19 +613,18 @@ WEFT_DEV bool port_xfer(const Ctx& c, int ch, int kind, const char* src, char* d
 // written its part's packets at pkt (part 0 also the header at hdr) in a
 // local staging slot; one put moves them to the same offsets of the
 // peer's slot (peer_hdr, peer_pkt): 16 bytes per 8 data bytes
-// (plan.PacketSpan), from the header on for part 0, pushed as an LL put
-// (port_push_ll: no fence; the proxy waits for the packets' flags).
-// PROTO must be LL16: the proxy checks the flag of every 8-byte word.
+// (plan.PacketSpan), from the header on for part 0, marked TRIG_ALONE (no
+// signal follows it). The barrier orders the block's packet stores before
+// the tag's release store.
 template <int PROTO, int ES>
 WEFT_DEV bool port_put_packets(const Ctx& c, int ch, const char* hdr, const char* pkt, char* peer_hdr, char* peer_pkt, weft_u64 len) {
-  static_assert(PROTO == PROTO_LL16, "LL puts carry LL16 packets (plan.validatePort)");
   __syncthreads();
   bool ok = true;
   const weft_u64 bytes = (len * ES + 7) / 8 * 16;
   if (threadIdx.x == 0 && (bytes != 0 || c.part == 0)) {
     const char* src = c.part == 0 ? hdr : pkt;
     char* dst = c.part == 0 ? peer_hdr : peer_pkt;
-    ok = port_push_ll(c, ch, (weft_u64)src, (weft_u64)dst, (weft_u64)(pkt + bytes - src)) != 0;
+    ok = port_push(c, ch, TRIG_PUT | TRIG_ALONE, (weft_u64)src, (weft_u64)dst, (weft_u64)(pkt + bytes - src)) != 0;
   }
   return block_ok(ok);
 }

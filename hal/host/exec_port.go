@@ -26,41 +26,13 @@ func addr(s []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&s[0]))) }
 // in host memory is read only when the seen tail beside the head does not
 // already show the slot free, and the seen tail is raised to what it read.
 func (b *blockCtx) push(k plan.TriggerKind, ch int, a, bw, c uint64) uint64 {
-	pos, ok := b.reserve(ch)
-	if !ok {
-		return 0
-	}
-	return b.write(pos, k, ch, a, bw, c)
-}
-
-// reserve takes the next FIFO position and waits for room; false after
-// recording a failure.
-func (b *blockCtx) reserve(ch int) (uint64, bool) {
 	pos := atomic.AddUint64(u64(b.fifoHead, 0), 1) - 1
 	if ok, tail := plan.FifoRoom(b.fifoHead, b.fifo, pos, b.spin); !ok {
 		if atomic.LoadUint32(u32(b.control, plan.CtlStatus)) == 0 {
 			b.fail(plan.StatusTimeout, plan.WhatFifo, ch, -1, pos+1, tail)
 		}
-		return 0, false
-	}
-	return pos, true
-}
-
-// pushLL pushes an LL put (plan.TriggerLL, plan.LLTriggerWords) as the
-// device does, or a plain put where the encoding does not fit.
-func (b *blockCtx) pushLL(ch int, src, dst, bytes uint64) uint64 {
-	pos, ok := b.reserve(ch)
-	if !ok {
 		return 0
 	}
-	if a, bw, c, ok := plan.LLTriggerWords(pos, src, dst, bytes, b.flag); ok {
-		return b.write(pos, plan.TriggerPut|plan.TriggerAlone|plan.TriggerLL, ch, a, bw, c)
-	}
-	return b.write(pos, plan.TriggerPut|plan.TriggerAlone, ch, src, dst, bytes)
-}
-
-// write fills FIFO slot pos and publishes its tag last; it returns pos + 1.
-func (b *blockCtx) write(pos uint64, k plan.TriggerKind, ch int, a, bw, c uint64) uint64 {
 	off := plan.SlotOffset(pos)
 	atomic.StoreUint64(u64(b.fifo, off), a)
 	atomic.StoreUint64(u64(b.fifo, off+8), bw)
@@ -128,8 +100,8 @@ func (b *blockCtx) portTransfer(o plan.Op) bool {
 
 // portPutPackets is an LL put (plan/port.go, "LL puts"): the part's
 // elements [off, off+n) go as packets into the staging slot (part 0 writes
-// the header too), and one LL put trigger (pushLL) puts those bytes into
-// the same place of the peer's slot.
+// the header too), and one trigger, marked alone, puts those bytes into the
+// same place of the peer's slot.
 func (b *blockCtx) portPutPackets(o plan.Op, off, n int64) bool {
 	st, d := plan.LS(o.Stage-1), o.Dsts[0]
 	if n == 0 && b.part != 0 {
@@ -149,5 +121,5 @@ func (b *blockCtx) portPutPackets(o plan.Op, off, n int64) bool {
 	capacity := int64(len(b.scratch))
 	start, bytes := b.p.PacketSpan(capacity, b.esize, b.number, st.Slot, off, n, b.part == 0)
 	dstart, _ := b.p.PacketSpan(capacity, b.esize, b.number, d.Slot, off, n, b.part == 0)
-	return b.pushLL(o.Chan, addr(b.scratch[start:start+bytes]), b.peers[d.Chan].scratchAddr+uint64(dstart), uint64(bytes)) != 0
+	return b.push(plan.TriggerPut|plan.TriggerAlone, o.Chan, addr(b.scratch[start:start+bytes]), b.peers[d.Chan].scratchAddr+uint64(dstart), uint64(bytes)) != 0
 }

@@ -3,7 +3,6 @@ package plan
 import (
 	"encoding/binary"
 	"testing"
-	"unsafe"
 )
 
 // TestFifoRoom: a pusher reads the tail only past the seen tail, raises
@@ -48,51 +47,5 @@ func TestFifoRoom(t *testing.T) {
 	setTail(1000)
 	if ok, _ := FifoRoom(head, fifo, 900+FifoSlots, once); !ok || seen() != 1000 {
 		t.Fatalf("ok %v seen %d, want true 1000", ok, seen())
-	}
-}
-
-// LL put triggers (TriggerLL): the words carry the position, so a word of
-// the slot's previous lap or an unwritten one is told apart; addresses
-// past 48 bits and lengths past 32 do not fit; PacketsFlagged sees a
-// packet whose flag has not landed.
-func TestLLTriggerWords(t *testing.T) {
-	for _, pos := range []uint64{0, 5, FifoSlots - 1, 1<<16 - 1, 1 << 40} {
-		a, b, c, ok := LLTriggerWords(pos, 0x7f00_1234_5678, 0x7e00_0000_0010, 4112, 77)
-		if !ok {
-			t.Fatalf("pos %d: does not fit", pos)
-		}
-		src, dst, n, flag, ok := DecodeLLTrigger(pos, a, b, c)
-		if !ok || src != 0x7f00_1234_5678 || dst != 0x7e00_0000_0010 || n != 4112 || flag != 77 {
-			t.Fatalf("pos %d: decoded %#x %#x %d %d %v", pos, src, dst, n, flag, ok)
-		}
-		// The same slot one lap earlier, and a slot never written.
-		pa, pb, pc, _ := LLTriggerWords(pos-FifoSlots, 1, 2, 3, 4)
-		if _, _, _, _, ok := DecodeLLTrigger(pos, pa, b, c); ok {
-			t.Errorf("pos %d: A of the previous lap accepted", pos)
-		}
-		if _, _, _, _, ok := DecodeLLTrigger(pos, a, pb, pc); ok {
-			t.Errorf("pos %d: B of the previous lap accepted", pos)
-		}
-		if _, _, _, _, ok := DecodeLLTrigger(pos, 0, 0, 0); ok && (pos+1)&0xFFFF != 0 {
-			t.Errorf("pos %d: zero words accepted", pos)
-		}
-	}
-	if _, _, _, ok := LLTriggerWords(0, 1<<48, 0, 16, 1); ok {
-		t.Error("a 49-bit source fits")
-	}
-	if _, _, _, ok := LLTriggerWords(0, 0, 0, 1<<32, 1); ok {
-		t.Error("a 4 GiB put fits")
-	}
-	var words [6]uint64
-	mem := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), len(words)*8)
-	for i := range words {
-		words[i] = 9<<32 | uint64(i)
-	}
-	if !PacketsFlagged(mem, 9) {
-		t.Error("every word flagged 9: not seen")
-	}
-	words[3] = 8<<32 | 3
-	if PacketsFlagged(mem, 9) {
-		t.Error("word 3 carries flag 8: taken as landed")
 	}
 }

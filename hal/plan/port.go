@@ -104,53 +104,7 @@ const (
 	// completion): the proxy hands it on without waiting for a signal to
 	// send it with (channels' batchWait). TagKind separates it.
 	TriggerAlone TriggerKind = 0x80
-	// TriggerLL, or'ed into a put's kind, marks an LL put pushed without
-	// release semantics (LLTriggerWords): the proxy takes it only once its
-	// words carry its FIFO position and every 8-byte word of its source
-	// carries the packets' flag (PacketsFlagged), so the kernel needs no
-	// system-scope fence between its packet stores and the push (one PCIe
-	// round trip, about 3 µs a cycle on 2×H100: docs/network.md).
-	TriggerLL TriggerKind = 0x40
 )
-
-// LLTriggerWords are words A, B and C of the LL put (TriggerLL) at FIFO
-// position pos of bytes from src to dst whose packets carry flag: the low
-// 16 bits of pos+1 in bits 48–63 of A and B, the flag in bits 32–63 of C,
-// so that a reader of words stored without ordering can tell a word of
-// this push from one left by the slot's previous lap (FifoSlots apart)
-// and from an unwritten one. ok is false when an address needs more than
-// 48 bits or bytes more than 32 (then the put goes as a plain one).
-func LLTriggerWords(pos, src, dst, bytes uint64, flag uint32) (a, b, c uint64, ok bool) {
-	if src>>48 != 0 || dst>>48 != 0 || bytes>>32 != 0 {
-		return 0, 0, 0, false
-	}
-	mark := ((pos + 1) & 0xFFFF) << 48
-	return src | mark, dst | mark, bytes | uint64(flag)<<32, true
-}
-
-// DecodeLLTrigger undoes LLTriggerWords for the trigger at position pos:
-// ok is false while A or B does not yet carry the position.
-func DecodeLLTrigger(pos, a, b, c uint64) (src, dst, bytes uint64, flag uint32, ok bool) {
-	mark := (pos + 1) & 0xFFFF
-	if a>>48 != mark || b>>48 != mark {
-		return 0, 0, 0, 0, false
-	}
-	const low = 1<<48 - 1
-	return a & low, b & low, c & 0xFFFFFFFF, uint32(c >> 32), true
-}
-
-// PacketsFlagged reports whether every 8-byte word of mem (LL16 packets:
-// data and flag in each half) carries flag in its high 32 bits, read with
-// atomic loads: whether the packets of an LL put have all landed. len(mem)
-// must be a multiple of 8 and mem 8-byte aligned.
-func PacketsFlagged(mem []byte, flag uint32) bool {
-	for i := 0; i+8 <= len(mem); i += 8 {
-		if atomic.LoadUint32((*uint32)(unsafe.Pointer(&mem[i+4]))) != flag {
-			return false
-		}
-	}
-	return true
-}
 
 // CounterOffset is the byte offset of local counter i in the FIFO region.
 func CounterOffset(i int) int64 { return FifoCounterOff + 8*int64(i) }
@@ -176,16 +130,15 @@ type Trigger struct {
 	Kind    TriggerKind
 	Chan    int // channel index in the plan
 	A, B, C uint64
-	// Alone and LL: TriggerAlone and TriggerLL were set (Kind is
-	// without them).
-	Alone, LL bool
+	// Alone: TriggerAlone was set (Kind is without it).
+	Alone bool
 }
 
-// TagKind is the kind a tag carries without TriggerAlone and TriggerLL,
-// and whether each was set.
-func TagKind(tag uint64) (k TriggerKind, alone, ll bool) {
+// TagKind is the kind a tag carries, without TriggerAlone, and whether
+// TriggerAlone was set.
+func TagKind(tag uint64) (k TriggerKind, alone bool) {
 	k = TriggerKind(tag >> 8)
-	return k &^ (TriggerAlone | TriggerLL), k&TriggerAlone != 0, k&TriggerLL != 0
+	return k &^ TriggerAlone, k&TriggerAlone != 0
 }
 
 // TriggerTag is word 3 of the trigger at FIFO position pos: (pos+1) in the
@@ -201,8 +154,8 @@ func TagPosition(tag uint64) uint64 { return tag >> 16 }
 // DecodeTrigger decodes the 32 bytes of a slot whose tag was read as tag.
 func DecodeTrigger(slot []byte, tag uint64) Trigger {
 	le := binary.LittleEndian
-	k, alone, ll := TagKind(tag)
-	return Trigger{Kind: k, Alone: alone, LL: ll, Chan: int(uint8(tag)),
+	k, alone := TagKind(tag)
+	return Trigger{Kind: k, Alone: alone, Chan: int(uint8(tag)),
 		A: le.Uint64(slot[0:]), B: le.Uint64(slot[8:]), C: le.Uint64(slot[16:])}
 }
 
@@ -277,8 +230,8 @@ func (p *Plan) validatePort(o Op) string {
 		return fmt.Sprintf("a put on channel %d writes %s, a buffer of another channel", o.Chan, d)
 	}
 	if p.Scratch != Simple {
-		if d := o.Dsts[0]; !d.Remote() || d.Buf != Scratch || o.Stage == 0 || p.Scratch != LL16 {
-			return "in an LL plan a port transfer is a put of LL16 packets staged in a local slot (Stage) into a peer's scratch slot"
+		if d := o.Dsts[0]; !d.Remote() || d.Buf != Scratch || o.Stage == 0 {
+			return "in an LL plan a port transfer is a put of packets staged in a local slot (Stage) into a peer's scratch slot"
 		}
 	}
 	return ""
