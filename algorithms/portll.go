@@ -7,8 +7,8 @@ import (
 )
 
 // LL plans over port channels, for small messages of every collective
-// between ranks that are each alone on their node (Config.stageSends: the network's host
-// windows). A staged HB port plan (port.go) sends every window as a put
+// between ranks that are each alone on their node (Config.stageSends:
+// the network's host windows). A staged HB port plan (port.go) sends every window as a put
 // and a "data" signal, and its reader polls the semaphore, then reads the
 // slot, then releases it with a signal back: two frames each way through
 // both proxies per call, two pushes and two reads of host memory over
@@ -39,24 +39,26 @@ import (
 // 5–7 µs on loopback (docs/network.md), so with two parts a writer that
 // runs ahead of its reader waits for it every other launch.
 //
-// Scratch: 2 halves × 2(n−1) slots (a receive slot per peer, then a
-// staging slot per peer) of packets for PortLLMaxBytes of data, in host
-// memory; the same layout on every rank, whatever it sends, since a
+// Scratch: 2 halves (portLLDepth parts in the one-way plans) × 2(n−1)
+// slots (a receive slot per peer, then a staging slot per peer) of packets
+// for PortLLMaxBytes of data, in host memory; the same layout on every rank, whatever it sends, since a
 // writer addresses the reader's slots by its own layout.
 
 // portLLDepth is the number of scratch parts of the one-way LL port plans
 // (Broadcast, Reduce, point-to-point): how many launches a writer may run
 // ahead of its reader's releases. NCCL keeps NCCL_STEPS = 8 steps in
 // flight per connection (src/include/device.h); 4 covers a release's round
-// trip through both proxies at one frame write per launch (a first
-// choice, measured in docs/network.md).
+// trip through both proxies at one frame write per launch: on 2×H100 over
+// sockets, 64 B broadcast 26 → 12 µs and reduce 23 → 13 against two
+// parts (docs/bench/2026-11-26k-h100x2/, calls 3 and 8).
 const portLLDepth = 4
 
 // PortLLMaxBytes is DefaultConfig's Config.PortLLMaxBytes: the largest
 // segment (count × element size) the LL port plans serve. LL packets
 // double the bytes on the wire and in host memory, so they pay only while
-// a call's time is the round trip, not the bytes; a first bound, measured
-// against the staged HB plans in docs/network.md.
+// a call's time is the round trip, not the bytes: on 2×H100, at 256 KB and
+// 1 MB the windowed port plans were faster than LL in every collective
+// over sockets and UCX (docs/bench/2026-11-26k-h100x2/, call 4).
 const PortLLMaxBytes = 64 << 10
 
 // portLL reports whether the LL port plans serve coll: with staged sends
