@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/netcore/nettest"
 )
 
@@ -55,20 +56,24 @@ func BenchmarkSocketPut(b *testing.B) {
 // of the transport's per-message cost on this machine. "separate": a
 // frame for the put and one for the signal; "batched": both issued in one
 // proxy pass (hal.EngineBatcher), one put-with-signal frame where the
-// source is host memory.
+// source is host memory; "lone": no signal, the round number put from the
+// sender's own window onto the word the receiver polls, as an LL put
+// (nettest.PingSide.Lone).
 func BenchmarkSocketPingPong(b *testing.B) {
 	const n = 8
-	for _, batch := range []bool{false, true} {
-		name := "separate"
-		if batch {
-			name = "batched"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, mode := range []string{"separate", "batched", "lone"} {
+		batch, lone := mode != "separate", mode == "lone"
+		b.Run(mode, func(b *testing.B) {
 			rs := openRanks(b, 2, semArea+n, n, Options{})
 			a, c := rs[0], rs[1]
-			elapsed := nettest.PingPong(b,
-				nettest.PingSide{Eng: a.eng[1], Remote: a.remote[1], Src: a.src, Win: a.win, Batch: batch},
-				nettest.PingSide{Eng: c.eng[0], Remote: c.remote[0], Src: c.src, Win: c.win, Batch: batch}, n, semArea, semOff)
+			side := func(r *rank, eng hal.Engine, remote hal.Buffer) nettest.PingSide {
+				src := r.src
+				if lone {
+					src = r.win // the window's data area, which the peer does not write then
+				}
+				return nettest.PingSide{Eng: eng, Remote: remote, Src: src, Win: r.win, Batch: batch, Lone: lone}
+			}
+			elapsed := nettest.PingPong(b, side(a, a.eng[1], a.remote[1]), side(c, c.eng[0], c.remote[0]), n, semArea, semOff)
 			b.ReportMetric(float64(elapsed.Microseconds())/float64(b.N)/2, "us/one-way")
 		})
 	}

@@ -53,23 +53,22 @@ func BenchmarkUCXPut(b *testing.B) {
 // it, the signal's active message); "batched": they are issued in one
 // proxy pass (hal.EngineBatcher) from a host-registered source, so the
 // put travels inside the signal's message, the path of a plan's staged
-// small sends.
+// small sends; "lone": no signal, the round number put from the sender's
+// window onto the word the receiver polls, as an LL put
+// (nettest.PingSide.Lone).
 func BenchmarkUCXPingPong(b *testing.B) {
 	needUCX(b)
 	for _, tls := range transports {
-		for _, batch := range []bool{false, true} {
-			name := tls + "/separate"
-			if batch {
-				name = tls + "/batched"
-			}
-			b.Run(name, func(b *testing.B) {
+		for _, mode := range []string{"separate", "batched", "lone"} {
+			batch, lone := mode != "separate", mode == "lone"
+			b.Run(tls+"/"+mode, func(b *testing.B) {
 				rs := openRanks(b, 2, 4096, 4096, testOptions(tls, StagingAuto), testSecret)
 				side := func(x int) nettest.PingSide {
 					src := rs[x].src
 					if batch {
 						src = rs[x].win // exported: a host-registered source
 					}
-					return nettest.PingSide{Eng: rs[x].eng[1-x], Remote: rs[x].remote[1-x], Src: src, Win: rs[x].win, Batch: batch}
+					return nettest.PingSide{Eng: rs[x].eng[1-x], Remote: rs[x].remote[1-x], Src: src, Win: rs[x].win, Batch: batch, Lone: lone}
 				}
 				elapsed := nettest.PingPong(b, side(0), side(1), 8, 64, 0)
 				b.ReportMetric(float64(elapsed.Microseconds())/float64(2*b.N), "µs/trip")

@@ -246,6 +246,11 @@ type PingSide struct {
 	// when the engine is a hal.EngineBatcher, as the proxy of package
 	// channels does: the path a plan's small messages take.
 	Batch bool
+	// Lone sends no signal: the round number, written into the 8 bytes at
+	// dataOff of Src (a host-visible buffer), goes as a put of its own
+	// onto the word the other side waits on, as an LL put carries its own
+	// completion (algorithms/portll.go); the n bytes of data are not sent.
+	Lone bool
 }
 
 // PingPong runs b.N round trips between a and c, the timer running: a
@@ -256,15 +261,19 @@ type PingSide struct {
 // FailBound.
 func PingPong(b *testing.B, a, c PingSide, n int64, dataOff, semOff uint64) time.Duration {
 	b.Helper()
-	ping := func(s PingSide) error {
+	ping := func(s PingSide, i int) error {
 		bt, batch := s.Eng.(hal.EngineBatcher)
 		if batch = batch && s.Batch; batch {
 			bt.BeginBatch()
 		}
-		if err := s.Eng.Put(s.Remote.Addr()+dataOff, s.Src.Addr(), n); err != nil {
+		if s.Lone {
+			atomic.StoreUint64(Word(s.Src, int64(dataOff)), uint64(i))
+			if err := s.Eng.Put(s.Remote.Addr()+semOff, s.Src.Addr()+dataOff, 8); err != nil {
+				return err
+			}
+		} else if err := s.Eng.Put(s.Remote.Addr()+dataOff, s.Src.Addr(), n); err != nil {
 			return err
-		}
-		if err := s.Eng.Signal(s.Remote.Addr()+semOff, 0, 0); err != nil {
+		} else if err := s.Eng.Signal(s.Remote.Addr()+semOff, 0, 0); err != nil {
 			return err
 		}
 		if batch {
@@ -299,7 +308,7 @@ func PingPong(b *testing.B, a, c PingSide, n int64, dataOff, semOff uint64) time
 				done <- err
 				return
 			}
-			if err := ping(c); err != nil {
+			if err := ping(c, i); err != nil {
 				done <- err
 				return
 			}
@@ -309,7 +318,7 @@ func PingPong(b *testing.B, a, c PingSide, n int64, dataOff, semOff uint64) time
 	b.ResetTimer()
 	start := time.Now()
 	for i := 1; i <= b.N; i++ {
-		if err := ping(a); err != nil {
+		if err := ping(a, i); err != nil {
 			b.Fatal(err)
 		}
 		if err := await(a, i); err != nil {
