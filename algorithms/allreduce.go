@@ -127,9 +127,9 @@ type Config struct {
 	HostWindows bool
 	// PortLLMaxBytes is the largest segment (count × element size) that
 	// the LL port plans (portll.go) serve where every rank is alone on its
-	// node and HostWindows is set: AllGather, AllToAll, ReduceScatter and
-	// AllReduce in one frame per peer. 0: none (the staged HB port plans
-	// serve every size).
+	// node and HostWindows is set: every collective in one frame per peer
+	// (and a release back where data moves one way). 0: none (the staged
+	// HB port plans serve every size).
 	PortLLMaxBytes int64
 	// Switch: every link is switch-mapped (hal.CapSwitchMapped) and
 	// memory-mapped, so the NVLS plans (nvls.go) can run.

@@ -8,9 +8,9 @@ import (
 
 // LL plans over port channels, for small messages of every collective
 // between ranks that are each alone on their node (Config.stageSends:
-// the network's host windows). A staged HB port plan (port.go) sends every window as a put
-// and a "data" signal, and its reader polls the semaphore, then reads the
-// slot, then releases it with a signal back: two frames each way through
+// the network's host windows). A staged HB port plan (port.go) sends
+// every window as a put and a "data" signal, and its reader polls the
+// semaphore, then reads the slot, then releases it with a signal back: two frames each way through
 // both proxies per call, two pushes and two reads of host memory over
 // PCIe on the critical path (docs/network.md, "Where a hop's time goes").
 // Here each put carries its own completion, as NCCL's LL protocol does
@@ -41,8 +41,9 @@ import (
 //
 // Scratch: 2 halves (portLLDepth parts in the one-way plans) × 2(n−1)
 // slots (a receive slot per peer, then a staging slot per peer) of packets
-// for PortLLMaxBytes of data, in host memory; the same layout on every rank, whatever it sends, since a
-// writer addresses the reader's slots by its own layout.
+// for PortLLMaxBytes of data, in host memory; the same layout on every
+// rank, whatever it sends, since a writer addresses the reader's slots by
+// its own layout.
 
 // portLLDepth is the number of scratch parts of the one-way LL port plans
 // (Broadcast, Reduce, point-to-point): how many launches a writer may run
@@ -100,8 +101,8 @@ func PortLLPlan(c Config, coll Collective, root int) (*plan.Plan, error) {
 	// The release of a reader's slot, and the writer's credit for it.
 	release := func(chs ...int) []plan.Op { return signals(chs, 0) }
 	credit := func(chs ...int) []plan.Op { return creditWaits(chs, 0, portLLDepth) }
-	var g plan.Group
-	groups := func() []plan.Group { return []plan.Group{g} }
+	var g plan.Group    // the one group of every plan but SendRecv's
+	var gs []plan.Group // SendRecv's groups
 	name, sems := "", 0
 	switch coll {
 	case AllGather, AllToAll:
@@ -161,22 +162,23 @@ func PortLLPlan(c Config, coll Collective, root int) (*plan.Plan, error) {
 		// Per peer a send group and a receive group, one block each
 		// (every block's put is a frame), and the copy to itself.
 		name, sems = "sendrecv", 1
-		var gs []plan.Group
 		for ci, ch := range chs {
 			gs = append(gs,
 				plan.Group{Blocks: 1, Arg: SendArg(c.Rank, ch.Peer), Before: credit(ci), Ops: []plan.Op{put(ci, plan.L(plan.Input))}, Span: c.PortLLMaxBytes},
 				plan.Group{Blocks: 1, Arg: RecvArg(c.Rank, ch.Peer), Ops: cat([]plan.Op{whole(plan.L(plan.Output), plan.LS(ci))}, release(ci)), Span: c.PortLLMaxBytes})
 		}
 		gs = append(gs, plan.Group{Blocks: 1, Arg: SelfArg(c.NRanks), Ops: []plan.Op{whole(plan.L(plan.Output), plan.L(plan.Input))}})
-		groups = func() []plan.Group { return gs }
 	default:
 		return nil, fmt.Errorf("algorithms: %v has no LL plan over port channels: %w", coll, ErrNoPlan)
 	}
-	g.Blocks = 1
+	if gs == nil {
+		g.Blocks = 1
+		gs = []plan.Group{g}
+	}
 	threads := c.Threads
 	p := &plan.Plan{Name: fmt.Sprintf("%s-%s-%s-1x%d", name, PortFamily, c.LL, threads), Rank: c.Rank, NRanks: c.NRanks,
 		Channels: c.portChannels(), Threads: threads, Scratch: c.LL, ScratchSlots: 2 * m, MaxBytes: c.PortLLMaxBytes,
-		Semaphores: sems, StageSends: true, Groups: groups()}
+		Semaphores: sems, StageSends: true, Groups: gs}
 	if sems > 0 { // one way: releases and credits
 		p.WindowDepth = portLLDepth
 		p.Name += fmt.Sprintf("-d%d", portLLDepth)

@@ -647,7 +647,7 @@ func (p *Plan) Depth() int64 {
 // its source (Op.Stage) under operator op: with PreMulSum for this rank's
 // input, and always in a plan with StageSends.
 func (p *Plan) Staged(o Op, op RedOp) bool {
-	return o.Stage != 0 && (p.StageSends || p.Scratch != Simple || ScalesSource(op, o.Srcs[0]))
+	return o.Stage != 0 && (p.StageSends || ScalesSource(op, o.Srcs[0]))
 }
 
 // Blocks returns the total number of thread blocks.
