@@ -146,7 +146,7 @@ func AllReduce2PH(c Config) (*plan.Plan, error) {
 
 	var ops []plan.Op
 	// Phase 1: intra-node reduce-scatter.
-	ops = append(ops, skip(waits(lc, sem(hFree1, b)), 2, 0)...)
+	ops = append(ops, skip(acks(lc, sem(hFree1, b)), 2, 0)...)
 	for ci := range lc {
 		m := localIndexOf(ci, lay.idx)
 		ops = append(ops, plan.Transfer(m, L, []plan.Ref{plan.RS(ci, slot1(pos(lay.idx, m)))}, plan.L(plan.Input)))
@@ -158,9 +158,9 @@ func AllReduce2PH(c Config) (*plan.Plan, error) {
 		srcs = append(srcs, plan.LS(slot1(ci)))
 	}
 	ops = append(ops, plan.Transfer(lay.idx, L, []plan.Ref{plan.L(plan.Output)}, srcs...))
-	ops = append(ops, skip(signals(lc, sem(hFree1, b)), 0, 2)...)
+	ops = append(ops, skip(releases(lc, sem(hFree1, b)), 0, 2)...)
 	// Phase 2: inter-node all-reduce of shard idx with the counterparts.
-	ops = append(ops, skip(waits(rc, sem(hFree2, b)), 2, 0)...)
+	ops = append(ops, skip(acks(rc, sem(hFree2, b)), 2, 0)...)
 	for j, ci := range rc {
 		peerNode := j
 		if j >= lay.node {
@@ -185,9 +185,9 @@ func AllReduce2PH(c Config) (*plan.Plan, error) {
 		}
 	}
 	ops = append(ops, plan.Transfer(lay.idx, L, []plan.Ref{plan.L(plan.Output)}, srcs...))
-	ops = append(ops, skip(signals(rc, sem(hFree2, b)), 0, 2)...)
+	ops = append(ops, skip(releases(rc, sem(hFree2, b)), 0, 2)...)
 	// Phase 3: intra-node all-gather.
-	ops = append(ops, skip(waits(lc, sem(hFree3, b)), 2, 0)...)
+	ops = append(ops, skip(acks(lc, sem(hFree3, b)), 2, 0)...)
 	var dsts []plan.Ref
 	for ci := range lc {
 		m := localIndexOf(ci, lay.idx)
@@ -199,7 +199,7 @@ func AllReduce2PH(c Config) (*plan.Plan, error) {
 	for ci := range lc {
 		ops = append(ops, plan.Transfer(localIndexOf(ci, lay.idx), L, []plan.Ref{plan.L(plan.Output)}, plan.LS(slot3(ci))))
 	}
-	ops = append(ops, skip(signals(lc, sem(hFree3, b)), 0, 2)...)
+	ops = append(ops, skip(releases(lc, sem(hFree3, b)), 0, 2)...)
 
 	all := append(append([]int{}, lc...), rc...)
 	g := plan.Group{Blocks: b, Window: s.Window, NChunks: L, Ops: ops,

@@ -101,14 +101,14 @@ func AllGather2PH(c Config) (*plan.Plan, error) {
 	slot2 := func(i, k int) int { return N - 1 + i*N + k } // node k's segment from the local peer at position i
 	var ops []plan.Op
 	// Phase 1: exchange with the counterparts.
-	ops = append(ops, skip(waits(h.rc, sem(gFree1, b)), 2, 0)...)
+	ops = append(ops, skip(acks(h.rc, sem(gFree1, b)), 2, 0)...)
 	for j, ci := range h.rc {
 		ops = append(ops, plan.PortPut(ci, 0, 1, plan.RS(ci, slot1(slotOf(n, h.nodeAt(j)))), plan.L(plan.Input)))
 	}
 	ops = append(ops, signals(h.rc, sem(gData1, b))...)
 	ops = append(ops, waits(h.rc, sem(gData1, b))...)
 	// Phase 2: spread the N segments of local index l inside the node.
-	ops = append(ops, skip(waits(h.lc, sem(gFree2, b)), 2, 0)...)
+	ops = append(ops, skip(acks(h.lc, sem(gFree2, b)), 2, 0)...)
 	for k := 0; k < N; k++ {
 		src := plan.L(plan.Input)
 		if k != n {
@@ -120,7 +120,7 @@ func AllGather2PH(c Config) (*plan.Plan, error) {
 		}
 		ops = append(ops, xfer(dsts, src))
 	}
-	ops = append(ops, skip(signals(h.rc, sem(gFree1, b)), 0, 2)...)
+	ops = append(ops, skip(releases(h.rc, sem(gFree1, b)), 0, 2)...)
 	ops = append(ops, signals(h.lc, sem(gData2, b))...)
 	ops = append(ops, waits(h.lc, sem(gData2, b))...)
 	for ci := range h.lc {
@@ -129,7 +129,7 @@ func AllGather2PH(c Config) (*plan.Plan, error) {
 			ops = append(ops, xfer([]plan.Ref{plan.L(plan.Output).At(h.lay.byNode[k][m])}, plan.LS(slot2(ci, k))))
 		}
 	}
-	ops = append(ops, skip(signals(h.lc, sem(gFree2, b)), 0, 2)...)
+	ops = append(ops, skip(releases(h.lc, sem(gFree2, b)), 0, 2)...)
 	return h.plan(c, "all_gather", N-1+(L-1)*N, ops)
 }
 
@@ -161,7 +161,7 @@ func ReduceScatter2PH(c Config) (*plan.Plan, error) {
 	slot2 := func(j int) int { return (L-1)*N + N - 1 + j } // from the counterpart at position j
 	var ops []plan.Op
 	// Phase 1: intra-node reduce of every node's segment of local index l.
-	ops = append(ops, skip(waits(h.lc, sem(gFree1, b)), 2, 0)...)
+	ops = append(ops, skip(acks(h.lc, sem(gFree1, b)), 2, 0)...)
 	for ci := range h.lc {
 		m := localIndexOf(ci, l)
 		for k := 0; k < N; k++ {
@@ -181,9 +181,9 @@ func ReduceScatter2PH(c Config) (*plan.Plan, error) {
 		}
 		ops = append(ops, xfer([]plan.Ref{dst}, srcs...))
 	}
-	ops = append(ops, skip(signals(h.lc, sem(gFree1, b)), 0, 2)...)
+	ops = append(ops, skip(releases(h.lc, sem(gFree1, b)), 0, 2)...)
 	// Phase 2: exchange the partials with the counterparts.
-	ops = append(ops, skip(waits(h.rc, sem(gFree2, b)), 2, 0)...)
+	ops = append(ops, skip(acks(h.rc, sem(gFree2, b)), 2, 0)...)
 	for j, ci := range h.rc {
 		ops = append(ops, plan.PortPut(ci, 0, 1, plan.RS(ci, slot2(slotOf(n, h.nodeAt(j)))), plan.LS(stage(j))))
 	}
@@ -195,6 +195,6 @@ func ReduceScatter2PH(c Config) (*plan.Plan, error) {
 		srcs = append(srcs, plan.LS(slot2(j)))
 	}
 	ops = append(ops, xfer([]plan.Ref{plan.L(plan.Output)}, srcs...))
-	ops = append(ops, skip(signals(h.rc, sem(gFree2, b)), 0, 2)...)
+	ops = append(ops, skip(releases(h.rc, sem(gFree2, b)), 0, 2)...)
 	return h.plan(c, "reduce_scatter", (L-1)*N+2*(N-1), ops)
 }

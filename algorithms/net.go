@@ -43,7 +43,7 @@ func BroadcastPort(c Config, root int) (*plan.Plan, error) {
 	} else {
 		rc := []int{c.chanOf(root)}
 		g = rolling(c.portGroup(1, 1, cat(waits(rc, sem(semData, 1)), []plan.Op{c.localCopy(rc[0], 0, 1, plan.L(plan.Output), plan.LS(rc[0]))},
-			signals(rc, sem(semFree, 1))), flushes(rc)), rc[0], sem(semData, 1))
+			releases(rc, sem(semFree, 1))), flushes(rc)), rc[0], sem(semData, 1))
 	}
 	return c.portPlan(fmt.Sprintf("broadcast-r%d", root), 1, len(chs), 2, g)
 }
@@ -64,7 +64,7 @@ func ReducePort(c Config, root int) (*plan.Plan, error) {
 			srcs = append(srcs, plan.LS(ci))
 		}
 		red := combineChain(xfer, plan.L(plan.Output), srcs)
-		g = rolling(c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, signals(all, sem(semFree, b))), flushes(all)), all[0], sem(semData, b))
+		g = rolling(c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, releases(all, sem(semFree, b))), flushes(all)), all[0], sem(semData, b))
 	} else {
 		rc := []int{c.chanOf(root)}
 		put := plan.PortPut(rc[0], 0, 1, plan.RS(rc[0], slotOf(c.Rank, root)), plan.L(plan.Input))
@@ -93,7 +93,7 @@ func P2PPort(c Config) (*plan.Plan, error) {
 		put.Stage = c.stage(len(chs), ci)
 		get := c.localCopy(ci, 0, 1, plan.L(plan.Output), plan.LS(ci))
 		send := rolling(c.portGroup(1, 1, cat(rollingCredits(one, sem(semFree, 1)), []plan.Op{put}, signals(one, sem(semData, 1))), flushes(one)), ci, sem(semFree, 1))
-		recv := rolling(c.portGroup(1, 1, cat(waits(one, sem(semData, 1)), []plan.Op{get}, signals(one, sem(semFree, 1))), flushes(one)), ci, sem(semData, 1))
+		recv := rolling(c.portGroup(1, 1, cat(waits(one, sem(semData, 1)), []plan.Op{get}, releases(one, sem(semFree, 1))), flushes(one)), ci, sem(semData, 1))
 		send.Arg, recv.Arg = 2*ci+1, 2*ci+2
 		groups = append(groups, send, recv)
 	}

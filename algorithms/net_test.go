@@ -8,9 +8,50 @@ import (
 	"github.com/weftccl/weft/hal/plan"
 )
 
+// checkReleases checks the rule that lets an engine apply a release
+// without waiting for the releaser's puts (plan.Op.Ack on a signal,
+// hal.AckSignaler): plans[r] is rank r's plan of one collective, and
+// every semaphore word that some rank signals with a release is waited
+// on, by the rank it lands on, only with waits that order (Ack: credits
+// and "free" waits), never with a wait that guards data the signalling
+// rank put. want: at least one release in the plans.
+func checkReleases(t *testing.T, plans []*plan.Plan, want bool) {
+	t.Helper()
+	type word struct{ from, to, sem int }
+	released, dataWaits := map[word]bool{}, map[word]bool{}
+	for r, p := range plans {
+		for _, g := range p.Groups {
+			for _, o := range append(append(append([]plan.Op{}, g.Before...), g.Ops...), g.After...) {
+				if o.Kind != plan.OpSignal && o.Kind != plan.OpWait {
+					continue
+				}
+				peer := p.Channels[o.Chan].Peer
+				for b := 0; b < g.Blocks; b++ {
+					switch {
+					case o.Kind == plan.OpSignal && o.Ack:
+						released[word{r, peer, o.Sem + b}] = true
+					case o.Kind == plan.OpWait && !o.Ack:
+						dataWaits[word{peer, r, o.Sem + b}] = true
+					}
+				}
+			}
+		}
+	}
+	if want && len(released) == 0 {
+		t.Errorf("%s: no release (Ack signal)", plans[0].Name)
+	}
+	for w := range released {
+		if dataWaits[w] {
+			t.Errorf("%s: rank %d releases semaphore %d of rank %d, which rank %d waits on without Ack (a data wait: it needs the puts before the signal)",
+				plans[0].Name, w.from, w.sem, w.to, w.to)
+		}
+	}
+}
+
 // Every collective has a valid port-channel plan on every rank, for every
 // root, and the ranks of a collective agree on its name and semaphores
-// (channels.Setup refuses plans that differ).
+// (channels.Setup refuses plans that differ); their "free" signals are
+// releases that no data wait depends on (checkReleases).
 func TestPortPlansOfEveryCollective(t *testing.T) {
 	for n := 2; n <= 6; n++ {
 		for _, coll := range Collectives {
@@ -20,6 +61,7 @@ func TestPortPlansOfEveryCollective(t *testing.T) {
 			}
 			for _, root := range roots {
 				name, sems := "", 0
+				var plans []*plan.Plan
 				for r := 0; r < n; r++ {
 					c := DefaultConfig(r, n, 4, false)
 					p, err := PortPlanRoot(c, coll, root)
@@ -34,10 +76,21 @@ func TestPortPlansOfEveryCollective(t *testing.T) {
 					} else if p.Name != name || p.Semaphores != sems {
 						t.Errorf("%d ranks, %v root %d: rank %d has %s (%d semaphores), rank 0 %s (%d)", n, coll, root, r, p.Name, p.Semaphores, name, sems)
 					}
+					plans = append(plans, p)
 				}
+				checkReleases(t, plans, true)
 			}
 		}
 	}
+	var p2p []*plan.Plan
+	for r := 0; r < 3; r++ {
+		p, err := P2PPort(DefaultConfig(r, 3, 4, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p2p = append(p2p, p)
+	}
+	checkReleases(t, p2p, true)
 	c := DefaultConfig(0, 3, 4, false)
 	p, err := P2PPort(c)
 	if err != nil {
@@ -64,6 +117,7 @@ func TestHierarchicalSelection(t *testing.T) {
 	for _, coll := range []Collective{AllReduce, AllGather, ReduceScatter} {
 		for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 0, 1}, {0, 0, 1, 1, 2, 2}} {
 			var first *plan.Plan
+			var plans []*plan.Plan
 			for r := range nodes {
 				c := DefaultConfig(r, len(nodes), 4, false)
 				c.PortOnly, c.Nodes = true, nodes
@@ -81,6 +135,7 @@ func TestHierarchicalSelection(t *testing.T) {
 					t.Errorf("%v: Avg selects %s", coll, cs[SelectFor(cs, 1<<20, plan.Float32, plan.Avg)].Plan.Name)
 				}
 				p := cs[0].Plan
+				plans = append(plans, p)
 				if first == nil {
 					first = p
 				} else if p.Name != first.Name || p.Semaphores != first.Semaphores || p.ScratchSlots != first.ScratchSlots {
@@ -88,6 +143,7 @@ func TestHierarchicalSelection(t *testing.T) {
 						p.Name, p.Semaphores, p.ScratchSlots, first.Name, first.Semaphores, first.ScratchSlots)
 				}
 			}
+			checkReleases(t, plans, true)
 		}
 		for _, nodes := range [][]int{nil, {0, 0, 0, 1}, {0, 1, 2, 3}, {0, 0, 0, 0}} {
 			c := DefaultConfig(0, 4, 4, false)

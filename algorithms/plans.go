@@ -68,6 +68,17 @@ func signals(chs []int, s int) []plan.Op {
 	return ops
 }
 
+// releases are the signals by which a reader frees the slots it has
+// read on channels chs, semaphore s (plan.Op.Ack on a signal): a port
+// engine applies them without waiting for this rank's own puts to land.
+func releases(chs []int, s int) []plan.Op {
+	ops := signals(chs, s)
+	for i := range ops {
+		ops[i].Ack = true
+	}
+	return ops
+}
+
 func waits(chs []int, s int) []plan.Op {
 	var ops []plan.Op
 	for _, ci := range chs {

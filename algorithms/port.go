@@ -331,7 +331,7 @@ func (c Config) gatherPort(name string, src func(peer int) plan.Ref) (*plan.Plan
 	}
 	w := c.gatherWindow()
 	send := rolling(c.portGroup(1, 1, cat(rollingCredits(all, sem(semFree, 1)), puts, signals(all, sem(semData, 1))), flushes(all)), all[0], sem(semFree, 1))
-	recv := rolling(c.portGroup(1, 1, cat(waits(acks, sem(semData, 1)), copies, signals(acks, sem(semFree, 1))), flushes(acks)), acks[0], sem(semData, 1))
+	recv := rolling(c.portGroup(1, 1, cat(waits(acks, sem(semData, 1)), copies, releases(acks, sem(semFree, 1))), flushes(acks)), acks[0], sem(semData, 1))
 	send.Window, recv.Window = w, w
 	return c.portPlanOn(pchs, name, 1, m+c.stageSlots(m), 2, send, recv)
 }
@@ -357,7 +357,7 @@ func ReduceScatterPort(c Config) (*plan.Plan, error) {
 	red := combineChain(xfer, plan.L(plan.Output), srcs)
 	pchs, acks := c.ackChannels()
 	send := rolling(c.portGroup(b, 1, cat(rollingCredits(all, sem(semFree, b)), puts, signals(all, sem(semData, b))), flushes(all)), all[0], sem(semFree, b))
-	recv := rolling(c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, signals(acks, sem(semFree, b))), flushes(acks)), all[0], sem(semData, b))
+	recv := rolling(c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, releases(acks, sem(semFree, b))), flushes(acks)), all[0], sem(semData, b))
 	return c.portPlanOn(pchs, "reduce_scatter", b, 2*m, 2, send, recv)
 }
 
@@ -398,7 +398,7 @@ func AllReduceOneShotPort(c Config) (*plan.Plan, error) {
 	red := combineChain(xfer, plan.L(plan.Output), srcs)
 	pchs, acks := c.ackChannels()
 	g := c.portGroup(b, 1, cat(rollingCredits(all, sem(semFree, b)), puts, signals(all, sem(semData, b)),
-		waits(all, sem(semData, b)), red, signals(acks, sem(semFree, b))), flushes(all))
+		waits(all, sem(semData, b)), red, releases(acks, sem(semFree, b))), flushes(all))
 	return c.portPlanOn(pchs, "all_reduce-1pa", b, 2*m, 2, rolling(g, all[0], sem(semFree, b)))
 }
 
@@ -454,8 +454,8 @@ func AllReducePort(c Config) (*plan.Plan, error) {
 	w := c.Port.Window
 	send := rolling(c.portGroup(b, n, cat(rollingCredits(all, sem(semFree, b)), puts, signals(all, sem(semData, b))), flushes(all)), all[0], sem(semFree, b))
 	reduce := rolling(c.portGroup(b, n, cat(waits(all, sem(semData, b)), rollingCredits(all, sem(semFree2, b)), red,
-		signals(acks, sem(semFree, b)), gputs, signals(gch, sem(semData2, b))), flushes(gch)), all[0], sem(semData, b))
-	gather := rolling(c.portGroup(b, n, cat(waits(acks, sem(semData2, b)), copies, signals(acks, sem(semFree2, b))), flushes(acks)), acks[0], sem(semData2, b))
+		releases(acks, sem(semFree, b)), gputs, signals(gch, sem(semData2, b))), flushes(gch)), all[0], sem(semData, b))
+	gather := rolling(c.portGroup(b, n, cat(waits(acks, sem(semData2, b)), copies, releases(acks, sem(semFree2, b))), flushes(acks)), acks[0], sem(semData2, b))
 	send.Window, reduce.Window, gather.Window = w, w, w
 	// Semaphores data, free, data2, free2 (semDone's index stays unused).
 	return c.portPlanOn(pchs, "all_reduce", b, 3*m, semFree2+1, send, reduce, gather)

@@ -99,7 +99,7 @@ func PortLLPlan(c Config, coll Collective, root int) (*plan.Plan, error) {
 		return combineChain(func(dsts []plan.Ref, srcs ...plan.Ref) plan.Op { return plan.Transfer(plan.All, 0, dsts, srcs...) }, plan.L(plan.Output), srcs)
 	}
 	// The release of a reader's slot, and the writer's credit for it.
-	release := func(chs ...int) []plan.Op { return signals(chs, 0) }
+	release := func(chs ...int) []plan.Op { return releases(chs, 0) }
 	credit := func(chs ...int) []plan.Op { return creditWaits(chs, 0, portLLDepth) }
 	var g plan.Group    // the one group of every plan but SendRecv's
 	var gs []plan.Group // SendRecv's groups

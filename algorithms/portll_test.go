@@ -46,7 +46,7 @@ func TestPortLLPlan(t *testing.T) {
 					for _, g := range p.Groups {
 						for _, o := range append(append([]plan.Op{}, g.Before...), g.Ops...) {
 							switch {
-							case o.Kind == plan.OpSignal:
+							case o.Kind == plan.OpSignal && o.Ack:
 								releases[o.Chan]++
 							case o.Kind == plan.OpWait && o.Ack && o.Credits == portLLDepth:
 								credits[o.Chan]++

@@ -26,7 +26,7 @@ func TestFifoConstantsMirror(t *testing.T) {
 		"FIFO_SLOTS": plan.FifoSlots, "FIFO_COUNTERS": plan.FifoCounters, "FIFO_COUNTER_OFF": plan.FifoCounterOff,
 		"FIFO_SEEN_TAIL": plan.FifoSeenTail, "FIFO_TAIL": plan.FifoTail, "FIFO_FLUSHED": plan.FifoFlushed, "FIFO_ERROR": plan.FifoError,
 		"TRIG_PUT": int64(plan.TriggerPut), "TRIG_COPY": int64(plan.TriggerCopy), "TRIG_SIGNAL": int64(plan.TriggerSignal),
-		"TRIG_FLUSH": int64(plan.TriggerFlush), "TRIG_COUNTER": int64(plan.TriggerCounter), "TRIG_ALONE": int64(plan.TriggerAlone),
+		"TRIG_FLUSH": int64(plan.TriggerFlush), "TRIG_COUNTER": int64(plan.TriggerCounter), "TRIG_ALONE": int64(plan.TriggerAlone), "TRIG_ACK": int64(plan.TriggerAck),
 	} {
 		if v, ok := got[name]; !ok || v != want {
 			t.Errorf("weft_channels.h %s = %d (found: %v), plan says %d", name, v, ok, want)

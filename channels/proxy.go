@@ -438,8 +438,8 @@ func (f *fifo) poll() bool {
 		if plan.TagPosition(tag) != f.tail+1 {
 			break
 		}
-		kind, alone := plan.TagKind(tag)
-		t := plan.Trigger{Kind: kind, Alone: alone, Chan: int(uint8(tag)),
+		kind, alone, ack := plan.TagKind(tag)
+		t := plan.Trigger{Kind: kind, Alone: alone, Ack: ack, Chan: int(uint8(tag)),
 			A: atomic.LoadUint64(f.word(off)), B: atomic.LoadUint64(f.word(off + 8)), C: atomic.LoadUint64(f.word(off + 16))}
 		var b hal.EngineBatcher
 		if t.Chan < len(f.engines) {
@@ -496,7 +496,12 @@ func (f *fifo) handle(t plan.Trigger, pos uint64) error {
 		f.prof.Since(profCopy, start)
 		return err
 	case plan.TriggerSignal:
-		err := e.Signal(t.B, t.C, t.A)
+		var err error
+		if a, ok := e.(hal.AckSignaler); ok && t.Ack {
+			err = a.AckSignal(t.B, t.C, t.A)
+		} else {
+			err = e.Signal(t.B, t.C, t.A)
+		}
 		f.prof.Since(profSignal, start)
 		return err
 	case plan.TriggerFlush, plan.TriggerCounter:
@@ -750,7 +755,7 @@ func DebugState() string {
 			next := "empty"
 			switch pos := plan.TagPosition(tag); {
 			case pos == tail+1:
-				k, _ := plan.TagKind(tag)
+				k, _, _ := plan.TagKind(tag)
 				next = fmt.Sprintf("trigger %d ready, not taken (kind %d, channel %d)", pos, k, uint8(tag))
 			case tag != 0:
 				next = fmt.Sprintf("older trigger %d", pos)

@@ -52,6 +52,9 @@ func init() {
 	Register(Case{ID: "port-mapped/engine-copy", Capability: pm, MinRanks: 2,
 		Title: "a copy on the engine of the own endpoint is complete when a local signal issued after it is seen",
 		Run:   testPortCopy})
+	Register(Case{ID: "port-mapped/release", Capability: pm, MinRanks: 2,
+		Title: "a release (hal.AckSignaler) follows the engine's earlier copies, counts exactly, and leaves the puts before it to the next signal",
+		Run:   testPortRelease})
 	Register(Case{ID: "port-mapped/channel-put-signal-wait", Capability: pm, MinRanks: 2,
 		Title: "PortChannel put, putWithSignal, putWithSignalAndFlush, signal, wait and flush through the proxy",
 		Run:   testPortChannel})
@@ -93,7 +96,7 @@ func connectPort(t *T, n int64) (*portLink, error) {
 	if l.window, err = t.Alloc(n); err != nil {
 		return nil, err
 	}
-	if l.sems, err = t.Alloc(16); err != nil {
+	if l.sems, err = t.Alloc(32); err != nil {
 		return nil, err
 	}
 	type card struct {
@@ -437,6 +440,150 @@ func testPortCopy(t *T) error {
 			} else if c != uint64(size) {
 				return t.Errorf("%s: count word %d, want %d", what, c, size)
 			}
+		}
+	}
+	return nil
+}
+
+// releaseRounds is the number of puts, each followed by a release, of
+// testPortRelease; every releaseEvery-th is also followed by a signal.
+const (
+	releaseRounds = 256
+	releaseEvery  = 16
+)
+
+// testPortRelease checks hal.AckSignaler where an engine implements it.
+// To the next rank: 256 puts of 1 B to 4 KiB at unaligned offsets, each
+// followed by a release on a second semaphore (word 16, count at 24) and
+// every 16th by a signal (word 0); the receiver waits for the last signal
+// and checks every byte (a release announces no put, so the signals must
+// still carry all of them: an engine that staged a put's bytes and let
+// the release apply them before they landed would leave stale bytes),
+// then waits for the releases to end exact, with the last one's count.
+// On the engine of the own endpoint: copies, each followed by a local
+// release, complete when the release is seen.
+func testPortRelease(t *T) error {
+	chunks, end := layChunks(releaseRounds, 5, 97, 4*kib)
+	n := end + 64
+	l, err := connectPort(t, n)
+	if err != nil {
+		return err
+	}
+	rel, ok := l.e.(hal.AckSignaler)
+	if !ok {
+		// The peers import this rank's window before its clean-up frees it.
+		if err := t.Barrier(); err != nil {
+			return err
+		}
+		return t.NotSupported("the engines do not implement hal.AckSignaler (a release is an ordinary signal)")
+	}
+	rg := l.rg
+	if err := t.Write(l.src, 0, pattern(seed(t.Rank, 7), n)); err != nil {
+		return err
+	}
+	poisoned := fill(n, poison)
+	if err := t.Write(l.window, 0, poisoned); err != nil {
+		return err
+	}
+	if err := t.Barrier(); err != nil {
+		return err
+	}
+	for i, c := range chunks {
+		if err := l.e.Put(l.rwin.Addr()+uint64(c.off), l.src.Addr()+uint64(n-c.off-c.n), c.n); err != nil {
+			return t.Errorf("put %d of %d: %w", i+1, releaseRounds, err)
+		}
+		if err := rel.AckSignal(l.rsems.Addr()+16, l.rsems.Addr()+24, uint64(i+1)); err != nil {
+			return t.Errorf("release %d of %d: %w", i+1, releaseRounds, err)
+		}
+		if (i+1)%releaseEvery == 0 {
+			if err := l.e.Signal(l.rsems.Addr(), l.rsems.Addr()+8, uint64(i+1)); err != nil {
+				return t.Errorf("signal after put %d: %w", i+1, err)
+			}
+		}
+	}
+	if _, err := waitWord(t, l.sems, 0, releaseRounds/releaseEvery, rg.prev); err != nil {
+		return err
+	}
+	got, err := t.Read(l.window, 0, n)
+	if err != nil {
+		return err
+	}
+	want := chunksExpected(poisoned, pattern(seed(rg.prev, 7), n), chunks)
+	if d := diff(fmt.Sprintf("window when the last of %d signals (after %d puts and releases) was seen", releaseRounds/releaseEvery, releaseRounds), got, want); d != "" {
+		return t.Errorf("from rank %d: %s", rg.prev, d)
+	}
+	if _, err := waitWord(t, l.sems, 16, releaseRounds, rg.prev); err != nil {
+		return err
+	}
+	if err := t.Barrier(); err != nil { // every engine is done
+		return err
+	}
+	for _, w := range []struct {
+		off  int64
+		want uint64
+		what string
+	}{{0, releaseRounds / releaseEvery, "signal semaphore"}, {8, releaseRounds, "signal count word"},
+		{16, releaseRounds, "release semaphore"}, {24, releaseRounds, "release count word"}} {
+		if v, err := t.word(l.sems, w.off); err != nil {
+			return err
+		} else if v != w.want {
+			return t.Errorf("%s is %d, want %d", w.what, v, w.want)
+		}
+	}
+	return testOwnRelease(t)
+}
+
+// testOwnRelease: on the engine of the own endpoint, where it implements
+// hal.AckSignaler, each copy is complete when the local release issued
+// after it is seen.
+func testOwnRelease(t *T) error {
+	pm, err := t.Port()
+	if err != nil {
+		return err
+	}
+	e, err := pm.NewEngine(t.Endpoint())
+	if err != nil {
+		return t.Errorf("new engine to the own endpoint: %w", err)
+	}
+	t.Cleanup(e.Close)
+	rel, ok := e.(hal.AckSignaler)
+	if !ok {
+		return nil
+	}
+	const size, guard = mib + 5, 64
+	buf, err := t.Alloc(2 * (size + 2*guard))
+	if err != nil {
+		return err
+	}
+	sems, err := t.Alloc(16)
+	if err != nil {
+		return err
+	}
+	do := int64(size + 3*guard)
+	for iter := 1; iter <= 4; iter++ {
+		data := pattern(seed(t.Rank, 100+iter), size)
+		if err := t.Write(buf, 0, data); err != nil {
+			return err
+		}
+		poisoned := fill(size+2*guard, poison)
+		if err := t.Write(buf, do-guard, poisoned); err != nil {
+			return err
+		}
+		if err := e.Copy(buf.Addr()+uint64(do), buf.Addr(), size); err != nil {
+			return t.Errorf("copy %d: %w", iter, err)
+		}
+		if err := rel.AckSignal(sems.Addr(), sems.Addr()+8, uint64(iter)); err != nil {
+			return t.Errorf("release after copy %d: %w", iter, err)
+		}
+		if _, err := waitWord(t, sems, 0, uint64(iter), t.Rank); err != nil {
+			return fmt.Errorf("release after copy %d: %w", iter, err)
+		}
+		got, err := t.Read(buf, do-guard, size+2*guard)
+		if err != nil {
+			return err
+		}
+		if d := guarded("destination read as soon as the local release was seen", got, guard, data, poisoned); d != "" {
+			return t.Errorf("copy %d of %d bytes: %s", iter, size, d)
 		}
 	}
 	return nil

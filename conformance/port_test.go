@@ -16,12 +16,12 @@ import (
 // on it.
 var portCatches = map[mutant.Kind][]string{
 	mutant.PortSignalOvertakesPut: {"port-mapped/put-signal", "port-mapped/put-signal-processes", "port-mapped/many-requests",
-		"port-mapped/engine-copy", "port-mapped/channel-put-signal-wait", "port-mapped/channel-fifo-full"},
+		"port-mapped/engine-copy", "port-mapped/release", "port-mapped/channel-put-signal-wait", "port-mapped/channel-fifo-full"},
 	mutant.PortFlushEarly: {"port-mapped/flush", "port-mapped/channel-put-signal-wait"},
-	mutant.PortLostPut: {"port-mapped/put-signal", "port-mapped/flush", "port-mapped/many-requests",
+	mutant.PortLostPut: {"port-mapped/put-signal", "port-mapped/flush", "port-mapped/many-requests", "port-mapped/release",
 		"port-mapped/channel-put-signal-wait", "port-mapped/channel-fifo-full"},
 	mutant.PortStalledEngine: {"port-mapped/put-signal", "port-mapped/put-signal-processes", "port-mapped/flush",
-		"port-mapped/many-requests", "port-mapped/engine-copy", "port-mapped/channel-put-signal-wait",
+		"port-mapped/many-requests", "port-mapped/engine-copy", "port-mapped/release", "port-mapped/channel-put-signal-wait",
 		"port-mapped/channel-fifo-full", "port-mapped/channel-deadline"},
 }
 

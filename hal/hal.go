@@ -417,6 +417,20 @@ type Engine interface {
 	Close() error
 }
 
+// AckSignaler is implemented by engines that can apply a release sooner
+// than a Signal. A release (plan.Op.Ack on a port signal) is a reader
+// telling a writer that it has read a slot the writer may now reuse; it
+// announces none of the releaser's own puts, so AckSignal is Signal
+// ordered after the engine's earlier copies (a slot copied out by the
+// engine is read before it is released) but not after its earlier puts,
+// whose landing the peer does not learn from it. hal/ucx sends it without
+// first flushing the endpoint (a round trip to the peer) when this rank's
+// own puts to the peer are in flight. The proxy calls Signal on engines
+// without it; the contract is the same for both otherwise.
+type AckSignaler interface {
+	AckSignal(semAddr, countAddr, count uint64) error
+}
+
 // EngineBatcher is implemented by engines that send requests issued close
 // together more cheaply as one: between BeginBatch and EndBatch an engine
 // may hold a request back until the next one (hal/socket sends a small

@@ -542,7 +542,7 @@ WEFT_DEV void post_done(const Ctx& c, int ch, int sem) {
 // complete words. FIFO_* mirror plan.Fifo*, TRIG_* plan.Trigger*.
 enum { FIFO_SLOTS = 1024, FIFO_COUNTERS = 64, FIFO_COUNTER_OFF = 64, FIFO_CTL = 64 + 8 * FIFO_COUNTERS, FIFO_SEEN_TAIL = 8 };
 enum { FIFO_TAIL = 0, FIFO_FLUSHED = 8, FIFO_ERROR = 16 };
-enum { TRIG_PUT = 1, TRIG_COPY = 2, TRIG_SIGNAL = 3, TRIG_FLUSH = 4, TRIG_COUNTER = 5, TRIG_ALONE = 128 };
+enum { TRIG_PUT = 1, TRIG_COPY = 2, TRIG_SIGNAL = 3, TRIG_FLUSH = 4, TRIG_COUNTER = 5, TRIG_ALONE = 128, TRIG_ACK = 64 };
 enum { WHAT_FIFO = 3, WHAT_FLUSH = 4 };
 
 // port_push pushes one trigger (one thread) and returns its position + 1,
@@ -577,24 +577,25 @@ WEFT_DEV weft_u64 port_push(const Ctx& c, int ch, int kind, weft_u64 a, weft_u64
 
 // port_signal: the block's earlier pushes are ordered before this one by the
 // barrier; the engine applies the signal after the channel's earlier
-// requests. The count word sits beside the semaphore (plan.CountOffset).
-WEFT_DEV bool port_signal_one(const Ctx& c, int ch, int sem) {
+// requests — a release (ack, plan.Op.Ack) after its earlier copies only.
+// The count word sits beside the semaphore (plan.CountOffset).
+WEFT_DEV bool port_signal_one(const Ctx& c, int ch, int sem, bool ack) {
   const weft_params& p = *c.p;
   weft_u64 idx = (weft_u64)p.rank * p.semaphores + sem;
   weft_u64 base = p.peer_sems[ch];
-  return port_push(c, ch, TRIG_SIGNAL, c.tag, base + idx * 8, base + ((weft_u64)p.nranks * p.semaphores + idx) * 8) != 0;
+  return port_push(c, ch, TRIG_SIGNAL | (ack ? TRIG_ACK : 0), c.tag, base + idx * 8, base + ((weft_u64)p.nranks * p.semaphores + idx) * 8) != 0;
 }
 
-WEFT_DEV bool port_signal(const Ctx& c, int ch, int sem) {
+WEFT_DEV bool port_signal(const Ctx& c, int ch, int sem, bool ack) {
   __syncthreads();
-  bool ok = threadIdx.x != 0 || port_signal_one(c, ch, sem);
+  bool ok = threadIdx.x != 0 || port_signal_one(c, ch, sem, ack);
   return block_ok(ok);
 }
 
 template <int N>
-WEFT_DEV bool port_signal_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N]) {
+WEFT_DEV bool port_signal_all(const Ctx& c, const int (&chs)[N], const int (&sems)[N], bool ack) {
   __syncthreads();
-  bool ok = threadIdx.x >= N || port_signal_one(c, chs[threadIdx.x], sems[threadIdx.x]);
+  bool ok = threadIdx.x >= N || port_signal_one(c, chs[threadIdx.x], sems[threadIdx.x], ack);
   return block_ok(ok);
 }
 

@@ -44,7 +44,11 @@ func (b *blockCtx) push(k plan.TriggerKind, ch int, a, bw, c uint64) uint64 {
 func (b *blockCtx) portSignal(o plan.Op) bool {
 	s := o.Sem + b.part
 	sems := b.peers[o.Chan].semsAddr
-	return b.push(plan.TriggerSignal, o.Chan, b.tag(),
+	k := plan.TriggerSignal
+	if o.Ack {
+		k |= plan.TriggerAck
+	}
+	return b.push(k, o.Chan, b.tag(),
 		sems+uint64(b.p.InboundOffset(b.p.Rank, s)), sems+uint64(b.p.CountOffset(b.p.Rank, s))) != 0
 }
 

@@ -287,7 +287,7 @@ func (e *emitter) ops(ops []Op) {
 		}
 		n := 1
 		for oi+n < len(ops) && n < e.p.Threads && (o.Kind == OpSignal || o.Kind == OpWait) && ops[oi+n].Kind == o.Kind &&
-			ops[oi+n].Relaxed == o.Relaxed && ops[oi+n].Deferred == o.Deferred && ops[oi+n].SkipFirst == o.SkipFirst && ops[oi+n].SkipLast == o.SkipLast &&
+			ops[oi+n].Relaxed == o.Relaxed && ops[oi+n].Ack == o.Ack && ops[oi+n].Deferred == o.Deferred && ops[oi+n].SkipFirst == o.SkipFirst && ops[oi+n].SkipLast == o.SkipLast &&
 			e.port(ops[oi+n].Chan) == e.port(o.Chan) && ops[oi+n].Credits == o.Credits && (o.Credits == 0 || ops[oi+n].Sem == o.Sem) {
 			n++
 		}
@@ -428,7 +428,7 @@ func (e *emitter) many(ops []Op, check []bool) {
 	e.f("  // %s\n", strings.Join(names, ", "))
 	e.f("  {\n    const int chs[%d] = {%s};\n    const int sems[%d] = {%s};\n", len(ops), list(chs), len(ops), list(sems))
 	if ops[0].Kind == OpSignal && e.port(ops[0].Chan) {
-		e.f("    if (!port_signal_all<%d>(c, chs, sems)) return;\n  }\n", len(ops))
+		e.f("    if (!port_signal_all<%d>(c, chs, sems, %s)) return;\n  }\n", len(ops), boolC(ops[0].Ack))
 	} else if ops[0].Kind == OpSignal {
 		e.f("    signal_all<%d>(c, chs, sems, %s);\n  }\n", len(ops), boolC(ops[0].Relaxed))
 	} else {
@@ -501,7 +501,7 @@ func (e *emitter) rangeC(o Op) {
 func (e *emitter) op(o Op, check bool) {
 	switch {
 	case o.Kind == OpSignal && e.port(o.Chan):
-		e.f("  if (!port_signal(c, %d, %d + c.part)) return;\n", o.Chan, o.Sem)
+		e.f("  if (!port_signal(c, %d, %d + c.part, %s)) return;\n", o.Chan, o.Sem, boolC(o.Ack))
 		return
 	case o.Kind == OpFlush && e.port(o.Chan):
 		e.f("  if (!port_flush(c, %d)) return;\n", o.Chan)

@@ -174,6 +174,15 @@ type Op struct {
 	// nothing to receive in a launch may signal the next launch's ack
 	// before this wait runs, overwriting the count word; LL plans check
 	// counts in their packet headers instead.
+	//
+	// On a signal, Ack marks a release: the signal says this rank has
+	// read what the peer wrote (a slot "free"), and announces nothing
+	// this rank put. On a port channel the engine applies it after the
+	// channel's earlier copies (a slot the engine copied out is read
+	// before it is released) but need not wait for the channel's earlier
+	// puts to land (TriggerAck, hal.AckSignaler: hal/ucx then skips the
+	// endpoint flush, a round trip, that a signal after puts costs). On
+	// a memory channel it changes nothing.
 	Ack bool
 	// Credits makes an Ack wait a credit wait that runs that many releases
 	// behind, over every block of the peer's group: its k-th run in block
@@ -373,6 +382,9 @@ func (o Op) Name() string {
 func (o Op) String() string {
 	switch o.Kind {
 	case OpSignal, OpWait:
+		if o.Kind == OpSignal && o.Ack {
+			return fmt.Sprintf("%s(ch%d, sem %d, release)", o.Name(), o.Chan, o.Sem)
+		}
 		if o.Credits > 0 {
 			return fmt.Sprintf("%s(ch%d, sem %d, %d credits)", o.Name(), o.Chan, o.Sem, o.Credits)
 		}

@@ -104,6 +104,11 @@ const (
 	// completion): the proxy hands it on without waiting for a signal to
 	// send it with (channels' batchWait). TagKind separates it.
 	TriggerAlone TriggerKind = 0x80
+	// TriggerAck, or'ed into a signal's kind in its tag, marks a release
+	// (Op.Ack on a port signal): the engine may apply it once the
+	// channel's earlier copies are done, without waiting for its earlier
+	// puts to land (hal.AckSignaler). TagKind separates it.
+	TriggerAck TriggerKind = 0x40
 )
 
 // CounterOffset is the byte offset of local counter i in the FIFO region.
@@ -130,15 +135,16 @@ type Trigger struct {
 	Kind    TriggerKind
 	Chan    int // channel index in the plan
 	A, B, C uint64
-	// Alone: TriggerAlone was set (Kind is without it).
-	Alone bool
+	// Alone: TriggerAlone was set; Ack: TriggerAck was set (Kind is
+	// without them).
+	Alone, Ack bool
 }
 
-// TagKind is the kind a tag carries, without TriggerAlone, and whether
-// TriggerAlone was set.
-func TagKind(tag uint64) (k TriggerKind, alone bool) {
+// TagKind is the kind a tag carries, without TriggerAlone and
+// TriggerAck, and whether each was set.
+func TagKind(tag uint64) (k TriggerKind, alone, ack bool) {
 	k = TriggerKind(tag >> 8)
-	return k &^ TriggerAlone, k&TriggerAlone != 0
+	return k &^ (TriggerAlone | TriggerAck), k&TriggerAlone != 0, k&TriggerAck != 0
 }
 
 // TriggerTag is word 3 of the trigger at FIFO position pos: (pos+1) in the
@@ -154,8 +160,8 @@ func TagPosition(tag uint64) uint64 { return tag >> 16 }
 // DecodeTrigger decodes the 32 bytes of a slot whose tag was read as tag.
 func DecodeTrigger(slot []byte, tag uint64) Trigger {
 	le := binary.LittleEndian
-	k, alone := TagKind(tag)
-	return Trigger{Kind: k, Alone: alone, Chan: int(uint8(tag)),
+	k, alone, ack := TagKind(tag)
+	return Trigger{Kind: k, Alone: alone, Ack: ack, Chan: int(uint8(tag)),
 		A: le.Uint64(slot[0:]), B: le.Uint64(slot[8:]), C: le.Uint64(slot[16:])}
 }
 

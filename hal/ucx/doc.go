@@ -73,6 +73,13 @@
 //     a message over posix shared memory, for one), a flush does. The
 //     receiver checks each message's session, token and sequence number
 //     and each address against its registrations, as hostile input.
+//   - AckSignal (hal.AckSignaler), a release of a slot this rank has
+//     read (plan.Op.Ack): after earlier own-engine copies, the message
+//     without the flush (it announces none of this rank's puts) and
+//     without staged ranges (the next Signal carries them). A reader
+//     that also sends — every rank of a symmetric collective, both sides
+//     of a send/receive pair — otherwise waits a round trip to its peer
+//     before each release, and its next puts queue behind that wait.
 //   - Put and signal in one message: where UCX cannot reach the GPU's
 //     memory (so every registration of a peer is host memory the CPU
 //     writes, directly or as a bounce region), a put of at most

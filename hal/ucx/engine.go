@@ -51,6 +51,7 @@ type request struct {
 	inSlot   bool   // put: the next chunk is in slot, copied by ticket
 	slot     int
 	ticket   uint64
+	ack      bool // signal: a release (AckSignal), sent without a flush
 	flushing bool // signal: the endpoint flush is under way
 	flush    ucx.Request
 	// signal: the put before it, carried in its message (kind 3) instead
@@ -83,7 +84,8 @@ type retired struct{ seq, own uint64 }
 //     then sends the signal as an active message, which the peer applies
 //     with its device engine: UCX 1.13's ucp_worker_fence does not order
 //     operations that travel on different lanes (a put over cma, a message
-//     over shared memory), a flush does.
+//     over shared memory), a flush does. A release (AckSignal) announces
+//     no put of this rank and skips the flush.
 //
 // Everything is guarded by the NetDevice's worker lock; the proxy's calls
 // and the NetDevice's progress loop both pump the engine.
@@ -319,6 +321,19 @@ func (e *engine) Copy(dst, src uint64, bytes int64) error {
 }
 
 func (e *engine) Signal(semAddr, countAddr, count uint64) error {
+	return e.signal(semAddr, countAddr, count, false)
+}
+
+// AckSignal is a release (hal.AckSignaler): the signal waits for the
+// engine's earlier copies, as every signal does, but not for its earlier
+// puts to land, so no endpoint flush (a round trip to the peer) stands
+// before its message; nor does it carry the staged ranges of those puts,
+// which the next Signal applies.
+func (e *engine) AckSignal(semAddr, countAddr, count uint64) error {
+	return e.signal(semAddr, countAddr, count, true)
+}
+
+func (e *engine) signal(semAddr, countAddr, count uint64, ack bool) error {
 	nd := e.nd
 	if _, _, ok := nd.remote(e.peer, semAddr, 8); !ok || semAddr%8 != 0 {
 		return fmt.Errorf("ucx: rank %d: signal of %#x: not an aligned word of a buffer of peer rank %d imported with ImportPort: %w", nd.cfg.Rank, semAddr, e.peer, hal.ErrInvalidArgument)
@@ -328,7 +343,7 @@ func (e *engine) Signal(semAddr, countAddr, count uint64) error {
 			return fmt.Errorf("ucx: rank %d: signal count word %#x: not an aligned word of a buffer of peer rank %d: %w", nd.cfg.Rank, countAddr, e.peer, hal.ErrInvalidArgument)
 		}
 	}
-	return e.enqueue(request{kind: reqSignal, sem: semAddr, cnt: countAddr, n: count}, nil)
+	return e.enqueue(request{kind: reqSignal, sem: semAddr, cnt: countAddr, n: count, ack: ack}, nil)
 }
 
 // enqueue queues r; rng is the staged destination range of a put, which
@@ -383,7 +398,7 @@ func (e *engine) enqueue(r request, rng *span) error {
 		}
 		e.lastRangeKey = r.key
 	}
-	if r.kind == reqSignal {
+	if r.kind == reqSignal && !r.ack {
 		r.ranges, e.curRanges = e.curRanges, nil
 	}
 	e.push(r)
@@ -615,7 +630,7 @@ func (e *engine) issue(r *request) bool {
 		if e.ownDone < e.ownIssued {
 			return false
 		}
-		if !r.flushing && e.dirty {
+		if !r.flushing && e.dirty && !r.ack {
 			req, err := e.ep.Flush()
 			if err != nil {
 				e.suspect(fmt.Errorf("ucx: rank %d: flush of the endpoint to peer rank %d: %w", nd.cfg.Rank, e.peer, err))

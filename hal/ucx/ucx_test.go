@@ -78,6 +78,55 @@ func TestPutSignalOrdering(t *testing.T) {
 	}
 }
 
+// A release (AckSignal) after puts to a staged registration goes without
+// the endpoint flush and leaves the puts' staged ranges to the next
+// Signal, which applies them; the release itself lands and counts.
+func TestAckSignalLeavesRanges(t *testing.T) {
+	needUCX(t)
+	t.Parallel()
+	const data = 4096 + 24
+	rs := openRanks(t, 2, 64+data, data, testOptions("tcp", StagingAlways), testSecret)
+	e := rs[0].eng[1].(*engine)
+	win := rs[0].remote[1]
+	payload := make([]byte, data)
+	for i := range payload {
+		payload[i] = byte(3*i + 1)
+	}
+	if err := rs[0].dev.Write(rs[0].src, 0, payload); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Put(win.Addr()+64, rs[0].src.Addr(), data); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AckSignal(win.Addr()+16, win.Addr()+24, 7); err != nil {
+		t.Fatal(err)
+	}
+	e.nd.wmu.Lock()
+	held := len(e.curRanges)
+	e.nd.wmu.Unlock()
+	if held != 1 {
+		t.Fatalf("after a put and a release, %d staged ranges wait for the next signal, want 1 (the release must not carry them)", held)
+	}
+	awaitWord(t, rs[1].win, 16, 1, "release")
+	if got := word(rs[1].win, 24); got != 7 {
+		t.Fatalf("release count word %d, want 7", got)
+	}
+	if err := e.Signal(win.Addr(), win.Addr()+8, 9); err != nil {
+		t.Fatal(err)
+	}
+	awaitWord(t, rs[1].win, 0, 1, "signal")
+	got := make([]byte, data)
+	if err := rs[1].dev.Read(got, rs[1].win, 64); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, payload) {
+		t.Fatal("the signal after a release did not apply the put before it")
+	}
+	if w := word(rs[1].win, 16); w != 1 {
+		t.Fatalf("release semaphore %d after one release, want 1", w)
+	}
+}
+
 // Flush: a ticket completes once its puts are complete at the source; a
 // Copy after a put waits for it, and a Signal after a Copy is seen only
 // once the copy is done; an engine to this rank's own endpoint copies

@@ -181,6 +181,12 @@ func (e *engine) Signal(semAddr, countAddr, count uint64) error {
 	return e.issue(r)
 }
 
+// AckSignal is Signal (hal.AckSignaler): a release must still follow
+// the engine's earlier copies, which PortSignalOvertakesPut breaks.
+func (e *engine) AckSignal(semAddr, countAddr, count uint64) error {
+	return e.Signal(semAddr, countAddr, count)
+}
+
 func (e *engine) Mark() (uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
