@@ -348,9 +348,8 @@ func (e *engine) signal(semAddr, countAddr, count uint64, ack bool) error {
 
 // enqueue queues r; rng is the staged destination range of a put, which
 // the next signal carries (a ranges-only message goes first when the
-// list is full). Messages its progress received are applied after.
+// list is full).
 func (e *engine) enqueue(r request, rng *span) error {
-	defer e.nd.applyReceived()
 	nd := e.nd
 	nd.wmu.Lock()
 	defer nd.wmu.Unlock()
@@ -449,12 +448,6 @@ func (e *engine) pump() {
 		clear(e.outstanding)
 	}
 	nd.w.Progress()
-	if nd.w.Queued() > 0 {
-		// Applied in order by the caller (applyReceived) or the progress
-		// loop, whichever pops them first.
-		nd.amPending.Store(true)
-		nd.wake()
-	}
 	moved := false
 	kept := e.ops[:0]
 	for _, o := range e.ops {
@@ -831,13 +824,12 @@ func (e *engine) Mark() (uint64, error) {
 }
 
 // Completed progresses and returns the largest ticket whose requests are
-// complete at the source; it applies what that progress received.
+// complete at the source.
 func (e *engine) Completed() (uint64, error) {
 	e.nd.wmu.Lock()
 	e.pump()
 	t, err := e.tickets.Completed(), e.getErr()
 	e.nd.wmu.Unlock()
-	e.nd.applyReceived()
 	return t, err
 }
 

@@ -28,10 +28,14 @@ import (
 // amID is the active-message id of weft's signals.
 const amID = 0x5746 // "WF"
 
-// NetDevice is one rank's side of the UCX network: a UCP context and
-// worker, the registrations ExportPort made, the engines this rank opened,
-// the sessions of peers' engines connected here, and the side channel on
-// which every peer authenticates before it learns the worker's address.
+// NetDevice is one rank's side of the UCX network: a UCP context with two
+// workers — one for this rank's engines (their endpoints, puts, flushes
+// and messages), one that peers' endpoints connect to (UCX's TCP
+// transport lands their puts, and their messages arrive, only while it
+// is progressed) — each driven by its own goroutine, the registrations
+// ExportPort made, the engines this rank opened, the sessions of peers'
+// engines connected here, and the side channel on which every peer
+// authenticates before it learns the receiving worker's address.
 type NetDevice struct {
 	dev   hal.Device
 	pm    hal.PortMapped
@@ -46,27 +50,27 @@ type NetDevice struct {
 	ln     net.Listener
 	addr   []byte
 
-	lib   *ucx.Lib
-	ctx   *ucx.Context
-	w     *ucx.Worker
+	lib *ucx.Lib
+	ctx *ucx.Context
+	// w is the sending worker: this rank's engines' endpoints, under wmu.
+	w *ucx.Worker
+	// rw is the receiving worker, which peers' endpoints connect to
+	// (waddr is its address): only recvLoop calls it until Close. Apart
+	// from w, so that what this rank sends and what it receives are moved
+	// by two threads, as hal/socket's writers and readers are: one UCX
+	// worker serialised both, which held a 64 MB AllGather over UCX's TCP
+	// to 1.2 GB/s each way on 2×H100 where one stream alone moved 3.1
+	// (docs/network.md, "Two workers").
+	rw    *ucx.Worker
 	waddr []byte
 	// memType is the UCX memory type device memory is registered with,
 	// or -1: staged through host memory.
 	memType int
 
-	// wmu serialises every call on the worker, its endpoints and the
-	// context, and the engines' state. Lock order: wmu before mu.
+	// wmu serialises every call on the sending worker, its endpoints and
+	// the context's registrations, and the engines' state. Lock order:
+	// wmu before mu.
 	wmu sync.Mutex
-	// applyMu is held from popping received messages off the worker to
-	// applying the last of them, so that they are applied in arrival
-	// order whichever goroutine pops them: the progress loop, or an
-	// engine call whose progress received them (applyReceived). It is
-	// only ever taken with TryLock, so nobody waits for it; holding it,
-	// one waits for wmu to pop.
-	applyMu sync.Mutex
-	// amPending: the worker holds received messages (wmu held to set or
-	// clear it; read without).
-	amPending atomic.Bool
 
 	mu       sync.Mutex
 	closed   bool
@@ -152,7 +156,8 @@ type importEntry struct {
 }
 
 // Open opens the network for dev: a UCP context with RMA, active
-// messages and wake-up, one worker, and the side channel's listener.
+// messages and wake-up, its sending and receiving workers, and the side
+// channel's listener.
 // Errors wrap hal.ErrInvalidArgument (bad options or rank, a malformed
 // secret), hal.ErrNotSupported (UCX absent; a device without a port-mapped
 // engine) or hal.ErrSystem (a UCX call failed, no listener).
@@ -215,27 +220,35 @@ func Open(dev hal.Device, cfg hal.NetConfig, opts Options) (*NetDevice, error) {
 	if opts.Staging == StagingAuto {
 		nd.memType = memTypeOf(dev.Info().Backend, types)
 	}
-	if nd.w, err = nd.ctx.NewWorker(amID, maxSignal); err != nil {
+	closeUCX := func() {
+		for _, w := range []*ucx.Worker{nd.w, nd.rw} {
+			if w != nil {
+				w.Close()
+			}
+		}
 		nd.ctx.Close()
-		return nil, fmt.Errorf("ucx: open rank %d: %w", cfg.Rank, err)
 	}
-	if nd.waddr, err = nd.w.Address(); err != nil {
-		nd.w.Close()
-		nd.ctx.Close()
+	if nd.w, err = nd.ctx.NewWorker(amID, maxSignal); err == nil {
+		if nd.rw, err = nd.ctx.NewWorker(amID, maxSignal); err == nil {
+			nd.waddr, err = nd.rw.Address()
+		}
+	}
+	if err != nil {
+		closeUCX()
 		return nil, fmt.Errorf("ucx: open rank %d: %w", cfg.Rank, err)
 	}
 	if nd.ln, err = net.Listen("tcp", net.JoinHostPort(ip.String(), "0")); err != nil {
-		nd.w.Close()
-		nd.ctx.Close()
+		closeUCX()
 		return nil, fmt.Errorf("ucx: open rank %d: side channel: listen on %s: %v: %w", cfg.Rank, where, err, hal.ErrSystem)
 	}
 	nd.addr = encodeAddress(address{job: nd.job, nonce: nd.nonce, rank: cfg.Rank, nranks: cfg.NRanks, side: nd.ln.Addr().String()})
 	if secret.IsZero() {
 		auth.WarnUnauthenticated(nd.log, "ucx transport")
 	}
-	nd.wg.Add(2)
+	nd.wg.Add(3)
 	go nd.accept()
 	go nd.progressLoop()
+	go nd.recvLoop()
 	nd.log.Info("ucx transport open", "ucx", lib.Version(), "side_channel", nd.ln.Addr().String(), "interface", where,
 		"device_memory", memTypeName(nd.memType, dev.Info().Backend), "settings", settings, "authenticated", !secret.IsZero())
 	return nd, nil
@@ -715,16 +728,15 @@ func (nd *NetDevice) refuse(err error) {
 	nd.log.Warn("ucx transport: refused", "err", err)
 }
 
-// progressLoop drives the worker while nothing else does: it progresses,
-// moves engines' waiting requests on, applies received signals, and when
-// nothing is left arms the worker and sleeps on its event descriptor
-// until UCX has work (a message, a put to apply, a completion) or an
-// engine call wakes it. While requests wait it polls the descriptor with a
-// 1 ms limit, never spinning.
+// progressLoop drives the sending worker while nothing else does: it
+// progresses it and moves engines' waiting requests on, and when nothing
+// is left arms the worker and sleeps on its event descriptor until UCX
+// has work (a completion, a flush's acknowledgement) or an engine call
+// wakes it. While requests wait it polls, never sleeping on the
+// descriptor, and naps once nothing has moved for a while.
 func (nd *NetDevice) progressLoop() {
 	defer nd.wg.Done()
 	armWarned := false
-	dropped := uint64(0)
 	var lastActive time.Time
 	var engines []*engine
 	for {
@@ -737,22 +749,6 @@ func (nd *NetDevice) progressLoop() {
 		progressed := false
 		for nd.w.Progress() > 0 {
 			progressed = true
-		}
-		if nd.w.Queued() > 0 {
-			nd.amPending.Store(true)
-		}
-		if d := nd.w.Dropped(); d != dropped {
-			dropped = d
-			nd.refuse(fmt.Errorf("ucx: rank %d: %d active messages dropped so far (longer than %d bytes, or sent by rendezvous): not weft signals: %w",
-				nd.cfg.Rank, d, maxSignal, hal.ErrRemote))
-		}
-		// Received signals first: a kernel waits for each, and the
-		// engines' pumps below progress the worker once per engine.
-		applied := 0
-		if nd.amPending.Load() {
-			nd.wmu.Unlock()
-			applied = nd.applyReceived()
-			nd.wmu.Lock()
 		}
 		nd.mu.Lock()
 		engines = engines[:0]
@@ -772,26 +768,22 @@ func (nd *NetDevice) progressLoop() {
 			waiting = waiting || e.waiting()
 		}
 		now := time.Now()
-		if progressed || applied > 0 {
+		if progressed {
 			lastActive = now
 		}
-		armed, armFailed := false, false
-		// Warm: right after activity the next event (the message behind a
-		// flush's acknowledgement) usually follows within microseconds;
-		// poll for Options.Spin before sleeping on the descriptor. While
-		// requests wait the loop never sleeps on the descriptor: what they
-		// wait for is often a device copy (a staging copy, the receiver's
-		// copy out), whose completion wakes no descriptor, and the 1 ms
-		// limit that sleeping took per stage held UCX to 0.5 GB/s on 2×H200
+		// Warm: right after activity the next event (a flush's
+		// acknowledgement) usually follows within microseconds; poll for
+		// Options.Spin before sleeping on the descriptor. While requests
+		// wait the loop never sleeps on the descriptor: what they wait for
+		// is often a device copy (a staging copy, the receiver's copy
+		// out), whose completion wakes no descriptor, and the 1 ms limit
+		// that sleeping took per stage held UCX to 0.5 GB/s on 2×H200
 		// (docs/bench/notes.md, UCX v2).
 		warm := now.Sub(lastActive) < nd.opts.Spin
-		// Not while messages wait for the goroutine applying others
-		// (applyReceived found applyMu taken): that one took only what
-		// was there.
-		if applied == 0 && !warm && !waiting && !nd.amPending.Load() {
+		armed, armFailed := false, false
+		if !warm && !waiting {
 			var err error
 			if armed, err = nd.w.Arm(); err != nil {
-				// Without wake-ups the loop polls every millisecond.
 				if !armWarned {
 					armWarned = true
 					nd.log.Warn("ucx transport: the worker cannot be armed for wake-ups; progress polls every millisecond", "err", err)
@@ -809,47 +801,79 @@ func (nd *NetDevice) progressLoop() {
 			}
 			continue
 		}
-		limit := 250
-		if armFailed {
-			limit = 1
+		nd.sleep(nd.w, armFailed)
+	}
+}
+
+// recvLoop drives the receiving worker: it progresses it (UCX lands
+// peers' puts and receives their messages) and applies the received
+// signals in arrival order; after Options.Spin without anything arriving
+// it arms the worker and sleeps on its event descriptor. It is the only
+// goroutine that calls the receiving worker until Close.
+func (nd *NetDevice) recvLoop() {
+	defer nd.wg.Done()
+	armWarned := false
+	dropped := uint64(0)
+	var lastActive time.Time
+	for {
+		select {
+		case <-nd.stop:
+			return
+		default:
 		}
-		if _, err := nd.w.Wait(limit); err != nil {
-			nd.log.Warn("ucx transport: wait on the worker", "err", err)
-			time.Sleep(time.Millisecond)
+		progressed := false
+		for nd.rw.Progress() > 0 {
+			progressed = true
+		}
+		if d := nd.rw.Dropped(); d != dropped {
+			dropped = d
+			nd.refuse(fmt.Errorf("ucx: rank %d: %d active messages dropped so far (longer than %d bytes, or sent by rendezvous): not weft signals: %w",
+				nd.cfg.Rank, d, maxSignal, hal.ErrRemote))
+		}
+		popped := stageprof.TraceStart()
+		applied := 0
+		for {
+			m, ok := nd.rw.PopAM()
+			if !ok {
+				break
+			}
+			nd.apply(m, popped)
+			applied++
+		}
+		now := time.Now()
+		if progressed || applied > 0 {
+			lastActive = now
+		}
+		if now.Sub(lastActive) < nd.opts.Spin {
+			runtime.Gosched() // polls, yielding to goroutines that wait for a thread
+			continue
+		}
+		armed, err := nd.rw.Arm()
+		if err != nil {
+			if !armWarned {
+				armWarned = true
+				nd.log.Warn("ucx transport: the receiving worker cannot be armed for wake-ups; it polls every millisecond", "err", err)
+			}
+			nd.sleep(nd.rw, true)
+			continue
+		}
+		if armed {
+			nd.sleep(nd.rw, false)
 		}
 	}
 }
 
-// applyReceived pops the messages received so far and applies them, in
-// arrival order, on the calling goroutine: the progress loop, or an
-// engine call whose progress of the worker received them (the proxy's
-// calls progress it too), which otherwise left them to the loop — asleep
-// on the worker's descriptor once idle, it paid a wake-up of 10–20 µs on
-// a virtual machine before it applied a signal a kernel waits for
-// (docs/network.md, "Where a hop's time goes"). It returns how many it
-// applied: none when nothing is pending or another goroutine is applying
-// (which takes what is left in its next round). Call without wmu.
-func (nd *NetDevice) applyReceived() int {
-	if !nd.amPending.Load() || !nd.applyMu.TryLock() {
-		return 0
+// sleep waits on armed worker w's event descriptor, up to 250 ms (a
+// stop wakes it), or 1 ms where w cannot be armed.
+func (nd *NetDevice) sleep(w *ucx.Worker, unarmed bool) {
+	limit := 250
+	if unarmed {
+		limit = 1
 	}
-	defer nd.applyMu.Unlock()
-	start := stageprof.TraceStart()
-	var msgs [][]byte
-	nd.wmu.Lock()
-	for {
-		m, ok := nd.w.PopAM()
-		if !ok {
-			break
-		}
-		msgs = append(msgs, m)
+	if _, err := w.Wait(limit); err != nil {
+		nd.log.Warn("ucx transport: wait on a worker", "err", err)
+		time.Sleep(time.Millisecond)
 	}
-	nd.amPending.Store(false)
-	nd.wmu.Unlock()
-	for _, m := range msgs {
-		nd.apply(m, start)
-	}
-	return len(msgs)
 }
 
 // tcpSegment is the segment size set for UCX's TCP transport unless the
@@ -884,7 +908,7 @@ const (
 )
 
 // wake makes the progress loop run (an engine queued work it cannot
-// finish at once, or its progress received messages).
+// finish at once).
 func (nd *NetDevice) wake() { nd.w.Signal() }
 
 // Close closes this rank's engines (each drains, says goodbye, closes its
@@ -920,6 +944,7 @@ func (nd *NetDevice) Close() error {
 	}
 	close(nd.stop)
 	nd.wake()
+	nd.rw.Signal()
 	done := make(chan struct{})
 	go func() { nd.wg.Wait(); close(done) }()
 	select {
@@ -947,6 +972,7 @@ func (nd *NetDevice) Close() error {
 		}
 	}
 	nd.w.Close()
+	nd.rw.Close()
 	nd.ctx.Close()
 	return errors.Join(errs...)
 }

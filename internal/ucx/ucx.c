@@ -144,8 +144,11 @@ int weft_ucx_init(weft_ucx_lib* l, uint64_t features, const char** keys, const c
   }
   ucp_params_t p;
   memset(&p, 0, sizeof(p));
-  p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+  // Workers of this context run on different threads (hal/ucx: one sends,
+  // one receives): the context locks what they share (registrations).
+  p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
   p.features = features;
+  p.mt_workers_shared = 1;
   p.name = "weft";
   // API 1.12: every structure and call used here exists from UCX 1.12 on.
   st = l->init_version(1, 12, &p, cfg, out);
