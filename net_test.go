@@ -127,6 +127,10 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 			// ... and the small ones go as LL packets, one frame per peer
 			// (algorithms/portll.go).
 			return fmt.Errorf("%v: plan %q: LL %v, want LL port plans up to %d bytes", k, name, ll, algorithms.PortLLMaxBytes)
+		} else if deep := strings.Contains(name, "-d4-"); staged && !ll && deep != netOneWay(k.coll) {
+			// ... and the windowed plans that move data one way keep four
+			// windows in flight (algorithms.Config.oneWay).
+			return fmt.Errorf("%v: plan %q: four windows deep %v, want it for the one-way plans", k, name, deep)
 		}
 		if k.coll == algorithms.AllReduce {
 			if name := c.AllReducePlan(k.count, k.t, k.op); name != c.PlanName(call) {
@@ -163,6 +167,12 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 // netLL reports whether coll has an LL port plan (algorithms.PortLLPlan):
 // every collective but those built on point-to-point (Gather, Scatter).
 func netLL(coll algorithms.Collective) bool { return coll <= algorithms.SendRecv }
+
+// netOneWay reports whether coll's port plan moves data one way
+// (Broadcast, Reduce; point-to-point's plan too, which netP2P runs).
+func netOneWay(coll algorithms.Collective) bool {
+	return coll == algorithms.Broadcast || coll == algorithms.Reduce || coll == algorithms.SendRecv
+}
 
 // netHostWindows reports whether this child's network keeps the windows
 // of plans whose every channel crosses it in host memory (hal.HostWindowed):

@@ -17,6 +17,48 @@ import (
 // port.go), and every group flushes the channels it used so that the
 // launch ends with its copies complete.
 
+// oneWayDepth is the window depth (plan.Plan.WindowDepth) of the
+// one-way port plans over a network's host windows.
+const oneWayDepth = 4
+
+// oneWay is the window depth and window of c's one-way port plans
+// (Broadcast, Reduce, point-to-point). Over a network's host windows
+// (stageSends): four windows of half the port window — the same host
+// memory as two of the whole — so that a writer runs up to four windows
+// ahead of its reader's releases. With two, a Broadcast of 256 KB–1 MB
+// over sockets waited every other launch for the release of the one
+// before, a round trip through both proxies (on 2×H100: put frame 55 µs,
+// the release's hop 22, the reader's copy out 25, the root's staging 16;
+// docs/network.md, "One-way windows"). Otherwise two windows of the
+// port window.
+func (c Config) oneWay() (depth int, window int64) {
+	if c.stageSends() {
+		return oneWayDepth, max(plan.AlignBytes, c.Port.Window/2/plan.AlignBytes*plan.AlignBytes)
+	}
+	return 2, c.Port.Window
+}
+
+// oneWayGroup is portGroup for the one-way plans: their window, and the
+// writer's credit waits (Op.Credits, on the ops' rollingCredits) as many
+// releases behind as the plan's depth.
+func (c Config) oneWayGroup(b int, ops, after []plan.Op) plan.Group {
+	d, w := c.oneWay()
+	g := c.portGroup(b, 1, ops, after)
+	g.Window = w
+	for i := range g.Ops {
+		if g.Ops[i].Credits > 0 {
+			g.Ops[i].Credits = d
+		}
+	}
+	return g
+}
+
+// oneWayPlan is portPlan for the one-way plans (their depth).
+func (c Config) oneWayPlan(name string, b, slots, sems int, groups ...plan.Group) (*plan.Plan, error) {
+	d, _ := c.oneWay()
+	return c.portPlanOn(c.portChannels(), d, name, b, slots, sems, groups...)
+}
+
 // BroadcastPort is Broadcast through engines: the root puts each input
 // window into its slot of every peer and has channel 0's engine copy it
 // into its own output; every other rank has its engine copy the slot into
@@ -39,13 +81,13 @@ func BroadcastPort(c Config, root int) (*plan.Plan, error) {
 		if len(chs) > 0 {
 			puts = append(puts, c.localCopy(0, 0, 1, plan.L(plan.Output), plan.L(plan.Input)))
 		}
-		g = rolling(c.portGroup(1, 1, cat(rollingCredits(all, sem(semFree, 1)), puts, signals(all, sem(semData, 1))), flushes(all)), all[0], sem(semFree, 1))
+		g = rolling(c.oneWayGroup(1, cat(rollingCredits(all, sem(semFree, 1)), puts, signals(all, sem(semData, 1))), flushes(all)), all[0], sem(semFree, 1))
 	} else {
 		rc := []int{c.chanOf(root)}
-		g = rolling(c.portGroup(1, 1, cat(waits(rc, sem(semData, 1)), []plan.Op{c.localCopy(rc[0], 0, 1, plan.L(plan.Output), plan.LS(rc[0]))},
+		g = rolling(c.oneWayGroup(1, cat(waits(rc, sem(semData, 1)), []plan.Op{c.localCopy(rc[0], 0, 1, plan.L(plan.Output), plan.LS(rc[0]))},
 			releases(rc, sem(semFree, 1))), flushes(rc)), rc[0], sem(semData, 1))
 	}
-	return c.portPlan(fmt.Sprintf("broadcast-r%d", root), 1, len(chs), 2, g)
+	return c.oneWayPlan(fmt.Sprintf("broadcast-r%d", root), 1, len(chs), 2, g)
 }
 
 // ReducePort is Reduce through engines: every rank but the root puts each
@@ -64,16 +106,16 @@ func ReducePort(c Config, root int) (*plan.Plan, error) {
 			srcs = append(srcs, plan.LS(ci))
 		}
 		red := combineChain(xfer, plan.L(plan.Output), srcs)
-		g = rolling(c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, releases(all, sem(semFree, b))), flushes(all)), all[0], sem(semData, b))
+		g = rolling(c.oneWayGroup(b, cat(waits(all, sem(semData, b)), red, releases(all, sem(semFree, b))), flushes(all)), all[0], sem(semData, b))
 	} else {
 		rc := []int{c.chanOf(root)}
 		put := plan.PortPut(rc[0], 0, 1, plan.RS(rc[0], slotOf(c.Rank, root)), plan.L(plan.Input))
 		// No peer writes this rank's slots (only the root receives): one
 		// stages PreMulSum's scaled input (plan.Op.Stage).
 		put.Stage = 1 + rc[0]
-		g = rolling(c.portGroup(b, 1, cat(rollingCredits(rc, sem(semFree, b)), []plan.Op{put}, signals(rc, sem(semData, b))), flushes(rc)), rc[0], sem(semFree, b))
+		g = rolling(c.oneWayGroup(b, cat(rollingCredits(rc, sem(semFree, b)), []plan.Op{put}, signals(rc, sem(semData, b))), flushes(rc)), rc[0], sem(semFree, b))
 	}
-	return c.portPlan(fmt.Sprintf("reduce-r%d", root), b, len(all), 2, g)
+	return c.oneWayPlan(fmt.Sprintf("reduce-r%d", root), b, len(all), 2, g)
 }
 
 // P2PPort is P2PPlan over port channels, with the same argument slots
@@ -92,14 +134,14 @@ func P2PPort(c Config) (*plan.Plan, error) {
 		put := plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(c.Rank, ch.Peer)), plan.L(plan.Input))
 		put.Stage = c.stage(len(chs), ci)
 		get := c.localCopy(ci, 0, 1, plan.L(plan.Output), plan.LS(ci))
-		send := rolling(c.portGroup(1, 1, cat(rollingCredits(one, sem(semFree, 1)), []plan.Op{put}, signals(one, sem(semData, 1))), flushes(one)), ci, sem(semFree, 1))
-		recv := rolling(c.portGroup(1, 1, cat(waits(one, sem(semData, 1)), []plan.Op{get}, releases(one, sem(semFree, 1))), flushes(one)), ci, sem(semData, 1))
+		send := rolling(c.oneWayGroup(1, cat(rollingCredits(one, sem(semFree, 1)), []plan.Op{put}, signals(one, sem(semData, 1))), flushes(one)), ci, sem(semFree, 1))
+		recv := rolling(c.oneWayGroup(1, cat(waits(one, sem(semData, 1)), []plan.Op{get}, releases(one, sem(semFree, 1))), flushes(one)), ci, sem(semData, 1))
 		send.Arg, recv.Arg = 2*ci+1, 2*ci+2
 		groups = append(groups, send, recv)
 	}
 	groups = append(groups, plan.Group{Blocks: 1, Arg: 2*len(chs) + 1,
 		Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}})
-	return c.portPlan("sendrecv", 1, len(chs)+c.stageSlots(len(chs)), 2, groups...)
+	return c.oneWayPlan("sendrecv", 1, len(chs)+c.stageSlots(len(chs)), 2, groups...)
 }
 
 // PortPlanRoot is PortPlan with the root of Broadcast and Reduce: every

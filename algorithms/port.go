@@ -230,7 +230,8 @@ func rolling(g plan.Group, ch, s int) plan.Group {
 // rollingCredits are a rolling writer's waits, in every window, for its
 // readers' "free" of the half the window reuses: credit waits two
 // releases behind (plan.Op.Credits), so the first two windows of the
-// plan's life pass at once.
+// plan's life pass at once. In a plan of window depth d, the writer
+// waits d releases behind (creditWaits(chs, s, d)).
 func rollingCredits(chs []int, s int) []plan.Op { return creditWaits(chs, s, 2) }
 
 // dropFlushes removes the closing flushes of a group of a plan with
@@ -263,11 +264,12 @@ func flushes(chs []int) []plan.Op {
 
 // portPlan finishes a port-channel plan with windowed groups of b blocks.
 func (c Config) portPlan(name string, b, slots, sems int, groups ...plan.Group) (*plan.Plan, error) {
-	return c.portPlanOn(c.portChannels(), name, b, slots, sems, groups...)
+	return c.portPlanOn(c.portChannels(), 0, name, b, slots, sems, groups...)
 }
 
-// portPlanOn is portPlan over channels chs.
-func (c Config) portPlanOn(chs []plan.Channel, name string, b, slots, sems int, groups ...plan.Group) (*plan.Plan, error) {
+// portPlanOn is portPlan over channels chs, with window depth depth
+// (plan.Plan.WindowDepth; 0: two halves).
+func (c Config) portPlanOn(chs []plan.Channel, depth int, name string, b, slots, sems int, groups ...plan.Group) (*plan.Plan, error) {
 	s := c.Port
 	if err := validShape("port", s); err != nil {
 		return nil, err
@@ -275,13 +277,16 @@ func (c Config) portPlanOn(chs []plan.Channel, name string, b, slots, sems int, 
 	if c.NRanks == 1 {
 		return nil, fmt.Errorf("algorithms: %s over port channels needs at least 2 ranks", name)
 	}
-	w := s.Window
+	w := int64(0)
 	for _, g := range groups {
 		w = max(w, g.Window)
 	}
 	p := &plan.Plan{Name: fmt.Sprintf("%s-%s-%dx%d-w%d", name, PortFamily, b, s.Threads, w), Rank: c.Rank, NRanks: c.NRanks,
 		Channels: chs, Threads: s.Threads, Unroll: s.Unroll, Scratch: plan.Simple, ScratchSlots: slots, Semaphores: sems * b,
-		StageSends: c.stageSends(), Groups: groups}
+		StageSends: c.stageSends(), Groups: groups, WindowDepth: depth}
+	if depth > 2 {
+		p.Name += fmt.Sprintf("-d%d", depth)
+	}
 	if p.StageSends {
 		p.Name += "-hs"
 		for gi := range p.Groups {
@@ -333,7 +338,7 @@ func (c Config) gatherPort(name string, src func(peer int) plan.Ref) (*plan.Plan
 	send := rolling(c.portGroup(1, 1, cat(rollingCredits(all, sem(semFree, 1)), puts, signals(all, sem(semData, 1))), flushes(all)), all[0], sem(semFree, 1))
 	recv := rolling(c.portGroup(1, 1, cat(waits(acks, sem(semData, 1)), copies, releases(acks, sem(semFree, 1))), flushes(acks)), acks[0], sem(semData, 1))
 	send.Window, recv.Window = w, w
-	return c.portPlanOn(pchs, name, 1, m+c.stageSlots(m), 2, send, recv)
+	return c.portPlanOn(pchs, 0, name, 1, m+c.stageSlots(m), 2, send, recv)
 }
 
 // ReduceScatterPort: the send group puts segment p of the input into peer
@@ -358,7 +363,7 @@ func ReduceScatterPort(c Config) (*plan.Plan, error) {
 	pchs, acks := c.ackChannels()
 	send := rolling(c.portGroup(b, 1, cat(rollingCredits(all, sem(semFree, b)), puts, signals(all, sem(semData, b))), flushes(all)), all[0], sem(semFree, b))
 	recv := rolling(c.portGroup(b, 1, cat(waits(all, sem(semData, b)), red, releases(acks, sem(semFree, b))), flushes(acks)), all[0], sem(semData, b))
-	return c.portPlanOn(pchs, "reduce_scatter", b, 2*m, 2, send, recv)
+	return c.portPlanOn(pchs, 0, "reduce_scatter", b, 2*m, 2, send, recv)
 }
 
 // PortOneShotMaxBytes is the largest AllReduce (count × element size)
@@ -399,7 +404,7 @@ func AllReduceOneShotPort(c Config) (*plan.Plan, error) {
 	pchs, acks := c.ackChannels()
 	g := c.portGroup(b, 1, cat(rollingCredits(all, sem(semFree, b)), puts, signals(all, sem(semData, b)),
 		waits(all, sem(semData, b)), red, releases(acks, sem(semFree, b))), flushes(all))
-	return c.portPlanOn(pchs, "all_reduce-1pa", b, 2*m, 2, rolling(g, all[0], sem(semFree, b)))
+	return c.portPlanOn(pchs, 0, "all_reduce-1pa", b, 2*m, 2, rolling(g, all[0], sem(semFree, b)))
 }
 
 // aloneOnNodes reports whether every rank is alone on its node (Nodes
@@ -458,7 +463,7 @@ func AllReducePort(c Config) (*plan.Plan, error) {
 	gather := rolling(c.portGroup(b, n, cat(waits(acks, sem(semData2, b)), copies, releases(acks, sem(semFree2, b))), flushes(acks)), acks[0], sem(semData2, b))
 	send.Window, reduce.Window, gather.Window = w, w, w
 	// Semaphores data, free, data2, free2 (semDone's index stays unused).
-	return c.portPlanOn(pchs, "all_reduce", b, 3*m, semFree2+1, send, reduce, gather)
+	return c.portPlanOn(pchs, 0, "all_reduce", b, 3*m, semFree2+1, send, reduce, gather)
 }
 
 // PortPlan returns the port-channel plan of a collective, or nil when the

@@ -83,12 +83,13 @@ struct Ctx {
   int part, nparts, block;
   // tag is what this block's signals store in the peer's count word and
   // its checked waits compare: the count, or in a rolling group's window
-  // (plan.Group.Rolling) count·2 + the window's scratch half, set per
-  // window. A rolling writer may be one window ahead of its reader, into
-  // the next launch, whose count may differ: a tag of the other half is
-  // that later window's and is not compared (rolling).
+  // (plan.Group.Rolling) count·D + the window's scratch position (D =
+  // 2^rollbits, the plan's window depth), set per window. A rolling writer
+  // may be up to D − 1 windows ahead of its reader, into later launches,
+  // whose counts may differ: a tag of another position is a later
+  // window's and is not compared. rollbits 0: not in a rolling window.
   weft_u64 tag;
-  bool rolling;
+  int rollbits;
 };
 
 __shared__ int weft_block_failed;
@@ -153,7 +154,7 @@ WEFT_DEV Ctx begin(const weft_params& p, int part, int nparts, int arg) {
   }
   c.scalar = p.scalar;
   c.tag = c.count;
-  c.rolling = false;
+  c.rollbits = 0;
   c.launch = ((volatile weft_u64*)p.state)[blockIdx.x];
   c.flag = (weft_u32)(c.launch % 0xFFFFFFFFull) + 1;
   c.part = part;
@@ -336,8 +337,8 @@ WEFT_DEV bool wait_one(const Ctx& c, int ch, int sem, bool relaxed, bool check) 
   if (!relaxed) ld_acquire_sys(inbound);
   if (!check) return true;
   weft_u64 theirs = ld_relaxed_sys((weft_u64*)p.sems + (weft_u64)p.nranks * p.semaphores + idx);
-  if (theirs != c.tag && !(c.rolling && ((theirs ^ c.tag) & 1))) {
-    fail(c, STATUS_MISMATCH, WHAT_SEMAPHORE, ch, sem, c.count, c.rolling ? theirs >> 1 : theirs);
+  if (theirs != c.tag && !(c.rollbits && ((theirs ^ c.tag) & ((1ull << c.rollbits) - 1)))) {
+    fail(c, STATUS_MISMATCH, WHAT_SEMAPHORE, ch, sem, c.count, theirs >> c.rollbits);
     return false;
   }
   return true;

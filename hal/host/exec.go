@@ -523,12 +523,12 @@ func (b *blockCtx) wait(o plan.Op, checkCount bool) bool {
 			b.fail(plan.StatusMismatch, plan.WhatSemaphore, o.Chan, s, uint64(b.count), got)
 			return false
 		}
-		if (got^tag)&1 == 0 {
-			b.fail(plan.StatusMismatch, plan.WhatSemaphore, o.Chan, s, uint64(b.count), got>>1)
+		if (got^tag)&uint64(b.p.Depth()-1) == 0 {
+			b.fail(plan.StatusMismatch, plan.WhatSemaphore, o.Chan, s, uint64(b.count), got>>b.p.RollBits())
 			return false
 		}
-		// The other half's tag: the writer's next window, perhaps of its
-		// next launch, already signalled (plan.Group.Rolling).
+		// Another position's tag: a later window of the writer, perhaps
+		// of a later launch, already signalled (plan.Group.Rolling).
 	}
 	return true
 }
@@ -539,10 +539,11 @@ func (b *blockCtx) rolling() bool { return b.g.Rolling && b.window >= 0 }
 
 // tag is what the block's signals store in the peer's count word and its
 // checked waits compare (the kernels' Ctx.tag): the count, or in a window
-// of a rolling group count·2 + the window's scratch half.
+// of a rolling group count·D + the window's scratch position (D: the
+// plan's window depth).
 func (b *blockCtx) tag() uint64 {
 	if b.rolling() {
-		return uint64(b.count)<<1 | uint64((b.wbase+b.window)&1)
+		return uint64(b.count)<<b.p.RollBits() | uint64(b.wbase+b.window)&uint64(b.p.Depth()-1)
 	}
 	return uint64(b.count)
 }

@@ -89,7 +89,10 @@ func TestWindowDepthValidate(t *testing.T) {
 				}
 			}
 		}, "in a windowed or LL plan"},
-		{"rolling", func(p *Plan) { p.Groups[1].Rolling, p.Groups[1].RollChan, p.Groups[1].RollSem = true, 0, 1 }, "rolling group"},
+		{"rolling", func(p *Plan) {
+			p.WindowDepth = 3
+			p.Groups[1].Rolling, p.Groups[1].RollChan, p.Groups[1].RollSem = true, 0, 1
+		}, "rolling group"},
 		{"switch", func(p *Plan) { p.SwitchSlots = 1 }, "switch buffer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,6 +102,28 @@ func TestWindowDepthValidate(t *testing.T) {
 				t.Fatalf("Validate = %v, want ErrInvalidPlan containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A rolling group of a plan four windows deep takes the four positions in
+// turn across launches, and its tags carry the position in two bits.
+func TestRollingDepthTags(t *testing.T) {
+	p := windowedPlan(4)
+	p.Groups[1].Rolling, p.Groups[1].RollChan, p.Groups[1].RollSem = true, 0, 1
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if p.RollBits() != 2 {
+		t.Fatalf("RollBits = %d at depth 4, want 2", p.RollBits())
+	}
+	src, err := EmitCUDA(p, Float32, Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"c.rollbits = 2;", "c.tag = (c.count << 2) | ((wbase + w) & 3);", "wslot_at<ES, 4>(c, P.scratch, 0, wbase + w, off - wstart)"} {
+		if !strings.Contains(src, want) {
+			t.Errorf("generated source lacks %q:\n%s", want, src)
+		}
 	}
 }
 

@@ -224,7 +224,7 @@ func EmitCUDA(p *Plan, t DataType, op RedOp) (string, error) {
 		if g.Rolling {
 			// The windows of earlier launches (Group.Rolling), read
 			// before any thread's first wait advances the count.
-			e.f("  const weft_u64 wbase = ((const weft_u64*)P.expected)[(weft_u64)P.peers[%d] * P.semaphores + %d + c.part];\n  __syncthreads();\n  c.rolling = true;\n", g.RollChan, g.RollSem)
+			e.f("  const weft_u64 wbase = ((const weft_u64*)P.expected)[(weft_u64)P.peers[%d] * P.semaphores + %d + c.part];\n  __syncthreads();\n  c.rollbits = %d;\n", g.RollChan, g.RollSem, p.RollBits())
 		}
 		e.ops(g.Before)
 		if g.Window > 0 {
@@ -232,7 +232,7 @@ func EmitCUDA(p *Plan, t DataType, op RedOp) (string, error) {
 			e.f("  const weft_u64 wlen = window_elems<ES>(c, %d, nwin);\n", g.NChunks)
 			e.f("  for (weft_u64 w = 0; w < nwin; ++w) {\n")
 			if g.Rolling {
-				e.f("  c.tag = (c.count << 1) | ((wbase + w) & 1);\n")
+				e.f("  c.tag = (c.count << %d) | ((wbase + w) & %d);\n", p.RollBits(), p.Depth()-1)
 			}
 			e.win = true
 			e.ops(g.Ops)

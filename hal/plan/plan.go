@@ -32,6 +32,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 )
 
@@ -467,14 +468,15 @@ type Group struct {
 	Post *Post
 	// Rolling, in a windowed group, continues its windows from launch to
 	// launch: window w of a launch is window B+w of the plan's life and
-	// uses scratch half (B+w) mod 2, where B is the number of windows
-	// the group ran in earlier launches, read at the launch's start from
-	// the expected value of the group's wait on channel RollChan,
-	// semaphore RollSem (+ the block's part), which Ops run once in every
-	// window (Validate checks). A writer then takes each half's release
-	// as a credit (Op.Credits 2) in the window that reuses the half, and
-	// its reader releases every window: the slots of consecutive launches
-	// alternate, so no launch waits for the previous one's last release
+	// uses scratch position (B+w) mod D (D: the plan's Depth, two halves
+	// unless WindowDepth says more, a power of two), where B is the number
+	// of windows the group ran in earlier launches, read at the launch's
+	// start from the expected value of the group's wait on channel
+	// RollChan, semaphore RollSem (+ the block's part), which Ops run once
+	// in every window (Validate checks). A writer then takes each
+	// position's release as a credit (Op.Credits D) in the window that
+	// reuses it, and its reader releases every window: the slots of
+	// consecutive launches alternate, so no launch waits for the previous one's last release
 	// (a round trip through both proxies on every small message of a port
 	// plan; NCCL's connections likewise keep their step counters from one
 	// operation to the next). A writer and its reader agree on B because
@@ -632,8 +634,9 @@ type Plan struct {
 	// writer waits for the release of the window two back, a round trip
 	// over the link per window. NCCL's SIMPLE protocol keeps NCCL_STEPS = 8
 	// steps in flight per connection (src/include/device.h). 2 to
-	// MaxWindowDepth; more than 2 only in plans without Rolling groups or
-	// a switch buffer (both alternate two halves). In an LL plan (no
+	// MaxWindowDepth; more than 2 only in plans without a switch buffer
+	// (it alternates two halves), and a power of two in plans with
+	// Rolling groups (their tags carry the position: RollBits). In an LL plan (no
 	// windows) it is the number of scratch parts launches take in turn
 	// (launch k: part k mod WindowDepth; layout.go), so a writer whose
 	// credit waits run WindowDepth releases behind (Op.Credits) may run
@@ -654,6 +657,10 @@ func (p *Plan) Depth() int64 {
 	}
 	return int64(p.WindowDepth)
 }
+
+// RollBits is log2 of Depth: a rolling group's tags (Group.Rolling) are
+// count << RollBits | the window's scratch position.
+func (p *Plan) RollBits() int { return bits.TrailingZeros64(uint64(p.Depth())) }
 
 // Staged reports whether port transfer o moves its staging slot instead of
 // its source (Op.Stage) under operator op: with PreMulSum for this rank's
@@ -745,8 +752,8 @@ func (p *Plan) Validate() error {
 			return bad("window depth %d with a switch buffer (its windows alternate two halves)", p.WindowDepth)
 		}
 		for gi, g := range p.Groups {
-			if p.WindowDepth > 2 && g.Rolling {
-				return bad("group %d: window depth %d in a rolling group (its windows alternate two halves)", gi, p.WindowDepth)
+			if g.Rolling && p.WindowDepth&(p.WindowDepth-1) != 0 {
+				return bad("group %d: window depth %d in a rolling group (a power of two: its tags carry the window's position in their low bits)", gi, p.WindowDepth)
 			}
 		}
 	}

@@ -99,20 +99,33 @@
 //
 // # Progress
 //
-// UCX moves bytes only while a worker is progressed. The proxy's calls
-// (Put, Signal, Completed) progress the worker and apply, before they
-// return, the messages that progress received; besides them one
-// goroutine per NetDevice progresses while requests wait, applies
-// received signals (whoever pops messages applies them before another
-// may pop: arrival order holds), and otherwise arms the worker
-// (ucp_worker_arm) and sleeps in poll(2) on its event descriptor until UCX
-// has something (a message, a put to place for TCP's emulated RMA, a
-// completion) or an engine call wakes it (ucp_worker_signal). While
-// requests are in flight it does not sleep on the descriptor (a device
-// copy's completion wakes none): it polls, and after 2 ms without
-// progress naps 50 µs between polls; for 50 µs after the worker last had
-// work it polls too (the message behind a flush's acknowledgement usually
-// follows within microseconds).
+// UCX moves bytes only while a worker is progressed, and over TCP a put
+// lands at its target only while the target's worker is. A NetDevice has
+// two workers of one context (whose registrations they share,
+// mt_workers_shared): a sending one, which holds this rank's engines'
+// endpoints, and a receiving one, whose address peers connect to. Each
+// has its goroutine, so that what a rank sends and what it receives move
+// on two threads, as hal/socket's writers and readers do; with one
+// worker for both, UCX's TCP transport moved a 64 MB AllGather between
+// two emulated nodes on 2×H100 at 1.2 GB/s each way where one stream
+// alone reached 3.1 (docs/network.md, "Two workers").
+//
+//   - Sending: the proxy's calls (Put, Signal, Completed) progress the
+//     sending worker and issue what they can; the progress loop
+//     progresses it while requests wait and otherwise arms it
+//     (ucp_worker_arm) and sleeps in poll(2) on its event descriptor
+//     until UCX has a completion or an engine call wakes it
+//     (ucp_worker_signal). While requests are in flight it does not
+//     sleep on the descriptor (a device copy's completion wakes none):
+//     it polls, and after 2 ms without progress naps 50 µs between
+//     polls; for Options.Spin after the worker last had work it polls
+//     too (a flush's acknowledgement usually follows within
+//     microseconds).
+//   - Receiving: the receive loop progresses the receiving worker (UCX
+//     lands peers' puts, and their messages arrive) and applies the
+//     received signals in arrival order; for Options.Spin after the last
+//     arrival it polls, then sleeps on the worker's descriptor until
+//     something arrives.
 //
 // # Authentication and the side channel
 //
