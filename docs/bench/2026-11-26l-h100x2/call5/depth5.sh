@@ -1,6 +1,6 @@
 # Call 5: call 4 again with 50 iterations, 256 KB - 16 MB, each build twice,
 # alternated (old, new, old, new), over sockets and UCX, beside NCCL's
-# sockets: broadcast, reduce, sendrecv 256 KB - 64 MB.
+# sockets: broadcast, reduce, sendrecv.
 set -u
 tar -xzf .gpuz/bundle.tgz
 gunzip -c .gpuz/old/weft.gz > /tmp/oldweft && chmod +x /tmp/oldweft
