@@ -52,7 +52,6 @@ type request struct {
 	slot     int
 	ticket   uint64
 	ack      bool // signal: a release (AckSignal), sent without a flush
-	ahead    bool // put: issued ahead of a signal whose flush was in flight (overtake)
 	flushing bool // signal: the endpoint flush is under way
 	flush    ucx.Request
 	// signal: the put before it, carried in its message (kind 3) instead
@@ -125,7 +124,6 @@ type engine struct {
 	dirty        bool // puts issued since the last flush
 	batch        bool // the proxy's pass is under way (BeginBatch)
 	fused        int  // puts sent inside their signal's message (fusePut)
-	overtook     int  // puts issued ahead of a flushing signal (overtake)
 	amSeq        uint64
 	curRanges    []span    // staged destination ranges since the last signal
 	lastRangeKey importKey // the registration of the last of curRanges
@@ -494,10 +492,7 @@ func (e *engine) pump() {
 	}
 	for e.qlen > 0 && e.getErr() == nil && !peerClosed {
 		r := &e.queue[e.qhead]
-		if !r.ahead && !e.issue(r) {
-			if r.kind == reqSignal && r.flushing && e.overtake() {
-				moved = true
-			}
+		if !e.issue(r) {
 			break
 		}
 		moved = true
@@ -582,8 +577,24 @@ func (e *engine) issue(r *request) bool {
 			e.fail(err)
 			return false
 		}
-		if src := e.readable(r, host); src != 0 {
-			return e.putNow(r, src, k)
+		src := uintptr(0)
+		if e.direct() {
+			src = uintptr(r.src)
+		} else if host != nil {
+			src = uintptr(unsafe.Pointer(&host[0]))
+		}
+		if src != 0 {
+			if e.ownDone < e.ownIssued {
+				return false
+			}
+			req, err := e.ep.Put(src, r.n, r.dst, k)
+			if err != nil {
+				e.suspect(fmt.Errorf("ucx: rank %d: put of %d bytes to peer rank %d: %w", nd.cfg.Rank, r.n, e.peer, err))
+				return false
+			}
+			e.track(r.seq, req, "ucp_put_nbx", -1)
+			e.dirty = true
+			return true
 		}
 		chunk := uint64(nd.opts.Chunk)
 		for r.off < r.n {
@@ -652,79 +663,6 @@ func (e *engine) issue(r *request) bool {
 		return true
 	}
 	return false
-}
-
-// readable is the address UCX reads put r's source at itself — device
-// memory of a UCX with its memory type, or host, the source's bytes in
-// host memory registered directly — or 0: the source is staged.
-func (e *engine) readable(r *request, host []byte) uintptr {
-	switch {
-	case e.direct():
-		return uintptr(r.src)
-	case host != nil:
-		return uintptr(unsafe.Pointer(&host[0]))
-	}
-	return 0
-}
-
-// putNow issues put r as one ucp_put_nbx from src, once the own
-// engine's earlier copies (which may write the source) are done.
-func (e *engine) putNow(r *request, src uintptr, k *ucx.Rkey) bool {
-	if e.ownDone < e.ownIssued {
-		return false
-	}
-	req, err := e.ep.Put(src, r.n, r.dst, k)
-	if err != nil {
-		e.suspect(fmt.Errorf("ucx: rank %d: put of %d bytes to peer rank %d: %w", e.nd.cfg.Rank, r.n, e.peer, err))
-		return false
-	}
-	e.track(r.seq, req, "ucp_put_nbx", -1)
-	e.dirty = true
-	return true
-}
-
-// overtake issues, while the signal at the head of the queue waits for
-// its endpoint flush (a round trip to the peer), the puts queued right
-// behind it whose sources UCX reads itself, so that the wire is not idle
-// for the round trip: a writer's next window leaves while the previous
-// one's signal waits (the one-way port plans over UCX; docs/network.md,
-// "Releases and two workers"). The flush covers only what was issued
-// before it (ucp_ep_flush_nbx), and the signal announces only the puts
-// before it, so neither waits for these; the next signal flushes them.
-// Not puts that could travel inside their own signal's message
-// (fusable), staged ones, or anything after a request that is not a put.
-// It reports whether it issued one.
-func (e *engine) overtake() bool {
-	nd := e.nd
-	issued := false
-	for i := 1; i < e.qlen; i++ {
-		r := &e.queue[(e.qhead+i)%ringSize]
-		if r.ahead {
-			continue
-		}
-		if r.kind != reqPut || r.n == 0 || r.inSlot || r.off != 0 {
-			return issued
-		}
-		var host []byte
-		if !e.direct() {
-			host = nd.localHost(r.src, r.n)
-		}
-		src := e.readable(r, host)
-		if src == 0 || e.fusable(r, host) {
-			return issued
-		}
-		k, err := e.rkey(r.key)
-		if err != nil {
-			e.fail(err)
-			return issued
-		}
-		if !e.putNow(r, src, k) {
-			return issued
-		}
-		r.ahead, issued = true, true
-		e.overtook++
-	}
-	return issued
 }
 
 // ucxTraceKind is added to a message's kind in the timeline

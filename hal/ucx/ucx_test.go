@@ -127,54 +127,6 @@ func TestAckSignalLeavesRanges(t *testing.T) {
 	}
 }
 
-// Puts queued behind a signal whose endpoint flush is in flight are
-// issued before its message (overtake), and every signal still finds the
-// puts before it landed: rounds of a 4 MiB put and its signal, each
-// followed at once by the next round's put, over TCP (a 4 MiB put holds
-// the flush for a millisecond or more on loopback).
-func TestPutsOvertakeFlush(t *testing.T) {
-	needUCX(t)
-	t.Parallel()
-	const data, rounds = 4 << 20, 6
-	rs := openRanks(t, 2, 64+2*data, 2*data, testOptions("tcp", StagingAuto), testSecret)
-	e := rs[0].eng[1].(*engine)
-	win := rs[0].remote[1]
-	payload := make([]byte, 2*data)
-	for i := range payload {
-		payload[i] = byte(i*7 + i>>12)
-	}
-	if err := rs[0].dev.Write(rs[0].src, 0, payload); err != nil {
-		t.Fatal(err)
-	}
-	for k := 0; k < rounds; k++ {
-		half := uint64(k%2) * data // rounds alternate halves, as a plan's windows do
-		if err := e.Put(win.Addr()+64+half, rs[0].src.Addr()+half, data); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Signal(win.Addr(), win.Addr()+8, uint64(k+1)); err != nil {
-			t.Fatal(err)
-		}
-		if k > 0 {
-			awaitWord(t, rs[1].win, 0, uint64(k), fmt.Sprintf("signal %d", k))
-			got := make([]byte, data)
-			prev := uint64((k-1)%2) * data
-			if err := rs[1].dev.Read(got, rs[1].win, int64(64+prev)); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, payload[prev:prev+data]) {
-				t.Fatalf("signal %d seen before its put landed", k)
-			}
-		}
-	}
-	awaitWord(t, rs[1].win, 0, rounds, "last signal")
-	e.nd.wmu.Lock()
-	overtook := e.overtook
-	e.nd.wmu.Unlock()
-	if overtook == 0 {
-		t.Errorf("no put was issued ahead of a flushing signal in %d rounds of 4 MiB", rounds)
-	}
-}
-
 // Flush: a ticket completes once its puts are complete at the source; a
 // Copy after a put waits for it, and a Signal after a Copy is seen only
 // once the copy is done; an engine to this rank's own endpoint copies
