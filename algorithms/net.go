@@ -29,8 +29,8 @@ const oneWayDepth = 4
 // over sockets waited every other launch for the release of the one
 // before, a round trip through both proxies (on 2×H100: put frame 55 µs,
 // the release's hop 22, the reader's copy out 25, the root's staging 16;
-// docs/network.md, "One-way windows"). Otherwise two windows of the
-// port window.
+// 256 KB Broadcast 93 → 59–84 µs, Reduce 121 → 63–67: docs/network.md,
+// "Releases and two workers"). Otherwise two windows of the port window.
 func (c Config) oneWay() (depth int, window int64) {
 	if c.stageSends() {
 		return oneWayDepth, max(plan.AlignBytes, c.Port.Window/2/plan.AlignBytes*plan.AlignBytes)

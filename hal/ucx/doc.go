@@ -108,7 +108,7 @@
 // on two threads, as hal/socket's writers and readers do; with one
 // worker for both, UCX's TCP transport moved a 64 MB AllGather between
 // two emulated nodes on 2×H100 at 1.2 GB/s each way where one stream
-// alone reached 3.1 (docs/network.md, "Two workers").
+// alone reached 3.1 (docs/network.md, "Releases and two workers").
 //
 //   - Sending: the proxy's calls (Put, Signal, Completed) progress the
 //     sending worker and issue what they can; the progress loop

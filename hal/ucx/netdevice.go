@@ -60,7 +60,7 @@ type NetDevice struct {
 	// by two threads, as hal/socket's writers and readers are: one UCX
 	// worker serialised both, which held a 64 MB AllGather over UCX's TCP
 	// to 1.2 GB/s each way on 2×H100 where one stream alone moved 3.1
-	// (docs/network.md, "Two workers").
+	// (docs/network.md, "Releases and two workers").
 	rw    *ucx.Worker
 	waddr []byte
 	// memType is the UCX memory type device memory is registered with,
