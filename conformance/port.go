@@ -822,7 +822,17 @@ func testPortDeadline(t *T) error {
 	if err := out.Flush(time.Now().Add(t.Timeout())); err != nil {
 		return t.Errorf("a flush after the timed-out one: %w", err)
 	}
-	return nil
+	// A flush says the sources may be reused, not that the bytes have
+	// landed: a network (UCX over TCP) may still be writing them into the
+	// next rank's window, which its clean-up frees. A signal after them,
+	// seen by the next rank, says they have landed.
+	if err := out.Signal(); err != nil {
+		return t.Errorf("signal to rank %d after the puts: %w", rg.next, err)
+	}
+	if err := in.Wait(time.Now().Add(t.Timeout())); err != nil {
+		return t.Errorf("the signal after rank %d's puts: %w", rg.prev, err)
+	}
+	return t.Barrier()
 }
 
 // portChunk is one put of the many-request tests: n bytes at byte offset off

@@ -2,17 +2,20 @@
 // the engine of Open MPI): InfiniBand and RoCE (rc, dc, ud verbs), TCP and
 // shared memory, chosen and tuned by UCX's own UCX_* variables. It
 // registers itself with [hal.RegisterNetwork] as "ucx": WEFT_NET=ucx
-// selects it, and hal.AutoNetwork takes it first where UCX's libraries
-// load (libucp.so.0, libucs.so.0, bound with dlopen by internal/ucx, so
-// weft builds and runs without UCX). Import it for its side effect:
+// selects it, and hal.AutoNetwork takes it where its libraries load
+// (libucp.so.0, libucs.so.0, bound with dlopen by internal/ucx, so weft
+// builds and runs without UCX) in the order hal.AutoNetwork gives. Import
+// it for its side effect:
 //
 //	import _ "github.com/weftccl/weft/hal/ucx"
 //
 // # Model
 //
 // [Open] creates a UCP context with RMA, active messages (AM) and
-// wake-up, and one worker (single-threaded: every call on it and its
-// endpoints is serialised by one lock). A job on one host
+// wake-up, and two single-threaded workers: a sending one for this
+// rank's engines (every call on it and its endpoints serialised by one
+// lock) and a receiving one that peers connect to, each driven by its own
+// goroutine (Progress, below). A job on one host
 // (hal.NetConfig.OneHost) sets UCX's NET_DEVICES to lo, unless the user
 // set UCX_NET_DEVICES or Options.Settings does; it sets the TCP
 // transport's segments to 256 KiB (TCP_TX_SEG_SIZE, TCP_RX_SEG_SIZE; UCX's
