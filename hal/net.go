@@ -103,11 +103,18 @@ type HostWindowed interface {
 
 var (
 	netRegistry = map[string]Network{}
-	// ucx comes last: on the 2×H100 host (2026-11-26, 2 emulated nodes,
-	// docs/bench/2026-11-26-h100x2/) it was 6–8× slower than socket at
-	// 16 MB and slower at 64 B; it stays a WEFT_NET=ucx choice until its
-	// GPU path is measured at least as fast (issue 22).
+	// netPreference is AutoNetwork's order where no RDMA port is active:
+	// UCX then runs over TCP, which on the 2×H100 host (two emulated
+	// nodes, docs/bench/2026-11-26l-h100x2/) still trailed hal/socket at
+	// small sizes (64 B all_gather 28 against 19–26 µs) and one-way at
+	// 256 KB – 1 MB, so it comes after socket there.
 	netPreference = []string{"ib", "socket", "ucx"}
+	// rdmaPreference is the order where the ib network is available (an
+	// active RDMA port): UCX first, driving the NIC with its own verbs
+	// transports (RC, DC) as Open MPI does and tuned by the UCX_*
+	// variables clusters set, ahead of hal/ib, weft's own verbs, which has
+	// not yet run on RDMA hardware.
+	rdmaPreference = []string{"ucx", "ib", "socket"}
 )
 
 // RegisterNetwork adds a network to the registry; it panics if the name is
@@ -149,12 +156,18 @@ func LookupNetwork(name string) (Network, error) {
 	return n, nil
 }
 
-// AutoNetwork returns the first available registered network in the order
-// ib, socket, ucx (socket is always available, so ucx only by WEFT_NET),
-// with the reasons the others were skipped.
+// AutoNetwork returns the first available registered network, with the
+// reasons the others were skipped: where the ib network is available (an
+// active RDMA port), in the order ucx, ib, socket — UCX drives the NIC
+// where its libraries load; elsewhere ib, socket, ucx (socket is always
+// available, so UCX over TCP only by WEFT_NET=ucx).
 func AutoNetwork() (Network, []string, error) {
+	order := netPreference
+	if n, err := LookupNetwork("ib"); err == nil && n.Probe().Available {
+		order = rdmaPreference
+	}
 	var skipped []string
-	for _, name := range netPreference {
+	for _, name := range order {
 		n, err := LookupNetwork(name)
 		if err != nil {
 			continue

@@ -38,7 +38,7 @@ var Table = []Var{
 	{"WEFT_LOCAL_RANK", "", "node-local rank set by `weft run`; selects the device ordinal"},
 	{"WEFT_SOCKET_IFNAME", "", "network interface for bootstrap sockets (default: loopback for single-node jobs, else the first non-loopback)"},
 	{"WEFT_NODE_ID", "", "node this rank belongs to (default: the host); ranks of one host with different values form emulated nodes whose traffic goes through the network transport"},
-	{"WEFT_NET", "", "network transport between nodes: ib, plugin (an NCCL net plugin named by NCCL_NET_PLUGIN; only when named), socket or ucx (default: ib where an RDMA device is usable, else socket; ucx only when named)"},
+	{"WEFT_NET", "", "network transport between nodes: ib, plugin (an NCCL net plugin named by NCCL_NET_PLUGIN; only when named), socket or ucx (default: where an RDMA port is active ucx if UCX loads, else ib; elsewhere socket, ucx over TCP only when named)"},
 	{"NCCL_NET_PLUGIN", "", "WEFT_NET=plugin: the NCCL net plugin to load, by NCCL's rules: a name (aws-ofi loads libnccl-net-aws-ofi.so) or a library path; unset or none: no plugin (docs/network.md, NCCL net plugins)"},
 	{"WEFT_NET_HOST_WINDOWS", "1", "0 keeps the scratch and semaphores of plans whose every channel goes over a network in device memory; by default they are in host memory mapped into the device where the network's receivers write host memory with the CPU (socket), so no device call lies between the wire and the waiting kernel (docs/network.md)"},
 	{"WEFT_SOCKET_NSOCKS", "1", "socket transport: TCP connections per peer and direction, each carrying every n-th chunk (as NCCL_NSOCKS_PERTHREAD × NCCL_SOCKET_NTHREADS)"},
