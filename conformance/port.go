@@ -388,6 +388,20 @@ func testPortCopy(t *T) error {
 	if err != nil {
 		return err
 	}
+	e, err := pm.NewEngine(t.Endpoint())
+	if err != nil {
+		return t.Errorf("new engine to the own endpoint: %w", err)
+	}
+	t.Cleanup(e.Close)
+	return ownCopies(t, e.Copy, e.Signal, "signal")
+}
+
+// ownCopies runs copies of 1 B to 4 MiB at unaligned offsets through move
+// (an engine's Copy on the own endpoint), each followed by signal (Signal,
+// or AckSignal: a release; what names it) on a local semaphore, and
+// checks that each copy is whole, its guard bytes untouched, as soon as
+// its signal is seen, and that the count word holds the signal's count.
+func ownCopies(t *T, move func(dst, src uint64, n int64) error, signal func(sem, cnt, count uint64) error, what string) error {
 	sizes := []int64{1, 17, 4*kib + 3, mib, 4 * mib}
 	offsets := [][2]int64{{0, 0}, {3, 5}}
 	const guard = 64
@@ -400,17 +414,12 @@ func testPortCopy(t *T) error {
 	if err != nil {
 		return err
 	}
-	e, err := pm.NewEngine(t.Endpoint())
-	if err != nil {
-		return t.Errorf("new engine to the own endpoint: %w", err)
-	}
-	t.Cleanup(e.Close)
 	iter := 0
 	for _, size := range sizes {
 		for _, off := range offsets {
 			iter++
 			so, do := off[0], half+guard+off[1]
-			what := fmt.Sprintf("copy of %d bytes, source offset %d, destination offset %d", size, so, off[1])
+			name := fmt.Sprintf("copy of %d bytes, source offset %d, destination offset %d", size, so, off[1])
 			data := pattern(seed(t.Rank, iter), size)
 			if err := t.Write(buf, so, data); err != nil {
 				return err
@@ -419,26 +428,26 @@ func testPortCopy(t *T) error {
 			if err := t.Write(buf, do-guard, poisoned); err != nil {
 				return err
 			}
-			if err := e.Copy(buf.Addr()+uint64(do), buf.Addr()+uint64(so), size); err != nil {
-				return t.Errorf("%s: %w", what, err)
+			if err := move(buf.Addr()+uint64(do), buf.Addr()+uint64(so), size); err != nil {
+				return t.Errorf("%s: %w", name, err)
 			}
-			if err := e.Signal(sems.Addr(), sems.Addr()+8, uint64(size)); err != nil {
-				return t.Errorf("%s: signal: %w", what, err)
+			if err := signal(sems.Addr(), sems.Addr()+8, uint64(size)); err != nil {
+				return t.Errorf("%s: %s: %w", name, what, err)
 			}
 			if _, err := waitWord(t, sems, 0, uint64(iter), t.Rank); err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+				return fmt.Errorf("%s: %w", name, err)
 			}
 			got, err := t.Read(buf, do-guard, size+2*guard)
 			if err != nil {
 				return err
 			}
-			if d := guarded("destination read as soon as the local signal was seen", got, guard, data, poisoned); d != "" {
-				return t.Errorf("%s: %s", what, d)
+			if d := guarded("destination read as soon as the local "+what+" was seen", got, guard, data, poisoned); d != "" {
+				return t.Errorf("%s: %s", name, d)
 			}
 			if c, err := t.word(sems, 8); err != nil {
 				return err
 			} else if c != uint64(size) {
-				return t.Errorf("%s: count word %d, want %d", what, c, size)
+				return t.Errorf("%s: count word %d, want %d", name, c, size)
 			}
 		}
 	}
@@ -535,7 +544,7 @@ func testPortRelease(t *T) error {
 
 // testOwnRelease: on the engine of the own endpoint, where it implements
 // hal.AckSignaler, each copy is complete when the local release issued
-// after it is seen.
+// after it is seen (ownCopies).
 func testOwnRelease(t *T) error {
 	pm, err := t.Port()
 	if err != nil {
@@ -550,43 +559,7 @@ func testOwnRelease(t *T) error {
 	if !ok {
 		return nil
 	}
-	const size, guard = mib + 5, 64
-	buf, err := t.Alloc(2 * (size + 2*guard))
-	if err != nil {
-		return err
-	}
-	sems, err := t.Alloc(16)
-	if err != nil {
-		return err
-	}
-	do := int64(size + 3*guard)
-	for iter := 1; iter <= 4; iter++ {
-		data := pattern(seed(t.Rank, 100+iter), size)
-		if err := t.Write(buf, 0, data); err != nil {
-			return err
-		}
-		poisoned := fill(size+2*guard, poison)
-		if err := t.Write(buf, do-guard, poisoned); err != nil {
-			return err
-		}
-		if err := e.Copy(buf.Addr()+uint64(do), buf.Addr(), size); err != nil {
-			return t.Errorf("copy %d: %w", iter, err)
-		}
-		if err := rel.AckSignal(sems.Addr(), sems.Addr()+8, uint64(iter)); err != nil {
-			return t.Errorf("release after copy %d: %w", iter, err)
-		}
-		if _, err := waitWord(t, sems, 0, uint64(iter), t.Rank); err != nil {
-			return fmt.Errorf("release after copy %d: %w", iter, err)
-		}
-		got, err := t.Read(buf, do-guard, size+2*guard)
-		if err != nil {
-			return err
-		}
-		if d := guarded("destination read as soon as the local release was seen", got, guard, data, poisoned); d != "" {
-			return t.Errorf("copy %d of %d bytes: %s", iter, size, d)
-		}
-	}
-	return nil
+	return ownCopies(t, e.Copy, rel.AckSignal, "release")
 }
 
 // portRing is the set-up of the PortChannel tests: a window of this rank,
