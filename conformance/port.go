@@ -300,6 +300,20 @@ func runPortXfer(t *T, px portXfer) error {
 	return nil
 }
 
+// prime fills the first n bytes of l's source with rank's pattern k and
+// poisons its window, then waits for every rank to have done so (nothing
+// may land in a window before it is poisoned); it returns the poison.
+func (l *portLink) prime(t *T, k int, n int64) ([]byte, error) {
+	if err := t.Write(l.src, 0, pattern(seed(t.Rank, k), n)); err != nil {
+		return nil, err
+	}
+	poisoned := fill(n, poison)
+	if err := t.Write(l.window, 0, poisoned); err != nil {
+		return nil, err
+	}
+	return poisoned, t.Barrier()
+}
+
 // manyRequests is the number of put+signal pairs of testPortManyRequests.
 const manyRequests = 4096
 
@@ -315,14 +329,8 @@ func testPortManyRequests(t *T) error {
 		return err
 	}
 	rg := l.rg
-	if err := t.Write(l.src, 0, pattern(seed(t.Rank, 1), n)); err != nil {
-		return err
-	}
-	poisoned := fill(n, poison)
-	if err := t.Write(l.window, 0, poisoned); err != nil {
-		return err
-	}
-	if err := t.Barrier(); err != nil {
+	poisoned, err := l.prime(t, 1, n)
+	if err != nil {
 		return err
 	}
 	var last, completed uint64
@@ -487,14 +495,8 @@ func testPortRelease(t *T) error {
 		return t.NotSupported("the engines do not implement hal.AckSignaler (a release is an ordinary signal)")
 	}
 	rg := l.rg
-	if err := t.Write(l.src, 0, pattern(seed(t.Rank, 7), n)); err != nil {
-		return err
-	}
-	poisoned := fill(n, poison)
-	if err := t.Write(l.window, 0, poisoned); err != nil {
-		return err
-	}
-	if err := t.Barrier(); err != nil {
+	poisoned, err := l.prime(t, 7, n)
+	if err != nil {
 		return err
 	}
 	for i, c := range chunks {
