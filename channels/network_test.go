@@ -82,3 +82,58 @@ func TestDebugState(t *testing.T) {
 		t.Errorf("DebugState() after a failure = %q, want the failure", got)
 	}
 }
+
+// recordEngine records the signals it is asked for; ackEngine is one
+// that also implements hal.AckSignaler.
+type recordEngine struct{ calls []string }
+
+func (e *recordEngine) Put(dst, src uint64, bytes int64) error  { return nil }
+func (e *recordEngine) Copy(dst, src uint64, bytes int64) error { return nil }
+func (e *recordEngine) Signal(sem, cnt, count uint64) error {
+	e.calls = append(e.calls, fmt.Sprintf("signal %d", count))
+	return nil
+}
+func (e *recordEngine) Mark() (uint64, error)      { return 0, nil }
+func (e *recordEngine) Completed() (uint64, error) { return 0, nil }
+func (e *recordEngine) Close() error               { return nil }
+
+type ackEngine struct{ recordEngine }
+
+func (e *ackEngine) AckSignal(sem, cnt, count uint64) error {
+	e.calls = append(e.calls, fmt.Sprintf("release %d", count))
+	return nil
+}
+
+// The proxy hands a release (plan.TriggerAck) to AckSignal where the
+// channel's engine has it, and to Signal elsewhere; plain signals always
+// to Signal.
+func TestProxyRoutesReleases(t *testing.T) {
+	words := make([]uint64, plan.FifoBytes/8)
+	mem := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), plan.FifoBytes)
+	acker, plain := &ackEngine{}, &recordEngine{}
+	p := NewProxy(nil, 0)
+	defer p.Close()
+	f, err := newFifo("release-plan", mem, []hal.Engine{acker, plain}, []int{1, 2}, 0, nil, 0, p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second)
+	for i, tr := range []struct {
+		k  plan.TriggerKind
+		ch int
+	}{{plan.TriggerSignal | plan.TriggerAck, 0}, {plan.TriggerSignal, 0}, {plan.TriggerSignal | plan.TriggerAck, 1}, {plan.TriggerSignal, 1}} {
+		if _, err := f.push(tr.k, tr.ch, uint64(i+1), 8, 16, deadline); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.poll()
+	if err := f.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(acker.calls, ", "), "release 1, signal 2"; got != want {
+		t.Errorf("engine with AckSignal: %s, want %s", got, want)
+	}
+	if got, want := strings.Join(plain.calls, ", "), "signal 3, signal 4"; got != want {
+		t.Errorf("engine without AckSignal: %s, want %s", got, want)
+	}
+}

@@ -352,6 +352,9 @@ type fifo struct {
 	name    string
 	mem     []byte // plan.FifoBytes, 8-byte aligned
 	engines []hal.Engine
+	// ackers[i] is engines[i] as a hal.AckSignaler, or nil: a release
+	// (plan.TriggerAck) goes to AckSignal where the engine has it.
+	ackers []hal.AckSignaler
 	peers   []int
 	rank    int
 	control []byte // the plan's control block, for failures; nil for host FIFOs
@@ -397,7 +400,11 @@ func newFifo(name string, mem []byte, engines []hal.Engine, peers []int, rank in
 	if timeout <= 0 {
 		timeout = plan.DefaultTimeout
 	}
-	return &fifo{name: name, mem: mem, engines: engines, peers: peers, rank: rank, control: control, timeout: timeout, log: log}, nil
+	ackers := make([]hal.AckSignaler, len(engines))
+	for i, e := range engines {
+		ackers[i], _ = e.(hal.AckSignaler)
+	}
+	return &fifo{name: name, mem: mem, engines: engines, ackers: ackers, peers: peers, rank: rank, control: control, timeout: timeout, log: log}, nil
 }
 
 func (f *fifo) word(off int64) *uint64 { return (*uint64)(unsafe.Pointer(&f.mem[off])) }
@@ -497,7 +504,7 @@ func (f *fifo) handle(t plan.Trigger, pos uint64) error {
 		return err
 	case plan.TriggerSignal:
 		var err error
-		if a, ok := e.(hal.AckSignaler); ok && t.Ack {
+		if a := f.ackers[t.Chan]; a != nil && t.Ack {
 			err = a.AckSignal(t.B, t.C, t.A)
 		} else {
 			err = e.Signal(t.B, t.C, t.A)
