@@ -51,7 +51,6 @@ func (w *Worker) Arm() (bool, error)                     { return false, errNoCg
 func (w *Worker) Wait(timeoutMs int) (bool, error)       { return false, errNoCgo() }
 func (w *Worker) Signal() error                          { return errNoCgo() }
 func (w *Worker) PopAM() ([]byte, bool)                  { return nil, false }
-func (w *Worker) Queued() int                            { return 0 }
 func (w *Worker) Dropped() uint64                        { return 0 }
 func (w *Worker) Close()                                 {}
 func (w *Worker) Connect(addr []byte) (*Endpoint, error) { return nil, errNoCgo() }

@@ -224,9 +224,6 @@ func (w *Worker) PopAM() ([]byte, bool) {
 	return C.GoBytes(unsafe.Pointer(C.weft_ucx_am_bytes(m)), C.int(m.len)), true
 }
 
-// Queued is the number of active messages waiting for PopAM.
-func (w *Worker) Queued() int { return int(w.w.queued) }
-
 // Dropped is the number of active messages refused so far (too long,
 // rendezvous, or no memory).
 func (w *Worker) Dropped() uint64 { return uint64(w.w.dropped) }
