@@ -476,8 +476,8 @@ type Group struct {
 	// in every window (Validate checks). A writer then takes each
 	// position's release as a credit (Op.Credits D) in the window that
 	// reuses it, and its reader releases every window: the slots of
-	// consecutive launches alternate, so no launch waits for the previous one's last release
-	// (a round trip through both proxies on every small message of a port
+	// consecutive launches alternate, so no launch waits for the previous
+	// one's last release (a round trip through both proxies on every small message of a port
 	// plan; NCCL's connections likewise keep their step counters from one
 	// operation to the next). A writer and its reader agree on B because
 	// they run the same windows (the same count) in every launch.
