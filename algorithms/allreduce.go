@@ -242,6 +242,15 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		c.LLBlocks, c.Threads = 8, 1024
 		c.Mid = Shape{Blocks: min(sms/2, 64), Threads: 1024, Unroll: 4}
 		c.Large = Shape{Blocks: min(sms, 128), Threads: 512, Unroll: 2}
+		if nranks == 2 {
+			// Four 16-byte vectors in flight per thread (2×H100, issue 20,
+			// docs/bench/2026-11-26l-h100x2 calls 9 and 11, through the C ABI
+			// beside NCCL): 1 GB AllReduce 3,079–3,081 µs against 3,132–3,138
+			// in float, 3,003–3,054 against 3,106–3,154 in bfloat16 (NCCL/weft
+			// 1.055 for both, where two gave 1.02–1.04 in the same call);
+			// 16–256 MB within ±1%. Measured on 2 ranks only, so only there.
+			c.Large.Unroll = 4
+		}
 		// Windows (issue 20, 2×H200 2026-11-26, docs/bench/2026-11-26c-h200x2):
 		// at 128–512 MB a window's handshake, not the blocks, held the
 		// windowed plans under NCCL. Sendrecv at 512 MB: 263 GB/s with

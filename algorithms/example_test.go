@@ -19,7 +19,7 @@ func ExampleAllReducePlans() {
 	// Output:
 	// allreduce-1pa-LL16-8x1024 131072
 	// allreduce-2pa-64x1024-u4 16777216
-	// allreduce-2pa-128x512-u2 0
+	// allreduce-2pa-128x512-u4 0
 	// plan allreduce-1pa-LL16-8x1024 rank 0/2, 1 channels, 8 blocks × 1024 threads, scratch 1×LL16
 	//  group 0 (8 blocks)
 	//   putPackets[all] ch0.scratch[0] <- local.in

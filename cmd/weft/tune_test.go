@@ -56,7 +56,7 @@ func TestChooseTiers(t *testing.T) {
 	}, {
 		name:  "a sweep that ends on 1PA gets the defaults' largest plan",
 		times: [][]float64{{3, 3, 0, 0, 0, 0}, {4, 4, 0, 0, 0, 0}, {5, 5, 0, 0, 0, 0}, nil, nil},
-		want:  "1pa-LL16-1x1024@1K,2pa-128x512-u2",
+		want:  "1pa-LL16-1x1024@1K,2pa-128x512-u4",
 	}} {
 		tiers, measured := chooseTiers(cands, tc.times, sizes, def)
 		if got := algorithms.FormatTiers(tiers); got != tc.want {
