@@ -354,7 +354,7 @@ type fifo struct {
 	engines []hal.Engine
 	// ackers[i] is engines[i] as a hal.AckSignaler, or nil: a release
 	// (plan.TriggerAck) goes to AckSignal where the engine has it.
-	ackers []hal.AckSignaler
+	ackers  []hal.AckSignaler
 	peers   []int
 	rank    int
 	control []byte // the plan's control block, for failures; nil for host FIFOs

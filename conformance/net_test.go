@@ -49,9 +49,6 @@ func TestNetSocket(t *testing.T) {
 		pass := 0
 		for _, r := range p.Results {
 			switch {
-			case r.ID == "port-mapped/release" && r.Status == conformance.NotSupported:
-				// Optional (hal.AckSignaler): a socket's frames arrive in
-				// order, so a release is an ordinary signal there.
 			case r.Section == "port-mapped" && r.Status != conformance.Pass:
 				t.Errorf("%d ranks: %s: %s: %s", ranks, r.ID, r.Status, r.Message)
 			case r.Section == "port-mapped":

@@ -53,7 +53,7 @@ func init() {
 		Title: "a copy on the engine of the own endpoint is complete when a local signal issued after it is seen",
 		Run:   testPortCopy})
 	Register(Case{ID: "port-mapped/release", Capability: pm, MinRanks: 2,
-		Title: "a release (hal.AckSignaler) follows the engine's earlier copies, counts exactly, and leaves the puts before it to the next signal",
+		Title: "a release (hal.AckSignaler's, else a signal, as the proxy sends it) follows the engine's earlier copies, counts exactly, and leaves the puts before it to the next signal",
 		Run:   testPortRelease})
 	Register(Case{ID: "port-mapped/channel-put-signal-wait", Capability: pm, MinRanks: 2,
 		Title: "PortChannel put, putWithSignal, putWithSignalAndFlush, signal, wait and flush through the proxy",
@@ -469,8 +469,17 @@ const (
 	releaseEvery  = 16
 )
 
-// testPortRelease checks hal.AckSignaler where an engine implements it.
-// To the next rank: 256 puts of 1 B to 4 KiB at unaligned offsets, each
+// releaseOf is how the proxy sends a release (plan.TriggerAck) through
+// e: AckSignal where e implements hal.AckSignaler, else Signal.
+func releaseOf(e hal.Engine) func(sem, cnt, count uint64) error {
+	if a, ok := e.(hal.AckSignaler); ok {
+		return a.AckSignal
+	}
+	return e.Signal
+}
+
+// testPortRelease checks releases as the proxy sends them (releaseOf:
+// hal.AckSignaler's, else an ordinary signal). To the next rank: 256 puts of 1 B to 4 KiB at unaligned offsets, each
 // followed by a release on a second semaphore (word 16, count at 24) and
 // every 16th by a signal (word 0); the receiver waits for the last signal
 // and checks every byte (a release announces no put, so the signals must
@@ -486,14 +495,7 @@ func testPortRelease(t *T) error {
 	if err != nil {
 		return err
 	}
-	rel, ok := l.e.(hal.AckSignaler)
-	if !ok {
-		// The peers import this rank's window before its clean-up frees it.
-		if err := t.Barrier(); err != nil {
-			return err
-		}
-		return t.NotSupported("the engines do not implement hal.AckSignaler (a release is an ordinary signal)")
-	}
+	release := releaseOf(l.e)
 	rg := l.rg
 	poisoned, err := l.prime(t, 7, n)
 	if err != nil {
@@ -503,7 +505,7 @@ func testPortRelease(t *T) error {
 		if err := l.e.Put(l.rwin.Addr()+uint64(c.off), l.src.Addr()+uint64(n-c.off-c.n), c.n); err != nil {
 			return t.Errorf("put %d of %d: %w", i+1, releaseRounds, err)
 		}
-		if err := rel.AckSignal(l.rsems.Addr()+16, l.rsems.Addr()+24, uint64(i+1)); err != nil {
+		if err := release(l.rsems.Addr()+16, l.rsems.Addr()+24, uint64(i+1)); err != nil {
 			return t.Errorf("release %d of %d: %w", i+1, releaseRounds, err)
 		}
 		if (i+1)%releaseEvery == 0 {
@@ -544,9 +546,8 @@ func testPortRelease(t *T) error {
 	return testOwnRelease(t)
 }
 
-// testOwnRelease: on the engine of the own endpoint, where it implements
-// hal.AckSignaler, each copy is complete when the local release issued
-// after it is seen (ownCopies).
+// testOwnRelease: on the engine of the own endpoint, each copy is
+// complete when the local release issued after it is seen (ownCopies).
 func testOwnRelease(t *T) error {
 	pm, err := t.Port()
 	if err != nil {
@@ -557,11 +558,7 @@ func testOwnRelease(t *T) error {
 		return t.Errorf("new engine to the own endpoint: %w", err)
 	}
 	t.Cleanup(e.Close)
-	rel, ok := e.(hal.AckSignaler)
-	if !ok {
-		return nil
-	}
-	return ownCopies(t, e.Copy, rel.AckSignal, "release")
+	return ownCopies(t, e.Copy, releaseOf(e), "release")
 }
 
 // portRing is the set-up of the PortChannel tests: a window of this rank,
