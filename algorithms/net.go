@@ -38,19 +38,19 @@ func (c Config) oneWay() (depth int, window int64) {
 	return 2, c.Port.Window
 }
 
-// oneWayGroup is portGroup for the one-way plans: their window, and the
-// writer's credit waits (Op.Credits, on the ops' rollingCredits) as many
-// releases behind as the plan's depth.
+// oneWayGroup is portGroup for the one-way plans, with their window.
 func (c Config) oneWayGroup(b int, ops, after []plan.Op) plan.Group {
-	d, w := c.oneWay()
+	_, w := c.oneWay()
 	g := c.portGroup(b, 1, ops, after)
 	g.Window = w
-	for i := range g.Ops {
-		if g.Ops[i].Credits > 0 {
-			g.Ops[i].Credits = d
-		}
-	}
 	return g
+}
+
+// oneWayCredits are a one-way writer's rolling credit waits
+// (rollingCredits), as many releases behind as the plan's depth.
+func (c Config) oneWayCredits(chs []int, s int) []plan.Op {
+	d, _ := c.oneWay()
+	return creditWaits(chs, s, d)
 }
 
 // oneWayPlan is portPlan for the one-way plans (their depth).
@@ -81,7 +81,7 @@ func BroadcastPort(c Config, root int) (*plan.Plan, error) {
 		if len(chs) > 0 {
 			puts = append(puts, c.localCopy(0, 0, 1, plan.L(plan.Output), plan.L(plan.Input)))
 		}
-		g = rolling(c.oneWayGroup(1, cat(rollingCredits(all, sem(semFree, 1)), puts, signals(all, sem(semData, 1))), flushes(all)), all[0], sem(semFree, 1))
+		g = rolling(c.oneWayGroup(1, cat(c.oneWayCredits(all, sem(semFree, 1)), puts, signals(all, sem(semData, 1))), flushes(all)), all[0], sem(semFree, 1))
 	} else {
 		rc := []int{c.chanOf(root)}
 		g = rolling(c.oneWayGroup(1, cat(waits(rc, sem(semData, 1)), []plan.Op{c.localCopy(rc[0], 0, 1, plan.L(plan.Output), plan.LS(rc[0]))},
@@ -113,7 +113,7 @@ func ReducePort(c Config, root int) (*plan.Plan, error) {
 		// No peer writes this rank's slots (only the root receives): one
 		// stages PreMulSum's scaled input (plan.Op.Stage).
 		put.Stage = 1 + rc[0]
-		g = rolling(c.oneWayGroup(b, cat(rollingCredits(rc, sem(semFree, b)), []plan.Op{put}, signals(rc, sem(semData, b))), flushes(rc)), rc[0], sem(semFree, b))
+		g = rolling(c.oneWayGroup(b, cat(c.oneWayCredits(rc, sem(semFree, b)), []plan.Op{put}, signals(rc, sem(semData, b))), flushes(rc)), rc[0], sem(semFree, b))
 	}
 	return c.oneWayPlan(fmt.Sprintf("reduce-r%d", root), b, len(all), 2, g)
 }
@@ -134,7 +134,7 @@ func P2PPort(c Config) (*plan.Plan, error) {
 		put := plan.PortPut(ci, 0, 1, plan.RS(ci, slotOf(c.Rank, ch.Peer)), plan.L(plan.Input))
 		put.Stage = c.stage(len(chs), ci)
 		get := c.localCopy(ci, 0, 1, plan.L(plan.Output), plan.LS(ci))
-		send := rolling(c.oneWayGroup(1, cat(rollingCredits(one, sem(semFree, 1)), []plan.Op{put}, signals(one, sem(semData, 1))), flushes(one)), ci, sem(semFree, 1))
+		send := rolling(c.oneWayGroup(1, cat(c.oneWayCredits(one, sem(semFree, 1)), []plan.Op{put}, signals(one, sem(semData, 1))), flushes(one)), ci, sem(semFree, 1))
 		recv := rolling(c.oneWayGroup(1, cat(waits(one, sem(semData, 1)), []plan.Op{get}, releases(one, sem(semFree, 1))), flushes(one)), ci, sem(semData, 1))
 		send.Arg, recv.Arg = 2*ci+1, 2*ci+2
 		groups = append(groups, send, recv)

@@ -230,8 +230,7 @@ func rolling(g plan.Group, ch, s int) plan.Group {
 // rollingCredits are a rolling writer's waits, in every window, for its
 // readers' "free" of the half the window reuses: credit waits two
 // releases behind (plan.Op.Credits), so the first two windows of the
-// plan's life pass at once. In a plan of window depth d, the writer
-// waits d releases behind (creditWaits(chs, s, d)).
+// plan's life pass at once (plans of depth d: Config.oneWayCredits).
 func rollingCredits(chs []int, s int) []plan.Op { return creditWaits(chs, s, 2) }
 
 // dropFlushes removes the closing flushes of a group of a plan with
