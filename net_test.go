@@ -169,9 +169,9 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 func netLL(coll algorithms.Collective) bool { return coll <= algorithms.SendRecv }
 
 // netOneWay reports whether coll's port plan moves data one way
-// (Broadcast, Reduce; point-to-point's plan too, which netP2P runs).
+// (Broadcast, Reduce; of netCases' collectives).
 func netOneWay(coll algorithms.Collective) bool {
-	return coll == algorithms.Broadcast || coll == algorithms.Reduce || coll == algorithms.SendRecv
+	return coll == algorithms.Broadcast || coll == algorithms.Reduce
 }
 
 // netHostWindows reports whether this child's network keeps the windows
