@@ -111,7 +111,7 @@ if want net; then
     echo "UCX: the carried libraries ($B/ucx)" | tee -a "$L/machine.txt"
   fi
   for net in socket ucx; do
-    step "net-$net" 120 'tail -n 6 $log | tr -s " " | cut -c1-160' -- env OUT="$WORK/net-$net" BUDGET=115 NETS=$net \
+    step "net-$net" 160 'tail -n 6 $log | tr -s " " | cut -c1-160' -- env OUT="$WORK/net-$net" BUDGET=155 NETS=$net \
       COLLS="all_reduce all_gather reduce_scatter alltoall broadcast reduce sendrecv" MAXB=64M FACTOR=16 bash "$ROOT/scripts/gpu-net.sh"
     cp "$WORK/net-$net"/*.json "$L/" 2>/dev/null
     cp "$WORK/net-$net/logs.tar.gz" "$L/net-$net-logs.tar.gz" 2>/dev/null

@@ -134,3 +134,51 @@ func FuzzDecodeSignal(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeLanes(f *testing.F) {
+	f.Add(encodeLanes([][]byte{[]byte("lane0"), []byte("lane one")}))
+	f.Add(encodeLanes([][]byte{{1}}))
+	f.Add([]byte{9, 0, 1, 'a'})
+	f.Add([]byte{1, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		addrs, err := decodeLanes(b)
+		if err != nil {
+			return
+		}
+		if len(addrs) < 1 || len(addrs) > maxLanes {
+			t.Fatalf("accepted %d lanes", len(addrs))
+		}
+		for i, a := range addrs {
+			if len(a) < 1 || len(a) > maxAddress {
+				t.Fatalf("accepted lane %d's address of %d bytes", i, len(a))
+			}
+		}
+		if e := encodeLanes(addrs); !bytes.Equal(e, b) {
+			t.Fatalf("accepted %x, which is not the encoding %x of what it returned", b, e)
+		}
+	})
+}
+
+// A put splits into stripes of at least stripeMin, no more than the
+// lanes, 64-byte aligned but for the last, covering it exactly.
+func TestStripeOf(t *testing.T) {
+	for _, c := range []struct {
+		n     uint64
+		lanes int
+		k     uint64
+	}{
+		{0, 2, 1}, {stripeMin, 2, 1}, {2*stripeMin - 1, 2, 1}, {2 * stripeMin, 2, 2}, {2*stripeMin + 13, 2, 2},
+		{8 << 20, 2, 2}, {8<<20 + 1, 3, 3}, {3 * stripeMin, 8, 3}, {64 << 20, 8, 8}, {64 << 20, 1, 1},
+	} {
+		k, per := stripeOf(c.n, c.lanes)
+		if k != c.k {
+			t.Errorf("stripeOf(%d, %d) = %d stripes, want %d", c.n, c.lanes, k, c.k)
+		}
+		if k > 1 && (per%64 != 0 || per < stripeMin || (k-1)*per >= c.n || k*per < c.n) {
+			t.Errorf("stripeOf(%d, %d) = %d × %d bytes: not an aligned cover of at least stripeMin each", c.n, c.lanes, k, per)
+		}
+		if k == 1 && per != c.n {
+			t.Errorf("stripeOf(%d, %d) = one stripe of %d bytes", c.n, c.lanes, per)
+		}
+	}
+}
