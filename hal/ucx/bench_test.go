@@ -14,39 +14,32 @@ import (
 // (loopback) and shared-memory transports, with memory registered directly
 // and staged through host memory. It reports GB/s (10^9 bytes per
 // second). A CPU-only figure of the transport on this machine's memory
-// and TCP stack, not a network. lanesN: the put is split over N lanes
-// (Options.Lanes; staged puts are not split).
+// and TCP stack, not a network.
 func BenchmarkUCXPut(b *testing.B) {
 	needUCX(b)
 	const n = 16 << 20
 	for _, tls := range transports {
 		for _, staging := range []Staging{StagingAuto, StagingAlways} {
-			for _, lanes := range []int{1, 2, 4} {
-				if lanes > 1 && staging != StagingAuto {
-					continue
-				}
-				b.Run(fmt.Sprintf("%s/staging%d/lanes%d", tls, staging, lanes), func(b *testing.B) {
-					opts := testOptions(tls, staging)
-					opts.Chunk = 1 << 20
-					opts.Lanes = lanes
-					rs := openRanks(b, 2, 64+n, n, opts, testSecret)
-					e := rs[0].eng[1]
-					b.SetBytes(n)
-					b.ResetTimer()
-					start := time.Now()
-					for i := 0; i < b.N; i++ {
-						if err := e.Put(rs[0].remote[1].Addr()+64, rs[0].src.Addr(), n); err != nil {
-							b.Fatal(err)
-						}
-						if err := e.Signal(rs[0].remote[1].Addr(), 0, 0); err != nil {
-							b.Fatal(err)
-						}
-						awaitWord(b, rs[1].win, 0, uint64(i+1), "put")
+			b.Run(fmt.Sprintf("%s/staging%d", tls, staging), func(b *testing.B) {
+				opts := testOptions(tls, staging)
+				opts.Chunk = 1 << 20
+				rs := openRanks(b, 2, 64+n, n, opts, testSecret)
+				e := rs[0].eng[1]
+				b.SetBytes(n)
+				b.ResetTimer()
+				start := time.Now()
+				for i := 0; i < b.N; i++ {
+					if err := e.Put(rs[0].remote[1].Addr()+64, rs[0].src.Addr(), n); err != nil {
+						b.Fatal(err)
 					}
-					b.StopTimer()
-					b.ReportMetric(float64(n)*float64(b.N)/time.Since(start).Seconds()/1e9, "GB/s")
-				})
-			}
+					if err := e.Signal(rs[0].remote[1].Addr(), 0, 0); err != nil {
+						b.Fatal(err)
+					}
+					awaitWord(b, rs[1].win, 0, uint64(i+1), "put")
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(n)*float64(b.N)/time.Since(start).Seconds()/1e9, "GB/s")
+			})
 		}
 	}
 }

@@ -66,19 +66,6 @@ type op struct {
 	call string
 	seq  uint64
 	slot int // staging slot it reads, or -1
-	lane int // 0: the engine's endpoint (wmu); i: lanes[i-1] (its lane's lock)
-}
-
-// laneEP is an engine's endpoint on one of the NetDevice's lanes beyond
-// the first (lane.go), which carries stripes of its large puts; guarded
-// by its lane's lock.
-type laneEP struct {
-	l        *lane
-	ep       *ucx.Endpoint
-	rkeys    map[importKey]*ucx.Rkey
-	dirty    bool // stripes issued since the last flush
-	flushing bool
-	flush    ucx.Request
 }
 
 type retired struct{ seq, own uint64 }
@@ -108,7 +95,6 @@ type engine struct {
 	id      uint32
 	token   uint64
 	ep      *ucx.Endpoint
-	lanes   []*laneEP // the endpoints on lanes 1 …, as many as both ends have
 	conn    net.Conn
 	timeout time.Duration
 
@@ -138,7 +124,6 @@ type engine struct {
 	dirty        bool // puts issued since the last flush
 	batch        bool // the proxy's pass is under way (BeginBatch)
 	fused        int  // puts sent inside their signal's message (fusePut)
-	striped      int  // stripes of puts issued on lanes beyond the first (putLane)
 	amSeq        uint64
 	curRanges    []span    // staged destination ranges since the last signal
 	lastRangeKey importKey // the registration of the last of curRanges
@@ -195,14 +180,12 @@ func (nd *NetDevice) dial(a address) (*engine, error) {
 		raw.Close()
 		return nil, fail("refused: %s", printable(body))
 	}
-	addrs, err := decodeLanes(body)
-	if err != nil {
-		raw.Close()
-		return nil, fail("malformed reply: %v", err)
-	}
 	e := &engine{nd: nd, peer: a.rank, id: id, token: token, conn: c, timeout: nd.opts.Timeout,
 		rkeys: map[importKey]*ucx.Rkey{}, outstanding: map[uint64]int{}, tickets: hal.MakeTickets(ringSize + 2)}
-	if err := e.connect(addrs); err != nil {
+	nd.wmu.Lock()
+	e.ep, err = nd.w.Connect(body)
+	nd.wmu.Unlock()
+	if err != nil {
 		raw.Close()
 		return nil, fmt.Errorf("ucx: rank %d: engine to peer rank %d: %w", nd.cfg.Rank, a.rank, err)
 	}
@@ -210,7 +193,9 @@ func (nd *NetDevice) dial(a address) (*engine, error) {
 	if nd.closed {
 		nd.mu.Unlock()
 		raw.Close()
-		e.dropEndpoints()
+		nd.wmu.Lock()
+		e.ep.Close(true)
+		nd.wmu.Unlock()
 		return nil, fmt.Errorf("ucx: rank %d: engine on a closed NetDevice: %w", nd.cfg.Rank, hal.ErrInvalidUsage)
 	}
 	nd.engines[e] = struct{}{}
@@ -218,46 +203,6 @@ func (nd *NetDevice) dial(a address) (*engine, error) {
 	nd.mu.Unlock()
 	go e.watch()
 	return e, nil
-}
-
-// connect creates the engine's endpoints: lane 0's to the peer's
-// receiving worker at addrs[0], and one on each further lane that both
-// this NetDevice and the peer have.
-func (e *engine) connect(addrs [][]byte) error {
-	nd := e.nd
-	nd.wmu.Lock()
-	ep, err := nd.w.Connect(addrs[0])
-	nd.wmu.Unlock()
-	if err != nil {
-		return err
-	}
-	e.ep = ep
-	for i := 1; i < len(addrs) && i <= len(nd.lanes); i++ {
-		l := nd.lanes[i-1]
-		l.mu.Lock()
-		ep, err := l.sw.Connect(addrs[i])
-		l.mu.Unlock()
-		if err != nil {
-			e.dropEndpoints()
-			return fmt.Errorf("lane %d: %w", i, err)
-		}
-		e.lanes = append(e.lanes, &laneEP{l: l, ep: ep, rkeys: map[importKey]*ucx.Rkey{}})
-	}
-	return nil
-}
-
-// dropEndpoints closes the endpoints of an engine that never ran (force:
-// nothing was issued on them).
-func (e *engine) dropEndpoints() {
-	e.nd.wmu.Lock()
-	e.ep.Close(true)
-	e.nd.wmu.Unlock()
-	for _, le := range e.lanes {
-		le.l.mu.Lock()
-		le.ep.Close(true)
-		le.l.mu.Unlock()
-	}
-	e.lanes = nil
 }
 
 // printable keeps a peer's reason to 200 printable characters.
@@ -498,12 +443,6 @@ func (e *engine) pump() {
 			e.qhead = (e.qhead + 1) % ringSize
 			e.qlen--
 		}
-		for i, le := range e.lanes {
-			if le.flushing {
-				e.abandoned = append(e.abandoned, op{r: le.flush, call: "ucp_ep_flush_nbx", slot: -1, lane: i + 1})
-				le.flush, le.flushing = ucx.Request{}, false
-			}
-		}
 		e.abandoned = append(e.abandoned, e.ops...)
 		e.ops = nil
 		clear(e.outstanding)
@@ -512,7 +451,7 @@ func (e *engine) pump() {
 	moved := false
 	kept := e.ops[:0]
 	for _, o := range e.ops {
-		done, err := e.done(&o)
+		done, err := nd.lib.Done(&o.r, o.call)
 		if err != nil {
 			e.suspect(fmt.Errorf("ucx: rank %d: %s to peer rank %d failed: %w", nd.cfg.Rank, o.call, e.peer, err))
 		}
@@ -541,11 +480,6 @@ func (e *engine) pump() {
 	}
 	if err := e.ep.Err(); err != nil {
 		e.suspect(fmt.Errorf("ucx: rank %d: endpoint to peer rank %d: %w", nd.cfg.Rank, e.peer, err))
-	}
-	for i, le := range e.lanes {
-		if err := le.ep.Err(); err != nil {
-			e.suspect(fmt.Errorf("ucx: rank %d: endpoint to peer rank %d on lane %d: %w", nd.cfg.Rank, e.peer, i+1, err))
-		}
 	}
 	if e.suspectErr != nil && !peerClosed {
 		// Wait for the side channel's word (the peer closed cleanly, or
@@ -590,22 +524,11 @@ func (e *engine) pump() {
 	}
 }
 
-// done polls o (lane 0's under wmu, held; a lane's under its lock).
-func (e *engine) done(o *op) (bool, error) {
-	if o.lane == 0 {
-		return e.nd.lib.Done(&o.r, o.call)
-	}
-	l := e.lanes[o.lane-1].l
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return e.nd.lib.Done(&o.r, o.call)
-}
-
-func (e *engine) track(seq uint64, r ucx.Request, call string, slot, lane int) {
+func (e *engine) track(seq uint64, r ucx.Request, call string, slot int) {
 	if !r.Pending() {
 		return
 	}
-	e.ops = append(e.ops, op{r: r, call: call, seq: seq, slot: slot, lane: lane})
+	e.ops = append(e.ops, op{r: r, call: call, seq: seq, slot: slot})
 	e.outstanding[seq]++
 	if slot >= 0 {
 		e.slotOps[slot]++
@@ -664,22 +587,12 @@ func (e *engine) issue(r *request) bool {
 			if e.ownDone < e.ownIssued {
 				return false
 			}
-			// Stripes beyond the first go on the lanes (lane.go); the
-			// first, or the whole put, on this endpoint.
-			parts, per := stripeOf(r.n, 1+len(e.lanes))
-			for i := uint64(1); i < parts; i++ {
-				off := i * per
-				if err := e.putLane(int(i), r.seq, src+uintptr(off), min(per, r.n-off), r.dst+off, r.key); err != nil {
-					e.suspect(err)
-					return false
-				}
-			}
-			req, err := e.ep.Put(src, per, r.dst, k)
+			req, err := e.ep.Put(src, r.n, r.dst, k)
 			if err != nil {
-				e.suspect(fmt.Errorf("ucx: rank %d: put of %d bytes to peer rank %d: %w", nd.cfg.Rank, per, e.peer, err))
+				e.suspect(fmt.Errorf("ucx: rank %d: put of %d bytes to peer rank %d: %w", nd.cfg.Rank, r.n, e.peer, err))
 				return false
 			}
-			e.track(r.seq, req, "ucp_put_nbx", -1, 0)
+			e.track(r.seq, req, "ucp_put_nbx", -1)
 			e.dirty = true
 			return true
 		}
@@ -700,7 +613,7 @@ func (e *engine) issue(r *request) bool {
 				e.suspect(fmt.Errorf("ucx: rank %d: put of %d bytes to peer rank %d: %w", nd.cfg.Rank, cn, e.peer, err))
 				return false
 			}
-			e.track(r.seq, req, "ucp_put_nbx", r.slot, 0)
+			e.track(r.seq, req, "ucp_put_nbx", r.slot)
 			e.dirty = true
 			r.inSlot = false
 			r.off += cn
@@ -718,7 +631,6 @@ func (e *engine) issue(r *request) bool {
 			}
 			r.flush, r.flushing, e.dirty = req, true, false
 		}
-		lanesFlushed := r.ack || e.flushLanes()
 		if r.flushing {
 			done, err := nd.lib.Done(&r.flush, "ucp_ep_flush_nbx")
 			if err != nil {
@@ -729,9 +641,6 @@ func (e *engine) issue(r *request) bool {
 				return false
 			}
 			r.flushing = false
-		}
-		if !lanesFlushed {
-			return false
 		}
 		kind := byte(kindSignal)
 		switch {
@@ -750,69 +659,10 @@ func (e *engine) issue(r *request) bool {
 		}
 		stageprof.Trace(stageprof.EvWrite, nd.cfg.Rank, ts, uint64(e.id), e.amSeq, uint64(ucxTraceKind+kind)|uint64(e.peer)<<8)
 		e.amSeq++
-		e.track(r.seq, req, "ucp_am_send_nbx", -1, 0)
+		e.track(r.seq, req, "ucp_am_send_nbx", -1)
 		return true
 	}
 	return false
-}
-
-// putLane issues stripe i (1 …) of put seq on lane i: n bytes at
-// local address src to the peer's dst in registration key.
-func (e *engine) putLane(i int, seq uint64, src uintptr, n, dst uint64, key importKey) error {
-	nd := e.nd
-	le := e.lanes[i-1]
-	le.l.mu.Lock()
-	k, err := e.unpack(le.ep, le.rkeys, key)
-	var req ucx.Request
-	if err == nil {
-		if req, err = le.ep.Put(src, n, dst, k); err != nil {
-			err = fmt.Errorf("ucx: rank %d: put of %d bytes to peer rank %d on lane %d: %w", nd.cfg.Rank, n, e.peer, i, err)
-		}
-	}
-	if err == nil {
-		le.dirty = true
-	}
-	le.l.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	le.l.sw.Signal() // its goroutine progresses what the call left to send
-	e.track(seq, req, "ucp_put_nbx", -1, i)
-	e.striped++
-	return nil
-}
-
-// flushLanes starts a flush on every lane that carried stripes since its
-// last flush and reports whether none is still under way (wmu held).
-func (e *engine) flushLanes() bool {
-	nd := e.nd
-	all := true
-	for i, le := range e.lanes {
-		if !le.dirty && !le.flushing {
-			continue
-		}
-		le.l.mu.Lock()
-		var err error
-		if !le.flushing {
-			if le.flush, err = le.ep.Flush(); err == nil {
-				le.flushing, le.dirty = true, false
-			}
-		}
-		done := false
-		if err == nil {
-			done, err = nd.lib.Done(&le.flush, "ucp_ep_flush_nbx")
-		}
-		if done {
-			le.flushing = false
-		}
-		le.l.mu.Unlock()
-		if err != nil {
-			e.suspect(fmt.Errorf("ucx: rank %d: flush of the endpoint to peer rank %d on lane %d: %w", nd.cfg.Rank, e.peer, i+1, err))
-			return false
-		}
-		all = all && done
-	}
-	return all
 }
 
 // ucxTraceKind is added to a message's kind in the timeline
@@ -940,13 +790,7 @@ func (e *engine) ownEngine() (hal.Engine, error) {
 // rkey unpacks the remote key of an import on this engine's endpoint the
 // first time it is used.
 func (e *engine) rkey(k importKey) (*ucx.Rkey, error) {
-	return e.unpack(e.ep, e.rkeys, k)
-}
-
-// unpack returns the remote key of import k on endpoint ep, unpacking it
-// into keys the first time (ep's worker lock held).
-func (e *engine) unpack(ep *ucx.Endpoint, keys map[importKey]*ucx.Rkey, k importKey) (*ucx.Rkey, error) {
-	if r := keys[k]; r != nil {
+	if r := e.rkeys[k]; r != nil {
 		return r, nil
 	}
 	nd := e.nd
@@ -960,30 +804,12 @@ func (e *engine) unpack(ep *ucx.Endpoint, keys map[importKey]*ucx.Rkey, k import
 	if imp == nil {
 		return nil, fmt.Errorf("ucx: rank %d: registration %d of peer rank %d was freed while a put to it was queued: %w", nd.cfg.Rank, k.reg, k.rank, hal.ErrInvalidUsage)
 	}
-	r, err := ep.UnpackRkey(packed)
+	r, err := e.ep.UnpackRkey(packed)
 	if err != nil {
 		return nil, fmt.Errorf("ucx: rank %d: remote key of registration %d of peer rank %d: %w", nd.cfg.Rank, k.reg, k.rank, err)
 	}
-	keys[k] = r
+	e.rkeys[k] = r
 	return r, nil
-}
-
-// closeEndpoint closes ep of worker w (whose lock mu the caller holds;
-// it is released while waiting) and waits until the close completes or
-// the deadline passes.
-func closeEndpoint(lib *ucx.Lib, w *ucx.Worker, mu *sync.Mutex, ep *ucx.Endpoint, force bool, deadline time.Time) error {
-	req, err := ep.Close(force)
-	for err == nil && req.Pending() && time.Now().Before(deadline) {
-		w.Progress()
-		var done bool
-		if done, err = lib.Done(&req, "ucp_ep_close_nbx"); done {
-			break
-		}
-		mu.Unlock()
-		time.Sleep(20 * time.Microsecond)
-		mu.Lock()
-	}
-	return err
 }
 
 // Mark returns a ticket covering every request issued so far.
@@ -1062,27 +888,21 @@ func (e *engine) closeQuiet() error {
 		delete(e.rkeys, k)
 	}
 	for _, o := range append(e.ops, e.abandoned...) {
-		e.done(&o) // releases what completed; the rest goes with the endpoint
+		nd.lib.Done(&o.r, o.call) // releases what completed; the rest goes with the endpoint
 	}
 	e.ops, e.abandoned = nil, nil
-	force := failed || e.peerClosed.Load()
-	cerr := closeEndpoint(nd.lib, nd.w, &nd.wmu, e.ep, force, deadline.Add(time.Second))
-	nd.wmu.Unlock()
-	for i, le := range e.lanes {
-		le.l.mu.Lock()
-		for k, r := range le.rkeys {
-			r.Destroy()
-			delete(le.rkeys, k)
+	req, cerr := e.ep.Close(failed || e.peerClosed.Load())
+	for cerr == nil && req.Pending() && time.Now().Before(deadline.Add(time.Second)) {
+		nd.w.Progress()
+		var done bool
+		if done, cerr = nd.lib.Done(&req, "ucp_ep_close_nbx"); done {
+			break
 		}
-		if le.flushing {
-			nd.lib.Done(&le.flush, "ucp_ep_flush_nbx")
-		}
-		lerr := closeEndpoint(nd.lib, le.l.sw, &le.l.mu, le.ep, force, deadline.Add(time.Second))
-		le.l.mu.Unlock()
-		if lerr != nil && cerr == nil {
-			cerr = fmt.Errorf("lane %d: %w", i+1, lerr)
-		}
+		nd.wmu.Unlock()
+		time.Sleep(20 * time.Microsecond)
+		nd.wmu.Lock()
 	}
+	nd.wmu.Unlock()
 	if cerr != nil && !failed && !errors.Is(cerr, hal.ErrRemote) {
 		err = errors.Join(err, fmt.Errorf("ucx: rank %d: close the endpoint to peer rank %d: %w", nd.cfg.Rank, e.peer, cerr))
 	}

@@ -50,17 +50,11 @@ func testOptions(tls string, staging Staging) Options {
 // windows of winBytes and sources of srcBytes, connected all to all.
 func openRanks(t testing.TB, n int, winBytes, srcBytes int64, opts Options, secret []byte) []*rank {
 	t.Helper()
-	return openRanksWith(t, n, winBytes, srcBytes, func(int) Options { return opts }, secret)
-}
-
-// openRanksWith is openRanks with rank i's options optsOf(i).
-func openRanksWith(t testing.TB, n int, winBytes, srcBytes int64, optsOf func(int) Options, secret []byte) []*rank {
-	t.Helper()
 	job := newJob()
 	rs := make([]*rank, n)
 	for i := range rs {
 		h := nettest.OpenHost(t, job, i, winBytes, srcBytes)
-		nd, err := Open(h.Dev, hal.NetConfig{Rank: i, NRanks: n, JobID: job, Secret: secret, OneHost: true}, optsOf(i))
+		nd, err := Open(h.Dev, hal.NetConfig{Rank: i, NRanks: n, JobID: job, Secret: secret, OneHost: true}, opts)
 		if err != nil {
 			h.Close()
 			t.Fatal(err)

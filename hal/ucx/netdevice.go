@@ -63,11 +63,6 @@ type NetDevice struct {
 	// (docs/network.md, "Releases and two workers").
 	rw    *ucx.Worker
 	waddr []byte
-	// lanes are the further worker pairs that carry stripes of large
-	// puts (lane.go; Options.Lanes − 1 of them); reply is the accept
-	// reply's body, every lane's receiving worker address.
-	lanes []*lane
-	reply []byte
 	// memType is the UCX memory type device memory is registered with,
 	// or -1: staged through host memory.
 	memType int
@@ -231,14 +226,11 @@ func Open(dev hal.Device, cfg hal.NetConfig, opts Options) (*NetDevice, error) {
 				w.Close()
 			}
 		}
-		nd.closeLanes()
 		nd.ctx.Close()
 	}
 	if nd.w, err = nd.ctx.NewWorker(amID, maxSignal); err == nil {
 		if nd.rw, err = nd.ctx.NewWorker(amID, maxSignal); err == nil {
-			if nd.waddr, err = nd.rw.Address(); err == nil {
-				err = nd.openLanes(opts.Lanes)
-			}
+			nd.waddr, err = nd.rw.Address()
 		}
 	}
 	if err != nil {
@@ -253,14 +245,12 @@ func Open(dev hal.Device, cfg hal.NetConfig, opts Options) (*NetDevice, error) {
 	if secret.IsZero() {
 		auth.WarnUnauthenticated(nd.log, "ucx transport")
 	}
-	nd.reply = nd.laneAddresses()
 	nd.wg.Add(3)
 	go nd.accept()
 	go nd.progressLoop()
 	go nd.recvLoop()
-	nd.startLanes()
 	nd.log.Info("ucx transport open", "ucx", lib.Version(), "side_channel", nd.ln.Addr().String(), "interface", where,
-		"device_memory", memTypeName(nd.memType, dev.Info().Backend), "lanes", 1+len(nd.lanes), "settings", settings, "authenticated", !secret.IsZero())
+		"device_memory", memTypeName(nd.memType, dev.Info().Backend), "settings", settings, "authenticated", !secret.IsZero())
 	return nd, nil
 }
 
@@ -955,7 +945,6 @@ func (nd *NetDevice) Close() error {
 	close(nd.stop)
 	nd.wake()
 	nd.rw.Signal()
-	nd.wakeLanes()
 	done := make(chan struct{})
 	go func() { nd.wg.Wait(); close(done) }()
 	select {
@@ -984,7 +973,6 @@ func (nd *NetDevice) Close() error {
 	}
 	nd.w.Close()
 	nd.rw.Close()
-	nd.closeLanes()
 	nd.ctx.Close()
 	return errors.Join(errs...)
 }

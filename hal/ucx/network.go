@@ -122,17 +122,7 @@ type Options struct {
 	// descriptor (a wake-up costs 10–20 µs on a virtual machine).
 	// WEFT_UCX_SPIN_US; 0 takes DefaultSpin.
 	Spin time.Duration
-	// Lanes is the number of sending/receiving worker pairs, each on its
-	// own goroutines, over which a put of at least 2 × 256 KiB is split
-	// (lane.go): 1 to 8, WEFT_UCX_LANES; 0 takes DefaultLanes. An engine
-	// uses as many as both ends have.
-	Lanes int
 }
-
-// DefaultLanes is Options.Lanes' default: two threads at each end move a
-// large put over UCX's TCP transport (one stream: 3.1–3.3 GB/s between
-// two emulated nodes on 2×H100).
-const DefaultLanes = 2
 
 // DefaultSpin is Options.Spin's default.
 const DefaultSpin = 50 * time.Microsecond
@@ -140,8 +130,8 @@ const DefaultSpin = 50 * time.Microsecond
 // maxSpin bounds Options.Spin (WEFT_UCX_SPIN_US).
 const maxSpin = time.Second
 
-// OptionsFromEnv reads WEFT_TIMEOUT, WEFT_SOCKET_IFNAME, WEFT_UCX_SPIN_US,
-// WEFT_UCX_LANES and WEFT_UCX_STAGING (auto, always or device); UCX reads its own UCX_* variables. A
+// OptionsFromEnv reads WEFT_TIMEOUT, WEFT_SOCKET_IFNAME, WEFT_UCX_SPIN_US
+// and WEFT_UCX_STAGING (auto, always or device); UCX reads its own UCX_* variables. A
 // malformed value is an error wrapping hal.ErrInvalidArgument that names
 // the variable.
 func OptionsFromEnv() (Options, error) {
@@ -160,11 +150,6 @@ func OptionsFromEnv() (Options, error) {
 	} else if ok {
 		o.Spin = time.Duration(us) * time.Microsecond
 	}
-	if n, ok, err := env.Int("WEFT_UCX_LANES"); err != nil || (ok && (n < 1 || n > maxLanes)) {
-		return o, fmt.Errorf("ucx: WEFT_UCX_LANES=%q: want 1 to %d: %w", env.String("WEFT_UCX_LANES"), maxLanes, hal.ErrInvalidArgument)
-	} else if ok {
-		o.Lanes = n
-	}
 	return o, nil
 }
 
@@ -177,12 +162,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Spin == 0 {
 		o.Spin = DefaultSpin
-	}
-	if o.Lanes == 0 {
-		o.Lanes = DefaultLanes
-	}
-	if o.Lanes < 1 || o.Lanes > maxLanes {
-		return o, fmt.Errorf("ucx: %d lanes: want 1 to %d: %w", o.Lanes, maxLanes, hal.ErrInvalidArgument)
 	}
 	if o.Spin < 0 || o.Spin > maxSpin {
 		return o, fmt.Errorf("ucx: progress polling of %v: want up to %v: %w", o.Spin, maxSpin, hal.ErrInvalidArgument)

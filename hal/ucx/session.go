@@ -124,7 +124,7 @@ func (nd *NetDevice) serve(raw net.Conn) {
 	}
 	nd.sessions[s.key] = s
 	nd.mu.Unlock()
-	if err := writeAll(c, encodeReply(true, s.token, nd.reply), nd.opts.Timeout); err != nil {
+	if err := writeAll(c, encodeReply(true, s.token, nd.waddr), nd.opts.Timeout); err != nil {
 		s.shutdown(false)
 		return
 	}

@@ -30,10 +30,8 @@ import (
 // Reply (server → client), 16 bytes + body (≤ 64 KiB):
 //
 //	[0:4) "WUXR" [4] 0 accept, 1 reject [5] zero [6:8) body length
-//	[8:16) session token; body: accept, the server's lanes (lane.go):
-//	[0] their number (1 to maxLanes), then per lane [2 bytes] the length
-//	of its receiving worker's address and the address; reject, the
-//	reason in words
+//	[8:16) session token; body: accept, the server's UCX worker address;
+//	reject, the reason in words
 //
 // After the reply the side channel carries one 8-byte word each way at
 // most: "WUXBYE\0\0" and the number of signals the engine sent (8)
@@ -52,7 +50,7 @@ import (
 //	message), placed before the ranges are copied and the semaphore
 //	is signalled
 const (
-	wireVersion  = 2
+	wireVersion  = 1
 	addrMagic    = 0x57555841 // "WUXA"
 	handleMagic  = 0x57555848 // "WUXH"
 	helloMagic   = 0x57555843 // "WUXC"

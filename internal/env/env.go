@@ -50,7 +50,6 @@ var Table = []Var{
 	{"WEFT_IB_HCA", "", "hal/ib: RDMA devices to use, as NCCL_IB_HCA (prefix list; ^ excludes, = exact, :port)"},
 	{"WEFT_IB_GID_INDEX", "-1", "hal/ib: GID index for RoCE (default: the first RoCEv2 IPv4-mapped GID; -1 chooses)"},
 	{"WEFT_IBVERBS_LIB", "libibverbs.so.1", "hal/ib: the verbs library loaded with dlopen"},
-	{"WEFT_UCX_LANES", "2", "hal/ucx: sending/receiving worker pairs (1 to 8), each on its own goroutines; a put of at least 512 KiB is split over them, so that UCX's TCP transport moves it on that many threads at each end (1: one pair)"},
 	{"WEFT_UCX_SPIN_US", "50", "hal/ucx: microseconds the progress loop keeps polling the worker after it last had work before it sleeps on the worker's event descriptor (a wake-up costs 10–20 µs on a virtual machine; a core stays busy while work keeps coming)"},
 	{"WEFT_UCX_STAGING", "auto", "hal/ucx: auto registers host memory, and GPU memory where UCX reports the GPU's memory type, with UCX and stages other device memory through host memory (memory with a host view, a network plan's host windows, is then registered directly); always stages every buffer (tests of the GPU path on hal/host); device stages device memory whatever UCX reports and registers memory with a host view directly (the host windows; on hal/host, tests of that path)"},
 	{"WEFT_CACHE_DIR", "$XDG_CACHE_HOME/weft", "directory of the kernel binary cache"},
