@@ -348,6 +348,9 @@ func (e *Engine) connect(a address, index, conns int) (*sendConn, error) {
 		return fail(fmt.Errorf("refused: %s: %w", reason, hal.ErrRemote))
 	}
 	c.SetDeadline(time.Time{})
+	// Frames go out through the descriptor itself (rawconn_linux.go); the
+	// replies read from it are rare, so its reads do not poll.
+	c = detach(c, 0)
 	return &sendConn{e: e, index: index, conn: c, q: make(chan outFrame, sendQueue)}, nil
 }
 
@@ -801,8 +804,7 @@ func (c *sendConn) sender() {
 			bufs = append(bufs, e.staging.Host()[off:off+int(of.f.b)])
 		}
 		ts := stageprof.TraceStart()
-		c.conn.SetWriteDeadline(time.Now().Add(e.timeout))
-		if _, err := bufs.WriteTo(c.conn); err != nil {
+		if err := writeBuffers(c.conn, bufs, time.Now().Add(e.timeout)); err != nil {
 			e.fail(c.lost(err, fmt.Sprintf("writing %v frame %d", of.f.kind, of.f.seq)), true)
 			return
 		}
@@ -1251,8 +1253,7 @@ func (e *Engine) writeInline(f frame, payload []byte, trailer ...[]byte) error {
 	}
 	start := e.prof.Tick()
 	ts := stageprof.TraceStart()
-	c.conn.SetWriteDeadline(time.Now().Add(e.timeout))
-	if _, err := bufs.WriteTo(c.conn); err != nil {
+	if err := writeBuffers(c.conn, bufs, time.Now().Add(e.timeout)); err != nil {
 		err = c.lost(err, fmt.Sprintf("writing %v frame %d", f.kind, f.seq))
 		e.fail(err, true)
 		return err

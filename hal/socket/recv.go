@@ -79,11 +79,8 @@ type recvConn struct {
 	remote string
 	br     *bufio.Reader
 	stage  hal.Buffer // two halves of chunk bytes
-	// spin polls the socket for a while before the reader parks between
-	// frames (Options.Spin); nil: park at once.
-	spin func()
-	busy [2]uint64  // own-engine ticket of the last copy out of each half
-	wmu  sync.Mutex // replies
+	busy   [2]uint64  // own-engine ticket of the last copy out of each half
+	wmu    sync.Mutex // replies
 }
 
 // serve runs one accepted connection: authentication (when the job has a
@@ -123,6 +120,9 @@ func (nd *NetDevice) serve(raw net.Conn) {
 	}
 	var rc *recvConn
 	if err == nil {
+		// Frames come in through the descriptor itself, polled for
+		// Options.Spin between them (rawconn_linux.go).
+		c = detach(c, nd.opts.Spin)
 		rc, err = nd.join(h, c, remote)
 	}
 	if err != nil {
@@ -170,7 +170,7 @@ func (nd *NetDevice) join(h hello, c net.Conn, remote string) (*recvConn, error)
 		stage.Free()
 		return nil, fmt.Errorf("the device's host allocations are not host-accessible (Host() is nil)")
 	}
-	rc := &recvConn{index: h.index, conn: c, remote: remote, br: bufio.NewReaderSize(c, 64<<10), stage: stage, spin: spinner(c, nd.opts.Spin)}
+	rc := &recvConn{index: h.index, conn: c, remote: remote, br: bufio.NewReaderSize(c, 64<<10), stage: stage}
 	key := sessionKey{h.src, h.engine}
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
@@ -246,9 +246,6 @@ func (rc *recvConn) run() {
 	var hdr [headerSize]byte
 	for k := 0; ; k++ {
 		if rc.br.Buffered() == 0 {
-			if rc.spin != nil {
-				rc.spin()
-			}
 			rc.conn.SetReadDeadline(time.Time{}) // idle between frames is fine
 			if _, err := rc.br.Peek(1); err != nil {
 				if errors.Is(err, io.EOF) {

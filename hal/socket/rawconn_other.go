@@ -1,0 +1,21 @@
+//go:build !linux
+
+package socket
+
+import (
+	"net"
+	"time"
+)
+
+// detach keeps c elsewhere than on Linux (rawconn_linux.go).
+func detach(c net.Conn, spin time.Duration) net.Conn { return c }
+
+// writeBuffers writes bufs on c before the deadline.
+func writeBuffers(c net.Conn, bufs net.Buffers, dl time.Time) error {
+	c.SetWriteDeadline(dl)
+	_, err := bufs.WriteTo(c)
+	return err
+}
+
+// spinning reports whether c polls for data before it sleeps (tests).
+func spinning(net.Conn) bool { return false }
