@@ -151,44 +151,17 @@ func (c *rawConn) Write(p []byte) (int, error) {
 	return int(n), err
 }
 
-// firstPiece bounds the first writev(2) of a write of more than twice
-// its size. On loopback the receiver sees nothing of a write until its
-// system call returns: a 128 KiB frame between two emulated nodes on
-// 2×H100 took 34 µs to write and its reader saw its first byte 12 µs
-// after that, then read it in 22 (docs/bench/2026-11-27-h100x2, call 4);
-// a first piece lets the reader start while the rest is written.
-const firstPiece = 64 << 10
-
 // writev writes every byte of bufs with writev(2), waiting while the
 // socket is full, until the write deadline.
 func (c *rawConn) writev(bufs [][]byte) (int64, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	var total, size int64
-	for _, b := range bufs {
-		size += int64(len(b))
-	}
-	var piece [][]byte // the first call's part of bufs, when it is cut
-	if size > 2*firstPiece {
-		left := firstPiece
-		for _, b := range bufs {
-			if left == 0 {
-				break
-			}
-			k := min(left, len(b))
-			piece = append(piece, b[:k])
-			left -= k
-		}
-	}
+	var total int64
 	for len(bufs) > 0 {
 		if c.closed.Load() {
 			return total, net.ErrClosed
 		}
-		iov := bufs
-		if piece != nil {
-			iov, piece = piece, nil
-		}
-		n, err := unix.Writev(c.fd, iov)
+		n, err := unix.Writev(c.fd, bufs)
 		if n > 0 {
 			total += int64(n)
 			for n > 0 && len(bufs) > 0 {
