@@ -774,6 +774,12 @@ func testPortDeadline(t *T) error {
 	if err := check("a wait for a signal rank "+fmt.Sprint(rg.prev)+" never sends", err, rg.prev, time.Since(start), d); err != nil {
 		return err
 	}
+	// Every rank's wait has timed out before any rank sends the signal
+	// below: a rank that started late would otherwise see its previous
+	// rank's signal in that wait (make test on 2 cores, once).
+	if err := t.Barrier(); err != nil {
+		return err
+	}
 	// An engine may, rarely, finish 128 MiB before the flush first looks:
 	// that is no failure, so try a few times.
 	for attempt := 1; ; attempt++ {

@@ -84,11 +84,11 @@ type Options struct {
 	// (keys derived from hal.NetConfig.Secret and both handshake nonces);
 	// it needs a Secret, and every rank must agree. WEFT_SOCKET_ENCRYPT.
 	Encrypt bool
-	// Spin is how long a receiver polls its socket without blocking after
-	// a frame before it parks until the next (plain TCP connections on
-	// Linux): a frame that comes meanwhile costs no wake-up, for a core
-	// busy while frames keep coming. WEFT_SOCKET_SPIN_US, default
-	// DefaultSpin (0: park at once).
+	// Spin is how long a receiver polls its socket without blocking
+	// when it finds nothing to read, before it sleeps until data comes
+	// (plain TCP connections on Linux, rawconn_linux.go): a frame that
+	// comes meanwhile costs no wake-up, for a core busy while frames keep
+	// coming. WEFT_SOCKET_SPIN_US, default DefaultSpin (0: sleep at once).
 	Spin time.Duration
 	// Logger receives the transport's log records, among them every
 	// refused connection with its remote address; nil takes the NET
