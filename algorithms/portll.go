@@ -57,10 +57,13 @@ const portLLDepth = 4
 // PortLLMaxBytes is DefaultConfig's Config.PortLLMaxBytes: the largest
 // segment (count × element size) the LL port plans serve. LL packets
 // double the bytes on the wire and in host memory, so they pay only while
-// a call's time is the round trip, not the bytes: on 2×H100, at 256 KB and
-// 1 MB the windowed port plans were faster than LL in every collective
-// over sockets and UCX (docs/bench/2026-11-26k-h100x2/, call 4).
-const PortLLMaxBytes = 64 << 10
+// a call's time is the round trip, not the bytes: on 2×H100 over sockets
+// the windowed port plans were faster from 32 KB segments on in every
+// collective (with a bound of 16 KiB against 64: broadcast 32 KB 13–14
+// against 21–22 µs, 64 KB 20 against 32–33; all_reduce 32 KB 42–50
+// against 83–90; alltoall 64 KB 60 against 85–89;
+// docs/bench/2026-11-27-h100x2/, call 7).
+const PortLLMaxBytes = 16 << 10
 
 // portLL reports whether the LL port plans serve coll: with staged sends
 // (every rank alone on its node, host windows) and a positive bound.
