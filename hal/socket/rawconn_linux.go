@@ -105,7 +105,7 @@ func (c *rawConn) wait(write bool, dl int64) error {
 	return raw.Read(ready)
 }
 
-// Read reads what the socket holds, waiting (spin, then poll) until
+// Read reads what the socket holds, waiting (spin, then wait) until
 // something is there, the peer closes (io.EOF) or the read deadline
 // passes.
 func (c *rawConn) Read(p []byte) (int, error) {
@@ -151,7 +151,7 @@ func (c *rawConn) Write(p []byte) (int, error) {
 	return int(n), err
 }
 
-// writev writes every byte of bufs with writev(2), waiting while the
+// writev writes every byte of bufs with writev(2), waiting (wait) while the
 // socket is full, until the write deadline.
 func (c *rawConn) writev(bufs [][]byte) (int64, error) {
 	c.mu.RLock()
