@@ -170,7 +170,13 @@ func (nd *NetDevice) join(h hello, c net.Conn, remote string) (*recvConn, error)
 		stage.Free()
 		return nil, fmt.Errorf("the device's host allocations are not host-accessible (Host() is nil)")
 	}
-	rc := &recvConn{index: h.index, conn: c, remote: remote, br: bufio.NewReaderSize(c, 64<<10), stage: stage}
+	// A small buffer: frame headers and small frames come through it in one
+	// read, and a payload read of 4 KiB or more with the buffer empty goes
+	// straight into place (bufio reads into the caller's slice), where a
+	// 64 KiB buffer copied up to 64 KiB of every large frame twice. One
+	// connection's 64 MiB put on 2×H100's host: 2.48–3.01 → 3.10–3.34 GB/s
+	// (docs/bench/2026-11-27-h100x2, call 13).
+	rc := &recvConn{index: h.index, conn: c, remote: remote, br: bufio.NewReaderSize(c, 4<<10), stage: stage}
 	key := sessionKey{h.src, h.engine}
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
