@@ -392,16 +392,26 @@ func testPortManyRequests(t *T) error {
 // then Signal a local semaphore; the copy is complete when the signal is
 // seen.
 func testPortCopy(t *T) error {
-	pm, err := t.Port()
+	e, err := ownEngine(t)
 	if err != nil {
 		return err
 	}
+	return ownCopies(t, e.Copy, e.Signal, "signal")
+}
+
+// ownEngine is a port-mapped engine bound to this device's own endpoint,
+// closed when the case ends.
+func ownEngine(t *T) (hal.Engine, error) {
+	pm, err := t.Port()
+	if err != nil {
+		return nil, err
+	}
 	e, err := pm.NewEngine(t.Endpoint())
 	if err != nil {
-		return t.Errorf("new engine to the own endpoint: %w", err)
+		return nil, t.Errorf("new engine to the own endpoint: %w", err)
 	}
 	t.Cleanup(e.Close)
-	return ownCopies(t, e.Copy, e.Signal, "signal")
+	return e, nil
 }
 
 // ownCopies runs copies of 1 B to 4 MiB at unaligned offsets through move
@@ -549,15 +559,10 @@ func testPortRelease(t *T) error {
 // testOwnRelease: on the engine of the own endpoint, each copy is
 // complete when the local release issued after it is seen (ownCopies).
 func testOwnRelease(t *T) error {
-	pm, err := t.Port()
+	e, err := ownEngine(t)
 	if err != nil {
 		return err
 	}
-	e, err := pm.NewEngine(t.Endpoint())
-	if err != nil {
-		return t.Errorf("new engine to the own endpoint: %w", err)
-	}
-	t.Cleanup(e.Close)
 	return ownCopies(t, e.Copy, releaseOf(e), "release")
 }
 

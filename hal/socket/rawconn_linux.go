@@ -239,9 +239,3 @@ func writeBuffers(c net.Conn, bufs net.Buffers, dl time.Time) error {
 	_, err := bufs.WriteTo(c)
 	return err
 }
-
-// spinning reports whether c polls for data before it sleeps (tests).
-func spinning(c net.Conn) bool {
-	rc, ok := c.(*rawConn)
-	return ok && rc.spin > 0
-}

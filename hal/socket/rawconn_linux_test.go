@@ -9,6 +9,12 @@ import (
 	"time"
 )
 
+// spinning reports whether c polls for data before it sleeps.
+func spinning(c net.Conn) bool {
+	rc, ok := c.(*rawConn)
+	return ok && rc.spin > 0
+}
+
 // rawPair returns two ends of a loopback TCP connection, detached.
 func rawPair(t *testing.T, spin time.Duration) (*rawConn, *rawConn) {
 	t.Helper()

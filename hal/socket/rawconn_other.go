@@ -16,6 +16,3 @@ func writeBuffers(c net.Conn, bufs net.Buffers, dl time.Time) error {
 	_, err := bufs.WriteTo(c)
 	return err
 }
-
-// spinning reports whether c polls for data before it sleeps (tests).
-func spinning(net.Conn) bool { return false }

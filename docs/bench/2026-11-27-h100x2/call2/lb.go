@@ -45,10 +45,10 @@ func detach(c *net.TCPConn) int {
 }
 
 type side struct {
-	dl   bool
-	raw  bool
-	c    *net.TCPConn
-	fd   int
+	dl  bool
+	raw bool
+	c   *net.TCPConn
+	fd  int
 }
 
 func (s side) write(b []byte) {
