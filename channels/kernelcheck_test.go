@@ -17,7 +17,7 @@ import (
 // generated kernels besides the HAL header.
 const kernelPrelude = `
 struct weft_dim3 { unsigned x, y, z; };
-extern weft_dim3 threadIdx, blockIdx, blockDim;
+extern weft_dim3 threadIdx, blockIdx, blockDim, gridDim;
 __device__ void __syncthreads();
 __device__ int __syncthreads_or(int);
 #define __launch_bounds__(n)

@@ -305,7 +305,25 @@ const (
 	StreamWaitEq
 	// StreamWrite stores Value into the 64-bit word at Dst.
 	StreamWrite
+	// StreamReduce stores Src[i] ⊕ Src2[i] into Dst[i] for the Bytes/size
+	// elements of Type, ⊕ being Op (Sum, Prod, Max or Min; the math of
+	// hal/host's reduce.go and channels/device/weft_reduce.h, bit for bit).
+	// Dst may equal Src or Src2; other overlaps are undefined. Bytes is a
+	// whole number of elements. A backend that runs kernels (KernelCompiler)
+	// computes it with Kernel, launched with Blocks blocks of Threads
+	// threads and one by-value parameter {Dst, Src, Src2 uint64; Bytes
+	// int64} (StreamReduceParams): channels.StreamReduceKernel compiles it
+	// for the device, type and operator. hal/host computes it itself and
+	// ignores Kernel, Blocks and Threads.
+	StreamReduce
 )
+
+// StreamReduceParams is the by-value parameter of a StreamReduce kernel,
+// laid out as the kernel's struct (four little-endian 64-bit words).
+type StreamReduceParams struct {
+	Dst, Src, Src2 uint64
+	Bytes          int64
+}
 
 // MaxStreamLanes is the number of lanes of a StreamOps batch: lane 0 (the
 // caller's stream) and up to three forked from it.
@@ -318,6 +336,14 @@ type StreamOp struct {
 	Bytes    int64  // copies only
 	Value    uint64 // waits and writes
 	Lane     uint8  // 0: the stream of the call; 1..MaxStreamLanes-1: a lane forked from it
+
+	// StreamReduce only: the second operand, the element type and
+	// operator, and the kernel with its shape on backends that run kernels.
+	Src2            uint64
+	Type            plan.DataType
+	Op              plan.RedOp
+	Kernel          Function
+	Blocks, Threads int
 }
 
 // WaitsOn reports whether one of ops is a wait on a word of b: the
@@ -334,7 +360,9 @@ func WaitsOn(ops []StreamOp, b Buffer) bool {
 
 // CheckStreamOps validates ops for StreamOps.QueueOps as every backend
 // must: known kinds, lanes below MaxStreamLanes, copies of at least 0
-// bytes, 8-byte aligned flag addresses. Errors wrap ErrInvalidArgument and
+// bytes, 8-byte aligned flag addresses, reductions of whole elements of a
+// known type with a base operator other than Avg (and a kernel shape
+// where a kernel is given). Errors wrap ErrInvalidArgument and
 // name the operation.
 func CheckStreamOps(ops []StreamOp) error {
 	for i, op := range ops {
@@ -350,9 +378,28 @@ func CheckStreamOps(ops []StreamOp) error {
 			if op.Dst%8 != 0 {
 				return fmt.Errorf("stream operation %d of %d: flag address %#x is not 8-byte aligned: %w", i, len(ops), op.Dst, ErrInvalidArgument)
 			}
+		case StreamReduce:
+			if err := checkStreamReduce(op); err != nil {
+				return fmt.Errorf("stream operation %d of %d: reduce: %v: %w", i, len(ops), err, ErrInvalidArgument)
+			}
 		default:
 			return fmt.Errorf("stream operation %d of %d: unknown kind %d: %w", i, len(ops), op.Kind, ErrInvalidArgument)
 		}
+	}
+	return nil
+}
+
+// checkStreamReduce is CheckStreamOps of one StreamReduce.
+func checkStreamReduce(op StreamOp) error {
+	switch {
+	case !op.Type.Valid():
+		return fmt.Errorf("unknown data type %d", op.Type)
+	case !op.Op.Valid() || op.Op != op.Op.Base():
+		return fmt.Errorf("operator %v (Sum, Prod, Max or Min)", op.Op)
+	case op.Bytes < 0 || op.Bytes%int64(op.Type.Size()) != 0:
+		return fmt.Errorf("%d bytes is not a whole number of %v elements", op.Bytes, op.Type)
+	case op.Kernel != nil && (op.Blocks < 1 || op.Threads < 32 || op.Threads%32 != 0):
+		return fmt.Errorf("kernel shape %d blocks × %d threads (at least 1 block of a multiple of 32 threads)", op.Blocks, op.Threads)
 	}
 	return nil
 }

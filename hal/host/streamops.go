@@ -3,6 +3,7 @@ package host
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,8 +31,8 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 		return fmt.Errorf("host: queue stream operations on device %d: stream %T of another device: %w", d.cfg.Ordinal, hs, hal.ErrInvalidArgument)
 	}
 	type resolved struct {
-		op       hal.StreamOp
-		dst, src []byte
+		op             hal.StreamOp
+		dst, src, src2 []byte
 	}
 	if err := hal.CheckStreamOps(ops); err != nil {
 		return fmt.Errorf("host: queue stream operations on device %d: %w", d.cfg.Ordinal, err)
@@ -55,6 +56,22 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 			}
 			rs[i].dst, rs[i].src = db, sb
 			inUse = addGuard(addGuard(inUse, &dr.inUse), &sr.inUse)
+		case hal.StreamReduce:
+			if op.Bytes == 0 {
+				continue
+			}
+			for _, a := range []struct {
+				addr uint64
+				into *[]byte
+				what string
+			}{{op.Dst, &rs[i].dst, "destination"}, {op.Src, &rs[i].src, "source"}, {op.Src2, &rs[i].src2, "second source"}} {
+				b, r, err := d.resolveRegion(a.addr, op.Bytes)
+				if err != nil {
+					return fmt.Errorf("host: stream operation %d (reduce %s): %w", i, a.what, err)
+				}
+				*a.into = b
+				inUse = addGuard(inUse, &r.inUse)
+			}
 		case hal.StreamWaitEq, hal.StreamWrite:
 			b, r, err := d.resolveRegion(op.Dst, 8)
 			if err != nil {
@@ -90,6 +107,8 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 			switch r.op.Kind {
 			case hal.StreamCopy:
 				copy(r.dst, r.src)
+			case hal.StreamReduce:
+				streamReduce(r.dst, r.src, r.src2, r.op)
 			case hal.StreamWrite:
 				atomic.StoreUint64(word(r.dst), r.op.Value)
 			case hal.StreamWaitEq:
@@ -132,6 +151,21 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 		return nil
 	}
 	return s.enqueueWork(work{run: run, user: u, inUse: inUse, what: "memory of queued stream operations"})
+}
+
+// streamReduce computes dst = src ⊕ src2 (hal.StreamReduce) in that
+// operand order (Max and Min of +0 and −0 depend on it): by a copy of src
+// into dst and a reduction of src2 into it, src2 first set aside where dst
+// is src2.
+func streamReduce(dst, src, src2 []byte, op hal.StreamOp) {
+	if len(dst) == 0 {
+		return
+	}
+	if &dst[0] == &src2[0] && &dst[0] != &src[0] {
+		src2 = slices.Clone(src2)
+	}
+	copy(dst, src)
+	reduceInto(dst, src2, op.Type, op.Op)
 }
 
 // word is the 64-bit word at the start of b (8 bytes, 8-byte aligned).

@@ -358,11 +358,20 @@ CUresult weft_queue_ops(CUcontext ctx, const CUstream* streams, const weft_strea
     CUresult r = 0;
     if (op->kind == 1) {
       if (op->bytes > 0) r = p_cuMemcpyAsync(op->dst, op->src, (size_t)op->bytes, s);
+    } else if (op->kind == 4) {
+      if (op->bytes > 0) {
+        struct {
+          unsigned long long dst, src, src2;
+          long long bytes;
+        } params = {op->dst, op->src, op->src2, op->bytes};
+        void* args[1] = {&params};
+        r = p_cuLaunchKernel((CUfunction)op->fn, op->grid, 1, 1, op->block, 1, 1, 0, s, args, NULL);
+      }
     } else if (batch && p_cuStreamBatchMemOp != NULL) {
       weft_memop m[WEFT_MEMOP_BATCH];
       int k = 0;
       int j = i;
-      for (; j < n && k < WEFT_MEMOP_BATCH && ops[j].kind != 1 && ops[j].lane == op->lane; j++, k++) {
+      for (; j < n && k < WEFT_MEMOP_BATCH && (ops[j].kind == 2 || ops[j].kind == 3) && ops[j].lane == op->lane; j++, k++) {
         memset(&m[k], 0, sizeof m[k]);
         m[k].operation = ops[j].kind == 2 ? 4 : 5;
         m[k].address = ops[j].dst;

@@ -468,7 +468,8 @@ func (s Stream) Signal64(addr0 DevicePtr, v0 uint64, addr1 DevicePtr, v1 uint64)
 
 // QueueOps queues ops in list order, each on streams[op.Lane], in one cgo
 // call (weft_queue_ops): copies by cuMemcpyAsync, waits (equal) by
-// cuStreamWaitValue64, writes by cuStreamWriteValue64; with batch,
+// cuStreamWaitValue64, writes by cuStreamWriteValue64, kernels by
+// cuLaunchKernel; with batch,
 // consecutive waits and writes on one lane go in one cuStreamBatchMemOp
 // where the driver has it. The streams share ctx. On failure it returns
 // the index of the operation whose call failed.
@@ -482,10 +483,14 @@ func QueueOps(ctx Context, streams []Stream, ops []StreamOp, batch bool) (failed
 	}
 	cops := make([]C.weft_stream_op, len(ops))
 	for i, op := range ops {
-		if int(op.Lane) >= len(streams) || op.Kind < OpCopy || op.Kind > OpWrite {
+		if int(op.Lane) >= len(streams) || op.Kind < OpCopy || op.Kind > OpKernel {
 			return i, fmt.Errorf("stream operation %d: kind %d on lane %d of %d streams: %w", i, op.Kind, op.Lane, len(streams), errInvalidOp)
 		}
-		cops[i] = C.weft_stream_op{kind: C.int(op.Kind), lane: C.int(op.Lane), dst: C.ulonglong(op.Dst), src: C.ulonglong(op.Src), bytes: C.longlong(op.Bytes), value: C.ulonglong(op.Value)}
+		if op.Kind == OpKernel && (op.Func.Handle == 0 || op.Func.Ctx != ctx || op.Grid == 0 || op.Block == 0) {
+			return i, fmt.Errorf("stream operation %d: kernel launch without a function of this context or with an empty shape (%d × %d): %w", i, op.Grid, op.Block, errInvalidOp)
+		}
+		cops[i] = C.weft_stream_op{kind: C.int(op.Kind), lane: C.int(op.Lane), dst: C.ulonglong(op.Dst), src: C.ulonglong(op.Src), bytes: C.longlong(op.Bytes), value: C.ulonglong(op.Value),
+			src2: C.ulonglong(op.Src2), fn: unsafe.Pointer(op.Func.c()), grid: C.uint(op.Grid), block: C.uint(op.Block)}
 	}
 	b := C.int(0)
 	if batch {

@@ -68,7 +68,8 @@ func buildFakeDriver(t *testing.T) string {
 
 // TestFakeDriverStreamOps: QueueOps (weft_queue_ops, the copy-engine
 // AllGather's one cgo call per batch) issues every operation in list
-// order on its lane's stream, skips empty copies, waits for equality, and
+// order on its lane's stream, skips empty copies and reductions, launches
+// a kernel with its four-word parameter, waits for equality, and
 // with batching merges consecutive waits and writes of one lane into one
 // cuStreamBatchMemOp with the 64-bit wait (4, flag EQ) and write (5)
 // operations; a lane past the streams is refused before any call.
@@ -95,6 +96,8 @@ func TestFakeDriverStreamOps(t *testing.T) {
 		"op write stream=0x10 addr=0x1000 value=0 flags=0",
 		"op memcpy stream=0x10 dst=0x2000 src=0x3000 bytes=4096",
 		"op write stream=0x10 addr=0x4000 value=1 flags=0",
+		"op kernel stream=0x10 fn=0xf0 grid=32 block=512 shared=0 params=0x9000,0xa000,0xb000,256",
+		"op write stream=0x10 addr=0x4008 value=2 flags=0",
 		"op wait stream=0x20 addr=0x5000 value=1 flags=1",
 		"op write stream=0x20 addr=0x5000 value=0 flags=0",
 		"op write stream=0x20 addr=0x8000 value=1 flags=0",
@@ -103,6 +106,8 @@ func TestFakeDriverStreamOps(t *testing.T) {
 		"op batch stream=0x10 count=2 flags=0: [wait addr=0x1000 value=1 flags=1] [write addr=0x1000 value=0 flags=0]",
 		"op memcpy stream=0x10 dst=0x2000 src=0x3000 bytes=4096",
 		"op batch stream=0x10 count=1 flags=0: [write addr=0x4000 value=1 flags=0]",
+		"op kernel stream=0x10 fn=0xf0 grid=32 block=512 shared=0 params=0x9000,0xa000,0xb000,256",
+		"op batch stream=0x10 count=1 flags=0: [write addr=0x4008 value=2 flags=0]",
 		"op batch stream=0x20 count=2 flags=0: [wait addr=0x5000 value=1 flags=1] [write addr=0x5000 value=0 flags=0]",
 		"op batch stream=0x20 count=1 flags=0: [write addr=0x8000 value=1 flags=0]",
 	}
@@ -112,7 +117,7 @@ func TestFakeDriverStreamOps(t *testing.T) {
 	if d := cmp.Diff(wantBatched, batched); d != "" {
 		t.Errorf("calls with batching (-want +got):\n%s\n%s", d, out)
 	}
-	for _, want := range []string{"queued batch=false: failed -1, <nil>", "queued batch=true: failed -1, <nil>", "bad lane: stream operation 0: kind 3 on lane 1 of 1 streams"} {
+	for _, want := range []string{"queued batch=false: failed -1, <nil>", "queued batch=true: failed -1, <nil>", "bad lane: stream operation 0: kind 3 on lane 1 of 1 streams", "no function: stream operation 0: kernel launch without a function"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -167,14 +167,20 @@ const (
 )
 
 // StreamOp is one operation of QueueOps: a copy of Bytes from Src to Dst,
-// a wait until the 64-bit word at Dst equals Value, or a write of Value
-// there, on the stream of index Lane.
+// a wait until the 64-bit word at Dst equals Value, a write of Value
+// there, or a launch of Func with Grid blocks of Block threads and the
+// by-value parameter {Dst, Src, Src2, Bytes} (OpKernel, skipped when Bytes
+// is 0), on the stream of index Lane.
 type StreamOp struct {
 	Kind     StreamOpKind
 	Lane     uint8
 	Dst, Src DevicePtr
 	Bytes    int64
 	Value    uint64
+	// OpKernel only.
+	Src2        DevicePtr
+	Func        Function
+	Grid, Block uint32
 }
 
 // StreamOpKind is what a StreamOp does (weft_stream_op's kind).
@@ -184,6 +190,9 @@ const (
 	OpCopy  StreamOpKind = 1
 	OpWait  StreamOpKind = 2 // until equal (CU_STREAM_WAIT_VALUE_EQ)
 	OpWrite StreamOpKind = 3
+	// OpKernel launches a kernel whose one parameter is four 64-bit words
+	// (hal.StreamReduceParams).
+	OpKernel StreamOpKind = 4
 )
 
 var errInvalidOp = errors.New("invalid stream operation")

@@ -74,13 +74,18 @@ typedef struct _nvrtcProgram* nvrtcProgram;
 // Errors of the loader itself (not CUDA results): returned by weft_cuda_load.
 // weft_stream_op is one operation of weft_queue_ops (hal.StreamOp's
 // layout in C): kind 1 copy, 2 wait until the 64-bit word equals value,
-// 3 write value; lane indexes the streams of the call.
+// 3 write value, 4 launch fn with grid × block threads and the by-value
+// parameter {dst, src, src2, bytes} (a StreamReduce kernel); lane indexes
+// the streams of the call.
 typedef struct {
   int kind;
   int lane;
   unsigned long long dst, src;
   long long bytes;
   unsigned long long value;
+  unsigned long long src2;
+  void* fn;  // CUfunction, kind 4
+  unsigned int grid, block;
 } weft_stream_op;
 
 // weft_memop is CUstreamBatchMemOpParams (cuda.h: a union of 48 bytes) for

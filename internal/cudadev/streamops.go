@@ -13,7 +13,8 @@ import (
 var _ hal.StreamOps = (*Device)(nil)
 
 // QueueOps implements hal.StreamOps with cuMemcpyAsync,
-// cuStreamWriteValue64 and cuStreamWaitValue64 (the v2 entry points) on the
+// cuStreamWriteValue64 and cuStreamWaitValue64 (the v2 entry points) and,
+// for reductions, cuLaunchKernel of the operation's kernel, on the
 // stream. Lanes are streams of s's own (created on first use, destroyed
 // with s: lanes shared between callers' streams would make one caller's
 // work wait for another's), forked from s by an event recorded on s and
@@ -59,14 +60,23 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 	}
 	cops := make([]cuda.StreamOp, len(ops))
 	for i, op := range ops {
-		k := cuda.OpCopy
+		c := cuda.StreamOp{Kind: cuda.OpCopy, Lane: op.Lane, Dst: cuda.DevicePtr(op.Dst), Src: cuda.DevicePtr(op.Src), Bytes: op.Bytes, Value: op.Value}
 		switch op.Kind {
 		case hal.StreamWaitEq:
-			k = cuda.OpWait
+			c.Kind = cuda.OpWait
 		case hal.StreamWrite:
-			k = cuda.OpWrite
+			c.Kind = cuda.OpWrite
+		case hal.StreamReduce:
+			f, ok := op.Kernel.(*Function)
+			if !ok || f == nil || f.dev.ctx != d.ctx {
+				return fmt.Errorf("queue stream operations on %s: operation %d: a reduction needs its kernel compiled for this device (channels.StreamReduceKernel), got %T: %w", d, i, op.Kernel, hal.ErrInvalidArgument)
+			}
+			if op.Threads > d.maxThreadsPerBlock {
+				return fmt.Errorf("queue stream operations on %s: operation %d: %d threads per block, at most %d: %w", d, i, op.Threads, d.maxThreadsPerBlock, hal.ErrInvalidArgument)
+			}
+			c.Kind, c.Src2, c.Func, c.Grid, c.Block = cuda.OpKernel, cuda.DevicePtr(op.Src2), f.fn, uint32(op.Blocks), uint32(op.Threads)
 		}
-		cops[i] = cuda.StreamOp{Kind: k, Lane: op.Lane, Dst: cuda.DevicePtr(op.Dst), Src: cuda.DevicePtr(op.Src), Bytes: op.Bytes, Value: op.Value}
+		cops[i] = c
 	}
 	// One cgo call for the batch, in list order (cuda.QueueOps).
 	if i, err := cuda.QueueOps(d.ctx, on, cops, streamBatch()); err != nil {

@@ -4,7 +4,8 @@
 // entry point, except the multicast ones: those exist only when
 // FAKECUDA_MULTICAST=1 and only when asked for at exactly CUDA version 12010
 // (12.1, where they first appeared), as weft must; and the stream
-// operations, which print what they were asked to queue.
+// operations and (under FAKECUDA_STREAMOPS) kernel launches, which print
+// what they were asked to queue.
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +28,18 @@ static CUresult wait_value64(void* s, uint64_t addr, uint64_t v, unsigned int fl
 }
 static CUresult write_value64(void* s, uint64_t addr, uint64_t v, unsigned int flags) {
   printf("op write stream=%p addr=%#llx value=%llu flags=%u\n", s, (unsigned long long)addr, (unsigned long long)v, flags);
+  fflush(stdout);
+  return 0;
+}
+// launch_kernel prints a launch whose one parameter is four 64-bit words
+// (a StreamReduce kernel of weft_queue_ops).
+static CUresult launch_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                              unsigned shared, void* s, void** params, void** extra) {
+  (void)gy, (void)gz, (void)by, (void)bz, (void)extra;
+  const uint64_t* p = params ? (const uint64_t*)params[0] : NULL;
+  printf("op kernel stream=%p fn=%p grid=%u block=%u shared=%u params=%#llx,%#llx,%#llx,%llu\n", s, f, gx, bx, shared,
+         p ? (unsigned long long)p[0] : 0ULL, p ? (unsigned long long)p[1] : 0ULL, p ? (unsigned long long)p[2] : 0ULL,
+         p ? (unsigned long long)p[3] : 0ULL);
   fflush(stdout);
   return 0;
 }
@@ -78,6 +91,8 @@ CUresult cuGetProcAddress_v2(const char* name, void** pfn, int version, unsigned
     *pfn = (void*)wait_value64;
   } else if (strcmp(name, "cuStreamWriteValue64") == 0) {
     *pfn = (void*)write_value64;
+  } else if (strcmp(name, "cuLaunchKernel") == 0 && getenv("FAKECUDA_STREAMOPS") != NULL) {
+    *pfn = (void*)launch_kernel;
   } else if (strcmp(name, "cuStreamBatchMemOp") == 0) {
     *pfn = (void*)batch_mem_op;
   } else {
