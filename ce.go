@@ -51,8 +51,17 @@ import (
 // order above, which completes even where every stream shares one
 // hardware queue.
 
-// ceName is what PlanName says of a call the executor serves.
-const ceName = "all_gather-ce-host-issued"
+// ceAllGatherName is what PlanName says of an AllGather the executor
+// serves.
+const ceAllGatherName = "all_gather-ce-host-issued"
+
+// ceName is what PlanName says of a call a host-issued executor serves.
+func (c *Comm) ceName(call Call) string {
+	if call.Coll == algorithms.AllReduce {
+		return cearName
+	}
+	return ceAllGatherName
+}
 
 // ceWindow is the largest bytes of one window per peer (per half).
 const ceWindow = 32 << 20
@@ -68,44 +77,88 @@ const (
 	ceLaneOwn = 2 // the own segment's copy (out of place)
 )
 
-// ceFlagsPerRank is the 64-bit words of the flag buffer per rank q:
-// data[q][0], data[q][1], free[q][0], free[q][1] (ceFlag).
+// ceFlagsPerRank is the 64-bit words of the AllGather's flag buffer per
+// rank q: data[q][0], data[q][1] (q's window of half h has landed in this
+// rank's slot for q), free[q][0], free[q][1] (q has copied out this rank's
+// window of half h, so this rank may write that half of q's slot again).
 const ceFlagsPerRank = 4
 
-// ceFlag is the byte offset of word (0, 1: data of half 0, 1; 2, 3: free
-// of half 0, 1) of rank q in a flag buffer.
-func ceFlag(q, word int) int64 { return int64(8 * (ceFlagsPerRank*q + word)) }
-
-type ceState struct {
+// hostIssued is the resources of one host-issued executor of a
+// communicator (the AllGather here, the AllReduce in cear.go), set up
+// collectively on its first call: a landing buffer and a flag buffer of
+// words 64-bit words per rank, both mapped on every peer. The words of a
+// rank q ≠ me are written by q and reset by this rank's waits, except the
+// free words, which start at 1 and which q sets back to 1 once it will no
+// longer write into the landing half they guard; the words of rank me are
+// the executor's own (its lanes ordering each other).
+type hostIssued struct {
+	what           string // "copy-engine AllGather", for messages
 	window         int64
 	landing, flags hal.Buffer
 	lreg, freg     *channels.Registration
+	words          int   // flag words per rank
+	free           []int // the words of a peer that start at 1
 }
 
-// ceServes reports whether the host-issued AllGather serves call: an
-// AllGather on a device with hal.StreamOps, asked for (WEFT_ALGO=ce) or,
-// with no family forced, of at least Config.CEMinBytes output bytes and
-// at most Config.CEMaxBytes (where that is set).
-func (c *Comm) ceServes(call Call) bool {
-	if call.Coll != algorithms.AllGather {
-		return false
+// hostIssuedSpec describes an executor's resources for hostIssuedSetup.
+type hostIssuedSpec struct {
+	what string
+	// window is the bytes of a window per peer on a GPU; on a device
+	// without one (DeviceInfo.Arch "") it is ceHostWindow.
+	window int64
+	// slots is the landing windows per peer: the landing buffer holds
+	// slots × (n−1) windows.
+	slots int64
+	words int
+	free  []int
+	// local is the initial value of this rank's own words (missing: 0).
+	local []uint64
+}
+
+// flag is the byte offset of word of rank q in a flag buffer.
+func (st *hostIssued) flag(q, word int) int64 { return int64(8 * (st.words*q + word)) }
+
+// hostIssuedStates are the communicator's host-issued executors set up so
+// far.
+func (c *Comm) hostIssuedStates() []*hostIssued {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*hostIssued
+	for _, st := range []*hostIssued{c.ce, c.cear} {
+		if st != nil {
+			out = append(out, st)
+		}
 	}
+	return out
+}
+
+// ceServes reports whether a host-issued executor serves call: the
+// AllGather (below) or the AllReduce (cear.go) on a device with
+// hal.StreamOps, asked for (WEFT_ALGO=ce) or, with no family forced,
+// within the executor's size bounds (Config.CEMinBytes and CEMaxBytes for
+// the AllGather's output; cearServes for the AllReduce).
+func (c *Comm) ceServes(call Call) bool {
 	if _, ok := c.dev.(hal.StreamOps); !ok {
 		return false
 	}
-	switch c.cfg.Algo {
-	case algorithms.CEFamily:
-		return true
-	case "":
-		out := call.Count * int64(call.Type.Size()) * int64(c.cfg.NRanks)
-		return c.cfg.CEMinBytes > 0 && out >= c.cfg.CEMinBytes && (c.cfg.CEMaxBytes <= 0 || out <= c.cfg.CEMaxBytes)
+	switch call.Coll {
+	case algorithms.AllGather:
+		switch c.cfg.Algo {
+		case algorithms.CEFamily:
+			return true
+		case "":
+			out := call.Count * int64(call.Type.Size()) * int64(c.cfg.NRanks)
+			return c.cfg.CEMinBytes > 0 && out >= c.cfg.CEMinBytes && (c.cfg.CEMaxBytes <= 0 || out <= c.cfg.CEMaxBytes)
+		}
+	case algorithms.AllReduce:
+		return c.cearServes(call)
 	}
 	return false
 }
 
-// ceUsable reports whether the executor can serve this communicator's
-// AllGathers by default: peer-mapped links on one node and a device whose
-// stream operations run (hal.StreamOps.StreamOpsSupport).
+// ceUsable reports whether the executors can serve this communicator by
+// default: peer-mapped links on one node and a device whose stream
+// operations run (hal.StreamOps.StreamOpsSupport).
 func ceUsable(dev hal.Device, cfg algorithms.Config) bool {
 	so, ok := dev.(hal.StreamOps)
 	if !ok || cfg.PortOnly || slices.ContainsFunc(cfg.Nodes, func(n int) bool { return n != 0 }) {
@@ -114,36 +167,46 @@ func ceUsable(dev hal.Device, cfg algorithms.Config) bool {
 	return so.StreamOpsSupport() == nil
 }
 
-// ceSetup returns the executor's resources, setting them up on the first
+// hostIssuedSetup returns *slot, setting it up from spec on the first
 // call (collective: every rank makes the same calls in the same order).
-func (c *Comm) ceSetup() (*ceState, error) {
+func (c *Comm) hostIssuedSetup(slot **hostIssued, spec hostIssuedSpec) (*hostIssued, error) {
 	c.mu.Lock()
-	st := c.ce
+	st := *slot
 	c.mu.Unlock()
 	if st != nil {
 		return st, nil
 	}
 	n := int64(c.cfg.NRanks)
-	st = &ceState{window: ceWindow}
+	st = &hostIssued{what: spec.what, window: spec.window, words: spec.words, free: spec.free}
 	if c.dev.Info().Arch == "" {
 		st.window = ceHostWindow
 	}
-	var err error
-	if st.landing, err = c.dev.Alloc(max(1, 2*(n-1)*st.window)); err != nil {
-		return nil, fmt.Errorf("weft: rank %d: copy-engine AllGather: landing buffer: %w", c.cfg.Rank, err)
-	}
-	flagBytes := ceFlag(int(n), 0)
-	if st.flags, err = c.dev.Alloc(flagBytes); err != nil {
+	fail := func(what string, err error) (*hostIssued, error) {
 		st.close()
-		return nil, fmt.Errorf("weft: rank %d: copy-engine AllGather: flags: %w", c.cfg.Rank, err)
+		return nil, fmt.Errorf("weft: rank %d: %s: %s: %w", c.cfg.Rank, spec.what, what, err)
 	}
-	init := make([]byte, flagBytes) // data words 0, free words 1 (both halves free)
+	var err error
+	if st.landing, err = c.dev.Alloc(max(1, spec.slots*(n-1)*st.window)); err != nil {
+		return fail("landing buffer", err)
+	}
+	flagBytes := st.flag(int(n), 0)
+	if st.flags, err = c.dev.Alloc(flagBytes); err != nil {
+		return fail("flags", err)
+	}
+	init := make([]byte, flagBytes)
 	for q := 0; q < int(n); q++ {
-		init[ceFlag(q, 2)], init[ceFlag(q, 3)] = 1, 1
+		if q == c.cfg.Rank {
+			for w, v := range spec.local {
+				binary.LittleEndian.PutUint64(init[st.flag(q, w):], v)
+			}
+			continue
+		}
+		for _, w := range st.free {
+			init[st.flag(q, w)] = 1
+		}
 	}
 	if err := c.dev.Write(st.flags, 0, init); err != nil {
-		st.close()
-		return nil, fmt.Errorf("weft: rank %d: copy-engine AllGather: flags: %w", c.cfg.Rank, err)
+		return fail("flags", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
@@ -151,25 +214,24 @@ func (c *Comm) ceSetup() (*ceState, error) {
 		st.freg, err = channels.Register(ctx, c.boot, c.dev, st.flags)
 	}
 	if err != nil {
-		st.close()
-		return nil, fmt.Errorf("weft: rank %d: copy-engine AllGather: map on the peers: %w", c.cfg.Rank, err)
+		return fail("map on the peers", err)
 	}
 	c.mu.Lock()
-	c.ce = st
+	*slot = st
 	c.mu.Unlock()
 	return st, nil
 }
 
 // awaitQuiet waits until no peer can still write into this rank's
-// buffers: the last write of a call into them is each peer's "free" word
-// (after it copied out this rank's window), so all of them at 1 means the
-// peers are done (their copies and "data" words came before). Up to
-// deadline; a lost or stalled peer is not waited for (lost reports it).
-// An error means memory a peer may still write: close must not free it.
-func (st *ceState) awaitQuiet(dev hal.Device, me, n int, deadline time.Time, lost func() bool) error {
+// buffers: the last write of a call into them is each peer's free words
+// (set after its copies and data words), so all of them at 1 means the
+// peers are done. Up to deadline; a lost or stalled peer is not waited
+// for (lost reports it). An error means memory a peer may still write:
+// close must not free it.
+func (st *hostIssued) awaitQuiet(dev hal.Device, me, n int, deadline time.Time, lost func() bool) error {
 	pause := time.Millisecond
 	for {
-		b := make([]byte, ceFlag(n, 0))
+		b := make([]byte, st.flag(n, 0))
 		if err := dev.Read(b, st.flags, 0); err != nil {
 			return err
 		}
@@ -178,8 +240,8 @@ func (st *ceState) awaitQuiet(dev hal.Device, me, n int, deadline time.Time, los
 			if q == me {
 				continue
 			}
-			for h := 0; h < 2; h++ {
-				if binary.LittleEndian.Uint64(b[ceFlag(q, 2+h):]) != 1 {
+			for _, w := range st.free {
+				if binary.LittleEndian.Uint64(b[st.flag(q, w):]) != 1 {
 					pending = append(pending, q)
 					break
 				}
@@ -189,7 +251,7 @@ func (st *ceState) awaitQuiet(dev hal.Device, me, n int, deadline time.Time, los
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("copy-engine AllGather: ranks %v have not released this rank's landing halves (their last writes into its memory) by the deadline: %w", pending, hal.ErrRemote)
+			return fmt.Errorf("%s: ranks %v have not released this rank's landing halves (their last writes into its memory) by the deadline: %w", st.what, pending, hal.ErrRemote)
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, 20*time.Millisecond)
@@ -197,7 +259,7 @@ func (st *ceState) awaitQuiet(dev hal.Device, me, n int, deadline time.Time, los
 }
 
 // close unmaps the peers' buffers and frees this rank's.
-func (st *ceState) close() error {
+func (st *hostIssued) close() error {
 	var errs []error
 	for _, r := range []*channels.Registration{st.lreg, st.freg} {
 		if r != nil {
@@ -223,13 +285,13 @@ func ceSlot(q, p int) int64 {
 // ceOps returns the stream operations of one AllGather of seg bytes per
 // rank from input to output (device addresses; output holds n segments),
 // for rank me of n (see the comment at the top of this file).
-func ceOps(st *ceState, me, n int, input, output uint64, seg int64) []hal.StreamOp {
+func ceOps(st *hostIssued, me, n int, input, output uint64, seg int64) []hal.StreamOp {
 	if seg == 0 {
 		return nil
 	}
 	W := st.window
 	nwin := (seg + W - 1) / W
-	flag := func(base uint64, q, word int) uint64 { return base + uint64(ceFlag(q, word)) }
+	flag := func(base uint64, q, word int) uint64 { return base + uint64(st.flag(q, word)) }
 	slot := func(base uint64, q, p int, h int64) uint64 {
 		return base + uint64((h*int64(n-1)+ceSlot(q, p))*W)
 	}
@@ -264,10 +326,13 @@ func ceOps(st *ceState, me, n int, input, output uint64, seg int64) []hal.Stream
 	return ops
 }
 
-// launchCE queues the host-issued AllGather of call on s; t is when the
-// call began (WEFT_PROXY_PROFILE's stages).
+// launchCE queues the host-issued AllGather (or AllReduce: cear.go) of
+// call on s; t is when the call began (WEFT_PROXY_PROFILE's stages).
 func (c *Comm) launchCE(call Call, s hal.Stream, t time.Time) error {
-	st, err := c.ceSetup()
+	if call.Coll == algorithms.AllReduce {
+		return c.launchCEAllReduce(call, s, t) // cear.go
+	}
+	st, err := c.hostIssuedSetup(&c.ce, hostIssuedSpec{what: "copy-engine AllGather", window: ceWindow, slots: 2, words: ceFlagsPerRank, free: []int{2, 3}})
 	if err != nil {
 		return err
 	}

@@ -7,3 +7,11 @@ func CEActive(c *Comm) bool {
 	defer c.mu.Unlock()
 	return c.ce != nil
 }
+
+// CEAllReduceActive reports whether c has set up the host-issued
+// copy-engine AllReduce (cear.go). Tests only.
+func CEAllReduceActive(c *Comm) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cear != nil
+}

@@ -61,9 +61,13 @@ type Comm struct {
 	// posts are the registrations' ids and the post table of zero-copy
 	// point-to-point (p2ppost.go).
 	posts postRegistry
-	// ce is the host-issued copy-engine AllGather's resources (ce.go), set
-	// up on its first call; nil before.
-	ce *ceState
+	// ce and cear are the host-issued copy-engine AllGather's and
+	// AllReduce's resources (ce.go, cear.go), set up on their first call;
+	// nil before.
+	ce, cear *hostIssued
+	// cearKernels are the AllReduce's reduction kernels by type and
+	// operator (cear.go), compiled on first use, closed at Close.
+	cearKernels map[cearKey]cearKernel
 }
 
 // algo is one plan with its resources and compiled programs.
@@ -101,7 +105,7 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 		return nil, err
 	}
 	if !ceUsable(dev, cfg) {
-		cfg.CEMinBytes = 0
+		cfg.CEMinBytes, cfg.CEAllReduceMinBytes = 0, 0
 	}
 	if err := agreeOnPlans(ctx, boot, cfg, source); err != nil {
 		return nil, err
@@ -340,17 +344,14 @@ func (c *Comm) Check() error {
 			return fmt.Errorf("weft: %w", err)
 		}
 	}
-	c.mu.Lock()
-	st := c.ce
-	c.mu.Unlock()
-	if st != nil {
-		// The copy-engine AllGather's released waits (ce.go): its stream
+	for _, st := range c.hostIssuedStates() {
+		// A host-issued executor's released waits (ce.go): its stream
 		// completed with undefined data.
 		if err := c.dev.(hal.StreamOps).WaitsFailed(st.flags); err != nil {
 			if berr := c.boot.Err(); berr != nil {
-				return fmt.Errorf("weft: copy-engine AllGather: %w (%v)", berr, err)
+				return fmt.Errorf("weft: %s: %w (%v)", st.what, berr, err)
 			}
-			return fmt.Errorf("weft: copy-engine AllGather: %w", err)
+			return fmt.Errorf("weft: %s: %w", st.what, err)
 		}
 	}
 	return nil
@@ -399,11 +400,8 @@ func (c *Comm) Abort() {
 	for _, a := range c.allAlgos() {
 		a.res.Abort()
 	}
-	c.mu.Lock()
-	st := c.ce
-	c.mu.Unlock()
-	if st != nil {
-		// The host-issued AllGather's stream waits (ce.go) have no abort
+	for _, st := range c.hostIssuedStates() {
+		// The host-issued executors' stream waits (ce.go) have no abort
 		// word: the backend releases them.
 		c.dev.(hal.StreamOps).AbortWaits(st.flags)
 	}
@@ -442,20 +440,27 @@ func (c *Comm) Close() error {
 	for _, a := range algos {
 		errs = append(errs, a.res.Close())
 	}
+	states := c.hostIssuedStates()
 	c.mu.Lock()
-	ce := c.ce
-	c.ce = nil
+	c.ce, c.cear = nil, nil
+	kernels := c.cearKernels
+	c.cearKernels = nil
 	c.mu.Unlock()
-	if ce != nil {
+	for _, k := range kernels {
+		if k.mod != nil {
+			errs = append(errs, k.mod.Close())
+		}
+	}
+	for _, st := range states {
 		lost := func() bool {
 			return c.aborted.Load() || c.lostPeer() != nil || c.stall.verdict.Load() != nil ||
-				c.dev.(hal.StreamOps).WaitsFailed(ce.flags) != nil // a peer that stopped owes nothing it will send
+				c.dev.(hal.StreamOps).WaitsFailed(st.flags) != nil // a peer that stopped owes nothing it will send
 		}
-		if err := ce.awaitQuiet(c.dev, c.cfg.Rank, c.cfg.NRanks, time.Now().Add(c.timeout), lost); err != nil {
+		if err := st.awaitQuiet(c.dev, c.cfg.Rank, c.cfg.NRanks, time.Now().Add(c.timeout), lost); err != nil {
 			// A peer may still write here: leave the memory mapped.
 			errs = append(errs, fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, err))
 		} else {
-			errs = append(errs, ce.close())
+			errs = append(errs, st.close())
 		}
 	}
 	c.mu.Lock()

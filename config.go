@@ -104,6 +104,9 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 		if p, ok := dev.(hal.CopyEnginePreference); ok {
 			cfg.CEMinBytes, cfg.CEMaxBytes = p.CopyEngineMinBytes(nranks), p.CopyEngineMaxBytes(nranks)
 		}
+		if p, ok := dev.(hal.CopyEngineAllReducePreference); ok {
+			cfg.CEAllReduceMinBytes = p.CopyEngineAllReduceMinBytes(nranks)
+		}
 		if cfg.Algo, err = algoFromEnv(); err != nil {
 			return cfg, "", 0, err
 		}
@@ -140,6 +143,23 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 			return cfg, "", 0, err
 		} else if set {
 			cfg.CEMaxBytes = n
+		}
+		if n, set, err = envSize("WEFT_CE_ALLREDUCE_MIN_BYTES", 0, "a size (0: no copy-engine AllReduce unless WEFT_ALGO=ce)"); err != nil {
+			return cfg, "", 0, err
+		} else if set {
+			cfg.CEAllReduceMinBytes = n
+		}
+		if n, set, err = envSize("WEFT_CE_ALLREDUCE_MAX_BYTES", 0, "a size (0: no upper bound)"); err != nil {
+			return cfg, "", 0, err
+		} else if set {
+			cfg.CEAllReduceMaxBytes = n
+		}
+		if s := env.String("WEFT_CE_ALLREDUCE_SHAPE"); s != "" {
+			sh, err := algorithms.ParseHBShape(s, cfg.CEAllReduce)
+			if err != nil || sh.Window <= 0 || sh.Window%16 != 0 || sh.Pull || sh.Depth != 0 || sh.Pipeline != 0 {
+				return cfg, "", 0, fmt.Errorf("weft: WEFT_CE_ALLREDUCE_SHAPE=%q: want BLOCKSxTHREADS[wWINDOW] with a window a multiple of 16 bytes (%v): %w", s, err, hal.ErrInvalidArgument)
+			}
+			cfg.CEAllReduce = sh
 		}
 		if n, set, err = envSize("WEFT_P2P_LL_MAX_BYTES", 16<<20, "a size from 0 (no LL point-to-point) to 16M"); err != nil {
 			return cfg, "", 0, err
@@ -274,12 +294,14 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 	type choice struct {
 		Tiers, Algo, Source, Budget  string
 		P2PLL, P2PLLSmall, CE, CEMax int64
-		HB, P2P, Rooted              algorithms.Shape
+		CEAR, CEARMax                int64
+		HB, P2P, Rooted, CEARShape   algorithms.Shape
 		P2PMid                       algorithms.Shape
 		P2PMidMax, PortLL            int64
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
-		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes, HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
+		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes,
+		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
 		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
@@ -310,6 +332,12 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			// An AllGather runs on copy engines on every rank or on none.
 			return fmt.Errorf("weft: ranks chose different copy-engine AllGather bounds: rank 0 %s, rank %d %s (WEFT_CE_MIN_BYTES, WEFT_CE_MAX_BYTES, or a device without usable stream operations): %w",
 				ceBounds(first.CE, first.CEMax), r, ceBounds(c.CE, c.CEMax), hal.ErrInvalidUsage)
+		}
+		if c.CEAR != first.CEAR || (c.CEAR > 0 && c.CEARMax != first.CEARMax) || c.CEARShape.Window != first.CEARShape.Window {
+			// An AllReduce runs on copy engines on every rank or on none,
+			// with the same windows.
+			return fmt.Errorf("weft: ranks chose different copy-engine AllReduce bounds or windows: rank 0 %s, windows of %d bytes; rank %d %s, windows of %d bytes (WEFT_CE_ALLREDUCE_MIN_BYTES, WEFT_CE_ALLREDUCE_MAX_BYTES, WEFT_CE_ALLREDUCE_SHAPE, or a device without usable stream operations): %w",
+				ceBounds(first.CEAR, first.CEARMax), first.CEARShape.Window, r, ceBounds(c.CEAR, c.CEARMax), c.CEARShape.Window, hal.ErrInvalidUsage)
 		}
 		if c.P2PMid != first.P2PMid || c.P2PMidMax != first.P2PMidMax {
 			// A sender and its receiver pick the mid-size windowed plan

@@ -490,7 +490,7 @@ func (c *Comm) prepare(a *algo, t plan.DataType, op plan.RedOp, count int64) (ha
 // is local: it sets nothing up.
 func (c *Comm) PlanName(call Call) string {
 	if c.ceServes(call) {
-		return ceName
+		return c.ceName(call)
 	}
 	if p := c.planFor(call, false); p != nil {
 		return p.Name
@@ -518,9 +518,14 @@ func (c *Comm) planFor(call Call, zeroCopy bool) *plan.Plan {
 // occupies (at most one SM each) and how many of them move data; the
 // others only push port-channel triggers and wait (plan.Plan.DataBlocks).
 // With a block budget (Options.MaxCTAs) it is the fitted plan's. Both are
-// 0 for a call Launch refuses.
+// 0 for a call Launch refuses. The host-issued AllGather holds none; the
+// copy-engine AllReduce holds its reduction kernel's blocks while a window
+// is reduced, none of them moving data over the links.
 func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
 	if c.ceServes(call) {
+		if call.Coll == algorithms.AllReduce {
+			return c.cfg.CEAllReduce.Blocks, 0
+		}
 		return 0, 0 // no kernel
 	}
 	if p := c.planFor(call, false); p != nil {
@@ -555,6 +560,9 @@ func (c *Comm) AllReducePlan(count int64, t DataType, op RedOp) string {
 	// Stand-in addresses: naming the plan depends only on the count, type
 	// and operator.
 	call := Call{Coll: algorithms.AllReduce, Send: 16, Recv: 16, Count: count, Type: t, Op: op}
+	if c.ceServes(call) {
+		return cearName
+	}
 	if p := c.planFor(call, true); p != nil {
 		return p.Name
 	}
@@ -582,7 +590,7 @@ func (c *Comm) AllReduce(in, out hal.Buffer, count int64, t DataType, op RedOp, 
 		return err
 	}
 	call := Call{Coll: algorithms.AllReduce, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: t, Op: op}
-	if c.allReduceViaLaunch() {
+	if c.allReduceViaLaunch() || c.ceServes(call) {
 		return c.Launch(call, s)
 	}
 	a, err := c.selectAlgo(call, true)

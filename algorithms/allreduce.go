@@ -149,6 +149,20 @@ type Config struct {
 	// is "" (0: no bound): the backend's hal.CopyEnginePreference
 	// (WEFT_CE_MAX_BYTES overrides it), where its SM plans overtake it.
 	CEMaxBytes int64
+	// CEAllReduceMinBytes is the smallest AllReduce (message bytes) that
+	// the host-issued copy-engine AllReduce (the root package's cear.go)
+	// serves when Algo is "": copy engines move every byte over the links
+	// and CEAllReduce.Blocks SMs reduce. 0: only under Algo "ce". NewComm
+	// takes the backend's hal.CopyEnginePreference (WEFT_CE_ALLREDUCE_MIN_BYTES
+	// overrides it) and sets 0 where CEMinBytes is.
+	CEAllReduceMinBytes int64
+	// CEAllReduceMaxBytes is the largest AllReduce that executor serves
+	// when Algo is "" (0: no bound; WEFT_CE_ALLREDUCE_MAX_BYTES).
+	CEAllReduceMaxBytes int64
+	// CEAllReduce shapes that executor: Blocks × Threads of each window's
+	// reduction kernel and Window, the bytes of a window per peer
+	// (WEFT_CE_ALLREDUCE_SHAPE, BLOCKSxTHREADSwWINDOW).
+	CEAllReduce Shape
 	// Algo forces one plan family for the collectives of Plans: "ll",
 	// "hb", "port", "nvls", or one with bounded peers: "ring", "tree",
 	// "bruck" (WEFT_ALGO); "" selects by size, rank count and links.
@@ -163,9 +177,10 @@ type Config struct {
 // Algorithm families Config.Algo names.
 var Families = []string{"ll", "hb", PortFamily, NVLSFamily, RingFamily, TreeFamily, BruckFamily, CEFamily}
 
-// CEFamily selects the host-issued copy-engine AllGather (the root
-// package's executor, ce.go) where the device offers hal.StreamOps; the
-// plans of every other collective are those of the default selection.
+// CEFamily selects the host-issued copy-engine executors (the root
+// package's ce.go and cear.go) for AllGather and AllReduce (of Sum, Prod,
+// Max and Min) where the device offers hal.StreamOps; the plans of every
+// other collective are those of the default selection.
 const CEFamily = "ce"
 
 // Shape is the launch shape of a bandwidth-bound plan: thread blocks,
@@ -226,6 +241,9 @@ func (s Shape) depth() int {
 // (128 × 512, unroll 2: 324 GB/s at 512 MB against 316).
 func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 	c := Config{Rank: rank, NRanks: nranks, LL: plan.LL16, LLMaxBytes: 128 << 10, MidMaxBytes: 16 << 20, PortLLMaxBytes: PortLLMaxBytes}
+	// The copy-engine AllReduce's reduction: 32 blocks of 512 threads per
+	// window of 16 MiB (2×H100 2026-11-28, docs/bench/notes.md).
+	c.CEAllReduce = Shape{Blocks: 32, Threads: 512, Window: 16 << 20}
 	// v2 (2×H200, docs/bench/notes-collectives.md): LL still beat NCCL at
 	// 64 KiB segments while the 16-block HB plan lost at 256 KiB; HB and
 	// point-to-point plans with 16 and 8 blocks peaked at 230–245 and

@@ -295,6 +295,16 @@ type CopyEnginePreference interface {
 	CopyEngineMaxBytes(nranks int) int64
 }
 
+// CopyEngineAllReducePreference is an optional capability of a device
+// with StreamOps, as CopyEnginePreference for the AllReduce: the smallest
+// message (bytes) from which a communicator of nranks ranks whose peers
+// are all reachable over this backend's links takes the host-issued
+// copy-engine AllReduce by default (copy engines move the bytes, a
+// StreamReduce kernel on a few SMs reduces); 0: never by default.
+type CopyEngineAllReducePreference interface {
+	CopyEngineAllReduceMinBytes(nranks int) int64
+}
+
 // StreamOpKind is what a StreamOp does.
 type StreamOpKind uint8
 

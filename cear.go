@@ -1,0 +1,275 @@
+package weft
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/channels"
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// The host-issued copy-engine AllReduce (WEFT_ALGO=ce, and by default from
+// Config.CEAllReduceMinBytes; docs/portchannel.md, "Copy-engine
+// AllReduce"): the two-phase all-pairs AllReduce with every byte moved
+// over the links by copy engines and each landed window reduced by a
+// kernel of a few blocks (hal.StreamReduce), all queued by the host at the
+// call as the AllGather of ce.go is, so no proxy stands between a window's
+// arrival and its reduction and no hardware queue shared with an
+// application's streams can hold a cycle. On 2×H100 copy engines move
+// 390 GB/s each way at once where SM stores move 361 and the 2PA's mix of
+// loads and stores 340 (docs/bench/2026-11-28-h100x2, call 1): MSCCL++'s
+// 2PR over PortChannel is its fastest large intra-node AllReduce for the
+// same reason (MSCCL++ paper, §7).
+//
+// The message of count elements is cut into n shards of sc elements (sc:
+// count/n rounded up to whole 16-byte vectors; the last shards may be
+// shorter or empty); rank r reduces shard r. Each shard is cut into
+// windows of W bytes (Config.CEAllReduce.Window); window w uses half
+// h = w mod 2 of two landing areas per peer slot: RS (the peers' inputs
+// to reduce) and AG (the peers' reduced windows). For window w rank r
+// queues, on four lanes:
+//
+//	lane 0, per peer p: wait freeRS[p][h] = 1, reset; copy input[shard p, w]
+//	        into p's RS slot for r; write dataRS_p[r][h] = 1.
+//	lane 1: wait pushed[h] = 1, reset; per peer p: wait dataRS[p][h] = 1,
+//	        reset; output[shard r, w] = input[shard r, w] ⊕ each landed
+//	        window (one StreamReduce per peer, the first from the input,
+//	        the next in place); per peer p: write freeRS_p[r][h] = 1; write
+//	        reduced[h] = 1.
+//	lane 2: wait reduced[h] = 1, reset; per peer p: wait freeAG[p][h] = 1,
+//	        reset; copy output[shard r, w] into p's AG slot for r; write
+//	        dataAG_p[r][h] = 1; then write pushed[h] = 1.
+//	lane 3, per peer p: wait dataAG[p][h] = 1, reset; copy p's AG slot into
+//	        output[shard p, w]; write freeAG_p[r][h] = 1.
+//
+// The words of a peer q on rank r: dataRS[q][h] (q's input window landed
+// in r's RS slot for q), freeRS[q][h] (q has reduced r's window, so r may
+// write q's RS slot for r again), dataAG[q][h] and freeAG[q][h] likewise
+// for the AG slots; the free words start at 1. Rank r's own words:
+// reduced[h] (lane 1 has reduced window w, lane 2 may push it) and
+// pushed[h] (lane 2 has pushed the window of half h, so lane 1 may write
+// reduced[h] again; starts at 1). Every word is reset by the lane that
+// waits on it, so a call leaves them as it found them and a captured graph
+// replays in step, as in ce.go. The list is in window order, lanes 0 to 3
+// within a window, an order that completes where every lane runs in the
+// stream's order (one hardware queue): window w's waits depend only on
+// windows ≤ w of every rank, queued before them.
+//
+// In place (input = output) is sound: a peer's reduced window lands in
+// output[shard p, w] only after p has reduced window w, which waited for
+// this rank's copy of input[shard p, w]; this rank's reduction writes only
+// its own shard, element by element from the same positions.
+
+// cearName is what PlanName says of a call the executor serves.
+const cearName = "all_reduce-ce-host-issued"
+
+// cearLanes are the lanes of the executor's operations.
+const (
+	cearLaneRS     = 0 // copies of the peers' shards into their RS slots
+	cearLaneReduce = 1 // reductions of landed windows
+	cearLaneAG     = 2 // copies of reduced windows into the peers' AG slots
+	cearLaneOut    = 3 // copies of the peers' reduced windows into the output
+)
+
+// The flag words of the executor per rank (hostIssued.words): a peer q's
+// words, then this rank's own at q = me.
+const (
+	cearDataRS    = 0 // + h
+	cearFreeRS    = 2 // + h, starts at 1
+	cearDataAG    = 4 // + h
+	cearFreeAG    = 6 // + h, starts at 1
+	cearWords     = 8
+	cearOwnReduce = 0 // + h: reduced[h]
+	cearOwnPushed = 2 // + h: pushed[h], starts at 1
+)
+
+// cearKey names a reduction kernel by element type and operator.
+type cearKey struct {
+	t  plan.DataType
+	op plan.RedOp
+}
+
+// cearKernel is a compiled reduction kernel (nil on hal/host, which
+// reduces itself) with its module, closed at Close.
+type cearKernel struct {
+	mod hal.Module
+	fn  hal.Function
+}
+
+// cearServes reports whether the copy-engine AllReduce serves call: 2 or
+// more ranks, a base operator (Avg and PreMulSum keep the other plans),
+// and WEFT_ALGO=ce or, with no family forced, a message within
+// [CEAllReduceMinBytes, CEAllReduceMaxBytes].
+func (c *Comm) cearServes(call Call) bool {
+	if c.cfg.NRanks < 2 || !call.Op.Valid() || call.Op != call.Op.Base() || !call.Type.Valid() {
+		return false
+	}
+	switch c.cfg.Algo {
+	case algorithms.CEFamily:
+		return true
+	case "":
+		b := call.Count * int64(call.Type.Size())
+		return c.cfg.CEAllReduceMinBytes > 0 && b >= c.cfg.CEAllReduceMinBytes && (c.cfg.CEAllReduceMaxBytes <= 0 || b <= c.cfg.CEAllReduceMaxBytes)
+	}
+	return false
+}
+
+// cearReduceKernel returns the reduction kernel for t and op, compiling
+// it on first use.
+func (c *Comm) cearReduceKernel(t plan.DataType, op plan.RedOp) (hal.Function, error) {
+	k := cearKey{t, op}
+	c.mu.Lock()
+	kern, ok := c.cearKernels[k]
+	c.mu.Unlock()
+	if ok {
+		return kern.fn, nil
+	}
+	mod, fn, err := channels.StreamReduceKernel(c.dev, t, op)
+	if err != nil {
+		return nil, fmt.Errorf("weft: AllReduce on rank %d (copy engines): %w", c.cfg.Rank, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cearKernels == nil {
+		c.cearKernels = map[cearKey]cearKernel{}
+	}
+	if old, ok := c.cearKernels[k]; ok { // compiled meanwhile by another caller
+		if mod != nil {
+			mod.Close()
+		}
+		return old.fn, nil
+	}
+	c.cearKernels[k] = cearKernel{mod: mod, fn: fn}
+	return fn, nil
+}
+
+// cearShape is the reduction kernel's launch shape.
+type cearShape struct {
+	kernel          hal.Function
+	blocks, threads int
+}
+
+// cearOps returns the stream operations of one AllReduce of count
+// elements of type t with base operator op, from input to output (device
+// addresses), for rank me of n (see the comment at the top of this file).
+func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t plan.DataType, op plan.RedOp, k cearShape) []hal.StreamOp {
+	es := int64(t.Size())
+	if count == 0 {
+		return nil
+	}
+	perVec := max(1, 16/es)
+	sc := (count + int64(n) - 1) / int64(n)
+	sc = (sc + perVec - 1) / perVec * perVec
+	shard := sc * es // bytes of a full shard
+	total := count * es
+	W := st.window
+	nwin := (shard + W - 1) / W
+	// part is window w of shard q: its byte offset in the message and its
+	// length (0 past the shard's or the message's end).
+	part := func(q int, w int64) (uint64, int64) {
+		lo := int64(q)*shard + w*W
+		hi := min(lo+W, int64(q+1)*shard, total)
+		if hi <= lo {
+			return 0, 0
+		}
+		return uint64(lo), hi - lo
+	}
+	myFlags, myLanding := st.flags.Addr(), st.landing.Addr()
+	flag := func(base uint64, q, word int) uint64 { return base + uint64(st.flag(q, word)) }
+	slot := func(base uint64, q, p int, ag bool, h int64) uint64 {
+		area := int64(0)
+		if ag {
+			area = 2
+		}
+		return base + uint64(((area+h)*int64(n-1)+ceSlot(q, p))*W)
+	}
+	peerFlags := func(p int) uint64 { return st.freg.Peers[p].Addr() }
+	peerLanding := func(p int) uint64 { return st.lreg.Peers[p].Addr() }
+	wait := func(addr uint64, lane uint8) []hal.StreamOp {
+		return []hal.StreamOp{{Kind: hal.StreamWaitEq, Dst: addr, Value: 1, Lane: lane}, {Kind: hal.StreamWrite, Dst: addr, Value: 0, Lane: lane}}
+	}
+	write := func(addr uint64, lane uint8) hal.StreamOp {
+		return hal.StreamOp{Kind: hal.StreamWrite, Dst: addr, Value: 1, Lane: lane}
+	}
+	var ops []hal.StreamOp
+	for w := int64(0); w < nwin; w++ {
+		h := w % 2
+		hi := int(h)
+		// Lane 0: this rank's input for each peer's shard into its RS slot.
+		for j := 1; j < n; j++ {
+			p := (me + j) % n
+			off, l := part(p, w)
+			ops = append(ops, wait(flag(myFlags, p, cearFreeRS+hi), cearLaneRS)...)
+			ops = append(ops,
+				hal.StreamOp{Kind: hal.StreamCopy, Dst: slot(peerLanding(p), me, p, false, h), Src: input + off, Bytes: l, Lane: cearLaneRS},
+				write(flag(peerFlags(p), me, cearDataRS+hi), cearLaneRS))
+		}
+		// Lane 1: the reduction of this rank's window.
+		off, l := part(me, w)
+		ops = append(ops, wait(flag(myFlags, me, cearOwnPushed+hi), cearLaneReduce)...)
+		for j := 1; j < n; j++ {
+			p := (me - j + n) % n
+			ops = append(ops, wait(flag(myFlags, p, cearDataRS+hi), cearLaneReduce)...)
+			src := input + off
+			if j > 1 {
+				src = output + off
+			}
+			ops = append(ops, hal.StreamOp{Kind: hal.StreamReduce, Dst: output + off, Src: src, Src2: slot(myLanding, p, me, false, h), Bytes: l,
+				Type: t, Op: op, Kernel: k.kernel, Blocks: k.blocks, Threads: k.threads, Lane: cearLaneReduce})
+		}
+		for j := 1; j < n; j++ {
+			p := (me - j + n) % n
+			ops = append(ops, write(flag(peerFlags(p), me, cearFreeRS+hi), cearLaneReduce))
+		}
+		ops = append(ops, write(flag(myFlags, me, cearOwnReduce+hi), cearLaneReduce))
+		// Lane 2: the reduced window into every peer's AG slot.
+		ops = append(ops, wait(flag(myFlags, me, cearOwnReduce+hi), cearLaneAG)...)
+		for j := 1; j < n; j++ {
+			p := (me + j) % n
+			ops = append(ops, wait(flag(myFlags, p, cearFreeAG+hi), cearLaneAG)...)
+			ops = append(ops,
+				hal.StreamOp{Kind: hal.StreamCopy, Dst: slot(peerLanding(p), me, p, true, h), Src: output + off, Bytes: l, Lane: cearLaneAG},
+				write(flag(peerFlags(p), me, cearDataAG+hi), cearLaneAG))
+		}
+		ops = append(ops, write(flag(myFlags, me, cearOwnPushed+hi), cearLaneAG))
+		// Lane 3: the peers' reduced windows into the output.
+		for j := 1; j < n; j++ {
+			p := (me - j + n) % n
+			poff, pl := part(p, w)
+			ops = append(ops, wait(flag(myFlags, p, cearDataAG+hi), cearLaneOut)...)
+			ops = append(ops,
+				hal.StreamOp{Kind: hal.StreamCopy, Dst: output + poff, Src: slot(myLanding, p, me, true, h), Bytes: pl, Lane: cearLaneOut},
+				write(flag(peerFlags(p), me, cearFreeAG+hi), cearLaneOut))
+		}
+	}
+	return ops
+}
+
+// launchCEAllReduce queues the host-issued AllReduce of call on s; t is
+// when the call began (WEFT_PROXY_PROFILE's stages).
+func (c *Comm) launchCEAllReduce(call Call, s hal.Stream, t time.Time) error {
+	shape := c.cfg.CEAllReduce
+	st, err := c.hostIssuedSetup(&c.cear, hostIssuedSpec{what: "copy-engine AllReduce", window: shape.Window, slots: 4,
+		words: cearWords, free: []int{cearFreeRS, cearFreeRS + 1, cearFreeAG, cearFreeAG + 1}, local: []uint64{0, 0, 1, 1}})
+	if err != nil {
+		return err
+	}
+	kern, err := c.cearReduceKernel(call.Type, call.Op)
+	if err != nil {
+		return err
+	}
+	if err := c.launched(s); err != nil {
+		return err
+	}
+	ops := cearOps(st, c.cfg.Rank, c.cfg.NRanks, call.Send, call.Recv, call.Count, call.Type, call.Op,
+		cearShape{kernel: kern, blocks: shape.Blocks, threads: shape.Threads})
+	t = c.prof.Since(stageCEBuild, t)
+	err = c.dev.(hal.StreamOps).QueueOps(s, ops)
+	c.prof.Since(stageCEQueue, t)
+	if err != nil {
+		return fmt.Errorf("weft: AllReduce on rank %d (host-issued copy engines): %w", c.cfg.Rank, err)
+	}
+	return nil
+}

@@ -1,0 +1,263 @@
+package weft_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/weftccl/weft"
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/check"
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// cearCases are AllReduces for the copy-engine executor: sizes from
+// nothing through one of hal/host's 16 KiB windows to many (the free
+// words gating a landing half's reuse), shards that end mid-window and
+// shards left empty (fewer elements than ranks), in and out of place, and
+// each base operator on several types; Avg stays with the kernel plans.
+func cearCases(counts []int64) []collCase {
+	var cases []collCase
+	for _, count := range counts {
+		for _, in := range []bool{false, true} {
+			cases = append(cases, collCase{coll: algorithms.AllReduce, t: plan.Float32, op: plan.Sum, count: count, inPlace: in})
+		}
+	}
+	last := counts[len(counts)-1]
+	for _, k := range []struct {
+		t  plan.DataType
+		op plan.RedOp
+	}{{plan.BFloat16, plan.Sum}, {plan.Int32, plan.Max}, {plan.Float16, plan.Min}, {plan.Uint8, plan.Prod}, {plan.Float64, plan.Sum}, {plan.Float8E4M3, plan.Sum}, {plan.Float32, plan.Avg}} {
+		cases = append(cases, collCase{coll: algorithms.AllReduce, t: k.t, op: k.op, count: last + 3})
+	}
+	return cases
+}
+
+// TestCEAllReduceHost: WEFT_ALGO=ce, the host-issued copy-engine AllReduce
+// (cear.go) on hal/host, 2 to 5 ranks, every element checked through
+// Launch (the NCCL API's path) and Comm.AllReduce; then one call captured
+// in a graph and replayed with new inputs (every flag returns to its
+// start within a call).
+func TestCEAllReduceHost(t *testing.T) {
+	t.Setenv("WEFT_ALGO", "ce")
+	for _, n := range []int{2, 3, 5} {
+		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
+			cases := cearCases([]int64{0, 1, 3, 37, 4096, 4097, 20000, 70001})
+			runCasesThen(t, "host", n, cases, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+				if !weft.CEAllReduceActive(c) {
+					return fmt.Errorf("the AllReduces did not go through the copy-engine executor")
+				}
+				call := weft.Call{Coll: algorithms.AllReduce, Count: 1000, Type: plan.Float32, Op: plan.Sum}
+				if name := c.PlanName(call); name != "all_reduce-ce-host-issued" {
+					return fmt.Errorf("PlanName = %q, want the copy-engine executor's", name)
+				}
+				if name := c.AllReducePlan(1000, plan.Float32, plan.Sum); name != "all_reduce-ce-host-issued" {
+					return fmt.Errorf("AllReducePlan = %q, want the copy-engine executor's", name)
+				}
+				if b, m := c.PlanSMs(call); b != 32 || m != 0 {
+					return fmt.Errorf("PlanSMs = %d, %d, want 32, 0 (the reduction kernel's blocks; no data over links)", b, m)
+				}
+				call.Op = plan.Avg
+				if name := c.PlanName(call); name == "all_reduce-ce-host-issued" {
+					return fmt.Errorf("an Avg AllReduce went to the copy-engine executor, which has no division")
+				}
+				if err := cearDirect(rank, c, dev, s, 20000); err != nil {
+					return err
+				}
+				return cearGraphReplay(rank, c, dev, s)
+			})
+		})
+	}
+}
+
+// cearDirect runs Comm.AllReduce (the zero-copy API, which hands the
+// executor's sizes to it too) out of place and checks every element.
+func cearDirect(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, count int64) error {
+	n := c.Size()
+	es := int64(plan.Float32.Size())
+	in, err := dev.Alloc(count * es)
+	if err != nil {
+		return err
+	}
+	defer in.Free()
+	out, err := dev.Alloc(count * es)
+	if err != nil {
+		return err
+	}
+	defer out.Free()
+	if err := dev.Write(in, 0, check.Input(plan.Float32, plan.Sum, rank, count)); err != nil {
+		return err
+	}
+	if err := c.AllReduce(in, out, count, plan.Float32, plan.Sum, s); err != nil {
+		return err
+	}
+	if err := c.Synchronize(s); err != nil {
+		return err
+	}
+	got := make([]byte, count*es)
+	if err := dev.Read(got, out, 0); err != nil {
+		return err
+	}
+	if wrong := check.Wrong(plan.Float32, got, check.AllReduce(plan.Float32, plan.Sum, n, count)); wrong != 0 {
+		return fmt.Errorf("Comm.AllReduce of %d floats: %d wrong elements", count, wrong)
+	}
+	return nil
+}
+
+// cearGraphReplay captures one copy-engine AllReduce of several windows
+// and replays it three times with new inputs, checking every element.
+func cearGraphReplay(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+	gc, ok := dev.(hal.GraphCapturer)
+	if !ok {
+		return nil
+	}
+	n := c.Size()
+	const count = 40000 // float32: 160 KB, windows of 16 KiB per shard on hal/host
+	es := int64(plan.Float32.Size())
+	in, err := dev.Alloc(count * es)
+	if err != nil {
+		return err
+	}
+	defer in.Free()
+	out, err := dev.Alloc(count * es)
+	if err != nil {
+		return err
+	}
+	defer out.Free()
+	call := weft.Call{Coll: algorithms.AllReduce, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: plan.Float32, Op: plan.Max}
+	if err := gc.BeginCapture(s); err != nil {
+		return err
+	}
+	if err := c.Launch(call, s); err != nil {
+		gc.EndCapture(s)
+		return err
+	}
+	g, err := gc.EndCapture(s)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	for k := 0; k < 3; k++ {
+		// Rank r's input is check.InputN of rank r+k of n+3 ranks, so the
+		// result changes with k. No barrier: only this rank's stream reads
+		// its input (peers get it through this rank's copies), and a
+		// landing half is written again only after its reader released it.
+		if err := dev.Write(in, 0, check.InputN(plan.Float32, plan.Max, n+3, rank+k, count)); err != nil {
+			return err
+		}
+		if err := g.Launch(s); err != nil {
+			return err
+		}
+		if err := c.Synchronize(s); err != nil {
+			return fmt.Errorf("replay %d: %w", k, err)
+		}
+		got := make([]byte, count*es)
+		if err := dev.Read(got, out, 0); err != nil {
+			return err
+		}
+		want := make([]byte, count*es)
+		copy(want, check.InputN(plan.Float32, plan.Max, n+3, k, count))
+		for r := 1; r < n; r++ {
+			maxInto(want, check.InputN(plan.Float32, plan.Max, n+3, r+k, count))
+		}
+		if wrong := check.Wrong(plan.Float32, got, want); wrong != 0 {
+			return fmt.Errorf("replay %d: %d wrong elements", k, wrong)
+		}
+	}
+	return nil
+}
+
+// TestCEAllReduceDefaultBound: with no family forced, AllReduces of at
+// least WEFT_CE_ALLREDUCE_MIN_BYTES take the copy-engine executor and
+// smaller ones a kernel plan, both exact; ranks with different bounds
+// fail NewComm naming the rank; a malformed shape is refused naming the
+// variable.
+func TestCEAllReduceDefaultBound(t *testing.T) {
+	t.Setenv("WEFT_TUNING_FILE", "off")
+	t.Setenv("WEFT_ALGO", "")
+	t.Setenv("WEFT_CE_ALLREDUCE_MIN_BYTES", "64K")
+	const n = 3
+	small, large := int64(4096), int64(70000)
+	cases := []collCase{
+		{coll: algorithms.AllReduce, t: plan.Float32, op: plan.Sum, count: small},
+		{coll: algorithms.AllReduce, t: plan.Float32, op: plan.Sum, count: large},
+		{coll: algorithms.AllReduce, t: plan.Float32, op: plan.Sum, count: large, inPlace: true},
+	}
+	runCasesThen(t, "host", n, cases, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		for _, k := range []struct {
+			count int64
+			ce    bool
+		}{{small, false}, {large, true}} {
+			call := weft.Call{Coll: algorithms.AllReduce, Count: k.count, Type: plan.Float32, Op: plan.Sum}
+			if got := c.PlanName(call) == "all_reduce-ce-host-issued"; got != k.ce {
+				return fmt.Errorf("AllReduce of %d floats: PlanName %q, want the executor: %v", k.count, c.PlanName(call), k.ce)
+			}
+		}
+		if !weft.CEAllReduceActive(c) {
+			return fmt.Errorf("the large AllReduces did not go through the copy-engine executor")
+		}
+		return nil
+	})
+
+	t.Setenv("WEFT_CE_ALLREDUCE_MIN_BYTES", "")
+	errs := runRanksWith(t, "host", 3, func(r int, dev hal.Device) weft.Options {
+		c := algorithms.DefaultConfig(r, 3, dev.Info().Multiprocessors, false)
+		if r == 1 {
+			c.CEAllReduceMinBytes = 1 << 20
+		}
+		return weft.Options{Config: &c}
+	}, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "copy-engine AllReduce") || !strings.Contains(err.Error(), "rank 1 1048576 bytes") {
+			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 1's copy-engine AllReduce bound", r, err)
+		}
+	}
+
+	for _, bad := range []string{"32x512w10", "big"} {
+		t.Setenv("WEFT_CE_ALLREDUCE_SHAPE", bad)
+		errs = runRanksWith(t, "host", 2, func(int, hal.Device) weft.Options { return weft.Options{} },
+			func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+		for r, err := range errs {
+			if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "WEFT_CE_ALLREDUCE_SHAPE") {
+				t.Errorf("rank %d with WEFT_CE_ALLREDUCE_SHAPE=%s: %v; want ErrInvalidArgument naming the variable", r, bad, err)
+			}
+		}
+	}
+}
+
+// maxInto sets acc[i] = max(acc[i], x[i]) for little-endian float32s.
+func maxInto(acc, x []byte) {
+	for i := 0; i+4 <= len(acc); i += 4 {
+		a := math.Float32frombits(binary.LittleEndian.Uint32(acc[i:]))
+		b := math.Float32frombits(binary.LittleEndian.Uint32(x[i:]))
+		if b > a {
+			binary.LittleEndian.PutUint32(acc[i:], math.Float32bits(b))
+		}
+	}
+}
+
+// TestCEAllReduceNVLink: the copy-engine AllReduce on 2 GPUs through
+// internal/cudadev's stream operations and the NVRTC-compiled reduction
+// kernel: sizes from nothing to 160 MB (several 16 MiB windows per
+// shard), in and out of place, every base operator on several types, and
+// the graph replay.
+func TestCEAllReduceNVLink(t *testing.T) {
+	if requireGPUs(t) < 2 {
+		t.Skip("needs 2 GPUs")
+	}
+	t.Setenv("WEFT_ALGO", "ce")
+	cases := cearCases([]int64{0, 1, 4097, 1 << 20, 40<<20 + 5})
+	runCasesThen(t, "nvlink", 2, cases, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		if !weft.CEAllReduceActive(c) {
+			return fmt.Errorf("the AllReduces did not go through the copy-engine executor")
+		}
+		if err := cearDirect(rank, c, dev, s, 9<<20+1); err != nil {
+			return err
+		}
+		return cearGraphReplay(rank, c, dev, s)
+	})
+}
