@@ -26,10 +26,10 @@ import (
 // The message of count elements is cut into n shards of sc elements (sc:
 // count/n rounded up to whole 16-byte vectors; the last shards may be
 // shorter or empty); rank r reduces shard r. Each shard is cut into
-// windows of W bytes (Config.CEAllReduce.Window); window w uses half
-// h = w mod 2 of two landing areas per peer slot: RS (the peers' inputs
-// to reduce) and AG (the peers' reduced windows). For window w rank r
-// queues, on four lanes:
+// windows of W bytes (Config.CEAllReduce.Window); window w uses slot
+// h = w mod K (K: Config.CEAllReduce.Depth, at least 2) of two landing
+// areas per peer: RS (the peers' inputs to reduce) and AG (the peers'
+// reduced windows). For window w rank r queues, on four lanes:
 //
 //	lane 0, per peer p: wait freeRS[p][h] = 1, reset; copy input[shard p, w]
 //	        into p's RS slot for r; write dataRS_p[r][h] = 1.
@@ -49,7 +49,7 @@ import (
 // write q's RS slot for r again), dataAG[q][h] and freeAG[q][h] likewise
 // for the AG slots; the free words start at 1. Rank r's own words:
 // reduced[h] (lane 1 has reduced window w, lane 2 may push it) and
-// pushed[h] (lane 2 has pushed the window of half h, so lane 1 may write
+// pushed[h] (lane 2 has pushed the window of slot h, so lane 1 may write
 // reduced[h] again; starts at 1). Every word is reset by the lane that
 // waits on it, so a call leaves them as it found them and a captured graph
 // replays in step, as in ce.go. The list is in window order, lanes 0 to 3
@@ -73,17 +73,23 @@ const (
 	cearLaneOut    = 3 // copies of the peers' reduced windows into the output
 )
 
-// The flag words of the executor per rank (hostIssued.words): a peer q's
-// words, then this rank's own at q = me.
+// The flag words of the executor per rank: four groups of K words, one
+// per landing slot (cearWord). A peer q's words on this rank are dataRS,
+// freeRS (starts at 1), dataAG and freeAG (starts at 1); this rank's own,
+// at q = me, are reduced (group cearDataRS) and pushed (group cearFreeRS,
+// starts at 1).
 const (
-	cearDataRS    = 0 // + h
-	cearFreeRS    = 2 // + h, starts at 1
-	cearDataAG    = 4 // + h
-	cearFreeAG    = 6 // + h, starts at 1
-	cearWords     = 8
-	cearOwnReduce = 0 // + h: reduced[h]
-	cearOwnPushed = 2 // + h: pushed[h], starts at 1
+	cearDataRS    = 0
+	cearFreeRS    = 1
+	cearDataAG    = 2
+	cearFreeAG    = 3
+	cearOwnReduce = cearDataRS
+	cearOwnPushed = cearFreeRS
+	cearGroups    = 4
 )
+
+// cearWord is the index of group g's word for slot h of K slots.
+func cearWord(g, h, K int) int { return g*K + h }
 
 // cearKey names a reduction kernel by element type and operator.
 type cearKey struct {
@@ -165,6 +171,7 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 	shard := sc * es // bytes of a full shard
 	total := count * es
 	W := st.window
+	K := st.words / cearGroups // landing slots per peer and area
 	nwin := (shard + W - 1) / W
 	// part is window w of shard q: its byte offset in the message and its
 	// length (0 past the shard's or the message's end).
@@ -181,7 +188,7 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 	slot := func(base uint64, q, p int, ag bool, h int64) uint64 {
 		area := int64(0)
 		if ag {
-			area = 2
+			area = int64(K)
 		}
 		return base + uint64(((area+h)*int64(n-1)+ceSlot(q, p))*W)
 	}
@@ -195,23 +202,24 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 	}
 	var ops []hal.StreamOp
 	for w := int64(0); w < nwin; w++ {
-		h := w % 2
+		h := w % int64(K)
 		hi := int(h)
+		word := func(g int) int { return cearWord(g, hi, K) }
 		// Lane 0: this rank's input for each peer's shard into its RS slot.
 		for j := 1; j < n; j++ {
 			p := (me + j) % n
 			off, l := part(p, w)
-			ops = append(ops, wait(flag(myFlags, p, cearFreeRS+hi), cearLaneRS)...)
+			ops = append(ops, wait(flag(myFlags, p, word(cearFreeRS)), cearLaneRS)...)
 			ops = append(ops,
 				hal.StreamOp{Kind: hal.StreamCopy, Dst: slot(peerLanding(p), me, p, false, h), Src: input + off, Bytes: l, Lane: cearLaneRS},
-				write(flag(peerFlags(p), me, cearDataRS+hi), cearLaneRS))
+				write(flag(peerFlags(p), me, word(cearDataRS)), cearLaneRS))
 		}
 		// Lane 1: the reduction of this rank's window.
 		off, l := part(me, w)
-		ops = append(ops, wait(flag(myFlags, me, cearOwnPushed+hi), cearLaneReduce)...)
+		ops = append(ops, wait(flag(myFlags, me, word(cearOwnPushed)), cearLaneReduce)...)
 		for j := 1; j < n; j++ {
 			p := (me - j + n) % n
-			ops = append(ops, wait(flag(myFlags, p, cearDataRS+hi), cearLaneReduce)...)
+			ops = append(ops, wait(flag(myFlags, p, word(cearDataRS)), cearLaneReduce)...)
 			src := input + off
 			if j > 1 {
 				src = output + off
@@ -221,27 +229,27 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 		}
 		for j := 1; j < n; j++ {
 			p := (me - j + n) % n
-			ops = append(ops, write(flag(peerFlags(p), me, cearFreeRS+hi), cearLaneReduce))
+			ops = append(ops, write(flag(peerFlags(p), me, word(cearFreeRS)), cearLaneReduce))
 		}
-		ops = append(ops, write(flag(myFlags, me, cearOwnReduce+hi), cearLaneReduce))
+		ops = append(ops, write(flag(myFlags, me, word(cearOwnReduce)), cearLaneReduce))
 		// Lane 2: the reduced window into every peer's AG slot.
-		ops = append(ops, wait(flag(myFlags, me, cearOwnReduce+hi), cearLaneAG)...)
+		ops = append(ops, wait(flag(myFlags, me, word(cearOwnReduce)), cearLaneAG)...)
 		for j := 1; j < n; j++ {
 			p := (me + j) % n
-			ops = append(ops, wait(flag(myFlags, p, cearFreeAG+hi), cearLaneAG)...)
+			ops = append(ops, wait(flag(myFlags, p, word(cearFreeAG)), cearLaneAG)...)
 			ops = append(ops,
 				hal.StreamOp{Kind: hal.StreamCopy, Dst: slot(peerLanding(p), me, p, true, h), Src: output + off, Bytes: l, Lane: cearLaneAG},
-				write(flag(peerFlags(p), me, cearDataAG+hi), cearLaneAG))
+				write(flag(peerFlags(p), me, word(cearDataAG)), cearLaneAG))
 		}
-		ops = append(ops, write(flag(myFlags, me, cearOwnPushed+hi), cearLaneAG))
+		ops = append(ops, write(flag(myFlags, me, word(cearOwnPushed)), cearLaneAG))
 		// Lane 3: the peers' reduced windows into the output.
 		for j := 1; j < n; j++ {
 			p := (me - j + n) % n
 			poff, pl := part(p, w)
-			ops = append(ops, wait(flag(myFlags, p, cearDataAG+hi), cearLaneOut)...)
+			ops = append(ops, wait(flag(myFlags, p, word(cearDataAG)), cearLaneOut)...)
 			ops = append(ops,
 				hal.StreamOp{Kind: hal.StreamCopy, Dst: output + poff, Src: slot(myLanding, p, me, true, h), Bytes: pl, Lane: cearLaneOut},
-				write(flag(peerFlags(p), me, cearFreeAG+hi), cearLaneOut))
+				write(flag(peerFlags(p), me, word(cearFreeAG)), cearLaneOut))
 		}
 	}
 	return ops
@@ -251,8 +259,14 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 // when the call began (WEFT_PROXY_PROFILE's stages).
 func (c *Comm) launchCEAllReduce(call Call, s hal.Stream, t time.Time) error {
 	shape := c.cfg.CEAllReduce
-	st, err := c.hostIssuedSetup(&c.cear, hostIssuedSpec{what: "copy-engine AllReduce", window: shape.Window, slots: 4,
-		words: cearWords, free: []int{cearFreeRS, cearFreeRS + 1, cearFreeAG, cearFreeAG + 1}, local: []uint64{0, 0, 1, 1}})
+	K := max(2, shape.Depth)
+	spec := hostIssuedSpec{what: "copy-engine AllReduce", window: shape.Window, slots: 2 * int64(K), words: cearGroups * K,
+		local: make([]uint64, cearGroups*K)}
+	for h := 0; h < K; h++ {
+		spec.free = append(spec.free, cearWord(cearFreeRS, h, K), cearWord(cearFreeAG, h, K))
+		spec.local[cearWord(cearOwnPushed, h, K)] = 1
+	}
+	st, err := c.hostIssuedSetup(&c.cear, spec)
 	if err != nil {
 		return err
 	}

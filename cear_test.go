@@ -38,14 +38,20 @@ func cearCases(counts []int64) []collCase {
 }
 
 // TestCEAllReduceHost: WEFT_ALGO=ce, the host-issued copy-engine AllReduce
-// (cear.go) on hal/host, 2 to 5 ranks, every element checked through
+// (cear.go) on hal/host, 2 to 5 ranks, 2 to 4 landing slots per peer,
+// every element checked through
 // Launch (the NCCL API's path) and Comm.AllReduce; then one call captured
 // in a graph and replayed with new inputs (every flag returns to its
 // start within a call).
 func TestCEAllReduceHost(t *testing.T) {
 	t.Setenv("WEFT_ALGO", "ce")
-	for _, n := range []int{2, 3, 5} {
-		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
+	for _, k := range []struct {
+		n     int
+		shape string // WEFT_CE_ALLREDUCE_SHAPE: landing slots per peer (d)
+	}{{2, ""}, {3, ""}, {5, ""}, {2, "32x512w64Md3"}, {3, "32x512w64Md4"}} {
+		n := k.n
+		t.Run(fmt.Sprintf("ranks%d%s", n, k.shape), func(t *testing.T) {
+			t.Setenv("WEFT_CE_ALLREDUCE_SHAPE", k.shape)
 			cases := cearCases([]int64{0, 1, 3, 37, 4096, 4097, 20000, 70001})
 			runCasesThen(t, "host", n, cases, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 				if !weft.CEAllReduceActive(c) {
@@ -217,7 +223,7 @@ func TestCEAllReduceDefaultBound(t *testing.T) {
 		}
 	}
 
-	for _, bad := range []string{"32x512w10", "big"} {
+	for _, bad := range []string{"32x512w10", "big", "32x512w64Md1", "32x512w64Md9"} {
 		t.Setenv("WEFT_CE_ALLREDUCE_SHAPE", bad)
 		errs = runRanksWith(t, "host", 2, func(int, hal.Device) weft.Options { return weft.Options{} },
 			func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
@@ -242,7 +248,7 @@ func maxInto(acc, x []byte) {
 
 // TestCEAllReduceNVLink: the copy-engine AllReduce on 2 GPUs through
 // internal/cudadev's stream operations and the NVRTC-compiled reduction
-// kernel: sizes from nothing to 160 MB (several 16 MiB windows per
+// kernel: sizes from nothing to 160 MB (shards of 80 MB: two 64 MiB windows per
 // shard), in and out of place, every base operator on several types, and
 // the graph replay.
 func TestCEAllReduceNVLink(t *testing.T) {

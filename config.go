@@ -156,8 +156,8 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 		}
 		if s := env.String("WEFT_CE_ALLREDUCE_SHAPE"); s != "" {
 			sh, err := algorithms.ParseHBShape(s, cfg.CEAllReduce)
-			if err != nil || sh.Window <= 0 || sh.Window%16 != 0 || sh.Pull || sh.Depth != 0 || sh.Pipeline != 0 {
-				return cfg, "", 0, fmt.Errorf("weft: WEFT_CE_ALLREDUCE_SHAPE=%q: want BLOCKSxTHREADS[wWINDOW] with a window a multiple of 16 bytes (%v): %w", s, err, hal.ErrInvalidArgument)
+			if err != nil || sh.Window <= 0 || sh.Window%16 != 0 || sh.Pull || sh.Depth == 1 || sh.Depth > 8 || sh.Pipeline != 0 {
+				return cfg, "", 0, fmt.Errorf("weft: WEFT_CE_ALLREDUCE_SHAPE=%q: want BLOCKSxTHREADS[wWINDOW][dSLOTS] with a window a multiple of 16 bytes and 2 to 8 landing slots per peer (%v): %w", s, err, hal.ErrInvalidArgument)
 			}
 			cfg.CEAllReduce = sh
 		}
@@ -333,11 +333,11 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			return fmt.Errorf("weft: ranks chose different copy-engine AllGather bounds: rank 0 %s, rank %d %s (WEFT_CE_MIN_BYTES, WEFT_CE_MAX_BYTES, or a device without usable stream operations): %w",
 				ceBounds(first.CE, first.CEMax), r, ceBounds(c.CE, c.CEMax), hal.ErrInvalidUsage)
 		}
-		if c.CEAR != first.CEAR || (c.CEAR > 0 && c.CEARMax != first.CEARMax) || c.CEARShape.Window != first.CEARShape.Window {
+		if c.CEAR != first.CEAR || (c.CEAR > 0 && c.CEARMax != first.CEARMax) || c.CEARShape.Window != first.CEARShape.Window || c.CEARShape.Depth != first.CEARShape.Depth {
 			// An AllReduce runs on copy engines on every rank or on none,
 			// with the same windows.
-			return fmt.Errorf("weft: ranks chose different copy-engine AllReduce bounds or windows: rank 0 %s, windows of %d bytes; rank %d %s, windows of %d bytes (WEFT_CE_ALLREDUCE_MIN_BYTES, WEFT_CE_ALLREDUCE_MAX_BYTES, WEFT_CE_ALLREDUCE_SHAPE, or a device without usable stream operations): %w",
-				ceBounds(first.CEAR, first.CEARMax), first.CEARShape.Window, r, ceBounds(c.CEAR, c.CEARMax), c.CEARShape.Window, hal.ErrInvalidUsage)
+			return fmt.Errorf("weft: ranks chose different copy-engine AllReduce bounds or windows: rank 0 %s, windows of %d bytes in %d slots; rank %d %s, windows of %d bytes in %d slots (WEFT_CE_ALLREDUCE_MIN_BYTES, WEFT_CE_ALLREDUCE_MAX_BYTES, WEFT_CE_ALLREDUCE_SHAPE, or a device without usable stream operations): %w",
+				ceBounds(first.CEAR, first.CEARMax), first.CEARShape.Window, first.CEARShape.Depth, r, ceBounds(c.CEAR, c.CEARMax), c.CEARShape.Window, c.CEARShape.Depth, hal.ErrInvalidUsage)
 		}
 		if c.P2PMid != first.P2PMid || c.P2PMidMax != first.P2PMidMax {
 			// A sender and its receiver pick the mid-size windowed plan

@@ -241,9 +241,11 @@ func (s Shape) depth() int {
 // (128 × 512, unroll 2: 324 GB/s at 512 MB against 316).
 func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 	c := Config{Rank: rank, NRanks: nranks, LL: plan.LL16, LLMaxBytes: 128 << 10, MidMaxBytes: 16 << 20, PortLLMaxBytes: PortLLMaxBytes}
-	// The copy-engine AllReduce's reduction: 32 blocks of 512 threads per
-	// window of 16 MiB (2×H100 2026-11-28, docs/bench/notes.md).
-	c.CEAllReduce = Shape{Blocks: 32, Threads: 512, Window: 16 << 20}
+	// The copy-engine AllReduce: 32 blocks of 512 threads reduce each
+	// window of 64 MiB per peer (2×H100 2026-11-28, bfloat16 1 GB through
+	// the C ABI: 3,340 µs against 3,507 with 32 MiB and 3,956 with 16 MiB;
+	// 8 blocks 3,626, 64 blocks 3,426; docs/bench/2026-11-28-h100x2).
+	c.CEAllReduce = Shape{Blocks: 32, Threads: 512, Window: 64 << 20}
 	// v2 (2×H200, docs/bench/notes-collectives.md): LL still beat NCCL at
 	// 64 KiB segments while the 16-block HB plan lost at 256 KiB; HB and
 	// point-to-point plans with 16 and 8 blocks peaked at 230–245 and

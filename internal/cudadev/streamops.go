@@ -98,11 +98,13 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 	return d.launched(s)
 }
 
-// streamBatch reports WEFT_STREAM_BATCH=1: consecutive flag operations on a
-// lane go in one cuStreamBatchMemOp (written 2026-11-26 after the last
-// GPU call: opt-in until measured).
+// streamBatch reports whether consecutive flag operations on a lane go in
+// one cuStreamBatchMemOp: the default since 2×H100 measured it
+// (docs/bench/2026-11-28-h100x2, call 4: the copy-engine AllGather of
+// 256 MB 496 → 484 µs, 64 MB 147 → 142; the copy-engine AllReduce of
+// 1 GB 3,547 → 3,333); WEFT_STREAM_BATCH=0 queues each with its own call.
 func streamBatch() bool {
-	on, _ := env.Bool("WEFT_STREAM_BATCH", false)
+	on, _ := env.Bool("WEFT_STREAM_BATCH", true)
 	return on
 }
 
