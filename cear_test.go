@@ -64,8 +64,8 @@ func TestCEAllReduceHost(t *testing.T) {
 				if name := c.AllReducePlan(1000, plan.Float32, plan.Sum); name != "all_reduce-ce-host-issued" {
 					return fmt.Errorf("AllReducePlan = %q, want the copy-engine executor's", name)
 				}
-				if b, m := c.PlanSMs(call); b != 32 || m != 0 {
-					return fmt.Errorf("PlanSMs = %d, %d, want 32, 0 (the reduction kernel's blocks; no data over links)", b, m)
+				if b, m := c.PlanSMs(call); b != 64 || m != 0 {
+					return fmt.Errorf("PlanSMs = %d, %d, want 64, 0 (the reduction and copy kernels' blocks; no data over links)", b, m)
 				}
 				call.Op = plan.Avg
 				if name := c.PlanName(call); name == "all_reduce-ce-host-issued" {

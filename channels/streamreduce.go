@@ -11,8 +11,12 @@ import (
 //go:embed device/stream_reduce.cu
 var streamReduceSource string
 
-// StreamReduceKernelName is the entry point of the StreamReduce kernel.
-const StreamReduceKernelName = "weft_stream_reduce"
+// StreamReduceKernelName and StreamCopyKernelName are the entry points of
+// the StreamReduce kernel and of the StreamCopy kernel.
+const (
+	StreamReduceKernelName = "weft_stream_reduce"
+	StreamCopyKernelName   = "weft_stream_copy"
+)
 
 // StreamReduceKernel compiles the kernel that computes hal.StreamReduce on
 // dev for elements of type t and base operator op (Sum, Prod, Max or Min):
@@ -52,4 +56,19 @@ func StreamReduceKernel(dev hal.Device, t plan.DataType, op plan.RedOp) (hal.Mod
 		return nil, nil, fmt.Errorf("stream reduce kernel for %v %v: %w", t, op, err)
 	}
 	return mod, fn, nil
+}
+
+// StreamCopyKernel returns the kernel of a hal.StreamCopy done on SMs
+// (hal.StreamOp.Kernel of a copy) from a module StreamReduceKernel
+// compiled: every such module holds it. A nil module (a device that
+// compiles no kernels) gives nil.
+func StreamCopyKernel(mod hal.Module) (hal.Function, error) {
+	if mod == nil {
+		return nil, nil
+	}
+	fn, err := mod.Function(StreamCopyKernelName)
+	if err != nil {
+		return nil, fmt.Errorf("stream copy kernel: %w", err)
+	}
+	return fn, nil
 }

@@ -12,7 +12,7 @@ import (
 
 func init() {
 	Register(Case{ID: "memory-mapped/stream-reduce", Capability: hal.CapMemoryMapped, MinRanks: 2,
-		Title: "host-queued reductions (hal.StreamReduce): the previous rank's operand copied into a mapped landing buffer, its flag waited for on a lane, then out = a ⊕ landing, and in place into either operand, exact for every type and base operator, odd lengths and unaligned addresses; Avg and partial elements refused",
+		Title: "host-queued reductions (hal.StreamReduce): the previous rank's operand copied into a mapped landing buffer, its flag waited for on a lane, then out = a ⊕ landing, and in place into either operand, exact for every type and base operator, odd lengths and unaligned addresses; a copy on SMs (the module's copy kernel) of odd lengths and offsets; Avg and partial elements refused",
 		Run:   testStreamReduce})
 }
 
@@ -74,13 +74,18 @@ func testStreamReduce(t *T) error {
 	if err != nil {
 		return err
 	}
-	for _, k := range streamReduceKinds {
+	for i, k := range streamReduceKinds {
 		mod, fn, err := channels.StreamReduceKernel(t.Dev, k.t, k.op)
 		if err != nil {
 			return t.Errorf("the kernel for %v %v: %w", k.t, k.op, err)
 		}
 		if mod != nil {
 			t.Cleanup(mod.Close)
+		}
+		if i == 0 {
+			if err := streamCopyOnSMs(t, so, s, mod, a, b); err != nil {
+				return err
+			}
 		}
 		es := int64(k.t.Size())
 		red := func(dst, src, src2 uint64, bytes int64, lane uint8) hal.StreamOp {
@@ -182,4 +187,43 @@ func testStreamReduce(t *T) error {
 		}
 	}
 	return t.Sync(s)
+}
+
+// streamCopyOnSMs: hal.StreamCopy with the copy kernel of a reduction
+// module (channels.StreamCopyKernel; hal/host copies itself) moves every
+// byte of odd lengths at aligned and unaligned addresses, and nothing
+// past them.
+func streamCopyOnSMs(t *T, so hal.StreamOps, s hal.Stream, mod hal.Module, src, dst hal.Buffer) error {
+	fn, err := channels.StreamCopyKernel(mod)
+	if err != nil {
+		return t.Errorf("the copy kernel: %w", err)
+	}
+	for _, c := range []struct{ off, n int64 }{{0, 0}, {0, 1}, {0, 4099}, {3, 4099}, {0, 1 << 16}, {5, 1<<16 + 3}} {
+		want := pattern(seed(t.Rank, int(c.n)), c.n)
+		if err := t.Write(src, c.off, want); err != nil {
+			return err
+		}
+		if err := t.Write(dst, 0, fill(dst.Size(), poison)); err != nil {
+			return err
+		}
+		op := hal.StreamOp{Kind: hal.StreamCopy, Dst: dst.Addr() + uint64(c.off), Src: src.Addr() + uint64(c.off), Bytes: c.n,
+			Kernel: fn, Blocks: 3, Threads: 96, Lane: 1}
+		if err := so.QueueOps(s, []hal.StreamOp{op}); err != nil {
+			return t.Errorf("copy of %d bytes at offset %d on SMs: queue: %w", c.n, c.off, err)
+		}
+		if err := t.Sync(s); err != nil {
+			return err
+		}
+		got, err := t.Read(dst, 0, dst.Size())
+		if err != nil {
+			return err
+		}
+		if d := diff(fmt.Sprintf("copy of %d bytes at offset %d on SMs", c.n, c.off), got[c.off:c.off+c.n], want); d != "" {
+			return t.Errorf("%s", d)
+		}
+		if d := diff("bytes around the copy", append(append([]byte{}, got[:c.off]...), got[c.off+c.n:]...), fill(dst.Size()-c.n, poison)); d != "" {
+			return t.Errorf("copy of %d bytes at offset %d on SMs: %s", c.n, c.off, d)
+		}
+	}
+	return nil
 }

@@ -309,7 +309,12 @@ type CopyEngineAllReducePreference interface {
 type StreamOpKind uint8
 
 const (
-	// StreamCopy copies Bytes bytes from Src to Dst.
+	// StreamCopy copies Bytes bytes from Src to Dst: by the copy engines,
+	// or, where Kernel is set on a backend that runs kernels, by that
+	// kernel on Blocks blocks of Threads threads with the parameter {Dst,
+	// Src, 0, Bytes} (StreamReduceParams; channels.StreamCopyKernel): a
+	// copy within a device on SMs leaves the copy engines to the links.
+	// hal/host ignores Kernel.
 	StreamCopy StreamOpKind = iota + 1
 	// StreamWaitEq waits until the 64-bit word at Dst equals Value.
 	StreamWaitEq
@@ -348,7 +353,8 @@ type StreamOp struct {
 	Lane     uint8  // 0: the stream of the call; 1..MaxStreamLanes-1: a lane forked from it
 
 	// StreamReduce only: the second operand, the element type and
-	// operator, and the kernel with its shape on backends that run kernels.
+	// operator. StreamReduce and StreamCopy: the kernel with its shape on
+	// backends that run kernels (a copy without one uses the copy engines).
 	Src2            uint64
 	Type            plan.DataType
 	Op              plan.RedOp
@@ -383,6 +389,9 @@ func CheckStreamOps(ops []StreamOp) error {
 		case StreamCopy:
 			if op.Bytes < 0 {
 				return fmt.Errorf("stream operation %d of %d: copy of %d bytes: %w", i, len(ops), op.Bytes, ErrInvalidArgument)
+			}
+			if op.Kernel != nil && (op.Blocks < 1 || op.Threads < 32 || op.Threads%32 != 0) {
+				return fmt.Errorf("stream operation %d of %d: copy kernel shape %d blocks × %d threads (at least 1 block of a multiple of 32 threads): %w", i, len(ops), op.Blocks, op.Threads, ErrInvalidArgument)
 			}
 		case StreamWaitEq, StreamWrite:
 			if op.Dst%8 != 0 {

@@ -14,8 +14,8 @@ var _ hal.StreamOps = (*Device)(nil)
 
 // QueueOps implements hal.StreamOps with cuMemcpyAsync,
 // cuStreamWriteValue64 and cuStreamWaitValue64 (the v2 entry points) and,
-// for reductions, cuLaunchKernel of the operation's kernel, on the
-// stream. Lanes are streams of s's own (created on first use, destroyed
+// for reductions and copies with a kernel, cuLaunchKernel of the
+// operation's kernel, on the stream. Lanes are streams of s's own (created on first use, destroyed
 // with s: lanes shared between callers' streams would make one caller's
 // work wait for another's), forked from s by an event recorded on s and
 // joined back by one recorded on each lane that s waits for; while s
@@ -66,10 +66,15 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 			c.Kind = cuda.OpWait
 		case hal.StreamWrite:
 			c.Kind = cuda.OpWrite
+		case hal.StreamCopy:
+			if op.Kernel == nil {
+				break // copy engines
+			}
+			fallthrough
 		case hal.StreamReduce:
 			f, ok := op.Kernel.(*Function)
 			if !ok || f == nil || f.dev.ctx != d.ctx {
-				return fmt.Errorf("queue stream operations on %s: operation %d: a reduction needs its kernel compiled for this device (channels.StreamReduceKernel), got %T: %w", d, i, op.Kernel, hal.ErrInvalidArgument)
+				return fmt.Errorf("queue stream operations on %s: operation %d: a reduction or kernel copy needs its kernel compiled for this device (channels.StreamReduceKernel, StreamCopyKernel), got %T: %w", d, i, op.Kernel, hal.ErrInvalidArgument)
 			}
 			if op.Threads > d.maxThreadsPerBlock {
 				return fmt.Errorf("queue stream operations on %s: operation %d: %d threads per block, at most %d: %w", d, i, op.Threads, d.maxThreadsPerBlock, hal.ErrInvalidArgument)
