@@ -45,8 +45,8 @@ if want tests; then
   step test-nvswitch 40 'pass' -- "$B/hal_nvswitch.test" -test.count=1
   # By name: the pattern NVLink also takes TestAllReduceNVLink (72 s) and the tuner's test,
   # which ran past this step's limit on 2026-11-26.
-  step test-root 150 'pass' -- "$B/weft.test" -test.count=1 -test.v \
-    -test.run 'TestP2PNVLink|TestP2PRegisteredNVLink|TestP2PRegisteredGraphNVLink|TestInPlaceAllToAllNVLink|TestCollectivesPortNVLink|TestCallsAcrossStreamsNVLink|TestCEAllGatherNVLink'
+  step test-root 175 'pass' -- "$B/weft.test" -test.count=1 -test.v \
+    -test.run 'TestP2PNVLink|TestP2PRegisteredNVLink|TestP2PRegisteredGraphNVLink|TestInPlaceAllToAllNVLink|TestCollectivesPortNVLink|TestCallsAcrossStreamsNVLink|TestCEAllGatherNVLink|TestCEAllReduceNVLink'
 fi
 
 # ---- issue 20: every collective through the C ABI beside NCCL, CUDA graphs, 8 B to MAXB
@@ -124,6 +124,8 @@ if want port; then
   # column) at every size of the range: by default it serves 32 MiB to 512 MiB (the SM plan
   # beyond, WEFT_CE_MAX_BYTES); here its upper bound is lifted so that 1 GB shows it too.
   step ce-all_gather 40 'rows1' -- env WEFT_CE_MAX_BYTES=0 "$B/weft" bench all_gather -b 64M -e 1G -f 2 -n 10 -w 3 -c 1 --baseline nccl --nproc "$NP" --plot "$OUT/ce-all_gather.svg"
+  # The copy-engine AllReduce (opt-in: WEFT_ALGO=ce; all_reduce-ce-host-issued, sm=64/0).
+  step ce-all_reduce 40 'rows1' -- env WEFT_ALGO=ce "$B/weft" bench all_reduce -b 64M -e 1G -f 4 -n 10 -w 3 -c 1 --baseline nccl --nproc "$NP"
   step port-latency 40 'grep -E "us/one|ns/op" $log | tr -s " " | cut -c1-110' -- \
     env WEFT_BENCH_HAL=nvlink "$B/weft.test" -test.run '^$' -test.bench PortLatency -test.benchtime 3x
 fi
