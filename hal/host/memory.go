@@ -144,7 +144,7 @@ var errNoRoom = errors.New("no space left")
 // allocation instead of a store much later (a SIGBUS, or the OOM killer).
 // File systems without fallocate get a sparse file.
 func reserve(f *os.File, size int64) error {
-	err := syscall.Fallocate(int(f.Fd()), 0, 0, size)
+	err := fallocate(f, size)
 	switch err {
 	case nil:
 		return nil

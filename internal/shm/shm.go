@@ -174,7 +174,7 @@ func Room(dir string) (free uint64, what string, err error) {
 	if err := syscall.Statfs(dir, &fs); err != nil {
 		return 0, "", fmt.Errorf("statfs %s: %w", dir, err)
 	}
-	free = fs.Bavail * uint64(fs.Bsize)
+	free = uint64(fs.Bavail) * uint64(fs.Bsize) // Bavail is int64 on FreeBSD
 	what = dir
 	const tmpfsMagic = 0x01021994
 	if fs.Type == tmpfsMagic {
