@@ -138,7 +138,7 @@ func (c *Comm) hostIssuedStates() []*hostIssued {
 // within the executor's size bounds (Config.CEMinBytes and CEMaxBytes for
 // the AllGather's output; cearServes for the AllReduce).
 func (c *Comm) ceServes(call Call) bool {
-	if _, ok := c.dev.(hal.StreamOps); !ok {
+	if !c.ceOK {
 		return false
 	}
 	switch call.Coll {

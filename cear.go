@@ -163,6 +163,17 @@ func (c *Comm) cearReduceKernel(t plan.DataType, op plan.RedOp) (cearKernel, err
 	return kern, nil
 }
 
+// cearBlocks is the blocks of each of the executor's kernels: the shape's,
+// within the block budget (Options.MaxCTAs, NCCL_MAX_CTAS), of which the
+// reduction and the copy-out, on two lanes, may hold half each.
+func (c *Comm) cearBlocks() int {
+	b := c.cfg.CEAllReduce.Blocks
+	if m := c.cfg.Budget.Max; m > 0 {
+		b = min(b, max(1, m/2))
+	}
+	return b
+}
+
 // cearShape is the reduction and copy kernels with their launch shape.
 type cearShape struct {
 	kernel, copy    hal.Function
@@ -291,7 +302,7 @@ func (c *Comm) launchCEAllReduce(call Call, s hal.Stream, t time.Time) error {
 		return err
 	}
 	ops := cearOps(st, c.cfg.Rank, c.cfg.NRanks, call.Send, call.Recv, call.Count, call.Type, call.Op,
-		cearShape{kernel: kern.fn, copy: kern.copyFn, blocks: shape.Blocks, threads: shape.Threads})
+		cearShape{kernel: kern.fn, copy: kern.copyFn, blocks: c.cearBlocks(), threads: shape.Threads})
 	t = c.prof.Since(stageCEBuild, t)
 	err = c.dev.(hal.StreamOps).QueueOps(s, ops)
 	c.prof.Since(stageCEQueue, t)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/algorithms"
@@ -266,4 +267,26 @@ func TestCEAllReduceNVLink(t *testing.T) {
 		}
 		return cearGraphReplay(rank, c, dev, s)
 	})
+}
+
+// TestCEAllReduceBudget: with a block budget (Options.MaxCTAs, NCCL's
+// maxCTAs) the executor's two kernels share it: PlanSMs reports at most
+// the budget, and the AllReduce stays exact.
+func TestCEAllReduceBudget(t *testing.T) {
+	t.Setenv("WEFT_ALGO", "ce")
+	errs := runRanksOpts(t, "host", 2, weft.Options{MaxCTAs: 16, Timeout: 20 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		call := weft.Call{Coll: algorithms.AllReduce, Count: 1 << 20, Type: plan.Float32, Op: plan.Sum}
+		if name := c.PlanName(call); name != "all_reduce-ce-host-issued" {
+			return fmt.Errorf("PlanName = %q, want the copy-engine executor's", name)
+		}
+		if b, m := c.PlanSMs(call); b != 16 || m != 0 {
+			return fmt.Errorf("PlanSMs with at most 16 blocks = %d, %d, want 16, 0", b, m)
+		}
+		return cearDirect(rank, c, dev, s, 70001)
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
 }

@@ -65,6 +65,10 @@ type Comm struct {
 	// AllReduce's resources (ce.go, cear.go), set up on their first call;
 	// nil before.
 	ce, cear *hostIssued
+	// ceOK: the host-issued executors can run here (ceUsable: peer-mapped
+	// links on one node, usable stream operations); WEFT_ALGO=ce keeps the
+	// default plans where they cannot.
+	ceOK bool
 	// cearKernels are the AllReduce's reduction kernels by type and
 	// operator (cear.go), compiled on first use, closed at Close.
 	cearKernels map[cearKey]cearKernel
@@ -104,13 +108,14 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 	if cfg.PortOnly, cfg.Switch, cfg.Nodes, err = linkKinds(ctx, boot, dev); err != nil {
 		return nil, err
 	}
-	if !ceUsable(dev, cfg) {
+	ceOK := ceUsable(dev, cfg)
+	if !ceOK {
 		cfg.CEMinBytes, cfg.CEAllReduceMinBytes = 0, 0
 	}
 	if err := agreeOnPlans(ctx, boot, cfg, source); err != nil {
 		return nil, err
 	}
-	c := &Comm{boot: boot, dev: dev, exec: exec, cfg: cfg, source: source, timeout: timeout, regs: map[uint64]*channels.Registration{}, colls: map[collKey][]*algo{}}
+	c := &Comm{boot: boot, dev: dev, exec: exec, cfg: cfg, source: source, timeout: timeout, regs: map[uint64]*channels.Registration{}, colls: map[collKey][]*algo{}, ceOK: ceOK}
 	c.prof = stageprof.New(fmt.Sprintf("launch path of rank %d", cfg.Rank), launchStages...)
 	c.p2pProf = stageprof.New(fmt.Sprintf("point-to-point launch path of rank %d", cfg.Rank), p2pStages...)
 	c.startProgress()

@@ -525,7 +525,7 @@ func (c *Comm) planFor(call Call, zeroCopy bool) *plan.Plan {
 func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
 	if c.ceServes(call) {
 		if call.Coll == algorithms.AllReduce {
-			return 2 * c.cfg.CEAllReduce.Blocks, 0
+			return 2 * c.cearBlocks(), 0
 		}
 		return 0, 0 // no kernel
 	}
