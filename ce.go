@@ -330,7 +330,7 @@ func ceOps(st *hostIssued, me, n int, input, output uint64, seg int64) []hal.Str
 // call on s; t is when the call began (WEFT_PROXY_PROFILE's stages).
 func (c *Comm) launchCE(call Call, s hal.Stream, t time.Time) error {
 	if call.Coll == algorithms.AllReduce {
-		return c.launchCEAllReduce(call, s, t) // cear.go
+		return c.launchCEAllReduce(call, s, t, nil) // cear.go
 	}
 	st, err := c.hostIssuedSetup(&c.ce, hostIssuedSpec{what: "copy-engine AllGather", window: ceWindow, slots: 2, words: ceFlagsPerRank, free: []int{2, 3}})
 	if err != nil {

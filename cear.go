@@ -59,6 +59,10 @@ import (
 // stream's order (one hardware queue): window w's waits depend only on
 // windows ≤ w of every rank, queued before them.
 //
+// Through Comm.AllReduce, whose buffers are registered with the peers, the
+// reduced windows go straight into the peers' outputs (cearOps' peerOut):
+// one copy fewer per window and no copy-out.
+//
 // In place (input = output) is sound: a peer's reduced window lands in
 // output[shard p, w] only after p has reduced window w, which waited for
 // this rank's copy of input[shard p, w]; this rank's reduction writes only
@@ -183,7 +187,16 @@ type cearShape struct {
 // cearOps returns the stream operations of one AllReduce of count
 // elements of type t with base operator op, from input to output (device
 // addresses), for rank me of n (see the comment at the top of this file).
-func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t plan.DataType, op plan.RedOp, k cearShape) []hal.StreamOp {
+//
+// peerOut, when not nil, holds every peer's output mapped here (a
+// registered output: Comm.AllReduce): the reduced windows are copied
+// straight into the peers' outputs, with no AG slot, copy-out or per-window
+// AG flags; after its last window lane 2 writes each peer's done word
+// (dataAG of slot 0), and lane 3 waits for every peer's before the call
+// ends. A peer's copy into this rank's output follows its reduction of a
+// window that waited for this rank's copy of the same window of its input,
+// so this rank has entered the call and, in place, read that window.
+func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t plan.DataType, op plan.RedOp, k cearShape, peerOut []uint64) []hal.StreamOp {
 	es := int64(t.Size())
 	if count == 0 {
 		return nil
@@ -255,16 +268,23 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 			ops = append(ops, write(flag(peerFlags(p), me, word(cearFreeRS)), cearLaneReduce))
 		}
 		ops = append(ops, write(flag(myFlags, me, word(cearOwnReduce)), cearLaneReduce))
-		// Lane 2: the reduced window into every peer's AG slot.
+		// Lane 2: the reduced window into every peer's AG slot (or output).
 		ops = append(ops, wait(flag(myFlags, me, word(cearOwnReduce)), cearLaneAG)...)
 		for j := 1; j < n; j++ {
 			p := (me + j) % n
+			if peerOut != nil {
+				ops = append(ops, hal.StreamOp{Kind: hal.StreamCopy, Dst: peerOut[p] + off, Src: output + off, Bytes: l, Lane: cearLaneAG})
+				continue
+			}
 			ops = append(ops, wait(flag(myFlags, p, word(cearFreeAG)), cearLaneAG)...)
 			ops = append(ops,
 				hal.StreamOp{Kind: hal.StreamCopy, Dst: slot(peerLanding(p), me, p, true, h), Src: output + off, Bytes: l, Lane: cearLaneAG},
 				write(flag(peerFlags(p), me, word(cearDataAG)), cearLaneAG))
 		}
 		ops = append(ops, write(flag(myFlags, me, word(cearOwnPushed)), cearLaneAG))
+		if peerOut != nil {
+			continue
+		}
 		// Lane 3: the peers' reduced windows into the output.
 		for j := 1; j < n; j++ {
 			p := (me - j + n) % n
@@ -276,12 +296,22 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 				write(flag(peerFlags(p), me, word(cearFreeAG)), cearLaneOut))
 		}
 	}
+	if peerOut != nil {
+		done := cearWord(cearDataAG, 0, K)
+		for j := 1; j < n; j++ {
+			ops = append(ops, write(flag(peerFlags((me+j)%n), me, done), cearLaneAG))
+		}
+		for j := 1; j < n; j++ {
+			ops = append(ops, wait(flag(myFlags, (me-j+n)%n, done), cearLaneOut)...)
+		}
+	}
 	return ops
 }
 
 // launchCEAllReduce queues the host-issued AllReduce of call on s; t is
-// when the call began (WEFT_PROXY_PROFILE's stages).
-func (c *Comm) launchCEAllReduce(call Call, s hal.Stream, t time.Time) error {
+// when the call began (WEFT_PROXY_PROFILE's stages); peerOut, when not
+// nil, is every peer's registered output mapped here (cearOps).
+func (c *Comm) launchCEAllReduce(call Call, s hal.Stream, t time.Time, peerOut []uint64) error {
 	shape := c.cfg.CEAllReduce
 	K := max(2, shape.Depth)
 	spec := hostIssuedSpec{what: "copy-engine AllReduce", window: shape.Window, slots: 2 * int64(K), words: cearGroups * K,
@@ -302,7 +332,7 @@ func (c *Comm) launchCEAllReduce(call Call, s hal.Stream, t time.Time) error {
 		return err
 	}
 	ops := cearOps(st, c.cfg.Rank, c.cfg.NRanks, call.Send, call.Recv, call.Count, call.Type, call.Op,
-		cearShape{kernel: kern.fn, copy: kern.copyFn, blocks: c.cearBlocks(), threads: shape.Threads})
+		cearShape{kernel: kern.fn, copy: kern.copyFn, blocks: c.cearBlocks(), threads: shape.Threads}, peerOut)
 	t = c.prof.Since(stageCEBuild, t)
 	err = c.dev.(hal.StreamOps).QueueOps(s, ops)
 	c.prof.Since(stageCEQueue, t)

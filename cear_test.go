@@ -81,9 +81,20 @@ func TestCEAllReduceHost(t *testing.T) {
 	}
 }
 
-// cearDirect runs Comm.AllReduce (the zero-copy API, which hands the
-// executor's sizes to it too) out of place and checks every element.
+// cearDirect runs Comm.AllReduce (the zero-copy API: the executor copies
+// the reduced windows straight into the peers' registered outputs) out of
+// place and in place, twice each (the second call reuses the
+// registrations), and checks every element.
 func cearDirect(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, count int64) error {
+	for _, inPlace := range []bool{false, false, true, true} {
+		if err := cearDirectOnce(rank, c, dev, s, count, inPlace); err != nil {
+			return fmt.Errorf("in place %v: %w", inPlace, err)
+		}
+	}
+	return nil
+}
+
+func cearDirectOnce(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, count int64, inPlace bool) error {
 	n := c.Size()
 	es := int64(plan.Float32.Size())
 	in, err := dev.Alloc(count * es)
@@ -91,11 +102,13 @@ func cearDirect(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, count int6
 		return err
 	}
 	defer in.Free()
-	out, err := dev.Alloc(count * es)
-	if err != nil {
-		return err
+	out := in
+	if !inPlace {
+		if out, err = dev.Alloc(count * es); err != nil {
+			return err
+		}
+		defer out.Free()
 	}
-	defer out.Free()
 	if err := dev.Write(in, 0, check.Input(plan.Float32, plan.Sum, rank, count)); err != nil {
 		return err
 	}
@@ -112,7 +125,15 @@ func cearDirect(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, count int6
 	if wrong := check.Wrong(plan.Float32, got, check.AllReduce(plan.Float32, plan.Sum, n, count)); wrong != 0 {
 		return fmt.Errorf("Comm.AllReduce of %d floats: %d wrong elements", count, wrong)
 	}
-	return nil
+	// Deregister before the buffers are freed: a later allocation at the
+	// same address must not find this registration.
+	if err := c.Deregister(out); err != nil {
+		return err
+	}
+	if inPlace {
+		return nil
+	}
+	return c.Deregister(in)
 }
 
 // cearGraphReplay captures one copy-engine AllReduce of several windows

@@ -591,7 +591,10 @@ func (c *Comm) AllReduce(in, out hal.Buffer, count int64, t DataType, op RedOp, 
 		return err
 	}
 	call := Call{Coll: algorithms.AllReduce, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: t, Op: op}
-	if c.allReduceViaLaunch() || c.ceServes(call) {
+	if c.ceServes(call) && count > 0 {
+		return c.allReduceCE(call, out, s)
+	}
+	if c.allReduceViaLaunch() {
 		return c.Launch(call, s)
 	}
 	a, err := c.selectAlgo(call, true)
@@ -599,6 +602,28 @@ func (c *Comm) AllReduce(in, out hal.Buffer, count int64, t DataType, op RedOp, 
 		return err
 	}
 	return c.launch(a, call, in, out, s)
+}
+
+// allReduceCE is Comm.AllReduce through the copy-engine executor with the
+// output registered with the peers (collective on its first use, as the
+// zero-copy plans' registration): the reduced windows are copied straight
+// into the peers' outputs (cear.go).
+func (c *Comm) allReduceCE(call Call, out hal.Buffer, s hal.Stream) error {
+	t := c.prof.Now()
+	if err := c.boot.Err(); err != nil {
+		return fmt.Errorf("weft: AllReduce on rank %d: %w", c.cfg.Rank, err)
+	}
+	reg, err := c.register(out)
+	if err != nil {
+		return err
+	}
+	peerOut := make([]uint64, c.cfg.NRanks)
+	for p := range peerOut {
+		if p != c.cfg.Rank {
+			peerOut[p] = reg.Peers[p].Addr()
+		}
+	}
+	return c.launchCEAllReduce(call, s, t, peerOut)
 }
 
 func (c *Comm) checkArgs(coll string, in, out hal.Buffer, count int64, t plan.DataType, op plan.RedOp, s hal.Stream) error {
