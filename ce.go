@@ -132,11 +132,11 @@ func (c *Comm) hostIssuedStates() []*hostIssued {
 	return out
 }
 
-// ceServes reports whether a host-issued executor serves call: the
-// AllGather (below) or the AllReduce (cear.go) on a device with
-// hal.StreamOps, asked for (WEFT_ALGO=ce) or, with no family forced,
-// within the executor's size bounds (Config.CEMinBytes and CEMaxBytes for
-// the AllGather's output; cearServes for the AllReduce).
+// ceServes reports whether a host-issued executor serves call through
+// Launch: the AllGather (below) or the AllReduce (cear.go) where they can
+// run (ceOK), asked for (WEFT_ALGO=ce) or, with no family forced, within
+// the AllGather's size bounds (Config.CEMinBytes and CEMaxBytes of its
+// output; the AllReduce only under WEFT_ALGO=ce here: cearServes).
 func (c *Comm) ceServes(call Call) bool {
 	if !c.ceOK {
 		return false
@@ -151,7 +151,7 @@ func (c *Comm) ceServes(call Call) bool {
 			return c.cfg.CEMinBytes > 0 && out >= c.cfg.CEMinBytes && (c.cfg.CEMaxBytes <= 0 || out <= c.cfg.CEMaxBytes)
 		}
 	case algorithms.AllReduce:
-		return c.cearServes(call)
+		return c.cearServes(call, false)
 	}
 	return false
 }

@@ -113,16 +113,22 @@ type cearKernel struct {
 
 // cearServes reports whether the copy-engine AllReduce serves call: 2 or
 // more ranks, a base operator (Avg and PreMulSum keep the other plans),
-// and WEFT_ALGO=ce or, with no family forced, a message within
-// [CEAllReduceMinBytes, CEAllReduceMaxBytes].
-func (c *Comm) cearServes(call Call) bool {
-	if c.cfg.NRanks < 2 || !call.Op.Valid() || call.Op != call.Op.Base() || !call.Type.Valid() {
+// and WEFT_ALGO=ce or, with no family forced, a call through Comm.AllReduce
+// (zeroCopy: registered buffers) of a message within [CEAllReduceMinBytes,
+// CEAllReduceMaxBytes]. Through Launch (the NCCL ABI) the executor stages
+// every window through landing slots and never led the SM plans, so only
+// WEFT_ALGO=ce sends calls there.
+func (c *Comm) cearServes(call Call, zeroCopy bool) bool {
+	if !c.ceOK || c.cfg.NRanks < 2 || !call.Op.Valid() || call.Op != call.Op.Base() || !call.Type.Valid() {
 		return false
 	}
 	switch c.cfg.Algo {
 	case algorithms.CEFamily:
 		return true
 	case "":
+		if !zeroCopy {
+			return false
+		}
 		b := call.Count * int64(call.Type.Size())
 		return c.cfg.CEAllReduceMinBytes > 0 && b >= c.cfg.CEAllReduceMinBytes && (c.cfg.CEAllReduceMaxBytes <= 0 || b <= c.cfg.CEAllReduceMaxBytes)
 	}

@@ -199,11 +199,12 @@ func cearGraphReplay(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error
 	return nil
 }
 
-// TestCEAllReduceDefaultBound: with no family forced, AllReduces of at
-// least WEFT_CE_ALLREDUCE_MIN_BYTES take the copy-engine executor and
-// smaller ones a kernel plan, both exact; ranks with different bounds
-// fail NewComm naming the rank; a malformed shape is refused naming the
-// variable.
+// TestCEAllReduceDefaultBound: with no family forced, AllReduces through
+// Comm.AllReduce of at least WEFT_CE_ALLREDUCE_MIN_BYTES take the
+// copy-engine executor and smaller ones a kernel plan, both exact, while
+// Launch (the NCCL ABI's path) keeps the kernel plans; ranks with
+// different bounds fail NewComm naming the rank; a malformed shape is
+// refused naming the variable.
 func TestCEAllReduceDefaultBound(t *testing.T) {
 	t.Setenv("WEFT_TUNING_FILE", "off")
 	t.Setenv("WEFT_ALGO", "")
@@ -221,12 +222,24 @@ func TestCEAllReduceDefaultBound(t *testing.T) {
 			ce    bool
 		}{{small, false}, {large, true}} {
 			call := weft.Call{Coll: algorithms.AllReduce, Count: k.count, Type: plan.Float32, Op: plan.Sum}
-			if got := c.PlanName(call) == "all_reduce-ce-host-issued"; got != k.ce {
-				return fmt.Errorf("AllReduce of %d floats: PlanName %q, want the executor: %v", k.count, c.PlanName(call), k.ce)
+			if name := c.PlanName(call); name == "all_reduce-ce-host-issued" {
+				return fmt.Errorf("AllReduce of %d floats through Launch: PlanName %q, want a kernel plan without WEFT_ALGO=ce", k.count, name)
+			}
+			if got := c.AllReducePlan(k.count, plan.Float32, plan.Sum) == "all_reduce-ce-host-issued"; got != k.ce {
+				return fmt.Errorf("AllReduce of %d floats through Comm.AllReduce: plan %q, want the executor: %v", k.count, c.AllReducePlan(k.count, plan.Float32, plan.Sum), k.ce)
 			}
 		}
+		if weft.CEAllReduceActive(c) {
+			return fmt.Errorf("an AllReduce through Launch went through the copy-engine executor")
+		}
+		if err := cearDirect(rank, c, dev, s, small); err != nil {
+			return err
+		}
+		if err := cearDirect(rank, c, dev, s, large); err != nil {
+			return err
+		}
 		if !weft.CEAllReduceActive(c) {
-			return fmt.Errorf("the large AllReduces did not go through the copy-engine executor")
+			return fmt.Errorf("the large Comm.AllReduce did not go through the copy-engine executor")
 		}
 		return nil
 	})

@@ -561,7 +561,7 @@ func (c *Comm) AllReducePlan(count int64, t DataType, op RedOp) string {
 	// Stand-in addresses: naming the plan depends only on the count, type
 	// and operator.
 	call := Call{Coll: algorithms.AllReduce, Send: 16, Recv: 16, Count: count, Type: t, Op: op}
-	if c.ceServes(call) {
+	if c.cearServes(call, true) {
 		return cearName
 	}
 	if p := c.planFor(call, true); p != nil {
@@ -591,7 +591,7 @@ func (c *Comm) AllReduce(in, out hal.Buffer, count int64, t DataType, op RedOp, 
 		return err
 	}
 	call := Call{Coll: algorithms.AllReduce, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: t, Op: op}
-	if c.ceServes(call) && count > 0 {
+	if c.cearServes(call, true) && count > 0 {
 		return c.allReduceCE(call, out, s)
 	}
 	if c.allReduceViaLaunch() {

@@ -149,12 +149,15 @@ type Config struct {
 	// is "" (0: no bound): the backend's hal.CopyEnginePreference
 	// (WEFT_CE_MAX_BYTES overrides it), where its SM plans overtake it.
 	CEMaxBytes int64
-	// CEAllReduceMinBytes is the smallest AllReduce (message bytes) that
-	// the host-issued copy-engine AllReduce (the root package's cear.go)
-	// serves when Algo is "": copy engines move every byte over the links
-	// and CEAllReduce.Blocks SMs reduce. 0: only under Algo "ce". NewComm
-	// takes the backend's hal.CopyEnginePreference (WEFT_CE_ALLREDUCE_MIN_BYTES
-	// overrides it) and sets 0 where CEMinBytes is.
+	// CEAllReduceMinBytes is the smallest AllReduce (message bytes) with
+	// registered buffers (the root package's Comm.AllReduce) that the
+	// host-issued copy-engine AllReduce (cear.go) serves when Algo is "":
+	// copy engines move every byte over the links, straight into the
+	// peers' outputs, and CEAllReduce.Blocks SMs reduce. 0: only under
+	// Algo "ce" (and only there through the NCCL ABI). NewComm takes the
+	// backend's hal.CopyEngineAllReducePreference (1 GiB on 2 NVLink GPUs;
+	// WEFT_CE_ALLREDUCE_MIN_BYTES overrides it) and sets 0 where CEMinBytes
+	// is.
 	CEAllReduceMinBytes int64
 	// CEAllReduceMaxBytes is the largest AllReduce that executor serves
 	// when Algo is "" (0: no bound; WEFT_CE_ALLREDUCE_MAX_BYTES).

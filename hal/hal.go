@@ -299,8 +299,10 @@ type CopyEnginePreference interface {
 // with StreamOps, as CopyEnginePreference for the AllReduce: the smallest
 // message (bytes) from which a communicator of nranks ranks whose peers
 // are all reachable over this backend's links takes the host-issued
-// copy-engine AllReduce by default (copy engines move the bytes, a
-// StreamReduce kernel on a few SMs reduces); 0: never by default.
+// copy-engine AllReduce by default for AllReduces whose buffers are
+// registered (weft.Comm.AllReduce: copy engines move the bytes straight
+// into the peers' outputs, a StreamReduce kernel on a few SMs reduces);
+// 0: never by default.
 type CopyEngineAllReducePreference interface {
 	CopyEngineAllReduceMinBytes(nranks int) int64
 }

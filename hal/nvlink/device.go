@@ -31,12 +31,21 @@ var (
 	_ hal.Executor       = (*Device)(nil)
 )
 
-var _ hal.CopyEnginePreference = (*Device)(nil)
+var (
+	_ hal.CopyEnginePreference          = (*Device)(nil)
+	_ hal.CopyEngineAllReducePreference = (*Device)(nil)
+)
 
 // CopyEngineMinBytes is cudadev.NVLinkCopyEngineMinBytes: 32 MiB on 2
 // ranks, no default beyond (where it was measured and why: there).
 func (d *Device) CopyEngineMinBytes(nranks int) int64 {
 	return cudadev.NVLinkCopyEngineMinBytes(nranks)
+}
+
+// CopyEngineAllReduceMinBytes is cudadev.NVLinkCopyEngineAllReduceMinBytes:
+// 1 GiB on 2 ranks, for Comm.AllReduce's registered buffers.
+func (d *Device) CopyEngineAllReduceMinBytes(nranks int) int64 {
+	return cudadev.NVLinkCopyEngineAllReduceMinBytes(nranks)
 }
 
 // CopyEngineMaxBytes is cudadev.NVLinkCopyEngineMaxBytes: 512 MiB on 2

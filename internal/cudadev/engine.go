@@ -330,6 +330,23 @@ func NVLinkCopyEngineMinBytes(nranks int) int64 {
 	return 0
 }
 
+// NVLinkCopyEngineAllReduceMinBytes is the hal.CopyEngineAllReducePreference
+// of GPUs joined by NVLink (hal/nvlink): 1 GiB on 2 ranks, 0 beyond. It
+// applies to Comm.AllReduce, whose outputs are registered, so the
+// copy-engine AllReduce copies reduced windows straight into the peers'
+// outputs: on 2×H100 (2026-11-28, docs/bench/2026-11-28-h100x2 call 11)
+// 1 GB took 2,987 / 3,010 µs (bfloat16 / float), NCCL × 1.09 / 1.10,
+// where the SM 2PA took 3,150 / 3,149 (× 1.03 / 1.04) in the same call; at
+// 256 MB the SM plan led (× 1.12–1.13 against × 1.06–1.09). Through the
+// NCCL ABI (staged through landing slots) it never led the SM plan, so
+// that path takes it only under WEFT_ALGO=ce.
+func NVLinkCopyEngineAllReduceMinBytes(nranks int) int64 {
+	if nranks == 2 {
+		return 1 << 30
+	}
+	return 0
+}
+
 // NVLinkCopyEngineMaxBytes is the upper end of that default: 512 MiB on
 // 2 ranks. On 2×H100 (2026-11-26, docs/bench/2026-11-26j-h100x2, calls
 // 5–6) the copy-engine AllGather took NCCL's time × 1.08–1.11 at 256 and
