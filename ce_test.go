@@ -75,6 +75,18 @@ func TestCEAllGatherNVLink(t *testing.T) {
 	})
 }
 
+// captureLaunch captures c.Launch(call) on s into a graph.
+func captureLaunch(gc hal.GraphCapturer, c *weft.Comm, call weft.Call, s hal.Stream) (hal.Graph, error) {
+	if err := gc.BeginCapture(s); err != nil {
+		return nil, err
+	}
+	if err := c.Launch(call, s); err != nil {
+		gc.EndCapture(s)
+		return nil, err
+	}
+	return gc.EndCapture(s)
+}
+
 // ceGraphReplay captures one host-issued AllGather of several windows and
 // replays it three times with new inputs, checking every element.
 func ceGraphReplay(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
@@ -96,14 +108,7 @@ func ceGraphReplay(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 	}
 	defer out.Free()
 	call := weft.Call{Coll: algorithms.AllGather, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: plan.Float32, Op: plan.Sum}
-	if err := gc.BeginCapture(s); err != nil {
-		return err
-	}
-	if err := c.Launch(call, s); err != nil {
-		gc.EndCapture(s)
-		return err
-	}
-	g, err := gc.EndCapture(s)
+	g, err := captureLaunch(gc, c, call, s)
 	if err != nil {
 		return err
 	}

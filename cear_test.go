@@ -157,14 +157,7 @@ func cearGraphReplay(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error
 	}
 	defer out.Free()
 	call := weft.Call{Coll: algorithms.AllReduce, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: plan.Float32, Op: plan.Max}
-	if err := gc.BeginCapture(s); err != nil {
-		return err
-	}
-	if err := c.Launch(call, s); err != nil {
-		gc.EndCapture(s)
-		return err
-	}
-	g, err := gc.EndCapture(s)
+	g, err := captureLaunch(gc, c, call, s)
 	if err != nil {
 		return err
 	}

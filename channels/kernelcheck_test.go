@@ -24,6 +24,22 @@ __device__ int __syncthreads_or(int);
 #define __grid_constant__
 `
 
+// kernelChecker is the host compiler that checks kernels for syntax:
+// clang++ in CUDA mode where it is installed, else g++ in C++ mode (with
+// the preludes standing in for what NVRTC provides); the test is skipped
+// without either.
+func kernelChecker(t *testing.T) *exec.Cmd {
+	t.Helper()
+	switch {
+	case lookPath("clang++") != "":
+		return exec.Command(lookPath("clang++"), "-x", "cuda", "--cuda-gpu-arch=sm_90", "-nocudainc", "-nocudalib", "-std=c++17", "-fsyntax-only", "-Wno-unknown-pragmas")
+	case lookPath("g++") != "":
+		return exec.Command(lookPath("g++"), "-x", "c++", "-std=c++17", "-fsyntax-only", "-Wno-unknown-pragmas")
+	}
+	t.Skip("no clang++ or g++ to check kernels with")
+	return nil
+}
+
 // TestGeneratedKernelsCompile generates the CUDA source of every
 // collective's plans (LL, HB, port-channel, point-to-point, both rooted forms) for
 // several types and operators and compiles it against the channel library
@@ -35,15 +51,7 @@ func TestGeneratedKernelsCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cc *exec.Cmd
-	switch {
-	case lookPath("clang++") != "":
-		cc = exec.Command(lookPath("clang++"), "-x", "cuda", "--cuda-gpu-arch=sm_90", "-nocudainc", "-nocudalib", "-std=c++17", "-fsyntax-only", "-Wno-unknown-pragmas")
-	case lookPath("g++") != "":
-		cc = exec.Command(lookPath("g++"), "-x", "c++", "-std=c++17", "-fsyntax-only", "-Wno-unknown-pragmas")
-	default:
-		t.Skip("no clang++ or g++ to check generated kernels with")
-	}
+	cc := kernelChecker(t)
 	dir := t.TempDir()
 	files := map[string]string{"prelude.h": devicePrelude + kernelPrelude, "weft_hal.h": string(hal)}
 	for name, src := range channels.DeviceLibrary() {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -27,15 +26,7 @@ func TestStreamReduceKernelCompiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cc *exec.Cmd
-	switch {
-	case lookPath("clang++") != "":
-		cc = exec.Command(lookPath("clang++"), "-x", "cuda", "--cuda-gpu-arch=sm_90", "-nocudainc", "-nocudalib", "-std=c++17", "-fsyntax-only", "-Wno-unknown-pragmas")
-	case lookPath("g++") != "":
-		cc = exec.Command(lookPath("g++"), "-x", "c++", "-std=c++17", "-fsyntax-only", "-Wno-unknown-pragmas")
-	default:
-		t.Skip("no clang++ or g++ to check the kernel with")
-	}
+	cc := kernelChecker(t)
 	files := map[string]string{"prelude.h": devicePrelude + kernelPrelude, "weft_hal.h": string(hdr), "stream_reduce.cu": string(src)}
 	for name, s := range channels.DeviceLibrary() {
 		files[name] = s

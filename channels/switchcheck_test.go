@@ -3,7 +3,6 @@ package channels_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,15 +53,7 @@ func TestSwitchKernelsCompile(t *testing.T) {
 		t.Fatal(err)
 	}
 	sw, swFrom := switchHAL(t)
-	var cc *exec.Cmd
-	switch {
-	case lookPath("clang++") != "":
-		cc = exec.Command(lookPath("clang++"), "-x", "cuda", "--cuda-gpu-arch=sm_90", "-nocudainc", "-nocudalib", "-std=c++17", "-fsyntax-only", "-Wno-unknown-pragmas")
-	case lookPath("g++") != "":
-		cc = exec.Command(lookPath("g++"), "-x", "c++", "-std=c++17", "-fsyntax-only", "-Wno-unknown-pragmas")
-	default:
-		t.Skip("no clang++ or g++ to check generated kernels with")
-	}
+	cc := kernelChecker(t)
 	if !strings.Contains(channels.DeviceLibrary()["weft_switch.h"], "xfer_switch") {
 		t.Fatal("weft_switch.h is not in the device library")
 	}

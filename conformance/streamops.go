@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftccl/weft/channels"
 	"github.com/weftccl/weft/hal"
 )
 
@@ -13,6 +14,26 @@ func init() {
 	Register(Case{ID: "memory-mapped/stream-ops", Capability: hal.CapMemoryMapped, MinRanks: 2,
 		Title: "host-queued stream operations (hal.StreamOps): a copy into the next rank's mapped buffer, its flag written after it, the flag waited for, reset and the data copied out, every byte, on one stream and on forked lanes, plain and replayed from a captured graph; a wait nobody satisfies released by AbortWaits and reported by WaitsFailed",
 		Run:   testStreamOps})
+}
+
+// landingWithFlag allocates a landing buffer of size bytes and a 64-bit
+// flag word (0), both registered with the peers: what a host-issued plan
+// copies into and signals on.
+func landingWithFlag(t *T, size int64) (landing, flag hal.Buffer, lreg, freg *channels.Registration, err error) {
+	if landing, err = t.Alloc(size); err != nil {
+		return
+	}
+	if flag, err = t.Alloc(8); err != nil {
+		return
+	}
+	if err = t.Write(flag, 0, make([]byte, 8)); err != nil {
+		return
+	}
+	if lreg, err = t.Register(landing); err != nil {
+		return
+	}
+	freg, err = t.Register(flag)
+	return
 }
 
 // testStreamOps is the protocol of a host-issued copy-engine plan
@@ -38,22 +59,7 @@ func testStreamOps(t *T) error {
 	if err != nil {
 		return err
 	}
-	landing, err := t.Alloc(maxSize)
-	if err != nil {
-		return err
-	}
-	flag, err := t.Alloc(8)
-	if err != nil {
-		return err
-	}
-	if err := t.Write(flag, 0, make([]byte, 8)); err != nil {
-		return err
-	}
-	lreg, err := t.Register(landing)
-	if err != nil {
-		return err
-	}
-	freg, err := t.Register(flag)
+	landing, flag, lreg, freg, err := landingWithFlag(t, maxSize)
 	if err != nil {
 		return err
 	}

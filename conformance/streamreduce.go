@@ -47,26 +47,15 @@ func testStreamReduce(t *T) error {
 	rg := newRing(t.Rank, t.Size)
 	const maxCount = 1<<16 + 3 // elements
 	const maxBytes = 8*maxCount + 8
-	bufs := make([]hal.Buffer, 4) // a, b, out, landing
+	bufs := make([]hal.Buffer, 3) // a, b, out
 	for i := range bufs {
 		var err error
 		if bufs[i], err = t.Alloc(maxBytes); err != nil {
 			return err
 		}
 	}
-	a, b, out, landing := bufs[0], bufs[1], bufs[2], bufs[3]
-	flag, err := t.Alloc(8)
-	if err != nil {
-		return err
-	}
-	if err := t.Write(flag, 0, make([]byte, 8)); err != nil {
-		return err
-	}
-	lreg, err := t.Register(landing)
-	if err != nil {
-		return err
-	}
-	freg, err := t.Register(flag)
+	a, b, out := bufs[0], bufs[1], bufs[2]
+	landing, flag, lreg, freg, err := landingWithFlag(t, maxBytes)
 	if err != nil {
 		return err
 	}
