@@ -62,6 +62,9 @@ func TestCEAllReduceHost(t *testing.T) {
 				if name := c.PlanName(call); name != "all_reduce-ce-host-issued" {
 					return fmt.Errorf("PlanName = %q, want the copy-engine executor's", name)
 				}
+				if p := c.Plans(); len(p) == 0 || p[len(p)-1] != "all_reduce-ce-host-issued for every size (WEFT_ALGO=ce)" {
+					return fmt.Errorf("Plans = %q, want the copy-engine executor last", p)
+				}
 				if name := c.AllReducePlan(1000, plan.Float32, plan.Sum); name != "all_reduce-ce-host-issued" {
 					return fmt.Errorf("AllReducePlan = %q, want the copy-engine executor's", name)
 				}
@@ -224,6 +227,9 @@ func TestCEAllReduceDefaultBound(t *testing.T) {
 		}
 		if weft.CEAllReduceActive(c) {
 			return fmt.Errorf("an AllReduce through Launch went through the copy-engine executor")
+		}
+		if p := c.Plans(); len(p) == 0 || p[len(p)-1] != "all_reduce-ce-host-issued ≥ 65536 B" {
+			return fmt.Errorf("Plans = %q, want the copy-engine executor's bound last", p)
 		}
 		if err := cearDirect(rank, c, dev, s, small); err != nil {
 			return err

@@ -536,7 +536,9 @@ func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
 }
 
 // Plans describes the AllReduce plans and the message sizes each serves,
-// smallest first ("allreduce-1pa-LL16 ≤ 131072 B").
+// smallest first ("allreduce-1pa-LL16 ≤ 131072 B"), then the copy-engine
+// executor's range where it takes sizes before them
+// ("all_reduce-ce-host-issued ≥ 1073741824 B").
 func (c *Comm) Plans() []string {
 	var out []string
 	for _, a := range c.allreduce {
@@ -545,6 +547,14 @@ func (c *Comm) Plans() []string {
 		} else {
 			out = append(out, a.choice.Plan.Name+" above")
 		}
+	}
+	// The copy-engine executor before the tiers (cearServes).
+	switch {
+	case !c.ceOK || c.cfg.NRanks < 2:
+	case c.cfg.Algo == algorithms.CEFamily:
+		out = append(out, cearName+" for every size (WEFT_ALGO=ce)")
+	case c.cfg.Algo == "" && c.cfg.CEAllReduceMinBytes > 0:
+		out = append(out, fmt.Sprintf("%s ≥ %d B", cearName, c.cfg.CEAllReduceMinBytes))
 	}
 	return out
 }
