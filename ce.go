@@ -98,6 +98,11 @@ type hostIssued struct {
 	lreg, freg     *channels.Registration
 	words          int   // flag words per rank
 	free           []int // the words of a peer that start at 1
+	// ag and agreg are a second landing buffer, set up on first use: the
+	// copy-engine AllReduce's AG slots, which only its staged form (the
+	// NCCL ABI's) needs (cearAGLanding).
+	ag    hal.Buffer
+	agreg *channels.Registration
 }
 
 // hostIssuedSpec describes an executor's resources for hostIssuedSetup.
@@ -261,12 +266,12 @@ func (st *hostIssued) awaitQuiet(dev hal.Device, me, n int, deadline time.Time, 
 // close unmaps the peers' buffers and frees this rank's.
 func (st *hostIssued) close() error {
 	var errs []error
-	for _, r := range []*channels.Registration{st.lreg, st.freg} {
+	for _, r := range []*channels.Registration{st.lreg, st.freg, st.agreg} {
 		if r != nil {
 			errs = append(errs, r.Close())
 		}
 	}
-	for _, b := range []hal.Buffer{st.landing, st.flags} {
+	for _, b := range []hal.Buffer{st.landing, st.flags, st.ag} {
 		if b != nil {
 			errs = append(errs, b.Free())
 		}

@@ -1,6 +1,7 @@
 package weft
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -227,15 +228,19 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 	}
 	myFlags, myLanding := st.flags.Addr(), st.landing.Addr()
 	flag := func(base uint64, q, word int) uint64 { return base + uint64(st.flag(q, word)) }
-	slot := func(base uint64, q, p int, ag bool, h int64) uint64 {
-		area := int64(0)
-		if ag {
-			area = int64(K)
-		}
-		return base + uint64(((area+h)*int64(n-1)+ceSlot(q, p))*W)
+	// slot is sender q's slot h on rank p in the landing buffer at base
+	// (the RS slots in st.landing, the AG slots in st.ag).
+	slot := func(base uint64, q, p int, h int64) uint64 {
+		return base + uint64((h*int64(n-1)+ceSlot(q, p))*W)
 	}
 	peerFlags := func(p int) uint64 { return st.freg.Peers[p].Addr() }
 	peerLanding := func(p int) uint64 { return st.lreg.Peers[p].Addr() }
+	var myAG uint64
+	peerAG := func(int) uint64 { return 0 }
+	if peerOut == nil {
+		myAG = st.ag.Addr()
+		peerAG = func(p int) uint64 { return st.agreg.Peers[p].Addr() }
+	}
 	wait := func(addr uint64, lane uint8) []hal.StreamOp {
 		return []hal.StreamOp{{Kind: hal.StreamWaitEq, Dst: addr, Value: 1, Lane: lane}, {Kind: hal.StreamWrite, Dst: addr, Value: 0, Lane: lane}}
 	}
@@ -253,7 +258,7 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 			off, l := part(p, w)
 			ops = append(ops, wait(flag(myFlags, p, word(cearFreeRS)), cearLaneRS)...)
 			ops = append(ops,
-				hal.StreamOp{Kind: hal.StreamCopy, Dst: slot(peerLanding(p), me, p, false, h), Src: input + off, Bytes: l, Lane: cearLaneRS},
+				hal.StreamOp{Kind: hal.StreamCopy, Dst: slot(peerLanding(p), me, p, h), Src: input + off, Bytes: l, Lane: cearLaneRS},
 				write(flag(peerFlags(p), me, word(cearDataRS)), cearLaneRS))
 		}
 		// Lane 1: the reduction of this rank's window.
@@ -266,7 +271,7 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 			if j > 1 {
 				src = output + off
 			}
-			ops = append(ops, hal.StreamOp{Kind: hal.StreamReduce, Dst: output + off, Src: src, Src2: slot(myLanding, p, me, false, h), Bytes: l,
+			ops = append(ops, hal.StreamOp{Kind: hal.StreamReduce, Dst: output + off, Src: src, Src2: slot(myLanding, p, me, h), Bytes: l,
 				Type: t, Op: op, Kernel: k.kernel, Blocks: k.blocks, Threads: k.threads, Lane: cearLaneReduce})
 		}
 		for j := 1; j < n; j++ {
@@ -284,7 +289,7 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 			}
 			ops = append(ops, wait(flag(myFlags, p, word(cearFreeAG)), cearLaneAG)...)
 			ops = append(ops,
-				hal.StreamOp{Kind: hal.StreamCopy, Dst: slot(peerLanding(p), me, p, true, h), Src: output + off, Bytes: l, Lane: cearLaneAG},
+				hal.StreamOp{Kind: hal.StreamCopy, Dst: slot(peerAG(p), me, p, h), Src: output + off, Bytes: l, Lane: cearLaneAG},
 				write(flag(peerFlags(p), me, word(cearDataAG)), cearLaneAG))
 		}
 		ops = append(ops, write(flag(myFlags, me, word(cearOwnPushed)), cearLaneAG))
@@ -297,7 +302,7 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 			poff, pl := part(p, w)
 			ops = append(ops, wait(flag(myFlags, p, word(cearDataAG)), cearLaneOut)...)
 			ops = append(ops,
-				hal.StreamOp{Kind: hal.StreamCopy, Dst: output + poff, Src: slot(myLanding, p, me, true, h), Bytes: pl, Lane: cearLaneOut,
+				hal.StreamOp{Kind: hal.StreamCopy, Dst: output + poff, Src: slot(myAG, p, me, h), Bytes: pl, Lane: cearLaneOut,
 					Kernel: k.copy, Blocks: k.blocks, Threads: k.threads},
 				write(flag(peerFlags(p), me, word(cearFreeAG)), cearLaneOut))
 		}
@@ -314,13 +319,40 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 	return ops
 }
 
+// cearAGLanding sets up st's AG landing buffer, K slots per peer, on the
+// first staged call (collective: every rank makes the same staged calls
+// in the same order); the zero-copy form needs none.
+func (c *Comm) cearAGLanding(st *hostIssued, K int64) error {
+	c.mu.Lock()
+	done := st.ag != nil
+	c.mu.Unlock()
+	if done {
+		return nil
+	}
+	b, err := c.dev.Alloc(max(1, K*int64(c.cfg.NRanks-1)*st.window))
+	if err != nil {
+		return fmt.Errorf("weft: rank %d: copy-engine AllReduce: AG landing buffer: %w", c.cfg.Rank, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	reg, err := channels.Register(ctx, c.boot, c.dev, b)
+	if err != nil {
+		b.Free()
+		return fmt.Errorf("weft: rank %d: copy-engine AllReduce: map the AG landing buffer on the peers: %w", c.cfg.Rank, err)
+	}
+	c.mu.Lock()
+	st.ag, st.agreg = b, reg
+	c.mu.Unlock()
+	return nil
+}
+
 // launchCEAllReduce queues the host-issued AllReduce of call on s; t is
 // when the call began (WEFT_PROXY_PROFILE's stages); peerOut, when not
 // nil, is every peer's registered output mapped here (cearOps).
 func (c *Comm) launchCEAllReduce(call Call, s hal.Stream, t time.Time, peerOut []uint64) error {
 	shape := c.cfg.CEAllReduce
 	K := max(2, shape.Depth)
-	spec := hostIssuedSpec{what: "copy-engine AllReduce", window: shape.Window, slots: 2 * int64(K), words: cearGroups * K,
+	spec := hostIssuedSpec{what: "copy-engine AllReduce", window: shape.Window, slots: int64(K), words: cearGroups * K,
 		local: make([]uint64, cearGroups*K)}
 	for h := 0; h < K; h++ {
 		spec.free = append(spec.free, cearWord(cearFreeRS, h, K), cearWord(cearFreeAG, h, K))
@@ -329,6 +361,11 @@ func (c *Comm) launchCEAllReduce(call Call, s hal.Stream, t time.Time, peerOut [
 	st, err := c.hostIssuedSetup(&c.cear, spec)
 	if err != nil {
 		return err
+	}
+	if peerOut == nil {
+		if err := c.cearAGLanding(st, int64(K)); err != nil {
+			return err
+		}
 	}
 	kern, err := c.cearReduceKernel(call.Type, call.Op)
 	if err != nil {
