@@ -139,9 +139,20 @@ func cearDirectOnce(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, count 
 	return c.Deregister(in)
 }
 
-// cearGraphReplay captures one copy-engine AllReduce of several windows
-// and replays it three times with new inputs, checking every element.
+// cearGraphReplay captures one copy-engine AllReduce of several windows,
+// through Launch (staged) and through Comm.AllReduce (zero-copy: its
+// output registered by an uncaptured call first), and replays each three
+// times with new inputs, checking every element.
 func cearGraphReplay(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+	for _, zeroCopy := range []bool{false, true} {
+		if err := cearGraphReplayOnce(rank, c, dev, s, zeroCopy); err != nil {
+			return fmt.Errorf("zero-copy %v: %w", zeroCopy, err)
+		}
+	}
+	return nil
+}
+
+func cearGraphReplayOnce(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, zeroCopy bool) error {
 	gc, ok := dev.(hal.GraphCapturer)
 	if !ok {
 		return nil
@@ -160,8 +171,28 @@ func cearGraphReplay(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error
 	}
 	defer out.Free()
 	call := weft.Call{Coll: algorithms.AllReduce, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: plan.Float32, Op: plan.Max}
-	g, err := captureLaunch(gc, c, call, s)
-	if err != nil {
+	var g hal.Graph
+	if zeroCopy {
+		// The first call registers the output with the peers (collective,
+		// host-side); the captured one finds the registration.
+		if err := c.AllReduce(in, out, count, plan.Float32, plan.Max, s); err != nil {
+			return err
+		}
+		if err := c.Synchronize(s); err != nil {
+			return err
+		}
+		if err := gc.BeginCapture(s); err != nil {
+			return err
+		}
+		if err := c.AllReduce(in, out, count, plan.Float32, plan.Max, s); err != nil {
+			gc.EndCapture(s)
+			return err
+		}
+		if g, err = gc.EndCapture(s); err != nil {
+			return err
+		}
+		defer c.Deregister(out)
+	} else if g, err = captureLaunch(gc, c, call, s); err != nil {
 		return err
 	}
 	defer g.Close()
