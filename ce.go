@@ -172,15 +172,17 @@ func ceUsable(dev hal.Device, cfg algorithms.Config) bool {
 	return so.StreamOpsSupport() == nil
 }
 
-// hostIssuedSetup returns *slot, setting it up from spec on the first
-// call (collective: every rank makes the same calls in the same order).
-func (c *Comm) hostIssuedSetup(slot **hostIssued, spec hostIssuedSpec) (*hostIssued, error) {
+// hostIssuedSetup returns *slot, setting it up from specOf() on the first
+// call (collective: every rank makes the same calls in the same order);
+// later calls build no spec.
+func (c *Comm) hostIssuedSetup(slot **hostIssued, specOf func() hostIssuedSpec) (*hostIssued, error) {
 	c.mu.Lock()
 	st := *slot
 	c.mu.Unlock()
 	if st != nil {
 		return st, nil
 	}
+	spec := specOf()
 	n := int64(c.cfg.NRanks)
 	st = &hostIssued{what: spec.what, window: spec.window, words: spec.words, free: spec.free}
 	if c.dev.Info().Arch == "" {
@@ -337,7 +339,9 @@ func (c *Comm) launchCE(call Call, s hal.Stream, t time.Time) error {
 	if call.Coll == algorithms.AllReduce {
 		return c.launchCEAllReduce(call, s, t, nil) // cear.go
 	}
-	st, err := c.hostIssuedSetup(&c.ce, hostIssuedSpec{what: "copy-engine AllGather", window: ceWindow, slots: 2, words: ceFlagsPerRank, free: []int{2, 3}})
+	st, err := c.hostIssuedSetup(&c.ce, func() hostIssuedSpec {
+		return hostIssuedSpec{what: "copy-engine AllGather", window: ceWindow, slots: 2, words: ceFlagsPerRank, free: []int{2, 3}}
+	})
 	if err != nil {
 		return err
 	}

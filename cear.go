@@ -352,13 +352,15 @@ func (c *Comm) cearAGLanding(st *hostIssued, K int64) error {
 func (c *Comm) launchCEAllReduce(call Call, s hal.Stream, t time.Time, peerOut []uint64) error {
 	shape := c.cfg.CEAllReduce
 	K := max(2, shape.Depth)
-	spec := hostIssuedSpec{what: "copy-engine AllReduce", window: shape.Window, slots: int64(K), words: cearGroups * K,
-		local: make([]uint64, cearGroups*K)}
-	for h := 0; h < K; h++ {
-		spec.free = append(spec.free, cearWord(cearFreeRS, h, K), cearWord(cearFreeAG, h, K))
-		spec.local[cearWord(cearOwnPushed, h, K)] = 1
-	}
-	st, err := c.hostIssuedSetup(&c.cear, spec)
+	st, err := c.hostIssuedSetup(&c.cear, func() hostIssuedSpec {
+		spec := hostIssuedSpec{what: "copy-engine AllReduce", window: shape.Window, slots: int64(K), words: cearGroups * K,
+			local: make([]uint64, cearGroups*K)}
+		for h := 0; h < K; h++ {
+			spec.free = append(spec.free, cearWord(cearFreeRS, h, K), cearWord(cearFreeAG, h, K))
+			spec.local[cearWord(cearOwnPushed, h, K)] = 1
+		}
+		return spec
+	})
 	if err != nil {
 		return err
 	}

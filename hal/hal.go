@@ -392,8 +392,8 @@ func CheckStreamOps(ops []StreamOp) error {
 			if op.Bytes < 0 {
 				return fmt.Errorf("stream operation %d of %d: copy of %d bytes: %w", i, len(ops), op.Bytes, ErrInvalidArgument)
 			}
-			if op.Kernel != nil && (op.Blocks < 1 || op.Threads < 32 || op.Threads%32 != 0) {
-				return fmt.Errorf("stream operation %d of %d: copy kernel shape %d blocks × %d threads (at least 1 block of a multiple of 32 threads): %w", i, len(ops), op.Blocks, op.Threads, ErrInvalidArgument)
+			if err := checkKernelShape(op); err != nil {
+				return fmt.Errorf("stream operation %d of %d: copy: %v: %w", i, len(ops), err, ErrInvalidArgument)
 			}
 		case StreamWaitEq, StreamWrite:
 			if op.Dst%8 != 0 {
@@ -419,7 +419,14 @@ func checkStreamReduce(op StreamOp) error {
 		return fmt.Errorf("operator %v (Sum, Prod, Max or Min)", op.Op)
 	case op.Bytes < 0 || op.Bytes%int64(op.Type.Size()) != 0:
 		return fmt.Errorf("%d bytes is not a whole number of %v elements", op.Bytes, op.Type)
-	case op.Kernel != nil && (op.Blocks < 1 || op.Threads < 32 || op.Threads%32 != 0):
+	}
+	return checkKernelShape(op)
+}
+
+// checkKernelShape checks the launch shape of an operation's kernel, where
+// it has one: at least one block of a multiple of 32 threads.
+func checkKernelShape(op StreamOp) error {
+	if op.Kernel != nil && (op.Blocks < 1 || op.Threads < 32 || op.Threads%32 != 0) {
 		return fmt.Errorf("kernel shape %d blocks × %d threads (at least 1 block of a multiple of 32 threads)", op.Blocks, op.Threads)
 	}
 	return nil
