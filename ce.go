@@ -98,10 +98,9 @@ type hostIssued struct {
 	lreg, freg     *channels.Registration
 	words          int   // flag words per rank
 	free           []int // the words of a peer that start at 1
-	// ag and agreg are a second buffer, set up on first use: the
-	// copy-engine AllReduce's export slots, from which the peers pull its
-	// reduced windows, which only its pulled form (the NCCL ABI's) needs
-	// (cearExport).
+	// ag and agreg are a second landing buffer, set up on first use: the
+	// copy-engine AllReduce's AG slots, which only its staged form (the
+	// NCCL ABI's) needs (cearAGLanding).
 	ag    hal.Buffer
 	agreg *channels.Registration
 }

@@ -28,46 +28,41 @@ import (
 // count/n rounded up to whole 16-byte vectors; the last shards may be
 // shorter or empty); rank r reduces shard r. Each shard is cut into
 // windows of W bytes (Config.CEAllReduce.Window); window w uses slot
-// h = w mod K (K: Config.CEAllReduce.Depth, at least 2) of the RS landing
-// area (the peers' inputs to reduce, one slot per peer) and of the export
-// area (this rank's reduced windows, which the peers pull). Buffers that
-// are not registered with the peers (the NCCL ABI's) take the pulled form;
-// for window w rank r queues, on three lanes:
+// h = w mod K (K: Config.CEAllReduce.Depth, at least 2) of two landing
+// areas per peer: RS (the peers' inputs to reduce) and AG (the peers'
+// reduced windows). For window w rank r queues, on four lanes:
 //
 //	lane 0, per peer p: wait freeRS[p][h] = 1, reset; copy input[shard p, w]
 //	        into p's RS slot for r; write dataRS_p[r][h] = 1.
-//	lane 1: per peer p: wait freeAG[p][h] = 1, reset; per peer p: wait
-//	        dataRS[p][h] = 1, reset; output[shard r, w] = input[shard r, w] ⊕
-//	        each landed window (one StreamReduce per peer, the first from the
-//	        input, the next in place, the last storing its result in export
-//	        slot h too: hal.StreamOp.Dst2); per peer p: write
-//	        freeRS_p[r][h] = 1; per peer p: write dataAG_p[r][h] = 1.
-//	lane 3, per peer p: wait dataAG[p][h] = 1, reset; copy p's export slot h
-//	        into output[shard p, w] (a copy engine of this GPU reads it over
-//	        the link); write freeAG_p[r][h] = 1.
+//	lane 1: wait pushed[h] = 1, reset; per peer p: wait dataRS[p][h] = 1,
+//	        reset; output[shard r, w] = input[shard r, w] ⊕ each landed
+//	        window (one StreamReduce per peer, the first from the input,
+//	        the next in place); per peer p: write freeRS_p[r][h] = 1; write
+//	        reduced[h] = 1.
+//	lane 2: wait reduced[h] = 1, reset; per peer p: wait freeAG[p][h] = 1,
+//	        reset; copy output[shard r, w] into p's AG slot for r; write
+//	        dataAG_p[r][h] = 1; then write pushed[h] = 1.
+//	lane 3, per peer p: wait dataAG[p][h] = 1, reset; copy p's AG slot into
+//	        output[shard p, w] with SMs (the copy kernel of the reduction's
+//	        module: a copy engine doing it took copy engines from the links,
+//	        1 GB 3,022 µs without it against 3,260); write freeAG_p[r][h] = 1.
 //
 // The words of a peer q on rank r: dataRS[q][h] (q's input window landed
 // in r's RS slot for q), freeRS[q][h] (q has reduced r's window, so r may
-// write q's RS slot for r again), dataAG[q][h] (q's export slot h holds a
-// reduced window) and freeAG[q][h] (q has pulled r's export slot h, so r
-// may reduce into it again); the free words start at 1. Every word is
-// reset by the lane that waits on it, so a call leaves them as it found
-// them and a captured graph replays in step, as in ce.go. The list is in
-// window order, lanes in order within a window, an order that completes
-// where every lane runs in the stream's order (one hardware queue): window
-// w's waits depend only on windows ≤ w of every rank, queued before them.
-// Every byte crosses the links on copy engines, and no SM copies: the
-// staged form this replaced (reduced windows pushed into the peers' landing
-// slots, then copied out by SMs) took 3,155–3,162 µs at 1 GB where the SM
-// 2PA took 3,050–3,150 (docs/bench/notes.md, fourteenth session).
+// write q's RS slot for r again), dataAG[q][h] and freeAG[q][h] likewise
+// for the AG slots; the free words start at 1. Rank r's own words:
+// reduced[h] (lane 1 has reduced window w, lane 2 may push it) and
+// pushed[h] (lane 2 has pushed the window of slot h, so lane 1 may write
+// reduced[h] again; starts at 1). Every word is reset by the lane that
+// waits on it, so a call leaves them as it found them and a captured graph
+// replays in step, as in ce.go. The list is in window order, lanes 0 to 3
+// within a window, an order that completes where every lane runs in the
+// stream's order (one hardware queue): window w's waits depend only on
+// windows ≤ w of every rank, queued before them.
 //
-// Through Comm.AllReduce, whose outputs are registered with the peers, the
-// zero-copy form pushes the reduced windows straight into the peers'
-// outputs (cearOps' peerOut) from lane 2, with no export slot: lane 1
-// waits pushed[h] = 1 (reset) instead of the freeAG words and writes
-// reduced[h] = 1 after its reductions; lane 2 waits reduced[h] = 1
-// (reset), copies output[shard r, w] into every peer's output and writes
-// pushed[h] = 1 (rank r's own words; pushed starts at 1).
+// Through Comm.AllReduce, whose buffers are registered with the peers, the
+// reduced windows go straight into the peers' outputs (cearOps' peerOut):
+// one copy fewer per window and no copy-out.
 //
 // In place (input = output) is sound: a peer's reduced window lands in
 // output[shard p, w] only after p has reduced window w, which waited for
@@ -81,8 +76,8 @@ const cearName = "all_reduce-ce-host-issued"
 const (
 	cearLaneRS     = 0 // copies of the peers' shards into their RS slots
 	cearLaneReduce = 1 // reductions of landed windows
-	cearLaneAG     = 2 // zero-copy: copies of reduced windows into the peers' outputs
-	cearLaneOut    = 3 // pulled: copies of the peers' reduced windows into the output
+	cearLaneAG     = 2 // copies of reduced windows into the peers' AG slots
+	cearLaneOut    = 3 // copies of the peers' reduced windows into the output
 )
 
 // The flag words of the executor per rank: four groups of K words, one
@@ -109,11 +104,12 @@ type cearKey struct {
 	op plan.RedOp
 }
 
-// cearKernel is a compiled reduction kernel (nil on hal/host, which
-// reduces itself) with its module, closed at Close.
+// cearKernel is a compiled reduction kernel and the copy kernel of its
+// module (nil on hal/host, which reduces and copies itself) with the
+// module, closed at Close.
 type cearKernel struct {
-	mod hal.Module
-	fn  hal.Function
+	mod        hal.Module
+	fn, copyFn hal.Function
 }
 
 // cearServes reports whether the copy-engine AllReduce serves call: 2 or
@@ -157,7 +153,12 @@ func (c *Comm) cearReduceKernel(t plan.DataType, op plan.RedOp) (cearKernel, err
 	if err != nil {
 		return fail(err)
 	}
-	kern = cearKernel{mod: mod, fn: fn}
+	copyFn, err := channels.StreamCopyKernel(mod)
+	if err != nil {
+		mod.Close()
+		return fail(err)
+	}
+	kern = cearKernel{mod: mod, fn: fn, copyFn: copyFn}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cearKernels == nil {
@@ -173,20 +174,20 @@ func (c *Comm) cearReduceKernel(t plan.DataType, op plan.RedOp) (cearKernel, err
 	return kern, nil
 }
 
-// cearBlocks is the blocks of the executor's reduction kernel, its only
-// kernel: the shape's, within the block budget (Options.MaxCTAs,
-// NCCL_MAX_CTAS).
+// cearBlocks is the blocks of each of the executor's kernels: the shape's,
+// within the block budget (Options.MaxCTAs, NCCL_MAX_CTAS), of which the
+// reduction and the copy-out, on two lanes, may hold half each.
 func (c *Comm) cearBlocks() int {
 	b := c.cfg.CEAllReduce.Blocks
 	if m := c.cfg.Budget.Max; m > 0 {
-		b = min(b, m)
+		b = min(b, max(1, m/2))
 	}
 	return b
 }
 
-// cearShape is the reduction kernel with its launch shape.
+// cearShape is the reduction and copy kernels with their launch shape.
 type cearShape struct {
-	kernel          hal.Function
+	kernel, copy    hal.Function
 	blocks, threads int
 }
 
@@ -196,8 +197,8 @@ type cearShape struct {
 //
 // peerOut, when not nil, holds every peer's output mapped here (a
 // registered output: Comm.AllReduce): the reduced windows are copied
-// straight into the peers' outputs (the zero-copy form), with no export
-// slot or per-window AG flags; after its last window lane 2 writes each peer's done word
+// straight into the peers' outputs, with no AG slot, copy-out or per-window
+// AG flags; after its last window lane 2 writes each peer's done word
 // (dataAG of slot 0), and lane 3 waits for every peer's before the call
 // ends. A peer's copy into this rank's output follows its reduction of a
 // window that waited for this rank's copy of the same window of its input,
@@ -227,21 +228,18 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 	}
 	myFlags, myLanding := st.flags.Addr(), st.landing.Addr()
 	flag := func(base uint64, q, word int) uint64 { return base + uint64(st.flag(q, word)) }
-	// slot is sender q's slot h on rank p in the RS landing buffer at
-	// base.
+	// slot is sender q's slot h on rank p in the landing buffer at base
+	// (the RS slots in st.landing, the AG slots in st.ag).
 	slot := func(base uint64, q, p int, h int64) uint64 {
 		return base + uint64((h*int64(n-1)+ceSlot(q, p))*W)
 	}
 	peerFlags := func(p int) uint64 { return st.freg.Peers[p].Addr() }
 	peerLanding := func(p int) uint64 { return st.lreg.Peers[p].Addr() }
-	// export is slot h of an export buffer at base (the pulled form's
-	// reduced windows).
-	export := func(base uint64, h int64) uint64 { return base + uint64(h*W) }
-	var myExport uint64
-	peerExport := func(int) uint64 { return 0 }
+	var myAG uint64
+	peerAG := func(int) uint64 { return 0 }
 	if peerOut == nil {
-		myExport = st.ag.Addr()
-		peerExport = func(p int) uint64 { return st.agreg.Peers[p].Addr() }
+		myAG = st.ag.Addr()
+		peerAG = func(p int) uint64 { return st.agreg.Peers[p].Addr() }
 	}
 	wait := func(addr uint64, lane uint8) []hal.StreamOp {
 		return []hal.StreamOp{{Kind: hal.StreamWaitEq, Dst: addr, Value: 1, Lane: lane}, {Kind: hal.StreamWrite, Dst: addr, Value: 0, Lane: lane}}
@@ -263,57 +261,51 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 				hal.StreamOp{Kind: hal.StreamCopy, Dst: slot(peerLanding(p), me, p, h), Src: input + off, Bytes: l, Lane: cearLaneRS},
 				write(flag(peerFlags(p), me, word(cearDataRS)), cearLaneRS))
 		}
-		// Lane 1: the reduction of this rank's window (pulled: into its
-		// export slot too, once every peer has pulled the slot's last).
+		// Lane 1: the reduction of this rank's window.
 		off, l := part(me, w)
-		if peerOut != nil {
-			ops = append(ops, wait(flag(myFlags, me, word(cearOwnPushed)), cearLaneReduce)...)
-		} else {
-			for j := 1; j < n; j++ {
-				ops = append(ops, wait(flag(myFlags, (me+j)%n, word(cearFreeAG)), cearLaneReduce)...)
-			}
-		}
+		ops = append(ops, wait(flag(myFlags, me, word(cearOwnPushed)), cearLaneReduce)...)
 		for j := 1; j < n; j++ {
 			p := (me - j + n) % n
 			ops = append(ops, wait(flag(myFlags, p, word(cearDataRS)), cearLaneReduce)...)
-			red := hal.StreamOp{Kind: hal.StreamReduce, Dst: output + off, Src: input + off, Src2: slot(myLanding, p, me, h), Bytes: l,
-				Type: t, Op: op, Kernel: k.kernel, Blocks: k.blocks, Threads: k.threads, Lane: cearLaneReduce}
+			src := input + off
 			if j > 1 {
-				red.Src = output + off
+				src = output + off
 			}
-			if j == n-1 && peerOut == nil {
-				red.Dst2 = export(myExport, h)
-			}
-			ops = append(ops, red)
+			ops = append(ops, hal.StreamOp{Kind: hal.StreamReduce, Dst: output + off, Src: src, Src2: slot(myLanding, p, me, h), Bytes: l,
+				Type: t, Op: op, Kernel: k.kernel, Blocks: k.blocks, Threads: k.threads, Lane: cearLaneReduce})
 		}
 		for j := 1; j < n; j++ {
 			p := (me - j + n) % n
 			ops = append(ops, write(flag(peerFlags(p), me, word(cearFreeRS)), cearLaneReduce))
 		}
-		if peerOut == nil {
-			for j := 1; j < n; j++ {
-				ops = append(ops, write(flag(peerFlags((me+j)%n), me, word(cearDataAG)), cearLaneReduce))
-			}
-			// Lane 3: each peer's reduced window pulled from its export
-			// slot into the output.
-			for j := 1; j < n; j++ {
-				p := (me - j + n) % n
-				poff, pl := part(p, w)
-				ops = append(ops, wait(flag(myFlags, p, word(cearDataAG)), cearLaneOut)...)
-				ops = append(ops,
-					hal.StreamOp{Kind: hal.StreamCopy, Dst: output + poff, Src: export(peerExport(p), h), Bytes: pl, Lane: cearLaneOut},
-					write(flag(peerFlags(p), me, word(cearFreeAG)), cearLaneOut))
-			}
-			continue
-		}
 		ops = append(ops, write(flag(myFlags, me, word(cearOwnReduce)), cearLaneReduce))
-		// Lane 2: the reduced window into every peer's output.
+		// Lane 2: the reduced window into every peer's AG slot (or output).
 		ops = append(ops, wait(flag(myFlags, me, word(cearOwnReduce)), cearLaneAG)...)
 		for j := 1; j < n; j++ {
 			p := (me + j) % n
-			ops = append(ops, hal.StreamOp{Kind: hal.StreamCopy, Dst: peerOut[p] + off, Src: output + off, Bytes: l, Lane: cearLaneAG})
+			if peerOut != nil {
+				ops = append(ops, hal.StreamOp{Kind: hal.StreamCopy, Dst: peerOut[p] + off, Src: output + off, Bytes: l, Lane: cearLaneAG})
+				continue
+			}
+			ops = append(ops, wait(flag(myFlags, p, word(cearFreeAG)), cearLaneAG)...)
+			ops = append(ops,
+				hal.StreamOp{Kind: hal.StreamCopy, Dst: slot(peerAG(p), me, p, h), Src: output + off, Bytes: l, Lane: cearLaneAG},
+				write(flag(peerFlags(p), me, word(cearDataAG)), cearLaneAG))
 		}
 		ops = append(ops, write(flag(myFlags, me, word(cearOwnPushed)), cearLaneAG))
+		if peerOut != nil {
+			continue
+		}
+		// Lane 3: the peers' reduced windows into the output.
+		for j := 1; j < n; j++ {
+			p := (me - j + n) % n
+			poff, pl := part(p, w)
+			ops = append(ops, wait(flag(myFlags, p, word(cearDataAG)), cearLaneOut)...)
+			ops = append(ops,
+				hal.StreamOp{Kind: hal.StreamCopy, Dst: output + poff, Src: slot(myAG, p, me, h), Bytes: pl, Lane: cearLaneOut,
+					Kernel: k.copy, Blocks: k.blocks, Threads: k.threads},
+				write(flag(peerFlags(p), me, word(cearFreeAG)), cearLaneOut))
+		}
 	}
 	if peerOut != nil {
 		done := cearWord(cearDataAG, 0, K)
@@ -327,26 +319,26 @@ func cearOps(st *hostIssued, me, n int, input, output uint64, count int64, t pla
 	return ops
 }
 
-// cearExport sets up st's export buffer, K windows, on the first pulled
-// call (collective: every rank makes the same pulled calls in the same
-// order); the zero-copy form needs none.
-func (c *Comm) cearExport(st *hostIssued, K int64) error {
+// cearAGLanding sets up st's AG landing buffer, K slots per peer, on the
+// first staged call (collective: every rank makes the same staged calls
+// in the same order); the zero-copy form needs none.
+func (c *Comm) cearAGLanding(st *hostIssued, K int64) error {
 	c.mu.Lock()
 	done := st.ag != nil
 	c.mu.Unlock()
 	if done {
 		return nil
 	}
-	b, err := c.dev.Alloc(K * st.window)
+	b, err := c.dev.Alloc(max(1, K*int64(c.cfg.NRanks-1)*st.window))
 	if err != nil {
-		return fmt.Errorf("weft: rank %d: copy-engine AllReduce: export buffer: %w", c.cfg.Rank, err)
+		return fmt.Errorf("weft: rank %d: copy-engine AllReduce: AG landing buffer: %w", c.cfg.Rank, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	reg, err := channels.Register(ctx, c.boot, c.dev, b)
 	if err != nil {
 		b.Free()
-		return fmt.Errorf("weft: rank %d: copy-engine AllReduce: map the export buffer on the peers: %w", c.cfg.Rank, err)
+		return fmt.Errorf("weft: rank %d: copy-engine AllReduce: map the AG landing buffer on the peers: %w", c.cfg.Rank, err)
 	}
 	c.mu.Lock()
 	st.ag, st.agreg = b, reg
@@ -373,7 +365,7 @@ func (c *Comm) launchCEAllReduce(call Call, s hal.Stream, t time.Time, peerOut [
 		return err
 	}
 	if peerOut == nil {
-		if err := c.cearExport(st, int64(K)); err != nil {
+		if err := c.cearAGLanding(st, int64(K)); err != nil {
 			return err
 		}
 	}
@@ -385,7 +377,7 @@ func (c *Comm) launchCEAllReduce(call Call, s hal.Stream, t time.Time, peerOut [
 		return err
 	}
 	ops := cearOps(st, c.cfg.Rank, c.cfg.NRanks, call.Send, call.Recv, call.Count, call.Type, call.Op,
-		cearShape{kernel: kern.fn, blocks: c.cearBlocks(), threads: shape.Threads}, peerOut)
+		cearShape{kernel: kern.fn, copy: kern.copyFn, blocks: c.cearBlocks(), threads: shape.Threads}, peerOut)
 	t = c.prof.Since(stageCEBuild, t)
 	err = c.dev.(hal.StreamOps).QueueOps(s, ops)
 	c.prof.Since(stageCEQueue, t)

@@ -68,8 +68,8 @@ func TestCEAllReduceHost(t *testing.T) {
 				if name := c.AllReducePlan(1000, plan.Float32, plan.Sum); name != "all_reduce-ce-host-issued" {
 					return fmt.Errorf("AllReducePlan = %q, want the copy-engine executor's", name)
 				}
-				if b, m := c.PlanSMs(call); b != 32 || m != 0 {
-					return fmt.Errorf("PlanSMs = %d, %d, want 32, 0 (the reduction kernel's blocks; no data over links)", b, m)
+				if b, m := c.PlanSMs(call); b != 64 || m != 0 {
+					return fmt.Errorf("PlanSMs = %d, %d, want 64, 0 (the reduction and copy kernels' blocks; no data over links)", b, m)
 				}
 				call.Op = plan.Avg
 				if name := c.PlanName(call); name == "all_reduce-ce-host-issued" {
@@ -334,8 +334,8 @@ func TestCEAllReduceNVLink(t *testing.T) {
 }
 
 // TestCEAllReduceBudget: with a block budget (Options.MaxCTAs, NCCL's
-// maxCTAs) the executor's reduction kernel keeps within it: PlanSMs
-// reports the budget, and the AllReduce stays exact.
+// maxCTAs) the executor's two kernels share it: PlanSMs reports at most
+// the budget, and the AllReduce stays exact.
 func TestCEAllReduceBudget(t *testing.T) {
 	t.Setenv("WEFT_ALGO", "ce")
 	errs := runRanksOpts(t, "host", 2, weft.Options{MaxCTAs: 16, Timeout: 20 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {

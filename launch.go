@@ -519,12 +519,13 @@ func (c *Comm) planFor(call Call, zeroCopy bool) *plan.Plan {
 // others only push port-channel triggers and wait (plan.Plan.DataBlocks).
 // With a block budget (Options.MaxCTAs) it is the fitted plan's. Both are
 // 0 for a call Launch refuses. The host-issued AllGather holds none; the
-// copy-engine AllReduce holds its reduction kernel's blocks, which move no
-// data over the links.
+// copy-engine AllReduce holds at most its reduction and copy kernels'
+// blocks (they may run at once on two lanes), none of them moving data
+// over the links.
 func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
 	if c.ceServes(call) {
 		if call.Coll == algorithms.AllReduce {
-			return c.cearBlocks(), 0
+			return 2 * c.cearBlocks(), 0
 		}
 		return 0, 0 // no kernel
 	}

@@ -325,26 +325,21 @@ const (
 	// StreamReduce stores Src[i] ⊕ Src2[i] into Dst[i] for the Bytes/size
 	// elements of Type, ⊕ being Op (Sum, Prod, Max or Min; the math of
 	// hal/host's reduce.go and channels/device/weft_reduce.h, bit for bit).
-	// Dst may equal Src or Src2; other overlaps are undefined. Where Dst2
-	// is not 0 the result is stored there too (a second copy, e.g. one the
-	// peers read while Dst is the caller's output); Dst2 overlaps none of
-	// the others. Bytes is a whole number of elements. A backend that runs
-	// kernels (KernelCompiler) computes it with Kernel, launched with
-	// Blocks blocks of Threads threads and one by-value parameter {Dst,
-	// Src, Src2 uint64; Bytes int64; Dst2 uint64} (StreamReduceParams):
-	// channels.StreamReduceKernel compiles it for the device, type and
-	// operator. hal/host computes it itself and ignores Kernel, Blocks and
-	// Threads.
+	// Dst may equal Src or Src2; other overlaps are undefined. Bytes is a
+	// whole number of elements. A backend that runs kernels (KernelCompiler)
+	// computes it with Kernel, launched with Blocks blocks of Threads
+	// threads and one by-value parameter {Dst, Src, Src2 uint64; Bytes
+	// int64} (StreamReduceParams): channels.StreamReduceKernel compiles it
+	// for the device, type and operator. hal/host computes it itself and
+	// ignores Kernel, Blocks and Threads.
 	StreamReduce
 )
 
 // StreamReduceParams is the by-value parameter of a StreamReduce kernel,
-// laid out as the kernel's struct (five little-endian 64-bit words; a
-// copy kernel reads the first four).
+// laid out as the kernel's struct (four little-endian 64-bit words).
 type StreamReduceParams struct {
 	Dst, Src, Src2 uint64
 	Bytes          int64
-	Dst2           uint64
 }
 
 // MaxStreamLanes is the number of lanes of a StreamOps batch: lane 0 (the
@@ -359,11 +354,10 @@ type StreamOp struct {
 	Value    uint64 // waits and writes
 	Lane     uint8  // 0: the stream of the call; 1..MaxStreamLanes-1: a lane forked from it
 
-	// StreamReduce only: the second operand, the second destination (0:
-	// none), the element type and operator. StreamReduce and StreamCopy:
-	// the kernel with its shape on backends that run kernels (a copy
-	// without one uses the copy engines).
-	Src2, Dst2      uint64
+	// StreamReduce only: the second operand, the element type and
+	// operator. StreamReduce and StreamCopy: the kernel with its shape on
+	// backends that run kernels (a copy without one uses the copy engines).
+	Src2            uint64
 	Type            plan.DataType
 	Op              plan.RedOp
 	Kernel          Function
@@ -398,9 +392,6 @@ func CheckStreamOps(ops []StreamOp) error {
 			if op.Bytes < 0 {
 				return fmt.Errorf("stream operation %d of %d: copy of %d bytes: %w", i, len(ops), op.Bytes, ErrInvalidArgument)
 			}
-			if op.Dst2 != 0 {
-				return fmt.Errorf("stream operation %d of %d: copy with a second destination (reductions only): %w", i, len(ops), ErrInvalidArgument)
-			}
 			if err := checkKernelShape(op); err != nil {
 				return fmt.Errorf("stream operation %d of %d: copy: %v: %w", i, len(ops), err, ErrInvalidArgument)
 			}
@@ -428,17 +419,6 @@ func checkStreamReduce(op StreamOp) error {
 		return fmt.Errorf("operator %v (Sum, Prod, Max or Min)", op.Op)
 	case op.Bytes < 0 || op.Bytes%int64(op.Type.Size()) != 0:
 		return fmt.Errorf("%d bytes is not a whole number of %v elements", op.Bytes, op.Type)
-	}
-	if op.Dst2 != 0 && op.Bytes > 0 {
-		overlaps := func(a uint64) bool { return a < op.Dst2+uint64(op.Bytes) && op.Dst2 < a+uint64(op.Bytes) }
-		for _, o := range []struct {
-			addr uint64
-			what string
-		}{{op.Dst, "destination"}, {op.Src, "source"}, {op.Src2, "second source"}} {
-			if overlaps(o.addr) {
-				return fmt.Errorf("second destination %#x overlaps the %s %#x (%d bytes)", op.Dst2, o.what, o.addr, op.Bytes)
-			}
-		}
 	}
 	return checkKernelShape(op)
 }

@@ -6,11 +6,10 @@
 // copies and stream flag operations (hal.StreamOps), e.g. the copy-engine
 // AllReduce's reduction of a landed window.
 //
-// Its one by-value parameter is hal.StreamReduceParams: five 64-bit words;
-// where dst2 is not 0 the result is stored there too. Any grid works:
-// threads stride over 16-byte vectors (four per thread in flight) where the
-// addresses are 16-byte aligned, and over single elements otherwise and for
-// the tail.
+// Its one by-value parameter is hal.StreamReduceParams: four 64-bit words.
+// Any grid works: threads stride over 16-byte vectors (four per thread in
+// flight) where the three addresses are 16-byte aligned, and over single
+// elements otherwise and for the tail.
 #include "weft_reduce.h"
 
 using namespace weft;
@@ -18,7 +17,6 @@ using namespace weft;
 struct StreamReduceParams {
   weft_u64 dst, src, src2;
   weft_i64 bytes;
-  weft_u64 dst2;
 };
 
 // ldel and stel move one element of ES bytes between memory and the low
@@ -39,54 +37,32 @@ WEFT_DEV void stel(char* p, weft_u64 v) {
   else *(weft_u8*)p = (weft_u8)v;
 }
 
-// put stores v at d[j] and, with DUAL, at d2[j].
-template <bool DUAL>
-WEFT_DEV void put(weft_u32x4* d, weft_u32x4* d2, weft_u64 j, weft_u32x4 v) {
-  d[j] = v;
-  if (DUAL) d2[j] = v;
-}
-
-// reduce_body is weft_stream_reduce, storing each result at p.dst and, with
-// DUAL, at p.dst2 too.
-template <bool DUAL>
-WEFT_DEV void reduce_body(const StreamReduceParams& p) {
+extern "C" __global__ void __launch_bounds__(1024) weft_stream_reduce(StreamReduceParams p) {
   constexpr int ES = dtype_size<WEFT_DT>::value;
   const weft_u64 tid = (weft_u64)blockIdx.x * blockDim.x + threadIdx.x;
   const weft_u64 stride = (weft_u64)gridDim.x * blockDim.x;
   const weft_u64 bytes = (weft_u64)p.bytes;
   weft_u64 nvec = 0;
-  if (((p.dst | p.src | p.src2 | p.dst2) & 15) == 0) nvec = bytes / 16;
+  if (((p.dst | p.src | p.src2) & 15) == 0) nvec = bytes / 16;
   const weft_u32x4* a = (const weft_u32x4*)p.src;
   const weft_u32x4* b = (const weft_u32x4*)p.src2;
   weft_u32x4* d = (weft_u32x4*)p.dst;
-  weft_u32x4* d2 = (weft_u32x4*)p.dst2;
   weft_u64 i = tid;
   for (; i + 3 * stride < nvec; i += 4 * stride) {
     weft_u32x4 a0 = a[i], a1 = a[i + stride], a2 = a[i + 2 * stride], a3 = a[i + 3 * stride];
     weft_u32x4 b0 = b[i], b1 = b[i + stride], b2 = b[i + 2 * stride], b3 = b[i + 3 * stride];
-    put<DUAL>(d, d2, i, red128<WEFT_DT, WEFT_OP>(a0, b0));
-    put<DUAL>(d, d2, i + stride, red128<WEFT_DT, WEFT_OP>(a1, b1));
-    put<DUAL>(d, d2, i + 2 * stride, red128<WEFT_DT, WEFT_OP>(a2, b2));
-    put<DUAL>(d, d2, i + 3 * stride, red128<WEFT_DT, WEFT_OP>(a3, b3));
+    d[i] = red128<WEFT_DT, WEFT_OP>(a0, b0);
+    d[i + stride] = red128<WEFT_DT, WEFT_OP>(a1, b1);
+    d[i + 2 * stride] = red128<WEFT_DT, WEFT_OP>(a2, b2);
+    d[i + 3 * stride] = red128<WEFT_DT, WEFT_OP>(a3, b3);
   }
-  for (; i < nvec; i += stride) put<DUAL>(d, d2, i, red128<WEFT_DT, WEFT_OP>(a[i], b[i]));
+  for (; i < nvec; i += stride) d[i] = red128<WEFT_DT, WEFT_OP>(a[i], b[i]);
   const char* ca = (const char*)p.src;
   const char* cb = (const char*)p.src2;
   char* cd = (char*)p.dst;
-  char* cd2 = (char*)p.dst2;
   for (weft_u64 e = nvec * 16 / ES + tid; e < bytes / ES; e += stride) {
     weft_u64 x = ldel<ES>(ca + e * ES), y = ldel<ES>(cb + e * ES);
-    weft_u64 r = red64<WEFT_DT, WEFT_OP>(x, y);
-    stel<ES>(cd + e * ES, r);
-    if (DUAL) stel<ES>(cd2 + e * ES, r);
-  }
-}
-
-extern "C" __global__ void __launch_bounds__(1024) weft_stream_reduce(StreamReduceParams p) {
-  if (p.dst2 != 0) {
-    reduce_body<true>(p);
-  } else {
-    reduce_body<false>(p);
+    stel<ES>(cd + e * ES, red64<WEFT_DT, WEFT_OP>(x, y));
   }
 }
 

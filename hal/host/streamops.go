@@ -31,8 +31,8 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 		return fmt.Errorf("host: queue stream operations on device %d: stream %T of another device: %w", d.cfg.Ordinal, hs, hal.ErrInvalidArgument)
 	}
 	type resolved struct {
-		op                   hal.StreamOp
-		dst, src, src2, dst2 []byte
+		op             hal.StreamOp
+		dst, src, src2 []byte
 	}
 	if err := hal.CheckStreamOps(ops); err != nil {
 		return fmt.Errorf("host: queue stream operations on device %d: %w", d.cfg.Ordinal, err)
@@ -60,16 +60,11 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 			if op.Bytes == 0 {
 				continue
 			}
-			type operand struct {
+			for _, a := range []struct {
 				addr uint64
 				into *[]byte
 				what string
-			}
-			operands := []operand{{op.Dst, &rs[i].dst, "destination"}, {op.Src, &rs[i].src, "source"}, {op.Src2, &rs[i].src2, "second source"}}
-			if op.Dst2 != 0 {
-				operands = append(operands, operand{op.Dst2, &rs[i].dst2, "second destination"})
-			}
-			for _, a := range operands {
+			}{{op.Dst, &rs[i].dst, "destination"}, {op.Src, &rs[i].src, "source"}, {op.Src2, &rs[i].src2, "second source"}} {
 				b, r, err := d.resolveRegion(a.addr, op.Bytes)
 				if err != nil {
 					return fmt.Errorf("host: stream operation %d (reduce %s): %w", i, a.what, err)
@@ -114,7 +109,6 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 				copy(r.dst, r.src)
 			case hal.StreamReduce:
 				streamReduce(r.dst, r.src, r.src2, r.op)
-				copy(r.dst2, r.dst)
 			case hal.StreamWrite:
 				atomic.StoreUint64(word(r.dst), r.op.Value)
 			case hal.StreamWaitEq:

@@ -363,8 +363,7 @@ CUresult weft_queue_ops(CUcontext ctx, const CUstream* streams, const weft_strea
         struct {
           unsigned long long dst, src, src2;
           long long bytes;
-          unsigned long long dst2;
-        } params = {op->dst, op->src, op->src2, op->bytes, op->dst2};
+        } params = {op->dst, op->src, op->src2, op->bytes};
         void* args[1] = {&params};
         r = p_cuLaunchKernel((CUfunction)op->fn, op->grid, 1, 1, op->block, 1, 1, 0, s, args, NULL);
       }

@@ -490,7 +490,7 @@ func QueueOps(ctx Context, streams []Stream, ops []StreamOp, batch bool) (failed
 			return i, fmt.Errorf("stream operation %d: kernel launch without a function of this context or with an empty shape (%d × %d): %w", i, op.Grid, op.Block, errInvalidOp)
 		}
 		cops[i] = C.weft_stream_op{kind: C.int(op.Kind), lane: C.int(op.Lane), dst: C.ulonglong(op.Dst), src: C.ulonglong(op.Src), bytes: C.longlong(op.Bytes), value: C.ulonglong(op.Value),
-			src2: C.ulonglong(op.Src2), dst2: C.ulonglong(op.Dst2), fn: unsafe.Pointer(op.Func.c()), grid: C.uint(op.Grid), block: C.uint(op.Block)}
+			src2: C.ulonglong(op.Src2), fn: unsafe.Pointer(op.Func.c()), grid: C.uint(op.Grid), block: C.uint(op.Block)}
 	}
 	b := C.int(0)
 	if batch {

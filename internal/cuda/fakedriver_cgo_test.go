@@ -69,7 +69,7 @@ func buildFakeDriver(t *testing.T) string {
 // TestFakeDriverStreamOps: QueueOps (weft_queue_ops, the copy-engine
 // AllGather's one cgo call per batch) issues every operation in list
 // order on its lane's stream, skips empty copies and reductions, launches
-// a kernel with its five-word parameter, waits for equality, and
+// a kernel with its four-word parameter, waits for equality, and
 // with batching merges consecutive waits and writes of one lane into one
 // cuStreamBatchMemOp with the 64-bit wait (4, flag EQ) and write (5)
 // operations; a lane past the streams is refused before any call.
@@ -96,7 +96,7 @@ func TestFakeDriverStreamOps(t *testing.T) {
 		"op write stream=0x10 addr=0x1000 value=0 flags=0",
 		"op memcpy stream=0x10 dst=0x2000 src=0x3000 bytes=4096",
 		"op write stream=0x10 addr=0x4000 value=1 flags=0",
-		"op kernel stream=0x10 fn=0xf0 grid=32 block=512 shared=0 params=0x9000,0xa000,0xb000,256,0xc000",
+		"op kernel stream=0x10 fn=0xf0 grid=32 block=512 shared=0 params=0x9000,0xa000,0xb000,256",
 		"op write stream=0x10 addr=0x4008 value=2 flags=0",
 		"op wait stream=0x20 addr=0x5000 value=1 flags=1",
 		"op write stream=0x20 addr=0x5000 value=0 flags=0",
@@ -106,7 +106,7 @@ func TestFakeDriverStreamOps(t *testing.T) {
 		"op batch stream=0x10 count=2 flags=0: [wait addr=0x1000 value=1 flags=1] [write addr=0x1000 value=0 flags=0]",
 		"op memcpy stream=0x10 dst=0x2000 src=0x3000 bytes=4096",
 		"op batch stream=0x10 count=1 flags=0: [write addr=0x4000 value=1 flags=0]",
-		"op kernel stream=0x10 fn=0xf0 grid=32 block=512 shared=0 params=0x9000,0xa000,0xb000,256,0xc000",
+		"op kernel stream=0x10 fn=0xf0 grid=32 block=512 shared=0 params=0x9000,0xa000,0xb000,256",
 		"op batch stream=0x10 count=1 flags=0: [write addr=0x4008 value=2 flags=0]",
 		"op batch stream=0x20 count=2 flags=0: [wait addr=0x5000 value=1 flags=1] [write addr=0x5000 value=0 flags=0]",
 		"op batch stream=0x20 count=1 flags=0: [write addr=0x8000 value=1 flags=0]",

@@ -38,7 +38,7 @@ func streamOpsChild(c Context) {
 		{Kind: OpWrite, Dst: 0x1000, Value: 0},
 		{Kind: OpCopy, Dst: 0x2000, Src: 0x3000, Bytes: 4096},
 		{Kind: OpWrite, Dst: 0x4000, Value: 1},
-		{Kind: OpKernel, Dst: 0x9000, Src: 0xa000, Src2: 0xb000, Dst2: 0xc000, Bytes: 256, Func: Function{Ctx: c, Handle: 0xf0}, Grid: 32, Block: 512},
+		{Kind: OpKernel, Dst: 0x9000, Src: 0xa000, Src2: 0xb000, Bytes: 256, Func: Function{Ctx: c, Handle: 0xf0}, Grid: 32, Block: 512},
 		{Kind: OpKernel, Dst: 0x9000, Src: 0xa000, Src2: 0xb000, Bytes: 0, Func: Function{Ctx: c, Handle: 0xf0}, Grid: 32, Block: 512},
 		{Kind: OpWrite, Dst: 0x4008, Value: 2},
 		{Kind: OpWait, Lane: 1, Dst: 0x5000, Value: 1},

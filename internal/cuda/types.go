@@ -169,8 +169,8 @@ const (
 // StreamOp is one operation of QueueOps: a copy of Bytes from Src to Dst,
 // a wait until the 64-bit word at Dst equals Value, a write of Value
 // there, or a launch of Func with Grid blocks of Block threads and the
-// by-value parameter {Dst, Src, Src2, Bytes, Dst2} (OpKernel, skipped when
-// Bytes is 0), on the stream of index Lane.
+// by-value parameter {Dst, Src, Src2, Bytes} (OpKernel, skipped when Bytes
+// is 0), on the stream of index Lane.
 type StreamOp struct {
 	Kind     StreamOpKind
 	Lane     uint8
@@ -178,7 +178,7 @@ type StreamOp struct {
 	Bytes    int64
 	Value    uint64
 	// OpKernel only.
-	Src2, Dst2  DevicePtr
+	Src2        DevicePtr
 	Func        Function
 	Grid, Block uint32
 }
@@ -190,7 +190,7 @@ const (
 	OpCopy  StreamOpKind = 1
 	OpWait  StreamOpKind = 2 // until equal (CU_STREAM_WAIT_VALUE_EQ)
 	OpWrite StreamOpKind = 3
-	// OpKernel launches a kernel whose one parameter is five 64-bit words
+	// OpKernel launches a kernel whose one parameter is four 64-bit words
 	// (hal.StreamReduceParams).
 	OpKernel StreamOpKind = 4
 )

@@ -75,15 +75,15 @@ typedef struct _nvrtcProgram* nvrtcProgram;
 // weft_stream_op is one operation of weft_queue_ops (hal.StreamOp's
 // layout in C): kind 1 copy, 2 wait until the 64-bit word equals value,
 // 3 write value, 4 launch fn with grid × block threads and the by-value
-// parameter {dst, src, src2, bytes, dst2} (a StreamReduce kernel); lane
-// indexes the streams of the call.
+// parameter {dst, src, src2, bytes} (a StreamReduce kernel); lane indexes
+// the streams of the call.
 typedef struct {
   int kind;
   int lane;
   unsigned long long dst, src;
   long long bytes;
   unsigned long long value;
-  unsigned long long src2, dst2;
+  unsigned long long src2;
   void* fn;  // CUfunction, kind 4
   unsigned int grid, block;
 } weft_stream_op;

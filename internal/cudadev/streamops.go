@@ -79,7 +79,7 @@ func (d *Device) QueueOps(hs hal.Stream, ops []hal.StreamOp) error {
 			if op.Threads > d.maxThreadsPerBlock {
 				return fmt.Errorf("queue stream operations on %s: operation %d: %d threads per block, at most %d: %w", d, i, op.Threads, d.maxThreadsPerBlock, hal.ErrInvalidArgument)
 			}
-			c.Kind, c.Src2, c.Dst2, c.Func, c.Grid, c.Block = cuda.OpKernel, cuda.DevicePtr(op.Src2), cuda.DevicePtr(op.Dst2), f.fn, uint32(op.Blocks), uint32(op.Threads)
+			c.Kind, c.Src2, c.Func, c.Grid, c.Block = cuda.OpKernel, cuda.DevicePtr(op.Src2), f.fn, uint32(op.Blocks), uint32(op.Threads)
 		}
 		cops[i] = c
 	}

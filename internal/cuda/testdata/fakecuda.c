@@ -31,15 +31,15 @@ static CUresult write_value64(void* s, uint64_t addr, uint64_t v, unsigned int f
   fflush(stdout);
   return 0;
 }
-// launch_kernel prints a launch whose one parameter is five 64-bit words
+// launch_kernel prints a launch whose one parameter is four 64-bit words
 // (a StreamReduce kernel of weft_queue_ops).
 static CUresult launch_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                               unsigned shared, void* s, void** params, void** extra) {
   (void)gy, (void)gz, (void)by, (void)bz, (void)extra;
   const uint64_t* p = params ? (const uint64_t*)params[0] : NULL;
-  printf("op kernel stream=%p fn=%p grid=%u block=%u shared=%u params=%#llx,%#llx,%#llx,%llu,%#llx\n", s, f, gx, bx,
-         shared, p ? (unsigned long long)p[0] : 0ULL, p ? (unsigned long long)p[1] : 0ULL,
-         p ? (unsigned long long)p[2] : 0ULL, p ? (unsigned long long)p[3] : 0ULL, p ? (unsigned long long)p[4] : 0ULL);
+  printf("op kernel stream=%p fn=%p grid=%u block=%u shared=%u params=%#llx,%#llx,%#llx,%llu\n", s, f, gx, bx, shared,
+         p ? (unsigned long long)p[0] : 0ULL, p ? (unsigned long long)p[1] : 0ULL, p ? (unsigned long long)p[2] : 0ULL,
+         p ? (unsigned long long)p[3] : 0ULL);
   fflush(stdout);
   return 0;
 }
