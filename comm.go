@@ -72,6 +72,11 @@ type Comm struct {
 	// cearKernels are the AllReduce's reduction kernels by type and
 	// operator (cear.go), compiled on first use, closed at Close.
 	cearKernels map[cearKey]cearKernel
+	// windows are the live memory windows in registration order
+	// (window.go); windowCalls counts the collectives run zero-copy
+	// through them.
+	windows     []*Window
+	windowCalls atomic.Int64
 }
 
 // algo is one plan with its resources and compiled programs.
@@ -476,6 +481,10 @@ func (c *Comm) Close() error {
 		errs = append(errs, r.Close())
 		delete(c.regs, k)
 	}
+	for _, w := range c.windows {
+		errs = append(errs, w.reg.Close())
+	}
+	c.windows = nil
 	for _, b := range append(c.retired, c.staging) {
 		if b != nil {
 			errs = append(errs, b.Free())

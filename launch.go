@@ -96,6 +96,9 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 	if c.allToAllByP2P(call) {
 		return c.allToAllP2P(call, s) // past PeerPlansMaxRanks ranks (p2p.go)
 	}
+	if ok, err := c.launchWindowed(call, s, t); ok { // symmetric memory windows (window.go)
+		return err
+	}
 	if c.ceServes(call) {
 		return c.launchCE(call, s, t) // ce.go
 	}
@@ -489,7 +492,7 @@ func (c *Comm) prepare(a *algo, t plan.DataType, op plan.RedOp, count int64) (ha
 // …; for SendRecv, LaunchP2P's plan), or "" for a call Launch refuses. It
 // is local: it sets nothing up.
 func (c *Comm) PlanName(call Call) string {
-	if c.ceServes(call) {
+	if c.windowServes(call) != nil || c.ceServes(call) {
 		return c.ceName(call)
 	}
 	if p := c.planFor(call, false); p != nil {
@@ -520,9 +523,13 @@ func (c *Comm) planFor(call Call, zeroCopy bool) *plan.Plan {
 // With a block budget (Options.MaxCTAs) it is the fitted plan's. Both are
 // 0 for a call Launch refuses. The host-issued AllGather holds none; the
 // copy-engine AllReduce holds at most its reduction and copy kernels'
-// blocks (they may run at once on two lanes), none of them moving data
-// over the links.
+// blocks (they may run at once on two lanes; the zero-copy form through a
+// symmetric window has no copy kernel), none of them moving data over the
+// links.
 func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
+	if c.windowServes(call) != nil {
+		return c.cearBlocks(), 0
+	}
 	if c.ceServes(call) {
 		if call.Coll == algorithms.AllReduce {
 			return 2 * c.cearBlocks(), 0

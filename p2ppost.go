@@ -141,10 +141,16 @@ func (c *Comm) postState() (table uint64, lookup func(addr uint64, bytes int64) 
 		id   uint32
 	}
 	var spans []span
-	for _, r := range c.regs {
+	add := func(r *channels.Registration) {
 		if id, ok := c.posts.ids[r]; ok {
 			spans = append(spans, span{r.Local.Addr(), r.Local.Size(), id})
 		}
+	}
+	for _, r := range c.regs {
+		add(r)
+	}
+	for _, w := range c.windows { // window.go
+		add(w.reg)
 	}
 	return c.posts.table.Addr(), func(addr uint64, bytes int64) uint64 {
 		for _, s := range spans {

@@ -1,0 +1,208 @@
+package weft
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/channels"
+	"github.com/weftccl/weft/hal"
+)
+
+// Memory windows: NCCL's ncclCommWindowRegister (NCCL 2.27 and later), a
+// collective registration of one buffer per rank. Every rank maps every
+// other rank's window, so a plan can store straight into a peer's part of
+// it. With NCCL_WIN_COLL_SYMMETRIC the user also promises that a
+// collective's buffers lie at the same offset from the window's head on
+// every rank (NCCL's "Window Registration Flags"); a rank then knows each
+// peer's buffer from its own, with no exchange at the call, and weft runs:
+//
+//   - AllReduce through the copy-engine executor's zero-copy form (cear.go)
+//     where cearServes takes its size: the reduced windows go straight
+//     into the peers' outputs, as through Comm.AllReduce;
+//   - point-to-point receives into any window (symmetric or not) as
+//     zero-copy receives: the window's registration is in the post table
+//     (p2ppost.go), as ncclCommRegister's.
+//
+// Windows are registered in the same order on every rank (NCCL's rule for
+// collective calls), so the k-th window of one rank is the k-th of every
+// other. A rank whose window is not in memory its backend can export
+// (not ncclMemAlloc'd) takes part with nothing; then no rank uses the
+// window for zero-copy collectives (every rank learns it in the exchange,
+// so the choice stays the same on every rank) and its peers send to it
+// through the scratch path.
+
+// Window is this rank's part of a collectively registered memory window
+// (RegisterWindow).
+type Window struct {
+	base      uint64 // this rank's window head (device address)
+	size      int64  // this rank's window bytes
+	symmetric bool
+	reg       *channels.Registration // every rank's allocation mapped here
+	// heads are every rank's window head as this rank addresses it (its
+	// own at its rank), nil when some rank took part with nothing; span
+	// is the smallest window of any rank (bytes from the head that every
+	// rank's window holds).
+	heads []uint64
+	span  int64
+}
+
+// Symmetric reports whether the window was registered with the symmetric
+// promise (NCCL_WIN_COLL_SYMMETRIC).
+func (w *Window) Symmetric() bool { return w.symmetric }
+
+// Mapped reports whether every rank's window is mapped here (every rank
+// registered exportable memory): the condition for zero-copy collectives.
+func (w *Window) Mapped() bool { return w.heads != nil }
+
+// windowCardBytes is a rank's window description in the exchange: its
+// offset from the head of its registered allocation, its bytes, and 1 if
+// it offered an allocation.
+const windowCardBytes = 17
+
+// RegisterWindow registers the window of size bytes at device address
+// base with every rank, collectively, in the same order on every rank
+// (NCCL's ncclCommWindowRegister). buf is the allocation that holds [base,
+// base+size), exported to the peers; nil where this rank's memory cannot
+// be exported (the rank takes part with nothing, and the window serves no
+// zero-copy collective on any rank). symmetric is NCCL_WIN_COLL_SYMMETRIC:
+// the caller promises that every collective whose buffer lies in the
+// window uses the same offset from its head on every rank.
+//
+// Errors: ErrInvalidArgument for a negative size or a range outside buf;
+// ErrNotSupported when a link is not memory-mapped; errors of the exchange
+// (a rank that does not take part: the communicator's timeout; a peer's
+// malformed description) otherwise.
+func (c *Comm) RegisterWindow(base uint64, size int64, buf hal.Buffer, symmetric bool) (*Window, error) {
+	fail := func(err error) (*Window, error) {
+		return nil, fmt.Errorf("weft: register window on rank %d: %w", c.cfg.Rank, err)
+	}
+	if size < 0 {
+		return fail(fmt.Errorf("size %d: %w", size, hal.ErrInvalidArgument))
+	}
+	var off uint64
+	if buf != nil {
+		if base < buf.Addr() || base-buf.Addr() > uint64(buf.Size()) || uint64(size) > uint64(buf.Size())-(base-buf.Addr()) {
+			return fail(fmt.Errorf("window [%#x, +%d) is not inside its allocation [%#x, +%d): %w", base, size, buf.Addr(), buf.Size(), hal.ErrInvalidArgument))
+		}
+		off = base - buf.Addr()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	reg, err := channels.Register(ctx, c.boot, c.dev, buf)
+	if err != nil {
+		return fail(err)
+	}
+	card := make([]byte, windowCardBytes)
+	binary.LittleEndian.PutUint64(card, off)
+	binary.LittleEndian.PutUint64(card[8:], uint64(size))
+	if buf != nil {
+		card[16] = 1
+	}
+	cards, err := c.boot.AllGather(ctx, card)
+	if err != nil {
+		reg.Close()
+		return fail(fmt.Errorf("exchange window descriptions: %w", err))
+	}
+	w := &Window{base: base, size: size, symmetric: symmetric, reg: reg, span: size}
+	heads := make([]uint64, len(cards))
+	for r, cd := range cards {
+		if len(cd) != windowCardBytes || cd[16] > 1 {
+			reg.Close()
+			return fail(fmt.Errorf("rank %d sent a malformed window description (%d bytes): %w", r, len(cd), hal.ErrRemote))
+		}
+		poff, psize := binary.LittleEndian.Uint64(cd), binary.LittleEndian.Uint64(cd[8:])
+		if cd[16] == 0 {
+			heads = nil
+			continue
+		}
+		pb := reg.Local
+		if r != c.cfg.Rank {
+			pb = reg.Peers[r]
+		}
+		if pb == nil || psize > uint64(pb.Size()) || poff > uint64(pb.Size())-psize {
+			reg.Close()
+			return fail(fmt.Errorf("rank %d described a window [%d, +%d) outside its registered allocation: %w", r, poff, psize, hal.ErrRemote))
+		}
+		w.span = min(w.span, int64(psize))
+		if heads != nil {
+			heads[r] = pb.Addr() + poff
+		}
+	}
+	w.heads = heads
+	if err := c.postAddLocked(reg); err != nil { // zero-copy receives into the window
+		reg.Close()
+		return fail(err)
+	}
+	c.windows = append(c.windows, w)
+	return w, nil
+}
+
+// DeregisterWindow unmaps w's peers and ends its zero-copy use; not
+// collective. Call it only once the collectives that use w have completed.
+func (c *Comm) DeregisterWindow(w *Window) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := slices.Index(c.windows, w)
+	if i < 0 {
+		return fmt.Errorf("weft: deregister window on rank %d: not a live window of this communicator: %w", c.cfg.Rank, hal.ErrInvalidArgument)
+	}
+	c.windows = slices.Delete(c.windows, i, i+1)
+	return errors.Join(c.postRemoveLocked(w.reg), w.reg.Close())
+}
+
+// windowPeers returns, for a collective whose buffer on this rank is
+// [addr, addr+bytes), the same buffer on every rank as this rank
+// addresses it (its own at its rank), when the buffer lies in a
+// symmetric window that every rank mapped; nil otherwise. On every rank
+// the answer is the same for the same call, by the symmetric promise.
+func (c *Comm) windowPeers(addr uint64, bytes int64) []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.windows {
+		if !w.symmetric || w.heads == nil || addr < w.base {
+			continue
+		}
+		off := addr - w.base
+		if off > uint64(w.span) || uint64(bytes) > uint64(w.span)-off {
+			continue
+		}
+		out := make([]uint64, len(w.heads))
+		for r, h := range w.heads {
+			out[r] = h + off
+		}
+		return out
+	}
+	return nil
+}
+
+// windowServes returns, for a call that runs zero-copy through a
+// symmetric window (see the top of this file), every rank's output as
+// this rank addresses it; nil for any other call.
+func (c *Comm) windowServes(call Call) []uint64 {
+	if call.Coll != algorithms.AllReduce || call.Count <= 0 || !c.cearServes(call, true) {
+		return nil
+	}
+	return c.windowPeers(call.Recv, call.Count*int64(call.Type.Size()))
+}
+
+// launchWindowed runs call zero-copy through a symmetric window where it
+// can and reports whether it did; t is when the call began.
+func (c *Comm) launchWindowed(call Call, s hal.Stream, t time.Time) (bool, error) {
+	peers := c.windowServes(call)
+	if peers == nil {
+		return false, nil
+	}
+	c.windowCalls.Add(1)
+	return true, c.launchCEAllReduce(call, s, t, peers)
+}
+
+// WindowCalls is the number of collectives this communicator has run
+// zero-copy through symmetric windows.
+func (c *Comm) WindowCalls() int64 { return c.windowCalls.Load() }
