@@ -43,7 +43,7 @@ func TestWindowAllReduceHost(t *testing.T) {
 
 func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 	const winBytes = 1 << 20
-	lead := uint64(4096 * (rank + 1)) // the window's head inside the allocation differs by rank
+	lead := uint64(4096 * (rank + 1))                 // the window's head inside the allocation differs by rank
 	alloc, err := dev.Alloc(int64(lead) + 2*winBytes) // room past the window's end
 	if err != nil {
 		return err
