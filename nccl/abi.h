@@ -64,6 +64,8 @@ ncclResult_t weft_real_async_error(uintptr_t comm, ncclResult_t* err);
 int weft_real_mapped(const char* path);
 ncclResult_t weft_real_register(uintptr_t comm, void* buff, size_t size, void** handle);
 ncclResult_t weft_real_deregister(uintptr_t comm, void* handle);
+ncclResult_t weft_real_window_register(uintptr_t comm, void* buff, size_t size, void** win, int flags);
+ncclResult_t weft_real_window_deregister(uintptr_t comm, void* win);
 ncclResult_t weft_real_premulsum(uintptr_t ctx, int* op, uint64_t scalar, uintptr_t scalarPtr, int dtype,
                                  int residence, uintptr_t comm);
 ncclResult_t weft_real_op_destroy(uintptr_t ctx, int op, uintptr_t comm);

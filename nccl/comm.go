@@ -363,16 +363,19 @@ func (c *comm) destroy() error {
 	}
 	err := c.syncStreams()
 	peak := 0 // the most thread blocks one of weft's launches held
+	var windowCalls int64 // collectives run zero-copy through symmetric windows
 	if c.w != nil {
 		peak = c.w.PeakBlocks()
+		windowCalls = c.w.WindowCalls()
 		err = errors.Join(err, c.w.Close())
 	}
+	windows.forget(c)
 	if c.fb != 0 {
 		err = errors.Join(err, realDestroy(c.cuCtx, c.fb))
 	}
 	c.closeStreams()
 	err = errors.Join(err, c.boot.Close())
-	c.log.Info("weft: communicator destroyed", "calls", c.summary(), "peak_blocks", peak)
+	c.log.Info("weft: communicator destroyed", "calls", c.summary(), "peak_blocks", peak, "window_calls", windowCalls)
 	c.prof.Log(c.log)
 	c.kindProf.Log(c.log)
 	return err

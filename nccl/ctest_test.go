@@ -60,7 +60,21 @@ func TestCProgram(t *testing.T) {
 	// testRegistered); the others with NCCL's local ncclCommRegister.
 	t.Run("ranks=2,register=collective", func(t *testing.T) {
 		t.Parallel()
-		runCTest(t, bin, 2, false, "WEFT_NCCL_REGISTER=collective")
+		// WEFT_CE_ALLREDUCE_MIN_BYTES=64K: testWindows' AllReduces of 280
+		// and 512 KB into its symmetric window run zero-copy through it
+		// (2 types × 2 operators × 2 sizes × in and out of place), the
+		// 4 KB ones through the kernel plans; the destroy line counts them.
+		outs := runCTest(t, bin, 2, false, "WEFT_NCCL_REGISTER=collective", "WEFT_CE_ALLREDUCE_MIN_BYTES=64K", "NCCL_DEBUG=INFO")
+		for r, out := range outs {
+			total := 0 // over the rank's communicators (its splits run no window calls)
+			for _, m := range windowCallsRE.FindAllStringSubmatch(out, -1) {
+				k, _ := strconv.Atoi(m[1])
+				total += k
+			}
+			if total != 16 {
+				t.Errorf("rank %d: destroy lines' window_calls add up to %d, want 16 (testWindows' zero-copy AllReduces)\n%s", r, total, tail(out))
+			}
+		}
 	})
 	t.Run("ranks=3,maxCTAs=5", func(t *testing.T) {
 		t.Parallel()
@@ -167,6 +181,10 @@ var (
 	callCounts = regexp.MustCompile(`(\w+)=(\d+)/(\d+)`)
 	intAvg     = regexp.MustCompile(`rank \d+: (\d+) integer Avg calls served`)
 )
+
+// windowCallsRE finds the destroy line's count of collectives run
+// zero-copy through symmetric windows (comm.go, destroy).
+var windowCallsRE = regexp.MustCompile(`window_calls=(\d+)`)
 
 // servedByWeft checks, from a rank's NCCL_DEBUG=INFO log, that its
 // communicators were served by weft (not NCCL) and that no call of any

@@ -441,13 +441,29 @@ func ncclCommDeregister(h C.ncclComm_t, handle unsafe.Pointer) (rc C.ncclResult_
 func ncclCommWindowRegister(h C.ncclComm_t, buff unsafe.Pointer, size C.size_t, win *C.ncclWindow_t, flags C.int) (rc C.ncclResult_t) {
 	const fn = "ncclCommWindowRegister"
 	defer guard(fn, &rc)
-	if _, r := lookup(fn, commOf(h)); r != ncclSuccess {
+	if foreignComm(commOf(h)) {
+		return C.weft_real_window_register(C.uintptr_t(commOf(h)), buff, size, (*unsafe.Pointer)(unsafe.Pointer(win)), flags)
+	}
+	c, r := lookup(fn, commOf(h))
+	if r != ncclSuccess {
 		return res(r)
 	}
 	if win == nil {
 		return res(fail(ncclInvalidArgument, "%s: win is NULL (argument win)", fn))
 	}
-	*win = C.weft_window_of(C.uintptr_t(newHandle()))
+	if buff == nil && size > 0 {
+		return res(fail(ncclInvalidArgument, "%s: buff is NULL (argument buff)", fn))
+	}
+	if uint64(size) > 1<<62 {
+		return res(fail(ncclInvalidArgument, "%s: size %d (argument size)", fn, uint64(size)))
+	}
+	// Collective, as in NCCL: the window is mapped on every rank
+	// (window.go).
+	wh, err := windows.register(c, addr(buff), int64(size), int32(flags))
+	if err != nil {
+		return res(failErr(fn, err))
+	}
+	*win = C.weft_window_of(C.uintptr_t(wh))
 	return 0
 }
 
@@ -455,10 +471,14 @@ func ncclCommWindowRegister(h C.ncclComm_t, buff unsafe.Pointer, size C.size_t, 
 func ncclCommWindowDeregister(h C.ncclComm_t, win C.ncclWindow_t) (rc C.ncclResult_t) {
 	const fn = "ncclCommWindowDeregister"
 	defer guard(fn, &rc)
-	if _, r := lookup(fn, commOf(h)); r != ncclSuccess {
+	if foreignComm(commOf(h)) {
+		return C.weft_real_window_deregister(C.uintptr_t(commOf(h)), unsafe.Pointer(win))
+	}
+	c, r := lookup(fn, commOf(h))
+	if r != ncclSuccess {
 		return res(r)
 	}
-	return 0
+	return res(failErr(fn, windows.deregister(c, uintptr(unsafe.Pointer(win)))))
 }
 
 //export ncclRedOpCreatePreMulSum

@@ -164,6 +164,17 @@ ncclResult_t weft_real_deregister(uintptr_t comm, void* handle) {
   return r_ncclCommDeregister(COMM(comm), handle);
 }
 
+// The same for window registration (NCCL 2.27 and later).
+ncclResult_t weft_real_window_register(uintptr_t comm, void* buff, size_t size, void** win, int flags) {
+  if (r_ncclCommWindowRegister == NULL) return ncclInvalidUsageW;
+  return r_ncclCommWindowRegister(COMM(comm), buff, size, win, flags);
+}
+
+ncclResult_t weft_real_window_deregister(uintptr_t comm, void* win) {
+  if (r_ncclCommWindowDeregister == NULL) return ncclInvalidUsageW;
+  return r_ncclCommWindowDeregister(COMM(comm), win);
+}
+
 ncclResult_t weft_real_premulsum(uintptr_t ctx, int* op, uint64_t scalar, uintptr_t scalarPtr, int dtype,
                                  int residence, uintptr_t comm) {
   void* p = residence == 1 ? (void*)&scalar : (void*)scalarPtr;

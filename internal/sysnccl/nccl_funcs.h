@@ -41,7 +41,8 @@
 
 // WEFT_NCCL_OPTIONAL: entry points that some releases lack (ncclAlltoAll
 // before 2.28, ncclCommInitRankConfig before 2.14, PreMulSum before 2.11,
-// ncclGetLastError before 2.13, buffer registration before 2.19). A loader leaves a missing one NULL; what
+// ncclGetLastError before 2.13, buffer registration before 2.19, window
+// registration before 2.27). A loader leaves a missing one NULL; what
 // it then does is its own policy (the binding reports the call as not
 // supported, the drop-in refuses a library without the first three).
 #define WEFT_NCCL_OPTIONAL(X)                                                                               \
@@ -51,4 +52,6 @@
   X(ncclRedOpDestroy, ncclResult_t, (ncclRedOp_t, ncclComm_t))                                              \
   X(ncclGetLastError, const char*, (ncclComm_t))                                                          \
   X(ncclCommRegister, ncclResult_t, (ncclComm_t, void*, size_t, void**))                                     \
-  X(ncclCommDeregister, ncclResult_t, (ncclComm_t, void*))
+  X(ncclCommDeregister, ncclResult_t, (ncclComm_t, void*))                                                  \
+  X(ncclCommWindowRegister, ncclResult_t, (ncclComm_t, void*, size_t, void**, int))                          \
+  X(ncclCommWindowDeregister, ncclResult_t, (ncclComm_t, void*))

@@ -609,6 +609,68 @@ static void testRegistered(ncclComm_t comm) {
 
 static int mentions(const char* text, const char* word) { return text != NULL && strstr(text, word) != NULL; }
 
+// testWindows: ncclCommWindowRegister (NCCL 2.27 and later) with
+// NCCL_WIN_COLL_SYMMETRIC, each rank's window at a different offset of its
+// ncclMemAlloc buffer: AllReduce into the window (float and int32, Sum and
+// Max, out of place and in place, at offsets inside it, above and below
+// the size that the test's WEFT_CE_ALLREDUCE_MIN_BYTES makes zero-copy),
+// a send/recv ring into a window registered without the promise, then
+// bad input and deregistration. Every element checked.
+static void testWindows(ncclComm_t comm) {
+  const size_t winBytes = 2u << 20;
+  char* base = alloc(winBytes + 8192);
+  char* head = base + 4096 * (rank % 2);
+  ncclWindow_t win = NULL;
+  CALL(ncclCommWindowRegister(comm, head, winBytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+  CHECK(win != NULL, "ncclCommWindowRegister gave a NULL window");
+  const ncclDataType_t wt[] = {ncclFloat32, ncclInt32};
+  const size_t wcounts[] = {70001, 1000, 131072};
+  const size_t woffs[] = {0, 65552, 0};
+  for (size_t ti = 0; ti < N(wt); ti++) {
+    ncclDataType_t t = wt[ti];
+    for (int op = ncclSum; op <= ncclMax; op += ncclMax - ncclSum) {
+      for (size_t k = 0; k < N(wcounts); k++) {
+        for (int inplace = 0; inplace < 2; inplace++) {
+          size_t n = wcounts[k];
+          char* d = head + woffs[k];
+          void* s = inplace ? (void*)d : alloc(n * typeSize(t));
+          for (size_t i = 0; i < n; i++) put(s, t, i, in(rank, i));
+          CALL(ncclAllReduce(s, d, n, t, op, comm, NULL));
+          struct redCtx c = {op, t, 0, 0};
+          int bad = wrong(d, t, 0, n, wantReduced, &c);
+          CHECK(bad == 0, "AllReduce into a symmetric window, type %d op %d count %zu inplace %d: %d wrong", t, op, n, inplace, bad);
+          if (!inplace) ncclMemFree(s);
+        }
+      }
+    }
+  }
+  // Receives into a window registered without the symmetric promise.
+  char* rbuf = alloc(winBytes);
+  ncclWindow_t rwin = NULL;
+  CALL(ncclCommWindowRegister(comm, rbuf, winBytes, &rwin, NCCL_WIN_DEFAULT));
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  size_t bytes = 393224;
+  char* s = alloc(bytes);
+  for (size_t j = 0; j < bytes; j++) s[j] = (char)regByte(rank, 3, j);
+  memset(rbuf + 4096, 0, bytes);
+  CALL(ncclGroupStart());
+  CALL(ncclSend(s, bytes, ncclUint8, next, comm, NULL));
+  CALL(ncclRecv(rbuf + 4096, bytes, ncclUint8, prev, comm, NULL));
+  CALL(ncclGroupEnd());
+  int bad = regWrong(rbuf + 4096, prev, 3, bytes);
+  CHECK(bad == 0, "receive into a window: %d of %zu bytes wrong", bad, bytes);
+  ncclMemFree(s);
+  ncclResult_t r = ncclCommWindowRegister(comm, head, winBytes, NULL, NCCL_WIN_DEFAULT);
+  CHECK(r == ncclInvalidArgument, "NULL win = %d, want ncclInvalidArgument", r);
+  CHECK(mentions(ncclGetLastError(comm), "win"), "NULL win: last error %s does not name win", ncclGetLastError(comm));
+  CALL(ncclCommWindowDeregister(comm, rwin));
+  CALL(ncclCommWindowDeregister(comm, win));
+  r = ncclCommWindowDeregister(comm, win);
+  CHECK(r == ncclInvalidArgument, "second deregistration of a window = %d, want ncclInvalidArgument", r);
+  ncclMemFree(rbuf);
+  ncclMemFree(base);
+}
+
 static void testBadInput(ncclComm_t comm) {
   void* s = alloc(64);
   void* d = alloc(64);
@@ -983,6 +1045,7 @@ int main(void) {
     testAlltoAllInPlace(comm);
     testSendRecv(comm);
     testRegistered(comm);
+    testWindows(comm);
     if (nranks >= 2) testSplit(comm);
     if (rank == 0) testOneThreadTwoRanks();
   }
