@@ -211,3 +211,24 @@ func windowP2P(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 	}
 	return nil
 }
+
+// TestWindowAllReduceNVLink: windowCases on 2 GPUs (internal/cudadev's
+// exported allocations, the copy engines and the NVRTC-compiled reduction
+// kernel), with the copy-engine bound lowered to 64 KiB so that the
+// windows' AllReduces of 200–280 KB run zero-copy.
+func TestWindowAllReduceNVLink(t *testing.T) {
+	if requireGPUs(t) < 2 {
+		t.Skip("needs 2 GPUs")
+	}
+	t.Setenv("WEFT_TUNING_FILE", "off")
+	t.Setenv("WEFT_ALGO", "")
+	t.Setenv("WEFT_CE_ALLREDUCE_MIN_BYTES", "64K")
+	errs := runRanksOpts(t, "nvlink", 2, weft.Options{Timeout: 60 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		return windowCases(rank, c, dev, s)
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}

@@ -24,7 +24,10 @@
  * iterations in a CUDA graph and replays it N times (time = total / (n x N)); -G 0 times plain launches.
  * -R 1 allocates the send and receive buffers with ncclMemAlloc and registers both with
  * ncclCommRegister (as nccl-tests -R 1): NCCL and weft may then move point-to-point data straight
- * into the receive buffer (weft's zero-copy path, docs/collectives.md); -R 0 (default) uses cudaMalloc.
+ * into the receive buffer (weft's zero-copy path, docs/collectives.md); -R 2 allocates them with
+ * ncclMemAlloc and registers each as a window with ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC)
+ * (NCCL 2.27+: NCCL's symmetric kernels; weft's zero-copy copy-engine AllReduce, docs/nccl.md);
+ * -R 0 (default) uses cudaMalloc.
  * -s 1 issues the receives of grouped send/recv (sendrecv, and alltoall with -a p2p) on a second
  * stream, forked from the main stream by an event before the group and joined back after it (the
  * fork/join PyTorch uses, legal inside a graph capture): NCCL runs one group's operations on
@@ -475,7 +478,7 @@ static void usage(void) {
   fprintf(stderr,
     "usage: cbench [-g nprocs] [-t colls] [-b min] [-e max] [-f factor] [-w warmup] [-n iters] [-G graphs]\n"
     "              [-c 0|1] [-p 0|1] [-d TYPE|all] [-o sum|max|min|premulsum] [-S host|device]\n"
-    "              [-r root] [-a auto|p2p] [-u idfile] [-C global|thread|relaxed] [-R 0|1] [-s 0|1]\n"
+    "              [-r root] [-a auto|p2p] [-u idfile] [-C global|thread|relaxed] [-R 0|1|2] [-s 0|1]\n"
     "  TYPE: float half bfloat16 double int8 uint8 int32 uint32 int64 uint64 fp8e4m3 fp8e5m2;\n"
     "     all: every type in turn, on one communicator\n"
     "  -o premulsum: ncclRedOpCreatePreMulSum with a different scalar on each rank (1 + rank %% 2),\n"
@@ -485,6 +488,7 @@ static void usage(void) {
     "  -p 0: out-of-place only; -a p2p: alltoall as grouped send/recv even where ncclAlltoAll exists\n"
     "  -C: the graph capture mode (default global, as PyTorch)\n"
     "  -R 1: buffers from ncclMemAlloc, registered with ncclCommRegister (nccl-tests -R 1)\n"
+    "  -R 2: buffers from ncclMemAlloc, registered as symmetric windows (ncclCommWindowRegister)\n"
     "  -s 1: grouped receives on a second stream, forked from and joined to the main one\n"
     "  -H 1: with -G 0, a last column: host microseconds per enqueue (the library's CPU cost per call)\n");
   exit(1);
@@ -512,7 +516,7 @@ int main(int argc, char **argv) {
     case 'r': g_root = atoi(optarg); break;
     case 'a': a2a_p2p = !strcmp(optarg, "p2p"); break;
     case 'u': idfile = optarg; break;
-    case 'R': reg = atoi(optarg); if (reg != 0 && reg != 1) usage(); break;
+    case 'R': reg = atoi(optarg); if (reg < 0 || reg > 2) usage(); break;
     case 's': two_streams = atoi(optarg); if (two_streams != 0 && two_streams != 1) usage(); break;
     case 'H': g_hostcost = atoi(optarg); if (g_hostcost != 0 && g_hostcost != 1) usage(); break;
     case 'S': g_scalar_device = !strcmp(optarg, "device"); if (!g_scalar_device && strcmp(optarg, "host")) usage(); break;
@@ -592,11 +596,17 @@ int main(int argc, char **argv) {
   char *S, *R;
   double *dev1;
   void *h = NULL, *regS = NULL, *regR = NULL;
+  ncclWindow_t winS = NULL, winR = NULL;
   if (reg) {
     NCCLCHECK(ncclMemAlloc((void **)&S, cap));
     NCCLCHECK(ncclMemAlloc((void **)&R, cap));
+  }
+  if (reg == 1) {
     NCCLCHECK(ncclCommRegister(g_comm, S, cap, &regS));
     NCCLCHECK(ncclCommRegister(g_comm, R, cap, &regR));
+  } else if (reg == 2) {
+    NCCLCHECK(ncclCommWindowRegister(g_comm, S, cap, &winS, NCCL_WIN_COLL_SYMMETRIC));
+    NCCLCHECK(ncclCommWindowRegister(g_comm, R, cap, &winR, NCCL_WIN_COLL_SYMMETRIC));
   } else {
     CUDACHECK(cudaMalloc((void **)&S, cap));
     CUDACHECK(cudaMalloc((void **)&R, cap));
@@ -663,9 +673,14 @@ int main(int argc, char **argv) {
     if (g_premul) NCCLCHECK(ncclRedOpDestroy(g_op, g_comm));
   }
   if (g_rank == 0) printf("# cbench: %.0f wrong elements in all\n", total_wrong);
-  if (reg) {
+  if (reg == 1) {
     NCCLCHECK(ncclCommDeregister(g_comm, regS));
     NCCLCHECK(ncclCommDeregister(g_comm, regR));
+  } else if (reg == 2) {
+    NCCLCHECK(ncclCommWindowDeregister(g_comm, winS));
+    NCCLCHECK(ncclCommWindowDeregister(g_comm, winR));
+  }
+  if (reg) {
     NCCLCHECK(ncclMemFree(S));
     NCCLCHECK(ncclMemFree(R));
   } else {
