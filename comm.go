@@ -77,6 +77,7 @@ type Comm struct {
 	// through them.
 	windows     []*Window
 	windowCalls atomic.Int64
+	symWindows  atomic.Int32 // live symmetric windows that every rank mapped
 }
 
 // algo is one plan with its resources and compiled programs.

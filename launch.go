@@ -492,7 +492,10 @@ func (c *Comm) prepare(a *algo, t plan.DataType, op plan.RedOp, count int64) (ha
 // …; for SendRecv, LaunchP2P's plan), or "" for a call Launch refuses. It
 // is local: it sets nothing up.
 func (c *Comm) PlanName(call Call) string {
-	if c.windowServes(call) != nil || c.ceServes(call) {
+	if name := c.windowPlanName(call); name != "" {
+		return name
+	}
+	if c.ceServes(call) {
 		return c.ceName(call)
 	}
 	if p := c.planFor(call, false); p != nil {
@@ -529,6 +532,9 @@ func (c *Comm) planFor(call Call, zeroCopy bool) *plan.Plan {
 func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
 	if c.windowServes(call) != nil {
 		return c.cearBlocks(), 0
+	}
+	if a, _, _ := c.windowSM(call); a != nil {
+		return a.choice.Plan.Blocks(), a.choice.Plan.DataBlocks()
 	}
 	if c.ceServes(call) {
 		if call.Coll == algorithms.AllReduce {
@@ -686,25 +692,44 @@ func (c *Comm) launch(a *algo, call Call, in, out hal.Buffer, s hal.Stream) erro
 	if err != nil {
 		return err
 	}
-	args := c.callArgs(call)
 	needIn, needOut := a.choice.Plan.Needs()
-	if needIn || needOut {
+	var peerIn, peerOut []uint64
+	for _, pair := range []struct {
+		need bool
+		buf  hal.Buffer
+		dst  *[]uint64
+	}{{needIn, in, &peerIn}, {needOut, out, &peerOut}} {
+		if !pair.need {
+			continue
+		}
+		reg, err := c.register(pair.buf)
+		if err != nil {
+			return err
+		}
+		*pair.dst = make([]uint64, c.cfg.NRanks)
+		for p, b := range reg.Peers {
+			if b != nil {
+				(*pair.dst)[p] = b.Addr()
+			}
+		}
+	}
+	return c.launchPeers(a, prog, call, peerIn, peerOut, s)
+}
+
+// launchPeers launches a zero-copy plan's program prog for call, with
+// every rank's input and output as this rank addresses them (indexed by
+// rank; nil where the plan reads none of them).
+func (c *Comm) launchPeers(a *algo, prog hal.Program, call Call, peerIn, peerOut []uint64, s hal.Stream) error {
+	args := c.callArgs(call)
+	if peerIn != nil || peerOut != nil {
 		args.PeerInput = make([]uint64, len(a.choice.Plan.Channels))
 		args.PeerOutput = make([]uint64, len(a.choice.Plan.Channels))
-		for _, pair := range []struct {
-			need bool
-			buf  hal.Buffer
-			dst  []uint64
-		}{{needIn, in, args.PeerInput}, {needOut, out, args.PeerOutput}} {
-			if !pair.need {
-				continue
+		for ci, ch := range a.choice.Plan.Channels {
+			if peerIn != nil {
+				args.PeerInput[ci] = peerIn[ch.Peer]
 			}
-			reg, err := c.register(pair.buf)
-			if err != nil {
-				return err
-			}
-			for ci, ch := range a.choice.Plan.Channels {
-				pair.dst[ci] = reg.Peers[ch.Peer].Addr()
+			if peerOut != nil {
+				args.PeerOutput[ci] = peerOut[ch.Peer]
 			}
 		}
 	}

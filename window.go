@@ -11,6 +11,7 @@ import (
 	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/channels"
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
 )
 
 // Memory windows: NCCL's ncclCommWindowRegister (NCCL 2.27 and later), a
@@ -24,6 +25,13 @@ import (
 //   - AllReduce through the copy-engine executor's zero-copy form (cear.go)
 //     where cearServes takes its size: the reduced windows go straight
 //     into the peers' outputs, as through Comm.AllReduce;
+//   - below that, AllReduce through Comm.AllReduce's zero-copy kernel tiers
+//     (the plans read the peers' inputs and store into their outputs, no
+//     scratch) wherever Launch would take an HB plan, whose data passes
+//     through scratch; where Launch takes an LL plan it keeps it (LL
+//     packets travel through scratch in any case, and Launch's LL tiers
+//     reach further than the zero-copy ones: 2×H100, docs/bench/
+//     2026-11-29-h100x2, call 3);
 //   - point-to-point receives into any window (symmetric or not) as
 //     zero-copy receives: the window's registration is in the post table
 //     (p2ppost.go), as ncclCommRegister's.
@@ -141,6 +149,9 @@ func (c *Comm) RegisterWindow(base uint64, size int64, buf hal.Buffer, symmetric
 		return fail(err)
 	}
 	c.windows = append(c.windows, w)
+	if w.symmetric && w.heads != nil {
+		c.symWindows.Add(1)
+	}
 	return w, nil
 }
 
@@ -154,6 +165,9 @@ func (c *Comm) DeregisterWindow(w *Window) error {
 		return fmt.Errorf("weft: deregister window on rank %d: not a live window of this communicator: %w", c.cfg.Rank, hal.ErrInvalidArgument)
 	}
 	c.windows = slices.Delete(c.windows, i, i+1)
+	if w.symmetric && w.heads != nil {
+		c.symWindows.Add(-1)
+	}
 	return errors.Join(c.postRemoveLocked(w.reg), w.reg.Close())
 }
 
@@ -163,6 +177,9 @@ func (c *Comm) DeregisterWindow(w *Window) error {
 // symmetric window that every rank mapped; nil otherwise. On every rank
 // the answer is the same for the same call, by the symmetric promise.
 func (c *Comm) windowPeers(addr uint64, bytes int64) []uint64 {
+	if c.symWindows.Load() == 0 { // no lock on the launch path of a communicator without windows
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, w := range c.windows {
@@ -192,15 +209,67 @@ func (c *Comm) windowServes(call Call) []uint64 {
 	return c.windowPeers(call.Recv, call.Count*int64(call.Type.Size()))
 }
 
-// launchWindowed runs call zero-copy through a symmetric window where it
+// windowSM returns the zero-copy kernel tier (Comm.AllReduce's) that
+// serves call through symmetric windows, with every rank's input and
+// output as this rank addresses them (nil where the plan reads none), or
+// a nil tier: not an AllReduce, no zero-copy tiers on this communicator,
+// an LL plan through Launch, an operator the tier cannot compute, or a
+// buffer the plan needs outside every symmetric window. It is local.
+func (c *Comm) windowSM(call Call) (a *algo, peerIn, peerOut []uint64) {
+	if call.Coll != algorithms.AllReduce || call.Count <= 0 || c.symWindows.Load() == 0 || c.allReduceViaLaunch() {
+		return nil, nil, nil
+	}
+	if p := c.planFor(call, false); p == nil || p.Scratch != plan.Simple {
+		return nil, nil, nil
+	}
+	ch, a, err := c.selectPlan(call, true, false)
+	if err != nil || !ch.Serves(call.Type, runOp([]algorithms.Choice{ch}, call)) {
+		return nil, nil, nil
+	}
+	bytes := call.Count * int64(call.Type.Size())
+	needIn, needOut := ch.Plan.Needs()
+	if needIn {
+		if peerIn = c.windowPeers(call.Send, bytes); peerIn == nil {
+			return nil, nil, nil
+		}
+	}
+	if needOut {
+		if peerOut = c.windowPeers(call.Recv, bytes); peerOut == nil {
+			return nil, nil, nil
+		}
+	}
+	return a, peerIn, peerOut
+}
+
+// windowPlanName is the plan that serves call through symmetric windows
+// (PlanName), or "".
+func (c *Comm) windowPlanName(call Call) string {
+	if c.windowServes(call) != nil {
+		return cearName
+	}
+	if a, _, _ := c.windowSM(call); a != nil {
+		return a.choice.Plan.Name
+	}
+	return ""
+}
+
+// launchWindowed runs call zero-copy through symmetric windows where it
 // can and reports whether it did; t is when the call began.
 func (c *Comm) launchWindowed(call Call, s hal.Stream, t time.Time) (bool, error) {
-	peers := c.windowServes(call)
-	if peers == nil {
+	if peers := c.windowServes(call); peers != nil {
+		c.windowCalls.Add(1)
+		return true, c.launchCEAllReduce(call, s, t, peers)
+	}
+	a, peerIn, peerOut := c.windowSM(call)
+	if a == nil {
 		return false, nil
 	}
+	prog, err := c.program(a, call.Type, runOp([]algorithms.Choice{a.choice}, call), call.Count)
+	if err != nil {
+		return true, err
+	}
 	c.windowCalls.Add(1)
-	return true, c.launchCEAllReduce(call, s, t, peers)
+	return true, c.launchPeers(a, prog, call, peerIn, peerOut, s)
 }
 
 // WindowCalls is the number of collectives this communicator has run

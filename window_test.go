@@ -16,17 +16,20 @@ import (
 // ncclCommWindowRegister) on hal/host, 2 and 3 ranks. Each rank's window
 // starts at a different offset inside its allocation (the heads differ,
 // the offsets of a call inside the windows do not). Through a symmetric
-// window an AllReduce at or above the copy-engine executor's bound runs
-// zero-copy (PlanName, PlanSMs and WindowCalls say so), out of place and
-// in place, at offsets inside the window, every element checked; below
-// the bound, through a window registered without the symmetric promise,
-// and past the window's end it takes the other plans and stays exact. A
+// window an AllReduce at or above the copy-engine executor's bound (1 MiB
+// here) runs zero-copy on it, one below the bound that Launch would
+// give an HB plan runs Comm.AllReduce's zero-copy kernel tier, one that
+// Launch gives an LL plan stays there (PlanName, PlanSMs and WindowCalls
+// say which), out of place and in place, at offsets inside the window,
+// every element checked; through a window registered without the
+// symmetric promise and past the window's end the calls take Launch's
+// plans and stay exact. A
 // window one rank registers with nothing (unexportable memory) serves no
 // rank zero-copy. A point-to-point receive into a window is exact.
 func TestWindowAllReduceHost(t *testing.T) {
 	t.Setenv("WEFT_TUNING_FILE", "off")
 	t.Setenv("WEFT_ALGO", "")
-	t.Setenv("WEFT_CE_ALLREDUCE_MIN_BYTES", "64K")
+	t.Setenv("WEFT_CE_ALLREDUCE_MIN_BYTES", "1M")
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
 			errs := runRanksOpts(t, "host", n, weft.Options{Timeout: 20 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
@@ -42,7 +45,7 @@ func TestWindowAllReduceHost(t *testing.T) {
 }
 
 func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-	const winBytes = 1 << 20
+	const winBytes = 4 << 20
 	lead := uint64(4096 * (rank + 1))                 // the window's head inside the allocation differs by rank
 	alloc, err := dev.Alloc(int64(lead) + 2*winBytes) // room past the window's end
 	if err != nil {
@@ -62,18 +65,17 @@ func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 	if !sym.Symmetric() || !sym.Mapped() {
 		return fmt.Errorf("symmetric window: Symmetric %v, Mapped %v, want both", sym.Symmetric(), sym.Mapped())
 	}
-	// run AllReduces count floats from in (or, in place, from the window)
-	// into the window at off and checks every element and whether the
-	// call went zero-copy through the window.
-	run := func(what string, count int64, off uint64, inPlace, wantWindowed bool) error {
+	// run AllReduces count floats into the window at off from sendOff in
+	// the window (fromIn: from the buffer in, outside every window) and
+	// checks every element and how the call went: "ce" zero-copy on the
+	// copy engines, "sm" through a zero-copy kernel tier, "" not through
+	// the window.
+	const fromIn = ^uint64(0)
+	run := func(what string, count int64, off, sendOff uint64, want string) error {
 		es := int64(plan.Float32.Size())
-		src, send := in, in.Addr()
-		if inPlace {
-			src, send = alloc, head+off
-		}
-		soff := int64(0)
-		if inPlace {
-			soff = int64(lead + off)
+		src, send, soff := in, in.Addr(), int64(0)
+		if sendOff != fromIn {
+			src, send, soff = alloc, head+sendOff, int64(lead+sendOff)
 		}
 		if err := dev.Write(src, soff, check.Input(plan.Float32, plan.Sum, rank, count)); err != nil {
 			return err
@@ -87,45 +89,52 @@ func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 		if err := c.Synchronize(s); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		got := make([]byte, count*es)
-		if err := dev.Read(got, alloc, int64(lead+off)); err != nil {
+		res := make([]byte, count*es)
+		if err := dev.Read(res, alloc, int64(lead+off)); err != nil {
 			return err
 		}
-		if wrong := check.Wrong(plan.Float32, got, check.AllReduce(plan.Float32, plan.Sum, c.Size(), count)); wrong != 0 {
+		if wrong := check.Wrong(plan.Float32, res, check.AllReduce(plan.Float32, plan.Sum, c.Size(), count)); wrong != 0 {
 			return fmt.Errorf("%s: %d of %d elements wrong", what, wrong, count)
 		}
-		windowed := c.WindowCalls() == before+1
-		if windowed != wantWindowed || (name == "all_reduce-ce-host-issued") != wantWindowed {
-			return fmt.Errorf("%s: zero-copy through the window %v (PlanName %q), want %v", what, windowed, name, wantWindowed)
-		}
-		if wantWindowed {
-			if b, m := c.PlanSMs(call); b < 1 || m != 0 {
-				return fmt.Errorf("%s: PlanSMs = %d, %d, want the reduction kernel's blocks and none moving data", what, b, m)
+		got := ""
+		if c.WindowCalls() == before+1 {
+			got = "sm"
+			if name == "all_reduce-ce-host-issued" {
+				got = "ce"
 			}
+		}
+		zeroCopyTier := c.AllReducePlan(count, plan.Float32, plan.Sum)
+		if got != want || (got == "sm" && name != zeroCopyTier) || (got == "" && name == "all_reduce-ce-host-issued") {
+			return fmt.Errorf("%s: through the window %q (PlanName %q; the zero-copy tier %q), want %q", what, got, name, zeroCopyTier, want)
+		}
+		if b, m := c.PlanSMs(call); got == "ce" && (b < 1 || m != 0) {
+			return fmt.Errorf("%s: PlanSMs = %d, %d, want the reduction kernel's blocks and none moving data", what, b, m)
 		}
 		return nil
 	}
 	for _, k := range []struct {
-		what     string
-		count    int64
-		off      uint64
-		inPlace  bool
-		windowed bool
+		what         string
+		count        int64
+		off, sendOff uint64
+		want         string
 	}{
-		{"out of place at the head", 70001, 0, false, true},
-		{"out of place at an offset", 50000, 4096 + 16, false, true},
-		{"in place at an offset", 65536, 32768, true, true},
-		{"below the copy-engine bound", 1000, 0, false, false},
-		{"past the window's end", 70000, winBytes - 4*60000, false, false},
+		{"out of place at the head", 300001, 0, fromIn, "ce"},
+		{"out of place at an offset", 262144, 4096 + 16, fromIn, "ce"},
+		{"in place at an offset", 270000, 32768, 32768, "ce"},
+		{"below the copy-engine bound, HB through Launch", 75000, 0, 2 << 20, "sm"},
+		{"below the copy-engine bound, HB through Launch, in place", 100001, 8192, 8192, "sm"},
+		{"below the copy-engine bound, the input outside every window", 75000, 0, fromIn, ""},
+		{"LL through Launch", 1000, 0, fromIn, ""},
+		{"past the window's end", 70000, winBytes - 4*60000, fromIn, ""},
 	} {
-		if err := run(k.what, k.count, k.off, k.inPlace, k.windowed); err != nil {
+		if err := run(k.what, k.count, k.off, k.sendOff, k.want); err != nil {
 			return err
 		}
 	}
 	if err := c.DeregisterWindow(sym); err != nil {
 		return err
 	}
-	if err := run("after the window's deregistration", 70001, 0, false, false); err != nil {
+	if err := run("after the window's deregistration", 300001, 0, fromIn, ""); err != nil {
 		return err
 	}
 	// Without the symmetric promise: mapped, but no zero-copy collective.
@@ -133,7 +142,7 @@ func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 	if err != nil {
 		return err
 	}
-	if err := run("through a window without the symmetric promise", 70001, 0, false, false); err != nil {
+	if err := run("through a window without the symmetric promise", 300001, 0, fromIn, ""); err != nil {
 		return err
 	}
 	if err := c.DeregisterWindow(plain); err != nil {
@@ -151,7 +160,7 @@ func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 	if partial.Mapped() {
 		return fmt.Errorf("a window one rank registered with nothing reports Mapped")
 	}
-	if err := run("through a window one rank registered with nothing", 70001, 0, false, false); err != nil {
+	if err := run("through a window one rank registered with nothing", 300001, 0, fromIn, ""); err != nil {
 		return err
 	}
 	if err := c.DeregisterWindow(partial); err != nil {
