@@ -536,6 +536,9 @@ func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
 	if a, _, _ := c.windowSM(call); a != nil {
 		return a.choice.Plan.Blocks(), a.choice.Plan.DataBlocks()
 	}
+	if ch, _ := c.windowDirect(call); ch.Plan != nil {
+		return ch.Plan.Blocks(), ch.Plan.DataBlocks()
+	}
 	if c.ceServes(call) {
 		if call.Coll == algorithms.AllReduce {
 			return 2 * c.cearBlocks(), 0

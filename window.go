@@ -32,6 +32,11 @@ import (
 //     packets travel through scratch in any case, and Launch's LL tiers
 //     reach further than the zero-copy ones: 2×H100, docs/bench/
 //     2026-11-29-h100x2, call 3);
+//   - AllGather and ReduceScatter through the direct plans
+//     (algorithms.AllGatherDirect, ReduceScatterDirect: each byte stored
+//     or read across the link once, no scratch) where Launch would take an
+//     HB plan and the copy-engine AllGather does not serve the call; the
+//     AllGather needs its output in a window, the ReduceScatter its input;
 //   - point-to-point receives into any window (symmetric or not) as
 //     zero-copy receives: the window's registration is in the post table
 //     (p2ppost.go), as ncclCommRegister's.
@@ -241,6 +246,84 @@ func (c *Comm) windowSM(call Call) (a *algo, peerIn, peerOut []uint64) {
 	return a, peerIn, peerOut
 }
 
+// directKey is the key of the direct plans of a collective in c.colls
+// (root −1: no collective has it).
+func directKey(coll algorithms.Collective) collKey { return collKey{coll: coll, root: -1} }
+
+// windowDirect returns the direct plan (algorithms.DirectPlans) that
+// serves an AllGather or ReduceScatter call through symmetric windows,
+// with every rank's output (AllGather) or input (ReduceScatter) as this
+// rank addresses it, or a zero Choice: another collective, no zero-copy
+// kernels on this communicator, the copy-engine AllGather's call, an LL
+// plan through Launch, an operator the plan cannot compute, or the buffer
+// outside every symmetric window. It is local.
+func (c *Comm) windowDirect(call Call) (ch algorithms.Choice, peers []uint64) {
+	if (call.Coll != algorithms.AllGather && call.Coll != algorithms.ReduceScatter) || call.Count <= 0 ||
+		c.symWindows.Load() == 0 || c.allReduceViaLaunch() || c.ceServes(call) {
+		return algorithms.Choice{}, nil
+	}
+	if p := c.planFor(call, false); p == nil || p.Scratch != plan.Simple {
+		return algorithms.Choice{}, nil
+	}
+	choices, err := c.directChoices(call.Coll)
+	if err != nil {
+		return algorithms.Choice{}, nil
+	}
+	bytes := call.Count * int64(call.Type.Size()) * int64(c.cfg.NRanks) // the whole output or input
+	ch = choices[algorithms.Select(choices, bytes)]
+	if call.Coll == algorithms.ReduceScatter && !ch.Serves(call.Type, runOp([]algorithms.Choice{ch}, call)) {
+		return algorithms.Choice{}, nil
+	}
+	buf := call.Recv
+	if call.Coll == algorithms.ReduceScatter {
+		buf = call.Send
+	}
+	if peers = c.windowPeers(buf, bytes); peers == nil {
+		return algorithms.Choice{}, nil
+	}
+	return ch, peers
+}
+
+// directChoices are the direct plans of coll: those set up already, or
+// computed (setting nothing up).
+func (c *Comm) directChoices(coll algorithms.Collective) ([]algorithms.Choice, error) {
+	c.mu.Lock()
+	algos, ok := c.colls[directKey(coll)]
+	c.mu.Unlock()
+	if ok {
+		return choicesOf(algos), nil
+	}
+	return algorithms.DirectPlans(c.cfg, coll)
+}
+
+// directAlgo returns the set-up direct plan of coll that is choice ch,
+// setting up every direct plan of coll on first use (collective: the
+// windowed choice is the same on every rank).
+func (c *Comm) directAlgo(coll algorithms.Collective, ch algorithms.Choice) (*algo, error) {
+	k := directKey(coll)
+	c.mu.Lock()
+	algos, ok := c.colls[k]
+	c.mu.Unlock()
+	if !ok {
+		choices, err := algorithms.DirectPlans(c.cfg, coll)
+		if err != nil {
+			return nil, fmt.Errorf("weft: %v on rank %d: %w", coll, c.cfg.Rank, err)
+		}
+		if algos, err = c.setupAlgos(choices); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.colls[k] = algos
+		c.mu.Unlock()
+	}
+	for _, a := range algos {
+		if a.choice.Plan.Name == ch.Plan.Name {
+			return a, nil
+		}
+	}
+	return nil, fmt.Errorf("weft: %v on rank %d: direct plan %s is not set up: %w", coll, c.cfg.Rank, ch.Plan.Name, hal.ErrInvalidArgument)
+}
+
 // windowPlanName is the plan that serves call through symmetric windows
 // (PlanName), or "".
 func (c *Comm) windowPlanName(call Call) string {
@@ -249,6 +332,9 @@ func (c *Comm) windowPlanName(call Call) string {
 	}
 	if a, _, _ := c.windowSM(call); a != nil {
 		return a.choice.Plan.Name
+	}
+	if ch, _ := c.windowDirect(call); ch.Plan != nil {
+		return ch.Plan.Name
 	}
 	return ""
 }
@@ -262,7 +348,19 @@ func (c *Comm) launchWindowed(call Call, s hal.Stream, t time.Time) (bool, error
 	}
 	a, peerIn, peerOut := c.windowSM(call)
 	if a == nil {
-		return false, nil
+		ch, peers := c.windowDirect(call)
+		if ch.Plan == nil {
+			return false, nil
+		}
+		var err error
+		if a, err = c.directAlgo(call.Coll, ch); err != nil {
+			return true, err
+		}
+		if call.Coll == algorithms.AllGather {
+			peerOut = peers
+		} else {
+			peerIn = peers
+		}
 	}
 	prog, err := c.program(a, call.Type, runOp([]algorithms.Choice{a.choice}, call), call.Count)
 	if err != nil {

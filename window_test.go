@@ -2,6 +2,7 @@ package weft_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,6 +132,9 @@ func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 			return err
 		}
 	}
+	if err := windowGatherScatter(rank, c, dev, s, alloc, head, lead); err != nil {
+		return err
+	}
 	if err := c.DeregisterWindow(sym); err != nil {
 		return err
 	}
@@ -173,6 +177,88 @@ func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 		return fmt.Errorf("a window past its allocation's end was registered")
 	}
 	return windowP2P(rank, c, dev, s)
+}
+
+// windowGatherScatter runs AllGathers into and ReduceScatters from the
+// symmetric window at head (inside alloc, lead bytes in), at sizes that
+// Launch gives an HB plan (through the window: the direct plans) and an LL
+// plan (not through it), out of place and in place, and checks every
+// element and the plan.
+func windowGatherScatter(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, alloc hal.Buffer, head, lead uint64) error {
+	n := c.Size()
+	es := int64(plan.Float32.Size())
+	other, err := dev.Alloc(int64(n) * 100000 * es)
+	if err != nil {
+		return err
+	}
+	defer other.Free()
+	for _, k := range []struct {
+		coll    algorithms.Collective
+		count   int64 // per rank
+		inPlace bool
+		direct  bool
+	}{
+		{algorithms.AllGather, 100000, false, true},
+		{algorithms.AllGather, 90001, true, true},
+		{algorithms.AllGather, 100, false, false},
+		{algorithms.ReduceScatter, 100000, false, true},
+		{algorithms.ReduceScatter, 90001, true, true},
+		{algorithms.ReduceScatter, 100, false, false},
+	} {
+		what := fmt.Sprintf("%v of %d floats per rank, in place %v", k.coll, k.count, k.inPlace)
+		seg := uint64(k.count * es)
+		// The window holds the AllGather's output or the ReduceScatter's
+		// input (n segments at the head); the other buffer is outside it.
+		winOff, win, outside := int64(lead), head, other.Addr()
+		send, recv := outside, win
+		if k.coll == algorithms.ReduceScatter {
+			send, recv = win, outside
+		}
+		if k.inPlace {
+			if k.coll == algorithms.AllGather {
+				send = win + uint64(rank)*seg
+			} else {
+				recv = win + uint64(rank)*seg
+			}
+		}
+		in := check.Send(k.coll, plan.Float32, plan.Sum, n, rank, k.count)
+		inBuf, inOff := other, int64(0)
+		if send != outside {
+			inBuf, inOff = alloc, winOff+int64(send-win)
+		}
+		if err := dev.Write(inBuf, inOff, in); err != nil {
+			return err
+		}
+		call := weft.Call{Coll: k.coll, Send: send, Recv: recv, Count: k.count, Type: plan.Float32, Op: plan.Sum}
+		name := c.PlanName(call)
+		before := c.WindowCalls()
+		if err := c.Launch(call, s); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if err := c.Synchronize(s); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		want := check.Expected(k.coll, plan.Float32, plan.Sum, n, rank, 0, k.count)
+		res := make([]byte, len(want))
+		outBuf, outOff := alloc, winOff+int64(recv-win)
+		if recv == outside {
+			outBuf, outOff = other, 0
+		}
+		if err := dev.Read(res, outBuf, outOff); err != nil {
+			return err
+		}
+		if wrong := check.Wrong(plan.Float32, res, want); wrong != 0 {
+			return fmt.Errorf("%s: %d elements wrong", what, wrong)
+		}
+		direct := c.WindowCalls() == before+1
+		if direct != k.direct || strings.Contains(name, "-direct-") != k.direct {
+			return fmt.Errorf("%s: through the window's direct plan %v (PlanName %q), want %v", what, direct, name, k.direct)
+		}
+		if b, _ := c.PlanSMs(call); k.direct && b < 1 {
+			return fmt.Errorf("%s: PlanSMs = %d blocks for a direct plan", what, b)
+		}
+	}
+	return nil
 }
 
 // windowP2P sends 40,000 floats to the next rank, received into a

@@ -236,6 +236,10 @@ func (pr *Program) resolveArgs(a *plan.Args) (*launch, error) {
 		return b, nil
 	}
 	var err error
+	// The peers' buffers hold as many segments as the largest of any
+	// group's operands (a direct AllGather stores into segment r of every
+	// peer's output).
+	peerInBytes, peerOutBytes := bytes, bytes
 	for gi := range p.Groups {
 		g := &p.Groups[gi]
 		ga, ok := a.GroupArgs(g)
@@ -252,6 +256,7 @@ func (pr *Program) resolveArgs(a *plan.Args) (*launch, error) {
 		}
 		segIn, segOut := g.Extent()
 		gb := ga.Count * int64(pr.esize)
+		peerInBytes, peerOutBytes = max(peerInBytes, int64(segIn)*gb), max(peerOutBytes, int64(segOut)*gb)
 		if gr.in, err = res(ga.Input, int64(segIn)*gb, fmt.Sprintf("group %d input", gi)); err != nil {
 			return nil, err
 		}
@@ -273,7 +278,7 @@ func (pr *Program) resolveArgs(a *plan.Args) (*launch, error) {
 			if ch >= len(a.PeerInput) {
 				return nil, bad("no registered input buffer of channel %d (peer rank %d)", ch, p.Channels[ch].Peer)
 			}
-			if l.peerIn[ch], err = res(a.PeerInput[ch], bytes, fmt.Sprintf("channel %d peer input", ch)); err != nil {
+			if l.peerIn[ch], err = res(a.PeerInput[ch], peerInBytes, fmt.Sprintf("channel %d peer input", ch)); err != nil {
 				return nil, err
 			}
 		}
@@ -281,7 +286,7 @@ func (pr *Program) resolveArgs(a *plan.Args) (*launch, error) {
 			if ch >= len(a.PeerOutput) {
 				return nil, bad("no registered output buffer of channel %d (peer rank %d)", ch, p.Channels[ch].Peer)
 			}
-			if l.peerOut[ch], err = res(a.PeerOutput[ch], bytes, fmt.Sprintf("channel %d peer output", ch)); err != nil {
+			if l.peerOut[ch], err = res(a.PeerOutput[ch], peerOutBytes, fmt.Sprintf("channel %d peer output", ch)); err != nil {
 				return nil, err
 			}
 		}
