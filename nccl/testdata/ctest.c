@@ -614,8 +614,10 @@ static int mentions(const char* text, const char* word) { return text != NULL &&
 // ncclMemAlloc buffer: AllReduce into the window (float and int32, Sum and
 // Max, out of place and in place, at offsets inside it, above and below
 // the size that the test's WEFT_CE_ALLREDUCE_MIN_BYTES makes zero-copy),
-// a send/recv ring into a window registered without the promise, then
-// bad input and deregistration. Every element checked.
+// an AllGather into the window and a ReduceScatter from it (float, 100,000
+// elements per rank: weft's direct plans), a send/recv ring into a window
+// registered without the promise, then bad input and deregistration.
+// Every element checked.
 static void testWindows(ncclComm_t comm) {
   const size_t winBytes = 2u << 20;
   char* base = alloc(winBytes + 8192);
@@ -643,6 +645,25 @@ static void testWindows(ncclComm_t comm) {
         }
       }
     }
+  }
+  // AllGather into the window, ReduceScatter from it.
+  {
+    const size_t n = 100000, es = sizeof(float);
+    char* o = alloc(n * nranks * es);
+    for (size_t i = 0; i < n; i++) put(o, ncclFloat32, i, in(rank, i));
+    CALL(ncclAllGather(o, head, n, ncclFloat32, comm, NULL));
+    int bad = 0;
+    for (int r = 0; r < nranks; r++) {
+      struct srcCtx c = {r, 0};
+      bad += wrong(head + r * n * es, ncclFloat32, 0, n, wantFrom, &c);
+    }
+    CHECK(bad == 0, "AllGather into a symmetric window: %d wrong", bad);
+    for (size_t i = 0; i < n * nranks; i++) put(head, ncclFloat32, i, in(rank, i));
+    CALL(ncclReduceScatter(head, o, n, ncclFloat32, ncclSum, comm, NULL));
+    struct redCtx c = {ncclSum, ncclFloat32, 0, rank * n};
+    bad = wrong(o, ncclFloat32, 0, n, wantReduced, &c);
+    CHECK(bad == 0, "ReduceScatter from a symmetric window: %d wrong", bad);
+    ncclMemFree(o);
   }
   // Receives into a window registered without the symmetric promise.
   char* rbuf = alloc(winBytes);
