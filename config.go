@@ -154,6 +154,11 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 		} else if set {
 			cfg.CEAllReduceMaxBytes = n
 		}
+		if n, set, err = envSize("WEFT_WINDOW_LL_MAX_BYTES", 0, "a size (0: every collective through a symmetric window that Launch gives an LL plan leaves it)"); err != nil {
+			return cfg, "", 0, err
+		} else if set {
+			cfg.WindowLLMaxBytes = n
+		}
 		if s := env.String("WEFT_CE_ALLREDUCE_SHAPE"); s != "" {
 			sh, err := algorithms.ParseHBShape(s, cfg.CEAllReduce)
 			if err != nil || sh.Window <= 0 || sh.Window%16 != 0 || sh.Pull || sh.Depth == 1 || sh.Depth > 8 || sh.Pipeline != 0 {
@@ -298,11 +303,12 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		HB, P2P, Rooted, CEARShape   algorithms.Shape
 		P2PMid                       algorithms.Shape
 		P2PMidMax, PortLL            int64
+		WindowLL                     int64
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
 		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes,
 		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
-		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes}
+		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -338,6 +344,12 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			// with the same windows.
 			return fmt.Errorf("weft: ranks chose different copy-engine AllReduce bounds or windows: rank 0 %s, windows of %d bytes in %d slots; rank %d %s, windows of %d bytes in %d slots (WEFT_CE_ALLREDUCE_MIN_BYTES, WEFT_CE_ALLREDUCE_MAX_BYTES, WEFT_CE_ALLREDUCE_SHAPE, or a device without usable stream operations): %w",
 				ceBounds(first.CEAR, first.CEARMax), first.CEARShape.Window, first.CEARShape.Depth, r, ceBounds(c.CEAR, c.CEARMax), c.CEARShape.Window, c.CEARShape.Depth, hal.ErrInvalidUsage)
+		}
+		if c.WindowLL != first.WindowLL {
+			// A collective through symmetric windows takes the same plan
+			// on every rank.
+			return fmt.Errorf("weft: ranks chose different LL bounds for symmetric windows: rank 0 %d bytes, rank %d %d bytes: give every rank the same WEFT_WINDOW_LL_MAX_BYTES: %w",
+				first.WindowLL, r, c.WindowLL, hal.ErrInvalidUsage)
 		}
 		if c.P2PMid != first.P2PMid || c.P2PMidMax != first.P2PMidMax {
 			// A sender and its receiver pick the mid-size windowed plan

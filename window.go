@@ -28,14 +28,17 @@ import (
 //   - below that, AllReduce through Comm.AllReduce's zero-copy kernel tiers
 //     (the plans read the peers' inputs and store into their outputs, no
 //     scratch) wherever Launch would take an HB plan, whose data passes
-//     through scratch; where Launch takes an LL plan it keeps it (LL
-//     packets travel through scratch in any case, and Launch's LL tiers
-//     reach further than the zero-copy ones: 2×H100, docs/bench/
-//     2026-11-29-h100x2, call 3);
+//     through scratch, and where it would take an LL plan for a message
+//     above Config.WindowLLMaxBytes (LL packets travel through scratch in
+//     any case and win the small sizes; Launch's LL tiers reach further,
+//     to 2 MiB on 2 GPUs, where the zero-copy 2PA is faster: 2×H100,
+//     docs/bench/2026-11-29-h100x2, calls 3–4);
 //   - AllGather and ReduceScatter through the direct plans
 //     (algorithms.AllGatherDirect, ReduceScatterDirect: each byte stored
 //     or read across the link once, no scratch) where Launch would take an
-//     HB plan and the copy-engine AllGather does not serve the call; the
+//     HB plan, or an LL plan above Config.WindowLLMaxBytes (the whole
+//     output or input), and the copy-engine AllGather does not serve the
+//     call; the
 //     AllGather needs its output in a window, the ReduceScatter its input;
 //   - point-to-point receives into any window (symmetric or not) as
 //     zero-copy receives: the window's registration is in the post table
@@ -224,14 +227,14 @@ func (c *Comm) windowSM(call Call) (a *algo, peerIn, peerOut []uint64) {
 	if call.Coll != algorithms.AllReduce || call.Count <= 0 || c.symWindows.Load() == 0 || c.allReduceViaLaunch() {
 		return nil, nil, nil
 	}
-	if p := c.planFor(call, false); p == nil || p.Scratch != plan.Simple {
+	bytes := call.Count * int64(call.Type.Size())
+	if p := c.planFor(call, false); p == nil || (p.Scratch != plan.Simple && bytes <= c.cfg.WindowLLMaxBytes) {
 		return nil, nil, nil
 	}
 	ch, a, err := c.selectPlan(call, true, false)
 	if err != nil || !ch.Serves(call.Type, runOp([]algorithms.Choice{ch}, call)) {
 		return nil, nil, nil
 	}
-	bytes := call.Count * int64(call.Type.Size())
 	needIn, needOut := ch.Plan.Needs()
 	if needIn {
 		if peerIn = c.windowPeers(call.Send, bytes); peerIn == nil {
@@ -262,14 +265,14 @@ func (c *Comm) windowDirect(call Call) (ch algorithms.Choice, peers []uint64) {
 		c.symWindows.Load() == 0 || c.allReduceViaLaunch() || c.ceServes(call) {
 		return algorithms.Choice{}, nil
 	}
-	if p := c.planFor(call, false); p == nil || p.Scratch != plan.Simple {
+	bytes := call.Count * int64(call.Type.Size()) * int64(c.cfg.NRanks) // the whole output or input
+	if p := c.planFor(call, false); p == nil || (p.Scratch != plan.Simple && bytes <= c.cfg.WindowLLMaxBytes) {
 		return algorithms.Choice{}, nil
 	}
 	choices, err := c.directChoices(call.Coll)
 	if err != nil {
 		return algorithms.Choice{}, nil
 	}
-	bytes := call.Count * int64(call.Type.Size()) * int64(c.cfg.NRanks) // the whole output or input
 	ch = choices[algorithms.Select(choices, bytes)]
 	if call.Coll == algorithms.ReduceScatter && !ch.Serves(call.Type, runOp([]algorithms.Choice{ch}, call)) {
 		return algorithms.Choice{}, nil

@@ -34,7 +34,7 @@ func TestWindowAllReduceHost(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
 			errs := runRanksOpts(t, "host", n, weft.Options{Timeout: 20 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-				return windowCases(rank, c, dev, s)
+				return windowCases(rank, c, dev, s, 1)
 			})
 			for r, err := range errs {
 				if err != nil {
@@ -45,8 +45,11 @@ func TestWindowAllReduceHost(t *testing.T) {
 	}
 }
 
-func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-	const winBytes = 4 << 20
+// windowCases runs the window cases with every size and the window scaled
+// by scale (1 on hal/host; on GPUs, whose LL plans reach further, 16, with
+// the copy-engine bound at 16 MiB).
+func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, scale int64) error {
+	winBytes := int64(4<<20) * scale
 	lead := uint64(4096 * (rank + 1))                 // the window's head inside the allocation differs by rank
 	alloc, err := dev.Alloc(int64(lead) + 2*winBytes) // room past the window's end
 	if err != nil {
@@ -73,6 +76,7 @@ func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 	// the window.
 	const fromIn = ^uint64(0)
 	run := func(what string, count int64, off, sendOff uint64, want string) error {
+		count *= scale
 		es := int64(plan.Float32.Size())
 		src, send, soff := in, in.Addr(), int64(0)
 		if sendOff != fromIn {
@@ -113,26 +117,34 @@ func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 		}
 		return nil
 	}
+	// 1.5 MiB on the GPUs is LL through Launch but above the window's LL
+	// bound (Config.WindowLLMaxBytes, 1 MiB): the zero-copy tier; on
+	// hal/host, 96 KiB stays LL.
+	midWant := ""
+	if scale > 1 {
+		midWant = "sm"
+	}
 	for _, k := range []struct {
 		what         string
 		count        int64
 		off, sendOff uint64
 		want         string
 	}{
+		{"LL through Launch, above the window's LL bound on GPUs", 24576, 0, uint64(winBytes / 2), midWant},
 		{"out of place at the head", 300001, 0, fromIn, "ce"},
 		{"out of place at an offset", 262144, 4096 + 16, fromIn, "ce"},
 		{"in place at an offset", 270000, 32768, 32768, "ce"},
-		{"below the copy-engine bound, HB through Launch", 75000, 0, 2 << 20, "sm"},
+		{"below the copy-engine bound, HB through Launch", 75000, 0, uint64(winBytes / 2), "sm"},
 		{"below the copy-engine bound, HB through Launch, in place", 100001, 8192, 8192, "sm"},
 		{"below the copy-engine bound, the input outside every window", 75000, 0, fromIn, ""},
 		{"LL through Launch", 1000, 0, fromIn, ""},
-		{"past the window's end", 70000, winBytes - 4*60000, fromIn, ""},
+		{"past the window's end", 70000, uint64(winBytes - 4*60000*scale), fromIn, ""},
 	} {
 		if err := run(k.what, k.count, k.off, k.sendOff, k.want); err != nil {
 			return err
 		}
 	}
-	if err := windowGatherScatter(rank, c, dev, s, alloc, head, lead); err != nil {
+	if err := windowGatherScatter(rank, c, dev, s, alloc, head, lead, scale); err != nil {
 		return err
 	}
 	if err := c.DeregisterWindow(sym); err != nil {
@@ -184,10 +196,10 @@ func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 // Launch gives an HB plan (through the window: the direct plans) and an LL
 // plan (not through it), out of place and in place, and checks every
 // element and the plan.
-func windowGatherScatter(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, alloc hal.Buffer, head, lead uint64) error {
+func windowGatherScatter(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, alloc hal.Buffer, head, lead uint64, scale int64) error {
 	n := c.Size()
 	es := int64(plan.Float32.Size())
-	other, err := dev.Alloc(int64(n) * 100000 * es)
+	other, err := dev.Alloc(int64(n) * 100000 * scale * es)
 	if err != nil {
 		return err
 	}
@@ -205,6 +217,7 @@ func windowGatherScatter(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, a
 		{algorithms.ReduceScatter, 90001, true, true},
 		{algorithms.ReduceScatter, 100, false, false},
 	} {
+		k.count *= scale
 		what := fmt.Sprintf("%v of %d floats per rank, in place %v", k.coll, k.count, k.inPlace)
 		seg := uint64(k.count * es)
 		// The window holds the AllGather's output or the ReduceScatter's
@@ -309,17 +322,17 @@ func windowP2P(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 
 // TestWindowAllReduceNVLink: windowCases on 2 GPUs (internal/cudadev's
 // exported allocations, the copy engines and the NVRTC-compiled reduction
-// kernel), with the copy-engine bound lowered to 64 KiB so that the
-// windows' AllReduces of 200–280 KB run zero-copy.
+// kernel) at 16 times the sizes of the hal/host test (the GPUs' LL plans
+// reach 2 MiB), with the copy-engine bound at 16 MiB.
 func TestWindowAllReduceNVLink(t *testing.T) {
 	if requireGPUs(t) < 2 {
 		t.Skip("needs 2 GPUs")
 	}
 	t.Setenv("WEFT_TUNING_FILE", "off")
 	t.Setenv("WEFT_ALGO", "")
-	t.Setenv("WEFT_CE_ALLREDUCE_MIN_BYTES", "64K")
+	t.Setenv("WEFT_CE_ALLREDUCE_MIN_BYTES", "16M")
 	errs := runRanksOpts(t, "nvlink", 2, weft.Options{Timeout: 60 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-		return windowCases(rank, c, dev, s)
+		return windowCases(rank, c, dev, s, 16)
 	})
 	for r, err := range errs {
 		if err != nil {

@@ -162,6 +162,16 @@ type Config struct {
 	// CEAllReduceMaxBytes is the largest AllReduce that executor serves
 	// when Algo is "" (0: no bound; WEFT_CE_ALLREDUCE_MAX_BYTES).
 	CEAllReduceMaxBytes int64
+	// WindowLLMaxBytes is the largest collective (AllReduce message bytes;
+	// AllGather output, ReduceScatter input) through symmetric memory
+	// windows (the root package's window.go) that keeps Launch's LL plan
+	// where Launch has one; above it the zero-copy kernel tiers and direct
+	// plans take the call. Launch's LL tiers reach 2 MiB on 2 GPUs, but
+	// with the buffers mapped a 2 MB AllReduce takes 14.6 µs on the
+	// zero-copy 2PA against 20.4 on LL, while at 512 KB LL wins (4.5
+	// against 10.2; 2×H100, docs/bench/2026-11-29-h100x2, calls 3–4):
+	// 1 MiB by default (WEFT_WINDOW_LL_MAX_BYTES).
+	WindowLLMaxBytes int64
 	// CEAllReduce shapes that executor: Blocks × Threads of each window's
 	// reduction kernel and Window, the bytes of a window per peer
 	// (WEFT_CE_ALLREDUCE_SHAPE, BLOCKSxTHREADSwWINDOW).
@@ -249,6 +259,7 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 	// the C ABI: 3,340 µs against 3,507 with 32 MiB and 3,956 with 16 MiB;
 	// 8 blocks 3,626, 64 blocks 3,426; docs/bench/2026-11-28-h100x2).
 	c.CEAllReduce = Shape{Blocks: 32, Threads: 512, Window: 64 << 20}
+	c.WindowLLMaxBytes = 1 << 20
 	// v2 (2×H200, docs/bench/notes-collectives.md): LL still beat NCCL at
 	// 64 KiB segments while the 16-block HB plan lost at 256 KiB; HB and
 	// point-to-point plans with 16 and 8 blocks peaked at 230–245 and

@@ -108,6 +108,7 @@ var forms = map[string]form{
 	"WEFT_NCCL_REGISTER":          oneOf("local", "collective"),
 	"WEFT_CE_MIN_BYTES":           sizeForm("a size such as 32M (0: off)"),
 	"WEFT_CE_ALLREDUCE_MIN_BYTES": sizeForm("a size such as 256M (0: off)"),
+	"WEFT_WINDOW_LL_MAX_BYTES":    sizeForm("a size such as 1M (0: no LL plan through symmetric windows)"),
 	"WEFT_CE_ALLREDUCE_MAX_BYTES": sizeForm("a size such as 1G (0: no bound)"),
 	"WEFT_CE_ALLREDUCE_SHAPE":     shapeForm,
 	"WEFT_CE_MAX_BYTES":           sizeForm("a size such as 512M (0: no bound)"),
