@@ -483,7 +483,9 @@ func (c *Comm) Close() error {
 		delete(c.regs, k)
 	}
 	for _, w := range c.windows {
-		errs = append(errs, w.reg.Close())
+		if w.reg != nil {
+			errs = append(errs, w.reg.Close())
+		}
 	}
 	c.windows = nil
 	for _, b := range append(c.retired, c.staging) {

@@ -15,6 +15,7 @@ import (
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/bootstrap"
+	"github.com/weftccl/weft/check"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
 	_ "github.com/weftccl/weft/hal/socket"
@@ -77,6 +78,43 @@ func netCases(n int) []collCase {
 // (WEFT_NODE_ID): "net" runs every collective (netCases) and
 // point-to-point and checks each element; "netkill" runs AllReduce in a
 // loop until the rank named by WEFT_TEST_KILL kills itself.
+// netWindow: across nodes a symmetric memory window registers without an
+// exchange (the peers cannot map it): it reports not Mapped, and an
+// AllReduce into it takes the network plans and stays exact.
+func netWindow(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+	const count = 5000
+	buf, err := dev.Alloc(count * 4)
+	if err != nil {
+		return err
+	}
+	defer buf.Free()
+	w, err := c.RegisterWindow(buf.Addr(), buf.Size(), buf, true)
+	if err != nil {
+		return fmt.Errorf("rank %d: a window across nodes: %w", rank, err)
+	}
+	defer c.DeregisterWindow(w)
+	if w.Mapped() {
+		return fmt.Errorf("rank %d: a window across nodes reports every rank mapped", rank)
+	}
+	if err := dev.Write(buf, 0, check.Input(plan.Float32, plan.Sum, rank, count)); err != nil {
+		return err
+	}
+	if err := c.Launch(weft.Call{Coll: algorithms.AllReduce, Send: buf.Addr(), Recv: buf.Addr(), Count: count, Type: plan.Float32, Op: plan.Sum}, s); err != nil {
+		return err
+	}
+	if err := c.Synchronize(s); err != nil {
+		return err
+	}
+	got := make([]byte, count*4)
+	if err := dev.Read(got, buf, 0); err != nil {
+		return err
+	}
+	if wrong := check.Wrong(plan.Float32, got, check.AllReduce(plan.Float32, plan.Sum, c.Size(), count)); wrong != 0 || c.WindowCalls() != 0 {
+		return fmt.Errorf("rank %d: AllReduce in a window across nodes: %d wrong, %d calls through windows", rank, wrong, c.WindowCalls())
+	}
+	return nil
+}
+
 func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 	defer releaseCaseBuffers(c, dev)
 	n := c.Size()
@@ -146,6 +184,9 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 		}
 	}
 	if err := netP2P(rank, n, c, dev, s); err != nil {
+		return err
+	}
+	if err := netWindow(rank, c, dev, s); err != nil {
 		return err
 	}
 	// With one rank per node every plan's channels go over the network,

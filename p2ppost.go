@@ -150,7 +150,9 @@ func (c *Comm) postState() (table uint64, lookup func(addr uint64, bytes int64) 
 		add(r)
 	}
 	for _, w := range c.windows { // window.go
-		add(w.reg)
+		if w.reg != nil {
+			add(w.reg)
+		}
 	}
 	return c.posts.table.Addr(), func(addr uint64, bytes int64) uint64 {
 		for _, s := range spans {

@@ -50,7 +50,10 @@ import (
 // (not ncclMemAlloc'd) takes part with nothing; then no rank uses the
 // window for zero-copy collectives (every rank learns it in the exchange,
 // so the choice stays the same on every rank) and its peers send to it
-// through the scratch path.
+// through the scratch path. A communicator whose peers cannot map each
+// other's memory (links that are not memory-mapped, ranks on several
+// nodes) registers windows without an exchange: each serves nothing
+// zero-copy, and the call succeeds, as NCCL's does.
 
 // Window is this rank's part of a collectively registered memory window
 // (RegisterWindow).
@@ -58,7 +61,7 @@ type Window struct {
 	base      uint64 // this rank's window head (device address)
 	size      int64  // this rank's window bytes
 	symmetric bool
-	reg       *channels.Registration // every rank's allocation mapped here
+	reg       *channels.Registration // every rank's allocation mapped here; nil: none (windowsMappable)
 	// heads are every rank's window head as this rank addresses it (its
 	// own at its rank), nil when some rank took part with nothing; span
 	// is the smallest window of any rank (bytes from the head that every
@@ -90,7 +93,7 @@ const windowCardBytes = 17
 // window uses the same offset from its head on every rank.
 //
 // Errors: ErrInvalidArgument for a negative size or a range outside buf;
-// ErrNotSupported when a link is not memory-mapped; errors of the exchange
+// errors of the exchange
 // (a rank that does not take part: the communicator's timeout; a peer's
 // malformed description) otherwise.
 func (c *Comm) RegisterWindow(base uint64, size int64, buf hal.Buffer, symmetric bool) (*Window, error) {
@@ -109,6 +112,11 @@ func (c *Comm) RegisterWindow(base uint64, size int64, buf hal.Buffer, symmetric
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.windowsMappable() {
+		w := &Window{base: base, size: size, symmetric: symmetric}
+		c.windows = append(c.windows, w)
+		return w, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	reg, err := channels.Register(ctx, c.boot, c.dev, buf)
@@ -176,7 +184,18 @@ func (c *Comm) DeregisterWindow(w *Window) error {
 	if w.symmetric && w.heads != nil {
 		c.symWindows.Add(-1)
 	}
+	if w.reg == nil {
+		return nil
+	}
 	return errors.Join(c.postRemoveLocked(w.reg), w.reg.Close())
+}
+
+// windowsMappable reports whether every rank can map every other rank's
+// memory: a memory-mapped device, links that are, one node. The same on
+// every rank.
+func (c *Comm) windowsMappable() bool {
+	_, mm := c.dev.(hal.MemoryMapped)
+	return mm && !c.cfg.PortOnly && !slices.ContainsFunc(c.cfg.Nodes, func(n int) bool { return n != c.cfg.Nodes[0] })
 }
 
 // windowPeers returns, for a collective whose buffer on this rank is

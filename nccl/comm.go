@@ -362,7 +362,7 @@ func (c *comm) destroy() error {
 		return nil
 	}
 	err := c.syncStreams()
-	peak := 0 // the most thread blocks one of weft's launches held
+	peak := 0             // the most thread blocks one of weft's launches held
 	var windowCalls int64 // collectives run zero-copy through symmetric windows
 	if c.w != nil {
 		peak = c.w.PeakBlocks()

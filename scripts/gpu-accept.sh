@@ -46,7 +46,7 @@ if want tests; then
   # By name: the pattern NVLink also takes TestAllReduceNVLink (72 s) and the tuner's test,
   # which ran past this step's limit on 2026-11-26.
   step test-root 175 'pass' -- "$B/weft.test" -test.count=1 -test.v \
-    -test.run 'TestP2PNVLink|TestP2PRegisteredNVLink|TestP2PRegisteredGraphNVLink|TestInPlaceAllToAllNVLink|TestCollectivesPortNVLink|TestCallsAcrossStreamsNVLink|TestCEAllGatherNVLink|TestCEAllReduceNVLink'
+    -test.run 'TestP2PNVLink|TestP2PRegisteredNVLink|TestP2PRegisteredGraphNVLink|TestInPlaceAllToAllNVLink|TestCollectivesPortNVLink|TestCallsAcrossStreamsNVLink|TestCEAllGatherNVLink|TestCEAllReduceNVLink|TestWindowAllReduceNVLink'
 fi
 
 # ---- issue 20: every collective through the C ABI beside NCCL, CUDA graphs, 8 B to MAXB
@@ -82,6 +82,11 @@ if want cbench; then
   CBR=(-g "$NP" -t sendrecv,gather,scatter -R 1 -b 8 -e "$MAXB" -f 4 -w 3 -n 10 -G 10 -c 1 -p 0)
   step cbench-weft-reg 60 'wrong' -- "${WEFT_ENV[@]}" $CB "${CBR[@]}"
   step cbench-nccl-reg 60 'wrong' -- "${REF_ENV[@]}" $CB "${CBR[@]}"
+  # Symmetric memory windows (ncclCommWindowRegister, NCCL_WIN_COLL_SYMMETRIC; both libraries
+  # given the same windows): AllReduce, AllGather, ReduceScatter, bfloat16, 8 B to MAXB.
+  CBW=(-g "$NP" -t allreduce,allgather,reducescatter -d bfloat16 -R 2 -b 8 -e "$MAXB" -f 8 -w 3 -n 10 -G 10 -c 1 -p 0)
+  step cbench-weft-win 60 'wrong' -- "${WEFT_ENV[@]}" $CB "${CBW[@]}"
+  step cbench-nccl-win 60 'wrong' -- "${REF_ENV[@]}" $CB "${CBW[@]}"
   cat "$L"/cbench-nccl-*.log "$L"/cbench-weft-*.log >"$OUT/cbench.log" 2>/dev/null
 fi
 # Host cost per call (what a framework's CPU thread pays in eager mode): host microseconds per
