@@ -86,12 +86,8 @@ func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, scale int
 			return err
 		}
 		call := weft.Call{Coll: algorithms.AllReduce, Send: send, Recv: head + off, Count: count, Type: plan.Float32, Op: plan.Sum}
-		name := c.PlanName(call)
-		before := c.WindowCalls()
-		if err := c.Launch(call, s); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if err := c.Synchronize(s); err != nil {
+		name, windowed, err := launchCounted(c, call, s)
+		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		res := make([]byte, count*es)
@@ -102,7 +98,7 @@ func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, scale int
 			return fmt.Errorf("%s: %d of %d elements wrong", what, wrong, count)
 		}
 		got := ""
-		if c.WindowCalls() == before+1 {
+		if windowed {
 			got = "sm"
 			if name == "all_reduce-ce-host-issued" {
 				got = "ce"
@@ -191,6 +187,20 @@ func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, scale int
 	return windowP2P(rank, c, dev, s)
 }
 
+// launchCounted launches call, waits for it and returns the plan PlanName
+// named before it and whether it ran through symmetric windows.
+func launchCounted(c *weft.Comm, call weft.Call, s hal.Stream) (name string, windowed bool, err error) {
+	name = c.PlanName(call)
+	before := c.WindowCalls()
+	if err := c.Launch(call, s); err != nil {
+		return name, false, err
+	}
+	if err := c.Synchronize(s); err != nil {
+		return name, false, err
+	}
+	return name, c.WindowCalls() == before+1, nil
+}
+
 // windowGatherScatter runs AllGathers into and ReduceScatters from the
 // symmetric window at head (inside alloc, lead bytes in), at sizes that
 // Launch gives an HB plan (through the window: the direct plans) and an LL
@@ -243,12 +253,8 @@ func windowGatherScatter(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, a
 			return err
 		}
 		call := weft.Call{Coll: k.coll, Send: send, Recv: recv, Count: k.count, Type: plan.Float32, Op: plan.Sum}
-		name := c.PlanName(call)
-		before := c.WindowCalls()
-		if err := c.Launch(call, s); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if err := c.Synchronize(s); err != nil {
+		name, windowed, err := launchCounted(c, call, s)
+		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		want := check.Expected(k.coll, plan.Float32, plan.Sum, n, rank, 0, k.count)
@@ -263,9 +269,8 @@ func windowGatherScatter(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, a
 		if wrong := check.Wrong(plan.Float32, res, want); wrong != 0 {
 			return fmt.Errorf("%s: %d elements wrong", what, wrong)
 		}
-		direct := c.WindowCalls() == before+1
-		if direct != k.direct || strings.Contains(name, "-direct-") != k.direct {
-			return fmt.Errorf("%s: through the window's direct plan %v (PlanName %q), want %v", what, direct, name, k.direct)
+		if windowed != k.direct || strings.Contains(name, "-direct-") != k.direct {
+			return fmt.Errorf("%s: through the window's direct plan %v (PlanName %q), want %v", what, windowed, name, k.direct)
 		}
 		if b, _ := c.PlanSMs(call); k.direct && b < 1 {
 			return fmt.Errorf("%s: PlanSMs = %d blocks for a direct plan", what, b)

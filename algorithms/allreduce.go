@@ -561,28 +561,17 @@ func AllReduce2PA(c Config, s Shape) (*plan.Plan, error) {
 		Unroll:     s.Unroll,
 		Semaphores: 2 * b,
 	}
-	barrier := func(sem int) []plan.Op {
-		var ops []plan.Op
-		for ci := range chs {
-			ops = append(ops, plan.Signal(ci, sem))
-		}
-		for ci := range chs {
-			ops = append(ops, plan.Wait(ci, sem))
-		}
-		return ops
-	}
 	dsts := []plan.Ref{plan.L(plan.Output)}
 	srcs := []plan.Ref{plan.L(plan.Input)}
 	for ci := range chs {
 		dsts = append(dsts, plan.R(ci, plan.Output))
 		srcs = append(srcs, plan.R(ci, plan.Input))
 	}
-	var ops []plan.Op
-	ops = append(ops, barrier(0)...)
+	ops := allPairsBarrier(chs, 0)
 	red := plan.Transfer(c.Rank, c.NRanks, dsts, srcs...)
 	red.Combine = true
 	ops = append(ops, red)
-	ops = append(ops, barrier(b)...)
+	ops = append(ops, allPairsBarrier(chs, b)...)
 	p.Groups = []plan.Group{{Blocks: b, Ops: ops}}
 	return p, p.Validate()
 }
