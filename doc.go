@@ -46,6 +46,11 @@
 //     buffer shared with in-place AllToAll.
 //   - stall.go: stall detection — which ranks stopped making progress
 //     (StallError).
+//   - ce.go, cear.go: the host-issued copy-engine AllGather and AllReduce
+//     (stream operations, no kernel moving data).
+//   - window.go: memory windows (RegisterWindow, NCCL's
+//     ncclCommWindowRegister) and the zero-copy plans that symmetric
+//     windows let Launch run.
 //   - types.go: the vocabulary of calls — DataType, RedOp, Collective and
 //     their constants.
 package weft
