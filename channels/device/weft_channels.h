@@ -672,8 +672,12 @@ WEFT_DEV void st_elem(char* p, weft_u64 v) {
 
 // Byte-wise access for buffers that are not even element-aligned.
 WEFT_DEV weft_u64 ld_bytes(const char* p, int n) {
+  weft_u8 b[8];
+#pragma unroll
+  for (int i = 0; i < 8; i++) b[i] = i < n ? (weft_u8)p[i] : 0;  // all loads issued before any is used
   weft_u64 v = 0;
-  for (int i = 0; i < n; i++) v |= (weft_u64)(weft_u8)p[i] << (8 * i);
+#pragma unroll
+  for (int i = 0; i < 8; i++) v |= (weft_u64)b[i] << (8 * i);
   return v;
 }
 WEFT_DEV void st_bytes(char* p, weft_u64 v, int n) {
@@ -838,12 +842,21 @@ WEFT_DEV bool ld_unit(const Ctx& c, const char* pkt, int valid, int ch, weft_u64
 }
 
 // Plain 8-byte unit load/store of `valid` bytes (the last unit may be short).
+// A short unit's elements are loaded back to back (unrolled, each load
+// predicated on the unit's length) and combined afterwards: in a loop of
+// load-then-use each load waited for the one before, and a 4-byte unit
+// (bfloat16 AllGather of 8 B on 2 ranks) took 0.4 µs more than a full one
+// (docs/bench/2026-11-29-h100x2, call 7).
 template <int ES>
 WEFT_DEV weft_u64 ld_plain_unit(const char* p, int valid) {
   if (valid == 8 && ((weft_u64)p & 7) == 0) return *(const weft_u64*)p;
   if (((weft_u64)p % ES) != 0) return ld_bytes(p, valid);
+  weft_u64 e[8 / ES];
+#pragma unroll
+  for (int k = 0; k < 8 / ES; k++) e[k] = k * ES < valid ? ld_elem<ES>(p + k * ES) : 0;
   weft_u64 v = 0;
-  for (int b = 0; b < valid; b += ES) v |= ld_elem<ES>(p + b) << (8 * b);
+#pragma unroll
+  for (int k = 0; k < 8 / ES; k++) v |= e[k] << (8 * k * ES);
   return v;
 }
 
