@@ -166,10 +166,16 @@ func (c *Comm) ceServes(call Call) bool {
 // operations run (hal.StreamOps.StreamOpsSupport).
 func ceUsable(dev hal.Device, cfg algorithms.Config) bool {
 	so, ok := dev.(hal.StreamOps)
-	if !ok || cfg.PortOnly || slices.ContainsFunc(cfg.Nodes, func(n int) bool { return n != 0 }) {
+	if !ok || !peersMapped(cfg) {
 		return false
 	}
 	return so.StreamOpsSupport() == nil
+}
+
+// peersMapped reports whether every rank of cfg can map every other's
+// memory: links that are memory-mapped, every rank on one node.
+func peersMapped(cfg algorithms.Config) bool {
+	return !cfg.PortOnly && !slices.ContainsFunc(cfg.Nodes, func(n int) bool { return n != 0 })
 }
 
 // hostIssuedSetup returns *slot, setting it up from specOf() on the first

@@ -322,9 +322,16 @@ func (c *Comm) collAlgos(k collKey) ([]*algo, error) {
 }
 
 // plansOf computes the choices of Launch's plans for a collective (and
-// root), sets nothing up: ErrNotSupported where weft has no plan for it.
+// root), or its direct plans for directKey (window.go), sets nothing up:
+// ErrNotSupported where weft has no plan for it.
 func (c *Comm) plansOf(k collKey) ([]algorithms.Choice, error) {
-	choices, err := algorithms.Plans(c.cfg, k.coll, k.root)
+	plans := algorithms.Plans
+	if k == directKey(k.coll) {
+		plans = func(cfg algorithms.Config, coll algorithms.Collective, _ int) ([]algorithms.Choice, error) {
+			return algorithms.DirectPlans(cfg, coll)
+		}
+	}
+	choices, err := plans(c.cfg, k.coll, k.root)
 	if errors.Is(err, algorithms.ErrNoPlan) {
 		return nil, fmt.Errorf("weft: %v: %w", err, hal.ErrNotSupported)
 	}

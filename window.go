@@ -195,7 +195,7 @@ func (c *Comm) DeregisterWindow(w *Window) error {
 // every rank.
 func (c *Comm) windowsMappable() bool {
 	_, mm := c.dev.(hal.MemoryMapped)
-	return mm && !c.cfg.PortOnly && !slices.ContainsFunc(c.cfg.Nodes, func(n int) bool { return n != c.cfg.Nodes[0] })
+	return mm && peersMapped(c.cfg) // ce.go
 }
 
 // windowPeers returns, for a collective whose buffer on this rank is
@@ -315,28 +315,16 @@ func (c *Comm) directChoices(coll algorithms.Collective) ([]algorithms.Choice, e
 	if ok {
 		return choicesOf(algos), nil
 	}
-	return algorithms.DirectPlans(c.cfg, coll)
+	return c.plansOf(directKey(coll))
 }
 
 // directAlgo returns the set-up direct plan of coll that is choice ch,
-// setting up every direct plan of coll on first use (collective: the
-// windowed choice is the same on every rank).
+// setting up every direct plan of coll on first use (collAlgos; collective:
+// the windowed choice is the same on every rank).
 func (c *Comm) directAlgo(coll algorithms.Collective, ch algorithms.Choice) (*algo, error) {
-	k := directKey(coll)
-	c.mu.Lock()
-	algos, ok := c.colls[k]
-	c.mu.Unlock()
-	if !ok {
-		choices, err := algorithms.DirectPlans(c.cfg, coll)
-		if err != nil {
-			return nil, fmt.Errorf("weft: %v on rank %d: %w", coll, c.cfg.Rank, err)
-		}
-		if algos, err = c.setupAlgos(choices); err != nil {
-			return nil, err
-		}
-		c.mu.Lock()
-		c.colls[k] = algos
-		c.mu.Unlock()
+	algos, err := c.collAlgos(directKey(coll))
+	if err != nil {
+		return nil, err
 	}
 	for _, a := range algos {
 		if a.choice.Plan.Name == ch.Plan.Name {
