@@ -65,6 +65,13 @@ type Comm struct {
 	// AllReduce's resources (ce.go, cear.go), set up on their first call;
 	// nil before.
 	ce, cear *hostIssued
+	// cep2p is the copy-engine point-to-point path's flag buffer, set up
+	// in NewComm where Config.CEP2PMinBytes is on (p2pce.go); imports are
+	// the peers' allocations it has mapped.
+	cep2p   *hostIssued
+	imports importCache
+	// ceP2POps counts the operations it has queued (CEP2POps).
+	ceP2POps atomic.Int64
 	// ceOK: the host-issued executors can run here (ceUsable: peer-mapped
 	// links on one node, usable stream operations); WEFT_ALGO=ce keeps the
 	// default plans where they cannot.
@@ -116,7 +123,7 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 	}
 	ceOK := ceUsable(dev, cfg)
 	if !ceOK {
-		cfg.CEMinBytes, cfg.CEAllReduceMinBytes = 0, 0
+		cfg.CEMinBytes, cfg.CEAllReduceMinBytes, cfg.CEP2PMinBytes = 0, 0, 0
 	}
 	if err := agreeOnPlans(ctx, boot, cfg, source); err != nil {
 		return nil, err
@@ -158,6 +165,9 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 	// algorithms.PeerPlansMaxRanks ranks) are set up and compiled here,
 	// where every rank takes part.
 	if err := c.setupP2P(); err != nil {
+		return nil, err
+	}
+	if err := c.setupCEP2P(); err != nil {
 		return nil, err
 	}
 	env.Logger("INIT").Info("communicator ready", "rank", cfg.Rank, "nranks", cfg.NRanks, "backend", info.Backend,
@@ -453,7 +463,7 @@ func (c *Comm) Close() error {
 	}
 	states := c.hostIssuedStates()
 	c.mu.Lock()
-	c.ce, c.cear = nil, nil
+	c.ce, c.cear, c.cep2p = nil, nil, nil
 	kernels := c.cearKernels
 	c.cearKernels = nil
 	c.mu.Unlock()
@@ -474,6 +484,9 @@ func (c *Comm) Close() error {
 			errs = append(errs, st.close())
 		}
 	}
+	// The peers' allocations the copy-engine point-to-point path mapped
+	// (p2pce.go): its copies have ended with the streams.
+	errs = append(errs, c.imports.close())
 	c.mu.Lock()
 	c.allreduce, c.p2p, c.p2pWins, c.colls = nil, nil, nil, map[collKey][]*algo{}
 	c.mu.Unlock()

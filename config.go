@@ -107,6 +107,9 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 		if p, ok := dev.(hal.CopyEngineAllReducePreference); ok {
 			cfg.CEAllReduceMinBytes = p.CopyEngineAllReduceMinBytes(nranks)
 		}
+		if p, ok := dev.(hal.CopyEngineP2PPreference); ok {
+			cfg.CEP2PMinBytes = p.CopyEngineP2PMinBytes(nranks)
+		}
 		if cfg.Algo, err = algoFromEnv(); err != nil {
 			return cfg, "", 0, err
 		}
@@ -148,6 +151,11 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 			return cfg, "", 0, err
 		} else if set {
 			cfg.CEAllReduceMinBytes = n
+		}
+		if n, set, err = envSize("WEFT_CE_P2P_MIN_BYTES", 0, "a size (0: no copy-engine point-to-point)"); err != nil {
+			return cfg, "", 0, err
+		} else if set {
+			cfg.CEP2PMinBytes = n
 		}
 		if n, set, err = envSize("WEFT_CE_ALLREDUCE_MAX_BYTES", 0, "a size (0: no upper bound)"); err != nil {
 			return cfg, "", 0, err
@@ -303,12 +311,12 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		HB, P2P, Rooted, CEARShape   algorithms.Shape
 		P2PMid                       algorithms.Shape
 		P2PMidMax, PortLL            int64
-		WindowLL                     int64
+		WindowLL, CEP2P              int64
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
 		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes,
 		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
-		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes}
+		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes, CEP2P: cfg.CEP2PMinBytes}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -350,6 +358,12 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			// on every rank.
 			return fmt.Errorf("weft: ranks chose different LL bounds for symmetric windows: rank 0 %d bytes, rank %d %d bytes: give every rank the same WEFT_WINDOW_LL_MAX_BYTES: %w",
 				first.WindowLL, r, c.WindowLL, hal.ErrInvalidUsage)
+		}
+		if c.CEP2P != first.CEP2P {
+			// A sender and its receiver pick copy engines or kernels from
+			// the operation's size alike.
+			return fmt.Errorf("weft: ranks chose different copy-engine point-to-point bounds: rank 0 %d bytes, rank %d %d bytes (0: off): give every rank the same WEFT_CE_P2P_MIN_BYTES, and devices whose stream operations are usable: %w",
+				first.CEP2P, r, c.CEP2P, hal.ErrInvalidUsage)
 		}
 		if c.P2PMid != first.P2PMid || c.P2PMidMax != first.P2PMidMax {
 			// A sender and its receiver pick the mid-size windowed plan

@@ -56,6 +56,12 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 	if err != nil {
 		return err
 	}
+	// Large operations on copy engines (p2pce.go), queued after every
+	// kernel of the group on every rank.
+	ceOps, err := c.ceP2PSplit(rounds)
+	if err != nil {
+		return err
+	}
 	me := c.cfg.Rank
 	// newArgs are a launch's arguments with slots group-argument slots
 	// (a window's SelfArg, its last), all skipped until set; PackParams
@@ -132,7 +138,7 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 			t = c.p2pProf.Since(p2pStageEnqueue, t)
 		}
 	}
-	return nil
+	return c.ceP2PQueue(ceOps, s)
 }
 
 // Stages of LaunchP2P timed under WEFT_PROXY_PROFILE=1 (Comm.p2pProf): a

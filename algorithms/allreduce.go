@@ -159,6 +159,12 @@ type Config struct {
 	// WEFT_CE_ALLREDUCE_MIN_BYTES overrides it) and sets 0 where CEMinBytes
 	// is.
 	CEAllReduceMinBytes int64
+	// CEP2PMinBytes is the smallest point-to-point operation (bytes) that
+	// the root package's copy-engine point-to-point path (p2pce.go) moves
+	// straight into the receiver's buffer, exported at the call (0: never).
+	// NewComm takes the backend's hal.CopyEngineP2PPreference
+	// (WEFT_CE_P2P_MIN_BYTES overrides it) and sets 0 where CEMinBytes is.
+	CEP2PMinBytes int64
 	// CEAllReduceMaxBytes is the largest AllReduce that executor serves
 	// when Algo is "" (0: no bound; WEFT_CE_ALLREDUCE_MAX_BYTES).
 	CEAllReduceMaxBytes int64

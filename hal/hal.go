@@ -295,6 +295,32 @@ type CopyEnginePreference interface {
 	CopyEngineMaxBytes(nranks int) int64
 }
 
+// CopyEngineP2PPreference is an optional capability of a device with
+// StreamOps and RangeExporter, as CopyEnginePreference for point-to-point
+// operations (sends and receives, and the Gather, Scatter and all-to-all-v
+// made of them): the smallest operation (bytes) from which a communicator
+// of nranks ranks whose peers are all reachable over this backend's links
+// moves it by copy engines straight into the receiver's buffer, exported
+// at the call (the root package's p2pce.go); 0: never by default
+// (WEFT_CE_P2P_MIN_BYTES still chooses it).
+type CopyEngineP2PPreference interface {
+	CopyEngineP2PMinBytes(nranks int) int64
+}
+
+// RangeExporter is an optional capability of a Device: exporting memory of
+// the device that the caller allocated outside hal (an application's
+// cudaMalloc, a buffer of the NCCL ABI's client), by address, so that a
+// peer's Import maps it. ExportRange returns the handle of the whole
+// allocation holding [addr, addr+n) and the offset of addr in it; the
+// handle is only valid while the caller's allocation lives, and a new
+// allocation at the same address gets a different handle. Errors wrap
+// ErrInvalidArgument (no allocation of this device holds the range, or it
+// is imported) or ErrNotSupported (memory this backend cannot export, such
+// as a stream-ordered pool's).
+type RangeExporter interface {
+	ExportRange(addr uint64, n int64) (h Handle, off int64, err error)
+}
+
 // CopyEngineAllReducePreference is an optional capability of a device
 // with StreamOps, as CopyEnginePreference for the AllReduce: the smallest
 // message (bytes) from which a communicator of nranks ranks whose peers

@@ -364,9 +364,11 @@ func (c *comm) destroy() error {
 	err := c.syncStreams()
 	peak := 0             // the most thread blocks one of weft's launches held
 	var windowCalls int64 // collectives run zero-copy through symmetric windows
+	var ceP2P int64       // point-to-point operations moved by copy engines
 	if c.w != nil {
 		peak = c.w.PeakBlocks()
 		windowCalls = c.w.WindowCalls()
+		ceP2P = c.w.CopyEngineP2POps()
 		err = errors.Join(err, c.w.Close())
 	}
 	windows.forget(c)
@@ -375,7 +377,7 @@ func (c *comm) destroy() error {
 	}
 	c.closeStreams()
 	err = errors.Join(err, c.boot.Close())
-	c.log.Info("weft: communicator destroyed", "calls", c.summary(), "peak_blocks", peak, "window_calls", windowCalls)
+	c.log.Info("weft: communicator destroyed", "calls", c.summary(), "peak_blocks", peak, "window_calls", windowCalls, "ce_p2p_ops", ceP2P)
 	c.prof.Log(c.log)
 	c.kindProf.Log(c.log)
 	return err

@@ -127,6 +127,27 @@ func TestCProgram(t *testing.T) {
 		// smaller ones through kernel plans, in one job.
 		runCTest(t, bin, 2, false, "WEFT_CE_MIN_BYTES=16K")
 	})
+	t.Run("ranks=3,WEFT_CE_P2P_MIN_BYTES=16K", func(t *testing.T) {
+		t.Parallel()
+		// The copy-engine point-to-point path (p2pce.go) under the C ABI
+		// with a small bound (on GPUs 64M): the suite's sends and
+		// receives of 16 KB and more (its rings, all-to-all-v, the
+		// registered and window tests) by copy engines into the
+		// receivers' exported buffers, the smaller ones by kernels.
+		outs := runCTest(t, bin, 3, false, "WEFT_CE_P2P_MIN_BYTES=16K", "NCCL_DEBUG=INFO")
+		for r, out := range outs {
+			total := 0
+			for _, m := range ceP2POpsRE.FindAllStringSubmatch(out, -1) {
+				k, _ := strconv.Atoi(m[1])
+				total += k
+			}
+			if total == 0 {
+				t.Errorf("rank %d: destroy lines count no point-to-point operation on copy engines under WEFT_CE_P2P_MIN_BYTES=16K\n%s", r, tail(out))
+			} else {
+				t.Logf("rank %d: %d point-to-point operations on copy engines", r, total)
+			}
+		}
+	})
 	t.Run("forward under LD_PRELOAD", func(t *testing.T) {
 		t.Parallel()
 		forwardUnderPreload(t, cc, lib, dir)
@@ -187,6 +208,10 @@ var (
 // windowCallsRE finds the destroy line's count of collectives run
 // zero-copy through symmetric windows (comm.go, destroy).
 var windowCallsRE = regexp.MustCompile(`window_calls=(\d+)`)
+
+// ceP2POpsRE finds the destroy line's count of point-to-point operations
+// moved by copy engines.
+var ceP2POpsRE = regexp.MustCompile(`ce_p2p_ops=(\d+)`)
 
 // servedByWeft checks, from a rank's NCCL_DEBUG=INFO log, that its
 // communicators were served by weft (not NCCL) and that no call of any

@@ -94,6 +94,7 @@ var (
 	_ hal.Executor      = (*Device)(nil)
 	_ hal.GraphCapturer = (*Device)(nil)
 	_ hal.SwitchMapped  = (*Device)(nil)
+	_ hal.RangeExporter = (*Device)(nil)
 )
 
 // Info describes the device. Multiprocessors is GOMAXPROCS: the number of

@@ -326,6 +326,25 @@ func (d *Device) Export(b hal.Buffer) (hal.Handle, error) {
 	return buf.Bytes(), nil
 }
 
+// ExportRange is hal.RangeExporter: the handle of the allocation of this
+// device that holds [addr, addr+n) and addr's offset in it. Errors wrap
+// hal.ErrInvalidArgument: n not positive, no allocation holds the range,
+// or it lies in a buffer imported from a peer.
+func (d *Device) ExportRange(addr uint64, n int64) (hal.Handle, int64, error) {
+	if n <= 0 {
+		return nil, 0, fmt.Errorf("host: export range %#x: %d bytes: the length must be positive: %w", addr, n, hal.ErrInvalidArgument)
+	}
+	_, r, err := d.resolveRegion(addr, n)
+	if err != nil {
+		return nil, 0, fmt.Errorf("host: export range: %w", err)
+	}
+	h, err := d.Export(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	return h, int64(addr - r.Addr()), nil
+}
+
 // Import maps a buffer exported by a device of the same job.
 func (d *Device) Import(h hal.Handle) (hal.Buffer, error) {
 	job, name, size, err := decodeHandle(h)

@@ -34,7 +34,14 @@ var (
 var (
 	_ hal.CopyEnginePreference          = (*Device)(nil)
 	_ hal.CopyEngineAllReducePreference = (*Device)(nil)
+	_ hal.CopyEngineP2PPreference       = (*Device)(nil)
+	_ hal.RangeExporter                 = (*Device)(nil)
 )
+
+// CopyEngineP2PMinBytes is cudadev.NVLinkCopyEngineP2PMinBytes.
+func (d *Device) CopyEngineP2PMinBytes(nranks int) int64 {
+	return cudadev.NVLinkCopyEngineP2PMinBytes(nranks)
+}
 
 // CopyEngineMinBytes is cudadev.NVLinkCopyEngineMinBytes: 32 MiB on 2
 // ranks, no default beyond (where it was measured and why: there).

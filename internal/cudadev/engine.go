@@ -347,6 +347,21 @@ func NVLinkCopyEngineAllReduceMinBytes(nranks int) int64 {
 	return 0
 }
 
+// NVLinkCopyEngineP2PMinBytes is the hal.CopyEngineP2PPreference of GPUs
+// joined by NVLink (hal/nvlink): 64 MiB per operation on 2 ranks, 0
+// beyond. Copy engines move 395.6 GB/s one way over the H100's NVLink
+// where SM stores reach 367 (docs/bench/2026-11-28-h100x2, call 1), the
+// ceiling at which NCCL's and weft's SM point-to-point plans sit from
+// about 64 MiB; a copy straight into the receiver's exported buffer pays
+// the export, a host message and two flag trips per operation, which the
+// larger operations hide. Not measured beyond 2 ranks.
+func NVLinkCopyEngineP2PMinBytes(nranks int) int64 {
+	if nranks == 2 {
+		return 64 << 20
+	}
+	return 0
+}
+
 // NVLinkCopyEngineMaxBytes is the upper end of that default: 512 MiB on
 // 2 ranks. On 2×H100 (2026-11-26, docs/bench/2026-11-26j-h100x2, calls
 // 5–6) the copy-engine AllGather took NCCL's time × 1.08–1.11 at 256 and

@@ -120,6 +120,57 @@ func (d *Device) Export(b hal.Buffer) (hal.Handle, error) {
 	return h.encode(), nil
 }
 
+// ExportRange is hal.RangeExporter: the handle of the cuMemAlloc (or
+// cudaMalloc) allocation of this GPU that holds [addr, addr+n) — memory
+// weft did not allocate, such as an NCCL client's buffers — and addr's
+// offset in it. The handle names the whole allocation, so a peer imports
+// each allocation once however many buffers it holds. In this process an
+// Import of the handle returns the address itself (peer access is
+// enabled between this process's GPUs). Errors wrap hal.ErrInvalidArgument
+// (n not positive, an address of another GPU or of no allocation, a range
+// past the allocation's end) or hal.ErrNotSupported (memory CUDA IPC does
+// not export: virtual-memory-management or stream-ordered pool
+// allocations).
+func (d *Device) ExportRange(addr uint64, n int64) (hal.Handle, int64, error) {
+	if err := d.checkOpen("export range"); err != nil {
+		return nil, 0, err
+	}
+	if n <= 0 {
+		return nil, 0, fmt.Errorf("export range %#x on %s: %d bytes: the length must be positive: %w", addr, d, n, hal.ErrInvalidArgument)
+	}
+	p := cuda.DevicePtr(addr)
+	if ord, err := d.ctx.PointerDeviceOrdinal(p); err != nil || ord != d.ordinal {
+		return nil, 0, fmt.Errorf("export range %#x (+%d bytes) on %s: not memory of this GPU (owner %d, %v): %w", addr, n, d, ord, err, hal.ErrInvalidArgument)
+	}
+	base, allocSize, err := d.ctx.MemGetAddressRange(p)
+	if err != nil {
+		return nil, 0, fmt.Errorf("export range %#x on %s: %v: %w", addr, d, err, hal.ErrInvalidArgument)
+	}
+	off := int64(p - base)
+	if n > allocSize-off {
+		return nil, 0, fmt.Errorf("export range %#x (+%d bytes) on %s: runs past the end of its %d-byte allocation at %#x: %w", addr, n, d, allocSize, uint64(base), hal.ErrInvalidArgument)
+	}
+	ipc, err := d.ctx.IPCGetMemHandle(base)
+	if err != nil {
+		return nil, 0, fmt.Errorf("export range %#x on %s: %v: %w", addr, d, err, hal.ErrNotSupported)
+	}
+	// The same-process import resolves the allocation through the export
+	// registry; a later allocation at this base replaces the entry.
+	registerExport(exportKey{d.uuid, base}, d.NewExternalBuffer(base, allocSize, nil))
+	h := handle{
+		kind:      kindCUDAIPC,
+		pid:       uint32(os.Getpid()),
+		hostHash:  HostHash(d.ep.HostID),
+		uuid:      d.uuid,
+		allocBase: uint64(base),
+		allocSize: uint64(allocSize),
+		offset:    0,
+		size:      uint64(allocSize),
+		ipc:       ipc,
+	}
+	return h.encode(), off, nil
+}
+
 // Import maps a buffer exported by Export — in another process on this
 // host, or in this process by any device — into d's address space. A
 // handle of the wrong size, of another backend or of another format

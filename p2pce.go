@@ -1,0 +1,415 @@
+package weft
+
+import (
+	"container/list"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/weftccl/weft/hal"
+)
+
+// Copy-engine point-to-point (docs/collectives.md, "Copy-engine
+// point-to-point"): a send of at least Config.CEP2PMinBytes bytes on a
+// communicator whose peers are all memory-mapped on one node is one copy
+// by the sender's copy engines straight into the receiver's buffer, with
+// no kernel, no SM and no scratch. Copy engines move 395.6 GB/s one way
+// over an H100's NVLink where SM stores reach 367
+// (docs/bench/2026-11-28-h100x2, call 1), the ceiling of every SM plan's
+// large sends, gathers and scatters (NCCL's included).
+//
+// The receiver's buffer is any memory of its device. At the call, over
+// the bootstrap (messages of one pair and tag arrive in order, and the
+// k-th send to a peer matches the peer's k-th receive, as NCCL matches
+// them), in three steps that each wait only for the step before on the
+// peers: (1) each receiver exports the allocation that holds its buffer
+// (hal.RangeExporter: CUDA IPC for cudaMalloc memory) and sends the
+// handle, the offset and the size to the sender (tag ceP2PTagRecv), or a
+// refusal where it cannot export it; (2) each sender maps the allocation
+// (once: importCache), checks the range and answers whether it copies
+// (ceP2PTagSend); (3) each receiver reads the answer. An operation whose
+// buffer overlaps one going the other way in the same group is refused
+// by the rank that holds both (the kernels stage such sends). So both
+// ranks of a pair always agree on which operations the copy engines move,
+// and no order of calls across ranks (or across the communicators that
+// one thread drives in a group) can deadlock the exchange. Under CUDA
+// graph capture it runs once, at capture; the graph replays the copies.
+//
+// On the streams (hal.StreamOps, every value a constant, so a captured
+// graph replays in step), per round of the group (p2pRounds): the
+// receiver writes ready = 1 into the sender's flag word for it (its
+// stream has reached the call: whatever used the buffer before is done);
+// the sender, on lane 1 + peer mod 3, waits for ready = 1, resets it,
+// copies, and writes done = 1 into the receiver's word for it; the
+// receiver waits for done = 1 and resets it. A copy to itself of the same
+// size runs on the caller's stream. The kernels of the group's other
+// operations are queued first on every rank, the copy-engine operations
+// after them, so neither can wait on the other in a cycle. Each round's
+// ready words are written only after the previous round's done words
+// came back, so a word is never written twice before its waiter reset it.
+// The flag buffer (two words per rank, mapped on every peer) is set up in
+// NewComm, since point-to-point calls need not involve every rank.
+
+// The bootstrap tags of the copy-engine point-to-point exchange: a
+// receiver's description of its buffer, or a refusal (ceP2PTagRecv), and
+// the sender's answer (ceP2PTagSend: 1 if it copies).
+const (
+	ceP2PTagSend = 0x63655053 // "cePS"
+	ceP2PTagRecv = 0x63655052 // "cePR"
+)
+
+// ceP2PMismatch is the sender's answer to a receive of another size than
+// its send (0: the kernels move it; 1: the copy engines do).
+const ceP2PMismatch = 2
+
+// The flag words per rank of the copy-engine point-to-point executor: on
+// rank p, ready of rank q is written by q when it is ready to receive
+// from p; done of rank q is written by q when its copy into p's buffer
+// has completed.
+const (
+	ceP2PReady = iota
+	ceP2PDone
+	ceP2PWords
+)
+
+// ceP2PMaxImports is how many peer allocations a communicator keeps
+// mapped for the copy-engine point-to-point path; the least recently used
+// is unmapped beyond it.
+const ceP2PMaxImports = 32
+
+// ceP2POp is one operation of a group that the copy engines move.
+type ceP2POp struct {
+	round int
+	P2P
+	dst uint64 // sends: the receiver's buffer, mapped here
+	src uint64 // copies to itself: the send's buffer
+}
+
+// setupCEP2P sets up the flag buffer of the copy-engine point-to-point
+// path where it is on (collective: from NewComm).
+func (c *Comm) setupCEP2P() error {
+	if c.cfg.CEP2PMinBytes <= 0 || c.cfg.NRanks < 2 {
+		return nil
+	}
+	_, err := c.hostIssuedSetup(&c.cep2p, func() hostIssuedSpec {
+		return hostIssuedSpec{what: "copy-engine point-to-point", window: 0, slots: 0, words: ceP2PWords}
+	})
+	return err
+}
+
+// ceP2PSplit takes out of rounds the operations the copy engines move and
+// returns them, after the exchange with the peers (see the comment at the
+// top of this file). The rounds keep the operations the kernels move, in
+// their order.
+func (c *Comm) ceP2PSplit(rounds [][]P2P) ([]ceP2POp, error) {
+	min := c.cfg.CEP2PMinBytes
+	if min <= 0 || c.cep2p == nil {
+		return nil, nil
+	}
+	pm, ok := c.boot.(peerMessenger)
+	ex, eok := c.dev.(hal.RangeExporter)
+	mm, mok := c.dev.(hal.MemoryMapped)
+	if !ok || !eok || !mok {
+		return nil, nil
+	}
+	me := c.cfg.Rank
+	group := slices.Concat(rounds...)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	// Three steps, each waiting only for the step before on the peers:
+	// receivers describe (or refuse) their buffers; senders map them and
+	// answer whether they copy; receivers learn the answers.
+	var ops []ceP2POp
+	for r, round := range rounds {
+		for _, o := range round {
+			if o.Bytes >= min && o.Peer != me {
+				ops = append(ops, ceP2POp{round: r, P2P: o})
+			}
+		}
+	}
+	offered := make([]bool, len(ops))
+	for i, o := range ops {
+		if o.Send {
+			continue
+		}
+		msg := []byte{0}
+		if !overlapsGroup(group, o.P2P, me) {
+			msg = ceP2PDescribe(ex, o.P2P)
+		}
+		offered[i] = msg[0] == 1
+		if err := pm.Send(ctx, o.Peer, ceP2PTagRecv, msg); err != nil {
+			return nil, fmt.Errorf("weft: point-to-point on rank %d: describing a %d-byte receive to rank %d: %w", me, o.Bytes, o.Peer, err)
+		}
+	}
+	keep := make([]ceP2POp, 0, len(ops)+len(rounds))
+	for _, o := range ops {
+		if !o.Send {
+			continue
+		}
+		msg, err := pm.Recv(ctx, o.Peer, ceP2PTagRecv)
+		if err != nil {
+			return nil, fmt.Errorf("weft: point-to-point on rank %d: waiting for rank %d's receive buffer for a %d-byte send: %w", me, o.Peer, o.Bytes, err)
+		}
+		dst, ok, rerr := c.ceP2PResolve(mm, o, msg)
+		ok = ok && rerr == nil && !overlapsGroup(group, o.P2P, me)
+		answer := b2u8(ok)
+		if errors.Is(rerr, hal.ErrInvalidUsage) {
+			answer = ceP2PMismatch
+		}
+		// Answered even on an error, so that the receiver does not wait
+		// out the timeout.
+		if err := pm.Send(ctx, o.Peer, ceP2PTagSend, []byte{answer}); err != nil {
+			return nil, fmt.Errorf("weft: point-to-point on rank %d: answering rank %d on a %d-byte send: %w", me, o.Peer, o.Bytes, err)
+		}
+		if rerr != nil {
+			return nil, rerr
+		}
+		if ok {
+			o.dst = dst
+			keep = append(keep, o)
+		}
+	}
+	for i, o := range ops {
+		if o.Send {
+			continue
+		}
+		msg, err := pm.Recv(ctx, o.Peer, ceP2PTagSend)
+		if err != nil {
+			return nil, fmt.Errorf("weft: point-to-point on rank %d: waiting for rank %d's answer on a %d-byte receive: %w", me, o.Peer, o.Bytes, err)
+		}
+		if len(msg) == 1 && msg[0] == ceP2PMismatch {
+			return nil, fmt.Errorf("weft: point-to-point on rank %d: rank %d sends another size than this rank's %d-byte receive: a send and its receive must have the same size: %w", me, o.Peer, o.Bytes, hal.ErrInvalidUsage)
+		}
+		if len(msg) != 1 || msg[0] > 1 || (msg[0] == 1 && !offered[i]) {
+			return nil, fmt.Errorf("weft: point-to-point on rank %d: rank %d's answer on a %d-byte receive is malformed (%d bytes): %w", me, o.Peer, o.Bytes, len(msg), hal.ErrRemote)
+		}
+		if msg[0] == 1 {
+			keep = append(keep, o)
+		}
+	}
+	// Copies to itself: where neither half overlaps another operation.
+	for r, round := range rounds {
+		send := slices.IndexFunc(round, func(o P2P) bool { return o.Peer == me && o.Send })
+		recv := slices.IndexFunc(round, func(o P2P) bool { return o.Peer == me && !o.Send })
+		if send < 0 || recv < 0 || round[recv].Bytes < min || overlapsGroup(group, round[send], me) || overlapsGroup(group, round[recv], me) {
+			continue
+		}
+		keep = append(keep, ceP2POp{round: r, P2P: round[recv], src: round[send].Buf})
+	}
+	slices.SortStableFunc(keep, func(a, b ceP2POp) int { return a.round - b.round })
+	// The rounds keep what the copy engines do not move.
+	moved := map[[3]int]bool{} // round, peer, send
+	for _, o := range keep {
+		moved[[3]int{o.round, o.Peer, b2i(o.Send)}] = true
+		if o.Peer == me {
+			moved[[3]int{o.round, me, 1}] = true
+		}
+	}
+	for r, round := range rounds {
+		k := round[:0]
+		for _, o := range round {
+			if o.Bytes < min || !moved[[3]int{r, o.Peer, b2i(o.Send)}] {
+				k = append(k, o)
+			}
+		}
+		rounds[r] = k
+	}
+	return keep, nil
+}
+
+// overlapsGroup reports whether o's buffer overlaps the buffer of an
+// operation of group that goes the other way (a receive for a send, a
+// send for a receive), other than o's own half of an in-place copy to
+// this rank (me): such a pair would race on the copy engines, so the
+// kernels move it (they stage overlapping sends: stageOverlapping).
+func overlapsGroup(group []P2P, o P2P, me int) bool {
+	for _, g := range group {
+		if g.Send == o.Send || g.Bytes == 0 || o.Bytes == 0 {
+			continue
+		}
+		if g.Peer == me && o.Peer == me && g.Buf == o.Buf {
+			continue
+		}
+		if overlaps(o.Buf, uint64(o.Bytes), g.Buf, uint64(g.Bytes)) {
+			return true
+		}
+	}
+	return false
+}
+
+func b2u8(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ceP2PDescribe is the message a receiver sends for operation o: 1, the
+// offset and size of the buffer in its allocation and the allocation's
+// handle; or 0 where the buffer cannot be exported (the kernels move it).
+func ceP2PDescribe(ex hal.RangeExporter, o P2P) []byte {
+	h, off, err := ex.ExportRange(o.Buf, o.Bytes)
+	if err != nil {
+		return []byte{0}
+	}
+	msg := make([]byte, 17, 17+len(h))
+	msg[0] = 1
+	binary.LittleEndian.PutUint64(msg[1:], uint64(off))
+	binary.LittleEndian.PutUint64(msg[9:], uint64(o.Bytes))
+	return append(msg, h...)
+}
+
+// ceP2PResolve checks a receiver's message for send o and returns the
+// receiver's buffer mapped here; ok is false where the receiver refused
+// (the kernels move the operation). A message that is malformed, or that
+// describes another size than the send's or a range outside the
+// allocation it names, is an error wrapping hal.ErrRemote.
+func (c *Comm) ceP2PResolve(mm hal.MemoryMapped, o ceP2POp, msg []byte) (dst uint64, ok bool, err error) {
+	bad := func(f string, a ...any) error {
+		return fmt.Errorf("weft: point-to-point on rank %d: rank %d's receive buffer for a %d-byte send: %s: %w", c.cfg.Rank, o.Peer, o.Bytes, fmt.Sprintf(f, a...), hal.ErrRemote)
+	}
+	switch {
+	case len(msg) == 1 && msg[0] == 0:
+		return 0, false, nil
+	case len(msg) < 18 || msg[0] != 1:
+		return 0, false, bad("malformed description (%d bytes)", len(msg))
+	}
+	off, size := binary.LittleEndian.Uint64(msg[1:]), binary.LittleEndian.Uint64(msg[9:])
+	if size != uint64(o.Bytes) {
+		return 0, false, fmt.Errorf("weft: point-to-point on rank %d: rank %d receives %d bytes where this rank sends %d: a send and its receive must have the same size: %w", c.cfg.Rank, o.Peer, size, o.Bytes, hal.ErrInvalidUsage)
+	}
+	b, err := c.imports.get(mm, hal.Handle(msg[17:]))
+	if err != nil {
+		return 0, false, bad("import: %v", err)
+	}
+	if off > uint64(b.Size()) || size > uint64(b.Size())-off {
+		return 0, false, bad("range [%d, %d) outside its %d-byte allocation", off, off+size, b.Size())
+	}
+	return b.Addr() + off, true, nil
+}
+
+// ceP2PQueue queues the copy-engine operations of a group on s, round by
+// round (see the comment at the top of this file).
+func (c *Comm) ceP2PQueue(ops []ceP2POp, s hal.Stream) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	st, me := c.cep2p, c.cfg.Rank
+	mine := st.flags.Addr()
+	flag := func(base uint64, q, word int) uint64 { return base + uint64(st.flag(q, word)) }
+	var q []hal.StreamOp
+	for first := 0; first < len(ops); {
+		last := first
+		for last < len(ops) && ops[last].round == ops[first].round {
+			last++
+		}
+		round := ops[first:last]
+		first = last
+		for _, o := range round {
+			if !o.Send && o.Peer != me {
+				q = append(q, hal.StreamOp{Kind: hal.StreamWrite, Dst: flag(st.freg.Peers[o.Peer].Addr(), me, ceP2PReady), Value: 1})
+			}
+		}
+		for _, o := range round {
+			switch {
+			case o.Peer == me:
+				if o.Buf != o.src {
+					q = append(q, hal.StreamOp{Kind: hal.StreamCopy, Dst: o.Buf, Src: o.src, Bytes: o.Bytes})
+				}
+			case o.Send:
+				lane := uint8(1 + o.Peer%(hal.MaxStreamLanes-1))
+				ready := flag(mine, o.Peer, ceP2PReady)
+				q = append(q,
+					hal.StreamOp{Kind: hal.StreamWaitEq, Dst: ready, Value: 1, Lane: lane},
+					hal.StreamOp{Kind: hal.StreamWrite, Dst: ready, Value: 0, Lane: lane},
+					hal.StreamOp{Kind: hal.StreamCopy, Dst: o.dst, Src: o.Buf, Bytes: o.Bytes, Lane: lane},
+					hal.StreamOp{Kind: hal.StreamWrite, Dst: flag(st.freg.Peers[o.Peer].Addr(), me, ceP2PDone), Value: 1, Lane: lane})
+			}
+		}
+		for _, o := range round {
+			if !o.Send && o.Peer != me {
+				done := flag(mine, o.Peer, ceP2PDone)
+				q = append(q,
+					hal.StreamOp{Kind: hal.StreamWaitEq, Dst: done, Value: 1},
+					hal.StreamOp{Kind: hal.StreamWrite, Dst: done, Value: 0})
+			}
+		}
+	}
+	if err := c.dev.(hal.StreamOps).QueueOps(s, q); err != nil {
+		return fmt.Errorf("weft: point-to-point on rank %d (copy engines): %w", me, err)
+	}
+	c.ceP2POps.Add(int64(len(ops)))
+	return nil
+}
+
+// CopyEngineP2POps is the number of point-to-point operations (sends,
+// receives and copies to itself) this communicator has queued on copy
+// engines (Config.CEP2PMinBytes; a captured graph's count once).
+func (c *Comm) CopyEngineP2POps() int64 { return c.ceP2POps.Load() }
+
+// peerMessenger is the part of a bootstrap that carries messages between
+// two ranks (bootstrap.Bootstrap has it): the copy-engine point-to-point
+// path needs it, and is off without it.
+type peerMessenger interface {
+	Send(ctx context.Context, peer int, tag uint32, data []byte) error
+	Recv(ctx context.Context, peer int, tag uint32) ([]byte, error)
+}
+
+// importCache maps peers' allocations for the copy-engine point-to-point
+// path, by handle (a new allocation at an old address has a new handle),
+// at most ceP2PMaxImports of them, the least recently used unmapped first.
+type importCache struct {
+	mu    sync.Mutex
+	order *list.List // of *importEntry, most recent first
+	byKey map[string]*list.Element
+}
+
+type importEntry struct {
+	key string
+	buf hal.Buffer
+}
+
+// get returns the mapping of handle h, importing it on first use.
+func (ic *importCache) get(dev hal.MemoryMapped, h hal.Handle) (hal.Buffer, error) {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if ic.byKey == nil {
+		ic.order, ic.byKey = list.New(), map[string]*list.Element{}
+	}
+	if e, ok := ic.byKey[string(h)]; ok {
+		ic.order.MoveToFront(e)
+		return e.Value.(*importEntry).buf, nil
+	}
+	b, err := dev.Import(h)
+	if err != nil {
+		return nil, err
+	}
+	ic.byKey[string(h)] = ic.order.PushFront(&importEntry{key: string(h), buf: b})
+	for ic.order.Len() > ceP2PMaxImports {
+		e := ic.order.Back()
+		ic.order.Remove(e)
+		ent := e.Value.(*importEntry)
+		delete(ic.byKey, ent.key)
+		if err := ent.buf.Free(); err != nil {
+			return nil, fmt.Errorf("unmapping a peer's allocation: %w", err)
+		}
+	}
+	return b, nil
+}
+
+// close unmaps every allocation.
+func (ic *importCache) close() error {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	var errs []error
+	if ic.order != nil {
+		for e := ic.order.Front(); e != nil; e = e.Next() {
+			errs = append(errs, e.Value.(*importEntry).buf.Free())
+		}
+	}
+	ic.order, ic.byKey = nil, nil
+	return errors.Join(errs...)
+}

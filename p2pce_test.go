@@ -1,0 +1,290 @@
+package weft_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weftccl/weft"
+	"github.com/weftccl/weft/hal"
+)
+
+// ceP2PBound is the copy-engine point-to-point bound the hal/host tests
+// set (WEFT_CE_P2P_MIN_BYTES): above the LL point-to-point plans, so that
+// groups mix LL, windowed and copy-engine operations.
+const ceP2PBound = 64 << 10
+
+// TestCEP2PHost: with WEFT_CE_P2P_MIN_BYTES set, operations at or above
+// the bound are moved by the copy-engine path (the communicator counts
+// them) and the rest by the kernels, in one group: sendrecv rings both
+// ways, a gather and a scatter pattern, several rounds to one peer, copies
+// to itself, zero-byte and unaligned sizes; every receive is checked byte
+// by byte, twice (the flags are left as found).
+func TestCEP2PHost(t *testing.T) {
+	t.Setenv("WEFT_CE_P2P_MIN_BYTES", fmt.Sprint(ceP2PBound))
+	big, small := int64(ceP2PBound+4093), int64(3001)
+	for _, n := range []int{2, 3} {
+		patterns := []struct {
+			name  string
+			ops   func(rank int) []p2pOp
+			moved func(rank int) int64 // copy-engine operations per group on rank
+		}{
+			{"ring", func(rank int) []p2pOp {
+				next, prev := (rank+1)%n, (rank+n-1)%n
+				return []p2pOp{{peer: next, send: true, n: big}, {peer: prev, n: big}, {peer: prev, send: true, n: small}, {peer: next, n: small}}
+			}, func(int) int64 { return 2 }},
+			{"gather-to-1", func(rank int) []p2pOp {
+				ops := []p2pOp{{peer: 1, send: true, n: big}}
+				if rank == 1 {
+					for p := 0; p < n; p++ {
+						ops = append(ops, p2pOp{peer: p, n: big})
+					}
+				}
+				return ops
+			}, func(rank int) int64 {
+				if rank == 1 {
+					return int64(n) // n−1 receives and the copy to itself
+				}
+				return 1
+			}},
+			{"scatter-from-0", func(rank int) []p2pOp {
+				var ops []p2pOp
+				if rank == 0 {
+					for p := 0; p < n; p++ {
+						ops = append(ops, p2pOp{peer: p, send: true, n: big + int64(p)})
+					}
+				}
+				return append(ops, p2pOp{peer: 0, n: big + int64(rank)})
+			}, func(rank int) int64 {
+				if rank == 0 {
+					return int64(n)
+				}
+				return 1
+			}},
+			{"rounds", func(rank int) []p2pOp {
+				var ops []p2pOp
+				for k := 0; k < 3; k++ {
+					for p := 0; p < n; p++ {
+						if p == rank {
+							continue
+						}
+						sz := []int64{big, small, 2*big + 1}[k]
+						ops = append(ops, p2pOp{peer: p, send: true, k: k, n: sz}, p2pOp{peer: p, k: k, n: sz})
+					}
+				}
+				return append(ops, p2pOp{peer: rank, send: true, n: 0}, p2pOp{peer: rank, n: 0})
+			}, func(int) int64 { return 4 * int64(n-1) }},
+		}
+		for _, pat := range patterns {
+			t.Run(fmt.Sprintf("ranks%d/%s", n, pat.name), func(t *testing.T) {
+				errs := runRanks(t, "host", n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+					ops := pat.ops(rank)
+					defer freeOps(ops)
+					for it := 0; it < 2; it++ {
+						before := c.CopyEngineP2POps()
+						if err := runP2PGroup(rank, c, dev, s, ops, it); err != nil {
+							return fmt.Errorf("iteration %d: %w", it, err)
+						}
+						if got, want := c.CopyEngineP2POps()-before, pat.moved(rank); got != want {
+							return fmt.Errorf("iteration %d: %d operations on copy engines, want %d", it, got, want)
+						}
+					}
+					return nil
+				})
+				for r, err := range errs {
+					if err != nil {
+						t.Errorf("rank %d: %v", r, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestCEP2PInPlace: a large send whose buffer is also the receive buffer
+// of the same group (nccl-tests' in-place sendrecv) is refused by the
+// rank holding both, so the kernels stage it: every rank receives what
+// its peer's buffer held before the group; non-overlapping operations of
+// the same group still go to the copy engines.
+func TestCEP2PInPlace(t *testing.T) {
+	t.Setenv("WEFT_CE_P2P_MIN_BYTES", fmt.Sprint(ceP2PBound))
+	const n, k = 3, ceP2PBound + 512
+	errs := runRanks(t, "host", n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		next, prev := (rank+1)%n, (rank+n-1)%n
+		b, err := dev.Alloc(k)
+		if err != nil {
+			return err
+		}
+		defer b.Free()
+		other := []p2pOp{{peer: next, send: true, k: 1, n: k}, {peer: prev, k: 1, n: k}}
+		defer freeOps(other)
+		for it := 0; it < 2; it++ {
+			if err := dev.Write(b, 0, p2pBytes(rank, next, 0, it, k)); err != nil {
+				return err
+			}
+			var group []weft.P2P
+			for i := range other {
+				if other[i].buf == nil {
+					if other[i].buf, err = dev.Alloc(k); err != nil {
+						return err
+					}
+				}
+				if other[i].send {
+					if err := dev.Write(other[i].buf, 0, p2pBytes(rank, next, 1, it, k)); err != nil {
+						return err
+					}
+				}
+				group = append(group, weft.P2P{Peer: other[i].peer, Send: other[i].send, Buf: other[i].buf.Addr(), Bytes: k})
+			}
+			group = append(group, weft.P2P{Peer: next, Send: true, Buf: b.Addr(), Bytes: k}, weft.P2P{Peer: prev, Buf: b.Addr(), Bytes: k})
+			before := c.CopyEngineP2POps()
+			if err := c.LaunchP2P(group, s); err != nil {
+				return err
+			}
+			if err := c.Synchronize(s); err != nil {
+				return err
+			}
+			got := make([]byte, k)
+			if err := dev.Read(got, b, 0); err != nil {
+				return err
+			}
+			if want := p2pBytes(prev, rank, 0, it, k); string(got) != string(want) {
+				return fmt.Errorf("iteration %d: in-place receive from rank %d differs", it, prev)
+			}
+			if err := checkP2PRecvs(rank, dev, other, it); err != nil {
+				return fmt.Errorf("iteration %d: %w", it, err)
+			}
+			if moved := c.CopyEngineP2POps() - before; moved != 2 {
+				return fmt.Errorf("iteration %d: %d operations on copy engines, want 2 (the in-place pair refused)", it, moved)
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestCEP2PGraphReplay: a copy-engine group captured once and replayed,
+// with new send data before each replay and eager copy-engine groups to
+// the same peers between replays, delivers each replay's data: the flags
+// are constants reset by their waiters, and the captured copies go to the
+// buffers described at capture.
+func TestCEP2PGraphReplay(t *testing.T) {
+	t.Setenv("WEFT_CE_P2P_MIN_BYTES", fmt.Sprint(ceP2PBound))
+	const n = 3
+	errs := runRanks(t, "host", n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		gc, ok := dev.(hal.GraphCapturer)
+		if !ok {
+			return fmt.Errorf("hal/host device %T captures no graphs", dev)
+		}
+		next, prev := (rank+1)%n, (rank+n-1)%n
+		big := int64(ceP2PBound + 100)
+		captured := []p2pOp{{peer: next, send: true, n: big}, {peer: prev, n: big}, {peer: rank, send: true, n: big}, {peer: rank, n: big}}
+		eager := []p2pOp{{peer: prev, send: true, k: 1, n: big}, {peer: next, k: 1, n: big}}
+		defer freeOps(captured)
+		defer freeOps(eager)
+		var group []weft.P2P
+		for i := range captured {
+			b, err := dev.Alloc(captured[i].n)
+			if err != nil {
+				return err
+			}
+			captured[i].buf = b
+			group = append(group, weft.P2P{Peer: captured[i].peer, Send: captured[i].send, Buf: b.Addr(), Bytes: captured[i].n})
+		}
+		if err := gc.BeginCapture(s); err != nil {
+			return err
+		}
+		if err := c.LaunchP2P(group, s); err != nil {
+			return err
+		}
+		g, err := gc.EndCapture(s)
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		for it := 0; it < 4; it++ {
+			for _, o := range captured {
+				if o.send {
+					if err := dev.Write(o.buf, 0, p2pBytes(rank, o.peer, o.k, it, o.n)); err != nil {
+						return err
+					}
+				}
+			}
+			if err := g.Launch(s); err != nil {
+				return err
+			}
+			if err := c.Synchronize(s); err != nil {
+				return err
+			}
+			if err := checkP2PRecvs(rank, dev, captured, it); err != nil {
+				return fmt.Errorf("replay %d: %w", it, err)
+			}
+			if it%2 == 0 {
+				if err := runP2PGroup(rank, c, dev, s, eager, it); err != nil {
+					return fmt.Errorf("eager group after replay %d: %w", it, err)
+				}
+			}
+		}
+		if got := c.CopyEngineP2POps(); got != 3+2*2 {
+			return fmt.Errorf("%d operations on copy engines, want 7 (3 captured, 2 per eager group)", got)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestCEP2PMismatch: a large send whose receive has another (large) size
+// is reported on both ranks at the call, naming the peer, as
+// hal.ErrInvalidUsage, with nothing queued.
+func TestCEP2PMismatch(t *testing.T) {
+	t.Setenv("WEFT_CE_P2P_MIN_BYTES", fmt.Sprint(ceP2PBound))
+	errs := runRanksOpts(t, "host", 2, weft.Options{Timeout: 20 * time.Second}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		b, err := dev.Alloc(4 * ceP2PBound)
+		if err != nil {
+			return err
+		}
+		defer b.Free()
+		op := weft.P2P{Peer: 1, Send: true, Buf: b.Addr(), Bytes: 2 * ceP2PBound}
+		if rank == 1 {
+			op = weft.P2P{Peer: 0, Buf: b.Addr(), Bytes: 3 * ceP2PBound}
+		}
+		return c.LaunchP2P([]weft.P2P{op}, s)
+	})
+	for r, err := range errs {
+		peer := fmt.Sprintf("rank %d", 1-r)
+		if err == nil || !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), peer) || !strings.Contains(err.Error(), "same size") {
+			t.Errorf("rank %d: got %v, want a size mismatch naming %s (ErrInvalidUsage)", r, err, peer)
+		}
+	}
+}
+
+// TestCEP2POff: WEFT_CE_P2P_MIN_BYTES=0 (hal/host's default: no
+// preference) leaves every operation to the kernels.
+func TestCEP2POff(t *testing.T) {
+	errs := runRanks(t, "host", 2, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		ops := []p2pOp{{peer: 1 - rank, send: true, n: 4 * ceP2PBound}, {peer: 1 - rank, n: 4 * ceP2PBound}}
+		defer freeOps(ops)
+		if err := runP2PGroup(rank, c, dev, s, ops, 0); err != nil {
+			return err
+		}
+		if got := c.CopyEngineP2POps(); got != 0 {
+			return fmt.Errorf("%d operations on copy engines without WEFT_CE_P2P_MIN_BYTES", got)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
