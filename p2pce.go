@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/internal/env"
 )
 
 // Copy-engine point-to-point (docs/collectives.md, "Copy-engine
@@ -264,9 +265,10 @@ func ceP2PDescribe(ex hal.RangeExporter, o P2P) []byte {
 
 // ceP2PResolve checks a receiver's message for send o and returns the
 // receiver's buffer mapped here; ok is false where the receiver refused
-// (the kernels move the operation). A message that is malformed, or that
-// describes another size than the send's or a range outside the
-// allocation it names, is an error wrapping hal.ErrRemote.
+// or its allocation cannot be mapped here (the kernels move the
+// operation). A message that is malformed or describes a range outside
+// the allocation it names is an error wrapping hal.ErrRemote; one of
+// another size than the send's, hal.ErrInvalidUsage.
 func (c *Comm) ceP2PResolve(mm hal.MemoryMapped, o ceP2POp, msg []byte) (dst uint64, ok bool, err error) {
 	bad := func(f string, a ...any) error {
 		return fmt.Errorf("weft: point-to-point on rank %d: rank %d's receive buffer for a %d-byte send: %s: %w", c.cfg.Rank, o.Peer, o.Bytes, fmt.Sprintf(f, a...), hal.ErrRemote)
@@ -283,7 +285,10 @@ func (c *Comm) ceP2PResolve(mm hal.MemoryMapped, o ceP2POp, msg []byte) (dst uin
 	}
 	b, err := c.imports.get(mm, hal.Handle(msg[17:]))
 	if err != nil {
-		return 0, false, bad("import: %v", err)
+		// Memory this device cannot map (another host's, say): the
+		// kernels move the operation.
+		env.Logger("COLL").Debug("copy-engine point-to-point: the receiver's buffer cannot be mapped here; kernels move it", "rank", c.cfg.Rank, "peer", o.Peer, "bytes", o.Bytes, "err", err)
+		return 0, false, nil
 	}
 	if off > uint64(b.Size()) || size > uint64(b.Size())-off {
 		return 0, false, bad("range [%d, %d) outside its %d-byte allocation", off, off+size, b.Size())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/nvlink"
 )
 
 // ceP2PBound is the copy-engine point-to-point bound the hal/host tests
@@ -22,10 +23,19 @@ const ceP2PBound = 64 << 10
 // ways, a gather and a scatter pattern, several rounds to one peer, copies
 // to itself, zero-byte and unaligned sizes; every receive is checked byte
 // by byte, twice (the flags are left as found).
-func TestCEP2PHost(t *testing.T) {
-	t.Setenv("WEFT_CE_P2P_MIN_BYTES", fmt.Sprint(ceP2PBound))
-	big, small := int64(ceP2PBound+4093), int64(3001)
-	for _, n := range []int{2, 3} {
+func TestCEP2PHost(t *testing.T) { testCEP2P(t, "host", []int{2, 3}, ceP2PBound) }
+
+// TestCEP2PNVLink is TestCEP2PHost on the GPUs with a 1 MiB bound: copy
+// engines copy into the peers' buffers (the same process: the exported
+// addresses themselves, peer access enabled).
+func TestCEP2PNVLink(t *testing.T) {
+	testCEP2P(t, nvlink.Name, []int{max(requireGPUs(t), 2)}, 1<<20)
+}
+
+func testCEP2P(t *testing.T, backend string, ranks []int, bound int64) {
+	t.Setenv("WEFT_CE_P2P_MIN_BYTES", fmt.Sprint(bound))
+	big, small := bound+4093, int64(3001)
+	for _, n := range ranks {
 		patterns := []struct {
 			name  string
 			ops   func(rank int) []p2pOp
@@ -79,7 +89,7 @@ func TestCEP2PHost(t *testing.T) {
 		}
 		for _, pat := range patterns {
 			t.Run(fmt.Sprintf("ranks%d/%s", n, pat.name), func(t *testing.T) {
-				errs := runRanks(t, "host", n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+				errs := runRanks(t, backend, n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 					ops := pat.ops(rank)
 					defer freeOps(ops)
 					for it := 0; it < 2; it++ {
@@ -174,16 +184,23 @@ func TestCEP2PInPlace(t *testing.T) {
 // the same peers between replays, delivers each replay's data: the flags
 // are constants reset by their waiters, and the captured copies go to the
 // buffers described at capture.
-func TestCEP2PGraphReplay(t *testing.T) {
-	t.Setenv("WEFT_CE_P2P_MIN_BYTES", fmt.Sprint(ceP2PBound))
-	const n = 3
-	errs := runRanks(t, "host", n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+func TestCEP2PGraphReplay(t *testing.T) { testCEP2PGraphReplay(t, "host", 3, ceP2PBound) }
+
+// TestCEP2PGraphReplayNVLink is TestCEP2PGraphReplay on the GPUs (CUDA
+// graphs) with a 1 MiB bound.
+func TestCEP2PGraphReplayNVLink(t *testing.T) {
+	testCEP2PGraphReplay(t, nvlink.Name, max(requireGPUs(t), 2), 1<<20)
+}
+
+func testCEP2PGraphReplay(t *testing.T, backend string, n int, bound int64) {
+	t.Setenv("WEFT_CE_P2P_MIN_BYTES", fmt.Sprint(bound))
+	errs := runRanks(t, backend, n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 		gc, ok := dev.(hal.GraphCapturer)
 		if !ok {
-			return fmt.Errorf("hal/host device %T captures no graphs", dev)
+			return fmt.Errorf("device %T captures no graphs", dev)
 		}
 		next, prev := (rank+1)%n, (rank+n-1)%n
-		big := int64(ceP2PBound + 100)
+		big := bound + 100
 		captured := []p2pOp{{peer: next, send: true, n: big}, {peer: prev, n: big}, {peer: rank, send: true, n: big}, {peer: rank, n: big}}
 		eager := []p2pOp{{peer: prev, send: true, k: 1, n: big}, {peer: next, k: 1, n: big}}
 		defer freeOps(captured)

@@ -280,41 +280,16 @@ CUresult weft_cuMemsetD8(CUcontext ctx, CUdeviceptr dst, unsigned char v, size_t
   return p_cuMemsetD8(dst, v, n);
 }
 
-CUresult weft_cuMemGetAddressRange(CUcontext ctx, CUdeviceptr* base, size_t* size, CUdeviceptr p) {
-  CUR(ctx);
-  return p_cuMemGetAddressRange(base, size, p);
-}
-
-CUresult weft_cuPointerGetAttribute(CUcontext ctx, void* data, int attr, CUdeviceptr p) {
-  CUR(ctx);
-  return p_cuPointerGetAttribute(data, attr, p);
-}
-
-CUresult weft_cuIpcGetMemHandle(CUcontext ctx, void* handle, CUdeviceptr p) {
-  CUR(ctx);
-  return p_cuIpcGetMemHandle((CUipcMemHandle*)handle, p);
-}
-
-CUresult weft_cuIpcOpenMemHandle(CUcontext ctx, CUdeviceptr* p, const void* handle, unsigned int flags) {
-  CUR(ctx);
-  CUipcMemHandle h;
-  memcpy(&h, handle, sizeof h);
-  return p_cuIpcOpenMemHandle(p, h, flags);
-}
-
-CUresult weft_cuIpcCloseMemHandle(CUcontext ctx, CUdeviceptr p) { CUR(ctx); return p_cuIpcCloseMemHandle(p); }
-
-CUresult weft_cuStreamCreate(CUcontext ctx, CUstream* s, unsigned int flags) {
-  CUR(ctx);
-  return p_cuStreamCreate(s, flags);
-}
 // Queries run in the relaxed capture mode (CU_STREAM_CAPTURE_MODE_RELAXED,
 // 2) on the calling thread and restore its mode after: weft queries only
 // work it queued outside any capture, often from its own threads (the
 // stream-operation watchdog, Synchronize, quiesce), and in the default global
 // mode such a query while any thread captures a graph is a prohibited call
 // that fails and invalidates that thread's capture (seen on H100: a
-// watchdog's cuEventQuery broke cbench's captured AllGather).
+// watchdog's cuEventQuery broke cbench's captured AllGather). The pointer
+// and IPC calls below run so too: the copy-engine point-to-point path
+// exports and maps a receiver's buffer at the call, which may be inside an
+// application's capture (they queue nothing on any stream).
 #define RELAXED_QUERY(call)                                      \
   do {                                                           \
     int mode_ = 2;                                               \
@@ -324,6 +299,34 @@ CUresult weft_cuStreamCreate(CUcontext ctx, CUstream* s, unsigned int flags) {
     p_cuThreadExchangeStreamCaptureMode(&mode_);                 \
     return r_;                                                   \
   } while (0)
+CUresult weft_cuMemGetAddressRange(CUcontext ctx, CUdeviceptr* base, size_t* size, CUdeviceptr p) {
+  CUR(ctx);
+  RELAXED_QUERY(p_cuMemGetAddressRange(base, size, p));
+}
+
+CUresult weft_cuPointerGetAttribute(CUcontext ctx, void* data, int attr, CUdeviceptr p) {
+  CUR(ctx);
+  RELAXED_QUERY(p_cuPointerGetAttribute(data, attr, p));
+}
+
+CUresult weft_cuIpcGetMemHandle(CUcontext ctx, void* handle, CUdeviceptr p) {
+  CUR(ctx);
+  RELAXED_QUERY(p_cuIpcGetMemHandle((CUipcMemHandle*)handle, p));
+}
+
+CUresult weft_cuIpcOpenMemHandle(CUcontext ctx, CUdeviceptr* p, const void* handle, unsigned int flags) {
+  CUR(ctx);
+  CUipcMemHandle h;
+  memcpy(&h, handle, sizeof h);
+  RELAXED_QUERY(p_cuIpcOpenMemHandle(p, h, flags));
+}
+
+CUresult weft_cuIpcCloseMemHandle(CUcontext ctx, CUdeviceptr p) { CUR(ctx); return p_cuIpcCloseMemHandle(p); }
+
+CUresult weft_cuStreamCreate(CUcontext ctx, CUstream* s, unsigned int flags) {
+  CUR(ctx);
+  return p_cuStreamCreate(s, flags);
+}
 CUresult weft_cuStreamQuery(CUcontext ctx, CUstream s) {
   CUR(ctx);
   RELAXED_QUERY(p_cuStreamQuery(s));

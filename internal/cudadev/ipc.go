@@ -45,6 +45,18 @@ func registerExport(k exportKey, root *Buffer) {
 	exports.m[k] = root
 }
 
+// registerExportIfAbsent registers mk() under k unless k has an entry.
+func registerExportIfAbsent(k exportKey, mk func() *Buffer) {
+	exports.Lock()
+	defer exports.Unlock()
+	if exports.m == nil {
+		exports.m = map[exportKey]*Buffer{}
+	}
+	if _, ok := exports.m[k]; !ok {
+		exports.m[k] = mk()
+	}
+}
+
 func unregisterExport(root *Buffer) {
 	exports.Lock()
 	defer exports.Unlock()
@@ -155,8 +167,10 @@ func (d *Device) ExportRange(addr uint64, n int64) (hal.Handle, int64, error) {
 		return nil, 0, fmt.Errorf("export range %#x on %s: %v: %w", addr, d, err, hal.ErrNotSupported)
 	}
 	// The same-process import resolves the allocation through the export
-	// registry; a later allocation at this base replaces the entry.
-	registerExport(exportKey{d.uuid, base}, d.NewExternalBuffer(base, allocSize, nil))
+	// registry: an allocation of this device's Alloc is there once
+	// exported; another gets an entry that is never freed (the memory is
+	// the caller's), which a later allocation at the same base reuses.
+	registerExportIfAbsent(exportKey{d.uuid, base}, func() *Buffer { return d.NewExternalBuffer(base, allocSize, nil) })
 	h := handle{
 		kind:      kindCUDAIPC,
 		pid:       uint32(os.Getpid()),
