@@ -45,8 +45,9 @@ import (
 // stream has reached the call: whatever used the buffer before is done);
 // the sender, on lane 1 + peer mod 3, waits for ready = 1, resets it,
 // copies, and writes done = 1 into the receiver's word for it; the
-// receiver waits for done = 1 and resets it. A copy to itself of the same
-// size runs on the caller's stream. The kernels of the group's other
+// receiver, on the caller's stream once the lanes have joined it, waits
+// for done = 1 and resets it. A copy to itself of the same size runs on
+// the caller's stream. The kernels of the group's other
 // operations are queued first on every rank, the copy-engine operations
 // after them, so neither can wait on the other in a cycle. Each round's
 // ready words are written only after the previous round's done words
@@ -297,7 +298,17 @@ func (c *Comm) ceP2PResolve(mm hal.MemoryMapped, o ceP2POp, msg []byte) (dst uin
 }
 
 // ceP2PQueue queues the copy-engine operations of a group on s, round by
-// round (see the comment at the top of this file).
+// round (see the comment at the top of this file), in batches that each
+// start once the one before has ended on s (hal.StreamOps forks the
+// lanes at a batch's start and joins them at its end): the ready words;
+// the copies to itself and the sends (each peer's on its own lane); the
+// waits for the done words (queued with the next round's ready words). A
+// wait queued beside the copies, or a send's wait beside the ready
+// words, would be free to take a hardware queue ahead of what it waits
+// for: a CUDA graph orders its nodes by their dependencies only, and a
+// wait that blocks a queue stalls what follows it there. On 2×H100 (docs/bench/2026-11-27b-h100x2, call 1)
+// that serialised the two directions of a sendrecv (1 GB in 5.4 ms
+// against 1.37 ms one way).
 func (c *Comm) ceP2PQueue(ops []ceP2POp, s hal.Stream) error {
 	if len(ops) == 0 {
 		return nil
@@ -305,7 +316,16 @@ func (c *Comm) ceP2PQueue(ops []ceP2POp, s hal.Stream) error {
 	st, me := c.cep2p, c.cfg.Rank
 	mine := st.flags.Addr()
 	flag := func(base uint64, q, word int) uint64 { return base + uint64(st.flag(q, word)) }
-	var q []hal.StreamOp
+	queue := func(q []hal.StreamOp) error {
+		if len(q) == 0 {
+			return nil
+		}
+		if err := c.dev.(hal.StreamOps).QueueOps(s, q); err != nil {
+			return fmt.Errorf("weft: point-to-point on rank %d (copy engines): %w", me, err)
+		}
+		return nil
+	}
+	var waits []hal.StreamOp // the previous round's, on s before this round's ready words
 	for first := 0; first < len(ops); {
 		last := first
 		for last < len(ops) && ops[last].round == ops[first].round {
@@ -313,38 +333,42 @@ func (c *Comm) ceP2PQueue(ops []ceP2POp, s hal.Stream) error {
 		}
 		round := ops[first:last]
 		first = last
+		readies, moves := waits, []hal.StreamOp(nil)
+		waits = nil
 		for _, o := range round {
 			if !o.Send && o.Peer != me {
-				q = append(q, hal.StreamOp{Kind: hal.StreamWrite, Dst: flag(st.freg.Peers[o.Peer].Addr(), me, ceP2PReady), Value: 1})
+				readies = append(readies, hal.StreamOp{Kind: hal.StreamWrite, Dst: flag(st.freg.Peers[o.Peer].Addr(), me, ceP2PReady), Value: 1})
+				done := flag(mine, o.Peer, ceP2PDone)
+				waits = append(waits,
+					hal.StreamOp{Kind: hal.StreamWaitEq, Dst: done, Value: 1},
+					hal.StreamOp{Kind: hal.StreamWrite, Dst: done, Value: 0})
 			}
 		}
 		for _, o := range round {
 			switch {
 			case o.Peer == me:
 				if o.Buf != o.src {
-					q = append(q, hal.StreamOp{Kind: hal.StreamCopy, Dst: o.Buf, Src: o.src, Bytes: o.Bytes})
+					moves = append(moves, hal.StreamOp{Kind: hal.StreamCopy, Dst: o.Buf, Src: o.src, Bytes: o.Bytes})
 				}
 			case o.Send:
 				lane := uint8(1 + o.Peer%(hal.MaxStreamLanes-1))
 				ready := flag(mine, o.Peer, ceP2PReady)
-				q = append(q,
+				moves = append(moves,
 					hal.StreamOp{Kind: hal.StreamWaitEq, Dst: ready, Value: 1, Lane: lane},
 					hal.StreamOp{Kind: hal.StreamWrite, Dst: ready, Value: 0, Lane: lane},
 					hal.StreamOp{Kind: hal.StreamCopy, Dst: o.dst, Src: o.Buf, Bytes: o.Bytes, Lane: lane},
 					hal.StreamOp{Kind: hal.StreamWrite, Dst: flag(st.freg.Peers[o.Peer].Addr(), me, ceP2PDone), Value: 1, Lane: lane})
 			}
 		}
-		for _, o := range round {
-			if !o.Send && o.Peer != me {
-				done := flag(mine, o.Peer, ceP2PDone)
-				q = append(q,
-					hal.StreamOp{Kind: hal.StreamWaitEq, Dst: done, Value: 1},
-					hal.StreamOp{Kind: hal.StreamWrite, Dst: done, Value: 0})
-			}
+		if err := queue(readies); err != nil {
+			return err
+		}
+		if err := queue(moves); err != nil {
+			return err
 		}
 	}
-	if err := c.dev.(hal.StreamOps).QueueOps(s, q); err != nil {
-		return fmt.Errorf("weft: point-to-point on rank %d (copy engines): %w", me, err)
+	if err := queue(waits); err != nil {
+		return err
 	}
 	c.ceP2POps.Add(int64(len(ops)))
 	return nil
