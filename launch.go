@@ -99,6 +99,9 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 	if ok, err := c.launchWindowed(call, s, t); ok { // symmetric memory windows (window.go)
 		return err
 	}
+	if c.ceP2PServes(call) {
+		return c.launchCEP2P(call, s) // p2pce.go
+	}
 	if c.ceServes(call) {
 		return c.launchCE(call, s, t) // ce.go
 	}
@@ -502,6 +505,9 @@ func (c *Comm) PlanName(call Call) string {
 	if name := c.windowPlanName(call); name != "" {
 		return name
 	}
+	if c.ceP2PServes(call) {
+		return ceP2PName(call)
+	}
 	if c.ceServes(call) {
 		return c.ceName(call)
 	}
@@ -545,6 +551,9 @@ func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
 	}
 	if ch, _ := c.windowDirect(call); ch.Plan != nil {
 		return ch.Plan.Blocks(), ch.Plan.DataBlocks()
+	}
+	if c.ceP2PServes(call) {
+		return 0, 0 // copy engines
 	}
 	if c.ceServes(call) {
 		if call.Coll == algorithms.AllReduce {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/internal/env"
 )
@@ -371,6 +372,64 @@ func (c *Comm) ceP2PQueue(ops []ceP2POp, s hal.Stream) error {
 		return err
 	}
 	c.ceP2POps.Add(int64(len(ops)))
+	return nil
+}
+
+// ceP2PServes reports whether the copy-engine point-to-point path takes
+// call (Launch, PlanName, PlanSMs): a Broadcast of at least
+// Config.CEP2PMinBytes bytes, or an out-of-place SendRecv (LaunchP2P's,
+// named for PlanName) or AllToAll with operations that large. Launch runs the
+// Broadcast and AllToAll as groups of sends and receives (broadcastP2P,
+// allToAllP2P), whose operations the exchange may still give back to the
+// point-to-point kernels.
+func (c *Comm) ceP2PServes(call Call) bool {
+	min := c.cfg.CEP2PMinBytes
+	if min <= 0 || c.cep2p == nil {
+		return false
+	}
+	bytes := call.Count * int64(call.Type.Size())
+	switch call.Coll {
+	case algorithms.Broadcast:
+		return bytes >= min
+	case algorithms.SendRecv, algorithms.AllToAll: // in place, overlapping sends go to the kernels
+		return bytes >= min && call.Send != call.Recv
+	}
+	return false
+}
+
+// ceP2PName is what PlanName says of a call ceP2PServes takes.
+func ceP2PName(call Call) string { return call.Coll.String() + "-ce-host-issued" }
+
+// launchCEP2P runs a Broadcast or AllToAll that ceP2PServes takes as one
+// group of point-to-point operations.
+func (c *Comm) launchCEP2P(call Call, s hal.Stream) error {
+	if call.Coll == algorithms.AllToAll {
+		return c.allToAllP2P(call, s)
+	}
+	return c.broadcastP2P(call, s)
+}
+
+// broadcastP2P runs a Broadcast as one group: the root sends its buffer to
+// every other rank (and copies it into its output out of place), the
+// others receive it.
+func (c *Comm) broadcastP2P(call Call, s hal.Stream) error {
+	bytes := call.Count * int64(call.Type.Size())
+	var ops []P2P
+	if c.cfg.Rank != call.Root {
+		ops = []P2P{{Peer: call.Root, Buf: call.Recv, Bytes: bytes}}
+	} else {
+		for p := 0; p < c.cfg.NRanks; p++ {
+			if p != call.Root {
+				ops = append(ops, P2P{Peer: p, Send: true, Buf: call.Send, Bytes: bytes})
+			}
+		}
+		if call.Send != call.Recv {
+			ops = append(ops, P2P{Peer: call.Root, Send: true, Buf: call.Send, Bytes: bytes}, P2P{Peer: call.Root, Buf: call.Recv, Bytes: bytes})
+		}
+	}
+	if err := c.LaunchP2P(ops, s); err != nil {
+		return fmt.Errorf("weft: %v on rank %d as point-to-point: %w", call.Coll, c.cfg.Rank, err)
+	}
 	return nil
 }
 

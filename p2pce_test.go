@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/weftccl/weft"
+	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
 	"github.com/weftccl/weft/hal/nvlink"
 )
 
@@ -303,5 +305,57 @@ func TestCEP2POff(t *testing.T) {
 		if err != nil {
 			t.Errorf("rank %d: %v", r, err)
 		}
+	}
+}
+
+// TestCEP2PCollectivesHost: with WEFT_CE_P2P_MIN_BYTES set, a Broadcast
+// (every root, in and out of place) and an out-of-place AllToAll at or
+// above the bound run through Launch as groups of sends and receives on
+// the copy engines, element by element right; an in-place AllToAll keeps
+// its kernels. PlanName and PlanSMs say so.
+func TestCEP2PCollectivesHost(t *testing.T) {
+	t.Setenv("WEFT_CE_P2P_MIN_BYTES", fmt.Sprint(ceP2PBound))
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
+			const count = ceP2PBound/4 + 1001 // float32 elements (per peer for AllToAll)
+			var cases []collCase
+			for root := 0; root < n; root++ {
+				for _, in := range []bool{false, true} {
+					cases = append(cases, collCase{coll: algorithms.Broadcast, t: plan.Float32, op: plan.Sum, root: root, count: count, inPlace: in})
+				}
+			}
+			for _, in := range []bool{false, true} {
+				cases = append(cases, collCase{coll: algorithms.AllToAll, t: plan.Float32, op: plan.Sum, count: count, inPlace: in})
+			}
+			runCasesThen(t, "host", n, cases, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+				// Per rank: each Broadcast root n−1 sends (+1 copy out
+				// of place), each other rank 1 receive; the out-of-place
+				// AllToAll 2(n−1) operations and the copy to itself.
+				want := int64(2*(n-1)+1) + int64(2*(n-1)+1) + 2*int64(n-1)
+				if got := c.CopyEngineP2POps(); got != want {
+					return fmt.Errorf("%d operations on copy engines, want %d", got, want)
+				}
+				b := weft.Call{Coll: algorithms.Broadcast, Send: 1 << 20, Recv: 2 << 20, Count: count, Type: plan.Float32}
+				a := b
+				a.Coll = algorithms.AllToAll
+				small := b
+				small.Count = 1000
+				for _, k := range []struct {
+					call weft.Call
+					name string
+				}{{b, "broadcast-ce-host-issued"}, {a, "alltoall-ce-host-issued"}} {
+					if got := c.PlanName(k.call); got != k.name {
+						return fmt.Errorf("PlanName(%v) = %q, want %q", k.call.Coll, got, k.name)
+					}
+					if blocks, moving := c.PlanSMs(k.call); blocks != 0 || moving != 0 {
+						return fmt.Errorf("PlanSMs(%v) = %d, %d; want 0, 0", k.call.Coll, blocks, moving)
+					}
+				}
+				if got := c.PlanName(small); strings.HasSuffix(got, "-ce-host-issued") {
+					return fmt.Errorf("PlanName of a %d-byte Broadcast = %q: below the bound", small.Count*4, got)
+				}
+				return nil
+			})
+		})
 	}
 }

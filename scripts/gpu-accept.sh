@@ -46,7 +46,7 @@ if want tests; then
   # By name: the pattern NVLink also takes TestAllReduceNVLink (72 s) and the tuner's test,
   # which ran past this step's limit on 2026-11-26.
   step test-root 175 'pass' -- "$B/weft.test" -test.count=1 -test.v \
-    -test.run 'TestP2PNVLink|TestP2PRegisteredNVLink|TestP2PRegisteredGraphNVLink|TestInPlaceAllToAllNVLink|TestCollectivesPortNVLink|TestCallsAcrossStreamsNVLink|TestCEAllGatherNVLink|TestCEAllReduceNVLink|TestWindowAllReduceNVLink'
+    -test.run 'TestP2PNVLink|TestP2PRegisteredNVLink|TestP2PRegisteredGraphNVLink|TestInPlaceAllToAllNVLink|TestCollectivesPortNVLink|TestCallsAcrossStreamsNVLink|TestCEAllGatherNVLink|TestCEAllReduceNVLink|TestWindowAllReduceNVLink|TestCEP2PNVLink|TestCEP2PGraphReplayNVLink'
 fi
 
 # ---- issue 20: every collective through the C ABI beside NCCL, CUDA graphs, 8 B to MAXB
