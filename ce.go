@@ -57,8 +57,11 @@ const ceAllGatherName = "all_gather-ce-host-issued"
 
 // ceName is what PlanName says of a call a host-issued executor serves.
 func (c *Comm) ceName(call Call) string {
-	if call.Coll == algorithms.AllReduce {
+	switch call.Coll {
+	case algorithms.AllReduce:
 		return cearName
+	case algorithms.Reduce:
+		return ceReduceName
 	}
 	return ceAllGatherName
 }
@@ -157,6 +160,8 @@ func (c *Comm) ceServes(call Call) bool {
 		}
 	case algorithms.AllReduce:
 		return c.cearServes(call, false)
+	case algorithms.Reduce:
+		return c.ceReduceServes(call)
 	}
 	return false
 }
@@ -339,15 +344,26 @@ func ceOps(st *hostIssued, me, n int, input, output uint64, seg int64) []hal.Str
 	return ops
 }
 
-// launchCE queues the host-issued AllGather (or AllReduce: cear.go) of
-// call on s; t is when the call began (WEFT_PROXY_PROFILE's stages).
+// ceSetup returns the copy-engine AllGather's resources, which the
+// copy-engine Reduce shares (cereduce.go), setting them up on first use
+// (collective).
+func (c *Comm) ceSetup() (*hostIssued, error) {
+	return c.hostIssuedSetup(&c.ce, func() hostIssuedSpec {
+		return hostIssuedSpec{what: "copy-engine AllGather and Reduce", window: ceWindow, slots: 2, words: ceFlagsPerRank, free: []int{2, 3}}
+	})
+}
+
+// launchCE queues the host-issued AllGather (or AllReduce: cear.go; or
+// Reduce: cereduce.go) of call on s; t is when the call began
+// (WEFT_PROXY_PROFILE's stages).
 func (c *Comm) launchCE(call Call, s hal.Stream, t time.Time) error {
 	if call.Coll == algorithms.AllReduce {
 		return c.launchCEAllReduce(call, s, t, nil) // cear.go
 	}
-	st, err := c.hostIssuedSetup(&c.ce, func() hostIssuedSpec {
-		return hostIssuedSpec{what: "copy-engine AllGather", window: ceWindow, slots: 2, words: ceFlagsPerRank, free: []int{2, 3}}
-	})
+	if call.Coll == algorithms.Reduce {
+		return c.launchCEReduce(call, s, t) // cereduce.go
+	}
+	st, err := c.ceSetup()
 	if err != nil {
 		return err
 	}

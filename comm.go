@@ -123,7 +123,7 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 	}
 	ceOK := ceUsable(dev, cfg)
 	if !ceOK {
-		cfg.CEMinBytes, cfg.CEAllReduceMinBytes, cfg.CEP2PMinBytes = 0, 0, 0
+		cfg.CEMinBytes, cfg.CEAllReduceMinBytes, cfg.CEP2PMinBytes, cfg.CEReduceMinBytes = 0, 0, 0, 0
 	}
 	if err := agreeOnPlans(ctx, boot, cfg, source); err != nil {
 		return nil, err

@@ -110,6 +110,9 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 		if p, ok := dev.(hal.CopyEngineP2PPreference); ok {
 			cfg.CEP2PMinBytes = p.CopyEngineP2PMinBytes(nranks)
 		}
+		if p, ok := dev.(hal.CopyEngineReducePreference); ok {
+			cfg.CEReduceMinBytes = p.CopyEngineReduceMinBytes(nranks)
+		}
 		if cfg.Algo, err = algoFromEnv(); err != nil {
 			return cfg, "", 0, err
 		}
@@ -151,6 +154,11 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 			return cfg, "", 0, err
 		} else if set {
 			cfg.CEAllReduceMinBytes = n
+		}
+		if n, set, err = envSize("WEFT_CE_REDUCE_MIN_BYTES", 0, "a size (0: no copy-engine Reduce unless WEFT_ALGO=ce)"); err != nil {
+			return cfg, "", 0, err
+		} else if set {
+			cfg.CEReduceMinBytes = n
 		}
 		if n, set, err = envSize("WEFT_CE_P2P_MIN_BYTES", 0, "a size (0: no copy-engine point-to-point)"); err != nil {
 			return cfg, "", 0, err
@@ -311,12 +319,12 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		HB, P2P, Rooted, CEARShape   algorithms.Shape
 		P2PMid                       algorithms.Shape
 		P2PMidMax, PortLL            int64
-		WindowLL, CEP2P              int64
+		WindowLL, CEP2P, CERed       int64
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
 		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes,
 		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
-		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes, CEP2P: cfg.CEP2PMinBytes}
+		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes, CEP2P: cfg.CEP2PMinBytes, CERed: cfg.CEReduceMinBytes}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -358,6 +366,11 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			// on every rank.
 			return fmt.Errorf("weft: ranks chose different LL bounds for symmetric windows: rank 0 %d bytes, rank %d %d bytes: give every rank the same WEFT_WINDOW_LL_MAX_BYTES: %w",
 				first.WindowLL, r, c.WindowLL, hal.ErrInvalidUsage)
+		}
+		if c.CERed != first.CERed {
+			// A Reduce runs on copy engines on every rank or on none.
+			return fmt.Errorf("weft: ranks chose different copy-engine Reduce bounds: rank 0 %d bytes, rank %d %d bytes (0: off): give every rank the same WEFT_CE_REDUCE_MIN_BYTES, and devices whose stream operations are usable: %w",
+				first.CERed, r, c.CERed, hal.ErrInvalidUsage)
 		}
 		if c.CEP2P != first.CEP2P {
 			// A sender and its receiver pick copy engines or kernels from

@@ -556,8 +556,13 @@ func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
 		return 0, 0 // copy engines
 	}
 	if c.ceServes(call) {
-		if call.Coll == algorithms.AllReduce {
+		switch call.Coll {
+		case algorithms.AllReduce:
 			return 2 * c.cearBlocks(), 0
+		case algorithms.Reduce:
+			if c.cfg.Rank == call.Root {
+				return c.cearBlocks(), 0 // the reduction kernel
+			}
 		}
 		return 0, 0 // no kernel
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/hal"
-	"github.com/weftccl/weft/hal/plan"
 	"github.com/weftccl/weft/hal/nvlink"
+	"github.com/weftccl/weft/hal/plan"
 )
 
 // ceP2PBound is the copy-engine point-to-point bound the hal/host tests
@@ -353,6 +353,60 @@ func TestCEP2PCollectivesHost(t *testing.T) {
 				}
 				if got := c.PlanName(small); strings.HasSuffix(got, "-ce-host-issued") {
 					return fmt.Errorf("PlanName of a %d-byte Broadcast = %q: below the bound", small.Count*4, got)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestCEReduceHost: with WEFT_CE_REDUCE_MIN_BYTES set, a Reduce at or
+// above the bound runs on the host-issued copy-engine executor (several
+// 16 KiB windows on hal/host), for every root, in and out of place, each
+// base operator and several types, element by element right; calls below
+// the bound, and Avg, keep the kernel plans. PlanName and PlanSMs say so.
+func TestCEReduceHost(t *testing.T) { testCEReduce(t, "host", []int{2, 3}, 8<<10, 1) }
+
+// TestCEReduceNVLink is TestCEReduceHost on the GPUs with a 1 MiB bound
+// and 2,000 times the counts: several 32 MiB windows.
+func TestCEReduceNVLink(t *testing.T) {
+	testCEReduce(t, nvlink.Name, []int{max(requireGPUs(t), 2)}, 1<<20, 2000)
+}
+
+// testCEReduce runs TestCEReduceHost's cases on backend with the bound
+// (bytes) and the counts scaled by scale.
+func testCEReduce(t *testing.T, backend string, ranks []int, bound int64, scale int64) {
+	t.Setenv("WEFT_CE_REDUCE_MIN_BYTES", fmt.Sprint(bound))
+	for _, n := range ranks {
+		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
+			var cases []collCase
+			for root := 0; root < n; root++ {
+				for _, in := range []bool{false, true} {
+					cases = append(cases, collCase{coll: algorithms.Reduce, t: plan.Float32, op: plan.Sum, root: root, count: 20011 * scale, inPlace: in})
+				}
+			}
+			for i, tp := range []plan.DataType{plan.BFloat16, plan.Int32, plan.Float64, plan.Uint8} {
+				for _, op := range []plan.RedOp{plan.Sum, plan.Prod, plan.Max, plan.Min, plan.Avg} {
+					cases = append(cases, collCase{coll: algorithms.Reduce, t: tp, op: op, root: i % n, count: 9000 * scale})
+				}
+			}
+			cases = append(cases, collCase{coll: algorithms.Reduce, t: plan.Float32, op: plan.Sum, root: n - 1, count: 100}) // below the bound
+			runCasesThen(t, backend, n, cases, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+				if !weft.CEActive(c) {
+					return fmt.Errorf("the copy-engine executor was never set up")
+				}
+				big := weft.Call{Coll: algorithms.Reduce, Send: 1 << 20, Recv: 2 << 20, Count: bound / 4, Type: plan.Float32, Op: plan.Max, Root: 1}
+				if got := c.PlanName(big); got != "reduce-ce-host-issued" {
+					return fmt.Errorf("PlanName(%d-byte Reduce) = %q, want reduce-ce-host-issued", bound, got)
+				}
+				blocks, moving := c.PlanSMs(big)
+				if want := 0; moving != 0 || (rank != 1 && blocks != want) || (rank == 1 && blocks == 0) {
+					return fmt.Errorf("PlanSMs(%d-byte Reduce to rank 1) on rank %d = %d, %d: want 0 moving, blocks only on the root", bound, rank, blocks, moving)
+				}
+				for _, k := range []weft.Call{{Coll: algorithms.Reduce, Count: 100, Type: plan.Float32, Op: plan.Sum}, {Coll: algorithms.Reduce, Count: bound / 4, Type: plan.Float32, Op: plan.Avg}} {
+					if got := c.PlanName(k); got == "reduce-ce-host-issued" {
+						return fmt.Errorf("PlanName(%d-element %v Reduce) = %q: kernels expected", k.Count, k.Op, got)
+					}
 				}
 				return nil
 			})

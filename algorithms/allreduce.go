@@ -159,6 +159,14 @@ type Config struct {
 	// WEFT_CE_ALLREDUCE_MIN_BYTES overrides it) and sets 0 where CEMinBytes
 	// is.
 	CEAllReduceMinBytes int64
+	// CEReduceMinBytes is the smallest Reduce (message bytes) that the
+	// root package's host-issued copy-engine Reduce (cereduce.go) serves
+	// when Algo is "": the non-roots' copy engines push every byte into
+	// landing slots on the root, a kernel of CEAllReduce.Blocks blocks
+	// reduces there. 0: only under Algo "ce". NewComm takes the backend's
+	// hal.CopyEngineReducePreference (WEFT_CE_REDUCE_MIN_BYTES overrides
+	// it) and sets 0 where CEMinBytes is.
+	CEReduceMinBytes int64
 	// CEP2PMinBytes is the smallest point-to-point operation (bytes) that
 	// the root package's copy-engine point-to-point path (p2pce.go) moves
 	// straight into the receiver's buffer, exported at the call (0: never).

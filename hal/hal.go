@@ -307,6 +307,18 @@ type CopyEngineP2PPreference interface {
 	CopyEngineP2PMinBytes(nranks int) int64
 }
 
+// CopyEngineReducePreference is an optional capability of a device with
+// StreamOps, as CopyEnginePreference for a Reduce: the smallest message
+// (bytes) from which a communicator of nranks ranks whose peers are all
+// reachable over this backend's links takes the host-issued copy-engine
+// Reduce by default (the non-roots' copy engines push their inputs into
+// landing slots on the root, a kernel of a few blocks reduces there); 0:
+// never by default (WEFT_CE_REDUCE_MIN_BYTES and WEFT_ALGO=ce still
+// choose it).
+type CopyEngineReducePreference interface {
+	CopyEngineReduceMinBytes(nranks int) int64
+}
+
 // RangeExporter is an optional capability of a Device: exporting memory of
 // the device that the caller allocated outside hal (an application's
 // cudaMalloc, a buffer of the NCCL ABI's client), by address, so that a

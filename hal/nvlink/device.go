@@ -35,8 +35,14 @@ var (
 	_ hal.CopyEnginePreference          = (*Device)(nil)
 	_ hal.CopyEngineAllReducePreference = (*Device)(nil)
 	_ hal.CopyEngineP2PPreference       = (*Device)(nil)
+	_ hal.CopyEngineReducePreference    = (*Device)(nil)
 	_ hal.RangeExporter                 = (*Device)(nil)
 )
+
+// CopyEngineReduceMinBytes is cudadev.NVLinkCopyEngineReduceMinBytes.
+func (d *Device) CopyEngineReduceMinBytes(nranks int) int64 {
+	return cudadev.NVLinkCopyEngineReduceMinBytes(nranks)
+}
 
 // CopyEngineP2PMinBytes is cudadev.NVLinkCopyEngineP2PMinBytes.
 func (d *Device) CopyEngineP2PMinBytes(nranks int) int64 {

@@ -362,6 +362,21 @@ func NVLinkCopyEngineP2PMinBytes(nranks int) int64 {
 	return 0
 }
 
+// NVLinkCopyEngineReduceMinBytes is the hal.CopyEngineReducePreference of
+// GPUs joined by NVLink (hal/nvlink): 256 MiB on 2 ranks, 0 beyond. Both
+// libraries' SM Reduce plans sit at the SM load ceiling from 128 MB
+// (NCCL's 370 GB/s at 512 MB, weft's 369; 2×H100,
+// docs/bench/2026-11-27b-h100x2, acceptance), where copy engines push 395.6;
+// a 32 MiB window's reduction on the root and the first window's push are
+// not hidden, which the larger messages amortise. Not measured beyond 2
+// ranks.
+func NVLinkCopyEngineReduceMinBytes(nranks int) int64 {
+	if nranks == 2 {
+		return 256 << 20
+	}
+	return 0
+}
+
 // NVLinkCopyEngineMaxBytes is the upper end of that default: 512 MiB on
 // 2 ranks. On 2×H100 (2026-11-26, docs/bench/2026-11-26j-h100x2, calls
 // 5–6) the copy-engine AllGather took NCCL's time × 1.08–1.11 at 256 and
