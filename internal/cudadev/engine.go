@@ -363,16 +363,16 @@ func NVLinkCopyEngineP2PMinBytes(nranks int) int64 {
 }
 
 // NVLinkCopyEngineReduceMinBytes is the hal.CopyEngineReducePreference of
-// GPUs joined by NVLink (hal/nvlink): 256 MiB on 2 ranks, 0 beyond. Both
-// libraries' SM Reduce plans sit at the SM load ceiling from 128 MB
-// (NCCL's 370 GB/s at 512 MB, weft's 369; 2×H100,
-// docs/bench/2026-11-27b-h100x2, acceptance), where copy engines push 395.6;
-// a 32 MiB window's reduction on the root and the first window's push are
-// not hidden, which the larger messages amortise. Not measured beyond 2
-// ranks.
+// GPUs joined by NVLink (hal/nvlink): 64 MiB on 2 ranks, 0 beyond. On
+// 2×H100 (2026-11-27, docs/bench/2026-11-27b-h100x2, calls 4–5) the
+// copy-engine Reduce took NCCL's time × 1.06–1.07 at 64 MB, 1.03 at
+// 128 MB, 1.01 at 256 MB and 0.99–1.00 at 512 MB – 1 GB, where the SM
+// plan took 0.99–1.01 throughout; at 16 and 32 MB (one 32 MiB window, no
+// pipeline) 0.68. The reduction kernel's shape changed nothing (32 to 128
+// blocks). Not measured beyond 2 ranks.
 func NVLinkCopyEngineReduceMinBytes(nranks int) int64 {
 	if nranks == 2 {
-		return 256 << 20
+		return 64 << 20
 	}
 	return 0
 }

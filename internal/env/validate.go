@@ -107,7 +107,7 @@ var forms = map[string]form{
 	"WEFT_SOCKET_NSOCKS":          intForm(1, 64, "an integer from 1 to 64"),
 	"WEFT_NCCL_REGISTER":          oneOf("local", "collective"),
 	"WEFT_CE_MIN_BYTES":           sizeForm("a size such as 32M (0: off)"),
-	"WEFT_CE_REDUCE_MIN_BYTES":    sizeForm("a size such as 256M (0: off)"),
+	"WEFT_CE_REDUCE_MIN_BYTES":    sizeForm("a size such as 64M (0: off)"),
 	"WEFT_CE_P2P_MIN_BYTES":       sizeForm("a size such as 64M (0: off)"),
 	"WEFT_CE_ALLREDUCE_MIN_BYTES": sizeForm("a size such as 256M (0: off)"),
 	"WEFT_WINDOW_LL_MAX_BYTES":    sizeForm("a size such as 1M (0: no LL plan through symmetric windows)"),
