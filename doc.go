@@ -46,8 +46,11 @@
 //     buffer shared with in-place AllToAll.
 //   - stall.go: stall detection — which ranks stopped making progress
 //     (StallError).
-//   - ce.go, cear.go: the host-issued copy-engine AllGather and AllReduce
-//     (stream operations, no kernel moving data).
+//   - ce.go, cear.go, cereduce.go: the host-issued copy-engine AllGather,
+//     AllReduce and Reduce (stream operations, no kernel moving data).
+//   - p2pce.go: point-to-point operations (and Broadcast and AllToAll as
+//     groups of them) by copy engines straight into the receiver's
+//     buffer, exported at the call.
 //   - window.go: memory windows (RegisterWindow, NCCL's
 //     ncclCommWindowRegister) and the zero-copy plans that symmetric
 //     windows let Launch run.
