@@ -344,6 +344,18 @@ func ceOps(st *hostIssued, me, n int, input, output uint64, seg int64) []hal.Str
 	return ops
 }
 
+// queueCE queues a host-issued executor's operations for call on s; t is
+// when the operations were built from (WEFT_PROXY_PROFILE's stages).
+func (c *Comm) queueCE(call Call, s hal.Stream, ops []hal.StreamOp, t time.Time) error {
+	t = c.prof.Since(stageCEBuild, t)
+	err := c.dev.(hal.StreamOps).QueueOps(s, ops)
+	c.prof.Since(stageCEQueue, t)
+	if err != nil {
+		return fmt.Errorf("weft: %v on rank %d (host-issued copy engines): %w", call.Coll, c.cfg.Rank, err)
+	}
+	return nil
+}
+
 // ceSetup returns the copy-engine AllGather's resources, which the
 // copy-engine Reduce shares (cereduce.go), setting them up on first use
 // (collective).
@@ -372,11 +384,5 @@ func (c *Comm) launchCE(call Call, s hal.Stream, t time.Time) error {
 	}
 	seg := call.Count * int64(call.Type.Size())
 	ops := ceOps(st, c.cfg.Rank, c.cfg.NRanks, call.Send, call.Recv, seg)
-	t = c.prof.Since(stageCEBuild, t)
-	err = c.dev.(hal.StreamOps).QueueOps(s, ops)
-	c.prof.Since(stageCEQueue, t)
-	if err != nil {
-		return fmt.Errorf("weft: AllGather on rank %d (host-issued copy engines): %w", c.cfg.Rank, err)
-	}
-	return nil
+	return c.queueCE(call, s, ops, t)
 }

@@ -120,13 +120,10 @@ type cearKernel struct {
 // every window through landing slots and never led the SM plans, so only
 // WEFT_ALGO=ce sends calls there.
 func (c *Comm) cearServes(call Call, zeroCopy bool) bool {
-	if !c.ceOK || c.cfg.NRanks < 2 || !call.Op.Valid() || call.Op != call.Op.Base() || !call.Type.Valid() {
-		return false
-	}
-	switch c.cfg.Algo {
-	case algorithms.CEFamily:
+	switch c.ceReduction(call) {
+	case ceForced:
 		return true
-	case "":
+	case ceBySize:
 		if !zeroCopy {
 			return false
 		}
@@ -134,6 +131,34 @@ func (c *Comm) cearServes(call Call, zeroCopy bool) bool {
 		return c.cfg.CEAllReduceMinBytes > 0 && b >= c.cfg.CEAllReduceMinBytes && (c.cfg.CEAllReduceMaxBytes <= 0 || b <= c.cfg.CEAllReduceMaxBytes)
 	}
 	return false
+}
+
+// ceChoice is how a collective that reduces may come to a host-issued
+// executor (ceReduction).
+type ceChoice uint8
+
+const (
+	ceNever  ceChoice = iota // the executors cannot run it here
+	ceForced                 // WEFT_ALGO=ce
+	ceBySize                 // no family forced: the executor's size bound decides
+)
+
+// ceReduction is where a reducing call stands for the host-issued
+// executors (the AllReduce here, the Reduce in cereduce.go): they run
+// where ceOK holds, on 2 or more ranks, for a valid type and a base
+// operator (Sum, Prod, Max, Min; Avg and PreMulSum keep the kernel plans,
+// whose reduction kernel they do not have).
+func (c *Comm) ceReduction(call Call) ceChoice {
+	if !c.ceOK || c.cfg.NRanks < 2 || !call.Op.Valid() || call.Op != call.Op.Base() || !call.Type.Valid() {
+		return ceNever
+	}
+	switch c.cfg.Algo {
+	case algorithms.CEFamily:
+		return ceForced
+	case "":
+		return ceBySize
+	}
+	return ceNever
 }
 
 // cearReduceKernel returns the reduction and copy kernels for t and op,
@@ -378,11 +403,5 @@ func (c *Comm) launchCEAllReduce(call Call, s hal.Stream, t time.Time, peerOut [
 	}
 	ops := cearOps(st, c.cfg.Rank, c.cfg.NRanks, call.Send, call.Recv, call.Count, call.Type, call.Op,
 		cearShape{kernel: kern.fn, copy: kern.copyFn, blocks: c.cearBlocks(), threads: shape.Threads}, peerOut)
-	t = c.prof.Since(stageCEBuild, t)
-	err = c.dev.(hal.StreamOps).QueueOps(s, ops)
-	c.prof.Since(stageCEQueue, t)
-	if err != nil {
-		return fmt.Errorf("weft: AllReduce on rank %d (host-issued copy engines): %w", c.cfg.Rank, err)
-	}
-	return nil
+	return c.queueCE(call, s, ops, t)
 }

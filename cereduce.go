@@ -1,10 +1,8 @@
 package weft
 
 import (
-	"fmt"
 	"time"
 
-	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/plan"
 )
@@ -40,13 +38,10 @@ const ceReduceName = "reduce-ce-host-issued"
 // host-issued executors can run, under WEFT_ALGO=ce or, with no family
 // forced, from Config.CEReduceMinBytes.
 func (c *Comm) ceReduceServes(call Call) bool {
-	if !c.ceOK || c.cfg.NRanks < 2 || !call.Op.Valid() || call.Op != call.Op.Base() || !call.Type.Valid() {
-		return false
-	}
-	switch c.cfg.Algo {
-	case algorithms.CEFamily:
+	switch c.ceReduction(call) {
+	case ceForced:
 		return true
-	case "":
+	case ceBySize:
 		b := call.Count * int64(call.Type.Size())
 		return c.cfg.CEReduceMinBytes > 0 && b >= c.cfg.CEReduceMinBytes
 	}
@@ -114,11 +109,5 @@ func (c *Comm) launchCEReduce(call Call, s hal.Stream, t time.Time) error {
 		return err
 	}
 	ops := ceReduceOps(st, c.cfg.Rank, c.cfg.NRanks, call.Root, call.Send, call.Recv, call.Count*int64(call.Type.Size()), call.Type, call.Op, k)
-	t = c.prof.Since(stageCEBuild, t)
-	err = c.dev.(hal.StreamOps).QueueOps(s, ops)
-	c.prof.Since(stageCEQueue, t)
-	if err != nil {
-		return fmt.Errorf("weft: Reduce on rank %d (host-issued copy engines): %w", c.cfg.Rank, err)
-	}
-	return nil
+	return c.queueCE(call, s, ops, t)
 }

@@ -118,18 +118,7 @@ func (d *Device) Export(b hal.Buffer) (hal.Handle, error) {
 		return nil, fmt.Errorf("export %s: %w", nb, err)
 	}
 	registerExport(exportKey{d.uuid, base}, root)
-	h := handle{
-		kind:      kindCUDAIPC,
-		pid:       uint32(os.Getpid()),
-		hostHash:  HostHash(d.ep.HostID),
-		uuid:      d.uuid,
-		allocBase: uint64(base),
-		allocSize: uint64(allocSize),
-		offset:    uint64(nb.ptr - base),
-		size:      uint64(nb.size),
-		ipc:       ipc,
-	}
-	return h.encode(), nil
+	return d.ipcHandle(base, allocSize, uint64(nb.ptr-base), uint64(nb.size), ipc).encode(), nil
 }
 
 // ExportRange is hal.RangeExporter: the handle of the cuMemAlloc (or
@@ -171,18 +160,23 @@ func (d *Device) ExportRange(addr uint64, n int64) (hal.Handle, int64, error) {
 	// exported; another gets an entry that is never freed (the memory is
 	// the caller's), which a later allocation at the same base reuses.
 	registerExportIfAbsent(exportKey{d.uuid, base}, func() *Buffer { return d.NewExternalBuffer(base, allocSize, nil) })
-	h := handle{
+	return d.ipcHandle(base, allocSize, 0, uint64(allocSize), ipc).encode(), off, nil
+}
+
+// ipcHandle is the handle of size bytes at offset in the allocation of
+// allocSize bytes at base, exported from this process as ipc.
+func (d *Device) ipcHandle(base cuda.DevicePtr, allocSize int64, offset, size uint64, ipc cuda.IPCMemHandle) handle {
+	return handle{
 		kind:      kindCUDAIPC,
 		pid:       uint32(os.Getpid()),
 		hostHash:  HostHash(d.ep.HostID),
 		uuid:      d.uuid,
 		allocBase: uint64(base),
 		allocSize: uint64(allocSize),
-		offset:    0,
-		size:      uint64(allocSize),
+		offset:    offset,
+		size:      size,
 		ipc:       ipc,
 	}
-	return h.encode(), off, nil
 }
 
 // Import maps a buffer exported by Export — in another process on this
