@@ -58,10 +58,12 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 	}
 	// Large operations on copy engines (p2pce.go), queued after every
 	// kernel of the group on every rank.
+	t = c.p2pProf.Since(p2pStagePrepare, t)
 	ceOps, err := c.ceP2PSplit(rounds)
 	if err != nil {
 		return err
 	}
+	t = c.p2pProf.Now()
 	me := c.cfg.Rank
 	// newArgs are a launch's arguments with slots group-argument slots
 	// (a window's SelfArg, its last), all skipped until set; PackParams
@@ -138,19 +140,27 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 			t = c.p2pProf.Since(p2pStageEnqueue, t)
 		}
 	}
-	return c.ceP2PQueue(ceOps, s)
+	err = c.ceP2PQueue(ceOps, s)
+	c.p2pProf.Since(p2pStageCEQueue, t)
+	return err
 }
 
 // Stages of LaunchP2P timed under WEFT_PROXY_PROFILE=1 (Comm.p2pProf): a
 // sendrecv costs the caller's thread 13–27 µs through libweft_nccl.so
 // against NCCL's 6–10 (2×H100, 2026-11-26, docs/bench/2026-11-26e-h100x2).
 const (
-	p2pStagePrepare = iota // rounds, checks, programs, posts, stream order
-	p2pStageArgs           // a launch's group arguments (and staging copies)
-	p2pStageEnqueue        // packing and the backend's launch, per launch
+	p2pStagePrepare    = iota // rounds, checks, programs, posts, stream order
+	p2pStageArgs              // a launch's group arguments (and staging copies)
+	p2pStageEnqueue           // packing and the backend's launch, per launch
+	p2pStageCEDescribe        // copy engines: receivers export and describe (p2pce.go)
+	p2pStageCEAnswer          // copy engines: senders wait, map and answer
+	p2pStageCEAgree           // copy engines: receivers wait for the answers
+	p2pStageCEQueue           // copy engines: the stream operations queued
 )
 
-var p2pStages = []string{"prepare (rounds, programs, stream order)", "arguments of a launch", "enqueue (pack + launch)"}
+var p2pStages = []string{"prepare (rounds, programs, stream order)", "arguments of a launch", "enqueue (pack + launch)",
+	"copy engines: export and describe receives", "copy engines: wait for descriptions, map, answer", "copy engines: wait for answers",
+	"copy engines: queue stream operations"}
 
 // p2pAlgo is the point-to-point plan that serves an operation of bytes
 // bytes (the first whose bound takes it), or nil when there is none.

@@ -133,6 +133,7 @@ func (c *Comm) ceP2PSplit(rounds [][]P2P) ([]ceP2POp, error) {
 			}
 		}
 	}
+	t := c.p2pProf.Now()
 	offered := make([]bool, len(ops))
 	for i, o := range ops {
 		if o.Send {
@@ -147,6 +148,7 @@ func (c *Comm) ceP2PSplit(rounds [][]P2P) ([]ceP2POp, error) {
 			return nil, fmt.Errorf("weft: point-to-point on rank %d: describing a %d-byte receive to rank %d: %w", me, o.Bytes, o.Peer, err)
 		}
 	}
+	t = c.p2pProf.Since(p2pStageCEDescribe, t)
 	keep := make([]ceP2POp, 0, len(ops)+len(rounds))
 	for _, o := range ops {
 		if !o.Send {
@@ -175,6 +177,7 @@ func (c *Comm) ceP2PSplit(rounds [][]P2P) ([]ceP2POp, error) {
 			keep = append(keep, o)
 		}
 	}
+	t = c.p2pProf.Since(p2pStageCEAnswer, t)
 	for i, o := range ops {
 		if o.Send {
 			continue
@@ -193,6 +196,7 @@ func (c *Comm) ceP2PSplit(rounds [][]P2P) ([]ceP2POp, error) {
 			keep = append(keep, o)
 		}
 	}
+	c.p2pProf.Since(p2pStageCEAgree, t)
 	// Copies to itself: where neither half overlaps another operation.
 	for r, round := range rounds {
 		send := slices.IndexFunc(round, func(o P2P) bool { return o.Peer == me && o.Send })
