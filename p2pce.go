@@ -255,19 +255,25 @@ func b2u8(b bool) byte {
 }
 
 // ceP2PDescribe is the message a receiver sends for operation o: 1, the
-// offset and size of the buffer in its allocation and the allocation's
+// offset and size of the buffer in its allocation, the allocation's base
+// address on the receiver (which identifies its place, so that a sender
+// unmaps an allocation freed and replaced there: importCache) and its
 // handle; or 0 where the buffer cannot be exported (the kernels move it).
 func ceP2PDescribe(ex hal.RangeExporter, o P2P) []byte {
 	h, off, err := ex.ExportRange(o.Buf, o.Bytes)
 	if err != nil {
 		return []byte{0}
 	}
-	msg := make([]byte, 17, 17+len(h))
+	msg := make([]byte, ceP2PDescHeader, ceP2PDescHeader+len(h))
 	msg[0] = 1
 	binary.LittleEndian.PutUint64(msg[1:], uint64(off))
 	binary.LittleEndian.PutUint64(msg[9:], uint64(o.Bytes))
+	binary.LittleEndian.PutUint64(msg[17:], o.Buf-uint64(off))
 	return append(msg, h...)
 }
+
+// ceP2PDescHeader is the bytes of a description before the handle.
+const ceP2PDescHeader = 25
 
 // ceP2PResolve checks a receiver's message for send o and returns the
 // receiver's buffer mapped here; ok is false where the receiver refused
@@ -282,14 +288,14 @@ func (c *Comm) ceP2PResolve(mm hal.MemoryMapped, o ceP2POp, msg []byte) (dst uin
 	switch {
 	case len(msg) == 1 && msg[0] == 0:
 		return 0, false, nil
-	case len(msg) < 18 || msg[0] != 1:
+	case len(msg) <= ceP2PDescHeader || msg[0] != 1:
 		return 0, false, bad("malformed description (%d bytes)", len(msg))
 	}
-	off, size := binary.LittleEndian.Uint64(msg[1:]), binary.LittleEndian.Uint64(msg[9:])
+	off, size, base := binary.LittleEndian.Uint64(msg[1:]), binary.LittleEndian.Uint64(msg[9:]), binary.LittleEndian.Uint64(msg[17:])
 	if size != uint64(o.Bytes) {
 		return 0, false, fmt.Errorf("weft: point-to-point on rank %d: rank %d receives %d bytes where this rank sends %d: a send and its receive must have the same size: %w", c.cfg.Rank, o.Peer, size, o.Bytes, hal.ErrInvalidUsage)
 	}
-	b, err := c.imports.get(mm, hal.Handle(msg[17:]))
+	b, err := c.imports.get(mm, importPlace{o.Peer, base}, hal.Handle(msg[ceP2PDescHeader:]))
 	if err != nil {
 		// Memory this device cannot map (another host's, say): the
 		// kernels move the operation.
@@ -460,45 +466,88 @@ type peerMessenger interface {
 }
 
 // importCache maps peers' allocations for the copy-engine point-to-point
-// path, by handle (a new allocation at an old address has a new handle),
-// at most ceP2PMaxImports of them, the least recently used unmapped first.
+// path, by handle (a new allocation, even at an old address, has a new
+// handle), at most ceP2PMaxImports of them, the least recently used
+// unmapped first. A mapping keeps its allocation's memory alive on the
+// peer's device after the peer frees it (CUDA IPC; the contents are then
+// undefined, and nothing writes there: every call names the receiver's
+// current allocation), so a handle for the place (peer, base address) of
+// a mapped allocation unmaps the old one at once: the peer freed it. The
+// MPI libraries' CUDA IPC caches (UCX's cuda_ipc, Open MPI's smcuda) keep
+// mappings of user buffers the same way.
 type importCache struct {
-	mu    sync.Mutex
-	order *list.List // of *importEntry, most recent first
-	byKey map[string]*list.Element
+	mu     sync.Mutex
+	order  *list.List // of *importEntry, most recent first
+	byKey  map[string]*list.Element
+	places map[importPlace]*list.Element
+}
+
+// importPlace is where an allocation lives: the peer and its base address
+// there.
+type importPlace struct {
+	peer int
+	base uint64
 }
 
 type importEntry struct {
-	key string
-	buf hal.Buffer
+	key   string
+	place importPlace
+	buf   hal.Buffer
 }
 
-// get returns the mapping of handle h, importing it on first use.
-func (ic *importCache) get(dev hal.MemoryMapped, h hal.Handle) (hal.Buffer, error) {
+// get returns the mapping of handle h of the allocation at place,
+// importing it on first use.
+func (ic *importCache) get(dev hal.MemoryMapped, place importPlace, h hal.Handle) (hal.Buffer, error) {
 	ic.mu.Lock()
 	defer ic.mu.Unlock()
 	if ic.byKey == nil {
-		ic.order, ic.byKey = list.New(), map[string]*list.Element{}
+		ic.order, ic.byKey, ic.places = list.New(), map[string]*list.Element{}, map[importPlace]*list.Element{}
 	}
 	if e, ok := ic.byKey[string(h)]; ok {
 		ic.order.MoveToFront(e)
 		return e.Value.(*importEntry).buf, nil
 	}
+	if e, ok := ic.places[place]; ok { // replaced at its address: freed
+		if err := ic.drop(e); err != nil {
+			return nil, err
+		}
+	}
 	b, err := dev.Import(h)
 	if err != nil {
 		return nil, err
 	}
-	ic.byKey[string(h)] = ic.order.PushFront(&importEntry{key: string(h), buf: b})
+	e := ic.order.PushFront(&importEntry{key: string(h), place: place, buf: b})
+	ic.byKey[string(h)], ic.places[place] = e, e
 	for ic.order.Len() > ceP2PMaxImports {
-		e := ic.order.Back()
-		ic.order.Remove(e)
-		ent := e.Value.(*importEntry)
-		delete(ic.byKey, ent.key)
-		if err := ent.buf.Free(); err != nil {
-			return nil, fmt.Errorf("unmapping a peer's allocation: %w", err)
+		if err := ic.drop(ic.order.Back()); err != nil {
+			return nil, err
 		}
 	}
 	return b, nil
+}
+
+// drop unmaps entry e.
+func (ic *importCache) drop(e *list.Element) error {
+	ent := e.Value.(*importEntry)
+	ic.order.Remove(e)
+	delete(ic.byKey, ent.key)
+	if ic.places[ent.place] == e {
+		delete(ic.places, ent.place)
+	}
+	if err := ent.buf.Free(); err != nil {
+		return fmt.Errorf("unmapping a peer's allocation: %w", err)
+	}
+	return nil
+}
+
+// len is the number of mappings (tests).
+func (ic *importCache) len() int {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if ic.order == nil {
+		return 0
+	}
+	return ic.order.Len()
 }
 
 // close unmaps every allocation.
@@ -511,6 +560,6 @@ func (ic *importCache) close() error {
 			errs = append(errs, e.Value.(*importEntry).buf.Free())
 		}
 	}
-	ic.order, ic.byKey = nil, nil
+	ic.order, ic.byKey, ic.places = nil, nil, nil
 	return errors.Join(errs...)
 }
