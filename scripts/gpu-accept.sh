@@ -6,12 +6,11 @@
 # (host-issued, the default from 32 MiB: its SMs are 0) and the port latency, forced ring and
 # tree plans, the FSDP2 training step (scripts/gpu-fsdp.sh) and the network path over sockets and
 # UCX as 2 emulated nodes (scripts/gpu-net.sh). Run from the repository root after
-# `make gpu-bundle-accept` here. Time-boxed steps (limits about 1.5× what each took on 2×H100:
-# test-root 80–95 s, cbench bfloat16 74–80 s); the whole run stays under BUDGET seconds
-# (default 540). The acceptance is two calls: PARTS="tests cbench host" (251 s on 2×H100 with
-# the 1 GB steps and the check on every core) and PARTS="bench net port algo fsdp" (254 s;
-# docs/bench/2026-11-26k-h100x2/, calls 5–6): 505 s together, too close to one device call's
-# 600 s to run as one.
+# `make gpu-bundle-accept` here. Time-boxed steps (limits about 1.5× what each took on 2×H100);
+# the whole run stays under BUDGET seconds (default 540). The acceptance is two calls:
+# PARTS="tests cbench host" (321 s on 2×H100 on 2026-11-27 with test-root at 164 s, about 370
+# with TestCEReduceNVLink since) and PARTS="bench net port algo fsdp" (322 s;
+# docs/bench/2026-11-27b-h100x2/accept): too long together for one device call's 600 s.
 #
 # Files back in $OUT (the device tool returns at most 8): summary.txt (every part's summary),
 # logs.tar.gz (every log, bench JSON and the FSDP table), cbench.log, bench.log, *.svg.
