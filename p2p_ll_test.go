@@ -97,6 +97,22 @@ func freeOps(ops []p2pOp) {
 	}
 }
 
+// captureP2P captures the group of ops (buffers allocated) into a graph
+// on s.
+func captureP2P(gc hal.GraphCapturer, c *weft.Comm, s hal.Stream, ops []p2pOp) (hal.Graph, error) {
+	var group []weft.P2P
+	for _, o := range ops {
+		group = append(group, weft.P2P{Peer: o.peer, Send: o.send, Buf: o.buf.Addr(), Bytes: o.n})
+	}
+	if err := gc.BeginCapture(s); err != nil {
+		return nil, err
+	}
+	if err := c.LaunchP2P(group, s); err != nil {
+		return nil, err
+	}
+	return gc.EndCapture(s)
+}
+
 // TestP2PPlanChoice: an operation up to the LL bound is served by the LL
 // point-to-point plan, a larger one by the mid-size windowed plan up to its
 // bound, a larger one still by the windowed plan, whatever the data type
@@ -316,17 +332,7 @@ func TestP2PLLGraphReplay(t *testing.T) {
 			}
 			captured[i].buf = b
 		}
-		var group []weft.P2P
-		for _, o := range captured {
-			group = append(group, weft.P2P{Peer: o.peer, Send: o.send, Buf: o.buf.Addr(), Bytes: o.n})
-		}
-		if err := gc.BeginCapture(s); err != nil {
-			return err
-		}
-		if err := c.LaunchP2P(group, s); err != nil {
-			return err
-		}
-		g, err := gc.EndCapture(s)
+		g, err := captureP2P(gc, c, s, captured)
 		if err != nil {
 			return err
 		}

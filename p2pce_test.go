@@ -207,22 +207,14 @@ func testCEP2PGraphReplay(t *testing.T, backend string, n int, bound int64) {
 		eager := []p2pOp{{peer: prev, send: true, k: 1, n: big}, {peer: next, k: 1, n: big}}
 		defer freeOps(captured)
 		defer freeOps(eager)
-		var group []weft.P2P
 		for i := range captured {
 			b, err := dev.Alloc(captured[i].n)
 			if err != nil {
 				return err
 			}
 			captured[i].buf = b
-			group = append(group, weft.P2P{Peer: captured[i].peer, Send: captured[i].send, Buf: b.Addr(), Bytes: captured[i].n})
 		}
-		if err := gc.BeginCapture(s); err != nil {
-			return err
-		}
-		if err := c.LaunchP2P(group, s); err != nil {
-			return err
-		}
-		g, err := gc.EndCapture(s)
+		g, err := captureP2P(gc, c, s, captured)
 		if err != nil {
 			return err
 		}

@@ -231,17 +231,7 @@ func testP2PRegisteredGraph(t *testing.T, backend string, n int) {
 				captured[i].buf = b
 			}
 		}
-		var group []weft.P2P
-		for _, o := range captured {
-			group = append(group, weft.P2P{Peer: o.peer, Send: o.send, Buf: o.buf.Addr(), Bytes: o.n})
-		}
-		if err := gc.BeginCapture(s); err != nil {
-			return err
-		}
-		if err := c.LaunchP2P(group, s); err != nil {
-			return err
-		}
-		g, err := gc.EndCapture(s)
+		g, err := captureP2P(gc, c, s, captured)
 		if err != nil {
 			return err
 		}
