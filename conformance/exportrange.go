@@ -12,6 +12,9 @@ func init() {
 	Register(Case{ID: "memory-mapped/export-range", Capability: hal.CapMemoryMapped, MinRanks: 2,
 		Title: "a range of an allocation exported by address (hal.RangeExporter: memory a caller allocated, as the copy-engine point-to-point path exports a receive buffer) names its allocation and offset, so that every peer's Import reads the range's bytes there and writes through it; bad lengths and addresses are refused with ErrInvalidArgument",
 		Run:   testExportRange})
+	Register(Case{ID: "memory-mapped/export-range-processes", Capability: hal.CapMemoryMapped, MinRanks: 2, Mode: Processes,
+		Title: "ranges exported by address are imported, read and written across processes",
+		Run:   testExportRange})
 }
 
 // testExportRange: each rank fills a buffer with its pattern and exports
