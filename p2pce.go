@@ -112,6 +112,16 @@ func (c *Comm) ceP2PSplit(rounds [][]P2P) ([]ceP2POp, error) {
 	if min <= 0 || c.cep2p == nil {
 		return nil, nil
 	}
+	// The small operations' path (LL latency) pays this scan only.
+	large := false
+	for _, round := range rounds {
+		for _, o := range round {
+			large = large || o.Bytes >= min
+		}
+	}
+	if !large {
+		return nil, nil
+	}
 	pm, ok := c.boot.(peerMessenger)
 	ex, eok := c.dev.(hal.RangeExporter)
 	mm, mok := c.dev.(hal.MemoryMapped)
