@@ -56,14 +56,6 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 	if err != nil {
 		return err
 	}
-	// Large operations on copy engines (p2pce.go), queued after every
-	// kernel of the group on every rank.
-	t = c.p2pProf.Since(p2pStagePrepare, t)
-	ceOps, err := c.ceP2PSplit(rounds)
-	if err != nil {
-		return err
-	}
-	t = c.p2pProf.Now()
 	me := c.cfg.Rank
 	// newArgs are a launch's arguments with slots group-argument slots
 	// (a window's SelfArg, its last), all skipped until set; PackParams
@@ -82,6 +74,13 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 		return err
 	}
 	t = c.p2pProf.Since(p2pStagePrepare, t)
+	// Large operations on copy engines (p2pce.go; its own stages), queued
+	// after every kernel of the group on every rank.
+	ceOps, err := c.ceP2PSplit(rounds)
+	if err != nil {
+		return err
+	}
+	t = c.p2pProf.Now()
 	for _, round := range rounds {
 		// Any plan's self-copy group stages; the last (windowed) plan's
 		// serves every size.
