@@ -29,16 +29,18 @@ import (
 // them), in three steps that each wait only for the step before on the
 // peers: (1) each receiver exports the allocation that holds its buffer
 // (hal.RangeExporter: CUDA IPC for cudaMalloc memory) and sends the
-// handle, the offset and the size to the sender (tag ceP2PTagRecv), or a
-// refusal where it cannot export it; (2) each sender maps the allocation
+// handle, the offset, the size and the allocation's base address to the
+// sender (tag ceP2PTagRecv), or a refusal where it cannot export it; (2) each sender maps the allocation
 // (once: importCache), checks the range and answers whether it copies
 // (ceP2PTagSend); (3) each receiver reads the answer. An operation whose
 // buffer overlaps one going the other way in the same group is refused
 // by the rank that holds both (the kernels stage such sends). So both
 // ranks of a pair always agree on which operations the copy engines move,
 // and no order of calls across ranks (or across the communicators that
-// one thread drives in a group) can deadlock the exchange. Under CUDA
-// graph capture it runs once, at capture; the graph replays the copies.
+// one thread drives in a group) can deadlock the exchange; but a large
+// send's enqueue returns only once its receiver has enqueued the receive
+// (docs/nccl.md). Under CUDA graph capture the exchange runs once, at
+// capture; the graph replays the copies.
 //
 // On the streams (hal.StreamOps, every value a constant, so a captured
 // graph replays in step), per round of the group (p2pRounds): the
