@@ -115,7 +115,7 @@ type hostIssuedSpec struct {
 	// without one (DeviceInfo.Arch "") it is ceHostWindow.
 	window int64
 	// slots is the landing windows per peer: the landing buffer holds
-	// slots × (n−1) windows.
+	// slots × (n−1) windows (0 slots: no landing buffer, flags only).
 	slots int64
 	words int
 	free  []int
@@ -204,8 +204,10 @@ func (c *Comm) hostIssuedSetup(slot **hostIssued, specOf func() hostIssuedSpec) 
 		return nil, fmt.Errorf("weft: rank %d: %s: %s: %w", c.cfg.Rank, spec.what, what, err)
 	}
 	var err error
-	if st.landing, err = c.dev.Alloc(max(1, spec.slots*(n-1)*st.window)); err != nil {
-		return fail("landing buffer", err)
+	if spec.slots > 0 {
+		if st.landing, err = c.dev.Alloc(max(1, spec.slots*(n-1)*st.window)); err != nil {
+			return fail("landing buffer", err)
+		}
 	}
 	flagBytes := st.flag(int(n), 0)
 	if st.flags, err = c.dev.Alloc(flagBytes); err != nil {
@@ -228,7 +230,10 @@ func (c *Comm) hostIssuedSetup(slot **hostIssued, specOf func() hostIssuedSpec) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	if st.lreg, err = channels.Register(ctx, c.boot, c.dev, st.landing); err == nil {
+	if st.landing != nil {
+		st.lreg, err = channels.Register(ctx, c.boot, c.dev, st.landing)
+	}
+	if err == nil {
 		st.freg, err = channels.Register(ctx, c.boot, c.dev, st.flags)
 	}
 	if err != nil {

@@ -70,7 +70,7 @@ type Comm struct {
 	// the peers' allocations it has mapped.
 	cep2p   *hostIssued
 	imports importCache
-	// ceP2POps counts the operations it has queued (CEP2POps).
+	// ceP2POps counts the operations it has queued (CopyEngineP2POps).
 	ceP2POps atomic.Int64
 	// ceOK: the host-issued executors can run here (ceUsable: peer-mapped
 	// links on one node, usable stream operations); WEFT_ALGO=ce keeps the

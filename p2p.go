@@ -139,6 +139,9 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 			t = c.p2pProf.Since(p2pStageEnqueue, t)
 		}
 	}
+	if len(ceOps) == 0 {
+		return nil
+	}
 	err = c.ceP2PQueue(ceOps, s)
 	c.p2pProf.Since(p2pStageCEQueue, t)
 	return err

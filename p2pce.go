@@ -100,7 +100,7 @@ func (c *Comm) setupCEP2P() error {
 		return nil
 	}
 	_, err := c.hostIssuedSetup(&c.cep2p, func() hostIssuedSpec {
-		return hostIssuedSpec{what: "copy-engine point-to-point", window: 0, slots: 0, words: ceP2PWords}
+		return hostIssuedSpec{what: "copy-engine point-to-point", words: ceP2PWords}
 	})
 	return err
 }
@@ -172,7 +172,7 @@ func (c *Comm) ceP2PSplit(rounds [][]P2P) ([]ceP2POp, error) {
 		}
 		dst, ok, rerr := c.ceP2PResolve(mm, o, msg)
 		ok = ok && rerr == nil && !overlapsGroup(group, o.P2P, me)
-		answer := b2u8(ok)
+		answer := byte(b2i(ok))
 		if errors.Is(rerr, hal.ErrInvalidUsage) {
 			answer = ceP2PMismatch
 		}
@@ -257,13 +257,6 @@ func overlapsGroup(group []P2P, o P2P, me int) bool {
 		}
 	}
 	return false
-}
-
-func b2u8(b bool) byte {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // ceP2PDescribe is the message a receiver sends for operation o: 1, the
@@ -550,16 +543,6 @@ func (ic *importCache) drop(e *list.Element) error {
 		return fmt.Errorf("unmapping a peer's allocation: %w", err)
 	}
 	return nil
-}
-
-// len is the number of mappings (tests).
-func (ic *importCache) len() int {
-	ic.mu.Lock()
-	defer ic.mu.Unlock()
-	if ic.order == nil {
-		return 0
-	}
-	return ic.order.Len()
 }
 
 // close unmaps every allocation.

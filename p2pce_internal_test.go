@@ -76,3 +76,13 @@ func TestImportCache(t *testing.T) {
 		t.Fatalf("after close: %d mappings, %d of %d imports unmapped", ic.len(), len(f.freed), f.imported)
 	}
 }
+
+// len is the number of mappings.
+func (ic *importCache) len() int {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if ic.order == nil {
+		return 0
+	}
+	return ic.order.Len()
+}
