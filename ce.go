@@ -132,7 +132,7 @@ func (c *Comm) hostIssuedStates() []*hostIssued {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []*hostIssued
-	for _, st := range []*hostIssued{c.ce, c.cear, c.cep2p} {
+	for _, st := range []*hostIssued{c.ce, c.cear, c.cered, c.cep2p} {
 		if st != nil {
 			out = append(out, st)
 		}

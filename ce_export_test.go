@@ -15,3 +15,7 @@ func CEAllReduceActive(c *Comm) bool {
 	defer c.mu.Unlock()
 	return c.cear != nil
 }
+
+// CEReduceDirectCount is the number of Reduces c has queued as copy-engine
+// pushes into the root's output (cereduce.go). Tests only.
+func CEReduceDirectCount(c *Comm) int64 { return c.ceRedDirect.Load() }

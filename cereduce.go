@@ -1,6 +1,7 @@
 package weft
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/weftccl/weft/hal"
@@ -29,6 +30,22 @@ import (
 // copies go on the caller's stream, the root's reductions on lane 1; the
 // list is in window order, which completes where every lane runs in one
 // hardware queue (window w waits only for windows ≤ w).
+//
+// On two ranks with the root's output apart from its input, the landing
+// slots and their free words go: the other rank pushes straight into the
+// root's output, exported at the call as the copy-engine point-to-point
+// path exports a receive buffer (p2pce.go: the same three-step exchange,
+// the same refusals, so both ranks always agree on the form), and the
+// root reduces each landed window in place there. With the slots, each
+// window's push waited for the root's free word of the window two back
+// and its reset (a few stream operations between copies on one engine:
+// 369 GB/s at 1 GB where a lone push reaches 395.6); straight into the
+// output the pushes follow each other with one flag write between them.
+// Its words (cered: ready, then one per window, each written once per
+// call by the pusher and reset by the root's wait) let the pusher run
+// ahead of the root's reductions by any number of windows; ready, written
+// by the root at the call, keeps a push out of an output the root's
+// stream still uses.
 
 // ceReduceName is what PlanName says of a Reduce the executor serves.
 const ceReduceName = "reduce-ce-host-issued"
@@ -90,13 +107,24 @@ func ceReduceOps(st *hostIssued, me, n, root int, input, output uint64, bytes in
 	return ops
 }
 
+// The flag words per rank of the Reduce into the root's output: on the
+// pushing rank, ready of the root (the root's stream has reached the
+// call); on the root, one word per window of the pusher's (it has landed).
+const (
+	ceRedReady  = 0
+	ceRedWindow = 1 // the first window's word
+	// ceRedWindows is the most windows of one call: a larger message has
+	// larger windows.
+	ceRedWindows = 64
+)
+
+// ceRedAlign is the alignment of a window of the Reduce into the root's
+// output (bytes): a whole number of elements of every type.
+const ceRedAlign = 4096
+
 // launchCEReduce queues the host-issued Reduce of call on s; t is when the
 // call began (WEFT_PROXY_PROFILE's stages).
 func (c *Comm) launchCEReduce(call Call, s hal.Stream, t time.Time) error {
-	st, err := c.ceSetup()
-	if err != nil {
-		return err
-	}
 	var k cearShape
 	if c.cfg.Rank == call.Root {
 		kern, err := c.cearReduceKernel(call.Type, call.Op)
@@ -108,6 +136,86 @@ func (c *Comm) launchCEReduce(call Call, s hal.Stream, t time.Time) error {
 	if err := c.launched(s); err != nil {
 		return err
 	}
-	ops := ceReduceOps(st, c.cfg.Rank, c.cfg.NRanks, call.Root, call.Send, call.Recv, call.Count*int64(call.Type.Size()), call.Type, call.Op, k)
+	bytes := call.Count * int64(call.Type.Size())
+	if ops, err := c.ceReduceDirect(call, bytes, k); err != nil || ops != nil {
+		if err != nil {
+			return err
+		}
+		c.ceRedDirect.Add(1)
+		return c.queueCE(call, s, ops, t)
+	}
+	st, err := c.ceSetup()
+	if err != nil {
+		return err
+	}
+	ops := ceReduceOps(st, c.cfg.Rank, c.cfg.NRanks, call.Root, call.Send, call.Recv, bytes, call.Type, call.Op, k)
 	return c.queueCE(call, s, ops, t)
+}
+
+// ceReduceDirect returns the stream operations of call as a Reduce into
+// the root's output (see the comment at the top of this file), or none
+// where the ranks agreed on the landing slots: more than two ranks, an
+// empty message, an output in place or one the root cannot export or its
+// peer cannot map.
+func (c *Comm) ceReduceDirect(call Call, bytes int64, k cearShape) ([]hal.StreamOp, error) {
+	if c.cfg.NRanks != 2 || bytes == 0 {
+		return nil, nil
+	}
+	st, err := c.hostIssuedSetup(&c.cered, func() hostIssuedSpec {
+		return hostIssuedSpec{what: "copy-engine Reduce into the root's output", window: ceWindow, words: ceRedWindow + ceRedWindows}
+	})
+	if err != nil {
+		return nil, err
+	}
+	me, root := c.cfg.Rank, call.Root
+	peer := 1 - me
+	// The root's input joins its group as a send to itself: in place it
+	// overlaps the output, so the root refuses (overlapsGroup).
+	group := []P2P{{Peer: peer, Send: true, Buf: call.Send, Bytes: bytes}}
+	if me == root {
+		group = []P2P{{Peer: peer, Buf: call.Recv, Bytes: bytes}, {Peer: me, Send: true, Buf: call.Send, Bytes: bytes}}
+	}
+	keep, err := c.ceP2PExchange([][]P2P{group}, bytes)
+	if err != nil {
+		return nil, fmt.Errorf("weft: Reduce to rank %d on rank %d: the root's output for copy engines: %w", root, me, err)
+	}
+	if len(keep) == 0 {
+		return nil, nil
+	}
+	return ceReduceDirectOps(st, me, root, call.Send, call.Recv, keep[0].dst, bytes, call.Type, call.Op, k), nil
+}
+
+// ceReduceDirectOps returns the stream operations of one Reduce of bytes
+// bytes into the root's output for rank me of two: the root reduces input
+// into output window by window as the windows land there; the other rank
+// pushes its input into dst, the root's output mapped here.
+func ceReduceDirectOps(st *hostIssued, me, root int, input, output, dst uint64, bytes int64, t plan.DataType, op plan.RedOp, k cearShape) []hal.StreamOp {
+	W := max(st.window, (bytes+ceRedWindows*ceRedAlign-1)/(ceRedWindows*ceRedAlign)*ceRedAlign)
+	flag := func(base uint64, q, word int) uint64 { return base + uint64(st.flag(q, word)) }
+	peer, mine := 1-me, st.flags.Addr()
+	var ops []hal.StreamOp
+	if me == root {
+		ops = append(ops, hal.StreamOp{Kind: hal.StreamWrite, Dst: flag(st.freg.Peers[peer].Addr(), me, ceRedReady), Value: 1})
+	} else {
+		ready := flag(mine, root, ceRedReady)
+		ops = append(ops,
+			hal.StreamOp{Kind: hal.StreamWaitEq, Dst: ready, Value: 1},
+			hal.StreamOp{Kind: hal.StreamWrite, Dst: ready, Value: 0})
+	}
+	for w, off := 0, int64(0); off < bytes; w, off = w+1, off+W {
+		l := min(W, bytes-off)
+		if me != root {
+			ops = append(ops,
+				hal.StreamOp{Kind: hal.StreamCopy, Dst: dst + uint64(off), Src: input + uint64(off), Bytes: l},
+				hal.StreamOp{Kind: hal.StreamWrite, Dst: flag(st.freg.Peers[root].Addr(), me, ceRedWindow+w), Value: 1})
+			continue
+		}
+		landed := flag(mine, peer, ceRedWindow+w)
+		ops = append(ops,
+			hal.StreamOp{Kind: hal.StreamWaitEq, Dst: landed, Value: 1},
+			hal.StreamOp{Kind: hal.StreamWrite, Dst: landed, Value: 0},
+			hal.StreamOp{Kind: hal.StreamReduce, Dst: output + uint64(off), Src: input + uint64(off), Src2: output + uint64(off), Bytes: l,
+				Type: t, Op: op, Kernel: k.kernel, Blocks: k.blocks, Threads: k.threads})
+	}
+	return ops
 }

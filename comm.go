@@ -62,16 +62,18 @@ type Comm struct {
 	// point-to-point (p2ppost.go).
 	posts postRegistry
 	// ce and cear are the host-issued copy-engine AllGather's and
-	// AllReduce's resources (ce.go, cear.go), set up on their first call;
-	// nil before.
-	ce, cear *hostIssued
+	// AllReduce's resources (ce.go, cear.go), cered the flags of the
+	// copy-engine Reduce into the root's output (cereduce.go), set up on
+	// their first call; nil before.
+	ce, cear, cered *hostIssued
 	// cep2p is the copy-engine point-to-point path's flag buffer, set up
 	// in NewComm where Config.CEP2PMinBytes is on (p2pce.go); imports are
 	// the peers' allocations it has mapped.
 	cep2p   *hostIssued
 	imports importCache
-	// ceP2POps counts the operations it has queued (CopyEngineP2POps).
-	ceP2POps atomic.Int64
+	// ceP2POps counts the operations it has queued (CopyEngineP2POps);
+	// ceRedDirect the Reduces queued into the root's output (cereduce.go).
+	ceP2POps, ceRedDirect atomic.Int64
 	// ceOK: the host-issued executors can run here (ceUsable: peer-mapped
 	// links on one node, usable stream operations); WEFT_ALGO=ce keeps the
 	// default plans where they cannot.
@@ -463,7 +465,7 @@ func (c *Comm) Close() error {
 	}
 	states := c.hostIssuedStates()
 	c.mu.Lock()
-	c.ce, c.cear, c.cep2p = nil, nil, nil
+	c.ce, c.cear, c.cered, c.cep2p = nil, nil, nil, nil
 	kernels := c.cearKernels
 	c.cearKernels = nil
 	c.mu.Unlock()

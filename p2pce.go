@@ -110,8 +110,17 @@ func (c *Comm) setupCEP2P() error {
 // top of this file). The rounds keep the operations the kernels move, in
 // their order.
 func (c *Comm) ceP2PSplit(rounds [][]P2P) ([]ceP2POp, error) {
-	min := c.cfg.CEP2PMinBytes
-	if min <= 0 || c.cep2p == nil {
+	if c.cep2p == nil {
+		return nil, nil
+	}
+	return c.ceP2PExchange(rounds, c.cfg.CEP2PMinBytes)
+}
+
+// ceP2PExchange is ceP2PSplit for the operations of at least min bytes
+// (none where min ≤ 0): the copy-engine Reduce into the root's output
+// (cereduce.go) runs it on a group of its own.
+func (c *Comm) ceP2PExchange(rounds [][]P2P, min int64) ([]ceP2POp, error) {
+	if min <= 0 {
 		return nil, nil
 	}
 	// The small operations' path (LL latency) pays this scan only.
