@@ -2,6 +2,7 @@ package weft
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/weftccl/weft/hal"
@@ -36,16 +37,17 @@ import (
 // root's output, exported at the call as the copy-engine point-to-point
 // path exports a receive buffer (p2pce.go: the same three-step exchange,
 // the same refusals, so both ranks always agree on the form), and the
-// root reduces each landed window in place there. With the slots, each
-// window's push waited for the root's free word of the window two back
-// and its reset (a few stream operations between copies on one engine:
-// 369 GB/s at 1 GB where a lone push reaches 395.6); straight into the
-// output the pushes follow each other with one flag write between them.
-// Its words (cered: ready, then one per window, each written once per
-// call by the pusher and reset by the root's wait) let the pusher run
-// ahead of the root's reductions by any number of windows; ready, written
-// by the root at the call, keeps a push out of an output the root's
-// stream still uses.
+// root reduces each landed window in place there, from
+// Config.CEReduceDirectMinBytes. Every window costs the pusher about 5 µs
+// between copies (the slots' 32 MiB windows: 369 GB/s at 1 GB where a
+// lone push reaches 395.6); without slots the windows can be few and
+// large, shrinking towards the end (ceRedSchedule). Its words (cered:
+// ready, then one per window, each written once per call by the pusher
+// and reset by the root's wait) let the pusher run ahead of the root's
+// reductions by any number of windows; ready, written by the root at the
+// call, keeps a push out of an output the root's stream still uses, which
+// is also why the slots stay ahead below the bound: with them a call's
+// first windows land while the root still reduces the previous call's.
 
 // ceReduceName is what PlanName says of a Reduce the executor serves.
 const ceReduceName = "reduce-ce-host-issued"
@@ -113,8 +115,7 @@ func ceReduceOps(st *hostIssued, me, n, root int, input, output uint64, bytes in
 const (
 	ceRedReady  = 0
 	ceRedWindow = 1 // the first window's word
-	// ceRedWindows is the most windows of one call: a larger message has
-	// larger windows.
+	// ceRedWindows is the most windows of one call (ceRedSchedule).
 	ceRedWindows = 64
 )
 
@@ -158,7 +159,7 @@ func (c *Comm) launchCEReduce(call Call, s hal.Stream, t time.Time) error {
 // empty message, an output in place or one the root cannot export or its
 // peer cannot map.
 func (c *Comm) ceReduceDirect(call Call, bytes int64, k cearShape) ([]hal.StreamOp, error) {
-	if c.cfg.NRanks != 2 || bytes == 0 {
+	if c.cfg.NRanks != 2 || bytes == 0 || bytes < c.cfg.CEReduceDirectMinBytes {
 		return nil, nil
 	}
 	st, err := c.hostIssuedSetup(&c.cered, func() hostIssuedSpec {
@@ -188,9 +189,9 @@ func (c *Comm) ceReduceDirect(call Call, bytes int64, k cearShape) ([]hal.Stream
 // ceReduceDirectOps returns the stream operations of one Reduce of bytes
 // bytes into the root's output for rank me of two: the root reduces input
 // into output window by window as the windows land there; the other rank
-// pushes its input into dst, the root's output mapped here.
+// pushes its input into dst, the root's output mapped here, once the root
+// is ready, window after window (ceRedWindows).
 func ceReduceDirectOps(st *hostIssued, me, root int, input, output, dst uint64, bytes int64, t plan.DataType, op plan.RedOp, k cearShape) []hal.StreamOp {
-	W := max(st.window, (bytes+ceRedWindows*ceRedAlign-1)/(ceRedWindows*ceRedAlign)*ceRedAlign)
 	flag := func(base uint64, q, word int) uint64 { return base + uint64(st.flag(q, word)) }
 	peer, mine := 1-me, st.flags.Addr()
 	var ops []hal.StreamOp
@@ -198,15 +199,15 @@ func ceReduceDirectOps(st *hostIssued, me, root int, input, output, dst uint64, 
 		ops = append(ops, hal.StreamOp{Kind: hal.StreamWrite, Dst: flag(st.freg.Peers[peer].Addr(), me, ceRedReady), Value: 1})
 	} else {
 		ready := flag(mine, root, ceRedReady)
-		ops = append(ops,
-			hal.StreamOp{Kind: hal.StreamWaitEq, Dst: ready, Value: 1},
-			hal.StreamOp{Kind: hal.StreamWrite, Dst: ready, Value: 0})
+		ops = append(ops, hal.StreamOp{Kind: hal.StreamWaitEq, Dst: ready, Value: 1}, hal.StreamOp{Kind: hal.StreamWrite, Dst: ready, Value: 0})
 	}
-	for w, off := 0, int64(0); off < bytes; w, off = w+1, off+W {
-		l := min(W, bytes-off)
+	off := int64(0)
+	for w, l := range ceRedSchedule(st.window, bytes) {
+		at := uint64(off)
+		off += l
 		if me != root {
 			ops = append(ops,
-				hal.StreamOp{Kind: hal.StreamCopy, Dst: dst + uint64(off), Src: input + uint64(off), Bytes: l},
+				hal.StreamOp{Kind: hal.StreamCopy, Dst: dst + at, Src: input + at, Bytes: l},
 				hal.StreamOp{Kind: hal.StreamWrite, Dst: flag(st.freg.Peers[root].Addr(), me, ceRedWindow+w), Value: 1})
 			continue
 		}
@@ -214,8 +215,46 @@ func ceReduceDirectOps(st *hostIssued, me, root int, input, output, dst uint64, 
 		ops = append(ops,
 			hal.StreamOp{Kind: hal.StreamWaitEq, Dst: landed, Value: 1},
 			hal.StreamOp{Kind: hal.StreamWrite, Dst: landed, Value: 0},
-			hal.StreamOp{Kind: hal.StreamReduce, Dst: output + uint64(off), Src: input + uint64(off), Src2: output + uint64(off), Bytes: l,
+			hal.StreamOp{Kind: hal.StreamReduce, Dst: output + at, Src: input + at, Src2: output + at, Bytes: l,
 				Type: t, Op: op, Kernel: k.kernel, Blocks: k.blocks, Threads: k.threads})
 	}
 	return ops
+}
+
+// ceRedSchedule returns the window sizes (bytes, in order) of a Reduce of
+// bytes bytes into the root's output whose executor's window is window:
+// from the end, window/4 (8 MiB on a GPU), then each window 1.5 times the
+// one after it up to 8 × window, the first taking what is left (at most
+// 1.5 times the window after it; all of it at ceRedWindows). Each window
+// costs the pusher about 5 µs between copies (its flag write and the next
+// copy's start: uniform windows of 8 MiB took NCCL's time × 0.84 at 1 GB,
+// of 32 MiB 0.98, of 64 MiB 1.00), and the root's reduction of the last
+// window is not overlapped (~1.1 µs per MiB): few windows, the last small.
+// Each window is at least 2/3 of the one before, so the root's reduction
+// of a window (~1.1 µs per MiB) ends before the next has landed (~2.7 µs
+// per MiB). Measured on 2×H100 (docs/bench/2026-11-27c-h100x2, calls 2–4):
+// shrinking by 2 instead of 1.5 lost 2% at 1 GB, by 1.25–1.3 1%; a last
+// window of 2–8 MiB or a largest of 128–512 MiB changed it by ≤ 0.7%.
+func ceRedSchedule(window, bytes int64) []int64 {
+	last, most := window/4, 8*window
+	// Every window but the last a whole number of ceRedAlign, so that
+	// each starts as aligned as the buffers; the last takes the rest.
+	aligned := bytes / ceRedAlign * ceRedAlign
+	var back []int64 // from the end
+	left, next := aligned, last
+	for left > 0 {
+		l := next
+		if left <= next+next/2 || len(back) == ceRedWindows-1 {
+			l = left
+		}
+		back = append(back, l)
+		left -= l
+		next = min(most, (next+next/2+ceRedAlign-1)/ceRedAlign*ceRedAlign)
+	}
+	if len(back) == 0 {
+		return []int64{bytes}
+	}
+	back[0] += bytes - aligned
+	slices.Reverse(back)
+	return back
 }

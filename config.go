@@ -112,6 +112,7 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 		}
 		if p, ok := dev.(hal.CopyEngineReducePreference); ok {
 			cfg.CEReduceMinBytes = p.CopyEngineReduceMinBytes(nranks)
+			cfg.CEReduceDirectMinBytes = p.CopyEngineReduceDirectMinBytes(nranks)
 		}
 		if cfg.Algo, err = algoFromEnv(); err != nil {
 			return cfg, "", 0, err
@@ -159,6 +160,11 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 			return cfg, "", 0, err
 		} else if set {
 			cfg.CEReduceMinBytes = n
+		}
+		if n, set, err = envSize("WEFT_CE_REDUCE_DIRECT_MIN_BYTES", 0, "a size (0: every size)"); err != nil {
+			return cfg, "", 0, err
+		} else if set {
+			cfg.CEReduceDirectMinBytes = n
 		}
 		if n, set, err = envSize("WEFT_CE_P2P_MIN_BYTES", 0, "a size (0: no copy-engine point-to-point)"); err != nil {
 			return cfg, "", 0, err
@@ -320,11 +326,13 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		P2PMid                       algorithms.Shape
 		P2PMidMax, PortLL            int64
 		WindowLL, CEP2P, CERed       int64
+		CERedDirect                  int64
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
 		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes,
 		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
-		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes, CEP2P: cfg.CEP2PMinBytes, CERed: cfg.CEReduceMinBytes}
+		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes, CEP2P: cfg.CEP2PMinBytes, CERed: cfg.CEReduceMinBytes,
+		CERedDirect: cfg.CEReduceDirectMinBytes}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -366,6 +374,11 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			// on every rank.
 			return fmt.Errorf("weft: ranks chose different LL bounds for symmetric windows: rank 0 %d bytes, rank %d %d bytes: give every rank the same WEFT_WINDOW_LL_MAX_BYTES: %w",
 				first.WindowLL, r, c.WindowLL, hal.ErrInvalidUsage)
+		}
+		if c.CERedDirect != first.CERedDirect {
+			// Both ranks of a copy-engine Reduce pick one of its forms.
+			return fmt.Errorf("weft: ranks chose different bounds for the copy-engine Reduce into the root's output: rank 0 %d bytes, rank %d %d bytes: give every rank the same WEFT_CE_REDUCE_DIRECT_MIN_BYTES: %w",
+				first.CERedDirect, r, c.CERedDirect, hal.ErrInvalidUsage)
 		}
 		if c.CERed != first.CERed {
 			// A Reduce runs on copy engines on every rank or on none.

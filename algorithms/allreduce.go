@@ -167,6 +167,12 @@ type Config struct {
 	// hal.CopyEngineReducePreference (WEFT_CE_REDUCE_MIN_BYTES overrides
 	// it) and sets 0 where CEMinBytes is.
 	CEReduceMinBytes int64
+	// CEReduceDirectMinBytes is the smallest Reduce of that executor that,
+	// on two ranks out of place, the other rank pushes straight into the
+	// root's output instead of the landing slots (0: every size; from the
+	// backend's hal.CopyEngineReducePreference, WEFT_CE_REDUCE_DIRECT_MIN_BYTES
+	// overrides it).
+	CEReduceDirectMinBytes int64
 	// CEP2PMinBytes is the smallest point-to-point operation (bytes) that
 	// the root package's copy-engine point-to-point path (p2pce.go) moves
 	// straight into the receiver's buffer, exported at the call (0: never).

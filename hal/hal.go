@@ -315,8 +315,15 @@ type CopyEngineP2PPreference interface {
 // landing slots on the root, a kernel of a few blocks reduces there); 0:
 // never by default (WEFT_CE_REDUCE_MIN_BYTES and WEFT_ALGO=ce still
 // choose it).
+//
+// CopyEngineReduceDirectMinBytes is the smallest Reduce (bytes) from which,
+// on two ranks with the root's output apart from its input, the other rank
+// pushes straight into the root's output (exported at the call, as a
+// point-to-point receive buffer is) instead of into landing slots; 0: every
+// size. A backend without the interface gets 0.
 type CopyEngineReducePreference interface {
 	CopyEngineReduceMinBytes(nranks int) int64
+	CopyEngineReduceDirectMinBytes(nranks int) int64
 }
 
 // RangeExporter is an optional capability of a Device: exporting memory of

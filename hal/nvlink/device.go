@@ -44,6 +44,12 @@ func (d *Device) CopyEngineReduceMinBytes(nranks int) int64 {
 	return cudadev.NVLinkCopyEngineReduceMinBytes(nranks)
 }
 
+// CopyEngineReduceDirectMinBytes is
+// cudadev.NVLinkCopyEngineReduceDirectMinBytes.
+func (d *Device) CopyEngineReduceDirectMinBytes(nranks int) int64 {
+	return cudadev.NVLinkCopyEngineReduceDirectMinBytes(nranks)
+}
+
 // CopyEngineP2PMinBytes is cudadev.NVLinkCopyEngineP2PMinBytes.
 func (d *Device) CopyEngineP2PMinBytes(nranks int) int64 {
 	return cudadev.NVLinkCopyEngineP2PMinBytes(nranks)

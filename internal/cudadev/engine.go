@@ -377,6 +377,17 @@ func NVLinkCopyEngineReduceMinBytes(nranks int) int64 {
 	return 0
 }
 
+// NVLinkCopyEngineReduceDirectMinBytes is where, on 2 NVLink-connected
+// GPUs, that Reduce pushes straight into the root's output rather than into
+// landing slots: 512 MiB. On 2×H100 (2026-11-27,
+// docs/bench/2026-11-27c-h100x2, calls 2–3) straight into the output took
+// NCCL's time × 1.02 at 512 MB and 1.035 at 1 GB against the slots' 1.00
+// and 0.99, but 0.98 at 256 MB and 0.89 at 64 MB against 1.01 and 1.07:
+// the pusher waits, at each call, for the root's stream to reach it, where
+// the slots let a call's first windows land while the root still reduces
+// the last call's.
+func NVLinkCopyEngineReduceDirectMinBytes(nranks int) int64 { return 512 << 20 }
+
 // NVLinkCopyEngineMaxBytes is the upper end of that default: 512 MiB on
 // 2 ranks. On 2×H100 (2026-11-26, docs/bench/2026-11-26j-h100x2, calls
 // 5–6) the copy-engine AllGather took NCCL's time × 1.08–1.11 at 256 and
