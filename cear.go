@@ -133,6 +133,68 @@ func (c *Comm) cearServes(call Call, zeroCopy bool) bool {
 	return false
 }
 
+// cearExportServes reports whether Launch (the NCCL ABI, buffers not
+// registered) tries call on the copy-engine AllReduce with the peers'
+// outputs exported at the call (launchCEAllReduceExported): two ranks
+// whose device exports and maps memory and whose bootstrap carries
+// messages between them, and WEFT_ALGO=ce or, with no family forced, a
+// message within [CEAllReduceMinBytes, CEAllReduceMaxBytes], the bounds of
+// the registered form, which this one is once the outputs are mapped.
+func (c *Comm) cearExportServes(call Call) bool {
+	if call.Coll != algorithms.AllReduce || c.cfg.NRanks != 2 || call.Count <= 0 || !c.exportable() {
+		return false
+	}
+	switch c.ceReduction(call) {
+	case ceForced:
+		return true
+	case ceBySize:
+		b := call.Count * int64(call.Type.Size())
+		return c.cfg.CEAllReduceMinBytes > 0 && b >= c.cfg.CEAllReduceMinBytes && (c.cfg.CEAllReduceMaxBytes <= 0 || b <= c.cfg.CEAllReduceMaxBytes)
+	}
+	return false
+}
+
+// exportable reports whether buffers of this communicator's device can be
+// exported at a call and mapped by its peers (the copy-engine
+// point-to-point exchange, p2pce.go).
+func (c *Comm) exportable() bool {
+	_, ok := c.boot.(peerMessenger)
+	_, eok := c.dev.(hal.RangeExporter)
+	_, mok := c.dev.(hal.MemoryMapped)
+	return ok && eok && mok
+}
+
+// launchCEAllReduceExported runs an AllReduce that cearExportServes takes
+// as the registered form of the copy-engine AllReduce (peerOut): each rank
+// exports its output at the call and maps its peer's, over the copy-engine
+// point-to-point exchange (p2pce.go), which both ranks end agreeing on (a
+// rank that cannot export or map refuses, and both then report false, for
+// the plans after it). In place is sound, as with registered outputs
+// (cearOps). On 2×H100 the registered form took NCCL's time × 1.09–1.10 at
+// 1 GB where the staged form (landing slots for the reduced windows and a
+// copy-out) never led the SM plans (docs/portchannel.md).
+func (c *Comm) launchCEAllReduceExported(call Call, s hal.Stream, t time.Time) (bool, error) {
+	me := c.cfg.Rank
+	peer := 1 - me
+	bytes := call.Count * int64(call.Type.Size())
+	group := []P2P{{Peer: peer, Buf: call.Recv, Bytes: bytes}, {Peer: peer, Send: true, Buf: call.Recv, Bytes: bytes}}
+	keep, err := c.ceP2PExchange([][]P2P{group}, bytes, nil)
+	if err != nil {
+		return true, fmt.Errorf("weft: AllReduce on rank %d: exporting the outputs for copy engines: %w", me, err)
+	}
+	peerOut := make([]uint64, 2)
+	for _, o := range keep {
+		if o.Send {
+			peerOut[peer] = o.dst
+		}
+	}
+	if len(keep) != 2 || peerOut[peer] == 0 {
+		return false, nil
+	}
+	c.cearExported.Add(1)
+	return true, c.launchCEAllReduce(call, s, t, peerOut)
+}
+
 // ceChoice is how a collective that reduces may come to a host-issued
 // executor (ceReduction).
 type ceChoice uint8

@@ -300,6 +300,71 @@ func TestCEAllReduceDefaultBound(t *testing.T) {
 	}
 }
 
+// TestCEAllReduceExportedHost: with no family forced, an AllReduce through
+// Launch (the NCCL ABI's path, buffers not registered) of at least
+// WEFT_CE_ALLREDUCE_MIN_BYTES on 2 ranks runs the copy-engine executor
+// with each rank's output exported at the call and mapped by its peer
+// (counted), in and out of place, each base operator on several types,
+// every element checked, and once captured in a graph and replayed;
+// smaller ones and Avg keep the kernel plans; on 3 ranks none is exported
+// (Launch keeps the kernel plans there).
+func TestCEAllReduceExportedHost(t *testing.T) {
+	// Float32 Sum of 4096 (16 KB: kernels), 20000 and 70001 elements in
+	// and out of place; six types × operators of 70004 elements (≥ 64 KiB)
+	// and a Float32 Avg (kernels); the graph's 160 KB.
+	testCEAllReduceExported(t, "host", []int{2, 3}, []int64{4096, 20000, 70001})
+}
+
+// TestCEAllReduceExportedNVLink is TestCEAllReduceExportedHost on 2 GPUs
+// (CUDA IPC of cudaMalloc memory at the call), up to 160 MB: several
+// 64 MiB windows per shard.
+func TestCEAllReduceExportedNVLink(t *testing.T) {
+	if requireGPUs(t) < 2 {
+		t.Skip("needs 2 GPUs")
+	}
+	testCEAllReduceExported(t, "nvlink", []int{2}, []int64{4096, 20000, 40<<20 + 5})
+}
+
+// testCEAllReduceExported runs TestCEAllReduceExportedHost's checks on
+// backend with cearCases(counts): counts[0] below 64 KiB of floats, the
+// others at least that.
+func testCEAllReduceExported(t *testing.T, backend string, ranks []int, counts []int64) {
+	t.Setenv("WEFT_TUNING_FILE", "off")
+	t.Setenv("WEFT_ALGO", "")
+	t.Setenv("WEFT_CE_ALLREDUCE_MIN_BYTES", "64K")
+	for _, n := range ranks {
+		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
+			cases := cearCases(counts)
+			runCasesThen(t, backend, n, cases, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+				if err := cearGraphReplay(rank, c, dev, s); err != nil { // one more through Launch
+					return err
+				}
+				want := int64(0)
+				if n == 2 {
+					want = 4 + 6 + 1
+				}
+				if got := weft.CEAllReduceExportedCount(c); got != want {
+					return fmt.Errorf("%d AllReduces through Launch on copy engines into exported outputs, want %d", got, want)
+				}
+				for _, k := range []struct {
+					count int64
+					op    plan.RedOp
+					ce    bool
+				}{{20000, plan.Sum, n == 2}, {4096, plan.Sum, false}, {20000, plan.Avg, false}} {
+					call := weft.Call{Coll: algorithms.AllReduce, Count: k.count, Type: plan.Float32, Op: k.op}
+					if got := c.PlanName(call) == "all_reduce-ce-host-issued"; got != k.ce {
+						return fmt.Errorf("PlanName(%v AllReduce of %d floats) = %q; copy engines expected: %v", k.op, k.count, c.PlanName(call), k.ce)
+					}
+					if b, m := c.PlanSMs(call); k.ce && (b != 64 || m != 0) {
+						return fmt.Errorf("PlanSMs(AllReduce of %d floats) = %d, %d, want 64, 0", k.count, b, m)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
 // maxInto sets acc[i] = max(acc[i], x[i]) for little-endian float32s.
 func maxInto(acc, x []byte) {
 	for i := 0; i+4 <= len(acc); i += 4 {

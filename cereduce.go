@@ -176,7 +176,7 @@ func (c *Comm) ceReduceDirect(call Call, bytes int64, k cearShape) ([]hal.Stream
 	if me == root {
 		group = []P2P{{Peer: peer, Buf: call.Recv, Bytes: bytes}, {Peer: me, Send: true, Buf: call.Send, Bytes: bytes}}
 	}
-	keep, err := c.ceP2PExchange([][]P2P{group}, bytes)
+	keep, err := c.ceP2PExchange([][]P2P{group}, bytes, overlapsGroup)
 	if err != nil {
 		return nil, fmt.Errorf("weft: Reduce to rank %d on rank %d: the root's output for copy engines: %w", root, me, err)
 	}

@@ -72,8 +72,10 @@ type Comm struct {
 	cep2p   *hostIssued
 	imports importCache
 	// ceP2POps counts the operations it has queued (CopyEngineP2POps);
-	// ceRedDirect the Reduces queued into the root's output (cereduce.go).
-	ceP2POps, ceRedDirect atomic.Int64
+	// ceRedDirect the Reduces queued into the root's output (cereduce.go),
+	// cearExported the AllReduces into the peers' exported outputs
+	// (cear.go).
+	ceP2POps, ceRedDirect, cearExported atomic.Int64
 	// ceOK: the host-issued executors can run here (ceUsable: peer-mapped
 	// links on one node, usable stream operations); WEFT_ALGO=ce keeps the
 	// default plans where they cannot.

@@ -102,6 +102,11 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 	if c.ceP2PServes(call) {
 		return c.launchCEP2P(call, s) // p2pce.go
 	}
+	if c.cearExportServes(call) {
+		if ok, err := c.launchCEAllReduceExported(call, s, t); ok { // cear.go
+			return err
+		}
+	}
 	if c.ceServes(call) {
 		return c.launchCE(call, s, t) // ce.go
 	}
@@ -508,7 +513,7 @@ func (c *Comm) PlanName(call Call) string {
 	if c.ceP2PServes(call) {
 		return ceP2PName(call)
 	}
-	if c.ceServes(call) {
+	if c.cearExportServes(call) || c.ceServes(call) {
 		return c.ceName(call)
 	}
 	if p := c.planFor(call, false); p != nil {
@@ -555,7 +560,7 @@ func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
 	if c.ceP2PServes(call) {
 		return 0, 0 // copy engines
 	}
-	if c.ceServes(call) {
+	if c.cearExportServes(call) || c.ceServes(call) {
 		switch call.Coll {
 		case algorithms.AllReduce:
 			return 2 * c.cearBlocks(), 0

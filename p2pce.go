@@ -113,13 +113,18 @@ func (c *Comm) ceP2PSplit(rounds [][]P2P) ([]ceP2POp, error) {
 	if c.cep2p == nil {
 		return nil, nil
 	}
-	return c.ceP2PExchange(rounds, c.cfg.CEP2PMinBytes)
+	return c.ceP2PExchange(rounds, c.cfg.CEP2PMinBytes, overlapsGroup)
 }
 
 // ceP2PExchange is ceP2PSplit for the operations of at least min bytes
-// (none where min ≤ 0): the copy-engine Reduce into the root's output
-// (cereduce.go) runs it on a group of its own.
-func (c *Comm) ceP2PExchange(rounds [][]P2P, min int64) ([]ceP2POp, error) {
+// (none where min ≤ 0), each rank refusing the operations for which
+// refuse(group, o, me) holds (nil: none): the copy-engine Reduce into the
+// root's output (cereduce.go) and the AllReduce into the peers' outputs
+// (cear.go) run it on groups of their own.
+func (c *Comm) ceP2PExchange(rounds [][]P2P, min int64, refuse func(group []P2P, o P2P, me int) bool) ([]ceP2POp, error) {
+	if refuse == nil {
+		refuse = func([]P2P, P2P, int) bool { return false }
+	}
 	if min <= 0 {
 		return nil, nil
 	}
@@ -133,12 +138,10 @@ func (c *Comm) ceP2PExchange(rounds [][]P2P, min int64) ([]ceP2POp, error) {
 	if !large {
 		return nil, nil
 	}
-	pm, ok := c.boot.(peerMessenger)
-	ex, eok := c.dev.(hal.RangeExporter)
-	mm, mok := c.dev.(hal.MemoryMapped)
-	if !ok || !eok || !mok {
+	if !c.exportable() {
 		return nil, nil
 	}
+	pm, ex, mm := c.boot.(peerMessenger), c.dev.(hal.RangeExporter), c.dev.(hal.MemoryMapped)
 	me := c.cfg.Rank
 	group := slices.Concat(rounds...)
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
@@ -161,7 +164,7 @@ func (c *Comm) ceP2PExchange(rounds [][]P2P, min int64) ([]ceP2POp, error) {
 			continue
 		}
 		msg := []byte{0}
-		if !overlapsGroup(group, o.P2P, me) {
+		if !refuse(group, o.P2P, me) {
 			msg = ceP2PDescribe(ex, o.P2P)
 		}
 		offered[i] = msg[0] == 1
@@ -180,7 +183,7 @@ func (c *Comm) ceP2PExchange(rounds [][]P2P, min int64) ([]ceP2POp, error) {
 			return nil, fmt.Errorf("weft: point-to-point on rank %d: waiting for rank %d's receive buffer for a %d-byte send: %w", me, o.Peer, o.Bytes, err)
 		}
 		dst, ok, rerr := c.ceP2PResolve(mm, o, msg)
-		ok = ok && rerr == nil && !overlapsGroup(group, o.P2P, me)
+		ok = ok && rerr == nil && !refuse(group, o.P2P, me)
 		answer := byte(b2i(ok))
 		if errors.Is(rerr, hal.ErrInvalidUsage) {
 			answer = ceP2PMismatch
@@ -222,7 +225,7 @@ func (c *Comm) ceP2PExchange(rounds [][]P2P, min int64) ([]ceP2POp, error) {
 	for r, round := range rounds {
 		send := slices.IndexFunc(round, func(o P2P) bool { return o.Peer == me && o.Send })
 		recv := slices.IndexFunc(round, func(o P2P) bool { return o.Peer == me && !o.Send })
-		if send < 0 || recv < 0 || round[recv].Bytes < min || overlapsGroup(group, round[send], me) || overlapsGroup(group, round[recv], me) {
+		if send < 0 || recv < 0 || round[recv].Bytes < min || refuse(group, round[send], me) || refuse(group, round[recv], me) {
 			continue
 		}
 		keep = append(keep, ceP2POp{round: r, P2P: round[recv], src: round[send].Buf})
