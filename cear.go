@@ -116,9 +116,10 @@ type cearKernel struct {
 // more ranks, a base operator (Avg and PreMulSum keep the other plans),
 // and WEFT_ALGO=ce or, with no family forced, a call through Comm.AllReduce
 // (zeroCopy: registered buffers) of a message within [CEAllReduceMinBytes,
-// CEAllReduceMaxBytes]. Through Launch (the NCCL ABI) the executor stages
-// every window through landing slots and never led the SM plans, so only
-// WEFT_ALGO=ce sends calls there.
+// CEAllReduceMaxBytes]. Through Launch (the NCCL ABI) on two ranks the
+// outputs are exported at the call instead (cearExportServes); the form
+// that stages every window through landing slots never led the SM plans,
+// so only WEFT_ALGO=ce sends calls there.
 func (c *Comm) cearServes(call Call, zeroCopy bool) bool {
 	switch c.ceReduction(call) {
 	case ceForced:

@@ -331,18 +331,21 @@ func NVLinkCopyEngineMinBytes(nranks int) int64 {
 }
 
 // NVLinkCopyEngineAllReduceMinBytes is the hal.CopyEngineAllReducePreference
-// of GPUs joined by NVLink (hal/nvlink): 1 GiB on 2 ranks, 0 beyond. It
-// applies to Comm.AllReduce, whose outputs are registered, so the
-// copy-engine AllReduce copies reduced windows straight into the peers'
-// outputs: on 2×H100 (2026-11-28, docs/bench/2026-11-28-h100x2 call 11)
-// 1 GB took 2,987 / 3,010 µs (bfloat16 / float), NCCL × 1.09 / 1.10,
-// where the SM 2PA took 3,150 / 3,149 (× 1.03 / 1.04) in the same call; at
-// 256 MB the SM plan led (× 1.12–1.13 against × 1.06–1.09). Through the
-// NCCL ABI (staged through landing slots) it never led the SM plan, so
-// that path takes it only under WEFT_ALGO=ce.
+// of GPUs joined by NVLink (hal/nvlink): 512 MiB on 2 ranks, 0 beyond. The
+// copy-engine AllReduce then copies reduced windows straight into the
+// peers' outputs: registered ones through Comm.AllReduce, ones exported at
+// the call through the NCCL ABI (2 ranks). On 2×H100 (2026-11-27,
+// docs/bench/2026-11-27c-h100x2 call 5, through the ABI, alternated twice)
+// it took NCCL's time × 1.09–1.10 at 1 GB and 1.09–1.11 at 512 MB, where
+// the SM 2PA took 1.04–1.07 and 1.06–1.11 in the same call; at 256 MB the
+// SM plan led (1.12–1.13 against 1.08–1.10), at 64 MB by 0.2× (2026-11-28,
+// docs/bench/2026-11-28-h100x2 call 11: Comm.AllReduce at 1 GB 1.09 / 1.10
+// against the SM plan's 1.03 / 1.04). The staged form (landing slots for
+// the reduced windows and a copy-out, where the outputs cannot be mapped)
+// never led the SM plans: only WEFT_ALGO=ce takes it.
 func NVLinkCopyEngineAllReduceMinBytes(nranks int) int64 {
 	if nranks == 2 {
-		return 1 << 30
+		return 512 << 20
 	}
 	return 0
 }

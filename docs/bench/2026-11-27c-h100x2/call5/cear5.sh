@@ -15,12 +15,12 @@ mkdir -p "$OUT/logs"
 el() { echo "== $(( $(date +%s) - T0 )) s: $*"; }
 {
 make -B -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null 2>&1 || make -B -C examples/cbench CFLAGS='-O2 -Wall' OMP= >/dev/null
-el tests
+el tests; if [ -z "${SKIPTESTS:-}" ]; then
 WEFT_REQUIRE=nvlink timeout 240 $B/weft.test -test.count=1 -test.v -test.run '^(TestCEAllReduceExportedNVLink|TestCEAllReduceNVLink|TestCEP2PNVLink|TestCEP2PGraphReplayNVLink)$' >"$OUT/tests.log" 2>&1; echo rc=$?
-grep -E "^(--- |ok|FAIL|PASS)|    --- |wrong|want" "$OUT/tests.log" | head -20
+grep -E "^(--- |ok|FAIL|PASS)|    --- |wrong|want" "$OUT/tests.log" | head -20; fi
 for d in float bfloat16; do
   el "all_reduce $d"
-  A=(-g 2 -t all_reduce -d $d -b 64M -e 1G -f 2 -w 5 -n 20 -G 10 -c 1 -p 0)
+  A=(-g 2 -t allreduce -d $d -b 64M -e 1G -f 2 -w 5 -n 20 -G 10 -c 1 -p 0)
   timeout 60 "${R[@]}" $CB "${A[@]}" >"$OUT/logs/ar-nccl-$d.log" 2>&1; echo rc=$?
   timeout 60 "${W[@]}" WEFT_CE_ALLREDUCE_MIN_BYTES=0 $CB "${A[@]}" >"$OUT/logs/ar-sm-$d.log" 2>&1; echo rc=$?
   timeout 60 "${W[@]}" WEFT_CE_ALLREDUCE_MIN_BYTES=64M $CB "${A[@]}" >"$OUT/logs/ar-ce64M-$d.log" 2>&1; echo rc=$?
@@ -30,13 +30,13 @@ for d in float bfloat16; do
   python3 scripts/cbench-ratios.py "$OUT/logs/ar-nccl-$d.log" "$OUT"/logs/ar-{sm,ce64M,default,ce64M2,sm2}-$d.log
 done
 el eager
-E=(-g 2 -t all_reduce -d float -b 256M -e 1G -f 4 -w 5 -n 20 -G 0 -c 1 -p 0 -H 1)
+E=(-g 2 -t allreduce -d float -b 256M -e 1G -f 4 -w 5 -n 20 -G 0 -c 1 -p 0 -H 1)
 timeout 60 "${R[@]}" $CB "${E[@]}" >"$OUT/logs/eager-nccl.log" 2>&1; echo rc=$?
 timeout 60 "${W[@]}" WEFT_CE_ALLREDUCE_MIN_BYTES=256M $CB "${E[@]}" >"$OUT/logs/eager-weft.log" 2>&1; echo rc=$?
 python3 scripts/cbench-ratios.py "$OUT/logs/eager-nccl.log" "$OUT/logs/eager-weft.log"
 for f in eager-nccl eager-weft; do echo "-- $f (size, time us, host us per enqueue)"; grep -E "^ +[0-9]" "$OUT/logs/$f.log" | tr -s " " | cut -d" " -f2,7,15; done
 el "every collective, defaults"
-A=(-g 2 -t sendrecv,gather,scatter,broadcast,alltoall,reduce,all_gather,reduce_scatter -d float -b 256M -e 1G -f 2 -w 5 -n 20 -G 10 -c 1 -p 0)
+A=(-g 2 -t sendrecv,gather,scatter,broadcast,alltoall,reduce,allgather,reducescatter -d float -b 256M -e 1G -f 2 -w 5 -n 20 -G 10 -c 1 -p 0)
 timeout 120 "${R[@]}" $CB "${A[@]}" >"$OUT/logs/all-nccl.log" 2>&1; echo rc=$?
 timeout 120 "${W[@]}" $CB "${A[@]}" >"$OUT/logs/all-weft.log" 2>&1; echo rc=$?
 python3 scripts/cbench-ratios.py "$OUT/logs/all-nccl.log" "$OUT/logs/all-weft.log"
