@@ -8,8 +8,8 @@
 # UCX as 2 emulated nodes (scripts/gpu-net.sh). Run from the repository root after
 # `make gpu-bundle-accept` here. Time-boxed steps (limits about 1.5× what each took on 2×H100);
 # the whole run stays under BUDGET seconds (default 540). The acceptance is two calls:
-# PARTS="tests cbench host" (321 s on 2×H100 on 2026-11-27 with test-root at 164 s, about 370
-# with TestCEReduceNVLink since) and PARTS="bench net port algo fsdp" (322 s;
+# PARTS="tests cbench host" (321 s on 2×H100 on 2026-11-27 with test-root at 164 s, about 400
+# with TestCEReduceNVLink and TestCEAllReduceExportedNVLink since) and PARTS="bench net port algo fsdp" (322 s;
 # docs/bench/2026-11-27b-h100x2/accept): too long together for one device call's 600 s.
 #
 # Files back in $OUT (the device tool returns at most 8): summary.txt (every part's summary),
@@ -44,9 +44,10 @@ if want tests; then
   step test-nvswitch 40 'pass' -- "$B/hal_nvswitch.test" -test.count=1
   # By name: the pattern NVLink also takes TestAllReduceNVLink (72 s) and the tuner's test,
   # which ran past this step's limit on 2026-11-26. 164 s on 2×H100 on 2026-11-27 with the
-  # copy-engine point-to-point tests; TestCEReduceNVLink adds about 46 s.
-  step test-root 260 'pass' -- "$B/weft.test" -test.count=1 -test.v \
-    -test.run 'TestP2PNVLink|TestP2PRegisteredNVLink|TestP2PRegisteredGraphNVLink|TestInPlaceAllToAllNVLink|TestCollectivesPortNVLink|TestCallsAcrossStreamsNVLink|TestCEAllGatherNVLink|TestCEAllReduceNVLink|TestWindowAllReduceNVLink|TestCEP2PNVLink|TestCEP2PGraphReplayNVLink|TestCEReduceNVLink'
+  # copy-engine point-to-point tests; TestCEReduceNVLink adds about 40 s,
+  # TestCEAllReduceExportedNVLink about 32.
+  step test-root 320 'pass' -- "$B/weft.test" -test.count=1 -test.v \
+    -test.run 'TestP2PNVLink|TestP2PRegisteredNVLink|TestP2PRegisteredGraphNVLink|TestInPlaceAllToAllNVLink|TestCollectivesPortNVLink|TestCallsAcrossStreamsNVLink|TestCEAllGatherNVLink|TestCEAllReduceNVLink|TestWindowAllReduceNVLink|TestCEP2PNVLink|TestCEP2PGraphReplayNVLink|TestCEReduceNVLink|TestCEAllReduceExportedNVLink'
 fi
 
 # ---- issue 20: every collective through the C ABI beside NCCL, CUDA graphs, 8 B to MAXB
