@@ -558,7 +558,12 @@ func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
 		return ch.Plan.Blocks(), ch.Plan.DataBlocks()
 	}
 	if c.ceP2PServes(call) {
-		return 0, 0 // copy engines
+		// Copy engines; a copy to itself (an out-of-place Broadcast's
+		// root, an AllToAll's own segment) on the copy kernel's blocks.
+		if call.Coll == algorithms.AllToAll || (c.cfg.Rank == call.Root && call.Send != call.Recv) {
+			return c.cearBlocks(), 0
+		}
+		return 0, 0
 	}
 	if c.cearExportServes(call) || c.ceServes(call) {
 		switch call.Coll {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/plan"
 	"github.com/weftccl/weft/internal/env"
 )
 
@@ -343,6 +344,19 @@ func (c *Comm) ceP2PQueue(ops []ceP2POp, s hal.Stream) error {
 	}
 	st, me := c.cep2p, c.cfg.Rank
 	mine := st.flags.Addr()
+	// Copies to itself run on SMs (a few blocks of the copy kernel): the
+	// copy engines stay with the links (a root's sends in a Scatter or
+	// Broadcast).
+	var own cearShape
+	if slices.ContainsFunc(ops, func(o ceP2POp) bool { return o.Peer == me && o.Buf != o.src }) {
+		kern, err := c.cearReduceKernel(plan.Uint8, plan.Sum)
+		if err != nil {
+			return err
+		}
+		if kern.copyFn != nil {
+			own = cearShape{copy: kern.copyFn, blocks: c.cearBlocks(), threads: c.cfg.CEAllReduce.Threads}
+		}
+	}
 	flag := func(base uint64, q, word int) uint64 { return base + uint64(st.flag(q, word)) }
 	queue := func(q []hal.StreamOp) error {
 		if len(q) == 0 {
@@ -376,7 +390,8 @@ func (c *Comm) ceP2PQueue(ops []ceP2POp, s hal.Stream) error {
 			switch {
 			case o.Peer == me:
 				if o.Buf != o.src {
-					moves = append(moves, hal.StreamOp{Kind: hal.StreamCopy, Dst: o.Buf, Src: o.src, Bytes: o.Bytes})
+					moves = append(moves, hal.StreamOp{Kind: hal.StreamCopy, Dst: o.Buf, Src: o.src, Bytes: o.Bytes,
+						Kernel: own.copy, Blocks: own.blocks, Threads: own.threads})
 				}
 			case o.Send:
 				lane := uint8(1 + o.Peer%(hal.MaxStreamLanes-1))
