@@ -418,9 +418,8 @@ func (c *Comm) ceP2PQueue(ops []ceP2POp, s hal.Stream) error {
 }
 
 // ceP2PServes reports whether the copy-engine point-to-point path takes
-// call (Launch, PlanName, PlanSMs): a Broadcast of at least
-// ceP2PBroadcastFactor × Config.CEP2PMinBytes bytes, or an out-of-place
-// SendRecv (LaunchP2P's, named for PlanName) or AllToAll with operations
+// call (Launch, PlanName, PlanSMs): a Broadcast, or an out-of-place
+// SendRecv (LaunchP2P's, named for PlanName) or AllToAll, with operations
 // of at least Config.CEP2PMinBytes. Launch runs the
 // Broadcast and AllToAll as groups of sends and receives (broadcastP2P,
 // allToAllP2P), whose operations the exchange may still give back to the
@@ -433,20 +432,17 @@ func (c *Comm) ceP2PServes(call Call) bool {
 	bytes := call.Count * int64(call.Type.Size())
 	switch call.Coll {
 	case algorithms.Broadcast:
-		// The root's engines also copy its own output: at 64 MB the SM
-		// plan led (1.08× NCCL against 1.02×), from 256 MB the engines
-		// (1.04× and 1.07× at 1 GB against 1.03× and 1.005×; 2×H100,
-		// docs/bench/2026-11-27b-h100x2, call 3).
-		return bytes >= ceP2PBroadcastFactor*min
+		// With the root's copy of its own output on a copy engine the SM
+		// plan led at 64–128 MB (2×H100, docs/bench/2026-11-27b-h100x2,
+		// call 3); with that copy on SMs the engines lead from 64 MB:
+		// 1.08× NCCL against 1.07× at 64 MB, 1.10× against 1.06× at 128 MB
+		// (docs/bench/2026-11-27c-h100x2, call 8).
+		return bytes >= min
 	case algorithms.SendRecv, algorithms.AllToAll: // in place, overlapping sends go to the kernels
 		return bytes >= min && call.Send != call.Recv
 	}
 	return false
 }
-
-// ceP2PBroadcastFactor scales the copy-engine point-to-point bound for a
-// Broadcast (ceP2PServes).
-const ceP2PBroadcastFactor = 4
 
 // ceP2PName is what PlanName says of a call ceP2PServes takes.
 func ceP2PName(call Call) string { return call.Coll.String() + "-ce-host-issued" }

@@ -50,7 +50,7 @@ func TestWindowAllReduceHost(t *testing.T) {
 // the copy-engine bound at 16 MiB).
 func windowCases(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, scale int64) error {
 	winBytes := int64(4<<20) * scale
-	ceBound := int64(1<<20) * scale // WEFT_CE_ALLREDUCE_MIN_BYTES of the callers
+	ceBound := int64(1<<20) * scale                   // WEFT_CE_ALLREDUCE_MIN_BYTES of the callers
 	lead := uint64(4096 * (rank + 1))                 // the window's head inside the allocation differs by rank
 	alloc, err := dev.Alloc(int64(lead) + 2*winBytes) // room past the window's end
 	if err != nil {
