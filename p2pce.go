@@ -418,8 +418,9 @@ func (c *Comm) ceP2PQueue(ops []ceP2POp, s hal.Stream) error {
 }
 
 // ceP2PServes reports whether the copy-engine point-to-point path takes
-// call (Launch, PlanName, PlanSMs): a Broadcast, or an out-of-place
-// SendRecv (LaunchP2P's, named for PlanName) or AllToAll, with operations
+// call (Launch, PlanName, PlanSMs): a Broadcast of at least
+// ceP2PBroadcastFactor × Config.CEP2PMinBytes bytes, or an out-of-place
+// SendRecv (LaunchP2P's, named for PlanName) or AllToAll with operations
 // of at least Config.CEP2PMinBytes. Launch runs the
 // Broadcast and AllToAll as groups of sends and receives (broadcastP2P,
 // allToAllP2P), whose operations the exchange may still give back to the
@@ -434,15 +435,20 @@ func (c *Comm) ceP2PServes(call Call) bool {
 	case algorithms.Broadcast:
 		// With the root's copy of its own output on a copy engine the SM
 		// plan led at 64–128 MB (2×H100, docs/bench/2026-11-27b-h100x2,
-		// call 3); with that copy on SMs the engines lead from 64 MB:
-		// 1.08× NCCL against 1.07× at 64 MB, 1.10× against 1.06× at 128 MB
-		// (docs/bench/2026-11-27c-h100x2, call 8).
-		return bytes >= min
+		// call 3); with that copy on SMs the engines lead from 64 MB
+		// (1.08× NCCL against 1.07× at 64 MB, 1.10× against 1.06× at
+		// 128 MB) but not at 32 MB (1.05× against 1.11×;
+		// docs/bench/2026-11-27c-h100x2, calls 8–9).
+		return bytes >= ceP2PBroadcastFactor*min
 	case algorithms.SendRecv, algorithms.AllToAll: // in place, overlapping sends go to the kernels
 		return bytes >= min && call.Send != call.Recv
 	}
 	return false
 }
+
+// ceP2PBroadcastFactor scales the copy-engine point-to-point bound for a
+// Broadcast (ceP2PServes).
+const ceP2PBroadcastFactor = 2
 
 // ceP2PName is what PlanName says of a call ceP2PServes takes.
 func ceP2PName(call Call) string { return call.Coll.String() + "-ce-host-issued" }

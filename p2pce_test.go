@@ -301,7 +301,7 @@ func TestCEP2POff(t *testing.T) {
 }
 
 // TestCEP2PCollectivesHost: with WEFT_CE_P2P_MIN_BYTES set, a Broadcast
-// (every root, in and out of place) at or above the bound and an
+// (every root, in and out of place) at or above 2× the bound and an
 // out-of-place AllToAll at or above it run through Launch as groups of sends and receives on
 // the copy engines, element by element right; an in-place AllToAll keeps
 // its kernels. PlanName and PlanSMs say so.
@@ -331,7 +331,7 @@ func TestCEP2PCollectivesHost(t *testing.T) {
 				a := b
 				a.Coll = algorithms.AllToAll
 				small := b
-				small.Count = ceP2PBound/4 - 1 // just under the bound in bytes: a Broadcast keeps its kernels
+				small.Count = ceP2PBound/2 - 1 // just under 2× the bound in bytes: a Broadcast keeps its kernels
 				for _, k := range []struct {
 					call weft.Call
 					name string

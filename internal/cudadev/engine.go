@@ -351,16 +351,21 @@ func NVLinkCopyEngineAllReduceMinBytes(nranks int) int64 {
 }
 
 // NVLinkCopyEngineP2PMinBytes is the hal.CopyEngineP2PPreference of GPUs
-// joined by NVLink (hal/nvlink): 64 MiB per operation on 2 ranks, 0
+// joined by NVLink (hal/nvlink): 32 MiB per operation on 2 ranks, 0
 // beyond. Copy engines move 395.6 GB/s one way over the H100's NVLink
 // where SM stores reach 367 (docs/bench/2026-11-28-h100x2, call 1), the
 // ceiling at which NCCL's and weft's SM point-to-point plans sit from
-// about 64 MiB; a copy straight into the receiver's exported buffer pays
+// tens of MiB; a copy straight into the receiver's exported buffer pays
 // the export, a host message and two flag trips per operation, which the
-// larger operations hide. Not measured beyond 2 ranks.
+// larger operations hide. On 2×H100 (docs/bench/2026-11-27c-h100x2, call 9,
+// alternated twice, with copies to itself on SMs) 32 MiB operations took
+// NCCL's time × 1.01–1.02 in a 64 MB gather (SM plan 0.95–0.99), 1.03–1.04
+// in a scatter (0.98–0.99), 1.33 in an AllToAll (1.11–1.13) and 1.35–1.37
+// in a sendrecv (1.26–1.29); 16 MiB ones lost (gather 0.93–0.94). Not
+// measured beyond 2 ranks.
 func NVLinkCopyEngineP2PMinBytes(nranks int) int64 {
 	if nranks == 2 {
-		return 64 << 20
+		return 32 << 20
 	}
 	return 0
 }
