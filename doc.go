@@ -50,7 +50,9 @@
 //     AllReduce and Reduce (stream operations, no kernel moving data).
 //   - p2pce.go: point-to-point operations (and Broadcast and AllToAll as
 //     groups of them) by copy engines straight into the receiver's
-//     buffer, exported at the call.
+//     buffer, exported at the call; the same exchange exports the
+//     outputs of large two-rank Reduces and AllReduces (cereduce.go,
+//     cear.go).
 //   - window.go: memory windows (RegisterWindow, NCCL's
 //     ncclCommWindowRegister) and the zero-copy plans that symmetric
 //     windows let Launch run.

@@ -51,7 +51,8 @@ import (
 // copies, and writes done = 1 into the receiver's word for it; the
 // receiver, on the caller's stream once the lanes have joined it, waits
 // for done = 1 and resets it. A copy to itself of the same size runs on
-// the caller's stream. The kernels of the group's other
+// the caller's stream, by the copy kernel on a few SMs (a copy engine
+// beside the sends slowed a root's pushes: docs/collectives.md). The kernels of the group's other
 // operations are queued first on every rank, the copy-engine operations
 // after them, so neither can wait on the other in a cycle. Each round's
 // ready words are written only after the previous round's done words
@@ -346,14 +347,13 @@ func (c *Comm) ceP2PQueue(ops []ceP2POp, s hal.Stream) error {
 	mine := st.flags.Addr()
 	// Copies to itself run on SMs (a few blocks of the copy kernel): the
 	// copy engines stay with the links (a root's sends in a Scatter or
-	// Broadcast).
+	// Broadcast). Without the kernel (it did not compile) a copy engine
+	// does them: the peers have agreed on the copies already.
 	var own cearShape
 	if slices.ContainsFunc(ops, func(o ceP2POp) bool { return o.Peer == me && o.Buf != o.src }) {
-		kern, err := c.cearReduceKernel(plan.Uint8, plan.Sum)
-		if err != nil {
-			return err
-		}
-		if kern.copyFn != nil {
+		if kern, err := c.cearReduceKernel(plan.Uint8, plan.Sum); err != nil {
+			env.Logger("COLL").Warn("copy-engine point-to-point: no copy kernel; copies to itself on a copy engine", "rank", me, "err", err)
+		} else if kern.copyFn != nil {
 			own = cearShape{copy: kern.copyFn, blocks: c.cearBlocks(), threads: c.cfg.CEAllReduce.Threads}
 		}
 	}

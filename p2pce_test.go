@@ -369,6 +369,25 @@ func TestCEP2PCollectivesHost(t *testing.T) {
 // that bound and on three ranks, into the landing slots.
 func TestCEReduceHost(t *testing.T) { testCEReduce(t, "host", []int{2, 3}, 8<<10, 1) }
 
+// TestCEReduceDirectBoundMismatch: ranks given different bounds for the
+// Reduce into the root's output (Options.Config, as
+// WEFT_CE_REDUCE_DIRECT_MIN_BYTES would) fail NewComm with ErrInvalidUsage
+// naming the rank and its bound: a pair must pick one form.
+func TestCEReduceDirectBoundMismatch(t *testing.T) {
+	errs := runRanksWith(t, "host", 2, func(r int, dev hal.Device) weft.Options {
+		c := algorithms.DefaultConfig(r, 2, dev.Info().Multiprocessors, false)
+		if r == 1 {
+			c.CEReduceDirectMinBytes = 1 << 20
+		}
+		return weft.Options{Config: &c}
+	}, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "root's output") || !strings.Contains(err.Error(), "rank 1 1048576 bytes") {
+			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 1's bound for the Reduce into the root's output", r, err)
+		}
+	}
+}
+
 // TestCEReduceNVLink is TestCEReduceHost on the GPUs with a 1 MiB bound
 // and 2,000 times the counts: several 32 MiB windows.
 func TestCEReduceNVLink(t *testing.T) {
