@@ -94,7 +94,7 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 		return nil
 	}
 	if c.allToAllByP2P(call) {
-		return c.allToAllP2P(call, s) // past PeerPlansMaxRanks ranks (p2p.go)
+		return c.allToAllP2P(call, s, c.cfg.CEP2PMinBytes) // past PeerPlansMaxRanks ranks (p2p.go)
 	}
 	if ok, err := c.launchWindowed(call, s, t); ok { // symmetric memory windows (window.go)
 		return err

@@ -38,6 +38,13 @@ type P2P struct {
 // receive; ErrNotSupported when the communicator has no point-to-point
 // plan.
 func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
+	return c.launchP2P(ops, s, c.cfg.CEP2PMinBytes)
+}
+
+// launchP2P is LaunchP2P with ceMin the smallest operation the copy-engine
+// point-to-point path moves (p2pce.go; every rank of a group passes the
+// same for the same call).
+func (c *Comm) launchP2P(ops []P2P, s hal.Stream, ceMin int64) error {
 	if s == nil {
 		return fmt.Errorf("weft: point-to-point on rank %d: stream is nil: %w", c.cfg.Rank, hal.ErrInvalidArgument)
 	}
@@ -76,7 +83,7 @@ func (c *Comm) LaunchP2P(ops []P2P, s hal.Stream) error {
 	t = c.p2pProf.Since(p2pStagePrepare, t)
 	// Large operations on copy engines (p2pce.go; its own stages), queued
 	// after every kernel of the group on every rank.
-	ceOps, err := c.ceP2PSplit(rounds)
+	ceOps, err := c.ceP2PSplit(rounds, ceMin)
 	if err != nil {
 		return err
 	}
@@ -453,15 +460,16 @@ func (c *Comm) allToAllByP2P(call Call) bool {
 // segment p of the send buffer to rank p, segment p of the receive buffer
 // from rank p, for every rank p (this one included), so that the peer
 // windows of LaunchP2P serve any rank count. In place (send = receive),
-// LaunchP2P stages every send that overlaps a receive first.
-func (c *Comm) allToAllP2P(call Call, s hal.Stream) error {
+// LaunchP2P stages every send that overlaps a receive first. Segments of
+// at least ceMin bytes go on copy engines (p2pce.go).
+func (c *Comm) allToAllP2P(call Call, s hal.Stream, ceMin int64) error {
 	n, seg := c.cfg.NRanks, call.Count*int64(call.Type.Size())
 	ops := make([]P2P, 0, 2*n)
 	for p := 0; p < n; p++ {
 		off := uint64(p) * uint64(seg)
 		ops = append(ops, P2P{Peer: p, Send: true, Buf: call.Send + off, Bytes: seg}, P2P{Peer: p, Buf: call.Recv + off, Bytes: seg})
 	}
-	if err := c.LaunchP2P(ops, s); err != nil {
+	if err := c.launchP2P(ops, s, ceMin); err != nil {
 		return fmt.Errorf("weft: %v on rank %d as point-to-point: %w", call.Coll, c.cfg.Rank, err)
 	}
 	return nil

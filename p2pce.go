@@ -107,15 +107,15 @@ func (c *Comm) setupCEP2P() error {
 	return err
 }
 
-// ceP2PSplit takes out of rounds the operations the copy engines move and
-// returns them, after the exchange with the peers (see the comment at the
-// top of this file). The rounds keep the operations the kernels move, in
-// their order.
-func (c *Comm) ceP2PSplit(rounds [][]P2P) ([]ceP2POp, error) {
-	if c.cep2p == nil {
+// ceP2PSplit takes out of rounds the operations the copy engines move
+// (from min bytes, where the path is on) and returns them, after the
+// exchange with the peers (see the comment at the top of this file). The
+// rounds keep the operations the kernels move, in their order.
+func (c *Comm) ceP2PSplit(rounds [][]P2P, min int64) ([]ceP2POp, error) {
+	if c.cep2p == nil || c.cfg.CEP2PMinBytes <= 0 {
 		return nil, nil
 	}
-	return c.ceP2PExchange(rounds, c.cfg.CEP2PMinBytes, overlapsGroup)
+	return c.ceP2PExchange(rounds, min, overlapsGroup)
 }
 
 // ceP2PExchange is ceP2PSplit for the operations of at least min bytes
@@ -419,9 +419,10 @@ func (c *Comm) ceP2PQueue(ops []ceP2POp, s hal.Stream) error {
 
 // ceP2PServes reports whether the copy-engine point-to-point path takes
 // call (Launch, PlanName, PlanSMs): a Broadcast of at least
-// ceP2PBroadcastFactor × Config.CEP2PMinBytes bytes, or an out-of-place
-// SendRecv (LaunchP2P's, named for PlanName) or AllToAll with operations
-// of at least Config.CEP2PMinBytes. Launch runs the
+// ceP2PBroadcastFactor × Config.CEP2PMinBytes bytes, an out-of-place
+// SendRecv (LaunchP2P's, named for PlanName) with operations of at least
+// Config.CEP2PMinBytes, or an out-of-place AllToAll with segments of at
+// least ceP2PAllToAllMin. Launch runs the
 // Broadcast and AllToAll as groups of sends and receives (broadcastP2P,
 // allToAllP2P), whose operations the exchange may still give back to the
 // point-to-point kernels.
@@ -440,11 +441,20 @@ func (c *Comm) ceP2PServes(call Call) bool {
 		// 128 MB) but not at 32 MB (1.05× against 1.11×;
 		// docs/bench/2026-11-27c-h100x2, calls 8–9).
 		return bytes >= ceP2PBroadcastFactor*min
-	case algorithms.SendRecv, algorithms.AllToAll: // in place, overlapping sends go to the kernels
+	case algorithms.SendRecv: // in place, overlapping sends go to the kernels
 		return bytes >= min && call.Send != call.Recv
+	case algorithms.AllToAll:
+		return bytes >= c.ceP2PAllToAllMin() && call.Send != call.Recv
 	}
 	return false
 }
+
+// ceP2PAllToAllMin is the smallest segment of an out-of-place AllToAll
+// that Launch moves on copy engines: half of Config.CEP2PMinBytes. On
+// 2×H100 (docs/bench/2026-11-27c-h100x2, call 9) 16 MiB segments took
+// NCCL's time × 1.30 there against the SM plan's 1.11–1.15, where 16 MiB
+// sends, gathers and scatters lost to their kernels.
+func (c *Comm) ceP2PAllToAllMin() int64 { return max(1, c.cfg.CEP2PMinBytes/2) }
 
 // ceP2PBroadcastFactor scales the copy-engine point-to-point bound for a
 // Broadcast (ceP2PServes).
@@ -457,7 +467,7 @@ func ceP2PName(call Call) string { return call.Coll.String() + "-ce-host-issued"
 // group of point-to-point operations.
 func (c *Comm) launchCEP2P(call Call, s hal.Stream) error {
 	if call.Coll == algorithms.AllToAll {
-		return c.allToAllP2P(call, s)
+		return c.allToAllP2P(call, s, c.ceP2PAllToAllMin())
 	}
 	return c.broadcastP2P(call, s)
 }

@@ -319,11 +319,17 @@ func TestCEP2PCollectivesHost(t *testing.T) {
 			for _, in := range []bool{false, true} {
 				cases = append(cases, collCase{coll: algorithms.AllToAll, t: plan.Float32, op: plan.Sum, count: count, inPlace: in})
 			}
+			// AllToAll segments of 3/4 of the bound (copy engines: from
+			// half of it) and just under half of it (kernels).
+			const mid, low = ceP2PBound * 3 / 16, ceP2PBound/8 - 1
+			cases = append(cases, collCase{coll: algorithms.AllToAll, t: plan.Float32, op: plan.Sum, count: mid},
+				collCase{coll: algorithms.AllToAll, t: plan.Float32, op: plan.Sum, count: low})
 			runCasesThen(t, "host", n, cases, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
 				// Per rank: each Broadcast root n−1 sends (+1 copy out
-				// of place), each other rank 1 receive; the out-of-place
-				// AllToAll 2(n−1) operations and the copy to itself.
-				want := int64(2*(n-1)+1) + int64(2*(n-1)+1) + 2*int64(n-1)
+				// of place), each other rank 1 receive; each out-of-place
+				// AllToAll on copy engines 2(n−1) operations and the copy
+				// to itself.
+				want := int64(2*(n-1)+1) + 2*int64(2*(n-1)+1) + 2*int64(n-1)
 				if got := c.CopyEngineP2POps(); got != want {
 					return fmt.Errorf("%d operations on copy engines, want %d", got, want)
 				}
@@ -332,10 +338,15 @@ func TestCEP2PCollectivesHost(t *testing.T) {
 				a.Coll = algorithms.AllToAll
 				small := b
 				small.Count = ceP2PBound/2 - 1 // just under 2× the bound in bytes: a Broadcast keeps its kernels
+				aMid, aLow := a, a
+				aMid.Count, aLow.Count = mid, low
+				if got := c.PlanName(aLow); strings.HasSuffix(got, "-ce-host-issued") {
+					return fmt.Errorf("PlanName of an AllToAll of %d-byte segments = %q: below half the bound", low*4, got)
+				}
 				for _, k := range []struct {
 					call weft.Call
 					name string
-				}{{b, "broadcast-ce-host-issued"}, {a, "alltoall-ce-host-issued"}} {
+				}{{b, "broadcast-ce-host-issued"}, {a, "alltoall-ce-host-issued"}, {aMid, "alltoall-ce-host-issued"}} {
 					if got := c.PlanName(k.call); got != k.name {
 						return fmt.Errorf("PlanName(%v) = %q, want %q", k.call.Coll, got, k.name)
 					}
