@@ -179,7 +179,7 @@ func (c *Comm) launchCEAllReduceExported(call Call, s hal.Stream, t time.Time) (
 	peer := 1 - me
 	bytes := call.Count * int64(call.Type.Size())
 	group := []P2P{{Peer: peer, Buf: call.Recv, Bytes: bytes}, {Peer: peer, Send: true, Buf: call.Recv, Bytes: bytes}}
-	keep, err := c.ceP2PExchange([][]P2P{group}, bytes, nil)
+	keep, err := c.ceP2PExchange([][]P2P{group}, bytes, nil, s)
 	if err != nil {
 		return true, fmt.Errorf("weft: AllReduce on rank %d: exporting the outputs for copy engines: %w", me, err)
 	}

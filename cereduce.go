@@ -138,7 +138,7 @@ func (c *Comm) launchCEReduce(call Call, s hal.Stream, t time.Time) error {
 		return err
 	}
 	bytes := call.Count * int64(call.Type.Size())
-	if ops, err := c.ceReduceDirect(call, bytes, k); err != nil || ops != nil {
+	if ops, err := c.ceReduceDirect(call, bytes, k, s); err != nil || ops != nil {
 		if err != nil {
 			return err
 		}
@@ -158,7 +158,7 @@ func (c *Comm) launchCEReduce(call Call, s hal.Stream, t time.Time) error {
 // where the ranks agreed on the landing slots: more than two ranks, an
 // empty message, an output in place or one the root cannot export or its
 // peer cannot map.
-func (c *Comm) ceReduceDirect(call Call, bytes int64, k cearShape) ([]hal.StreamOp, error) {
+func (c *Comm) ceReduceDirect(call Call, bytes int64, k cearShape, s hal.Stream) ([]hal.StreamOp, error) {
 	if c.cfg.NRanks != 2 || bytes == 0 || bytes < c.cfg.CEReduceDirectMinBytes {
 		return nil, nil
 	}
@@ -176,7 +176,7 @@ func (c *Comm) ceReduceDirect(call Call, bytes int64, k cearShape) ([]hal.Stream
 	if me == root {
 		group = []P2P{{Peer: peer, Buf: call.Recv, Bytes: bytes}, {Peer: me, Send: true, Buf: call.Send, Bytes: bytes}}
 	}
-	keep, err := c.ceP2PExchange([][]P2P{group}, bytes, overlapsGroup)
+	keep, err := c.ceP2PExchange([][]P2P{group}, bytes, overlapsGroup, s)
 	if err != nil {
 		return nil, fmt.Errorf("weft: Reduce to rank %d on rank %d: the root's output for copy engines: %w", root, me, err)
 	}

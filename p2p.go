@@ -83,7 +83,7 @@ func (c *Comm) launchP2P(ops []P2P, s hal.Stream, ceMin int64) error {
 	t = c.p2pProf.Since(p2pStagePrepare, t)
 	// Large operations on copy engines (p2pce.go; its own stages), queued
 	// after every kernel of the group on every rank.
-	ceOps, err := c.ceP2PSplit(rounds, ceMin)
+	ceOps, err := c.ceP2PSplit(rounds, ceMin, s)
 	if err != nil {
 		return err
 	}

@@ -111,19 +111,21 @@ func (c *Comm) setupCEP2P() error {
 // (from min bytes, where the path is on) and returns them, after the
 // exchange with the peers (see the comment at the top of this file). The
 // rounds keep the operations the kernels move, in their order.
-func (c *Comm) ceP2PSplit(rounds [][]P2P, min int64) ([]ceP2POp, error) {
+func (c *Comm) ceP2PSplit(rounds [][]P2P, min int64, s hal.Stream) ([]ceP2POp, error) {
 	if c.cep2p == nil || c.cfg.CEP2PMinBytes <= 0 {
 		return nil, nil
 	}
-	return c.ceP2PExchange(rounds, min, overlapsGroup)
+	return c.ceP2PExchange(rounds, min, overlapsGroup, s)
 }
 
 // ceP2PExchange is ceP2PSplit for the operations of at least min bytes
 // (none where min ≤ 0), each rank refusing the operations for which
-// refuse(group, o, me) holds (nil: none): the copy-engine Reduce into the
-// root's output (cereduce.go) and the AllReduce into the peers' outputs
-// (cear.go) run it on groups of their own.
-func (c *Comm) ceP2PExchange(rounds [][]P2P, min int64, refuse func(group []P2P, o P2P, me int) bool) ([]ceP2POp, error) {
+// refuse(group, o, me) holds (nil: none), for a call on stream s (a
+// mapping made while s captures a graph is kept until Close:
+// importCache): the copy-engine Reduce into the root's output
+// (cereduce.go) and the AllReduce into the peers' outputs (cear.go) run
+// it on groups of their own.
+func (c *Comm) ceP2PExchange(rounds [][]P2P, min int64, refuse func(group []P2P, o P2P, me int) bool, s hal.Stream) ([]ceP2POp, error) {
 	if refuse == nil {
 		refuse = func([]P2P, P2P, int) bool { return false }
 	}
@@ -144,6 +146,7 @@ func (c *Comm) ceP2PExchange(rounds [][]P2P, min int64, refuse func(group []P2P,
 		return nil, nil
 	}
 	pm, ex, mm := c.boot.(peerMessenger), c.dev.(hal.RangeExporter), c.dev.(hal.MemoryMapped)
+	pin := c.capturing(s)
 	me := c.cfg.Rank
 	group := slices.Concat(rounds...)
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
@@ -184,7 +187,7 @@ func (c *Comm) ceP2PExchange(rounds [][]P2P, min int64, refuse func(group []P2P,
 		if err != nil {
 			return nil, fmt.Errorf("weft: point-to-point on rank %d: waiting for rank %d's receive buffer for a %d-byte send: %w", me, o.Peer, o.Bytes, err)
 		}
-		dst, ok, rerr := c.ceP2PResolve(mm, o, msg)
+		dst, ok, rerr := c.ceP2PResolve(mm, o, msg, pin)
 		ok = ok && rerr == nil && !refuse(group, o.P2P, me)
 		answer := byte(b2i(ok))
 		if errors.Is(rerr, hal.ErrInvalidUsage) {
@@ -295,12 +298,13 @@ func ceP2PDescribe(ex hal.RangeExporter, o P2P) []byte {
 const ceP2PDescHeader = 25
 
 // ceP2PResolve checks a receiver's message for send o and returns the
-// receiver's buffer mapped here; ok is false where the receiver refused
+// receiver's buffer mapped here (pinned in importCache when pin is set);
+// ok is false where the receiver refused
 // or its allocation cannot be mapped here (the kernels move the
 // operation). A message that is malformed or describes a range outside
 // the allocation it names is an error wrapping hal.ErrRemote; one of
 // another size than the send's, hal.ErrInvalidUsage.
-func (c *Comm) ceP2PResolve(mm hal.MemoryMapped, o ceP2POp, msg []byte) (dst uint64, ok bool, err error) {
+func (c *Comm) ceP2PResolve(mm hal.MemoryMapped, o ceP2POp, msg []byte, pin bool) (dst uint64, ok bool, err error) {
 	bad := func(f string, a ...any) error {
 		return fmt.Errorf("weft: point-to-point on rank %d: rank %d's receive buffer for a %d-byte send: %s: %w", c.cfg.Rank, o.Peer, o.Bytes, fmt.Sprintf(f, a...), hal.ErrRemote)
 	}
@@ -314,7 +318,7 @@ func (c *Comm) ceP2PResolve(mm hal.MemoryMapped, o ceP2POp, msg []byte) (dst uin
 	if size != uint64(o.Bytes) {
 		return 0, false, fmt.Errorf("weft: point-to-point on rank %d: rank %d receives %d bytes where this rank sends %d: a send and its receive must have the same size: %w", c.cfg.Rank, o.Peer, size, o.Bytes, hal.ErrInvalidUsage)
 	}
-	b, err := c.imports.get(mm, importPlace{o.Peer, base}, hal.Handle(msg[ceP2PDescHeader:]))
+	b, err := c.imports.get(mm, importPlace{o.Peer, base}, hal.Handle(msg[ceP2PDescHeader:]), pin)
 	if err != nil {
 		// Memory this device cannot map (another host's, say): the
 		// kernels move the operation.
@@ -519,11 +523,20 @@ type peerMessenger interface {
 // a mapped allocation unmaps the old one at once: the peer freed it. The
 // MPI libraries' CUDA IPC caches (UCX's cuda_ipc, Open MPI's smcuda) keep
 // mappings of user buffers the same way.
+//
+// A mapping that a graph capture used is pinned: every replay of the
+// graph copies into it again, so it is never the least recently used one
+// unmapped, and one replaced at its place is set aside (retired), still
+// mapped; pinned and retired mappings are unmapped at close. (Unmapped,
+// its addresses could be mapped again for another allocation, and a
+// replay would write there.) They do not count against ceP2PMaxImports.
 type importCache struct {
-	mu     sync.Mutex
-	order  *list.List // of *importEntry, most recent first
-	byKey  map[string]*list.Element
-	places map[importPlace]*list.Element
+	mu      sync.Mutex
+	order   *list.List // of *importEntry, most recent first
+	byKey   map[string]*list.Element
+	places  map[importPlace]*list.Element
+	pinned  int          // entries of order that are pinned
+	retired []hal.Buffer // pinned mappings replaced at their place
 }
 
 // importPlace is where an allocation lives: the peer and its base address
@@ -534,14 +547,15 @@ type importPlace struct {
 }
 
 type importEntry struct {
-	key   string
-	place importPlace
-	buf   hal.Buffer
+	key    string
+	place  importPlace
+	buf    hal.Buffer
+	pinned bool
 }
 
 // get returns the mapping of handle h of the allocation at place,
-// importing it on first use.
-func (ic *importCache) get(dev hal.MemoryMapped, place importPlace, h hal.Handle) (hal.Buffer, error) {
+// importing it on first use; pin pins it (a graph capture uses it).
+func (ic *importCache) get(dev hal.MemoryMapped, place importPlace, h hal.Handle, pin bool) (hal.Buffer, error) {
 	ic.mu.Lock()
 	defer ic.mu.Unlock()
 	if ic.byKey == nil {
@@ -549,7 +563,12 @@ func (ic *importCache) get(dev hal.MemoryMapped, place importPlace, h hal.Handle
 	}
 	if e, ok := ic.byKey[string(h)]; ok {
 		ic.order.MoveToFront(e)
-		return e.Value.(*importEntry).buf, nil
+		ent := e.Value.(*importEntry)
+		if pin && !ent.pinned {
+			ent.pinned = true
+			ic.pinned++
+		}
+		return ent.buf, nil
 	}
 	if e, ok := ic.places[place]; ok { // replaced at its address: freed
 		if err := ic.drop(e); err != nil {
@@ -560,17 +579,24 @@ func (ic *importCache) get(dev hal.MemoryMapped, place importPlace, h hal.Handle
 	if err != nil {
 		return nil, err
 	}
-	e := ic.order.PushFront(&importEntry{key: string(h), place: place, buf: b})
+	e := ic.order.PushFront(&importEntry{key: string(h), place: place, buf: b, pinned: pin})
 	ic.byKey[string(h)], ic.places[place] = e, e
-	for ic.order.Len() > ceP2PMaxImports {
-		if err := ic.drop(ic.order.Back()); err != nil {
+	if pin {
+		ic.pinned++
+	}
+	for ic.order.Len()-ic.pinned > ceP2PMaxImports {
+		lru := ic.order.Back()
+		for lru.Value.(*importEntry).pinned {
+			lru = lru.Prev()
+		}
+		if err := ic.drop(lru); err != nil {
 			return nil, err
 		}
 	}
 	return b, nil
 }
 
-// drop unmaps entry e.
+// drop unmaps entry e, or retires it where it is pinned.
 func (ic *importCache) drop(e *list.Element) error {
 	ent := e.Value.(*importEntry)
 	ic.order.Remove(e)
@@ -578,13 +604,18 @@ func (ic *importCache) drop(e *list.Element) error {
 	if ic.places[ent.place] == e {
 		delete(ic.places, ent.place)
 	}
+	if ent.pinned {
+		ic.pinned--
+		ic.retired = append(ic.retired, ent.buf)
+		return nil
+	}
 	if err := ent.buf.Free(); err != nil {
 		return fmt.Errorf("unmapping a peer's allocation: %w", err)
 	}
 	return nil
 }
 
-// close unmaps every allocation.
+// close unmaps every allocation, pinned and retired ones included.
 func (ic *importCache) close() error {
 	ic.mu.Lock()
 	defer ic.mu.Unlock()
@@ -594,6 +625,21 @@ func (ic *importCache) close() error {
 			errs = append(errs, e.Value.(*importEntry).buf.Free())
 		}
 	}
-	ic.order, ic.byKey, ic.places = nil, nil, nil
+	for _, b := range ic.retired {
+		errs = append(errs, b.Free())
+	}
+	ic.order, ic.byKey, ic.places, ic.pinned, ic.retired = nil, nil, nil, 0, nil
 	return errors.Join(errs...)
+}
+
+// capturing reports whether s is capturing a graph (hal.CaptureQuerier);
+// where the device cannot tell, or the query fails, it reports true, so
+// that a mapping is kept rather than unmapped under a graph.
+func (c *Comm) capturing(s hal.Stream) bool {
+	q, ok := c.dev.(hal.CaptureQuerier)
+	if !ok {
+		return true
+	}
+	capt, err := q.Capturing(s)
+	return err != nil || capt
 }

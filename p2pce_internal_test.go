@@ -46,7 +46,7 @@ func TestImportCache(t *testing.T) {
 	var ic importCache
 	get := func(peer int, base uint64, h string) {
 		t.Helper()
-		if _, err := ic.get(f, importPlace{peer, base}, hal.Handle(h)); err != nil {
+		if _, err := ic.get(f, importPlace{peer, base}, hal.Handle(h), false); err != nil {
 			t.Fatalf("get(%d, %#x, %s): %v", peer, base, h, err)
 		}
 	}
@@ -74,6 +74,42 @@ func TestImportCache(t *testing.T) {
 	}
 	if ic.len() != 0 || len(f.freed) != f.imported {
 		t.Fatalf("after close: %d mappings, %d of %d imports unmapped", ic.len(), len(f.freed), f.imported)
+	}
+}
+
+// TestImportCachePinned: mappings a graph capture used (pinned) are never
+// the least recently used one unmapped and do not count against
+// ceP2PMaxImports; one replaced at its place stays mapped (retired) until
+// close, which unmaps every mapping once; a mapping first got unpinned is
+// pinned by a later capture's get.
+func TestImportCachePinned(t *testing.T) {
+	f := &fakeImports{freed: map[string]bool{}}
+	var ic importCache
+	get := func(peer int, base uint64, h string, pin bool) {
+		t.Helper()
+		if _, err := ic.get(f, importPlace{peer, base}, hal.Handle(h), pin); err != nil {
+			t.Fatalf("get(%d, %#x, %s, %v): %v", peer, base, h, pin, err)
+		}
+	}
+	get(1, 0x1000, "g", true)  // captured
+	get(1, 0x2000, "e", false) // eager, then captured
+	get(1, 0x2000, "e", true)
+	get(1, 0x3000, "u", false) // eager only
+	for i := 0; i < ceP2PMaxImports; i++ {
+		get(2, uint64(0x10000+i), fmt.Sprintf("c%d", i), false)
+	}
+	if f.freed["g"] || f.freed["e"] || !f.freed["u"] || ic.len() != ceP2PMaxImports+2 {
+		t.Fatalf("after %d eager mappings: freed %v, %d mappings; want g and e kept (pinned), u unmapped, %d", ceP2PMaxImports, f.freed, ic.len(), ceP2PMaxImports+2)
+	}
+	get(1, 0x1000, "g2", false) // rank 1 freed g and allocated g2 at its place
+	if f.freed["g"] || len(ic.retired) != 1 {
+		t.Fatalf("g replaced at its place: freed %v, %d retired; want g retired, still mapped", f.freed, len(ic.retired))
+	}
+	if err := ic.close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.freed) != f.imported || !f.freed["g"] || !f.freed["e"] {
+		t.Fatalf("after close: %d of %d imports unmapped (%v)", len(f.freed), f.imported, f.freed)
 	}
 }
 

@@ -194,6 +194,11 @@ func TestCEP2PGraphReplayNVLink(t *testing.T) {
 	testCEP2PGraphReplay(t, nvlink.Name, max(requireGPUs(t), 2), 1<<20)
 }
 
+// ceP2PFlood is how many eager groups, each into its own allocation, the
+// graph replay test runs between two replays: more than the 32 peer
+// allocations a communicator keeps mapped (ceP2PMaxImports).
+const ceP2PFlood = 36
+
 func testCEP2PGraphReplay(t *testing.T, backend string, n int, bound int64) {
 	t.Setenv("WEFT_CE_P2P_MIN_BYTES", fmt.Sprint(bound))
 	errs := runRanks(t, backend, n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
@@ -241,9 +246,22 @@ func testCEP2PGraphReplay(t *testing.T, backend string, n int, bound int64) {
 					return fmt.Errorf("eager group after replay %d: %w", it, err)
 				}
 			}
+			if it == 1 {
+				// More eager groups into distinct live allocations than
+				// the mappings a communicator keeps: the captured
+				// mapping, pinned, must outlive them.
+				flood := make([][]p2pOp, ceP2PFlood)
+				for i := range flood {
+					flood[i] = []p2pOp{{peer: prev, send: true, k: 2, n: big}, {peer: next, k: 2, n: big}}
+					defer freeOps(flood[i])
+					if err := runP2PGroup(rank, c, dev, s, flood[i], it); err != nil {
+						return fmt.Errorf("eager group %d of %d after replay %d: %w", i, ceP2PFlood, it, err)
+					}
+				}
+			}
 		}
-		if got := c.CopyEngineP2POps(); got != 3+2*2 {
-			return fmt.Errorf("%d operations on copy engines, want 7 (3 captured, 2 per eager group)", got)
+		if want := int64(3 + 2*2 + 2*ceP2PFlood); c.CopyEngineP2POps() != want {
+			return fmt.Errorf("%d operations on copy engines, want %d (3 captured, 2 per eager group)", c.CopyEngineP2POps(), want)
 		}
 		return nil
 	})

@@ -12,7 +12,7 @@ import (
 
 func init() {
 	Register(Case{ID: "memory-mapped/stream-ops", Capability: hal.CapMemoryMapped, MinRanks: 2,
-		Title: "host-queued stream operations (hal.StreamOps): a copy into the next rank's mapped buffer, its flag written after it, the flag waited for, reset and the data copied out, every byte, on one stream and on forked lanes, plain and replayed from a captured graph; a wait nobody satisfies released by AbortWaits and reported by WaitsFailed",
+		Title: "host-queued stream operations (hal.StreamOps): a copy into the next rank's mapped buffer, its flag written after it, the flag waited for, reset and the data copied out, every byte, on one stream and on forked lanes, plain and replayed from a captured graph (the capture state right where hal.CaptureQuerier reports it); a wait nobody satisfies released by AbortWaits and reported by WaitsFailed",
 		Run:   testStreamOps})
 }
 
@@ -132,13 +132,36 @@ func testStreamOps(t *T) error {
 	if !ok {
 		return nil
 	}
+	// A device that reports capture states (hal.CaptureQuerier) reports
+	// them right: the copy-engine paths keep what a capture mapped.
+	cq, _ := t.Dev.(hal.CaptureQuerier)
+	capturing := func(want bool, when string) error {
+		if cq == nil {
+			return nil
+		}
+		got, err := cq.Capturing(s)
+		if err != nil {
+			return t.Errorf("hal.CaptureQuerier %s: %w", when, err)
+		}
+		if got != want {
+			return t.Errorf("hal.CaptureQuerier: Capturing %s = %v, want %v", when, got, want)
+		}
+		return nil
+	}
 	const size = 4<<10 + 3
 	for _, lanes := range []bool{false, true} {
+		if err := capturing(false, "before a capture"); err != nil {
+			return err
+		}
 		if err := gc.BeginCapture(s); err != nil {
 			if errors.Is(err, hal.ErrNotSupported) {
 				return nil
 			}
 			return t.Errorf("begin capture: %w", err)
+		}
+		if err := capturing(true, "during a capture"); err != nil {
+			gc.EndCapture(s)
+			return err
 		}
 		if err := so.QueueOps(s, ops(size, lanes)); err != nil {
 			gc.EndCapture(s)
@@ -147,6 +170,10 @@ func testStreamOps(t *T) error {
 		g, err := gc.EndCapture(s)
 		if err != nil {
 			return t.Errorf("end capture (lanes %v): %w", lanes, err)
+		}
+		if err := capturing(false, "after a capture"); err != nil {
+			g.Close()
+			return err
 		}
 		t.Cleanup(g.Close)
 		for r := 0; r < 3; r++ {

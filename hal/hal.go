@@ -661,6 +661,15 @@ type GraphCapturer interface {
 	EndCapture(s Stream) (Graph, error)
 }
 
+// CaptureQuerier is an optional capability of a GraphCapturer: whether s
+// is capturing a graph now (cuStreamIsCapturing). The copy-engine paths
+// that map a peer's buffer at the call keep a mapping a capture recorded
+// until the communicator closes, since every replay writes there again.
+// Errors: ErrInvalidArgument for a stream of another device.
+type CaptureQuerier interface {
+	Capturing(s Stream) (bool, error)
+}
+
 // Graph is a captured sequence of stream work.
 type Graph interface {
 	Launch(s Stream) error

@@ -89,12 +89,13 @@ type Device struct {
 }
 
 var (
-	_ hal.Device        = (*Device)(nil)
-	_ hal.MemoryMapped  = (*Device)(nil)
-	_ hal.Executor      = (*Device)(nil)
-	_ hal.GraphCapturer = (*Device)(nil)
-	_ hal.SwitchMapped  = (*Device)(nil)
-	_ hal.RangeExporter = (*Device)(nil)
+	_ hal.Device         = (*Device)(nil)
+	_ hal.MemoryMapped   = (*Device)(nil)
+	_ hal.Executor       = (*Device)(nil)
+	_ hal.GraphCapturer  = (*Device)(nil)
+	_ hal.CaptureQuerier = (*Device)(nil)
+	_ hal.SwitchMapped   = (*Device)(nil)
+	_ hal.RangeExporter  = (*Device)(nil)
 )
 
 // Info describes the device. Multiprocessors is GOMAXPROCS: the number of

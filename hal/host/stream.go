@@ -237,6 +237,15 @@ type Graph struct {
 	work []work
 }
 
+// Capturing reports whether s is capturing a graph (hal.CaptureQuerier).
+func (d *Device) Capturing(hs hal.Stream) (bool, error) {
+	s, ok := hs.(*Stream)
+	if !ok {
+		return false, fmt.Errorf("host: capture query: stream of another backend: %w", hal.ErrInvalidArgument)
+	}
+	return s.capturing(), nil
+}
+
 // BeginCapture starts recording s's work instead of running it.
 func (d *Device) BeginCapture(hs hal.Stream) error {
 	s, ok := hs.(*Stream)

@@ -431,6 +431,16 @@ CUresult weft_record_unless_capturing(CUcontext ctx, CUevent e, CUstream s, int*
   return r;
 }
 
+// weft_stream_is_capturing sets *capturing to whether s is capturing a
+// graph (cuStreamIsCapturing: active, or invalidated and not yet ended).
+CUresult weft_stream_is_capturing(CUcontext ctx, CUstream s, int* capturing) {
+  CUR(ctx);
+  int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
+  CUresult r = p_cuStreamIsCapturing(s, &status);
+  *capturing = r == 0 && status != 0;
+  return r;
+}
+
 // weft_stream_after makes the work queued on s from now on wait for the
 // work queued on prev so far: an event recorded on prev now, waited for on
 // s and destroyed at once (the driver frees it once the wait is done).

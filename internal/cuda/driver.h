@@ -60,6 +60,7 @@ CUresult weft_cuEventRecord(CUcontext ctx, CUevent e, CUstream s);
 CUresult weft_record_unless_capturing(CUcontext ctx, CUevent e, CUstream s, int* recorded);
 CUresult weft_stream_after(CUcontext ctx, CUstream s, CUstream prev, int join, int* ordered);
 CUresult weft_wait_unless_capturing(CUcontext ctx, CUstream s, CUevent e, int* waited);
+CUresult weft_stream_is_capturing(CUcontext ctx, CUstream s, int* capturing);
 CUresult weft_cuEventQuery(CUcontext ctx, CUevent e);
 CUresult weft_cuEventSynchronize(CUcontext ctx, CUevent e);
 CUresult weft_cuEventElapsedTime(CUcontext ctx, float* ms, CUevent start, CUevent end);

@@ -395,6 +395,14 @@ func (s Stream) WaitUnlessCapturing(e Event) (waited bool, err error) {
 	return r != 0, err
 }
 
+// IsCapturing reports whether s is capturing a graph
+// (cuStreamIsCapturing). One cgo call.
+func (s Stream) IsCapturing() (bool, error) {
+	var r C.int
+	err := newError("cuStreamIsCapturing", Result(C.weft_stream_is_capturing(s.Ctx.c(), s.c(), &r)))
+	return r != 0, err
+}
+
 // Query reports whether all work on s is done. A failed kernel is an error.
 func (s Stream) Query() (done bool, err error) {
 	r := Result(C.weft_cuStreamQuery(s.Ctx.c(), s.c()))

@@ -88,6 +88,7 @@ func (e Event) RecordUnlessCapturing(s Stream) (recorded bool, err error) {
 func (s Stream) After(prev Stream) (ordered bool, err error) { return false, errNoCgo }
 
 func (s Stream) WaitUnlessCapturing(e Event) (waited bool, err error) { return false, errNoCgo }
+func (s Stream) IsCapturing() (bool, error)                           { return false, errNoCgo }
 
 func (s Stream) Join(prev Stream) (ordered bool, err error) { return false, errNoCgo }
 

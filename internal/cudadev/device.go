@@ -56,6 +56,7 @@ type Device struct {
 var (
 	_ hal.MemoryMapped   = (*Device)(nil)
 	_ hal.GraphCapturer  = (*Device)(nil)
+	_ hal.CaptureQuerier = (*Device)(nil)
 	_ hal.KernelCompiler = (*Device)(nil)
 )
 

@@ -265,6 +265,19 @@ func (d *Device) BeginCapture(hs hal.Stream) error {
 	return nil
 }
 
+// Capturing reports whether s is capturing a graph (hal.CaptureQuerier).
+func (d *Device) Capturing(hs hal.Stream) (bool, error) {
+	s, err := d.stream("capture query", hs)
+	if err != nil {
+		return false, err
+	}
+	c, err := s.stream.IsCapturing()
+	if err != nil {
+		return false, fmt.Errorf("capture query on %s: %w", d, err)
+	}
+	return c, nil
+}
+
 // EndCapture ends the capture of s and instantiates the graph.
 func (d *Device) EndCapture(hs hal.Stream) (hal.Graph, error) {
 	s, err := d.stream("end capture", hs)
