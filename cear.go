@@ -235,7 +235,7 @@ func (c *Comm) cearReduceKernel(t plan.DataType, op plan.RedOp) (cearKernel, err
 		return kern, nil
 	}
 	fail := func(err error) (cearKernel, error) {
-		return cearKernel{}, fmt.Errorf("weft: AllReduce on rank %d (copy engines): %w", c.cfg.Rank, err)
+		return cearKernel{}, fmt.Errorf("weft: rank %d: the copy engines' %v %v reduction and copy kernels: %w", c.cfg.Rank, t, op, err)
 	}
 	mod, fn, err := channels.StreamReduceKernel(c.dev, t, op)
 	if err != nil {

@@ -343,7 +343,7 @@ func testCEAllReduceExported(t *testing.T, backend string, ranks []int, counts [
 				if n == 2 {
 					want = 4 + 6 + 1
 				}
-				if got := weft.CEAllReduceExportedCount(c); got != want {
+				if got := c.ExportedCalls(); got != want {
 					return fmt.Errorf("%d AllReduces through Launch on copy engines into exported outputs, want %d", got, want)
 				}
 				for _, k := range []struct {

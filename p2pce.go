@@ -500,6 +500,12 @@ func (c *Comm) broadcastP2P(call Call, s hal.Stream) error {
 	return nil
 }
 
+// ExportedCalls is the number of collectives this communicator has run on
+// copy engines into outputs exported at the call: Reduces pushed into the
+// root's output (cereduce.go) and AllReduces through Launch into the
+// peers' outputs (cear.go); a captured graph's once.
+func (c *Comm) ExportedCalls() int64 { return c.ceRedDirect.Load() + c.cearExported.Load() }
+
 // CopyEngineP2POps is the number of point-to-point operations (sends,
 // receives and copies to itself) this communicator has queued on copy
 // engines (Config.CEP2PMinBytes; a captured graph's count once).

@@ -455,7 +455,7 @@ func testCEReduce(t *testing.T, backend string, ranks []int, bound int64, scale 
 				if n == 2 {
 					want = int64(n + 4)
 				}
-				if got := weft.CEReduceDirectCount(c); got != want {
+				if got := c.ExportedCalls(); got != want {
 					return fmt.Errorf("%d Reduces pushed into the root's output, want %d", got, want)
 				}
 				big := weft.Call{Coll: algorithms.Reduce, Send: 1 << 20, Recv: 2 << 20, Count: bound / 4, Type: plan.Float32, Op: plan.Max, Root: 1}

@@ -365,10 +365,12 @@ func (c *comm) destroy() error {
 	peak := 0             // the most thread blocks one of weft's launches held
 	var windowCalls int64 // collectives run zero-copy through symmetric windows
 	var ceP2P int64       // point-to-point operations moved by copy engines
+	var exported int64    // Reduces and AllReduces into outputs exported at the call
 	if c.w != nil {
 		peak = c.w.PeakBlocks()
 		windowCalls = c.w.WindowCalls()
 		ceP2P = c.w.CopyEngineP2POps()
+		exported = c.w.ExportedCalls()
 		err = errors.Join(err, c.w.Close())
 	}
 	windows.forget(c)
@@ -377,7 +379,7 @@ func (c *comm) destroy() error {
 	}
 	c.closeStreams()
 	err = errors.Join(err, c.boot.Close())
-	c.log.Info("weft: communicator destroyed", "calls", c.summary(), "peak_blocks", peak, "window_calls", windowCalls, "ce_p2p_ops", ceP2P)
+	c.log.Info("weft: communicator destroyed", "calls", c.summary(), "peak_blocks", peak, "window_calls", windowCalls, "ce_p2p_ops", ceP2P, "exported_calls", exported)
 	c.prof.Log(c.log)
 	c.kindProf.Log(c.log)
 	return err
