@@ -15,4 +15,3 @@ func CEAllReduceActive(c *Comm) bool {
 	defer c.mu.Unlock()
 	return c.cear != nil
 }
-
