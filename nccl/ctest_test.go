@@ -148,6 +148,28 @@ func TestCProgram(t *testing.T) {
 			}
 		}
 	})
+	t.Run("ranks=2,exported outputs", func(t *testing.T) {
+		t.Parallel()
+		// The copy-engine Reduce into the root's output (cereduce.go) and
+		// AllReduce into the peers' outputs (cear.go) under the C ABI with
+		// small bounds (on GPUs 64M / 512M and 512M): the suite's Reduces
+		// and AllReduces of 16 KB and more by copy engines into buffers
+		// exported at the call, across processes.
+		outs := runCTest(t, bin, 2, false, "WEFT_CE_REDUCE_MIN_BYTES=16K", "WEFT_CE_REDUCE_DIRECT_MIN_BYTES=16K",
+			"WEFT_CE_ALLREDUCE_MIN_BYTES=16K", "NCCL_DEBUG=INFO")
+		for r, out := range outs {
+			total := 0
+			for _, m := range exportedCallsRE.FindAllStringSubmatch(out, -1) {
+				k, _ := strconv.Atoi(m[1])
+				total += k
+			}
+			if total == 0 {
+				t.Errorf("rank %d: destroy lines count no call into exported outputs\n%s", r, tail(out))
+			} else {
+				t.Logf("rank %d: %d calls into exported outputs", r, total)
+			}
+		}
+	})
 	t.Run("forward under LD_PRELOAD", func(t *testing.T) {
 		t.Parallel()
 		forwardUnderPreload(t, cc, lib, dir)
@@ -212,6 +234,10 @@ var windowCallsRE = regexp.MustCompile(`window_calls=(\d+)`)
 // ceP2POpsRE finds the destroy line's count of point-to-point operations
 // moved by copy engines.
 var ceP2POpsRE = regexp.MustCompile(`ce_p2p_ops=(\d+)`)
+
+// exportedCallsRE finds the destroy line's count of Reduces and
+// AllReduces run on copy engines into outputs exported at the call.
+var exportedCallsRE = regexp.MustCompile(`exported_calls=(\d+)`)
 
 // servedByWeft checks, from a rank's NCCL_DEBUG=INFO log, that its
 // communicators were served by weft (not NCCL) and that no call of any
