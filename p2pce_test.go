@@ -3,12 +3,14 @@ package weft_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/check"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/nvlink"
 	"github.com/weftccl/weft/hal/plan"
@@ -448,12 +450,16 @@ func testCEReduce(t *testing.T, backend string, ranks []int, bound int64, scale 
 				if !weft.CEActive(c) {
 					return fmt.Errorf("the copy-engine executor's landing slots were never set up (in-place Reduces take them)")
 				}
+				// A captured Reduce at the direct bound, replayed.
+				if err := ceReduceGraphReplay(rank, c, dev, s, 12000*scale); err != nil {
+					return err
+				}
 				// On two ranks every out-of-place Reduce at the direct
 				// bound but Avg pushes into the root's output: one per
-				// root, and Float64's four operators.
+				// root, Float64's four operators and the captured one.
 				want := int64(0)
 				if n == 2 {
-					want = int64(n + 4)
+					want = int64(n + 4 + 1)
 				}
 				if got := c.ExportedCalls(); got != want {
 					return fmt.Errorf("%d Reduces pushed into the root's output, want %d", got, want)
@@ -475,4 +481,60 @@ func testCEReduce(t *testing.T, backend string, ranks []int, bound int64, scale 
 			})
 		})
 	}
+}
+
+// ceReduceGraphReplay captures one Reduce of count floats (Max, to the
+// last rank, out of place) and replays it three times with new inputs,
+// checking the root's output every time.
+func ceReduceGraphReplay(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, count int64) error {
+	gc, ok := dev.(hal.GraphCapturer)
+	if !ok {
+		return nil
+	}
+	n := c.Size()
+	root, es := n-1, int64(plan.Float32.Size())
+	in, err := dev.Alloc(count * es)
+	if err != nil {
+		return err
+	}
+	defer in.Free()
+	out, err := dev.Alloc(count * es)
+	if err != nil {
+		return err
+	}
+	defer out.Free()
+	call := weft.Call{Coll: algorithms.Reduce, Send: in.Addr(), Recv: out.Addr(), Count: count, Type: plan.Float32, Op: plan.Max, Root: root}
+	g, err := captureLaunch(gc, c, call, s)
+	if err != nil {
+		return fmt.Errorf("capturing a Reduce: %w", err)
+	}
+	defer g.Close()
+	for k := 0; k < 3; k++ {
+		// Rank r's input is check.InputN of rank r+k of n+3 ranks: the
+		// result changes with k.
+		if err := dev.Write(in, 0, check.InputN(plan.Float32, plan.Max, n+3, rank+k, count)); err != nil {
+			return err
+		}
+		if err := g.Launch(s); err != nil {
+			return err
+		}
+		if err := c.Synchronize(s); err != nil {
+			return fmt.Errorf("Reduce replay %d: %w", k, err)
+		}
+		if rank != root {
+			continue
+		}
+		got := make([]byte, count*es)
+		if err := dev.Read(got, out, 0); err != nil {
+			return err
+		}
+		want := slices.Clone(check.InputN(plan.Float32, plan.Max, n+3, k, count))
+		for r := 1; r < n; r++ {
+			maxInto(want, check.InputN(plan.Float32, plan.Max, n+3, r+k, count))
+		}
+		if wrong := check.Wrong(plan.Float32, got, want); wrong != 0 {
+			return fmt.Errorf("Reduce replay %d: %d wrong elements on the root", k, wrong)
+		}
+	}
+	return nil
 }
