@@ -63,6 +63,7 @@ var (
 	_ hal.PortMapped     = (*Device)(nil)
 	_ hal.SwitchMapped   = (*Device)(nil)
 	_ hal.GraphCapturer  = (*Device)(nil)
+	_ hal.CaptureQuerier = (*Device)(nil)
 	_ hal.KernelCompiler = (*Device)(nil)
 	_ hal.Executor       = (*Device)(nil)
 )

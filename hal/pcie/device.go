@@ -50,6 +50,7 @@ var (
 	_ hal.MemoryMapped   = (*Device)(nil)
 	_ hal.PortMapped     = (*Device)(nil)
 	_ hal.GraphCapturer  = (*Device)(nil)
+	_ hal.CaptureQuerier = (*Device)(nil)
 	_ hal.KernelCompiler = (*Device)(nil)
 	_ hal.Executor       = (*Device)(nil)
 )
