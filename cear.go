@@ -138,21 +138,16 @@ func (c *Comm) cearServes(call Call, zeroCopy bool) bool {
 // registered) tries call on the copy-engine AllReduce with the peers'
 // outputs exported at the call (launchCEAllReduceExported): two ranks
 // whose device exports and maps memory and whose bootstrap carries
-// messages between them, and WEFT_ALGO=ce or, with no family forced, a
-// message within [CEAllReduceMinBytes, CEAllReduceMaxBytes], the bounds of
-// the registered form, which this one is once the outputs are mapped.
+// messages between them, and a message within [CEAllReduceMinBytes,
+// CEAllReduceMaxBytes], the bounds of the registered form, which this one
+// is once the outputs are mapped, with no family forced or under
+// WEFT_ALGO=ce (whose other AllReduces take the staged form).
 func (c *Comm) cearExportServes(call Call) bool {
-	if call.Coll != algorithms.AllReduce || c.cfg.NRanks != 2 || call.Count <= 0 || !c.exportable() {
+	if call.Coll != algorithms.AllReduce || c.cfg.NRanks != 2 || call.Count <= 0 || !c.exportable() || c.ceReduction(call) == ceNever {
 		return false
 	}
-	switch c.ceReduction(call) {
-	case ceForced:
-		return true
-	case ceBySize:
-		b := call.Count * int64(call.Type.Size())
-		return c.cfg.CEAllReduceMinBytes > 0 && b >= c.cfg.CEAllReduceMinBytes && (c.cfg.CEAllReduceMaxBytes <= 0 || b <= c.cfg.CEAllReduceMaxBytes)
-	}
-	return false
+	b := call.Count * int64(call.Type.Size())
+	return c.cfg.CEAllReduceMinBytes > 0 && b >= c.cfg.CEAllReduceMinBytes && (c.cfg.CEAllReduceMaxBytes <= 0 || b <= c.cfg.CEAllReduceMaxBytes)
 }
 
 // exportable reports whether buffers of this communicator's device can be

@@ -355,8 +355,8 @@ func testCEAllReduceExported(t *testing.T, backend string, ranks []int, counts [
 					if got := c.PlanName(call) == "all_reduce-ce-host-issued"; got != k.ce {
 						return fmt.Errorf("PlanName(%v AllReduce of %d floats) = %q; copy engines expected: %v", k.op, k.count, c.PlanName(call), k.ce)
 					}
-					if b, m := c.PlanSMs(call); k.ce && (b != 64 || m != 0) {
-						return fmt.Errorf("PlanSMs(AllReduce of %d floats) = %d, %d, want 64, 0", k.count, b, m)
+					if b, m := c.PlanSMs(call); k.ce && (b != 32 || m != 0) {
+						return fmt.Errorf("PlanSMs(AllReduce of %d floats) = %d, %d, want 32, 0 (the reduction kernel's blocks; no copy kernel in this form)", k.count, b, m)
 					}
 				}
 				return nil

@@ -544,11 +544,11 @@ func (c *Comm) planFor(call Call, zeroCopy bool) *plan.Plan {
 // With a block budget (Options.MaxCTAs) it is the fitted plan's. Both are
 // 0 for a call Launch refuses. The host-issued AllGather holds none; the
 // copy-engine AllReduce holds at most its reduction and copy kernels'
-// blocks (they may run at once on two lanes; the zero-copy form through a
-// symmetric window has no copy kernel), none of them moving data over the
-// links.
+// blocks (they may run at once on two lanes; the zero-copy forms, through
+// a symmetric window or into outputs exported at the call, have no copy
+// kernel), none of them moving data over the links.
 func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
-	if c.windowServes(call) != nil {
+	if c.windowServes(call) != nil || c.cearExportServes(call) {
 		return c.cearBlocks(), 0
 	}
 	if a, _, _ := c.windowSM(call); a != nil {
@@ -565,7 +565,7 @@ func (c *Comm) PlanSMs(call Call) (blocks, moving int) {
 		}
 		return 0, 0
 	}
-	if c.cearExportServes(call) || c.ceServes(call) {
+	if c.ceServes(call) {
 		switch call.Coll {
 		case algorithms.AllReduce:
 			return 2 * c.cearBlocks(), 0
