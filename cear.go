@@ -143,11 +143,12 @@ func (c *Comm) cearServes(call Call, zeroCopy bool) bool {
 // is once the outputs are mapped, with no family forced or under
 // WEFT_ALGO=ce (whose other AllReduces take the staged form).
 func (c *Comm) cearExportServes(call Call) bool {
-	if call.Coll != algorithms.AllReduce || c.cfg.NRanks != 2 || call.Count <= 0 || !c.exportable() || c.ceReduction(call) == ceNever {
+	if call.Coll != algorithms.AllReduce || c.cfg.NRanks != 2 || call.Count <= 0 || c.cfg.CEAllReduceMinBytes <= 0 {
 		return false
 	}
 	b := call.Count * int64(call.Type.Size())
-	return c.cfg.CEAllReduceMinBytes > 0 && b >= c.cfg.CEAllReduceMinBytes && (c.cfg.CEAllReduceMaxBytes <= 0 || b <= c.cfg.CEAllReduceMaxBytes)
+	return b >= c.cfg.CEAllReduceMinBytes && (c.cfg.CEAllReduceMaxBytes <= 0 || b <= c.cfg.CEAllReduceMaxBytes) &&
+		c.ceReduction(call) != ceNever && c.exportable()
 }
 
 // exportable reports whether buffers of this communicator's device can be

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -214,12 +215,7 @@ func cearGraphReplayOnce(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, z
 		if err := dev.Read(got, out, 0); err != nil {
 			return err
 		}
-		want := make([]byte, count*es)
-		copy(want, check.InputN(plan.Float32, plan.Max, n+3, k, count))
-		for r := 1; r < n; r++ {
-			maxInto(want, check.InputN(plan.Float32, plan.Max, n+3, r+k, count))
-		}
-		if wrong := check.Wrong(plan.Float32, got, want); wrong != 0 {
+		if wrong := check.Wrong(plan.Float32, got, replayMax(n, k, count)); wrong != 0 {
 			return fmt.Errorf("replay %d: %d wrong elements", k, wrong)
 		}
 	}
@@ -363,6 +359,16 @@ func testCEAllReduceExported(t *testing.T, backend string, ranks []int, counts [
 			})
 		})
 	}
+}
+
+// replayMax is the Max over ranks r < n of the float32 inputs the graph
+// replay tests write in replay k: check.InputN of rank r+k of n+3 ranks.
+func replayMax(n, k int, count int64) []byte {
+	want := slices.Clone(check.InputN(plan.Float32, plan.Max, n+3, k, count))
+	for r := 1; r < n; r++ {
+		maxInto(want, check.InputN(plan.Float32, plan.Max, n+3, r+k, count))
+	}
+	return want
 }
 
 // maxInto sets acc[i] = max(acc[i], x[i]) for little-endian float32s.
