@@ -55,14 +55,18 @@ const ceReduceName = "reduce-ce-host-issued"
 // ceReduceServes reports whether the copy-engine Reduce serves call: a
 // built-in operator other than Avg (Sum, Prod, Max, Min) where the
 // host-issued executors can run, under WEFT_ALGO=ce or, with no family
-// forced, from Config.CEReduceMinBytes.
+// forced, from Config.CEReduceMinBytes on two ranks. Past two, every
+// rank's engines push the whole message into the root, whose link then
+// carries (n−1) messages: 4×H100, 0.34× NCCL at 128–512 MB, where the
+// split SM plan carries one (algorithms.ReduceSplitHB;
+// docs/bench/2026-11-27d-h100x2, calls 3–4).
 func (c *Comm) ceReduceServes(call Call) bool {
 	switch c.ceReduction(call) {
 	case ceForced:
 		return true
 	case ceBySize:
 		b := call.Count * int64(call.Type.Size())
-		return c.cfg.CEReduceMinBytes > 0 && b >= c.cfg.CEReduceMinBytes
+		return c.cfg.NRanks == 2 && c.cfg.CEReduceMinBytes > 0 && b >= c.cfg.CEReduceMinBytes
 	}
 	return false
 }

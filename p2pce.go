@@ -422,7 +422,7 @@ func (c *Comm) ceP2PQueue(ops []ceP2POp, s hal.Stream) error {
 }
 
 // ceP2PServes reports whether the copy-engine point-to-point path takes
-// call (Launch, PlanName, PlanSMs): a Broadcast of at least
+// call (Launch, PlanName, PlanSMs): a Broadcast on two ranks of at least
 // ceP2PBroadcastFactor × Config.CEP2PMinBytes bytes, an out-of-place
 // SendRecv (LaunchP2P's, named for PlanName) with operations of at least
 // Config.CEP2PMinBytes, or an out-of-place AllToAll with segments of at
@@ -443,8 +443,11 @@ func (c *Comm) ceP2PServes(call Call) bool {
 		// call 3); with that copy on SMs the engines lead from 64 MB
 		// (1.08× NCCL against 1.07× at 64 MB, 1.10× against 1.06× at
 		// 128 MB) but not at 32 MB (1.05× against 1.11×;
-		// docs/bench/2026-11-27c-h100x2, calls 8–9).
-		return bytes >= ceP2PBroadcastFactor*min
+		// docs/bench/2026-11-27c-h100x2, calls 8–9). Two ranks only: past
+		// two the root's engines send the message once per peer (4×H100:
+		// 0.34–0.40× NCCL at 32–512 MB; the split SM plan sends it once,
+		// algorithms.BroadcastSplitHB; docs/bench/2026-11-27d-h100x2).
+		return c.cfg.NRanks == 2 && bytes >= ceP2PBroadcastFactor*min
 	case algorithms.SendRecv: // in place, overlapping sends go to the kernels
 		return bytes >= min && call.Send != call.Recv
 	case algorithms.AllToAll:

@@ -320,10 +320,11 @@ func TestCEP2POff(t *testing.T) {
 }
 
 // TestCEP2PCollectivesHost: with WEFT_CE_P2P_MIN_BYTES set, a Broadcast
-// (every root, in and out of place) at or above 2× the bound and an
-// out-of-place AllToAll at or above it run through Launch as groups of sends and receives on
-// the copy engines, element by element right; an in-place AllToAll keeps
-// its kernels. PlanName and PlanSMs say so.
+// on two ranks (every root, in and out of place) at or above 2× the bound
+// and an out-of-place AllToAll at or above it run through Launch as groups
+// of sends and receives on the copy engines, element by element right; an
+// in-place AllToAll keeps its kernels, and so do Broadcasts on three ranks
+// (the split plan). PlanName and PlanSMs say so.
 func TestCEP2PCollectivesHost(t *testing.T) {
 	t.Setenv("WEFT_CE_P2P_MIN_BYTES", fmt.Sprint(ceP2PBound))
 	for _, n := range []int{2, 3} {
@@ -344,11 +345,15 @@ func TestCEP2PCollectivesHost(t *testing.T) {
 			cases = append(cases, collCase{coll: algorithms.AllToAll, t: plan.Float32, op: plan.Sum, count: mid},
 				collCase{coll: algorithms.AllToAll, t: plan.Float32, op: plan.Sum, count: low})
 			runCasesThen(t, "host", n, cases, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-				// Per rank: each Broadcast root n−1 sends (+1 copy out
-				// of place), each other rank 1 receive; each out-of-place
-				// AllToAll on copy engines 2(n−1) operations and the copy
-				// to itself.
-				want := int64(2*(n-1)+1) + 2*int64(2*(n-1)+1) + 2*int64(n-1)
+				// Per rank: each out-of-place AllToAll on copy engines
+				// 2(n−1) operations and the copy to itself; on two ranks
+				// each Broadcast root n−1 sends (+1 copy out of place),
+				// each other rank 1 receive (past two ranks Broadcasts
+				// keep their kernels: ceP2PServes).
+				want := 2 * int64(2*(n-1)+1)
+				if n == 2 {
+					want += int64(2*(n-1)+1) + 2*int64(n-1)
+				}
 				if got := c.CopyEngineP2POps(); got != want {
 					return fmt.Errorf("%d operations on copy engines, want %d", got, want)
 				}
@@ -366,6 +371,12 @@ func TestCEP2PCollectivesHost(t *testing.T) {
 					call weft.Call
 					name string
 				}{{b, "broadcast-ce-host-issued"}, {a, "alltoall-ce-host-issued"}, {aMid, "alltoall-ce-host-issued"}} {
+					if k.call.Coll == algorithms.Broadcast && n > 2 {
+						if got := c.PlanName(k.call); !strings.Contains(got, "broadcast-split-") {
+							return fmt.Errorf("PlanName of a %d-byte Broadcast on %d ranks = %q, want the split plan", k.call.Count*4, n, got)
+						}
+						continue
+					}
 					if got := c.PlanName(k.call); got != k.name {
 						return fmt.Errorf("PlanName(%v) = %q, want %q", k.call.Coll, got, k.name)
 					}
@@ -396,8 +407,35 @@ func TestCEP2PCollectivesHost(t *testing.T) {
 // the bound, and Avg, keep the kernel plans. PlanName and PlanSMs say so.
 // On two ranks, from WEFT_CE_REDUCE_DIRECT_MIN_BYTES and out of place, the
 // pushes go straight into the root's output (counted); in place, below
-// that bound and on three ranks, into the landing slots.
+// that bound and on three ranks, into the landing slots. Past two ranks
+// the bound does not apply (ceReduceServes): the three-rank cases run
+// under WEFT_ALGO=ce, every size but Avg on the engines, and
+// WEFT_ALGO unset leaves a Reduce above the bound to the split plan.
 func TestCEReduceHost(t *testing.T) { testCEReduce(t, "host", []int{2, 3}, 8<<10, 1) }
+
+// TestCEReduceBySizeTwoRanksHost: past two ranks the copy-engine Reduce's
+// bound does not apply (the root's link would carry every rank's
+// message): with WEFT_CE_REDUCE_MIN_BYTES set, a Reduce above it on three
+// ranks takes the split plan, and so does a Broadcast above the
+// copy-engine point-to-point bound.
+func TestCEReduceBySizeTwoRanksHost(t *testing.T) {
+	t.Setenv("WEFT_CE_REDUCE_MIN_BYTES", "8K")
+	t.Setenv("WEFT_CE_P2P_MIN_BYTES", "8K")
+	errs := runRanks(t, "host", 3, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		for _, coll := range []algorithms.Collective{algorithms.Reduce, algorithms.Broadcast} {
+			call := weft.Call{Coll: coll, Send: 1 << 20, Recv: 2 << 20, Count: 1 << 20, Type: plan.Float32, Op: plan.Sum, Root: 1}
+			if got, want := c.PlanName(call), coll.String()+"-split-r1"; !strings.HasPrefix(got, want) {
+				return fmt.Errorf("PlanName(4 MiB %v on 3 ranks) = %q, want %s…", coll, got, want)
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
 
 // TestCEReduceDirectBoundMismatch: ranks given different bounds for the
 // Reduce into the root's output (Options.Config, as
@@ -433,6 +471,10 @@ func testCEReduce(t *testing.T, backend string, ranks []int, bound int64, scale 
 	t.Setenv("WEFT_CE_REDUCE_DIRECT_MIN_BYTES", fmt.Sprint(40000*scale))
 	for _, n := range ranks {
 		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
+			forced := n > 2
+			if forced {
+				t.Setenv("WEFT_ALGO", "ce")
+			}
 			var cases []collCase
 			for root := 0; root < n; root++ {
 				for _, in := range []bool{false, true} {
@@ -472,6 +514,9 @@ func testCEReduce(t *testing.T, backend string, ranks []int, bound int64, scale 
 					return fmt.Errorf("PlanSMs(%d-byte Reduce to rank 1) on rank %d = %d, %d: want 0 moving, blocks only on the root", bound, rank, blocks, moving)
 				}
 				for _, k := range []weft.Call{{Coll: algorithms.Reduce, Count: 100, Type: plan.Float32, Op: plan.Sum}, {Coll: algorithms.Reduce, Count: bound / 4, Type: plan.Float32, Op: plan.Avg}} {
+					if forced && k.Op != plan.Avg {
+						continue // every size on the engines
+					}
 					if got := c.PlanName(k); got == "reduce-ce-host-issued" {
 						return fmt.Errorf("PlanName(%d-element %v Reduce) = %q: kernels expected", k.Count, k.Op, got)
 					}

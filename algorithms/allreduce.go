@@ -104,6 +104,9 @@ type Config struct {
 	// blocks than HB's.
 	RootedLLMaxBytes, RootedWideMinBytes int64
 	RootedHB                             Shape
+	// RootedSplitMinBytes is the smallest Broadcast or Reduce that takes
+	// the split plans from SplitMinRanks ranks (rooted.go); 0: never.
+	RootedSplitMinBytes int64
 	// Port shapes the port-channel plans (port.go): blocks of the groups
 	// that reduce (the others have one), threads, window bytes.
 	Port Shape
@@ -343,6 +346,7 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		// as before (LL packets double what each rank writes to every peer).
 		c.CollLLMaxBytes = max(c.CollLLMaxBytes, floorPow2((512<<10)/int64(max(1, nranks-1))))
 		c.RootedHB = Shape{Blocks: max(1, min(128, sms)), Threads: 512, Unroll: 4, Window: peerWindow(nranks, 4<<20, 16<<20)}
+		c.RootedSplitMinBytes = 4 << 20 // rooted.go, SplitMinRanks
 		c.P2P = Shape{Blocks: p2pBlocks, Threads: 1024, Unroll: 4, Window: peerWindow(nranks, 2<<20, 16<<20)}
 		// LL point-to-point up to 128 KiB per operation: one 8-byte unit
 		// per thread with 16 blocks of 1024 threads, one one-way trip
@@ -399,6 +403,9 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		c.RootedLLMaxBytes, c.RootedWideMinBytes = 128<<10, 16<<10
 		c.CollWideMinBytes = 16 << 10
 		c.RootedHB = Shape{Blocks: max(1, min(sms, 3)), Threads: 32, Window: 16 << 10}
+		// Split plans from 160 KiB, so that tests of moderate sizes cover
+		// both windowed forms past two ranks.
+		c.RootedSplitMinBytes = 160 << 10
 		c.P2P = Shape{Blocks: 1, Threads: 32, Window: 16 << 10}
 		// LL point-to-point up to 16 KiB, so that tests of moderate sizes
 		// mix LL and windowed operations in one group.

@@ -244,13 +244,18 @@ func ReduceHB(c Config, root int) (*plan.Plan, error) {
 
 // rootedPlans are the memory-channel plans of Broadcast or Reduce,
 // smallest messages first: the narrow LL plan, the wide one where
-// configured, the windowed plan (Config.Algo "ll" keeps the LL plans, "hb"
-// the windowed one).
+// configured, the all-pairs windowed plan, and from SplitMinRanks ranks
+// the split plan from Config.RootedSplitMinBytes (Config.Algo "ll" keeps the LL plans,
+// "hb" the windowed ones).
 func rootedPlans(c Config, coll Collective, root int) ([]Choice, error) {
 	narrowB, hb := BroadcastLL, BroadcastHB
 	wideB := BroadcastLLWide
 	if coll == Reduce {
 		narrowB, wideB, hb = ReduceLL, ReduceLLWide, ReduceHB
+	}
+	split := BroadcastSplitHB
+	if coll == Reduce {
+		split = ReduceSplitHB
 	}
 	var out []Choice
 	narrow, wide := c.rootedLLBounds()
@@ -274,5 +279,178 @@ func rootedPlans(c Config, coll Collective, root int) ([]Choice, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.NRanks < SplitMinRanks || c.RootedSplitMinBytes <= 0 {
+		return append(out, Choice{Plan: p}), nil
+	}
+	out = append(out, Choice{Plan: p, MaxBytes: c.RootedSplitMinBytes - 1})
+	if p, err = split(c, root); err != nil {
+		return nil, err
+	}
 	return append(out, Choice{Plan: p}), nil
+}
+
+// Split plans: Broadcast and Reduce past two ranks (SplitMinRanks). The
+// all-pairs windowed plans above make the root send (Broadcast) or receive
+// (Reduce) every byte once per peer, so on n ranks the root's link carries
+// (n−1)·S and the collective runs at 1/(n−1) of a link: 4×H100 through the
+// C ABI, 32–512 MB, 0.34–0.40× NCCL, whose chains carry S on every link
+// (docs/bench/2026-11-27d-h100x2, calls 3–4; the chain plans of ring.go
+// reached 0.35–0.53× there, each window paying a handshake at every hop).
+// The split plans cut the message into n−1 chunks, chunk j owned by the
+// j-th rank after the root (splitOwner), and move every chunk in two hops:
+//
+//   - Broadcast: the root writes chunk j into its slot of owner j (and its
+//     whole input into its own output); owner j copies the chunk from that
+//     slot into its output and into its slot of every other owner, which
+//     copy it out. The root sends S, an owner sends and receives
+//     S·(n−2)/(n−1) + S/(n−1) at most S.
+//   - Reduce: every rank writes chunk j of its input into its slot of
+//     owner j (owners skip their own chunk); owner j combines its own
+//     chunk with the n−1 slots and writes the sum into its slot of the
+//     root, which copies it into its output. Again S per link at most.
+//
+// Windows pipeline the two hops (plan.Group.Pipeline cuts a chunk into at
+// least PipelineWindows windows once it reaches a window): the owner
+// forwards window w while the root writes window w+1. A rank's writing and
+// reading run in separate groups (Config.split's shape), as AllGatherHB's,
+// with the same data, free (two windows behind) and done handshakes per
+// channel; each (rank, channel, semaphore) has one writer. Same cost model
+// as the chain's with two hops instead of n−1 (ring.go; van de Geijn's
+// scatter–allgather broadcast, Barnett et al., "Interprocessor collective
+// communication library (InterCom)", SHPCC 1994).
+
+// SplitMinRanks is the fewest ranks whose Broadcast and Reduce take the
+// split plans (on two ranks a split plan is the all-pairs one), from
+// Config.RootedSplitMinBytes; smaller messages beyond the LL bounds keep
+// the all-pairs windowed plans, whose one hop wins while a chunk is a
+// window or less. The GPU default, 4 MiB: on 4×H100 through the C ABI
+// (float), at 2 MB Broadcast took 0.98× NCCL either way and Reduce 0.72×
+// all-pairs against 0.65× split; at 8 MB the split plans led, 0.82×
+// against 0.50× and 0.58× against 0.46× (docs/bench/2026-11-27d-h100x2,
+// call 5).
+const SplitMinRanks = 3
+
+// split returns c with the shape of the split plans: Config.RootedHB's
+// threads, unroll and window, its blocks shared by the plan's two groups
+// (a rank's groups must all be resident at once: an owner's forwarding
+// blocks wait for the other owners' receiving ones). On 4×H100 64 × 512
+// threads per group took the split plans from 0.70–0.73× NCCL with the
+// HB shape's 32 × 1024 to 0.82–0.85× (Broadcast, 32–512 MB; call 5).
+func (c Config) split() Config {
+	if r := c.RootedHB; r.Blocks > 0 {
+		c.HB = Shape{Blocks: (r.Blocks + 1) / 2, Threads: r.Threads, Unroll: r.Unroll, Window: r.Window}
+	}
+	return c
+}
+
+// splitOwner returns the rank that owns chunk j of a split plan rooted at
+// root (the j-th rank after it), and splitChunk the chunk rank owns (−1
+// for the root).
+func splitOwner(n, root, j int) int { return mod(root+1+j, n) }
+
+func splitChunk(n, root, rank int) int {
+	if rank == root {
+		return -1
+	}
+	return mod(rank-root-1, n)
+}
+
+// splitPeers are the channel indices of this rank to the owners other
+// than itself, in chunk order, with the chunk each owns.
+func (c Config) splitPeers(root int) (chs, chunks []int) {
+	for j := 0; j < c.NRanks-1; j++ {
+		if q := splitOwner(c.NRanks, root, j); q != c.Rank {
+			chs, chunks = append(chs, c.chanOf(q)), append(chunks, j)
+		}
+	}
+	return chs, chunks
+}
+
+// BroadcastSplitHB is the split windowed Broadcast (see above) with the
+// split shape (Config.split), for 3 to AllPairsMaxRanks ranks. Errors: an invalid
+// rank, root or shape.
+func BroadcastSplitHB(c Config, root int) (*plan.Plan, error) {
+	if err := c.validateRootAllPairs(root); err != nil {
+		return nil, err
+	}
+	c = c.split()
+	n, b, chs := c.NRanks, c.HB.Blocks, c.channels()
+	k := n - 1 // chunks
+	peers, chunks := c.splitPeers(root)
+	out := plan.L(plan.Output)
+	var send, recv plan.Group
+	if c.Rank == root {
+		var puts []plan.Op
+		for i, ci := range peers {
+			puts = append(puts, plan.Transfer(chunks[i], k, []plan.Ref{out, plan.RS(ci, slotOf(root, chs[ci].Peer))}, plan.L(plan.Input)))
+		}
+		send = c.group(k, cat(skip(waits(peers, sem(semFree, b)), 2, 0), puts, signals(peers, sem(semData, b))), nil)
+		send.Before = doneCredits(peers, sem(semDone, b))
+	} else {
+		rc, own := c.chanOf(root), splitChunk(n, root, c.Rank)
+		others, oc := peers, chunks
+		dsts := []plan.Ref{out}
+		for _, ci := range others {
+			dsts = append(dsts, plan.RS(ci, slotOf(c.Rank, chs[ci].Peer)))
+		}
+		// Forward: the root's window of the own chunk into the output and
+		// every other owner's slot; release the root's slot; done to it.
+		send = c.group(k, cat([]plan.Op{plan.Wait(rc, sem(semData, b))}, skip(waits(others, sem(semFree, b)), 2, 0),
+			[]plan.Op{plan.Transfer(own, k, dsts, plan.LS(rc))}, signals(others, sem(semData, b)),
+			skip(signals([]int{rc}, sem(semFree, b)), 0, 2)), signals([]int{rc}, sem(semDone, b)))
+		send.Before = doneCredits(others, sem(semDone, b))
+		// Receive: the other owners' chunks out of their slots.
+		var copies []plan.Op
+		for i, ci := range others {
+			copies = append(copies, plan.Transfer(oc[i], k, []plan.Ref{out}, plan.LS(ci)))
+		}
+		recv = c.group(k, cat(waits(others, sem(semData, b)), copies, skip(signals(others, sem(semFree, b)), 0, 2)), signals(others, sem(semDone, b)))
+	}
+	send.Pipeline, recv.Pipeline = c.HB.pipeline(), c.HB.pipeline()
+	return c.hbPlan(fmt.Sprintf("broadcast-split-r%d", root), n-1, 3, send, recv)
+}
+
+// ReduceSplitHB is the split windowed Reduce (see above) with the split
+// shape (Config.split), for 3 to AllPairsMaxRanks ranks; each owner combines all n
+// contributions to its chunk in one transfer (plan.Op.Combine: every
+// operator, Avg included). Errors: an invalid rank, root or shape.
+func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
+	if err := c.validateRootAllPairs(root); err != nil {
+		return nil, err
+	}
+	c = c.split()
+	n, b, chs := c.NRanks, c.HB.Blocks, c.channels()
+	k := n - 1
+	in := plan.L(plan.Input)
+	peers, chunks := c.splitPeers(root) // the owners this rank writes to
+	var puts []plan.Op
+	for i, ci := range peers {
+		puts = append(puts, plan.Transfer(chunks[i], k, []plan.Ref{plan.RS(ci, slotOf(c.Rank, chs[ci].Peer))}, in))
+	}
+	send := c.group(k, cat(skip(waits(peers, sem(semFree, b)), 2, 0), puts, signals(peers, sem(semData, b))), nil)
+	send.Before = doneCredits(peers, sem(semDone, b))
+	var recv plan.Group
+	if c.Rank == root {
+		// The owners' sums out of their slots into the output.
+		var copies []plan.Op
+		for i, ci := range peers {
+			copies = append(copies, plan.Transfer(chunks[i], k, []plan.Ref{plan.L(plan.Output)}, plan.LS(ci)))
+		}
+		recv = c.group(k, cat(waits(peers, sem(semData, b)), copies, skip(signals(peers, sem(semFree, b)), 0, 2)), signals(peers, sem(semDone, b)))
+	} else {
+		// Combine the own chunk with every peer's slot (the root's
+		// included) into this rank's slot of the root.
+		rc, own, all := c.chanOf(root), splitChunk(n, root, c.Rank), c.others()
+		srcs := []plan.Ref{in}
+		for _, ci := range all {
+			srcs = append(srcs, plan.LS(ci))
+		}
+		red := plan.Transfer(own, k, []plan.Ref{plan.RS(rc, slotOf(c.Rank, root))}, srcs...)
+		red.Combine = true
+		recv = c.group(k, cat(waits(all, sem(semData, b)), skip([]plan.Op{plan.Wait(rc, sem(semFree, b))}, 2, 0), []plan.Op{red},
+			[]plan.Op{plan.Signal(rc, sem(semData, b))}, skip(signals(all, sem(semFree, b)), 0, 2)), signals(all, sem(semDone, b)))
+		recv.Before = doneCredits([]int{rc}, sem(semDone, b))
+	}
+	send.Pipeline, recv.Pipeline = c.HB.pipeline(), c.HB.pipeline()
+	return c.hbPlan(fmt.Sprintf("reduce-split-r%d", root), n-1, 3, send, recv)
 }

@@ -137,6 +137,9 @@ func TestCreditsValidate(t *testing.T) {
 // GPUs), the windowed plan with RootedHB's blocks beyond, its window as
 // large as 64 MiB of scratch allows (2·(n−1) windows), from 4 to 16 MiB.
 func TestRootedSelection(t *testing.T) {
+	// Beyond the LL bounds the all-pairs windowed plan with the rooted
+	// shape; from 3 ranks and RootedSplitMinBytes the split plan, with half the
+	// rooted shape's blocks per group.
 	for _, tc := range []struct {
 		n      int
 		wide   int64
@@ -150,12 +153,17 @@ func TestRootedSelection(t *testing.T) {
 			}
 			name := fmt.Sprintf("%s-r%d", coll, tc.n-1)
 			hb := fmt.Sprintf("%s-hb-128x512-w%d", name, tc.window)
+			large := hb
+			if tc.n >= algorithms.SplitMinRanks {
+				large = fmt.Sprintf("%s-split-r%d-hb-64x512-w%d", coll, tc.n-1, tc.window)
+			}
 			for _, s := range []struct {
 				bytes int64
 				want  string
 			}{
 				{8, name + "-LL16"}, {64 << 10, name + "-LL16"}, {64<<10 + 16, name + "-LL16-32x1024"},
-				{tc.wide, name + "-LL16-32x1024"}, {tc.wide + 16, hb}, {512 << 20, hb},
+				{tc.wide, name + "-LL16-32x1024"}, {tc.wide + 16, hb}, {cfg.RootedSplitMinBytes - 16, hb},
+				{cfg.RootedSplitMinBytes, large}, {512 << 20, large},
 			} {
 				if got := cs[algorithms.Select(cs, s.bytes)].Plan.Name; got != s.want {
 					t.Errorf("%d ranks, %v of %d bytes: %s, want %s", tc.n, coll, s.bytes, got, s.want)
@@ -481,8 +489,10 @@ func (r rootedRun) run(t *testing.T) []error {
 // halves) and interleaved with the others.
 func rootedCounts(t plan.DataType) []int64 {
 	es := int64(t.Size())
-	narrow, wide, hb := (4<<10)/es+1, (100<<10)/es+3, (200<<10)/es+5
-	return []int64{1, narrow, 7, narrow - 3, wide, wide - 17, wide + 9, hb, narrow, hb - 1, 3, wide, 5, 2}
+	// hb: the all-pairs windowed plans; split: from 3 ranks the split
+	// plans (hal/host's bounds: LL to 128 KiB, split from 160 KiB).
+	narrow, wide, hb, split := (4<<10)/es+1, (100<<10)/es+3, (144<<10)/es+5, (200<<10)/es+5
+	return []int64{1, narrow, 7, narrow - 3, wide, wide - 17, wide + 9, split, hb, narrow, split - 1, 3, wide, hb - 1, 5, 2}
 }
 
 // Ack-free LL Broadcast and Reduce on hal/host: consecutive calls without

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Call 5 (2026-11-27, eighteenth session, 4×H100 `nvidia-h100-x4`): the split Broadcast and Reduce
+# plans (algorithms.BroadcastSplitHB/ReduceSplitHB, beyond the LL bounds from 3 ranks; copy engines
+# for both only on 2 ranks now) against NCCL 2.28.3 on 4 and 3 ranks: float and bfloat16, 8 B -
+# 512 MB by 4 and 1 GB, root 0 and 3, out of place and in place, CUDA graphs, every element
+# checked; one variant with 64x512 HB blocks (WEFT_HB_SHAPE).
+set -u
+T0=$(date +%s)
+tar -xzf .gpuz/bundle.tgz
+export NCCL_NVLS_ENABLE=0; unset WEFT_NVLS
+export WEFT_REQUIRE=nvlink
+B=.gpu; CB=examples/cbench/cbench
+W=(env LD_PRELOAD=$PWD/$B/libweft_nccl.so WEFT_NCCL_FALLBACK=0 WEFT_DEBUG=WARN)
+R=(env -u LD_PRELOAD NCCL_DEBUG=WARN)
+mkdir -p "$OUT/logs"
+el() { echo "== $(( $(date +%s) - T0 )) s: $*"; }
+run() { local n=$1; shift; timeout 60 "$@" >"$OUT/logs/$n.log" 2>&1; echo "$n rc=$?"; }
+{
+make -B -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null 2>&1 || make -B -C examples/cbench CFLAGS='-O2 -Wall' OMP= >/dev/null
+for d in float bfloat16; do
+  A=(-g 4 -t broadcast,reduce -d $d -b 8 -e 512M -f 4 -w 3 -n 10 -G 10 -c 1 -p 0)
+  el "4 ranks $d"
+  run nccl-$d "${R[@]}" $CB "${A[@]}"
+  run weft-$d "${W[@]}" $CB "${A[@]}"
+done
+A=(-g 4 -t broadcast,reduce -d float -b 2M -e 512M -f 4 -w 3 -n 10 -G 10 -c 1 -p 0)
+run weft-64x512 "${W[@]}" WEFT_HB_SHAPE=64x512 $CB "${A[@]}"
+A=(-g 4 -t broadcast,reduce -d float -b 1G -e 1G -w 3 -n 10 -G 10 -c 1 -p 0)
+run nccl-1g "${R[@]}" $CB "${A[@]}"
+run weft-1g "${W[@]}" $CB "${A[@]}"
+A=(-g 4 -t broadcast,reduce -d bfloat16 -r 3 -b 1M -e 256M -f 16 -w 3 -n 10 -G 10 -c 1 -p 1)
+el "root 3, in place"
+run nccl-r3ip "${R[@]}" $CB "${A[@]}"
+run weft-r3ip "${W[@]}" $CB "${A[@]}"
+A=(-g 3 -t broadcast,reduce -d float -b 512K -e 512M -f 4 -w 3 -n 10 -G 10 -c 1 -p 0)
+el "3 ranks"
+run nccl-n3 "${R[@]}" $CB "${A[@]}"
+run weft-n3 "${W[@]}" $CB "${A[@]}"
+el ratios
+for s in float bfloat16 1g r3ip n3; do python3 scripts/cbench-ratios.py "$OUT/logs/nccl-$s.log" "$OUT/logs/weft-$s.log"; done
+python3 scripts/cbench-ratios.py "$OUT/logs/nccl-float.log" "$OUT/logs/weft-64x512.log"
+grep -H "wrong elements" "$OUT"/logs/*.log
+el done
+} >"$OUT/split.txt" 2>&1
+tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
+cat "$OUT/split.txt"
