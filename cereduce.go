@@ -57,9 +57,11 @@ const ceReduceName = "reduce-ce-host-issued"
 // host-issued executors can run, under WEFT_ALGO=ce or, with no family
 // forced, from Config.CEReduceMinBytes on two ranks. Past two, every
 // rank's engines push the whole message into the root, whose link then
-// carries (n−1) messages: 4×H100, 0.34× NCCL at 128–512 MB, where the
-// split SM plan carries one (algorithms.ReduceSplitHB;
-// docs/bench/2026-11-27d-h100x2, calls 3–4).
+// carries n−1 messages, as the all-pairs SM plan's did (4×H100: 0.34×
+// NCCL at 128–512 MB), where the split SM plan carries one
+// (algorithms.ReduceSplitHB; docs/bench/2026-11-27d-h100x2). hal/nvlink's
+// default bound is 0 past two ranks already; this keeps an explicit
+// WEFT_CE_REDUCE_MIN_BYTES from choosing it there.
 func (c *Comm) ceReduceServes(call Call) bool {
 	switch c.ceReduction(call) {
 	case ceForced:

@@ -137,6 +137,9 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 				if (f.Depth != 0 || f.Pipeline != 0) && v.name == "WEFT_HB_SHAPE" {
 					return cfg, "", 0, fmt.Errorf("weft: %s=%q: only the one-hop shapes (WEFT_P2P_SHAPE, WEFT_P2P_MID_SHAPE, WEFT_ROOTED_SHAPE) take a window depth or pipeline: %w", v.name, s, hal.ErrInvalidArgument)
 				}
+				if v.name == "WEFT_HB_SHAPE" {
+					cfg.PairHB = algorithms.Shape{} // the one shape of every HB plan
+				}
 			}
 		}
 		var n int64
@@ -322,7 +325,8 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		Tiers, Algo, Source, Budget  string
 		P2PLL, P2PLLSmall, CE, CEMax int64
 		CEAR, CEARMax                int64
-		HB, P2P, Rooted, CEARShape   algorithms.Shape
+		HB, PairHB, P2P, Rooted      algorithms.Shape
+		CEARShape                    algorithms.Shape
 		P2PMid                       algorithms.Shape
 		P2PMidMax, PortLL            int64
 		WindowLL, CEP2P, CERed       int64
@@ -330,7 +334,7 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
 		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes,
-		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
+		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, PairHB: cfg.PairHB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
 		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes, CEP2P: cfg.CEP2PMinBytes, CERed: cfg.CEReduceMinBytes,
 		CERedDirect: cfg.CEReduceDirectMinBytes}
 	b, _ := json.Marshal(mine)
@@ -403,10 +407,10 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			return fmt.Errorf("weft: ranks chose different LL bounds over the network: rank 0 %d bytes, rank %d %d bytes: give every rank the same WEFT_PORT_LL_MAX_BYTES: %w",
 				first.PortLL, r, c.PortLL, hal.ErrInvalidUsage)
 		}
-		if c.HB != first.HB || c.P2P != first.P2P || c.Rooted != first.Rooted {
+		if c.HB != first.HB || c.PairHB != first.PairHB || c.P2P != first.P2P || c.Rooted != first.Rooted {
 			// The windowed plans' blocks and windows pair up across ranks.
-			return fmt.Errorf("weft: ranks chose different windowed-plan shapes: rank 0 HB %+v, point-to-point %+v, rooted %+v; rank %d HB %+v, point-to-point %+v, rooted %+v: give every rank the same WEFT_HB_SHAPE, WEFT_P2P_SHAPE and WEFT_ROOTED_SHAPE: %w",
-				first.HB, first.P2P, first.Rooted, r, c.HB, c.P2P, c.Rooted, hal.ErrInvalidUsage)
+			return fmt.Errorf("weft: ranks chose different windowed-plan shapes: rank 0 HB %+v (two-group %+v), point-to-point %+v, rooted %+v; rank %d HB %+v (two-group %+v), point-to-point %+v, rooted %+v: give every rank the same WEFT_HB_SHAPE, WEFT_P2P_SHAPE and WEFT_ROOTED_SHAPE: %w",
+				first.HB, first.PairHB, first.P2P, first.Rooted, r, c.HB, c.PairHB, c.P2P, c.Rooted, hal.ErrInvalidUsage)
 		}
 		if c.Budget != first.Budget {
 			// Blocks that signal each other pair up across ranks: every

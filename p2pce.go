@@ -444,9 +444,11 @@ func (c *Comm) ceP2PServes(call Call) bool {
 		// (1.08× NCCL against 1.07× at 64 MB, 1.10× against 1.06× at
 		// 128 MB) but not at 32 MB (1.05× against 1.11×;
 		// docs/bench/2026-11-27c-h100x2, calls 8–9). Two ranks only: past
-		// two the root's engines send the message once per peer (4×H100:
-		// 0.34–0.40× NCCL at 32–512 MB; the split SM plan sends it once,
-		// algorithms.BroadcastSplitHB; docs/bench/2026-11-27d-h100x2).
+		// two the root's engines would send the message once per peer, as
+		// the all-pairs SM plan did (4×H100: 0.34–0.40× NCCL at 32–512 MB),
+		// where the split SM plan sends it once (algorithms.BroadcastSplitHB;
+		// docs/bench/2026-11-27d-h100x2); an explicit WEFT_CE_P2P_MIN_BYTES
+		// past two ranks (hal/nvlink's default is 0 there) leaves them to it.
 		return c.cfg.NRanks == 2 && bytes >= ceP2PBroadcastFactor*min
 	case algorithms.SendRecv: // in place, overlapping sends go to the kernels
 		return bytes >= min && call.Send != call.Recv

@@ -218,9 +218,13 @@ func TestShapeSettings(t *testing.T) {
 	testP2P(t, "host", 3)
 	t.Setenv("WEFT_P2P_MID_MAX_BYTES", "0")
 	t.Setenv("WEFT_P2P_MID_SHAPE", "")
+	// 60,000 floats take the split plans (from 160 KiB on hal/host), one
+	// block per group, also 5 windows deep.
 	runCases(t, 3, []collCase{
 		{coll: algorithms.Broadcast, t: plan.Float32, op: plan.Sum, root: 0, count: 40000},
 		{coll: algorithms.Reduce, t: plan.Float32, op: plan.Sum, root: 1, count: 40000},
+		{coll: algorithms.Broadcast, t: plan.Float32, op: plan.Sum, root: 2, count: 60000},
+		{coll: algorithms.Reduce, t: plan.Float32, op: plan.Max, root: 0, count: 60000},
 	})
 	t.Setenv("WEFT_P2P_SHAPE", "")
 	t.Setenv("WEFT_ROOTED_SHAPE", "")

@@ -56,6 +56,11 @@ type Config struct {
 	// takes the segments above it, up to CollLLMaxBytes. 0: no wide plans.
 	CollWideMinBytes int64
 	HB, P2P          Shape
+	// PairHB, where set (Blocks > 0), is the HB shape of the windowed
+	// plans with two groups per rank (AllGatherHB, ReduceScatterHB,
+	// AllToAllHB); HB keeps the three-group AllReduceHB. WEFT_HB_SHAPE
+	// sets both (weft's config clears PairHB).
+	PairHB Shape
 	// P2PLLMaxBytes is the largest point-to-point operation (bytes of one
 	// send or receive) that the LL point-to-point plan serves
 	// (P2PLLPlan); larger ones take the windowed plan P2P shapes. 0: no
@@ -318,6 +323,18 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		// plan's scratch (two halves of one window per peer slot) stays
 		// within scratchBudget, never below the earlier 2 and 4 MiB.
 		c.HB = Shape{Blocks: max(1, min(32, sms/3)), Threads: 1024, Unroll: 4, Window: peerWindow(nranks, 4<<20, 8<<20)}
+		if nranks > 2 {
+			// The plans with two groups (a send and a receive group per
+			// rank) hold half the SMs each, as 64 × 512 threads: 4×H100
+			// through the C ABI (docs/bench/2026-11-27d-h100x2, calls 4
+			// and 6, two alternations), AllGather 2–512 MB 1.03–1.08×
+			// NCCL → 1.05–1.25×, AllToAll 0.69–1.02 → 0.73–1.19,
+			// ReduceScatter 2 MB 0.86 → 0.95–0.97 and 512 MB 0.88–0.90 →
+			// 0.95–0.96 (8–32 MB within 0.04 either way). The three-group
+			// AllReduceHB lost with it (128–512 MB 0.87–0.90 → 0.79–0.82)
+			// and keeps HB. On 2 ranks the 2×H100 tuning stands.
+			c.PairHB = Shape{Blocks: max(1, min(64, sms/2)), Threads: 512, Unroll: 4, Window: c.HB.Window}
+		}
 		// Wide LL and rooted HB (2×H100 2026-11-25, issue 20): 8 LL
 		// blocks leave Broadcast and Reduce at 0.72–0.82× NCCL at 128 KB,
 		// and 512 KB falls into HB plans whose one window pays the whole

@@ -219,6 +219,15 @@ func (c Config) hbPlan(name string, slots, sems int, groups ...plan.Group) (*pla
 	return p, p.Validate()
 }
 
+// pair returns c with PairHB, where set, as the HB shape: the shape of
+// the windowed plans with two groups per rank.
+func (c Config) pair() Config {
+	if c.PairHB.Blocks > 0 {
+		c.HB = c.PairHB
+	}
+	return c
+}
+
 // group is a windowed group of the HB shape over nchunks chunks.
 func (c Config) group(nchunks int, ops, after []plan.Op) plan.Group {
 	return plan.Group{Blocks: c.HB.Blocks, Window: c.HB.Window, NChunks: nchunks, Ops: ops, After: after}
@@ -254,6 +263,7 @@ func AllGatherHB(c Config) (*plan.Plan, error) {
 	if err := c.validateAllPairs(); err != nil {
 		return nil, err
 	}
+	c = c.pair()
 	chs, all := c.channels(), c.others()
 	b := c.HB.Blocks
 	dsts := []plan.Ref{plan.L(plan.Output).At(c.Rank)}
@@ -295,6 +305,7 @@ func AllToAllHB(c Config) (*plan.Plan, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	c = c.pair()
 	chs, all := c.channels(), c.others()
 	b := c.HB.Blocks
 	puts := []plan.Op{xfer([]plan.Ref{plan.L(plan.Output).At(c.Rank)}, plan.L(plan.Input).At(c.Rank))}
@@ -334,6 +345,7 @@ func ReduceScatterHB(c Config) (*plan.Plan, error) {
 	if err := c.validateAllPairs(); err != nil {
 		return nil, err
 	}
+	c = c.pair()
 	chs, all := c.channels(), c.others()
 	b := c.HB.Blocks
 	var puts []plan.Op

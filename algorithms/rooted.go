@@ -313,7 +313,8 @@ func rootedPlans(c Config, coll Collective, root int) ([]Choice, error) {
 // least PipelineWindows windows once it reaches a window): the owner
 // forwards window w while the root writes window w+1. A rank's writing and
 // reading run in separate groups (Config.split's shape), as AllGatherHB's,
-// with the same data, free (two windows behind) and done handshakes per
+// with the same data, free (the shape's Depth windows behind: 2, or
+// WEFT_ROOTED_SHAPE's dDEPTH) and done handshakes per
 // channel; each (rank, channel, semaphore) has one writer. Same cost model
 // as the chain's with two hops instead of n−1 (ring.go; van de Geijn's
 // scatter–allgather broadcast, Barnett et al., "Interprocessor collective
@@ -338,7 +339,7 @@ const SplitMinRanks = 3
 // HB shape's 32 × 1024 to 0.82–0.85× (Broadcast, 32–512 MB; call 5).
 func (c Config) split() Config {
 	if r := c.RootedHB; r.Blocks > 0 {
-		c.HB = Shape{Blocks: (r.Blocks + 1) / 2, Threads: r.Threads, Unroll: r.Unroll, Window: r.Window}
+		c.HB = Shape{Blocks: (r.Blocks + 1) / 2, Threads: r.Threads, Unroll: r.Unroll, Window: r.Window, Depth: r.Depth, Pipeline: r.Pipeline}
 	}
 	return c
 }
@@ -374,7 +375,7 @@ func BroadcastSplitHB(c Config, root int) (*plan.Plan, error) {
 		return nil, err
 	}
 	c = c.split()
-	n, b, chs := c.NRanks, c.HB.Blocks, c.channels()
+	n, b, d, chs := c.NRanks, c.HB.Blocks, c.HB.depth(), c.channels()
 	k := n - 1 // chunks
 	peers, chunks := c.splitPeers(root)
 	out := plan.L(plan.Output)
@@ -384,7 +385,7 @@ func BroadcastSplitHB(c Config, root int) (*plan.Plan, error) {
 		for i, ci := range peers {
 			puts = append(puts, plan.Transfer(chunks[i], k, []plan.Ref{out, plan.RS(ci, slotOf(root, chs[ci].Peer))}, plan.L(plan.Input)))
 		}
-		send = c.group(k, cat(skip(waits(peers, sem(semFree, b)), 2, 0), puts, signals(peers, sem(semData, b))), nil)
+		send = c.group(k, cat(skip(waits(peers, sem(semFree, b)), d, 0), puts, signals(peers, sem(semData, b))), nil)
 		send.Before = doneCredits(peers, sem(semDone, b))
 	} else {
 		rc, own := c.chanOf(root), splitChunk(n, root, c.Rank)
@@ -395,19 +396,19 @@ func BroadcastSplitHB(c Config, root int) (*plan.Plan, error) {
 		}
 		// Forward: the root's window of the own chunk into the output and
 		// every other owner's slot; release the root's slot; done to it.
-		send = c.group(k, cat([]plan.Op{plan.Wait(rc, sem(semData, b))}, skip(waits(others, sem(semFree, b)), 2, 0),
+		send = c.group(k, cat([]plan.Op{plan.Wait(rc, sem(semData, b))}, skip(waits(others, sem(semFree, b)), d, 0),
 			[]plan.Op{plan.Transfer(own, k, dsts, plan.LS(rc))}, signals(others, sem(semData, b)),
-			skip(signals([]int{rc}, sem(semFree, b)), 0, 2)), signals([]int{rc}, sem(semDone, b)))
+			skip(signals([]int{rc}, sem(semFree, b)), 0, d)), signals([]int{rc}, sem(semDone, b)))
 		send.Before = doneCredits(others, sem(semDone, b))
 		// Receive: the other owners' chunks out of their slots.
 		var copies []plan.Op
 		for i, ci := range others {
 			copies = append(copies, plan.Transfer(oc[i], k, []plan.Ref{out}, plan.LS(ci)))
 		}
-		recv = c.group(k, cat(waits(others, sem(semData, b)), copies, skip(signals(others, sem(semFree, b)), 0, 2)), signals(others, sem(semDone, b)))
+		recv = c.group(k, cat(waits(others, sem(semData, b)), copies, skip(signals(others, sem(semFree, b)), 0, d)), signals(others, sem(semDone, b)))
 	}
 	send.Pipeline, recv.Pipeline = c.HB.pipeline(), c.HB.pipeline()
-	return c.hbPlan(fmt.Sprintf("broadcast-split-r%d", root), n-1, 3, send, recv)
+	return c.deepen(c.hbPlan(fmt.Sprintf("broadcast-split-r%d", root), n-1, 3, send, recv))
 }
 
 // ReduceSplitHB is the split windowed Reduce (see above) with the split
@@ -419,7 +420,7 @@ func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
 		return nil, err
 	}
 	c = c.split()
-	n, b, chs := c.NRanks, c.HB.Blocks, c.channels()
+	n, b, d, chs := c.NRanks, c.HB.Blocks, c.HB.depth(), c.channels()
 	k := n - 1
 	in := plan.L(plan.Input)
 	peers, chunks := c.splitPeers(root) // the owners this rank writes to
@@ -427,7 +428,7 @@ func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
 	for i, ci := range peers {
 		puts = append(puts, plan.Transfer(chunks[i], k, []plan.Ref{plan.RS(ci, slotOf(c.Rank, chs[ci].Peer))}, in))
 	}
-	send := c.group(k, cat(skip(waits(peers, sem(semFree, b)), 2, 0), puts, signals(peers, sem(semData, b))), nil)
+	send := c.group(k, cat(skip(waits(peers, sem(semFree, b)), d, 0), puts, signals(peers, sem(semData, b))), nil)
 	send.Before = doneCredits(peers, sem(semDone, b))
 	var recv plan.Group
 	if c.Rank == root {
@@ -436,7 +437,7 @@ func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
 		for i, ci := range peers {
 			copies = append(copies, plan.Transfer(chunks[i], k, []plan.Ref{plan.L(plan.Output)}, plan.LS(ci)))
 		}
-		recv = c.group(k, cat(waits(peers, sem(semData, b)), copies, skip(signals(peers, sem(semFree, b)), 0, 2)), signals(peers, sem(semDone, b)))
+		recv = c.group(k, cat(waits(peers, sem(semData, b)), copies, skip(signals(peers, sem(semFree, b)), 0, d)), signals(peers, sem(semDone, b)))
 	} else {
 		// Combine the own chunk with every peer's slot (the root's
 		// included) into this rank's slot of the root.
@@ -447,10 +448,10 @@ func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
 		}
 		red := plan.Transfer(own, k, []plan.Ref{plan.RS(rc, slotOf(c.Rank, root))}, srcs...)
 		red.Combine = true
-		recv = c.group(k, cat(waits(all, sem(semData, b)), skip([]plan.Op{plan.Wait(rc, sem(semFree, b))}, 2, 0), []plan.Op{red},
-			[]plan.Op{plan.Signal(rc, sem(semData, b))}, skip(signals(all, sem(semFree, b)), 0, 2)), signals(all, sem(semDone, b)))
+		recv = c.group(k, cat(waits(all, sem(semData, b)), skip([]plan.Op{plan.Wait(rc, sem(semFree, b))}, d, 0), []plan.Op{red},
+			[]plan.Op{plan.Signal(rc, sem(semData, b))}, skip(signals(all, sem(semFree, b)), 0, d)), signals(all, sem(semDone, b)))
 		recv.Before = doneCredits([]int{rc}, sem(semDone, b))
 	}
 	send.Pipeline, recv.Pipeline = c.HB.pipeline(), c.HB.pipeline()
-	return c.hbPlan(fmt.Sprintf("reduce-split-r%d", root), n-1, 3, send, recv)
+	return c.deepen(c.hbPlan(fmt.Sprintf("reduce-split-r%d", root), n-1, 3, send, recv))
 }
