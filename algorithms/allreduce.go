@@ -56,6 +56,13 @@ type Config struct {
 	// takes the segments above it, up to CollLLMaxBytes. 0: no wide plans.
 	CollWideMinBytes int64
 	HB, P2P          Shape
+	// RingMinBytes, where set (> 0), is the smallest message (AllReduce)
+	// or input (ReduceScatter: n segments of RingMinBytes/n) that takes
+	// the windowed ring plans
+	// (RingAllReduceHB, RingReduceScatterHB) on memory-mapped links when
+	// no family is forced; smaller ones keep the all-pairs plans. 0:
+	// never (past AllPairsMaxRanks the bounded family serves anyway).
+	RingMinBytes int64
 	// PairHB, where set (Blocks > 0), is the HB shape of the windowed
 	// plans with two groups per rank (AllGatherHB, ReduceScatterHB,
 	// AllToAllHB); HB keeps the three-group AllReduceHB. WEFT_HB_SHAPE
@@ -335,6 +342,19 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 			// and keeps HB. On 2 ranks the 2×H100 tuning stands.
 			c.PairHB = Shape{Blocks: max(1, min(64, sms/2)), Threads: 512, Unroll: 4, Window: c.HB.Window}
 		}
+		if nranks >= 4 {
+			// From 8 MiB the windowed rings beat the all-pairs plans of
+			// AllReduce (scratch path) and ReduceScatter on 4×H100 through
+			// the C ABI (docs/bench/2026-11-27d-h100x2, call 8, float, two
+			// alternations): AllReduce 8 / 32 / 128 / 512 MB 0.95 / 0.96–0.97
+			// / 0.89–0.92 / 0.89 NCCL against 0.84–0.85 / 0.72–0.77 / 0.87 /
+			// 0.89–0.90, ReduceScatter 1.12 / 1.09–1.10 / 1.03–1.04 / 0.99
+			// against 0.99–1.00 / 0.71–0.72 / 0.85 / 0.95–0.96; below 2 MB
+			// the rings lose (AllReduce 2 MB 0.68–0.69 against 0.85).
+			// Measured on 4 ranks; 5–8 take it untested (NCCL's rings
+			// serve them too).
+			c.RingMinBytes = 8 << 20
+		}
 		// Wide LL and rooted HB (2×H100 2026-11-25, issue 20): 8 LL
 		// blocks leave Broadcast and Reduce at 0.72–0.82× NCCL at 128 KB,
 		// and 512 KB falls into HB plans whose one window pays the whole
@@ -421,8 +441,12 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		c.CollWideMinBytes = 16 << 10
 		c.RootedHB = Shape{Blocks: max(1, min(sms, 3)), Threads: 32, Window: 16 << 10}
 		// Split plans from 160 KiB, so that tests of moderate sizes cover
-		// both windowed forms past two ranks.
+		// both windowed forms past two ranks; rings from 2 MiB on 4 ranks
+		// and more (ReduceScatter: 512 KiB segments), likewise.
 		c.RootedSplitMinBytes = 160 << 10
+		if nranks >= 4 {
+			c.RingMinBytes = 2 << 20
+		}
 		c.P2P = Shape{Blocks: 1, Threads: 32, Window: 16 << 10}
 		// LL point-to-point up to 16 KiB, so that tests of moderate sizes
 		// mix LL and windowed operations in one group.

@@ -627,7 +627,9 @@ func Plans(c Config, coll Collective, root int) ([]Choice, error) {
 // with the configuration.
 var ErrNoPlan = errors.New("no plan")
 
-// memoryPlans are the LL and HB plans of Plans, filtered by Config.Algo.
+// memoryPlans are the LL and HB plans of Plans, filtered by Config.Algo;
+// AllReduce and ReduceScatter end with the windowed ring from
+// Config.RingMinBytes.
 func memoryPlans(c Config, coll Collective, root int) ([]Choice, error) {
 	type builder func(Config) (*plan.Plan, error)
 	var ll, hb builder
@@ -676,5 +678,10 @@ func memoryPlans(c Config, coll Collective, root int) ([]Choice, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(out, Choice{Plan: p}), nil
+	out = append(out, Choice{Plan: p})
+	if coll == ReduceScatter {
+		// Select counts a ReduceScatter's segment: the input is n of them.
+		return c.ringFrom(out, RingReduceScatterHB, (c.RingMinBytes+int64(c.NRanks)-1)/int64(c.NRanks)) // scratch.go
+	}
+	return out, nil
 }

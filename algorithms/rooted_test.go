@@ -229,7 +229,11 @@ func TestAllReduceScratchSelection(t *testing.T) {
 			}
 			var names []string
 			var bounds []int64
-			for _, c := range cs[:len(cs)-1] {
+			ll := cs[:len(cs)-1]
+			if tc.n >= 4 {
+				ll = cs[:len(cs)-2] // the all-pairs windowed plan and the ring
+			}
+			for _, c := range ll {
 				names, bounds = append(names, c.Plan.Name), append(bounds, c.MaxBytes)
 			}
 			if d := cmp.Diff(tc.wantLL, names); d != "" {
@@ -238,9 +242,17 @@ func TestAllReduceScratchSelection(t *testing.T) {
 			if d := cmp.Diff(tc.bounds, bounds); d != "" {
 				t.Errorf("LL bounds (-want +got):\n%s", d)
 			}
-			hb := cs[len(cs)-1]
-			if hb.MaxBytes != 0 || !strings.HasPrefix(hb.Plan.Name, "all_reduce-hb-") {
-				t.Errorf("last plan %s (bound %d); want the windowed plan, unbounded", hb.Plan.Name, hb.MaxBytes)
+			hb, hbMax := cs[len(cs)-1], int64(0)
+			if tc.n >= 4 {
+				// From RingMinBytes the windowed ring.
+				if hb.MaxBytes != 0 || !strings.HasPrefix(hb.Plan.Name, "all_reduce-ring-hb-") {
+					t.Errorf("last plan %s (bound %d); want the windowed ring, unbounded", hb.Plan.Name, hb.MaxBytes)
+				}
+				cs, hbMax = cs[:len(cs)-1], cfg.RingMinBytes-1
+				hb = cs[len(cs)-1]
+			}
+			if hb.MaxBytes != hbMax || !strings.HasPrefix(hb.Plan.Name, "all_reduce-hb-") {
+				t.Errorf("windowed plan %s (bound %d); want the all-pairs windowed plan up to %d", hb.Plan.Name, hb.MaxBytes, hbMax)
 			}
 			top := bounds[len(bounds)-1]
 			for b := int64(64 << 10); b <= 4<<20; b *= 2 {

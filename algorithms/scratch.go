@@ -1,6 +1,10 @@
 package algorithms
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/weftccl/weft/hal/plan"
+)
 
 // AllReduce through Launch serves buffers that nobody registered (the NCCL
 // API: ncclAllReduce on whatever pointers the caller passes), so it cannot
@@ -16,7 +20,8 @@ import "fmt"
 
 // scratchAllReducePlans are the memory-channel AllReduce plans of Plans,
 // smallest messages first (Config.Algo "ll" keeps the 1PA plans, "hb" the
-// windowed one). Errors name a malformed tier list.
+// windowed one), then from Config.RingMinBytes the windowed ring. Errors
+// name a malformed tier list.
 func scratchAllReducePlans(c Config) ([]Choice, error) {
 	var out []Choice
 	if c.Algo != "hb" {
@@ -33,7 +38,27 @@ func scratchAllReducePlans(c Config) ([]Choice, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(out, Choice{Plan: p}), nil
+	return c.ringFrom(append(out, Choice{Plan: p}), RingAllReduceHB, c.RingMinBytes)
+}
+
+// ringFrom ends choices (whose last serves every larger size) with the
+// windowed ring plan ring from bound bytes (as Select counts them: the
+// AllReduce message, a ReduceScatter segment), on as many ranks as the
+// all-pairs plans serve and no family forced: the last choice then stops
+// below it. Without a bound (≤ 0), choices unchanged.
+func (c Config) ringFrom(choices []Choice, ring func(Config) (*plan.Plan, error), bound int64) ([]Choice, error) {
+	if bound <= 0 || c.Algo != "" || c.NRanks < 3 || c.NRanks > AllPairsMaxRanks || len(choices) == 0 {
+		return choices, nil
+	}
+	p, err := ring(c)
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range choices[:len(choices)-1] { // never inside the LL plans' range
+		bound = max(bound, ch.MaxBytes+1)
+	}
+	choices[len(choices)-1].MaxBytes = bound - 1
+	return append(choices, Choice{Plan: p, Staged: true}), nil
 }
 
 // scratchAllReduceLL are the 1PA choices of the scratch AllReduce: one per
