@@ -84,7 +84,7 @@ func TuningFile() (path string, named bool) {
 // that applies the order of precedence, highest first: an explicit option
 // (Options.Config, Options.Timeout, Options.MaxCTAs and MinCTAs), the
 // WEFT_* variables (WEFT_ALGO, WEFT_ALLREDUCE, WEFT_P2P_LL_MAX_BYTES, WEFT_P2P_MID_MAX_BYTES,
-// WEFT_HB_SHAPE, WEFT_P2P_SHAPE, WEFT_ROOTED_SHAPE, WEFT_TIMEOUT, WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
+// WEFT_HB_SHAPE, WEFT_P2P_SHAPE, WEFT_ROOTED_SHAPE, WEFT_RING_MIN_BYTES, WEFT_TIMEOUT, WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
 // device and rank count (TuningFile), the defaults for the device
 // (algorithms.DefaultConfig, a 10 s timeout, no block budget). An
 // explicit Options.Config replaces the whole algorithm configuration:
@@ -178,6 +178,11 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 			return cfg, "", 0, err
 		} else if set {
 			cfg.CEAllReduceMaxBytes = n
+		}
+		if n, set, err = envSize("WEFT_RING_MIN_BYTES", 0, "a size (0: no rings from a size)"); err != nil {
+			return cfg, "", 0, err
+		} else if set {
+			cfg.RingMinBytes = n
 		}
 		if n, set, err = envSize("WEFT_WINDOW_LL_MAX_BYTES", 0, "a size (0: every collective through a symmetric window that Launch gives an LL plan leaves it)"); err != nil {
 			return cfg, "", 0, err
@@ -330,13 +335,13 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		P2PMid                       algorithms.Shape
 		P2PMidMax, PortLL            int64
 		WindowLL, CEP2P, CERed       int64
-		CERedDirect                  int64
+		CERedDirect, Ring            int64
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
 		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes,
 		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, PairHB: cfg.PairHB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
 		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes, CEP2P: cfg.CEP2PMinBytes, CERed: cfg.CEReduceMinBytes,
-		CERedDirect: cfg.CEReduceDirectMinBytes}
+		CERedDirect: cfg.CEReduceDirectMinBytes, Ring: cfg.RingMinBytes}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -411,6 +416,12 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			// The windowed plans' blocks and windows pair up across ranks.
 			return fmt.Errorf("weft: ranks chose different windowed-plan shapes: rank 0 HB %+v (two-group %+v), point-to-point %+v, rooted %+v; rank %d HB %+v (two-group %+v), point-to-point %+v, rooted %+v: give every rank the same WEFT_HB_SHAPE, WEFT_P2P_SHAPE and WEFT_ROOTED_SHAPE: %w",
 				first.HB, first.PairHB, first.P2P, first.Rooted, r, c.HB, c.PairHB, c.P2P, c.Rooted, hal.ErrInvalidUsage)
+		}
+		if c.Ring != first.Ring {
+			// Every rank of an AllReduce or ReduceScatter picks the ring or
+			// the all-pairs plan from the size alike.
+			return fmt.Errorf("weft: ranks chose different ring bounds: rank 0 %d bytes, rank %d %d bytes (0: off): give every rank the same WEFT_RING_MIN_BYTES: %w",
+				first.Ring, r, c.Ring, hal.ErrInvalidUsage)
 		}
 		if c.Budget != first.Budget {
 			// Blocks that signal each other pair up across ranks: every

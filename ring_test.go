@@ -1,6 +1,7 @@
 package weft_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -49,4 +50,46 @@ func TestRingFromBoundHost(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRingMinBytesSetting: WEFT_RING_MIN_BYTES moves the bound (1M: a
+// 1.6 MB AllReduce on the ring) or turns the rings off (0), and ranks given
+// different bounds fail NewComm naming the variable and the rank.
+func TestRingMinBytesSetting(t *testing.T) {
+	call := weft.Call{Coll: algorithms.AllReduce, Send: 1 << 20, Recv: 64 << 20, Count: 400000, Type: plan.Float32, Op: plan.Sum}
+	for _, tc := range []struct {
+		v    string
+		ring bool
+	}{{"1M", true}, {"0", false}} {
+		t.Setenv("WEFT_RING_MIN_BYTES", tc.v)
+		errs := runRanks(t, "host", 4, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+			if got := c.PlanName(call); strings.Contains(got, "-ring-") != tc.ring {
+				return fmt.Errorf("WEFT_RING_MIN_BYTES=%s: PlanName(1.6 MB AllReduce) = %q, ring %v expected", tc.v, got, tc.ring)
+			}
+			big := call
+			big.Count = 1 << 20
+			if got := c.PlanName(big); strings.Contains(got, "-ring-") != tc.ring {
+				return fmt.Errorf("WEFT_RING_MIN_BYTES=%s: PlanName(4 MiB AllReduce) = %q, ring %v expected", tc.v, got, tc.ring)
+			}
+			return nil
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Errorf("rank %d: %v", r, err)
+			}
+		}
+	}
+	t.Setenv("WEFT_RING_MIN_BYTES", "")
+	errs := runRanksWith(t, "host", 3, func(r int, dev hal.Device) weft.Options {
+		c := algorithms.DefaultConfig(r, 3, dev.Info().Multiprocessors, false)
+		if r == 2 {
+			c.RingMinBytes = 4 << 20 // as WEFT_RING_MIN_BYTES=4M on this rank only
+		}
+		return weft.Options{Config: &c}
+	}, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "WEFT_RING_MIN_BYTES") || !strings.Contains(err.Error(), "rank 2 4194304 bytes") {
+			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 2's ring bound", r, err)
+		}
+	}
 }
