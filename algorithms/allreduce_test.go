@@ -46,7 +46,8 @@ func TestAllReduce1PAFlagWrapAround(t *testing.T) {
 }
 
 func runWrap(boot bootstrap.Bootstrap, ll plan.Protocol, rank, n int, count int64) error {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a failed rank leaves no one waiting
+	defer cancel()
 	dev, err := hal.Open(host.Name, hal.Config{Ordinal: rank, JobID: "wrap-" + ll.String()})
 	if err != nil {
 		return err

@@ -251,7 +251,8 @@ func (r boundedRun) expected() [][][]byte {
 }
 
 func (r boundedRun) rank(boot bootstrap.Bootstrap, rank int, want [][][]byte) error {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a failed rank leaves no one waiting
+	defer cancel()
 	dev, err := hal.Open(host.Name, hal.Config{Ordinal: rank, JobID: r.job})
 	if err != nil {
 		return err

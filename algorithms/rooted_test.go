@@ -328,7 +328,10 @@ func stripCredits(p *plan.Plan) *plan.Plan {
 }
 
 func (r rootedRun) rank(boot bootstrap.Bootstrap, rank int) error {
-	ctx := context.Background()
+	// A deadline on the set-up exchanges: a rank that fails before them
+	// must not leave the others waiting for it.
+	ctx, cancel := context.WithTimeout(context.Background(), 6*r.timeout)
+	defer cancel()
 	dev, err := hal.Open(host.Name, hal.Config{Ordinal: rank, JobID: r.job})
 	if err != nil {
 		return err
