@@ -245,8 +245,8 @@ func ReduceHB(c Config, root int) (*plan.Plan, error) {
 // rootedPlans are the memory-channel plans of Broadcast or Reduce,
 // smallest messages first: the narrow LL plan, the wide one where
 // configured, the all-pairs windowed plan, and from SplitMinRanks ranks
-// the split plan from Config.RootedSplitMinBytes (Config.Algo "ll" keeps the LL plans,
-// "hb" the windowed ones).
+// the split plan from Config.RootedSplitMinBytes (Config.Algo "ll" keeps
+// the LL plans, "hb" the windowed ones).
 func rootedPlans(c Config, coll Collective, root int) ([]Choice, error) {
 	narrowB, hb := BroadcastLL, BroadcastHB
 	wideB := BroadcastLLWide
@@ -314,8 +314,8 @@ func rootedPlans(c Config, coll Collective, root int) ([]Choice, error) {
 // forwards window w while the root writes window w+1. A rank's writing and
 // reading run in separate groups (Config.split's shape), as AllGatherHB's,
 // with the same data, free (the shape's Depth windows behind: 2, or
-// WEFT_ROOTED_SHAPE's dDEPTH) and done handshakes per
-// channel; each (rank, channel, semaphore) has one writer. Same cost model
+// WEFT_ROOTED_SHAPE's dDEPTH) and done handshakes per channel; each (rank,
+// channel, semaphore) has one writer. Same cost model
 // as the chain's with two hops instead of n−1 (ring.go; van de Geijn's
 // scatter–allgather broadcast, Barnett et al., "Interprocessor collective
 // communication library (InterCom)", SHPCC 1994).
@@ -368,8 +368,8 @@ func (c Config) splitPeers(root int) (chs, chunks []int) {
 }
 
 // BroadcastSplitHB is the split windowed Broadcast (see above) with the
-// split shape (Config.split), for 3 to AllPairsMaxRanks ranks. Errors: an invalid
-// rank, root or shape.
+// split shape (Config.split), for 3 to AllPairsMaxRanks ranks. Errors: an
+// invalid rank, root or shape.
 func BroadcastSplitHB(c Config, root int) (*plan.Plan, error) {
 	if err := c.validateRootAllPairs(root); err != nil {
 		return nil, err
@@ -389,23 +389,17 @@ func BroadcastSplitHB(c Config, root int) (*plan.Plan, error) {
 		send.Before = doneCredits(peers, sem(semDone, b))
 	} else {
 		rc, own := c.chanOf(root), splitChunk(n, root, c.Rank)
-		others, oc := peers, chunks
 		dsts := []plan.Ref{out}
-		for _, ci := range others {
+		for _, ci := range peers {
 			dsts = append(dsts, plan.RS(ci, slotOf(c.Rank, chs[ci].Peer)))
 		}
 		// Forward: the root's window of the own chunk into the output and
 		// every other owner's slot; release the root's slot; done to it.
-		send = c.group(k, cat([]plan.Op{plan.Wait(rc, sem(semData, b))}, skip(waits(others, sem(semFree, b)), d, 0),
-			[]plan.Op{plan.Transfer(own, k, dsts, plan.LS(rc))}, signals(others, sem(semData, b)),
+		send = c.group(k, cat([]plan.Op{plan.Wait(rc, sem(semData, b))}, skip(waits(peers, sem(semFree, b)), d, 0),
+			[]plan.Op{plan.Transfer(own, k, dsts, plan.LS(rc))}, signals(peers, sem(semData, b)),
 			skip(signals([]int{rc}, sem(semFree, b)), 0, d)), signals([]int{rc}, sem(semDone, b)))
-		send.Before = doneCredits(others, sem(semDone, b))
-		// Receive: the other owners' chunks out of their slots.
-		var copies []plan.Op
-		for i, ci := range others {
-			copies = append(copies, plan.Transfer(oc[i], k, []plan.Ref{out}, plan.LS(ci)))
-		}
-		recv = c.group(k, cat(waits(others, sem(semData, b)), copies, skip(signals(others, sem(semFree, b)), 0, d)), signals(others, sem(semDone, b)))
+		send.Before = doneCredits(peers, sem(semDone, b))
+		recv = c.splitCopyOut(peers, chunks, d) // the other owners' chunks
 	}
 	send.Pipeline, recv.Pipeline = c.HB.pipeline(), c.HB.pipeline()
 	return c.deepen(c.hbPlan(fmt.Sprintf("broadcast-split-r%d", root), n-1, 3, send, recv))
@@ -432,12 +426,7 @@ func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
 	send.Before = doneCredits(peers, sem(semDone, b))
 	var recv plan.Group
 	if c.Rank == root {
-		// The owners' sums out of their slots into the output.
-		var copies []plan.Op
-		for i, ci := range peers {
-			copies = append(copies, plan.Transfer(chunks[i], k, []plan.Ref{plan.L(plan.Output)}, plan.LS(ci)))
-		}
-		recv = c.group(k, cat(waits(peers, sem(semData, b)), copies, skip(signals(peers, sem(semFree, b)), 0, d)), signals(peers, sem(semDone, b)))
+		recv = c.splitCopyOut(peers, chunks, d) // the owners' sums
 	} else {
 		// Combine the own chunk with every peer's slot (the root's
 		// included) into this rank's slot of the root.
@@ -454,4 +443,17 @@ func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
 	}
 	send.Pipeline, recv.Pipeline = c.HB.pipeline(), c.HB.pipeline()
 	return c.deepen(c.hbPlan(fmt.Sprintf("reduce-split-r%d", root), n-1, 3, send, recv))
+}
+
+// splitCopyOut is a split plan's receiving group: per window, wait for the
+// data of channels chs, copy chunk chunks[i] out of channel chs[i]'s slot
+// into the output, release the slots (depth d windows behind), and send
+// done at the end.
+func (c Config) splitCopyOut(chs, chunks []int, d int) plan.Group {
+	b, k := c.HB.Blocks, c.NRanks-1
+	var copies []plan.Op
+	for i, ci := range chs {
+		copies = append(copies, plan.Transfer(chunks[i], k, []plan.Ref{plan.L(plan.Output)}, plan.LS(ci)))
+	}
+	return c.group(k, cat(waits(chs, sem(semData, b)), copies, skip(signals(chs, sem(semFree, b)), 0, d)), signals(chs, sem(semDone, b)))
 }
