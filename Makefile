@@ -11,7 +11,7 @@ NPROC ?= 4
 BENCH_ARGS ?= -b 8 -e 64M -f 4
 FUZZTIME ?= 3s
 
-.PHONY: build test check hip-clang run gpu-bundle gpu-bundle-accept gpu-bundle-tune gpu-bundle-port gpu-bundle-net gpu-bundle-harden gpu-bundle-final gpu-bundle-pkgs gpu-bundle-switch nocgo fuzz-smoke nccl
+.PHONY: build test check hip-clang run gpu-bundle gpu-bundle-accept gpu-bundle-four gpu-bundle-tune gpu-bundle-port gpu-bundle-net gpu-bundle-harden gpu-bundle-final gpu-bundle-pkgs gpu-bundle-switch nocgo fuzz-smoke nccl
 
 build: nccl
 	@echo "make: building every package and bin/weft"
@@ -107,6 +107,12 @@ gpu-bundle-accept:
 	mkdir -p .gpuz && tar -czf .gpuz/bundle.tgz .gpu && du -sh .gpuz/bundle.tgz
 	@echo "make: carry .gpuz (the bundle compressed: with the working tree it must stay under the device tool's 64 MiB); there: tar -xzf .gpuz/bundle.tgz && bash .gpu/gpu-accept.sh"
 
+# Three ranks and more on a 4-GPU host (scripts/gpu-four.sh): the NCCL library alone.
+gpu-bundle-four:
+	$(MAKE) gpu-bundle-pkgs PKGS="" EXTRA="nccl"
+	mkdir -p .gpuz && tar -czf .gpuz/bundle.tgz .gpu && du -sh .gpuz/bundle.tgz
+	@echo "make: carry .gpuz; there (nvidia-h100-x4): tar -xzf .gpuz/bundle.tgz && bash .gpu/gpu-four.sh"
+
 gpu-bundle-pkgs:
 	rm -rf .gpu && mkdir -p .gpu
 	CGO_ENABLED=1 $(GO) build -ldflags='-s -w' -o .gpu/weft ./cmd/weft
@@ -116,7 +122,7 @@ gpu-bundle-pkgs:
 	  name=$$(echo $$p | sed 's#^\./##; s#/#_#g; s#^\.$$#weft#'); \
 	  CGO_ENABLED=1 $(GO) test -c -ldflags='-s -w' -o .gpu/$$name.test $$p || exit 1; \
 	done
-	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/gpu-net.sh scripts/gpu-tune.sh scripts/gpu-harden.sh scripts/gpu-final.sh scripts/gpu-tune-ring.sh scripts/gpu-accept.sh scripts/gpu-fsdp.sh scripts/steps.sh .gpu/
+	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/gpu-net.sh scripts/gpu-tune.sh scripts/gpu-harden.sh scripts/gpu-final.sh scripts/gpu-tune-ring.sh scripts/gpu-accept.sh scripts/gpu-fsdp.sh scripts/gpu-four.sh scripts/steps.sh .gpu/
 	@du -sh .gpu
 
 # Issue 10's one-GPU check (scripts/gpu-switch.sh): stripped binaries, well inside the device
