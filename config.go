@@ -335,13 +335,13 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		P2PMid                       algorithms.Shape
 		P2PMidMax, PortLL            int64
 		WindowLL, CEP2P, CERed       int64
-		CERedDirect, Ring            int64
+		CERedDirect, Ring, Split     int64
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
 		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes,
 		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, PairHB: cfg.PairHB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
 		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes, CEP2P: cfg.CEP2PMinBytes, CERed: cfg.CEReduceMinBytes,
-		CERedDirect: cfg.CEReduceDirectMinBytes, Ring: cfg.RingMinBytes}
+		CERedDirect: cfg.CEReduceDirectMinBytes, Ring: cfg.RingMinBytes, Split: cfg.RootedSplitMinBytes}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -422,6 +422,12 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			// the all-pairs plan from the size alike.
 			return fmt.Errorf("weft: ranks chose different ring bounds: rank 0 %d bytes, rank %d %d bytes (0: off): give every rank the same WEFT_RING_MIN_BYTES: %w",
 				first.Ring, r, c.Ring, hal.ErrInvalidUsage)
+		}
+		if c.Split != first.Split {
+			// ... and of a Broadcast or Reduce the split or the all-pairs
+			// plan (Options.Config alone sets it).
+			return fmt.Errorf("weft: ranks chose different split Broadcast/Reduce bounds (Config.RootedSplitMinBytes): rank 0 %d bytes, rank %d %d bytes (0: off): %w",
+				first.Split, r, c.Split, hal.ErrInvalidUsage)
 		}
 		if c.Budget != first.Budget {
 			// Blocks that signal each other pair up across ranks: every

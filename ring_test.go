@@ -54,7 +54,8 @@ func TestRingFromBoundHost(t *testing.T) {
 
 // TestRingMinBytesSetting: WEFT_RING_MIN_BYTES moves the bound (1M: a
 // 1.6 MB AllReduce on the ring) or turns the rings off (0), and ranks given
-// different bounds fail NewComm naming the variable and the rank.
+// different ring bounds, or split Broadcast/Reduce bounds, fail NewComm
+// naming the setting and the rank.
 func TestRingMinBytesSetting(t *testing.T) {
 	call := weft.Call{Coll: algorithms.AllReduce, Send: 1 << 20, Recv: 64 << 20, Count: 400000, Type: plan.Float32, Op: plan.Sum}
 	for _, tc := range []struct {
@@ -90,6 +91,19 @@ func TestRingMinBytesSetting(t *testing.T) {
 	for r, err := range errs {
 		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "WEFT_RING_MIN_BYTES") || !strings.Contains(err.Error(), "rank 2 4194304 bytes") {
 			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 2's ring bound", r, err)
+		}
+	}
+	// The split Broadcast/Reduce bound likewise.
+	errs = runRanksWith(t, "host", 3, func(r int, dev hal.Device) weft.Options {
+		c := algorithms.DefaultConfig(r, 3, dev.Info().Multiprocessors, false)
+		if r == 1 {
+			c.RootedSplitMinBytes = 1 << 20
+		}
+		return weft.Options{Config: &c}
+	}, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "RootedSplitMinBytes") || !strings.Contains(err.Error(), "rank 1 1048576 bytes") {
+			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 1's split bound", r, err)
 		}
 	}
 }
