@@ -125,6 +125,7 @@ func strangerAtRoot(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	var flood []net.Conn
+	var floodAddrs []string
 	for range 4 * auth.MaxPending {
 		c, err := net.DialTimeout("tcp", id.Addr, 5*time.Second)
 		if err != nil {
@@ -132,6 +133,7 @@ func strangerAtRoot(t *testing.T) {
 		}
 		c.Write(bigHello[:8])
 		flood = append(flood, c)
+		floodAddrs = append(floodAddrs, c.LocalAddr().String())
 	}
 	waitFor(t, func() bool { return root.gate.Pending() == auth.MaxPending })
 	runtime.GC()
@@ -142,6 +144,19 @@ func strangerAtRoot(t *testing.T) {
 	for _, c := range flood {
 		c.Close()
 	}
+	// The root may still be accepting the flood's backlog (under load it
+	// lags): wait until it has refused every flood connection, so that none
+	// holds a gate slot when the ranks connect (a rank refused at a full
+	// gate failed this test under make test's load).
+	waitFor(t, func() bool {
+		text := logs.String()
+		for _, a := range floodAddrs {
+			if !strings.Contains(text, "remote="+a+" ") {
+				return false
+			}
+		}
+		return true
+	})
 	waitFor(t, func() bool { return root.gate.Pending() == 0 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
