@@ -681,7 +681,7 @@ func memoryPlans(c Config, coll Collective, root int) ([]Choice, error) {
 	out = append(out, Choice{Plan: p})
 	if coll == ReduceScatter {
 		// Select counts a ReduceScatter's segment: the input is n of them.
-		return c.ringFrom(out, RingReduceScatterHB, (c.RingMinBytes+int64(c.NRanks)-1)/int64(c.NRanks)) // scratch.go
+		return c.ringFrom(out, RingReduceScatterHB, (c.RingMinBytes+int64(c.NRanks)-1)/int64(c.NRanks)) // ring.go
 	}
 	return out, nil
 }

@@ -488,3 +488,23 @@ func (c Config) validateBoundedRoot(root int) error {
 	}
 	return nil
 }
+
+// ringFrom ends choices (whose last serves every larger size) with the
+// windowed ring plan ring from bound bytes (as Select counts them: the
+// AllReduce message, a ReduceScatter segment), on as many ranks as the
+// all-pairs plans serve and no family forced: the last choice then stops
+// below it. Without a bound (≤ 0), choices unchanged.
+func (c Config) ringFrom(choices []Choice, ring func(Config) (*plan.Plan, error), bound int64) ([]Choice, error) {
+	if bound <= 0 || c.Algo != "" || c.NRanks < 3 || c.NRanks > AllPairsMaxRanks || len(choices) == 0 {
+		return choices, nil
+	}
+	p, err := ring(c)
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range choices[:len(choices)-1] { // never inside the LL plans' range
+		bound = max(bound, ch.MaxBytes+1)
+	}
+	choices[len(choices)-1].MaxBytes = bound - 1
+	return append(choices, Choice{Plan: p, Staged: true}), nil
+}

@@ -1,10 +1,6 @@
 package algorithms
 
-import (
-	"fmt"
-
-	"github.com/weftccl/weft/hal/plan"
-)
+import "fmt"
 
 // AllReduce through Launch serves buffers that nobody registered (the NCCL
 // API: ncclAllReduce on whatever pointers the caller passes), so it cannot
@@ -39,26 +35,6 @@ func scratchAllReducePlans(c Config) ([]Choice, error) {
 		return nil, err
 	}
 	return c.ringFrom(append(out, Choice{Plan: p}), RingAllReduceHB, c.RingMinBytes)
-}
-
-// ringFrom ends choices (whose last serves every larger size) with the
-// windowed ring plan ring from bound bytes (as Select counts them: the
-// AllReduce message, a ReduceScatter segment), on as many ranks as the
-// all-pairs plans serve and no family forced: the last choice then stops
-// below it. Without a bound (≤ 0), choices unchanged.
-func (c Config) ringFrom(choices []Choice, ring func(Config) (*plan.Plan, error), bound int64) ([]Choice, error) {
-	if bound <= 0 || c.Algo != "" || c.NRanks < 3 || c.NRanks > AllPairsMaxRanks || len(choices) == 0 {
-		return choices, nil
-	}
-	p, err := ring(c)
-	if err != nil {
-		return nil, err
-	}
-	for _, ch := range choices[:len(choices)-1] { // never inside the LL plans' range
-		bound = max(bound, ch.MaxBytes+1)
-	}
-	choices[len(choices)-1].MaxBytes = bound - 1
-	return append(choices, Choice{Plan: p, Staged: true}), nil
 }
 
 // scratchAllReduceLL are the 1PA choices of the scratch AllReduce: one per
