@@ -84,7 +84,7 @@ func TuningFile() (path string, named bool) {
 // that applies the order of precedence, highest first: an explicit option
 // (Options.Config, Options.Timeout, Options.MaxCTAs and MinCTAs), the
 // WEFT_* variables (WEFT_ALGO, WEFT_ALLREDUCE, WEFT_P2P_LL_MAX_BYTES, WEFT_P2P_MID_MAX_BYTES,
-// WEFT_HB_SHAPE, WEFT_P2P_SHAPE, WEFT_ROOTED_SHAPE, WEFT_RING_MIN_BYTES, WEFT_TIMEOUT, WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
+// WEFT_HB_SHAPE, WEFT_P2P_SHAPE, WEFT_ROOTED_SHAPE, WEFT_RING_SHAPE, WEFT_RING_MIN_BYTES, WEFT_ROOTED_SPLIT_MIN_BYTES, WEFT_TIMEOUT, WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
 // device and rank count (TuningFile), the defaults for the device
 // (algorithms.DefaultConfig, a 10 s timeout, no block budget). An
 // explicit Options.Config replaces the whole algorithm configuration:
@@ -128,13 +128,17 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 		for _, v := range shapeVars {
 			if s := env.String(v.name); s != "" {
 				f := v.field(&cfg)
-				if *f, err = algorithms.ParseHBShape(s, *f); err != nil {
+				base := *f
+				if base.Blocks == 0 { // a family with no shape of its own (RingHB) starts from HB's
+					base = cfg.HB
+				}
+				if *f, err = algorithms.ParseHBShape(s, base); err != nil {
 					return cfg, "", 0, fmt.Errorf("weft: %s: %v: %w", v.name, err, hal.ErrInvalidArgument)
 				}
 				if f.Pull && v.name != "WEFT_P2P_SHAPE" && v.name != "WEFT_P2P_MID_SHAPE" {
 					return cfg, "", 0, fmt.Errorf("weft: %s=%q: only the point-to-point shapes (WEFT_P2P_SHAPE, WEFT_P2P_MID_SHAPE) take ,pull: %w", v.name, s, hal.ErrInvalidArgument)
 				}
-				if (f.Depth != 0 || f.Pipeline != 0) && v.name == "WEFT_HB_SHAPE" {
+				if (f.Depth != 0 || f.Pipeline != 0) && (v.name == "WEFT_HB_SHAPE" || v.name == "WEFT_RING_SHAPE") {
 					return cfg, "", 0, fmt.Errorf("weft: %s=%q: only the one-hop shapes (WEFT_P2P_SHAPE, WEFT_P2P_MID_SHAPE, WEFT_ROOTED_SHAPE) take a window depth or pipeline: %w", v.name, s, hal.ErrInvalidArgument)
 				}
 				if v.name == "WEFT_HB_SHAPE" {
@@ -183,6 +187,11 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 			return cfg, "", 0, err
 		} else if set {
 			cfg.RingMinBytes = n
+		}
+		if n, set, err = envSize("WEFT_ROOTED_SPLIT_MIN_BYTES", 0, "a size (0: no split Broadcast and Reduce)"); err != nil {
+			return cfg, "", 0, err
+		} else if set {
+			cfg.RootedSplitMinBytes = n
 		}
 		if n, set, err = envSize("WEFT_WINDOW_LL_MAX_BYTES", 0, "a size (0: every collective through a symmetric window that Launch gives an LL plan leaves it)"); err != nil {
 			return cfg, "", 0, err
@@ -316,6 +325,7 @@ var shapeVars = []struct {
 	{"WEFT_P2P_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.P2P }},
 	{"WEFT_P2P_MID_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.P2PMid }},
 	{"WEFT_ROOTED_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.RootedHB }},
+	{"WEFT_RING_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.RingHB }},
 }
 
 // agreeOnPlans checks that every rank chose the same plans: ranks that
@@ -331,6 +341,7 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		P2PLL, P2PLLSmall, CE, CEMax int64
 		CEAR, CEARMax                int64
 		HB, PairHB, P2P, Rooted      algorithms.Shape
+		RingShape                    algorithms.Shape
 		CEARShape                    algorithms.Shape
 		P2PMid                       algorithms.Shape
 		P2PMidMax, PortLL            int64
@@ -339,7 +350,7 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
 		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes,
-		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, PairHB: cfg.PairHB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
+		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, PairHB: cfg.PairHB, RingShape: cfg.RingHB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
 		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes, CEP2P: cfg.CEP2PMinBytes, CERed: cfg.CEReduceMinBytes,
 		CERedDirect: cfg.CEReduceDirectMinBytes, Ring: cfg.RingMinBytes, Split: cfg.RootedSplitMinBytes}
 	b, _ := json.Marshal(mine)
@@ -412,10 +423,10 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			return fmt.Errorf("weft: ranks chose different LL bounds over the network: rank 0 %d bytes, rank %d %d bytes: give every rank the same WEFT_PORT_LL_MAX_BYTES: %w",
 				first.PortLL, r, c.PortLL, hal.ErrInvalidUsage)
 		}
-		if c.HB != first.HB || c.PairHB != first.PairHB || c.P2P != first.P2P || c.Rooted != first.Rooted {
+		if c.HB != first.HB || c.PairHB != first.PairHB || c.RingShape != first.RingShape || c.P2P != first.P2P || c.Rooted != first.Rooted {
 			// The windowed plans' blocks and windows pair up across ranks.
-			return fmt.Errorf("weft: ranks chose different windowed-plan shapes: rank 0 HB %+v (two-group %+v), point-to-point %+v, rooted %+v; rank %d HB %+v (two-group %+v), point-to-point %+v, rooted %+v: give every rank the same WEFT_HB_SHAPE, WEFT_P2P_SHAPE and WEFT_ROOTED_SHAPE: %w",
-				first.HB, first.PairHB, first.P2P, first.Rooted, r, c.HB, c.PairHB, c.P2P, c.Rooted, hal.ErrInvalidUsage)
+			return fmt.Errorf("weft: ranks chose different windowed-plan shapes: rank 0 HB %+v (two-group %+v, ring %+v), point-to-point %+v, rooted %+v; rank %d HB %+v (two-group %+v, ring %+v), point-to-point %+v, rooted %+v: give every rank the same WEFT_HB_SHAPE, WEFT_RING_SHAPE, WEFT_P2P_SHAPE and WEFT_ROOTED_SHAPE: %w",
+				first.HB, first.PairHB, first.RingShape, first.P2P, first.Rooted, r, c.HB, c.PairHB, c.RingShape, c.P2P, c.Rooted, hal.ErrInvalidUsage)
 		}
 		if c.Ring != first.Ring {
 			// Every rank of an AllReduce or ReduceScatter picks the ring or
@@ -425,8 +436,8 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		}
 		if c.Split != first.Split {
 			// ... and of a Broadcast or Reduce the split or the all-pairs
-			// plan (Options.Config alone sets it).
-			return fmt.Errorf("weft: ranks chose different split Broadcast/Reduce bounds (Config.RootedSplitMinBytes): rank 0 %d bytes, rank %d %d bytes (0: off): %w",
+			// plan.
+			return fmt.Errorf("weft: ranks chose different split Broadcast/Reduce bounds: rank 0 %d bytes, rank %d %d bytes (0: off): give every rank the same WEFT_ROOTED_SPLIT_MIN_BYTES: %w",
 				first.Split, r, c.Split, hal.ErrInvalidUsage)
 		}
 		if c.Budget != first.Budget {

@@ -53,9 +53,12 @@ func TestRingFromBoundHost(t *testing.T) {
 }
 
 // TestRingMinBytesSetting: WEFT_RING_MIN_BYTES moves the bound (1M: a
-// 1.6 MB AllReduce on the ring) or turns the rings off (0), and ranks given
-// different ring bounds, or split Broadcast/Reduce bounds, fail NewComm
-// naming the setting and the rank.
+// 1.6 MB AllReduce on the ring) or turns the rings off (0), as
+// WEFT_ROOTED_SPLIT_MIN_BYTES the split Broadcast/Reduce bound;
+// WEFT_RING_SHAPE reshapes the rings (right results) and takes no depth;
+// ranks
+// given different ring bounds, or split bounds, fail NewComm naming the
+// setting and the rank.
 func TestRingMinBytesSetting(t *testing.T) {
 	call := weft.Call{Coll: algorithms.AllReduce, Send: 1 << 20, Recv: 64 << 20, Count: 400000, Type: plan.Float32, Op: plan.Sum}
 	for _, tc := range []struct {
@@ -81,6 +84,30 @@ func TestRingMinBytesSetting(t *testing.T) {
 		}
 	}
 	t.Setenv("WEFT_RING_MIN_BYTES", "")
+	// WEFT_RING_SHAPE reshapes the rings the bound selects (3 blocks of 64
+	// threads, 8 KiB windows: many windows per chunk) and nothing else.
+	t.Setenv("WEFT_RING_SHAPE", "3x64w8K")
+	runCasesThen(t, "host", 4, []collCase{
+		{coll: algorithms.AllReduce, t: plan.Float32, op: plan.Sum, count: 600003},
+		{coll: algorithms.ReduceScatter, t: plan.BFloat16, op: plan.Max, count: 140001, inPlace: true},
+	}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		big, small := call, call
+		big.Count = 1 << 20
+		if got := c.PlanName(big); !strings.Contains(got, "-ring-") || !strings.Contains(got, "-3x64-w8192") {
+			return fmt.Errorf("WEFT_RING_SHAPE=3x64w8K: PlanName(4 MiB AllReduce) = %q, the ring on 3 x 64 threads and 8 KiB windows expected", got)
+		}
+		if got := c.PlanName(small); strings.Contains(got, "-3x64-") {
+			return fmt.Errorf("WEFT_RING_SHAPE=3x64w8K: PlanName(1.6 MB AllReduce) = %q, the all-pairs plan's own shape expected", got)
+		}
+		return nil
+	})
+	t.Setenv("WEFT_RING_SHAPE", "3x64d4")
+	for r, err := range runRanks(t, "host", 2, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil }) {
+		if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "WEFT_RING_SHAPE") || !strings.Contains(err.Error(), "depth") {
+			t.Errorf("rank %d with WEFT_RING_SHAPE=3x64d4: %v; want ErrInvalidArgument naming the variable and the depth", r, err)
+		}
+	}
+	t.Setenv("WEFT_RING_SHAPE", "")
 	errs := runRanksWith(t, "host", 3, func(r int, dev hal.Device) weft.Options {
 		c := algorithms.DefaultConfig(r, 3, dev.Info().Multiprocessors, false)
 		if r == 2 {
@@ -93,7 +120,31 @@ func TestRingMinBytesSetting(t *testing.T) {
 			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 2's ring bound", r, err)
 		}
 	}
-	// The split Broadcast/Reduce bound likewise.
+	// The split Broadcast/Reduce bound likewise: WEFT_ROOTED_SPLIT_MIN_BYTES
+	// moves it (1M: a 240 KB Broadcast on the all-pairs plan) or turns the
+	// split plans off (0), and ranks that differ fail NewComm.
+	bcast := weft.Call{Coll: algorithms.Broadcast, Send: 1 << 20, Recv: 64 << 20, Count: 60000, Type: plan.Float32, Op: plan.Sum, Root: 1}
+	for _, tc := range []struct {
+		v     string
+		count int64
+		split bool
+	}{{"", 60000, true}, {"1M", 60000, false}, {"1M", 300000, true}, {"0", 300000, false}} {
+		t.Setenv("WEFT_ROOTED_SPLIT_MIN_BYTES", tc.v)
+		errs := runRanks(t, "host", 3, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+			call := bcast
+			call.Count = tc.count
+			if got := c.PlanName(call); strings.Contains(got, "-split-") != tc.split {
+				return fmt.Errorf("WEFT_ROOTED_SPLIT_MIN_BYTES=%q: PlanName(Broadcast of %d floats) = %q, split %v expected", tc.v, tc.count, got, tc.split)
+			}
+			return nil
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Errorf("rank %d: %v", r, err)
+			}
+		}
+	}
+	t.Setenv("WEFT_ROOTED_SPLIT_MIN_BYTES", "")
 	errs = runRanksWith(t, "host", 3, func(r int, dev hal.Device) weft.Options {
 		c := algorithms.DefaultConfig(r, 3, dev.Info().Multiprocessors, false)
 		if r == 1 {
@@ -102,7 +153,7 @@ func TestRingMinBytesSetting(t *testing.T) {
 		return weft.Options{Config: &c}
 	}, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
 	for r, err := range errs {
-		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "RootedSplitMinBytes") || !strings.Contains(err.Error(), "rank 1 1048576 bytes") {
+		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "WEFT_ROOTED_SPLIT_MIN_BYTES") || !strings.Contains(err.Error(), "rank 1 1048576 bytes") {
 			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 1's split bound", r, err)
 		}
 	}

@@ -226,6 +226,18 @@ func TestShapeSettings(t *testing.T) {
 		{coll: algorithms.Broadcast, t: plan.Float32, op: plan.Sum, root: 2, count: 60000},
 		{coll: algorithms.Reduce, t: plan.Float32, op: plan.Max, root: 0, count: 60000},
 	})
+	// Chunks below a window pipelined from 16 KiB (Shape.PipelineFrom):
+	// 40,000 floats (all-pairs) and 60,000 (split, 120 KB chunks) under
+	// 256 KiB windows are cut into 4 windows each; point-to-point likewise.
+	t.Setenv("WEFT_ROOTED_SHAPE", "2x96w256Kd3p4@16K")
+	t.Setenv("WEFT_P2P_SHAPE", "3x64w64Kp4@4K")
+	testP2P(t, "host", 3)
+	runCases(t, 3, []collCase{
+		{coll: algorithms.Broadcast, t: plan.Float32, op: plan.Sum, root: 2, count: 40000},
+		{coll: algorithms.Reduce, t: plan.Float32, op: plan.Sum, root: 0, count: 40000},
+		{coll: algorithms.Broadcast, t: plan.Float32, op: plan.Sum, root: 1, count: 60000},
+		{coll: algorithms.Reduce, t: plan.Float32, op: plan.Min, root: 2, count: 60000},
+	})
 	t.Setenv("WEFT_P2P_SHAPE", "")
 	t.Setenv("WEFT_ROOTED_SHAPE", "")
 

@@ -68,6 +68,10 @@ type Config struct {
 	// AllToAllHB); HB keeps the three-group AllReduceHB. WEFT_HB_SHAPE
 	// sets both (weft's config clears PairHB).
 	PairHB Shape
+	// RingHB, where set (Blocks > 0), is the shape of the windowed rings
+	// that RingMinBytes selects by size (ringFrom); unset, they take HB.
+	// WEFT_RING_SHAPE sets it.
+	RingHB Shape
 	// P2PLLMaxBytes is the largest point-to-point operation (bytes of one
 	// send or receive) that the LL point-to-point plan serves
 	// (P2PLLPlan); larger ones take the windowed plan P2P shapes. 0: no
@@ -242,7 +246,9 @@ const CEFamily = "ce"
 // Config.RootedHB) only, is how many windows a writer may run ahead of
 // its reader (plan.Plan.WindowDepth; 0: 2), and Pipeline the fewest
 // windows a message of at least one window is cut into
-// (plan.Group.Pipeline; 0: plan.PipelineWindows).
+// (plan.Group.Pipeline; 0: plan.PipelineWindows), and PipelineFrom the
+// smallest chunk in bytes that Pipeline cuts where that is less than a
+// window (plan.Group.PipelineFrom; 0: the window).
 type Shape struct {
 	Blocks, Threads, Unroll int
 	Push                    bool
@@ -250,6 +256,15 @@ type Shape struct {
 	Pull                    bool
 	Depth                   int
 	Pipeline                int
+	PipelineFrom            int64
+}
+
+// pipelined sets the pipeline of windowed groups gs from the shape
+// (Shape.pipeline, Shape.PipelineFrom, clipped to each group's window).
+func (s Shape) pipelined(gs ...*plan.Group) {
+	for _, g := range gs {
+		g.Pipeline, g.PipelineFrom = s.pipeline(), min(s.PipelineFrom, g.Window)
+	}
 }
 
 // pipeline is the shape's Pipeline (plan.PipelineWindows when unset).
@@ -261,7 +276,8 @@ func (s Shape) pipeline() int {
 }
 
 // flowName is what a plan's name says of the shape's window depth and
-// pipeline where they are not the defaults ("-d8", "-p1", "-d8-p1").
+// pipeline where they are not the defaults ("-d8", "-p1", "-d8-p1",
+// "-p4-f512K").
 func (s Shape) flowName() string {
 	n := ""
 	if d := s.depth(); d != 2 {
@@ -269,6 +285,9 @@ func (s Shape) flowName() string {
 	}
 	if s.Pipeline != 0 {
 		n += fmt.Sprintf("-p%d", s.Pipeline)
+	}
+	if s.PipelineFrom > 0 {
+		n += "-f" + FormatSize(s.PipelineFrom)
 	}
 	return n
 }
@@ -354,6 +373,14 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 			// Measured on 4 ranks; 5–8 take it untested (NCCL's rings
 			// serve them too).
 			c.RingMinBytes = 8 << 20
+			// ... on 64 blocks of 512 threads and 16 MiB windows: 4×H100
+			// through the C ABI (docs/bench/2026-11-27e-h100x4, call 2,
+			// float, two alternations), AllReduce 32 / 128 / 512 MB
+			// 1.105–1.112 / 1.040–1.043 / 0.992–1.006× NCCL against
+			// 0.975–0.978 / 0.913–0.920 / 0.889–0.898 with the HB shape
+			// (32 × 1024, 8 MiB); 32 × 1024 with 16 MiB windows 0.92–0.98,
+			// 48 × 1024 0.90–1.01. Scratch: 2 halves × 4 slots × 16 MiB.
+			c.RingHB = Shape{Blocks: max(1, min(64, sms/2)), Threads: 512, Unroll: 4, Window: 16 << 20}
 		}
 		// Wide LL and rooted HB (2×H100 2026-11-25, issue 20): 8 LL
 		// blocks leave Broadcast and Reduce at 0.72–0.82× NCCL at 128 KB,

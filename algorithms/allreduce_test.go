@@ -142,7 +142,7 @@ func TestAllReduce2PAPushCodegen(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"const weft_u64 nwin = windows<ES>(c, 8388608, 4, 0);",
+		"const weft_u64 nwin = windows<ES>(c, 8388608, 4, 0, 0);",
 		"const weft_u64 wlen = window_elems<ES>(c, 4, nwin);",
 		"for (weft_u64 w = 0; w < nwin; ++w) {",
 		"if (w >= 2 && w + 0 < nwin) {", "if (w >= 0 && w + 2 < nwin) {",

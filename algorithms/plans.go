@@ -457,14 +457,15 @@ func P2PPlan(c Config) (*plan.Plan, error) {
 			put = xfer([]plan.Ref{plan.LS(ci)}, plan.L(plan.Input))
 			get = xfer([]plan.Ref{plan.L(plan.Output)}, plan.RS(ci, slotOf(c.Rank, ch.Peer)))
 		}
-		p.Groups = append(p.Groups,
-			plan.Group{Blocks: b, Arg: 2*ci + 1, Window: s.Window, NChunks: 1, Pipeline: s.pipeline(),
-				Before: doneCredits(one, sem(semDone, b)),
-				Ops:    cat(skip(waits(one, sem(semFree, b)), d, 0), []plan.Op{put}, signals(one, sem(semData, b))),
-				Post:   p2pSendPost(ch, ci, 3*b)},
-			plan.Group{Blocks: b, Arg: 2*ci + 2, Window: s.Window, NChunks: 1, Pipeline: s.pipeline(),
-				Ops: cat(waits(one, sem(semData, b)), []plan.Op{get}, skip(signals(one, sem(semFree, b)), 0, d)), After: signals(one, sem(semDone, b)),
-				Post: p2pRecvPost(ch, ci, 3*b)})
+		send := plan.Group{Blocks: b, Arg: 2*ci + 1, Window: s.Window, NChunks: 1,
+			Before: doneCredits(one, sem(semDone, b)),
+			Ops:    cat(skip(waits(one, sem(semFree, b)), d, 0), []plan.Op{put}, signals(one, sem(semData, b))),
+			Post:   p2pSendPost(ch, ci, 3*b)}
+		recv := plan.Group{Blocks: b, Arg: 2*ci + 2, Window: s.Window, NChunks: 1,
+			Ops: cat(waits(one, sem(semData, b)), []plan.Op{get}, skip(signals(one, sem(semFree, b)), 0, d)), After: signals(one, sem(semDone, b)),
+			Post: p2pRecvPost(ch, ci, 3*b)}
+		s.pipelined(&send, &recv)
+		p.Groups = append(p.Groups, send, recv)
 	}
 	p.Groups = append(p.Groups, plan.Group{Blocks: b, Arg: 2*len(chs) + 1, Ops: []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, plan.L(plan.Input))}})
 	if len(chs) == 0 {

@@ -493,12 +493,17 @@ func (c Config) validateBoundedRoot(root int) error {
 // windowed ring plan ring from bound bytes (as Select counts them: the
 // AllReduce message, a ReduceScatter segment), on as many ranks as the
 // all-pairs plans serve and no family forced: the last choice then stops
-// below it. Without a bound (≤ 0), choices unchanged.
+// below it. The ring takes Config.RingHB's shape where set. Without a
+// bound (≤ 0), choices unchanged.
 func (c Config) ringFrom(choices []Choice, ring func(Config) (*plan.Plan, error), bound int64) ([]Choice, error) {
 	if bound <= 0 || c.Algo != "" || c.NRanks < 3 || c.NRanks > AllPairsMaxRanks || len(choices) == 0 {
 		return choices, nil
 	}
-	p, err := ring(c)
+	rc := c
+	if c.RingHB.Blocks > 0 {
+		rc.HB = c.RingHB
+	}
+	p, err := ring(rc)
 	if err != nil {
 		return nil, err
 	}

@@ -154,7 +154,7 @@ func BroadcastHB(c Config, root int) (*plan.Plan, error) {
 		g = c.group(1, cat(waits(rc, sem(semData, b)), []plan.Op{xfer([]plan.Ref{plan.L(plan.Output)}, plan.LS(rc[0]))},
 			skip(signals(rc, sem(semFree, b)), 0, d)), signals(rc, sem(semDone, b)))
 	}
-	g.Pipeline = c.HB.pipeline() // one hop: the copy-out overlaps the next window
+	c.HB.pipelined(&g) // one hop: the copy-out overlaps the next window
 	return c.deepen(c.hbPlan(fmt.Sprintf("broadcast-r%d", root), len(chs), 3, g))
 }
 
@@ -238,7 +238,7 @@ func ReduceHB(c Config, root int) (*plan.Plan, error) {
 			signals(rc, sem(semData, b))), nil)
 		g.Before = doneCredits(rc, sem(semDone, b))
 	}
-	g.Pipeline = c.HB.pipeline() // one hop: the copy-out overlaps the next window
+	c.HB.pipelined(&g) // one hop: the copy-out overlaps the next window
 	return c.deepen(c.hbPlan(fmt.Sprintf("reduce-r%d", root), len(all), 3, g))
 }
 
@@ -339,7 +339,7 @@ const SplitMinRanks = 3
 // HB shape's 32 × 1024 to 0.82–0.85× (Broadcast, 32–512 MB; call 5).
 func (c Config) split() Config {
 	if r := c.RootedHB; r.Blocks > 0 {
-		c.HB = Shape{Blocks: (r.Blocks + 1) / 2, Threads: r.Threads, Unroll: r.Unroll, Window: r.Window, Depth: r.Depth, Pipeline: r.Pipeline}
+		c.HB = Shape{Blocks: (r.Blocks + 1) / 2, Threads: r.Threads, Unroll: r.Unroll, Window: r.Window, Depth: r.Depth, Pipeline: r.Pipeline, PipelineFrom: r.PipelineFrom}
 	}
 	return c
 }
@@ -401,7 +401,7 @@ func BroadcastSplitHB(c Config, root int) (*plan.Plan, error) {
 		send.Before = doneCredits(peers, sem(semDone, b))
 		recv = c.splitCopyOut(peers, chunks, d) // the other owners' chunks
 	}
-	send.Pipeline, recv.Pipeline = c.HB.pipeline(), c.HB.pipeline()
+	c.HB.pipelined(&send, &recv)
 	return c.deepen(c.hbPlan(fmt.Sprintf("broadcast-split-r%d", root), n-1, 3, send, recv))
 }
 
@@ -441,7 +441,7 @@ func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
 			[]plan.Op{plan.Signal(rc, sem(semData, b))}, skip(signals(all, sem(semFree, b)), 0, d)), signals(all, sem(semDone, b)))
 		recv.Before = doneCredits([]int{rc}, sem(semDone, b))
 	}
-	send.Pipeline, recv.Pipeline = c.HB.pipeline(), c.HB.pipeline()
+	c.HB.pipelined(&send, &recv)
 	return c.deepen(c.hbPlan(fmt.Sprintf("reduce-split-r%d", root), n-1, 3, send, recv))
 }
 

@@ -287,8 +287,9 @@ func (c Config) AllReduceTiers() []Tier {
 // ParseHBShape parses the shape of the windowed (HB) plans as
 // WEFT_HB_SHAPE writes it: "BLOCKSxTHREADS", optionally followed by
 // "wWINDOW" (a size as ParseSize reads it), "dDEPTH" (Shape.Depth) and
-// "pPIPELINE" (Shape.Pipeline), in that order, e.g. "64x512",
-// "32x1024w4M" or "32x1024w2Md8p2", then optionally ",pull"
+// "pPIPELINE[@FROM]" (Shape.Pipeline and, after the @, Shape.PipelineFrom
+// as a size), in that order, e.g. "64x512", "32x1024w4M",
+// "32x1024w2Md8p2" or "128x512p4@512K", then optionally ",pull"
 // or ",push" (Shape.Pull set or cleared; only the point-to-point shape
 // has a direction, and only the one-hop shapes a depth, which the caller
 // checks); "pull" or "push" alone changes only the direction. The window,
@@ -345,11 +346,19 @@ func ParseHBShape(s string, base Shape) (Shape, error) {
 		out.Depth = d
 	}
 	if hasPipe {
+		pipe, from, hasFrom := strings.Cut(pipe, "@")
 		n, err := strconv.Atoi(pipe)
 		if err != nil || n < 1 || n > plan.MaxPipeline {
 			return base, fmt.Errorf("shape %q: pipeline %q: want 1 to %d windows", s, pipe, plan.MaxPipeline)
 		}
-		out.Pipeline = n
+		out.Pipeline, out.PipelineFrom = n, 0
+		if hasFrom {
+			f, err := ParseSize(from)
+			if err != nil || n < 2 || f < plan.AlignBytes || f > out.Window || f%plan.AlignBytes != 0 {
+				return base, fmt.Errorf("shape %q: pipeline from %q: want a multiple of %d bytes up to the window (%d bytes), with a pipeline of 2 or more", s, from, plan.AlignBytes, out.Window)
+			}
+			out.PipelineFrom = f
+		}
 	}
 	return out, nil
 }

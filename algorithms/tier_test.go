@@ -194,6 +194,12 @@ func TestParseHBShape(t *testing.T) {
 		{in: "64x2048", bad: true},
 		{in: "64x512w1K", bad: true},
 		{in: "64x512wjunk", bad: true},
+		{in: "64x512w2Md4p4@512K", want: algorithms.Shape{Blocks: 64, Threads: 512, Unroll: 4, Window: 2 << 20, Depth: 4, Pipeline: 4, PipelineFrom: 512 << 10}},
+		{in: "64x512p8@4M", want: algorithms.Shape{Blocks: 64, Threads: 512, Unroll: 4, Window: 4 << 20, Pipeline: 8, PipelineFrom: 4 << 20}},
+		{in: "64x512p4@8M", bad: true},   // from above the window
+		{in: "64x512p1@512K", bad: true}, // a pipeline of one window cuts nothing
+		{in: "64x512p4@100", bad: true},  // not a multiple of plan.AlignBytes
+		{in: "64x512p4@", bad: true},
 	} {
 		got, err := algorithms.ParseHBShape(c.in, base)
 		if c.bad {

@@ -219,15 +219,16 @@ WEFT_DEV void range(const Ctx& c, int chunk, int nchunks, weft_u64& off, weft_u6
 
 // windows: how many windows a call cuts its largest chunk into
 // (plan.Group.Windows): enough of window_bytes, at least one, and at least
-// `pipeline` for a chunk of at least window_bytes.
+// `pipeline` for a chunk of at least from_bytes (window_bytes where 0).
 template <int ES>
-WEFT_DEV weft_u64 windows(const Ctx& c, weft_u64 window_bytes, int nchunks, int pipeline) {
+WEFT_DEV weft_u64 windows(const Ctx& c, weft_u64 window_bytes, int nchunks, int pipeline, weft_u64 from_bytes) {
   weft_u64 o, per;
   split(c.count, 16 / ES, 0, nchunks, o, per);
   const weft_u64 we = window_bytes / ES;
+  const weft_u64 from = from_bytes > 0 ? from_bytes / ES : we;
   weft_u64 n = (per + we - 1) / we;
   if (n == 0) n = 1;
-  if (per >= we && n < (weft_u64)pipeline) n = (weft_u64)pipeline;
+  if (per >= from && n < (weft_u64)pipeline) n = (weft_u64)pipeline;
   return n;
 }
 

@@ -228,7 +228,7 @@ func EmitCUDA(p *Plan, t DataType, op RedOp) (string, error) {
 		}
 		e.ops(g.Before)
 		if g.Window > 0 {
-			e.f("  const weft_u64 nwin = windows<ES>(c, %d, %d, %d);\n", g.Window, g.NChunks, g.Pipeline)
+			e.f("  const weft_u64 nwin = windows<ES>(c, %d, %d, %d, %d);\n", g.Window, g.NChunks, g.Pipeline, g.PipelineFrom)
 			e.f("  const weft_u64 wlen = window_elems<ES>(c, %d, nwin);\n", g.NChunks)
 			e.f("  for (weft_u64 w = 0; w < nwin; ++w) {\n")
 			if g.Rolling {

@@ -442,6 +442,12 @@ type Group struct {
 	// Broadcast, Reduce), not for rings, where every window pays its
 	// handshake at every step.
 	Pipeline int
+	// PipelineFrom, when positive (at most Window), is the smallest chunk
+	// (bytes) that Pipeline cuts; 0: Window. Two-hop plans (the split
+	// Broadcast and Reduce) set it below Window: their second hop can
+	// start only once a window has crossed the first, so a chunk smaller
+	// than Window sent as one window runs the hops one after the other.
+	PipelineFrom int64
 	// Before runs once per launch, before the first window (or before Ops
 	// in a group without windows), after a posted-buffer exchange. It
 	// holds credit waits only (Op.Credits, Ack): a writer that reuses its
@@ -514,8 +520,9 @@ const (
 
 // Windows is the number of windows of a windowed group for count elements
 // of esize bytes: enough windows of Window bytes to cover the largest
-// chunk, at least one; and, for a chunk of at least Window bytes, at least
-// Pipeline. 1 for a group without windows.
+// chunk, at least one; and, for a chunk of at least Window bytes (or
+// PipelineFrom where set), at least Pipeline. 1 for a group without
+// windows.
 //
 // Why only from one Window (2×H200, docs/bench/2026-11-26c-h200x2, 16 MiB
 // windows): cutting chunks from Window/8 up into four windows took Gather
@@ -530,7 +537,11 @@ func (g *Group) Windows(count int64, esize int) int64 {
 	_, per := ChunkRange(count, esize, 0, g.NChunks)
 	we := g.Window / int64(esize)
 	n := max(1, ceilDiv(per, we))
-	if per >= we {
+	from := we
+	if g.PipelineFrom > 0 {
+		from = g.PipelineFrom / int64(esize)
+	}
+	if per >= from {
 		n = max(n, int64(g.Pipeline))
 	}
 	return n
@@ -770,6 +781,9 @@ func (p *Plan) Validate() error {
 		}
 		if g.Pipeline < 0 || g.Pipeline > MaxPipeline || (g.Pipeline > 1 && g.Window == 0) {
 			return bad("group %d: pipeline of %d windows (want 0 to %d, and windows)", gi, g.Pipeline, MaxPipeline)
+		}
+		if g.PipelineFrom < 0 || g.PipelineFrom > g.Window || (g.PipelineFrom > 0 && g.Pipeline < 2) {
+			return bad("group %d: pipeline from %d bytes (want 0, or at most the window of %d bytes with a pipeline of 2 or more)", gi, g.PipelineFrom, g.Window)
 		}
 		if g.Span < 0 || (g.Span > 0 && g.Window > 0) {
 			return bad("group %d: span %d bytes (want 0, or a positive span in a group without windows)", gi, g.Span)
