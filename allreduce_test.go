@@ -3,6 +3,7 @@ package weft_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -305,6 +306,52 @@ func sweep(sizes []int64, dt plan.DataType, op plan.RedOp) func(rank int, c *wef
 func reportRanks(t *testing.T, errs []error) {
 	t.Helper()
 	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestAllReduce2PALLHost: the scratch AllReduce (Launch, the NCCL API's
+// path) from 3 ranks takes the two-phase LL plan between the wide 1PA's
+// bound and Config.ScratchLL2PAMaxBytes (192–384 KiB on hal/host), element
+// by element right for operators that scale (PreMulSum, floating Avg) or
+// divide (integer Avg), in and out of place, with counts that do not
+// divide into n chunks evenly; back to back, so launches reuse both scratch
+// halves. PlanName says which plan served, and WEFT_ALLREDUCE_LL2_MAX_BYTES=0
+// turns it off.
+func TestAllReduce2PALLHost(t *testing.T) {
+	cases := []collCase{
+		{coll: algorithms.AllReduce, t: plan.Float32, op: plan.Sum, count: 70001}, // 280 KB
+		{coll: algorithms.AllReduce, t: plan.Int32, op: plan.Avg, count: 80003},
+		{coll: algorithms.AllReduce, t: plan.Float32, op: plan.Avg, count: 60007, inPlace: true},
+		{coll: algorithms.AllReduce, t: plan.BFloat16, op: plan.Max, count: 150001, inPlace: true},
+		{coll: algorithms.AllReduce, t: plan.Float64, op: plan.PreMulSum, count: 40001},
+		{coll: algorithms.AllReduce, t: plan.Int8, op: plan.Prod, count: 330001},
+		{coll: algorithms.AllReduce, t: plan.Float32, op: plan.Sum, count: 70001},
+	}
+	for _, n := range []int{3, 4} {
+		runCasesThen(t, "host", n, cases, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+			for _, k := range []struct {
+				count int64
+				want  string
+			}{{40000, "allreduce-1pa-"}, {70001, "all_reduce-2pa-LL"}, {96000, "all_reduce-2pa-LL"}, {100000, "all_reduce-hb-"}} {
+				call := weft.Call{Coll: algorithms.AllReduce, Count: k.count, Type: plan.Float32, Op: plan.Sum, Send: 1 << 20, Recv: 64 << 20}
+				if got := c.PlanName(call); !strings.HasPrefix(got, k.want) {
+					return fmt.Errorf("%d ranks: PlanName(AllReduce of %d floats) = %q, want %s…", n, k.count, got, k.want)
+				}
+			}
+			return nil
+		})
+	}
+	t.Setenv("WEFT_ALLREDUCE_LL2_MAX_BYTES", "0")
+	for r, err := range runRanks(t, "host", 3, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		call := weft.Call{Coll: algorithms.AllReduce, Count: 70001, Type: plan.Float32, Op: plan.Sum, Send: 1 << 20, Recv: 64 << 20}
+		if got := c.PlanName(call); !strings.HasPrefix(got, "all_reduce-hb-") {
+			return fmt.Errorf("WEFT_ALLREDUCE_LL2_MAX_BYTES=0: PlanName(AllReduce of 70001 floats) = %q, the windowed plan expected", got)
+		}
+		return nil
+	}) {
 		if err != nil {
 			t.Errorf("rank %d: %v", r, err)
 		}

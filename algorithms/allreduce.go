@@ -113,6 +113,11 @@ type Config struct {
 	// to this bound when it is larger than theirs; the windowed AllReduce
 	// beyond.
 	ScratchLLMaxBytes int64
+	// ScratchLL2PAMaxBytes, where above the scratch path's 1PA bounds, is
+	// the largest message the scratch AllReduce serves with the two-phase
+	// LL plan (AllReduce2PALL, Config.WideLL's shape) on 3 ranks or more;
+	// the windowed AllReduce beyond. 0: none.
+	ScratchLL2PAMaxBytes int64
 	// RootedLLMaxBytes is the largest message Broadcast and Reduce serve
 	// with LL; RootedWideMinBytes the largest their narrow (LLBlocks) LL
 	// plan serves, the WideLL plan taking the rest. RootedHB shapes their
@@ -360,6 +365,16 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 			// AllReduceHB lost with it (128–512 MB 0.87–0.90 → 0.79–0.82)
 			// and keeps HB. On 2 ranks the 2×H100 tuning stands.
 			c.PairHB = Shape{Blocks: max(1, min(64, sms/2)), Threads: 512, Unroll: 4, Window: c.HB.Window}
+			if nranks >= 4 {
+				// ... with 4 MiB windows from 4 ranks (4×H100, docs/bench/
+				// 2026-11-27e-h100x4, call 3, float, two alternations):
+				// AllToAll 32 / 128 / 512 MB 0.86–0.89 / 0.92–0.97 /
+				// 0.95–1.00× NCCL against 0.71–0.74 / 0.83–0.86 / 0.92–0.95
+				// with 8 MiB, AllGather 32 MB 1.13–1.15 against 1.04–1.05
+				// (8, 128, 512 MB unchanged); 2 MiB took AllGather 512 MB
+				// to 0.98.
+				c.PairHB.Window = 4 << 20
+			}
 		}
 		if nranks >= 4 {
 			// From 8 MiB the windowed rings beat the all-pairs plans of
@@ -374,12 +389,16 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 			// serve them too).
 			c.RingMinBytes = 8 << 20
 			// ... on 64 blocks of 512 threads and 16 MiB windows: 4×H100
-			// through the C ABI (docs/bench/2026-11-27e-h100x4, call 2,
-			// float, two alternations), AllReduce 32 / 128 / 512 MB
-			// 1.105–1.112 / 1.040–1.043 / 0.992–1.006× NCCL against
-			// 0.975–0.978 / 0.913–0.920 / 0.889–0.898 with the HB shape
-			// (32 × 1024, 8 MiB); 32 × 1024 with 16 MiB windows 0.92–0.98,
-			// 48 × 1024 0.90–1.01. Scratch: 2 halves × 4 slots × 16 MiB.
+			// through the C ABI (docs/bench/2026-11-27e-h100x4, calls 2
+			// and 3, float, two alternations each), AllReduce 8 / 32 /
+			// 128 / 512 MB 1.004–1.005 / 1.109–1.135 / 1.056–1.057 /
+			// 1.008–1.009× NCCL against 0.947–0.954 / 0.976–0.982 /
+			// 0.916–0.930 / 0.886–0.905 with the HB shape (32 × 1024,
+			// 8 MiB), ReduceScatter 1.17–1.19 / 1.21–1.22 / 1.13–1.14 /
+			// 1.11 against 1.12–1.14 / 1.11 / 1.04 / 1.00; 64 × 512 with
+			// 8 MiB windows as good up to 128 MB, 0.996–0.997 at 512 MB;
+			// 32 × 1024 with 16 MiB 0.92–0.98, 48 × 1024 0.90–1.01.
+			// Scratch: 2 halves × 4 slots × 16 MiB.
 			c.RingHB = Shape{Blocks: max(1, min(64, sms/2)), Threads: 512, Unroll: 4, Window: 16 << 20}
 		}
 		// Wide LL and rooted HB (2×H100 2026-11-25, issue 20): 8 LL
@@ -396,6 +415,15 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		// the rooted HB plans, one group per rank, 64.
 		c.WideLL = Shape{Blocks: max(1, min(32, sms/4)), Threads: 1024}
 		c.ScratchLLMaxBytes = floorPow2((2 << 20) / int64(max(1, nranks-1)))
+		if nranks >= 4 {
+			// The two-phase LL AllReduce above the wide 1PA (AllReduce2PALL)
+			// up to 1 MiB: 4×H100 through the C ABI (docs/bench/
+			// 2026-11-27e-h100x4, call 3, float, two alternations), 1 MB
+			// 0.865–0.870× NCCL against 0.685–0.686 windowed; at 2 and
+			// 4 MB LL's packets lose (0.71–0.73 and 0.62–0.64 against the
+			// windowed plan's 0.85 and 0.95).
+			c.ScratchLL2PAMaxBytes = 1 << 20
+		}
 		c.RootedLLMaxBytes = floorPow2((1 << 20) / int64(max(1, nranks-1)))
 		c.RootedWideMinBytes = 64 << 10
 		// The same for AllGather, ReduceScatter and AllToAll (2×H100
@@ -464,6 +492,9 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		// tests cover narrow LL, wide LL and HB at moderate sizes.
 		c.WideLL = Shape{Blocks: 3, Threads: 32}
 		c.ScratchLLMaxBytes = 192 << 10
+		// The two-phase LL AllReduce from 3 ranks, so that tests cover
+		// narrow 1PA, wide 1PA, two-phase LL and HB at moderate sizes.
+		c.ScratchLL2PAMaxBytes = 384 << 10
 		c.RootedLLMaxBytes, c.RootedWideMinBytes = 128<<10, 16<<10
 		c.CollWideMinBytes = 16 << 10
 		c.RootedHB = Shape{Blocks: max(1, min(sms, 3)), Threads: 32, Window: 16 << 10}
@@ -633,6 +664,48 @@ func allReduce1PA(c Config, t Tier) (*plan.Plan, error) {
 		p.Scratch, p.ScratchSlots = plan.Simple, 0
 	}
 	return p, p.Validate()
+}
+
+// AllReduce2PALL builds the two-phase all-pairs AllReduce through LL
+// scratch (unregistered buffers) with launch shape s, for messages up to
+// maxBytes: rank r writes chunk p of its input (count cut into n chunks)
+// as packets into its slot of peer p (reduce-scatter), combines chunk r of
+// its input with the n−1 chunks that land in its slots into chunk r of its
+// output and, as packets, into its slot of every peer (all-gather), and
+// unpacks the peers' chunks into its output. One group, no semaphores:
+// every step starts on the first packets of the one before. A rank writes
+// 2(n−1)/n × S bytes of payload where the 1PA writes (n−1) × S, for two
+// one-way trips instead of one, so it pays from 4 ranks and mid sizes.
+// Each peer's slot holds both of its phases at disjoint offsets (chunk r
+// from the reduce-scatter, chunk p from the all-gather), so the scratch is
+// the 1PA's: 2 halves × (n−1) slots of maxBytes of packets. The halves
+// need no flow control (a rank's launch k+1 ends only after every peer
+// has sent its all-gather of launch k+1, so none writes a half before its
+// reader finished launch k). In place is safe: each block reads its part
+// of input chunk p before it writes the same part of output chunk p.
+// Every operator, Avg and PreMulSum included, as the 1PA (the combine
+// sees all n contributions at once). Errors: an invalid rank or shape.
+func AllReduce2PALL(c Config, s Shape, maxBytes int64) (*plan.Plan, error) {
+	if err := c.validateAllPairs(); err != nil {
+		return nil, err
+	}
+	if s.Threads == 0 {
+		s.Threads = c.Threads
+	}
+	n, chs := c.NRanks, c.channels()
+	in, out := plan.L(plan.Input), plan.L(plan.Output)
+	var ops, gathers []plan.Op
+	srcs, dsts := []plan.Ref{in}, []plan.Ref{out}
+	for ci, ch := range chs {
+		mine := plan.RS(ci, slotOf(c.Rank, ch.Peer))
+		ops = append(ops, plan.Transfer(ch.Peer, n, []plan.Ref{mine}, in))
+		srcs, dsts = append(srcs, plan.LS(ci)), append(dsts, mine)
+		gathers = append(gathers, plan.Transfer(ch.Peer, n, []plan.Ref{out}, plan.LS(ci)))
+	}
+	red := plan.Transfer(c.Rank, n, dsts, srcs...)
+	red.Combine = true
+	ops = append(append(ops, red), gathers...)
+	return c.llPlanShape("all_reduce-2pa", s, maxBytes, true, ops, 0)
 }
 
 // AllReduce2PA builds the two-phase all-pairs zero-copy AllReduce with

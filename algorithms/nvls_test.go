@@ -49,7 +49,7 @@ func TestNVLSSelection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"all_reduce-nvls-16x1024-w1048576", "allreduce-1pa-LL16-8x1024", "allreduce-1pa-LL16-32x1024", "all_reduce-hb-32x1024-w8388608", "all_reduce-ring-hb-32x1024-w8388608"}
+	want := []string{"all_reduce-nvls-16x1024-w1048576", "allreduce-1pa-LL16-8x1024", "allreduce-1pa-LL16-32x1024", "all_reduce-2pa-LL16-32x1024", "all_reduce-hb-32x1024-w8388608", "all_reduce-ring-hb-64x512-w16777216"}
 	if d := cmp.Diff(want, names(ar)); d != "" {
 		t.Fatalf("AllReduce plans under nvls (-want +got):\n%s", d)
 	}
@@ -60,8 +60,9 @@ func TestNVLSSelection(t *testing.T) {
 		want  int
 	}{
 		{plan.Float32, plan.Sum, 8, 0}, {plan.Float32, plan.Sum, 1 << 30, 0}, {plan.BFloat16, plan.Max, 100, 0}, {plan.Int64, plan.Avg, 100, 0},
-		{plan.Float32, plan.Max, 100, 1}, {plan.Float32, plan.Max, 1 << 30, 4}, {plan.Int8, plan.Sum, 100, 1}, {plan.Float16, plan.PreMulSum, 1 << 30, 4},
-		{plan.Float32, plan.Max, 4 << 20, 3}, // below RingMinBytes: the all-pairs windowed plan
+		{plan.Float32, plan.Max, 100, 1}, {plan.Float32, plan.Max, 1 << 30, 5}, {plan.Int8, plan.Sum, 100, 1}, {plan.Float16, plan.PreMulSum, 1 << 30, 5},
+		{plan.Float32, plan.Max, 4 << 20, 4}, // below RingMinBytes: the all-pairs windowed plan
+		{plan.Float32, plan.Max, 1 << 20, 3}, // the two-phase LL plan
 		{plan.Float32, plan.Max, 256 << 10, 2},
 	} {
 		if got := algorithms.SelectFor(ar, tc.bytes, tc.t, tc.op); got != tc.want {

@@ -194,8 +194,8 @@ func TestRootedSelection(t *testing.T) {
 
 // AllReduce through Launch (the NCCL API's scratch path) has no cliff
 // between 64 KiB and 4 MiB: the zero-copy path's 1PA tiers, then the wide
-// 1PA up to ScratchLLMaxBytes (2 MiB / (n−1)), and the windowed plan only
-// beyond. Tiers from WEFT_ALLREDUCE or a tuning file shape the scratch
+// 1PA up to ScratchLLMaxBytes (2 MiB / (n−1)), from 4 ranks the two-phase
+// LL plan up to ScratchLL2PAMaxBytes, and the windowed plan only beyond. Tiers from WEFT_ALLREDUCE or a tuning file shape the scratch
 // path's LL tiers too.
 func TestAllReduceScratchSelection(t *testing.T) {
 	for _, tc := range []struct {
@@ -206,7 +206,8 @@ func TestAllReduceScratchSelection(t *testing.T) {
 	}{
 		{2, "", []string{"allreduce-1pa-LL16-8x1024", "allreduce-1pa-LL16-32x1024"}, []int64{128 << 10, 2 << 20}},
 		{3, "", []string{"allreduce-1pa-LL16-8x1024", "allreduce-1pa-LL16-32x1024"}, []int64{128 << 10, 1 << 20}},
-		{4, "", []string{"allreduce-1pa-LL16-8x1024", "allreduce-1pa-LL16-32x1024"}, []int64{128 << 10, 512 << 10}},
+		// From 4 ranks the two-phase LL plan up to ScratchLL2PAMaxBytes.
+		{4, "", []string{"allreduce-1pa-LL16-8x1024", "allreduce-1pa-LL16-32x1024", "all_reduce-2pa-LL16-32x1024"}, []int64{128 << 10, 512 << 10, 1 << 20}},
 		{2, "1pa-LL16-1x1024@4K,1pa-LL8-8x512@128K,2pa-64x1024-u4@16M,2pa-128x512-u2",
 			[]string{"allreduce-1pa-LL16-1x1024", "allreduce-1pa-LL8-8x512", "allreduce-1pa-LL16-32x1024"}, []int64{4 << 10, 128 << 10, 2 << 20}},
 		// A last 1PA tier with the wide shape is widened, not doubled.

@@ -40,7 +40,8 @@ func scratchAllReducePlans(c Config) ([]Choice, error) {
 // scratchAllReduceLL are the 1PA choices of the scratch AllReduce: one per
 // 1PA tier of c.AllReduceTiers(), and the WideLL-shaped 1PA up to
 // c.ScratchLLMaxBytes when that is above the last tier's bound (the last
-// tier itself is widened when it already has that shape).
+// tier itself is widened when it already has that shape), then from 3
+// ranks the two-phase LL plan up to c.ScratchLL2PAMaxBytes.
 func scratchAllReduceLL(c Config) ([]Choice, error) {
 	tiers := c.AllReduceTiers()
 	if len(c.AllReduce) == 0 && c.LLMaxBytes <= 0 {
@@ -79,6 +80,14 @@ func scratchAllReduceLL(c Config) ([]Choice, error) {
 			return nil, err
 		}
 		out = append(out, Choice{Plan: p, MaxBytes: t.MaxBytes})
+		top = max(top, t.MaxBytes)
+	}
+	if c.NRanks >= 3 && c.WideLL.Blocks > 0 && c.ScratchLL2PAMaxBytes > top {
+		p, err := AllReduce2PALL(c, c.WideLL, c.ScratchLL2PAMaxBytes)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Choice{Plan: p, MaxBytes: c.ScratchLL2PAMaxBytes})
 	}
 	return out, nil
 }
