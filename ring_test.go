@@ -55,7 +55,8 @@ func TestRingFromBoundHost(t *testing.T) {
 // TestRingMinBytesSetting: WEFT_RING_MIN_BYTES moves the bound (1M: a
 // 1.6 MB AllReduce on the ring) or turns the rings off (0), as
 // WEFT_ROOTED_SPLIT_MIN_BYTES the split Broadcast/Reduce bound;
-// WEFT_RING_SHAPE reshapes the rings (right results) and takes no depth;
+// WEFT_RING_SHAPE reshapes the rings (right results) and takes no depth,
+// WEFT_ROOTED_LL_MAX_BYTES moves Broadcast's and Reduce's LL bound;
 // ranks
 // given different ring bounds, or split bounds, fail NewComm naming the
 // setting and the rank.
@@ -145,6 +146,20 @@ func TestRingMinBytesSetting(t *testing.T) {
 		}
 	}
 	t.Setenv("WEFT_ROOTED_SPLIT_MIN_BYTES", "")
+	// WEFT_ROOTED_LL_MAX_BYTES moves the rooted LL bound (hal/host's
+	// 128 KiB to 512 KiB: the 240 KB Broadcast goes as packets), and
+	// Broadcast and Reduce through it are right.
+	t.Setenv("WEFT_ROOTED_LL_MAX_BYTES", "512K")
+	runCasesThen(t, "host", 3, []collCase{
+		{coll: algorithms.Broadcast, t: plan.Float32, op: plan.Sum, root: 1, count: 60000},
+		{coll: algorithms.Reduce, t: plan.BFloat16, op: plan.Sum, root: 2, count: 200001, inPlace: true},
+	}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		if got := c.PlanName(bcast); !strings.Contains(got, "-LL") {
+			return fmt.Errorf("WEFT_ROOTED_LL_MAX_BYTES=512K: PlanName(Broadcast of 60000 floats) = %q, an LL plan expected", got)
+		}
+		return nil
+	})
+	t.Setenv("WEFT_ROOTED_LL_MAX_BYTES", "")
 	errs = runRanksWith(t, "host", 3, func(r int, dev hal.Device) weft.Options {
 		c := algorithms.DefaultConfig(r, 3, dev.Info().Multiprocessors, false)
 		if r == 1 {

@@ -425,6 +425,14 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 			c.ScratchLL2PAMaxBytes = 1 << 20
 		}
 		c.RootedLLMaxBytes = floorPow2((1 << 20) / int64(max(1, nranks-1)))
+		if nranks >= 4 {
+			// Twice that from 4 ranks (512 KiB on 4): 4×H100 through the
+			// C ABI (docs/bench/2026-11-27e-h100x4, call 4, float, two
+			// alternations), Reduce of 512 KB 0.79× NCCL against 0.63–0.64
+			// windowed, Broadcast 0.68–0.70 against 0.66–0.68; with 1 MiB
+			// the LL plans lost at 1 MB (0.56–0.60 against 0.63–0.72).
+			c.RootedLLMaxBytes = floorPow2((2 << 20) / int64(nranks-1))
+		}
 		c.RootedWideMinBytes = 64 << 10
 		// The same for AllGather, ReduceScatter and AllToAll (2×H100
 		// 2026-11-26, docs/bench/2026-11-26d-h100x2): 8 LL blocks beat

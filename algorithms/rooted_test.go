@@ -134,7 +134,7 @@ func TestCreditsValidate(t *testing.T) {
 
 // Broadcast and Reduce take the narrow LL plan up to RootedWideMinBytes,
 // the wide one up to RootedLLMaxBytes (1 MiB / (n−1), a power of two, on
-// GPUs), the windowed plan with RootedHB's blocks beyond, its window as
+// GPUs; 2 MiB / (n−1) from 4 ranks), the windowed plan with RootedHB's blocks beyond, its window as
 // large as 64 MiB of scratch allows (2·(n−1) windows), from 4 to 16 MiB.
 func TestRootedSelection(t *testing.T) {
 	// Beyond the LL bounds the all-pairs windowed plan with the rooted
@@ -144,7 +144,7 @@ func TestRootedSelection(t *testing.T) {
 		n      int
 		wide   int64
 		window int
-	}{{2, 1 << 20, 16 << 20}, {3, 512 << 10, 16 << 20}, {4, 256 << 10, 8 << 20}, {5, 256 << 10, 8 << 20}, {8, 128 << 10, 4 << 20}} {
+	}{{2, 1 << 20, 16 << 20}, {3, 512 << 10, 16 << 20}, {4, 512 << 10, 8 << 20}, {5, 512 << 10, 8 << 20}, {8, 256 << 10, 4 << 20}} {
 		for _, coll := range []algorithms.Collective{algorithms.Broadcast, algorithms.Reduce} {
 			cfg := algorithms.DefaultConfig(0, tc.n, 132, true)
 			cs, err := algorithms.Plans(cfg, coll, tc.n-1)

@@ -113,6 +113,7 @@ var forms = map[string]form{
 	"WEFT_RING_MIN_BYTES":             sizeForm("a size such as 8M (0: off)"),
 	"WEFT_ROOTED_SPLIT_MIN_BYTES":     sizeForm("a size such as 4M (0: off)"),
 	"WEFT_ALLREDUCE_LL2_MAX_BYTES":    sizeForm("a size such as 4M (0: off)"),
+	"WEFT_ROOTED_LL_MAX_BYTES":        sizeForm("a size such as 512K"),
 	"WEFT_CE_ALLREDUCE_MIN_BYTES":     sizeForm("a size such as 256M (0: off)"),
 	"WEFT_WINDOW_LL_MAX_BYTES":        sizeForm("a size such as 1M (0: no LL plan through symmetric windows)"),
 	"WEFT_CE_ALLREDUCE_MAX_BYTES":     sizeForm("a size such as 1G (0: no bound)"),
