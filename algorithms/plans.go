@@ -237,15 +237,62 @@ func (c Config) group(nchunks int, ops, after []plan.Op) plan.Group {
 // move chunks).
 func xfer(dsts []plan.Ref, srcs ...plan.Ref) plan.Op { return plan.Transfer(0, 1, dsts, srcs...) }
 
+// llPeerGroupsMinRanks is the fewest ranks whose AllGather, ReduceScatter
+// and AllToAll LL plans run one group per peer (llPlanPeers) instead of
+// one group running every op in turn. A block runs its ops one after the
+// other, each with its own header check and end-of-op barrier, so the
+// one-group plans cost about 0.6 µs per op at small sizes (4×H100 through
+// the C ABI, 8 B – 8 KB: AllReduce's two ops 5.1 µs, AllGather's and
+// ReduceScatter's four 6.3, AllToAll's seven 8.0; NCCL 5.1–7.7 and, for
+// AllToAll, 6.4–7.1; docs/bench/2026-11-27e-h100x4, call 1). In groups a
+// peer's put and unpack run beside every other peer's. Two ranks keep the
+// one-group plans, which lead NCCL there at every small size.
+const llPeerGroupsMinRanks = 3
+
+// llPlanPeers is llPlan with its ops in parallel groups (one per peer and
+// any the caller adds), LLBlocks shared among them, one block each at
+// least. A group runs as soon as its blocks do (LL packets carry their own
+// flags), so no group waits for another's end.
+func (c Config) llPlanPeers(name string, groups [][]plan.Op) (*plan.Plan, error) {
+	var all []plan.Op
+	for _, g := range groups {
+		all = append(all, g...)
+	}
+	p, err := c.llPlan(name, all, 0)
+	if err != nil {
+		return nil, err
+	}
+	b := max(1, p.Groups[0].Blocks/len(groups))
+	p.Groups = p.Groups[:0]
+	for _, g := range groups {
+		p.Groups = append(p.Groups, llGroup(b, g))
+	}
+	return p, p.Validate()
+}
+
 // AllGatherLL: rank r's input goes as packets into slot r of every peer
 // and into segment r of its own output; each rank unpacks slot i into
-// segment peer(i).
+// segment peer(i). From llPeerGroupsMinRanks, group i puts into peer i and
+// unpacks slot i (group 0 also writes the own segment).
 func AllGatherLL(c Config) (*plan.Plan, error) {
 	if err := c.validateAllPairs(); err != nil {
 		return nil, err
 	}
 	chs := c.channels()
-	dsts := []plan.Ref{plan.L(plan.Output).At(c.Rank)}
+	own := plan.L(plan.Output).At(c.Rank)
+	if c.NRanks >= llPeerGroupsMinRanks {
+		groups := make([][]plan.Op, len(chs))
+		for ci, ch := range chs {
+			dsts := []plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}
+			if ci == 0 {
+				dsts = append(dsts, own)
+			}
+			groups[ci] = []plan.Op{plan.Transfer(plan.All, 0, dsts, plan.L(plan.Input)),
+				plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output).At(ch.Peer)}, plan.LS(ci))}
+		}
+		return c.llPlanPeers("all_gather", groups)
+	}
+	dsts := []plan.Ref{own}
 	for ci, ch := range chs {
 		dsts = append(dsts, plan.RS(ci, slotOf(c.Rank, ch.Peer)))
 	}
@@ -283,13 +330,24 @@ func AllGatherHB(c Config) (*plan.Plan, error) {
 
 // AllToAllLL: segment p of rank r's input goes as packets into slot r of
 // peer p; each rank unpacks slot i into segment peer(i) and copies its own
-// segment.
+// segment. From llPeerGroupsMinRanks, group i puts segment peer(i) and
+// unpacks slot i (group 0 also copies the own segment).
 func AllToAllLL(c Config) (*plan.Plan, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	chs := c.channels()
-	ops := []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output).At(c.Rank)}, plan.L(plan.Input).At(c.Rank))}
+	self := plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output).At(c.Rank)}, plan.L(plan.Input).At(c.Rank))
+	if c.NRanks >= llPeerGroupsMinRanks && c.NRanks <= AllPairsMaxRanks {
+		groups := make([][]plan.Op, len(chs))
+		for ci, ch := range chs {
+			groups[ci] = []plan.Op{plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input).At(ch.Peer)),
+				plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output).At(ch.Peer)}, plan.LS(ci))}
+		}
+		groups[0] = append([]plan.Op{self}, groups[0]...)
+		return c.llPlanPeers("alltoall", groups)
+	}
+	ops := []plan.Op{self}
 	for ci, ch := range chs {
 		ops = append(ops, plan.Transfer(plan.All, 0, []plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input).At(ch.Peer)))
 	}
@@ -321,7 +379,9 @@ func AllToAllHB(c Config) (*plan.Plan, error) {
 }
 
 // ReduceScatterLL: segment p of rank r's input goes as packets into slot r
-// of peer p; each rank combines its own segment with its slots.
+// of peer p; each rank combines its own segment with its slots. From
+// llPeerGroupsMinRanks, one group per peer puts its segment and one more
+// combines.
 func ReduceScatterLL(c Config) (*plan.Plan, error) {
 	if err := c.validateAllPairs(); err != nil {
 		return nil, err
@@ -335,6 +395,13 @@ func ReduceScatterLL(c Config) (*plan.Plan, error) {
 	}
 	red := plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, srcs...)
 	red.Combine = true
+	if c.NRanks >= llPeerGroupsMinRanks {
+		groups := make([][]plan.Op, 0, len(ops)+1)
+		for _, o := range ops {
+			groups = append(groups, []plan.Op{o})
+		}
+		return c.llPlanPeers("reduce_scatter", append(groups, []plan.Op{red}))
+	}
 	return c.llPlan("reduce_scatter", append(ops, red), 0)
 }
 
