@@ -251,21 +251,27 @@ const llPeerGroupsMinRanks = 3
 
 // llPlanPeers is llPlan with its ops in parallel groups (one per peer and
 // any the caller adds), LLBlocks shared among them, one block each at
-// least. A group runs as soon as its blocks do (LL packets carry their own
-// flags), so no group waits for another's end.
-func (c Config) llPlanPeers(name string, groups [][]plan.Op) (*plan.Plan, error) {
+// least; a final group of combine ops (reduce, when not nil) takes all
+// LLBlocks, since it alone reads every peer's packets. A group runs as
+// soon as its blocks do (LL packets carry their own flags), so no group
+// waits for another's end.
+func (c Config) llPlanPeers(name string, groups [][]plan.Op, reduce []plan.Op) (*plan.Plan, error) {
 	var all []plan.Op
 	for _, g := range groups {
 		all = append(all, g...)
 	}
-	p, err := c.llPlan(name, all, 0)
+	p, err := c.llPlan(name, append(all, reduce...), 0)
 	if err != nil {
 		return nil, err
 	}
-	b := max(1, p.Groups[0].Blocks/len(groups))
+	whole := p.Groups[0].Blocks
+	b := max(1, whole/(len(groups)+min(1, len(reduce))))
 	p.Groups = p.Groups[:0]
 	for _, g := range groups {
 		p.Groups = append(p.Groups, llGroup(b, g))
+	}
+	if len(reduce) > 0 {
+		p.Groups = append(p.Groups, llGroup(whole, reduce))
 	}
 	return p, p.Validate()
 }
@@ -290,7 +296,7 @@ func AllGatherLL(c Config) (*plan.Plan, error) {
 			groups[ci] = []plan.Op{plan.Transfer(plan.All, 0, dsts, plan.L(plan.Input)),
 				plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output).At(ch.Peer)}, plan.LS(ci))}
 		}
-		return c.llPlanPeers("all_gather", groups)
+		return c.llPlanPeers("all_gather", groups, nil)
 	}
 	dsts := []plan.Ref{own}
 	for ci, ch := range chs {
@@ -345,7 +351,7 @@ func AllToAllLL(c Config) (*plan.Plan, error) {
 				plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output).At(ch.Peer)}, plan.LS(ci))}
 		}
 		groups[0] = append([]plan.Op{self}, groups[0]...)
-		return c.llPlanPeers("alltoall", groups)
+		return c.llPlanPeers("alltoall", groups, nil)
 	}
 	ops := []plan.Op{self}
 	for ci, ch := range chs {
@@ -381,7 +387,7 @@ func AllToAllHB(c Config) (*plan.Plan, error) {
 // ReduceScatterLL: segment p of rank r's input goes as packets into slot r
 // of peer p; each rank combines its own segment with its slots. From
 // llPeerGroupsMinRanks, one group per peer puts its segment and one more
-// combines.
+// combines on every LL block.
 func ReduceScatterLL(c Config) (*plan.Plan, error) {
 	if err := c.validateAllPairs(); err != nil {
 		return nil, err
@@ -400,7 +406,7 @@ func ReduceScatterLL(c Config) (*plan.Plan, error) {
 		for _, o := range ops {
 			groups = append(groups, []plan.Op{o})
 		}
-		return c.llPlanPeers("reduce_scatter", append(groups, []plan.Op{red}))
+		return c.llPlanPeers("reduce_scatter", groups, []plan.Op{red})
 	}
 	return c.llPlan("reduce_scatter", append(ops, red), 0)
 }
