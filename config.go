@@ -84,7 +84,7 @@ func TuningFile() (path string, named bool) {
 // that applies the order of precedence, highest first: an explicit option
 // (Options.Config, Options.Timeout, Options.MaxCTAs and MinCTAs), the
 // WEFT_* variables (WEFT_ALGO, WEFT_ALLREDUCE, WEFT_P2P_LL_MAX_BYTES, WEFT_P2P_MID_MAX_BYTES,
-// WEFT_HB_SHAPE, WEFT_P2P_SHAPE, WEFT_ROOTED_SHAPE, WEFT_RING_SHAPE, WEFT_RING_MIN_BYTES, WEFT_ALLREDUCE_LL2_MAX_BYTES, WEFT_ROOTED_LL_MAX_BYTES, WEFT_ROOTED_SPLIT_MIN_BYTES, WEFT_TIMEOUT, WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
+// WEFT_HB_SHAPE, WEFT_P2P_SHAPE, WEFT_ROOTED_SHAPE, WEFT_RING_SHAPE, WEFT_RING_MIN_BYTES, WEFT_ALLREDUCE_LL2_MAX_BYTES, WEFT_ROOTED_LL_MAX_BYTES, WEFT_BROADCAST_SPLIT_LL_MAX_BYTES, WEFT_REDUCE_SPLIT_LL_MAX_BYTES, WEFT_ROOTED_SPLIT_MIN_BYTES, WEFT_TIMEOUT, WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
 // device and rank count (TuningFile), the defaults for the device
 // (algorithms.DefaultConfig, a 10 s timeout, no block budget). An
 // explicit Options.Config replaces the whole algorithm configuration:
@@ -197,6 +197,16 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 			return cfg, "", 0, err
 		} else if set {
 			cfg.RootedLLMaxBytes = n
+		}
+		if n, set, err = envSize("WEFT_BROADCAST_SPLIT_LL_MAX_BYTES", 0, "a size (0: no split LL Broadcast)"); err != nil {
+			return cfg, "", 0, err
+		} else if set {
+			cfg.BroadcastSplitLLMaxBytes = n
+		}
+		if n, set, err = envSize("WEFT_REDUCE_SPLIT_LL_MAX_BYTES", 0, "a size (0: no split LL Reduce)"); err != nil {
+			return cfg, "", 0, err
+		} else if set {
+			cfg.ReduceSplitLLMaxBytes = n
 		}
 		if n, set, err = envSize("WEFT_ROOTED_SPLIT_MIN_BYTES", 0, "a size (0: no split Broadcast and Reduce)"); err != nil {
 			return cfg, "", 0, err
@@ -358,12 +368,13 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		WindowLL, CEP2P, CERed       int64
 		CERedDirect, Ring, Split     int64
 		LL2, RootedLL                int64
+		SplitLL                      [2]int64
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
 		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes,
 		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, PairHB: cfg.PairHB, RingShape: cfg.RingHB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
 		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes, CEP2P: cfg.CEP2PMinBytes, CERed: cfg.CEReduceMinBytes,
-		CERedDirect: cfg.CEReduceDirectMinBytes, Ring: cfg.RingMinBytes, Split: cfg.RootedSplitMinBytes, LL2: cfg.ScratchLL2PAMaxBytes, RootedLL: cfg.RootedLLMaxBytes}
+		CERedDirect: cfg.CEReduceDirectMinBytes, Ring: cfg.RingMinBytes, Split: cfg.RootedSplitMinBytes, LL2: cfg.ScratchLL2PAMaxBytes, RootedLL: cfg.RootedLLMaxBytes, SplitLL: [2]int64{cfg.BroadcastSplitLLMaxBytes, cfg.ReduceSplitLLMaxBytes}}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -455,6 +466,10 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			// ... and of a Broadcast or Reduce the LL plan or a windowed one.
 			return fmt.Errorf("weft: ranks chose different LL bounds of Broadcast and Reduce: rank 0 %d bytes, rank %d %d bytes: give every rank the same WEFT_ROOTED_LL_MAX_BYTES: %w",
 				first.RootedLL, r, c.RootedLL, hal.ErrInvalidUsage)
+		}
+		if c.SplitLL != first.SplitLL {
+			return fmt.Errorf("weft: ranks chose different split LL Broadcast/Reduce bounds: rank 0 %v bytes, rank %d %v bytes (0: off): give every rank the same WEFT_BROADCAST_SPLIT_LL_MAX_BYTES and WEFT_REDUCE_SPLIT_LL_MAX_BYTES: %w",
+				first.SplitLL, r, c.SplitLL, hal.ErrInvalidUsage)
 		}
 		if c.Split != first.Split {
 			// ... and of a Broadcast or Reduce the split or the all-pairs

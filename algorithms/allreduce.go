@@ -128,6 +128,12 @@ type Config struct {
 	// RootedSplitMinBytes is the smallest Broadcast or Reduce that takes
 	// the split plans from SplitMinRanks ranks (rooted.go); 0: never.
 	RootedSplitMinBytes int64
+	// BroadcastSplitLLMaxBytes and ReduceSplitLLMaxBytes, where above
+	// RootedLLMaxBytes, are the largest Broadcast and Reduce that the split
+	// LL plans serve from SplitMinRanks ranks (BroadcastSplitLL,
+	// ReduceSplitLL; WideLL's shape), between the LL plans and the
+	// windowed ones. 0: none.
+	BroadcastSplitLLMaxBytes, ReduceSplitLLMaxBytes int64
 	// Port shapes the port-channel plans (port.go): blocks of the groups
 	// that reduce (the others have one), threads, window bytes.
 	Port Shape
@@ -447,6 +453,14 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		c.CollLLMaxBytes = max(c.CollLLMaxBytes, floorPow2((512<<10)/int64(max(1, nranks-1))))
 		c.RootedHB = Shape{Blocks: max(1, min(128, sms)), Threads: 512, Unroll: 4, Window: peerWindow(nranks, 4<<20, 16<<20)}
 		c.RootedSplitMinBytes = 4 << 20 // rooted.go, SplitMinRanks
+		// The split LL Broadcast above the LL bound up to 2 MiB from 3
+		// ranks (4×H100 through the C ABI, docs/bench/2026-11-27e-h100x4,
+		// call 8, float): 4 ranks 1 / 2 MB 0.84–0.86 / 0.98–1.02× NCCL
+		// against the all-pairs windowed plan's 0.71–0.72 / 0.75–0.76, 3
+		// ranks 1.09 / 1.12 against 0.85 / 0.98; at 4 MB it lost (0.65
+		// against 0.89–0.91). The split LL Reduce lost at every size
+		// (4 ranks 1–4 MB 0.47–0.66 against 0.63–0.70): off.
+		c.BroadcastSplitLLMaxBytes = 2 << 20
 		c.P2P = Shape{Blocks: p2pBlocks, Threads: 1024, Unroll: 4, Window: peerWindow(nranks, 2<<20, 16<<20)}
 		// LL point-to-point up to 128 KiB per operation: one 8-byte unit
 		// per thread with 16 blocks of 1024 threads, one one-way trip
@@ -510,6 +524,9 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		// both windowed forms past two ranks; rings from 2 MiB on 4 ranks
 		// and more (ReduceScatter: 512 KiB segments), likewise.
 		c.RootedSplitMinBytes = 160 << 10
+		// The split LL plans from 128 to 144 KiB, so that tests cover
+		// every rooted form at moderate sizes from 3 ranks.
+		c.BroadcastSplitLLMaxBytes, c.ReduceSplitLLMaxBytes = 144<<10, 144<<10
 		if nranks >= 4 {
 			c.RingMinBytes = 2 << 20
 		}

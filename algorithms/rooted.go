@@ -244,9 +244,11 @@ func ReduceHB(c Config, root int) (*plan.Plan, error) {
 
 // rootedPlans are the memory-channel plans of Broadcast or Reduce,
 // smallest messages first: the narrow LL plan, the wide one where
-// configured, the all-pairs windowed plan, and from SplitMinRanks ranks
-// the split plan from Config.RootedSplitMinBytes (Config.Algo "ll" keeps
-// the LL plans, "hb" the windowed ones).
+// configured, from SplitMinRanks ranks the split LL plan up to
+// Config.BroadcastSplitLLMaxBytes or ReduceSplitLLMaxBytes where set, the all-pairs windowed plan, and
+// from SplitMinRanks ranks the split windowed plan from
+// Config.RootedSplitMinBytes (Config.Algo "ll" keeps the LL plans, "hb"
+// the windowed ones).
 func rootedPlans(c Config, coll Collective, root int) ([]Choice, error) {
 	narrowB, hb := BroadcastLL, BroadcastHB
 	wideB := BroadcastLLWide
@@ -275,6 +277,18 @@ func rootedPlans(c Config, coll Collective, root int) ([]Choice, error) {
 			return out, nil
 		}
 	}
+	top := max(narrow, wide) // the LL plans' bound
+	splitLL, splitLLMax := BroadcastSplitLL, c.BroadcastSplitLLMaxBytes
+	if coll == Reduce {
+		splitLL, splitLLMax = ReduceSplitLL, c.ReduceSplitLLMaxBytes
+	}
+	if c.NRanks >= SplitMinRanks && splitLLMax > top && c.Algo != "hb" && c.WideLL.Blocks > 0 {
+		p, err := splitLL(c, root)
+		if err != nil {
+			return nil, err
+		}
+		out, top = append(out, Choice{Plan: p, MaxBytes: splitLLMax}), splitLLMax
+	}
 	p, err := hb(c, root)
 	if err != nil {
 		return nil, err
@@ -282,11 +296,99 @@ func rootedPlans(c Config, coll Collective, root int) ([]Choice, error) {
 	if c.NRanks < SplitMinRanks || c.RootedSplitMinBytes <= 0 {
 		return append(out, Choice{Plan: p}), nil
 	}
-	out = append(out, Choice{Plan: p, MaxBytes: c.RootedSplitMinBytes - 1})
+	if c.RootedSplitMinBytes-1 > top { // the all-pairs plan between the LL plans and the split one
+		out = append(out, Choice{Plan: p, MaxBytes: c.RootedSplitMinBytes - 1})
+	}
 	if p, err = split(c, root); err != nil {
 		return nil, err
 	}
 	return append(out, Choice{Plan: p}), nil
+}
+
+// BroadcastSplitLL is the split Broadcast (see "Split plans" below) with LL
+// packets and Config.WideLL's shape, for messages up to
+// Config.BroadcastSplitLLMaxBytes: the root writes chunk j as packets into its
+// slot of owner j (and its input into its output); owner j unpacks them
+// into its output and, packet by packet, into its slot of every other
+// owner, which unpack them. No window: the second hop starts on the first
+// packets of the first. Flow control as the LL Broadcast's: every reader
+// releases each slot it read at the start of its next run, and every
+// writer takes two-launch-old releases (llCredits). Errors: an invalid
+// rank or root, fewer than SplitMinRanks ranks.
+func BroadcastSplitLL(c Config, root int) (*plan.Plan, error) {
+	if err := c.validateRootAllPairs(root); err != nil {
+		return nil, err
+	}
+	if c.NRanks < SplitMinRanks {
+		return nil, fmt.Errorf("algorithms: split Broadcast on %d ranks: want at least %d", c.NRanks, SplitMinRanks)
+	}
+	n, chs, k := c.NRanks, c.channels(), c.NRanks-1
+	peers, chunks := c.splitPeers(root)
+	out := plan.L(plan.Output)
+	var ops []plan.Op
+	if c.Rank == root {
+		ops = llCredits(peers, 0)
+		for i, ci := range peers {
+			ops = append(ops, plan.Transfer(chunks[i], k, []plan.Ref{out, plan.RS(ci, slotOf(root, chs[ci].Peer))}, plan.L(plan.Input)))
+		}
+	} else {
+		rc, own := c.chanOf(root), splitChunk(n, root, c.Rank)
+		dsts := []plan.Ref{out}
+		for _, ci := range peers {
+			dsts = append(dsts, plan.RS(ci, slotOf(c.Rank, chs[ci].Peer)))
+		}
+		ops = cat(llReleases(append([]int{rc}, peers...), 0), llCredits(peers, 0), []plan.Op{plan.Transfer(own, k, dsts, plan.LS(rc))})
+		for i, ci := range peers {
+			ops = append(ops, plan.Transfer(chunks[i], k, []plan.Ref{out}, plan.LS(ci)))
+		}
+	}
+	return c.llPlanShape(fmt.Sprintf("broadcast-split-r%d", root), c.WideLL, c.BroadcastSplitLLMaxBytes, true, ops, 1)
+}
+
+// ReduceSplitLL is the split Reduce with LL packets and Config.WideLL's
+// shape, for messages up to Config.ReduceSplitLLMaxBytes (off on GPUs:
+// on 4×H100 it lost to the windowed plans at every size): every rank
+// writes chunk j of its input as packets into its slot of owner j (owners
+// skip their own chunk); owner j combines its input's chunk with the n−1
+// slots as their packets land and writes the sum as packets into its slot
+// of the root, which unpacks them into its output. Flow control as
+// BroadcastSplitLL's. Every operator, as ReduceSplitHB. Errors: an invalid
+// rank or root, fewer than SplitMinRanks ranks.
+func ReduceSplitLL(c Config, root int) (*plan.Plan, error) {
+	if err := c.validateRootAllPairs(root); err != nil {
+		return nil, err
+	}
+	if c.NRanks < SplitMinRanks {
+		return nil, fmt.Errorf("algorithms: split Reduce on %d ranks: want at least %d", c.NRanks, SplitMinRanks)
+	}
+	n, chs, k := c.NRanks, c.channels(), c.NRanks-1
+	peers, chunks := c.splitPeers(root)
+	in := plan.L(plan.Input)
+	all := c.others()
+	var ops []plan.Op
+	if c.Rank == root {
+		ops = cat(llReleases(peers, 0), llCredits(peers, 0))
+		for i, ci := range peers {
+			ops = append(ops, plan.Transfer(chunks[i], k, []plan.Ref{plan.RS(ci, slotOf(root, chs[ci].Peer))}, in))
+		}
+		for i, ci := range peers {
+			ops = append(ops, plan.Transfer(chunks[i], k, []plan.Ref{plan.L(plan.Output)}, plan.LS(ci)))
+		}
+	} else {
+		rc, own := c.chanOf(root), splitChunk(n, root, c.Rank)
+		ops = cat(llReleases(all, 0), llCredits(all, 0))
+		for i, ci := range peers {
+			ops = append(ops, plan.Transfer(chunks[i], k, []plan.Ref{plan.RS(ci, slotOf(c.Rank, chs[ci].Peer))}, in))
+		}
+		srcs := []plan.Ref{in}
+		for _, ci := range all {
+			srcs = append(srcs, plan.LS(ci))
+		}
+		red := plan.Transfer(own, k, []plan.Ref{plan.RS(rc, slotOf(c.Rank, root))}, srcs...)
+		red.Combine = true
+		ops = append(ops, red)
+	}
+	return c.llPlanShape(fmt.Sprintf("reduce-split-r%d", root), c.WideLL, c.ReduceSplitLLMaxBytes, true, ops, 1)
 }
 
 // Split plans: Broadcast and Reduce past two ranks (SplitMinRanks). The

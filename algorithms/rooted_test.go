@@ -134,7 +134,8 @@ func TestCreditsValidate(t *testing.T) {
 
 // Broadcast and Reduce take the narrow LL plan up to RootedWideMinBytes,
 // the wide one up to RootedLLMaxBytes (1 MiB / (n−1), a power of two, on
-// GPUs; 2 MiB / (n−1) from 4 ranks), the windowed plan with RootedHB's blocks beyond, its window as
+// GPUs; 2 MiB / (n−1) from 4 ranks), from 3 ranks the split LL Broadcast
+// to BroadcastSplitLLMaxBytes, the windowed plan with RootedHB's blocks beyond, its window as
 // large as 64 MiB of scratch allows (2·(n−1) windows), from 4 to 16 MiB.
 func TestRootedSelection(t *testing.T) {
 	// Beyond the LL bounds the all-pairs windowed plan with the rooted
@@ -157,14 +158,27 @@ func TestRootedSelection(t *testing.T) {
 			if tc.n >= algorithms.SplitMinRanks {
 				large = fmt.Sprintf("%s-split-r%d-hb-64x512-w%d", coll, tc.n-1, tc.window)
 			}
-			for _, s := range []struct {
+			cases := []struct {
 				bytes int64
 				want  string
 			}{
 				{8, name + "-LL16"}, {64 << 10, name + "-LL16"}, {64<<10 + 16, name + "-LL16-32x1024"},
 				{tc.wide, name + "-LL16-32x1024"}, {tc.wide + 16, hb}, {cfg.RootedSplitMinBytes - 16, hb},
 				{cfg.RootedSplitMinBytes, large}, {512 << 20, large},
-			} {
+			}
+			if tc.n >= algorithms.SplitMinRanks && coll == algorithms.Broadcast {
+				// The split LL Broadcast above the LL bound, to 2 MiB.
+				splitLL := fmt.Sprintf("broadcast-split-r%d-LL16-32x1024", tc.n-1)
+				cases[4].want = splitLL
+				cases = append(cases, struct {
+					bytes int64
+					want  string
+				}{2 << 20, splitLL}, struct {
+					bytes int64
+					want  string
+				}{2<<20 + 16, hb})
+			}
+			for _, s := range cases {
 				if got := cs[algorithms.Select(cs, s.bytes)].Plan.Name; got != s.want {
 					t.Errorf("%d ranks, %v of %d bytes: %s, want %s", tc.n, coll, s.bytes, got, s.want)
 				}
