@@ -380,6 +380,12 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 				// (8, 128, 512 MB unchanged); 2 MiB took AllGather 512 MB
 				// to 0.98.
 				c.PairHB.Window = 4 << 20
+				// AllToAll cuts a segment of a window or more into at
+				// least 4 windows (AllToAllHB reads PairHB.Pipeline):
+				// with 2 MiB windows AllToAll of 32 MB took 0.98–1.01×
+				// NCCL against 0.86–0.89 with 4 MiB, where AllGather
+				// lost (512 MB 0.98 against 1.09; call 3).
+				c.PairHB.Pipeline = plan.PipelineWindows
 			}
 		}
 		if nranks >= 4 {

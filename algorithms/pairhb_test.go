@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/hal/plan"
 )
 
 // TestPairHBShape: past two ranks on GPUs the windowed plans with two
@@ -14,7 +15,7 @@ import (
 func TestPairHBShape(t *testing.T) {
 	// The last all-pairs windowed plan (before the rings of AllReduce and
 	// ReduceScatter from RingMinBytes).
-	last := func(cfg algorithms.Config, coll algorithms.Collective) string {
+	lastPlan := func(cfg algorithms.Config, coll algorithms.Collective) *plan.Plan {
 		t.Helper()
 		cs, err := algorithms.Plans(cfg, coll, 0)
 		if err != nil {
@@ -23,8 +24,9 @@ func TestPairHBShape(t *testing.T) {
 		if strings.Contains(cs[len(cs)-1].Plan.Name, "-ring-") {
 			cs = cs[:len(cs)-1]
 		}
-		return cs[len(cs)-1].Plan.Name
+		return cs[len(cs)-1].Plan
 	}
+	last := func(cfg algorithms.Config, coll algorithms.Collective) string { return lastPlan(cfg, coll).Name }
 	for _, tc := range []struct {
 		n    int
 		gpu  bool
@@ -42,6 +44,22 @@ func TestPairHBShape(t *testing.T) {
 		}
 		if got := last(cfg, algorithms.AllReduce); !strings.Contains(got, ar) {
 			t.Errorf("%d ranks (GPU %v), AllReduce: windowed plan %s, want %s", tc.n, tc.gpu, got, ar)
+		}
+		// From 4 ranks on GPUs AllToAll cuts a segment of a window or
+		// more into plan.PipelineWindows windows; AllGather does not.
+		want := 0
+		if tc.gpu && tc.n >= 4 {
+			want = plan.PipelineWindows
+		}
+		for _, g := range lastPlan(cfg, algorithms.AllToAll).Groups {
+			if g.Pipeline != want {
+				t.Errorf("%d ranks (GPU %v), AllToAll: group pipeline %d, want %d", tc.n, tc.gpu, g.Pipeline, want)
+			}
+		}
+		for _, g := range lastPlan(cfg, algorithms.AllGather).Groups {
+			if g.Pipeline != 0 {
+				t.Errorf("%d ranks (GPU %v), AllGather: group pipeline %d, want 0", tc.n, tc.gpu, g.Pipeline)
+			}
 		}
 	}
 }

@@ -364,7 +364,8 @@ func AllToAllLL(c Config) (*plan.Plan, error) {
 }
 
 // AllToAllHB is the windowed AllToAll (AllGatherHB with one input segment
-// per peer).
+// per peer), its segments cut into the shape's Pipeline windows at least
+// where that is set.
 func AllToAllHB(c Config) (*plan.Plan, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
@@ -381,6 +382,8 @@ func AllToAllHB(c Config) (*plan.Plan, error) {
 	send := c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))), nil)
 	send.Before = doneCredits(all, sem(semDone, b))
 	recv := c.group(1, cat(waits(all, sem(semData, b)), copies, skip(signals(all, sem(semFree, b)), 0, 2)), signals(all, sem(semDone, b)))
+	// The shape's own pipeline where it has one (PairHB from 4 ranks).
+	send.Pipeline, recv.Pipeline = c.HB.Pipeline, c.HB.Pipeline
 	return c.hbPlan("alltoall", len(chs), 3, send, recv)
 }
 
