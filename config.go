@@ -183,35 +183,12 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 		} else if set {
 			cfg.CEAllReduceMaxBytes = n
 		}
-		if n, set, err = envSize("WEFT_RING_MIN_BYTES", 0, "a size (0: no rings from a size)"); err != nil {
-			return cfg, "", 0, err
-		} else if set {
-			cfg.RingMinBytes = n
-		}
-		if n, set, err = envSize("WEFT_ALLREDUCE_LL2_MAX_BYTES", 0, "a size (0: no two-phase LL AllReduce)"); err != nil {
-			return cfg, "", 0, err
-		} else if set {
-			cfg.ScratchLL2PAMaxBytes = n
-		}
-		if n, set, err = envSize("WEFT_ROOTED_LL_MAX_BYTES", 0, "a size (0: the collectives' LL bound)"); err != nil {
-			return cfg, "", 0, err
-		} else if set {
-			cfg.RootedLLMaxBytes = n
-		}
-		if n, set, err = envSize("WEFT_BROADCAST_SPLIT_LL_MAX_BYTES", 0, "a size (0: no split LL Broadcast)"); err != nil {
-			return cfg, "", 0, err
-		} else if set {
-			cfg.BroadcastSplitLLMaxBytes = n
-		}
-		if n, set, err = envSize("WEFT_REDUCE_SPLIT_LL_MAX_BYTES", 0, "a size (0: no split LL Reduce)"); err != nil {
-			return cfg, "", 0, err
-		} else if set {
-			cfg.ReduceSplitLLMaxBytes = n
-		}
-		if n, set, err = envSize("WEFT_ROOTED_SPLIT_MIN_BYTES", 0, "a size (0: no split Broadcast and Reduce)"); err != nil {
-			return cfg, "", 0, err
-		} else if set {
-			cfg.RootedSplitMinBytes = n
+		for _, v := range boundVars {
+			if n, set, err = envSize(v.name, 0, "a size (0: "+v.zero+")"); err != nil {
+				return cfg, "", 0, err
+			} else if set {
+				*v.field(&cfg) = n
+			}
 		}
 		if n, set, err = envSize("WEFT_WINDOW_LL_MAX_BYTES", 0, "a size (0: every collective through a symmetric window that Launch gives an LL plan leaves it)"); err != nil {
 			return cfg, "", 0, err
@@ -334,6 +311,22 @@ func tuningTiers(info hal.DeviceInfo, nranks int) (tiers []algorithms.Tier, sour
 	return tiers, "tuning file " + path, err
 }
 
+// boundVars are the size variables that move where one plan family takes
+// over from another (algorithms.Config's bounds), for measuring them on a
+// new machine without rebuilding; every rank must set the same
+// (agreeOnPlans). zero says what 0 means.
+var boundVars = []struct {
+	name, what, zero string
+	field            func(*algorithms.Config) *int64
+}{
+	{"WEFT_RING_MIN_BYTES", "ring bounds", "off", func(c *algorithms.Config) *int64 { return &c.RingMinBytes }},
+	{"WEFT_ALLREDUCE_LL2_MAX_BYTES", "two-phase LL AllReduce bounds", "off", func(c *algorithms.Config) *int64 { return &c.ScratchLL2PAMaxBytes }},
+	{"WEFT_ROOTED_LL_MAX_BYTES", "LL bounds of Broadcast and Reduce", "the collectives' LL bound", func(c *algorithms.Config) *int64 { return &c.RootedLLMaxBytes }},
+	{"WEFT_BROADCAST_SPLIT_LL_MAX_BYTES", "split LL Broadcast bounds", "off", func(c *algorithms.Config) *int64 { return &c.BroadcastSplitLLMaxBytes }},
+	{"WEFT_REDUCE_SPLIT_LL_MAX_BYTES", "split LL Reduce bounds", "off", func(c *algorithms.Config) *int64 { return &c.ReduceSplitLLMaxBytes }},
+	{"WEFT_ROOTED_SPLIT_MIN_BYTES", "split Broadcast/Reduce bounds", "off", func(c *algorithms.Config) *int64 { return &c.RootedSplitMinBytes }},
+}
+
 // shapeVars are the variables that override a windowed plan family's
 // shape (algorithms.ParseHBShape's text), for measuring shapes on a new
 // GPU without rebuilding; every rank must set the same (agreeOnPlans).
@@ -366,15 +359,17 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		P2PMid                       algorithms.Shape
 		P2PMidMax, PortLL            int64
 		WindowLL, CEP2P, CERed       int64
-		CERedDirect, Ring, Split     int64
-		LL2, RootedLL                int64
-		SplitLL                      [2]int64
+		CERedDirect                  int64
+		Bounds                       []int64 // boundVars' values, in order
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
 		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes,
 		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, PairHB: cfg.PairHB, RingShape: cfg.RingHB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
 		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes, CEP2P: cfg.CEP2PMinBytes, CERed: cfg.CEReduceMinBytes,
-		CERedDirect: cfg.CEReduceDirectMinBytes, Ring: cfg.RingMinBytes, Split: cfg.RootedSplitMinBytes, LL2: cfg.ScratchLL2PAMaxBytes, RootedLL: cfg.RootedLLMaxBytes, SplitLL: [2]int64{cfg.BroadcastSplitLLMaxBytes, cfg.ReduceSplitLLMaxBytes}}
+		CERedDirect: cfg.CEReduceDirectMinBytes}
+	for _, v := range boundVars {
+		mine.Bounds = append(mine.Bounds, *v.field(&cfg))
+	}
 	b, _ := json.Marshal(mine)
 	all, err := boot.AllGather(ctx, b)
 	if err != nil {
@@ -385,6 +380,9 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		var c choice
 		if err := json.Unmarshal(x, &c); err != nil {
 			return fmt.Errorf("weft: rank %d sent a malformed plan choice: %v: %w", r, err, hal.ErrRemote)
+		}
+		if len(c.Bounds) != len(boundVars) {
+			return fmt.Errorf("weft: rank %d sent %d plan bounds, want %d: %w", r, len(c.Bounds), len(boundVars), hal.ErrRemote)
 		}
 		if r == 0 {
 			first = c
@@ -450,32 +448,12 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			return fmt.Errorf("weft: ranks chose different windowed-plan shapes: rank 0 HB %+v (two-group %+v, ring %+v), point-to-point %+v, rooted %+v; rank %d HB %+v (two-group %+v, ring %+v), point-to-point %+v, rooted %+v: give every rank the same WEFT_HB_SHAPE, WEFT_RING_SHAPE, WEFT_P2P_SHAPE and WEFT_ROOTED_SHAPE: %w",
 				first.HB, first.PairHB, first.RingShape, first.P2P, first.Rooted, r, c.HB, c.PairHB, c.RingShape, c.P2P, c.Rooted, hal.ErrInvalidUsage)
 		}
-		if c.Ring != first.Ring {
-			// Every rank of an AllReduce or ReduceScatter picks the ring or
-			// the all-pairs plan from the size alike.
-			return fmt.Errorf("weft: ranks chose different ring bounds: rank 0 %d bytes, rank %d %d bytes (0: off): give every rank the same WEFT_RING_MIN_BYTES: %w",
-				first.Ring, r, c.Ring, hal.ErrInvalidUsage)
-		}
-		if c.LL2 != first.LL2 {
-			// Every rank of an AllReduce picks the two-phase LL plan or
-			// another from the size alike.
-			return fmt.Errorf("weft: ranks chose different two-phase LL AllReduce bounds: rank 0 %d bytes, rank %d %d bytes (0: off): give every rank the same WEFT_ALLREDUCE_LL2_MAX_BYTES: %w",
-				first.LL2, r, c.LL2, hal.ErrInvalidUsage)
-		}
-		if c.RootedLL != first.RootedLL {
-			// ... and of a Broadcast or Reduce the LL plan or a windowed one.
-			return fmt.Errorf("weft: ranks chose different LL bounds of Broadcast and Reduce: rank 0 %d bytes, rank %d %d bytes: give every rank the same WEFT_ROOTED_LL_MAX_BYTES: %w",
-				first.RootedLL, r, c.RootedLL, hal.ErrInvalidUsage)
-		}
-		if c.SplitLL != first.SplitLL {
-			return fmt.Errorf("weft: ranks chose different split LL Broadcast/Reduce bounds: rank 0 %v bytes, rank %d %v bytes (0: off): give every rank the same WEFT_BROADCAST_SPLIT_LL_MAX_BYTES and WEFT_REDUCE_SPLIT_LL_MAX_BYTES: %w",
-				first.SplitLL, r, c.SplitLL, hal.ErrInvalidUsage)
-		}
-		if c.Split != first.Split {
-			// ... and of a Broadcast or Reduce the split or the all-pairs
-			// plan.
-			return fmt.Errorf("weft: ranks chose different split Broadcast/Reduce bounds: rank 0 %d bytes, rank %d %d bytes (0: off): give every rank the same WEFT_ROOTED_SPLIT_MIN_BYTES: %w",
-				first.Split, r, c.Split, hal.ErrInvalidUsage)
+		for i, v := range boundVars {
+			if c.Bounds[i] != first.Bounds[i] {
+				// Every rank picks the plan of a size alike.
+				return fmt.Errorf("weft: ranks chose different %s: rank 0 %d bytes, rank %d %d bytes (0: %s): give every rank the same %s: %w",
+					v.what, first.Bounds[i], r, c.Bounds[i], v.zero, v.name, hal.ErrInvalidUsage)
+			}
 		}
 		if c.Budget != first.Budget {
 			// Blocks that signal each other pair up across ranks: every
