@@ -245,8 +245,15 @@ func xfer(dsts []plan.Ref, srcs ...plan.Ref) plan.Op { return plan.Transfer(0, 1
 // the C ABI, 8 B – 8 KB: AllReduce's two ops 5.1 µs, AllGather's and
 // ReduceScatter's four 6.3, AllToAll's seven 8.0; NCCL 5.1–7.7 and, for
 // AllToAll, 6.4–7.1; docs/bench/2026-11-27e-h100x4, call 1). In groups a
-// peer's put and unpack run beside every other peer's. Two ranks keep the
-// one-group plans, which lead NCCL there at every small size.
+// peer's put and unpack run beside every other peer's (call 5: AllGather
+// of 8 B – 32 KB 1.09–1.32× NCCL → 1.84–2.13, AllToAll 0.78–1.06 →
+// 1.60–2.13). On two ranks AllGather runs its put and its unpack in groups
+// of their own and ReduceScatter its put and its combine (2×H100, call
+// 10: AllGather 8 B – 8 KB 1.43–1.62 → 1.57–1.73, through symmetric
+// windows 0.98–1.05 → 1.08–1.14, ReduceScatter 1.33–1.58 → 1.52–1.66;
+// AllGather of 512 KB 1.58 → 1.48, its put on half the wide blocks);
+// AllToAll keeps one group there (in place, a separate unpack would
+// overwrite the segment its put reads).
 const llPeerGroupsMinRanks = 3
 
 // llPlanPeers is llPlan with its ops in parallel groups (one per peer and
@@ -305,6 +312,11 @@ func AllGatherLL(c Config) (*plan.Plan, error) {
 	ops := []plan.Op{plan.Transfer(plan.All, 0, dsts, plan.L(plan.Input))}
 	for ci, ch := range chs {
 		ops = append(ops, plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output).At(ch.Peer)}, plan.LS(ci)))
+	}
+	if c.NRanks == 2 {
+		// The put and the unpack in groups of their own (in place the
+		// put reads the own segment, the unpack writes the peer's).
+		return c.llPlanPeers("all_gather", [][]plan.Op{ops[:1], ops[1:]}, nil)
 	}
 	return c.llPlan("all_gather", ops, 0)
 }
@@ -389,8 +401,8 @@ func AllToAllHB(c Config) (*plan.Plan, error) {
 
 // ReduceScatterLL: segment p of rank r's input goes as packets into slot r
 // of peer p; each rank combines its own segment with its slots. From
-// llPeerGroupsMinRanks, one group per peer puts its segment and one more
-// combines on every LL block.
+// two ranks, one group per peer puts its segment and one more combines on
+// every LL block.
 func ReduceScatterLL(c Config) (*plan.Plan, error) {
 	if err := c.validateAllPairs(); err != nil {
 		return nil, err
@@ -404,7 +416,7 @@ func ReduceScatterLL(c Config) (*plan.Plan, error) {
 	}
 	red := plan.Transfer(plan.All, 0, []plan.Ref{plan.L(plan.Output)}, srcs...)
 	red.Combine = true
-	if c.NRanks >= llPeerGroupsMinRanks {
+	if c.NRanks >= 2 {
 		groups := make([][]plan.Op, 0, len(ops)+1)
 		for _, o := range ops {
 			groups = append(groups, []plan.Op{o})
