@@ -286,7 +286,8 @@ func (c Config) llPlanPeers(name string, groups [][]plan.Op, reduce []plan.Op) (
 // AllGatherLL: rank r's input goes as packets into slot r of every peer
 // and into segment r of its own output; each rank unpacks slot i into
 // segment peer(i). From llPeerGroupsMinRanks, group i puts into peer i and
-// unpacks slot i (group 0 also writes the own segment).
+// unpacks slot i (group 0 also writes the own segment); on two ranks the
+// put and the unpack run in groups of their own.
 func AllGatherLL(c Config) (*plan.Plan, error) {
 	if err := c.validateAllPairs(); err != nil {
 		return nil, err
