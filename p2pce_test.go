@@ -9,7 +9,6 @@ import (
 
 	"github.com/weftccl/weft"
 	"github.com/weftccl/weft/algorithms"
-	"github.com/weftccl/weft/check"
 	"github.com/weftccl/weft/hal"
 	"github.com/weftccl/weft/hal/nvlink"
 	"github.com/weftccl/weft/hal/plan"
@@ -553,28 +552,5 @@ func ceReduceGraphReplay(rank int, c *weft.Comm, dev hal.Device, s hal.Stream, c
 		return fmt.Errorf("capturing a Reduce: %w", err)
 	}
 	defer g.Close()
-	for k := 0; k < 3; k++ {
-		// Rank r's input is check.InputN of rank r+k of n+3 ranks: the
-		// result changes with k.
-		if err := dev.Write(in, 0, check.InputN(plan.Float32, plan.Max, n+3, rank+k, count)); err != nil {
-			return err
-		}
-		if err := g.Launch(s); err != nil {
-			return err
-		}
-		if err := c.Synchronize(s); err != nil {
-			return fmt.Errorf("Reduce replay %d: %w", k, err)
-		}
-		if rank != root {
-			continue
-		}
-		got := make([]byte, count*es)
-		if err := dev.Read(got, out, 0); err != nil {
-			return err
-		}
-		if wrong := check.Wrong(plan.Float32, got, replayMax(n, k, count)); wrong != 0 {
-			return fmt.Errorf("Reduce replay %d: %d wrong elements on the root", k, wrong)
-		}
-	}
-	return nil
+	return replayMaxCheck(c, dev, s, g, in, out, n, rank, count, rank == root, "Reduce replay")
 }
