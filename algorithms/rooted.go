@@ -2,6 +2,7 @@ package algorithms
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/weftccl/weft/hal/plan"
 )
@@ -322,25 +323,14 @@ func BroadcastSplitLL(c Config, root int) (*plan.Plan, error) {
 	if c.NRanks < SplitMinRanks {
 		return nil, fmt.Errorf("algorithms: split Broadcast on %d ranks: want at least %d", c.NRanks, SplitMinRanks)
 	}
-	n, chs, k := c.NRanks, c.channels(), c.NRanks-1
 	peers, chunks := c.splitPeers(root)
-	out := plan.L(plan.Output)
 	var ops []plan.Op
 	if c.Rank == root {
-		ops = llCredits(peers, 0)
-		for i, ci := range peers {
-			ops = append(ops, plan.Transfer(chunks[i], k, []plan.Ref{out, plan.RS(ci, slotOf(root, chs[ci].Peer))}, plan.L(plan.Input)))
-		}
+		ops = cat(llCredits(peers, 0), c.splitPuts(peers, chunks, plan.L(plan.Input), plan.L(plan.Output)))
 	} else {
-		rc, own := c.chanOf(root), splitChunk(n, root, c.Rank)
-		dsts := []plan.Ref{out}
-		for _, ci := range peers {
-			dsts = append(dsts, plan.RS(ci, slotOf(c.Rank, chs[ci].Peer)))
-		}
-		ops = cat(llReleases(append([]int{rc}, peers...), 0), llCredits(peers, 0), []plan.Op{plan.Transfer(own, k, dsts, plan.LS(rc))})
-		for i, ci := range peers {
-			ops = append(ops, plan.Transfer(chunks[i], k, []plan.Ref{out}, plan.LS(ci)))
-		}
+		rc := c.chanOf(root)
+		ops = cat(llReleases(append([]int{rc}, peers...), 0), llCredits(peers, 0),
+			[]plan.Op{c.splitForward(peers, splitChunk(c.NRanks, root, c.Rank), rc)}, c.splitUnpacks(peers, chunks))
 	}
 	return c.llPlanShape(fmt.Sprintf("broadcast-split-r%d", root), c.WideLL, c.BroadcastSplitLLMaxBytes, true, ops, 1)
 }
@@ -361,32 +351,21 @@ func ReduceSplitLL(c Config, root int) (*plan.Plan, error) {
 	if c.NRanks < SplitMinRanks {
 		return nil, fmt.Errorf("algorithms: split Reduce on %d ranks: want at least %d", c.NRanks, SplitMinRanks)
 	}
-	n, chs, k := c.NRanks, c.channels(), c.NRanks-1
 	peers, chunks := c.splitPeers(root)
 	in := plan.L(plan.Input)
-	all := c.others()
+	puts := c.splitPuts(peers, chunks, in)
 	var ops []plan.Op
 	if c.Rank == root {
-		ops = cat(llReleases(peers, 0), llCredits(peers, 0))
-		for i, ci := range peers {
-			ops = append(ops, plan.Transfer(chunks[i], k, []plan.Ref{plan.RS(ci, slotOf(root, chs[ci].Peer))}, in))
-		}
-		for i, ci := range peers {
-			ops = append(ops, plan.Transfer(chunks[i], k, []plan.Ref{plan.L(plan.Output)}, plan.LS(ci)))
-		}
+		ops = cat(llReleases(peers, 0), llCredits(peers, 0), puts, c.splitUnpacks(peers, chunks))
 	} else {
-		rc, own := c.chanOf(root), splitChunk(n, root, c.Rank)
-		ops = cat(llReleases(all, 0), llCredits(all, 0))
-		for i, ci := range peers {
-			ops = append(ops, plan.Transfer(chunks[i], k, []plan.Ref{plan.RS(ci, slotOf(c.Rank, chs[ci].Peer))}, in))
-		}
+		rc, all := c.chanOf(root), c.others()
 		srcs := []plan.Ref{in}
 		for _, ci := range all {
 			srcs = append(srcs, plan.LS(ci))
 		}
-		red := plan.Transfer(own, k, []plan.Ref{plan.RS(rc, slotOf(c.Rank, root))}, srcs...)
+		red := plan.Transfer(splitChunk(c.NRanks, root, c.Rank), c.NRanks-1, []plan.Ref{plan.RS(rc, slotOf(c.Rank, root))}, srcs...)
 		red.Combine = true
-		ops = append(ops, red)
+		ops = cat(llReleases(all, 0), llCredits(all, 0), puts, []plan.Op{red})
 	}
 	return c.llPlanShape(fmt.Sprintf("reduce-split-r%d", root), c.WideLL, c.ReduceSplitLLMaxBytes, true, ops, 1)
 }
@@ -469,6 +448,38 @@ func (c Config) splitPeers(root int) (chs, chunks []int) {
 	return chs, chunks
 }
 
+// splitPuts are the transfers of chunk chunks[i] of src into this rank's
+// slot of the owner on channel peers[i] (splitPeers), each also into the
+// extra destinations (the root's own output, for Broadcast).
+func (c Config) splitPuts(peers, chunks []int, src plan.Ref, extra ...plan.Ref) []plan.Op {
+	chs, k := c.channels(), c.NRanks-1
+	var ops []plan.Op
+	for i, ci := range peers {
+		ops = append(ops, plan.Transfer(chunks[i], k, append(slices.Clone(extra), plan.RS(ci, slotOf(c.Rank, chs[ci].Peer))), src))
+	}
+	return ops
+}
+
+// splitForward is an owner's forwarding of its chunk own from the slot of
+// channel from into its output and its slot of every other owner (peers).
+func (c Config) splitForward(peers []int, own, from int) plan.Op {
+	chs, dsts := c.channels(), []plan.Ref{plan.L(plan.Output)}
+	for _, ci := range peers {
+		dsts = append(dsts, plan.RS(ci, slotOf(c.Rank, chs[ci].Peer)))
+	}
+	return plan.Transfer(own, c.NRanks-1, dsts, plan.LS(from))
+}
+
+// splitUnpacks are the copies of chunk chunks[i] out of the slot of
+// channel peers[i] into the output.
+func (c Config) splitUnpacks(peers, chunks []int) []plan.Op {
+	var ops []plan.Op
+	for i, ci := range peers {
+		ops = append(ops, plan.Transfer(chunks[i], c.NRanks-1, []plan.Ref{plan.L(plan.Output)}, plan.LS(ci)))
+	}
+	return ops
+}
+
 // BroadcastSplitHB is the split windowed Broadcast (see above) with the
 // split shape (Config.split), for 3 to AllPairsMaxRanks ranks. Errors: an
 // invalid rank, root or shape.
@@ -477,28 +488,20 @@ func BroadcastSplitHB(c Config, root int) (*plan.Plan, error) {
 		return nil, err
 	}
 	c = c.split()
-	n, b, d, chs := c.NRanks, c.HB.Blocks, c.HB.depth(), c.channels()
+	n, b, d := c.NRanks, c.HB.Blocks, c.HB.depth()
 	k := n - 1 // chunks
 	peers, chunks := c.splitPeers(root)
-	out := plan.L(plan.Output)
 	var send, recv plan.Group
 	if c.Rank == root {
-		var puts []plan.Op
-		for i, ci := range peers {
-			puts = append(puts, plan.Transfer(chunks[i], k, []plan.Ref{out, plan.RS(ci, slotOf(root, chs[ci].Peer))}, plan.L(plan.Input)))
-		}
+		puts := c.splitPuts(peers, chunks, plan.L(plan.Input), plan.L(plan.Output))
 		send = c.group(k, cat(skip(waits(peers, sem(semFree, b)), d, 0), puts, signals(peers, sem(semData, b))), nil)
 		send.Before = doneCredits(peers, sem(semDone, b))
 	} else {
-		rc, own := c.chanOf(root), splitChunk(n, root, c.Rank)
-		dsts := []plan.Ref{out}
-		for _, ci := range peers {
-			dsts = append(dsts, plan.RS(ci, slotOf(c.Rank, chs[ci].Peer)))
-		}
+		rc := c.chanOf(root)
 		// Forward: the root's window of the own chunk into the output and
 		// every other owner's slot; release the root's slot; done to it.
 		send = c.group(k, cat([]plan.Op{plan.Wait(rc, sem(semData, b))}, skip(waits(peers, sem(semFree, b)), d, 0),
-			[]plan.Op{plan.Transfer(own, k, dsts, plan.LS(rc))}, signals(peers, sem(semData, b)),
+			[]plan.Op{c.splitForward(peers, splitChunk(n, root, c.Rank), rc)}, signals(peers, sem(semData, b)),
 			skip(signals([]int{rc}, sem(semFree, b)), 0, d)), signals([]int{rc}, sem(semDone, b)))
 		send.Before = doneCredits(peers, sem(semDone, b))
 		recv = c.splitCopyOut(peers, chunks, d) // the other owners' chunks
@@ -516,14 +519,11 @@ func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
 		return nil, err
 	}
 	c = c.split()
-	n, b, d, chs := c.NRanks, c.HB.Blocks, c.HB.depth(), c.channels()
+	n, b, d := c.NRanks, c.HB.Blocks, c.HB.depth()
 	k := n - 1
 	in := plan.L(plan.Input)
 	peers, chunks := c.splitPeers(root) // the owners this rank writes to
-	var puts []plan.Op
-	for i, ci := range peers {
-		puts = append(puts, plan.Transfer(chunks[i], k, []plan.Ref{plan.RS(ci, slotOf(c.Rank, chs[ci].Peer))}, in))
-	}
+	puts := c.splitPuts(peers, chunks, in)
 	send := c.group(k, cat(skip(waits(peers, sem(semFree, b)), d, 0), puts, signals(peers, sem(semData, b))), nil)
 	send.Before = doneCredits(peers, sem(semDone, b))
 	var recv plan.Group
@@ -553,9 +553,5 @@ func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
 // done at the end.
 func (c Config) splitCopyOut(chs, chunks []int, d int) plan.Group {
 	b, k := c.HB.Blocks, c.NRanks-1
-	var copies []plan.Op
-	for i, ci := range chs {
-		copies = append(copies, plan.Transfer(chunks[i], k, []plan.Ref{plan.L(plan.Output)}, plan.LS(ci)))
-	}
-	return c.group(k, cat(waits(chs, sem(semData, b)), copies, skip(signals(chs, sem(semFree, b)), 0, d)), signals(chs, sem(semDone, b)))
+	return c.group(k, cat(waits(chs, sem(semData, b)), c.splitUnpacks(chs, chunks), skip(signals(chs, sem(semFree, b)), 0, d)), signals(chs, sem(semDone, b)))
 }
