@@ -114,6 +114,15 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 			cfg.CEReduceMinBytes = p.CopyEngineReduceMinBytes(nranks)
 			cfg.CEReduceDirectMinBytes = p.CopyEngineReduceDirectMinBytes(nranks)
 		}
+		carrier, _ := dev.(hal.LL128Carrier)
+		lines := carrier != nil && carrier.LL128()
+		if on, err := env.Bool("WEFT_LL128", lines); err != nil {
+			return cfg, "", 0, err
+		} else if on && !lines {
+			return cfg, "", 0, fmt.Errorf("weft: WEFT_LL128=1: %s does not carry LL128 lines as one write (NVLink does: hal/nvlink, hal/nvswitch): %w", info.Backend, hal.ErrInvalidArgument)
+		} else if on {
+			cfg = cfg.WithLL128(info.Backend != "host")
+		}
 		if cfg.Algo, err = algoFromEnv(); err != nil {
 			return cfg, "", 0, err
 		}
@@ -322,6 +331,9 @@ var boundVars = []struct {
 	{"WEFT_RING_MIN_BYTES", "ring bounds", "off", func(c *algorithms.Config) *int64 { return &c.RingMinBytes }},
 	{"WEFT_ALLREDUCE_LL2_MAX_BYTES", "two-phase LL AllReduce bounds", "off", func(c *algorithms.Config) *int64 { return &c.ScratchLL2PAMaxBytes }},
 	{"WEFT_ROOTED_LL_MAX_BYTES", "LL bounds of Broadcast and Reduce", "the collectives' LL bound", func(c *algorithms.Config) *int64 { return &c.RootedLLMaxBytes }},
+	{"WEFT_REDUCE_LL_MAX_BYTES", "LL bounds of Reduce", "WEFT_ROOTED_LL_MAX_BYTES's", func(c *algorithms.Config) *int64 { return &c.ReduceLLMaxBytes }},
+	{"WEFT_ALLREDUCE_LL_MAX_BYTES", "wide one-phase LL AllReduce bounds", "none", func(c *algorithms.Config) *int64 { return &c.ScratchLLMaxBytes }},
+	{"WEFT_COLL_LL_MAX_BYTES", "LL bounds of AllGather, ReduceScatter and AllToAll", "no LL plans", func(c *algorithms.Config) *int64 { return &c.CollLLMaxBytes }},
 	{"WEFT_BROADCAST_SPLIT_LL_MAX_BYTES", "split LL Broadcast bounds", "off", func(c *algorithms.Config) *int64 { return &c.BroadcastSplitLLMaxBytes }},
 	{"WEFT_REDUCE_SPLIT_LL_MAX_BYTES", "split LL Reduce bounds", "off", func(c *algorithms.Config) *int64 { return &c.ReduceSplitLLMaxBytes }},
 	{"WEFT_ROOTED_SPLIT_MIN_BYTES", "split Broadcast/Reduce bounds", "off", func(c *algorithms.Config) *int64 { return &c.RootedSplitMinBytes }},
@@ -358,6 +370,7 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		CEARShape                    algorithms.Shape
 		P2PMid                       algorithms.Shape
 		P2PMidMax, PortLL            int64
+		WideProto                    string
 		WindowLL, CEP2P, CERed       int64
 		CERedDirect                  int64
 		Bounds                       []int64 // boundVars' values, in order
@@ -366,7 +379,7 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes,
 		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, PairHB: cfg.PairHB, RingShape: cfg.RingHB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
 		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes, CEP2P: cfg.CEP2PMinBytes, CERed: cfg.CEReduceMinBytes,
-		CERedDirect: cfg.CEReduceDirectMinBytes}
+		CERedDirect: cfg.CEReduceDirectMinBytes, WideProto: cfg.WideProto.String()}
 	for _, v := range boundVars {
 		mine.Bounds = append(mine.Bounds, *v.field(&cfg))
 	}
@@ -408,6 +421,11 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			// with the same windows.
 			return fmt.Errorf("weft: ranks chose different copy-engine AllReduce bounds or windows: rank 0 %s, windows of %d bytes in %d slots; rank %d %s, windows of %d bytes in %d slots (WEFT_CE_ALLREDUCE_MIN_BYTES, WEFT_CE_ALLREDUCE_MAX_BYTES, WEFT_CE_ALLREDUCE_SHAPE, or a device without usable stream operations): %w",
 				ceBounds(first.CEAR, first.CEARMax), first.CEARShape.Window, first.CEARShape.Depth, r, ceBounds(c.CEAR, c.CEARMax), c.CEARShape.Window, c.CEARShape.Depth, hal.ErrInvalidUsage)
+		}
+		if c.WideProto != first.WideProto {
+			// The wide LL plans' packets pair up across ranks.
+			return fmt.Errorf("weft: ranks chose different packet formats for the wide LL plans: rank 0 %s, rank %d %s: give every rank the same WEFT_LL128, and devices alike: %w",
+				first.WideProto, r, c.WideProto, hal.ErrInvalidUsage)
 		}
 		if c.WindowLL != first.WindowLL {
 			// A collective through symmetric windows takes the same plan

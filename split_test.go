@@ -44,8 +44,8 @@ func TestSplitLLHost(t *testing.T) {
 				count int64
 				want  string
 			}{
-				{algorithms.Broadcast, 20000, "-LL16-"}, {algorithms.Broadcast, 50001, "broadcast-split-r1-LL16"},
-				{algorithms.Reduce, 200003, "reduce-split-r1-LL16"}, {algorithms.Reduce, 300000, "reduce-split-r1-hb-"},
+				{algorithms.Broadcast, 20000, "-LL128-"}, {algorithms.Broadcast, 50001, "broadcast-split-r1-LL128"},
+				{algorithms.Reduce, 200003, "reduce-split-r1-LL128"}, {algorithms.Reduce, 300000, "reduce-split-r1-hb-"},
 			} {
 				call := weft.Call{Coll: k.coll, Count: k.count, Type: plan.Float32, Op: plan.Sum, Root: 1, Send: 1 << 20, Recv: 64 << 20}
 				if got := c.PlanName(call); !strings.Contains(got, k.want) {

@@ -42,6 +42,13 @@ type Config struct {
 	LLBlocks, Threads int
 	// LL is the packet format of 1PA: plan.LL16 or plan.LL8.
 	LL plan.Protocol
+	// WideProto, where set, is the packet format of the WideLL-shaped
+	// plans (the wide LL plans of every collective, the wide 1PA of the
+	// scratch AllReduce, AllReduce2PALL, the split LL plans): plan.LL128
+	// where the device carries its lines (hal.LL128Carrier), which puts
+	// 120 data bytes in 128 where LL16 puts 8 in 16. Unset (plan.Simple):
+	// LL.
+	WideProto plan.Protocol
 	// LLMaxBytes is the largest message 1PA serves (the 1PA/2PA threshold);
 	// MidMaxBytes the largest that the Mid-shaped 2PA serves.
 	LLMaxBytes, MidMaxBytes int64
@@ -124,7 +131,11 @@ type Config struct {
 	// windowed plans, which run one group per rank and so may have more
 	// blocks than HB's.
 	RootedLLMaxBytes, RootedWideMinBytes int64
-	RootedHB                             Shape
+	// ReduceLLMaxBytes, where set, is Reduce's LL bound in place of
+	// RootedLLMaxBytes (LL128 lines moved it apart from Broadcast's:
+	// WithLL128).
+	ReduceLLMaxBytes int64
+	RootedHB         Shape
 	// RootedSplitMinBytes is the smallest Broadcast or Reduce that takes
 	// the split plans from SplitMinRanks ranks (rooted.go); 0: never.
 	RootedSplitMinBytes int64
@@ -309,6 +320,53 @@ func (s Shape) depth() int {
 		return 2
 	}
 	return s.Depth
+}
+
+// WithLL128 returns c with its wide LL plans on LL128 lines
+// (Config.WideProto: 120 data bytes in 128 where LL16 carries 8 in 16)
+// and, for GPUs (gpu), the LL bounds those lines moved. Only for devices
+// that carry LL128 (hal.LL128Carrier: NVLink). Measured on 4×H100 and on
+// two of its GPUs through the C ABI beside NCCL (docs/bench/
+// 2026-11-27f-h100x4, calls 1 and 2, float, two alternations each).
+// LL16 → LL128 on the same bounds: 4 ranks AllReduce 512 KB / 1 MB
+// 0.85–0.87 / 0.79–0.85× NCCL → 1.22–1.26 / 1.11–1.15, Broadcast 512 KB
+// 0.69–0.74 → 0.98–1.06, Reduce 512 KB 0.77–0.84 → 1.09–1.17; 2 ranks
+// AllReduce 1 / 2 MB 1.15–1.18 / 1.44–1.48 → 1.50–1.54 / 2.05, Broadcast
+// and Reduce 1 MB 1.15–1.26 → 1.63–1.67; 3 ranks AllReduce 1 MB 0.76 →
+// 1.17. (AllGather on 2 ranks: 512 KB – 1 MB 1.41–1.52 → 1.41–1.46.)
+// The bounds beyond:
+//   - 2 ranks: the wide one-phase LL AllReduce to 4 MiB (4 MB 1.23 →
+//     1.37), Broadcast and Reduce LL to 4 MiB (2 MB 1.36–1.39 / 1.16–1.17
+//     → 1.75–1.79 / 1.78–1.82, 4 MB 1.19 / 1.10 → 1.25 / 1.44), LL
+//     segments of AllGather, ReduceScatter and AllToAll to 1 MiB (2 MB
+//     1.23–1.26 / 1.07 / 1.10–1.12 → 1.43–1.48 / 1.41 / 1.31–1.32); twice
+//     those lost (AllReduce 8 MB 1.02, AllToAll 4 MB 0.99);
+//   - from 4 ranks: the two-phase LL AllReduce to 2 MiB (2 MB 0.84–0.86 →
+//     1.02–1.12; 4 MiB tied the windowed plan), the Reduce LL to 2 MiB
+//     (1 / 2 MB 0.63–0.66 / 0.69–0.70 → 1.11–1.17 / 1.02–1.04; Broadcast
+//     keeps 512 KiB, its split LL plan is faster there, and the split LL
+//     Reduce from 512 KiB lost: 1 MB 0.72–0.74), the split LL Reduce and
+//     Broadcast to 8 MiB (Reduce 4 / 8 MB 0.61–0.66 / 0.57 → 0.78–0.83 /
+//     0.68; Broadcast 4 / 8 MB 0.88–0.93 / 0.80–0.83 → 1.07–1.11 /
+//     0.87–1.00). Their scratch holds the whole message in each of the n−1
+//     owners' slots: 51 MiB a root at 8 MiB.
+func (c Config) WithLL128(gpu bool) Config {
+	c.WideProto = plan.LL128
+	if !gpu {
+		return c
+	}
+	switch {
+	case c.NRanks == 2:
+		c.ScratchLLMaxBytes = 4 << 20
+		c.RootedLLMaxBytes = 4 << 20
+		c.CollLLMaxBytes = 1 << 20
+	case c.NRanks >= 4:
+		c.ScratchLL2PAMaxBytes = 2 << 20
+		c.ReduceLLMaxBytes = 2 << 20
+		c.ReduceSplitLLMaxBytes = 8 << 20
+		c.BroadcastSplitLLMaxBytes = 8 << 20
+	}
+	return c
 }
 
 // DefaultConfig returns the configuration for a device with sms

@@ -158,6 +158,15 @@ func (c Config) llPlan(name string, ops []plan.Op, sems int) (*plan.Plan, error)
 	return c.llPlanShape(name, c.narrowLL(), c.CollLLMaxBytes, false, ops, sems)
 }
 
+// wideProto is the packet format of the WideLL-shaped plans
+// (Config.WideProto, else Config.LL).
+func (c Config) wideProto() plan.Protocol {
+	if c.WideProto != plan.Simple {
+		return c.WideProto
+	}
+	return c.LL
+}
+
 // llPlanShape finishes an LL plan of s.Blocks × s.Threads serving messages
 // up to maxBytes; sems semaphores per block. A wide plan's name carries its
 // shape ("broadcast-r0-LL16-32x1024"); the narrow plans keep their names.
@@ -165,12 +174,16 @@ func (c Config) llPlanShape(name string, s Shape, maxBytes int64, wide bool, ops
 	if s.Blocks < 1 || s.Threads < 32 {
 		return nil, fmt.Errorf("algorithms: %s LL shape %d blocks × %d threads: want blocks ≥ 1 and threads ≥ 32", name, s.Blocks, s.Threads)
 	}
-	name += "-" + c.LL.String()
+	proto := c.LL
+	if wide {
+		proto = c.wideProto()
+	}
+	name += "-" + proto.String()
 	if wide {
 		name += fmt.Sprintf("-%dx%d", s.Blocks, s.Threads)
 	}
 	p := c.newPlan(name, s.Threads)
-	p.Scratch, p.ScratchSlots, p.MaxBytes, p.Semaphores = c.LL, c.NRanks-1, maxBytes, sems*s.Blocks
+	p.Scratch, p.ScratchSlots, p.MaxBytes, p.Semaphores = proto, c.NRanks-1, maxBytes, sems*s.Blocks
 	if c.NRanks == 1 {
 		p.Scratch, p.ScratchSlots = plan.Simple, 0
 	}
@@ -752,7 +765,7 @@ func memoryPlans(c Config, coll Collective, root int) ([]Choice, error) {
 		out = append(out, Choice{Plan: p, MaxBytes: narrow})
 		if wide > 0 {
 			cw := c
-			cw.LLBlocks, cw.Threads = c.WideLL.Blocks, c.WideLL.Threads
+			cw.LLBlocks, cw.Threads, cw.LL = c.WideLL.Blocks, c.WideLL.Threads, c.wideProto()
 			pw, err := ll(cw)
 			if err != nil {
 				return nil, err

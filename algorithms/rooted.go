@@ -84,10 +84,14 @@ func (c Config) rooted() Config {
 
 // rootedLLBounds returns the largest message of the narrow LL plan of
 // Broadcast and Reduce and, when a wide LL plan takes the sizes above it,
-// that plan's bound (0: no wide plan). The LL bound is RootedLLMaxBytes,
-// or CollLLMaxBytes where that is unset.
-func (c Config) rootedLLBounds() (narrow, wide int64) {
+// that plan's bound (0: no wide plan). The LL bound is RootedLLMaxBytes
+// (for Reduce ReduceLLMaxBytes where set), or CollLLMaxBytes where that
+// is unset.
+func (c Config) rootedLLBounds(coll Collective) (narrow, wide int64) {
 	bound := c.RootedLLMaxBytes
+	if coll == Reduce && c.ReduceLLMaxBytes > 0 {
+		bound = c.ReduceLLMaxBytes
+	}
 	if bound <= 0 {
 		bound = c.CollLLMaxBytes
 	}
@@ -103,14 +107,14 @@ func (c Config) rootedLLBounds() (narrow, wide int64) {
 // into its own output), the others unpack it and release the slot; the
 // root takes the release of launch k − 2 at the start of launch k.
 func BroadcastLL(c Config, root int) (*plan.Plan, error) {
-	narrow, _ := c.rootedLLBounds()
+	narrow, _ := c.rootedLLBounds(Broadcast)
 	return broadcastLL(c, root, c.narrowLL(), narrow, false)
 }
 
 // BroadcastLLWide is BroadcastLL with Config.WideLL's blocks, for messages
 // up to Config.RootedLLMaxBytes.
 func BroadcastLLWide(c Config, root int) (*plan.Plan, error) {
-	_, wide := c.rootedLLBounds()
+	_, wide := c.rootedLLBounds(Broadcast)
 	return broadcastLL(c, root, c.WideLL, wide, true)
 }
 
@@ -179,14 +183,14 @@ func (c Config) deepen(p *plan.Plan, err error) (*plan.Plan, error) {
 // its input with the slots and releases them; a peer takes the release of
 // launch k − 2 at the start of launch k.
 func ReduceLL(c Config, root int) (*plan.Plan, error) {
-	narrow, _ := c.rootedLLBounds()
+	narrow, _ := c.rootedLLBounds(Reduce)
 	return reduceLL(c, root, c.narrowLL(), narrow, false)
 }
 
 // ReduceLLWide is ReduceLL with Config.WideLL's blocks, for messages up
-// to Config.RootedLLMaxBytes.
+// to Config.RootedLLMaxBytes (ReduceLLMaxBytes where set).
 func ReduceLLWide(c Config, root int) (*plan.Plan, error) {
-	_, wide := c.rootedLLBounds()
+	_, wide := c.rootedLLBounds(Reduce)
 	return reduceLL(c, root, c.WideLL, wide, true)
 }
 
@@ -261,7 +265,7 @@ func rootedPlans(c Config, coll Collective, root int) ([]Choice, error) {
 		split = ReduceSplitHB
 	}
 	var out []Choice
-	narrow, wide := c.rootedLLBounds()
+	narrow, wide := c.rootedLLBounds(coll)
 	if narrow > 0 && c.Algo != "hb" {
 		p, err := narrowB(c, root)
 		if err != nil {

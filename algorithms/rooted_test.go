@@ -583,3 +583,69 @@ func TestRootedLLWithoutCreditsOverruns(t *testing.T) {
 		}
 	}
 }
+
+// TestWithLL128Selection: Config.WithLL128 puts every WideLL-shaped plan
+// on LL128 lines (the narrow LL plans keep LL16) and, on GPUs, moves the
+// LL bounds measured with them: on 2 ranks the wide 1PA AllReduce and
+// the rooted LL plans to 4 MiB and the collectives' LL segments to 1 MiB;
+// from 4 ranks the two-phase LL AllReduce and the LL Reduce to 2 MiB, the
+// split LL Reduce and Broadcast to 8 MiB. hal/host's configuration
+// (gpu false) changes its packets only.
+func TestWithLL128Selection(t *testing.T) {
+	type pick struct {
+		coll  algorithms.Collective
+		bytes int64
+		want  string
+	}
+	for _, tc := range []struct {
+		n     int
+		picks []pick
+	}{
+		{2, []pick{
+			{algorithms.AllReduce, 64 << 10, "allreduce-1pa-LL16-8x1024"},
+			{algorithms.AllReduce, 4 << 20, "allreduce-1pa-LL128-32x1024"},
+			{algorithms.AllReduce, 4<<20 + 16, "all_reduce-hb-"},
+			{algorithms.Broadcast, 4 << 20, "broadcast-r1-LL128-32x1024"},
+			{algorithms.Reduce, 4 << 20, "reduce-r1-LL128-32x1024"},
+			{algorithms.Reduce, 4<<20 + 16, "reduce-r1-hb-"},
+			{algorithms.AllGather, 1 << 20, "-LL128-32x1024"},
+			{algorithms.AllGather, 1<<20 + 16, "-hb-"},
+		}},
+		{4, []pick{
+			{algorithms.AllReduce, 2 << 20, "all_reduce-2pa-LL128-32x1024"},
+			{algorithms.AllReduce, 2<<20 + 16, "all_reduce-hb-"},
+			{algorithms.Broadcast, 512 << 10, "broadcast-r1-LL128-32x1024"},
+			{algorithms.Broadcast, 8 << 20, "broadcast-split-r1-LL128-32x1024"},
+			{algorithms.Broadcast, 8<<20 + 16, "broadcast-split-r1-hb-"},
+			{algorithms.Reduce, 2 << 20, "reduce-r1-LL128-32x1024"},
+			{algorithms.Reduce, 8 << 20, "reduce-split-r1-LL128-32x1024"},
+			{algorithms.Reduce, 8<<20 + 16, "reduce-split-r1-hb-"},
+		}},
+	} {
+		cfg := algorithms.DefaultConfig(0, tc.n, 132, true).WithLL128(true)
+		if cfg.WideProto != plan.LL128 {
+			t.Fatalf("%d ranks: WideProto %v", tc.n, cfg.WideProto)
+		}
+		for _, p := range tc.picks {
+			// The AllReduce's scratch path (Launch) takes the 2PA-LL plan;
+			// Plans returns it among the LL choices.
+			cs, err := algorithms.Plans(cfg, p.coll, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := cs[algorithms.Select(cs, p.bytes)].Plan
+			if !strings.Contains(got.Name, p.want) {
+				t.Errorf("%d ranks, %v of %d bytes: %s, want …%s…", tc.n, p.coll, p.bytes, got.Name, p.want)
+			}
+			if strings.Contains(p.want, "LL128") && got.Scratch != plan.LL128 {
+				t.Errorf("%s: scratch %v, want LL128", got.Name, got.Scratch)
+			}
+		}
+	}
+	host := algorithms.DefaultConfig(0, 4, 2, false)
+	lines := host.WithLL128(false)
+	lines.WideProto = host.WideProto
+	if d := cmp.Diff(host, lines); d != "" {
+		t.Errorf("WithLL128(false) changed more than the packets (-before +after):\n%s", d)
+	}
+}

@@ -129,15 +129,17 @@ func ParseTier(s string) (Tier, error) {
 	}
 	if t.Algo == Algo1PA {
 		if len(f) == 0 {
-			return bad("want LL16 or LL8 after 1pa")
+			return bad("want LL16, LL8 or LL128 after 1pa")
 		}
 		switch strings.ToUpper(f[0]) {
 		case "LL16":
 			t.LL = plan.LL16
 		case "LL8":
 			t.LL = plan.LL8
+		case "LL128":
+			t.LL = plan.LL128
 		default:
-			return bad("protocol %q: want LL16 or LL8", f[0])
+			return bad("protocol %q: want LL16, LL8 or LL128", f[0])
 		}
 		f = f[1:]
 	}
@@ -200,8 +202,8 @@ func FormatTiers(tiers []Tier) string {
 func (t Tier) validate() error {
 	switch t.Algo {
 	case Algo1PA:
-		if t.LL != plan.LL16 && t.LL != plan.LL8 {
-			return fmt.Errorf("1pa needs LL16 or LL8 packets, not %v", t.LL)
+		if t.LL != plan.LL16 && t.LL != plan.LL8 && t.LL != plan.LL128 {
+			return fmt.Errorf("1pa needs LL16, LL8 or LL128 packets, not %v", t.LL)
 		}
 		if t.Unroll != 0 || t.Window != 0 || t.Push {
 			return fmt.Errorf("1pa takes no unroll or window")

@@ -119,6 +119,42 @@ func TestGeneratedKernelsCompile(t *testing.T) {
 			}
 		}
 	}
+	// The LL128 forms of the wide LL plans (Config.WideProto, the default
+	// on NVLink): 4 ranks, rank 1, root 0 and 2.
+	lc := algorithms.DefaultConfig(1, 4, 132, true)
+	lc.WideProto = plan.LL128
+	var lines []*plan.Plan
+	if p, err := algorithms.AllReduce2PALL(lc, lc.WideLL, 1<<20); err != nil {
+		t.Fatal(err)
+	} else {
+		lines = append(lines, p)
+	}
+	for _, root := range []int{0, 2} {
+		for _, build := range []func(algorithms.Config, int) (*plan.Plan, error){algorithms.BroadcastSplitLL, algorithms.ReduceSplitLL, algorithms.BroadcastLLWide, algorithms.ReduceLLWide} {
+			p, err := build(lc, root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, p)
+		}
+	}
+	for _, p := range lines {
+		if p.Scratch != plan.LL128 {
+			t.Fatalf("%s: scratch %v, want LL128", p.Name, p.Scratch)
+		}
+		for _, k := range []struct {
+			t  plan.DataType
+			op plan.RedOp
+		}{{plan.Float32, plan.Sum}, {plan.BFloat16, plan.PreMulSum}, {plan.Int32, plan.Avg}, {plan.Float8E4M3, plan.Max}} {
+			src, err := plan.EmitCUDA(p, k.t, k.op)
+			if err != nil {
+				t.Fatalf("%s: %v", p.Name, err)
+			}
+			name := fmt.Sprintf("k%d.cu", len(srcs))
+			files[name] = "#include \"prelude.h\"\n" + src
+			srcs = append(srcs, name)
+		}
+	}
 	// The plans with bounded peers (rings, chains, trees, Bruck) of 2 and
 	// 16 ranks, rank 1 (an interior rank of the trees and chains), root 0:
 	// not in selection yet, so listed here (algorithms.BoundedPlans).

@@ -295,6 +295,16 @@ type CopyEnginePreference interface {
 	CopyEngineMaxBytes(nranks int) int64
 }
 
+// LL128Carrier is an optional capability of a device whose memory
+// channels carry plan.LL128 lines soundly: a warp's 16-byte stores to one
+// 128-byte line reach the peer as one write, so a reader that sees the
+// line's flag sees its data (NVLink; NCCL enables its LL128 protocol on
+// the same condition). LL128 reports whether that holds for this device's
+// peers; a device without the interface never runs LL128 plans.
+type LL128Carrier interface {
+	LL128() bool
+}
+
 // CopyEngineP2PPreference is an optional capability of a device with
 // StreamOps and RangeExporter, as CopyEnginePreference for point-to-point
 // operations (sends and receives, and the Gather, Scatter and all-to-all-v

@@ -69,7 +69,10 @@ enum {
 };
 enum { STATUS_TIMEOUT = 1, STATUS_MISMATCH = 2, STATUS_ABORTED = 3 };
 enum { WHAT_SEMAPHORE = 1, WHAT_PACKET = 2 };
-enum { PROTO_SIMPLE = 0, PROTO_LL16 = 1, PROTO_LL8 = 2 };
+enum { PROTO_SIMPLE = 0, PROTO_LL16 = 1, PROTO_LL8 = 2, PROTO_LL128 = 3 };
+// LL128 geometry (plan.LL128Line): a line of 120 data bytes and a flag
+// word; a slot's header is an LL16 packet padded to a line.
+constexpr int LL128_LINE = 128, LL128_DATA = 120;
 
 
 // ---- per-launch context ------------------------------------------------------
@@ -205,12 +208,14 @@ WEFT_DEV void range_span(const Ctx& c, weft_u64 span_bytes, weft_u64& off, weft_
   len = end > off ? end - off : 0;
 }
 
-template <int ES>
+// ALIGN is the plan's boundary granularity in bytes
+// (plan.Protocol.PartAlignBytes: 16, or 240 for LL128).
+template <int ES, int ALIGN = 16>
 WEFT_DEV void range(const Ctx& c, int chunk, int nchunks, weft_u64& off, weft_u64& len) {
   weft_u64 o = 0, l = c.count;
-  if (chunk >= 0) split(c.count, 16 / ES, chunk, nchunks, o, l);
+  if (chunk >= 0) split(c.count, ALIGN / ES, chunk, nchunks, o, l);
   weft_u64 po, pl;
-  split(l, 16 / ES, c.part, c.nparts, po, pl);
+  split(l, ALIGN / ES, c.part, c.nparts, po, pl);
   off = o + po;
   len = pl;
 }
@@ -277,7 +282,8 @@ WEFT_DEV char* wslot_at(const Ctx& c, weft_u64 scratch, int slot, weft_u64 w, we
 template <int PROTO, int D = 2>
 WEFT_DEV weft_u64 slot_base(const Ctx& c, weft_u64 scratch, int slot) {
   const weft_u64 halves = PROTO == PROTO_SIMPLE ? 1 : D;
-  weft_u64 stride = c.p->scratch_bytes / halves / c.p->scratch_slots / 16 * 16;
+  const weft_u64 align = PROTO == PROTO_LL128 ? LL128_LINE : 16;  // plan.Protocol.SlotAlign
+  weft_u64 stride = c.p->scratch_bytes / halves / c.p->scratch_slots / align * align;
   weft_u64 half = PROTO == PROTO_SIMPLE ? 0 : (c.launch % D);
   return scratch + (half * c.p->scratch_slots + slot) * stride;
 }
@@ -287,6 +293,8 @@ template <int PROTO, int ES, int D = 2>
 WEFT_DEV char* slot_at(const Ctx& c, weft_u64 scratch, int slot, weft_u64 elem) {
   weft_u64 base = slot_base<PROTO, D>(c, scratch, slot);
   if (PROTO == PROTO_SIMPLE) return (char*)(base + elem * ES);
+  // elem·ES is a multiple of a line's data at a part's start (PART_ALIGN).
+  if (PROTO == PROTO_LL128) return (char*)(base + LL128_LINE + elem * ES / LL128_DATA * LL128_LINE);
   const weft_u64 payload = PROTO == PROTO_LL16 ? 8 : 4, pkt = PROTO == PROTO_LL16 ? 16 : 8;
   return (char*)(base + 16 + elem * ES / payload * pkt);
 }
@@ -910,6 +918,85 @@ struct skip_self<DT, OP, 1, 1, UNROLL, CMB_NONE, 0> {
   }
 };
 
+// ---- LL128 transfers ------------------------------------------------------------
+
+// ld_line polls one LL128 line: each lane of the warp loads its 16 bytes
+// at p (one warp-wide load, so a line is one read) until every active
+// line's flag lane (k = 7) holds flag; a warp-wide vote decides, so every
+// lane of the warp must call it (converged, inactive lanes too). False on
+// every lane when the wait expired (the failure is recorded).
+WEFT_DEV bool ld_line(const Ctx& c, const char* p, bool active, int k, int ch, weft_u64& d0, weft_u64& d1) {
+  const weft_u64 flag = c.flag;
+  Deadline d(c);
+  for (;;) {
+    if (active) ld_ll128(p, d0, d1);
+    const bool need = active && k == 7 && d1 != flag;
+    if (!warp_any(need)) return true;
+    if (warp_any(d.expired(c))) {
+      if (need && *(volatile weft_u32*)(c.p->control + CTL_STATUS) == 0) fail(c, STATUS_TIMEOUT, WHAT_PACKET, ch, -1, flag, d1);
+      return false;
+    }
+  }
+}
+
+// xfer_ll128 is xfer_ll over LL128 lines (plan.LL128): lane k of each
+// group of 8 holds data bytes [16k, 16k+16) of a line (lane 7 bytes
+// [112, 120) and the flag), a warp 4 lines per step, the block blockDim/8.
+// Lines are stored and loaded with one 16-byte access per lane in one
+// instruction per warp, every lane of the warp in step (the loop bound is
+// the warp's, the votes in ld_line take all 32 lanes): a line is one
+// NVLink write, so a reader that sees its flag sees its data. A part
+// starts on a line (PART_ALIGN), and a line's unused words carry
+// whatever the lane computed.
+template <int DT, int OP, int NPS, int NKS, int NPD, int NKD, int CMB, int SCL>
+WEFT_DEV bool xfer_ll128(const Ctx& c, const char* const (&srcs)[NPS > 0 ? NPS : 1], const char* const (&pkt_srcs)[NKS > 0 ? NKS : 1],
+                         const int (&pkt_ch)[NKS > 0 ? NKS : 1], char* const (&dsts)[NPD > 0 ? NPD : 1],
+                         char* const (&pkt_dsts)[NKD > 0 ? NKD : 1], weft_u64 len) {
+  constexpr int ES = dtype_size<DT>::value;
+  const weft_u64 bytes = len * ES;
+  const weft_u64 lines = (bytes + LL128_DATA - 1) / LL128_DATA;
+  const int lane = threadIdx.x & 31, k = lane & 7;
+  const weft_u64 step = blockDim.x / 8;
+  for (weft_u64 l0 = (weft_u64)(threadIdx.x >> 5) * 4; l0 < lines; l0 += step) {
+    const weft_u64 line = l0 + (lane >> 3);
+    const bool active = line < lines;
+    const weft_u64 at = line * LL128_DATA + k * 16;  // data byte of the lane's first word
+    const int v0 = active && at < bytes ? (bytes - at < 8 ? (int)(bytes - at) : 8) : 0;
+    const int v1 = k < 7 && active && at + 8 < bytes ? (bytes - at - 8 < 8 ? (int)(bytes - at - 8) : 8) : 0;
+    weft_u64 a0 = 0, a1 = 0;
+    bool first = true;
+#pragma unroll
+    for (int i = 0; i < NPS; i++) {
+      const weft_u64 x0 = src64<DT, CMB, SCL>(c, ld_plain_unit<ES>(srcs[i] + at, v0), i);
+      const weft_u64 x1 = src64<DT, CMB, SCL>(c, ld_plain_unit<ES>(srcs[i] + at + 8, v1), i);
+      a0 = first ? x0 : red64<DT, OP>(a0, x0);
+      a1 = first ? x1 : red64<DT, OP>(a1, x1);
+      first = false;
+    }
+#pragma unroll
+    for (int i = 0; i < NKS; i++) {
+      weft_u64 d0 = 0, d1 = 0;
+      if (!ld_line(c, pkt_srcs[i] + line * LL128_LINE + k * 16, active, k, pkt_ch[i], d0, d1)) return false;
+      const weft_u64 x0 = pre64<DT, CMB>(c, d0), x1 = pre64<DT, CMB>(c, d1);
+      a0 = first ? x0 : red64<DT, OP>(a0, x0);
+      a1 = first ? x1 : red64<DT, OP>(a1, x1);
+      first = false;
+    }
+    a0 = post64<DT, CMB>(c, a0);
+    a1 = post64<DT, CMB>(c, a1);
+#pragma unroll
+    for (int j = 0; j < NPD; j++) {
+      if (v0 > 0) st_plain_unit<ES>(dsts[j] + at, a0, v0);
+      if (v1 > 0) st_plain_unit<ES>(dsts[j] + at + 8, a1, v1);
+    }
+#pragma unroll
+    for (int j = 0; j < NKD; j++) {
+      if (active) st_ll128(pkt_dsts[j] + line * LL128_LINE + k * 16, a0, k == 7 ? (weft_u64)c.flag : a1);
+    }
+  }
+  return true;
+}
+
 // xfer_ll: like xfer_plain, with some sources read from LL packets in local
 // scratch (pkt_srcs, written by the peers of channels pkt_ch) and some
 // destinations written as LL packets (pkt_dsts). Packet pointers point at
@@ -921,6 +1008,9 @@ template <int DT, int OP, int PROTO, int NPS, int NKS, int NPD, int NKD, int CMB
 WEFT_DEV bool xfer_ll(const Ctx& c, const char* const (&srcs)[NPS > 0 ? NPS : 1], const char* const (&pkt_srcs)[NKS > 0 ? NKS : 1],
                       const int (&pkt_ch)[NKS > 0 ? NKS : 1], char* const (&dsts)[NPD > 0 ? NPD : 1],
                       char* const (&pkt_dsts)[NKD > 0 ? NKD : 1], weft_u64 len) {
+  if constexpr (PROTO == PROTO_LL128) {
+    return xfer_ll128<DT, OP, NPS, NKS, NPD, NKD, CMB, SCL>(c, srcs, pkt_srcs, pkt_ch, dsts, pkt_dsts, len);
+  }
   constexpr int ES = dtype_size<DT>::value;
   constexpr int PKT_PER_UNIT = 16;  // packet bytes per 8-byte unit: one LL16 or two LL8 packets
   const weft_u64 bytes = len * ES;
@@ -963,16 +1053,17 @@ template <int PROTO>
 WEFT_DEV void put_header(const Ctx& c, char* hdr, int i) {
   if (!header_thread(i)) return;
   weft_u64 n = c.count;
-  if (PROTO == PROTO_LL16) st_ll16(hdr, (weft_u32)n, (weft_u32)(n >> 32), c.flag);
+  if (PROTO == PROTO_LL16 || PROTO == PROTO_LL128) st_ll16(hdr, (weft_u32)n, (weft_u32)(n >> 32), c.flag);
   else st_ll8(hdr, (weft_u32)n, c.flag);
 }
 
 template <int PROTO>
 WEFT_DEV bool check_header(const Ctx& c, const char* hdr, int ch, int i) {
   if (!header_thread(i)) return true;
+  constexpr int HP = PROTO == PROTO_LL8 ? PROTO_LL8 : PROTO_LL16;  // plan.Protocol.HeaderProtocol
   weft_u64 n;
-  if (!ld_unit<PROTO>(c, hdr, PROTO == PROTO_LL16 ? 8 : 4, ch, n)) return false;
-  weft_u64 want = PROTO == PROTO_LL16 ? c.count : (c.count & 0xffffffffull);
+  if (!ld_unit<HP>(c, hdr, HP == PROTO_LL16 ? 8 : 4, ch, n)) return false;
+  weft_u64 want = HP == PROTO_LL16 ? c.count : (c.count & 0xffffffffull);
   if (n != want) {
     fail(c, STATUS_MISMATCH, WHAT_PACKET, ch, -1, want, n);
     return false;

@@ -624,14 +624,14 @@ func (b *blockCtx) packetSlot(r plan.Ref) []byte {
 // partRange is the block's element range of transfer o (in the current
 // window of a windowed group, whose start it records in b.wstart).
 func (b *blockCtx) partRange(o plan.Op) (off, n int64) {
-	off, n = plan.ChunkRange(b.count, b.esize, o.Chunk, o.NChunks)
+	off, n = b.p.ChunkRange(b.count, b.esize, o.Chunk, o.NChunks)
 	switch {
 	case b.g.Window > 0 && b.window >= 0:
 		b.wstart, off, n = plan.WindowShare(b.wlen, off, n, b.esize, b.window, b.part, b.g.Blocks)
 	case b.g.Span > 0:
 		off, n = plan.SpanRange(b.count, b.esize, b.g.Span, b.part, b.g.Blocks)
 	default:
-		off, n = plan.PartRange(off, n, b.esize, b.part, b.g.Blocks)
+		off, n = b.p.PartRange(off, n, b.esize, b.part, b.g.Blocks)
 	}
 	return off, n
 }
@@ -765,7 +765,7 @@ func (b *blockCtx) checkHeader(o plan.Op, r plan.Ref) bool {
 		return false
 	}
 	var got uint64
-	for i := len(data) - 1; i >= 0; i-- {
+	for i := min(len(data), 8) - 1; i >= 0; i-- {
 		got = got<<8 | uint64(data[i])
 	}
 	want := uint64(b.count)
@@ -789,11 +789,28 @@ func (b *blockCtx) headerChannel(o plan.Op, r plan.Ref) int {
 	return -1
 }
 
-func (b *blockCtx) observedFlag(pkt []byte) uint32 { return atomic.LoadUint32(u32(pkt, 4)) }
+func (b *blockCtx) observedFlag(pkt []byte) uint32 {
+	if b.p.Scratch == plan.LL128 {
+		return atomic.LoadUint32(u32(pkt, ll128Flag))
+	}
+	return atomic.LoadUint32(u32(pkt, 4))
+}
+
+// ll128Flag is the offset of an LL128 line's flag: its last word, of which
+// this backend uses the low half.
+const ll128Flag = plan.LL128Line - 8
 
 // storePacket writes one packet: data words first, then the flags with
-// atomic stores, so a reader that sees the flags sees the data.
+// atomic stores, so a reader that sees the flags sees the data. An LL128
+// line's data is stored plainly, then its flag: the atomic store orders
+// the data before it for a reader that loads the flag atomically (the
+// GPU's line is one NVLink write instead).
 func (b *blockCtx) storePacket(pkt, data []byte) {
+	if b.p.Scratch == plan.LL128 {
+		copy(pkt[:len(data)], data)
+		atomic.StoreUint32(u32(pkt, ll128Flag), b.flag)
+		return
+	}
 	var d [8]byte
 	copy(d[:], data)
 	if b.p.Scratch == plan.LL16 {
@@ -810,6 +827,13 @@ func (b *blockCtx) storePacket(pkt, data []byte) {
 // loadPacket reads one packet into data (payload bytes) if its flags are
 // this launch's.
 func (b *blockCtx) loadPacket(pkt, data []byte) bool {
+	if b.p.Scratch == plan.LL128 {
+		if atomic.LoadUint32(u32(pkt, ll128Flag)) != b.flag {
+			return false
+		}
+		copy(data, pkt[:min(len(data), ll128Flag)])
+		return true
+	}
 	if b.p.Scratch == plan.LL16 {
 		if atomic.LoadUint32(u32(pkt, 4)) != b.flag || atomic.LoadUint32(u32(pkt, 12)) != b.flag {
 			return false
@@ -839,7 +863,7 @@ func (b *blockCtx) unpack(o plan.Op, r plan.Ref, off int64, dst []byte) bool {
 	slot := b.packetSlot(r)
 	base := b.p.ScratchOffset(int64(len(b.scratch)), b.esize, b.number, r.Slot, off)
 	pay, pb := b.p.Scratch.PayloadBytes(), int64(b.p.Scratch.PacketBytes())
-	var tmp [8]byte
+	var tmp [plan.LL128Line]byte
 	for k := 0; k*pay < len(dst); k++ {
 		pkt := slot[base+int64(k)*pb:]
 		// Most packets have landed by the time they are read: try once

@@ -96,7 +96,13 @@ var (
 	_ hal.CaptureQuerier = (*Device)(nil)
 	_ hal.SwitchMapped   = (*Device)(nil)
 	_ hal.RangeExporter  = (*Device)(nil)
+	_ hal.LL128Carrier   = (*Device)(nil)
 )
+
+// LL128 reports true: this backend stores an LL128 line's data before its
+// flag (an atomic store) and loads the flag first, so its lines are sound
+// in any memory (the reference for hal/nvlink's).
+func (d *Device) LL128() bool { return true }
 
 // Info describes the device. Multiprocessors is GOMAXPROCS: the number of
 // thread blocks that can run at once.

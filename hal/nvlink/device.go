@@ -38,7 +38,11 @@ var (
 	_ hal.CopyEngineP2PPreference       = (*Device)(nil)
 	_ hal.CopyEngineReducePreference    = (*Device)(nil)
 	_ hal.RangeExporter                 = (*Device)(nil)
+	_ hal.LL128Carrier                  = (*Device)(nil)
 )
+
+// LL128 reports true: NVLink carries a warp's 128-byte line as one write.
+func (d *Device) LL128() bool { return true }
 
 // CopyEngineReduceMinBytes is cudadev.NVLinkCopyEngineReduceMinBytes.
 func (d *Device) CopyEngineReduceMinBytes(nranks int) int64 {
@@ -80,7 +84,7 @@ func (d *Device) CopyEngineMaxBytes(nranks int) int64 {
 // allows. Errors wrap hal.ErrNotSupported (no driver), hal.ErrInvalidArgument
 // (ordinal out of range) or hal.ErrDevice.
 func Open(cfg hal.Config) (*Device, error) {
-	d, err := cudadev.Open(cfg, cudadev.Options{Backend: Name, PeerAccess: true})
+	d, err := cudadev.Open(cfg, cudadev.Options{Backend: Name, PeerAccess: true, LL128: true})
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,13 @@ import (
 	"github.com/weftccl/weft/internal/cudadev"
 )
 
-var _ hal.CopyEnginePreference = (*Device)(nil)
+var (
+	_ hal.CopyEnginePreference = (*Device)(nil)
+	_ hal.LL128Carrier         = (*Device)(nil)
+)
+
+// LL128 reports true: GPUs behind NVSwitch reach each other over NVLink.
+func (d *Device) LL128() bool { return true }
 
 // CopyEngineMinBytes is cudadev.NVLinkCopyEngineMinBytes: GPUs behind
 // NVSwitch reach each other over NVLink, as hal/nvlink's do.
@@ -78,7 +84,7 @@ func Open(cfg hal.Config) (*Device, error) {
 	if !Enabled() {
 		return nil, fmt.Errorf("open %s GPU %d: %s: %w", Name, cfg.Ordinal, DisabledReason, hal.ErrNotSupported)
 	}
-	core, err := cudadev.Open(cfg, cudadev.Options{Backend: Name, PeerAccess: true})
+	core, err := cudadev.Open(cfg, cudadev.Options{Backend: Name, PeerAccess: true, LL128: true})
 	if err != nil {
 		return nil, err
 	}

@@ -210,7 +210,7 @@ func EmitCUDA(p *Plan, t DataType, op RedOp) (string, error) {
 		cmb = 2
 	}
 	e.scale = scale || op == PreMulSum
-	e.f("constexpr int DT = %d, OP = %d, ES = %d, PROTO = %d, CMB = %d;\n\n", t, op.Base(), t.Size(), p.Scratch, cmb)
+	e.f("constexpr int DT = %d, OP = %d, ES = %d, PROTO = %d, CMB = %d, PART_ALIGN = %d;\n\n", t, op.Base(), t.Size(), p.Scratch, cmb, p.Scratch.PartAlignBytes())
 	for gi := range p.Groups {
 		g := &p.Groups[gi]
 		e.f("// group %d: %d blocks\n", gi, g.Blocks)
@@ -494,7 +494,7 @@ func (e *emitter) rangeC(o Op) {
 	} else if e.g.Span > 0 {
 		e.f("  {\n    weft_u64 off, len;\n    range_span<ES>(c, %dull, off, len);\n", e.g.Span)
 	} else {
-		e.f("  {\n    weft_u64 off, len;\n    range<ES>(c, %d, %d, off, len);\n", o.Chunk, max(o.NChunks, 1))
+		e.f("  {\n    weft_u64 off, len;\n    range<ES, PART_ALIGN>(c, %d, %d, off, len);\n", o.Chunk, max(o.NChunks, 1))
 	}
 }
 
@@ -624,7 +624,14 @@ func (e *emitter) op(o Op, check bool) {
 	e.f("    const int kch[%d] = {%s};\n", n1(len(kch)), strings.ReplaceAll(list(kch), "nullptr", "-1"))
 	e.f("    char* const d[%d] = {%s};\n", n1(len(pd)), list(pd))
 	e.f("    char* const kd[%d] = {%s};\n", n1(len(kd)), list(kd))
-	e.f("    if (ok) ok = xfer_ll<DT, OP, PROTO, %d, %d, %d, %d, %s%s>(c, s, ks, kch, d, kd, len);\n", len(ps), len(ks), len(pd), len(kd), e.cmb(o), e.scl(plain))
+	call := fmt.Sprintf("xfer_ll<DT, OP, PROTO, %d, %d, %d, %d, %s%s>(c, s, ks, kch, d, kd, len)", len(ps), len(ks), len(pd), len(kd), e.cmb(o), e.scl(plain))
+	if e.p.Scratch == LL128 {
+		// Every lane of a warp runs the LL128 lines in step (its votes
+		// take the whole warp), a header thread whose check failed too.
+		e.f("    ok = %s && ok;\n", call)
+	} else {
+		e.f("    if (ok) ok = %s;\n", call)
+	}
 	e.f("    if (!block_ok(ok)) return;\n  }\n")
 }
 

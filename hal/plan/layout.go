@@ -14,8 +14,9 @@ import (
 // that starts the next call never overwrites packets a slower peer has not
 // read yet. The layout depends only on the capacity, never on the count, so
 // consecutive calls of different sizes keep that guarantee. An LL slot
-// starts with HeaderBytes (one packet carrying the sender's count), then
-// one packet per PayloadBytes of data.
+// starts with its header (Protocol.HeaderBytes: one packet carrying the
+// sender's count), then one packet per PayloadBytes of data; LL128 slots
+// and lines are aligned to 128 bytes.
 
 func (p *Plan) halves() int64 {
 	switch {
@@ -54,7 +55,7 @@ func (p *Plan) SlotBytes(count int64, esize int) int64 {
 		return roundUp(max(data, 1), 16)
 	}
 	packets := ceilDiv(data, int64(p.Scratch.PayloadBytes()))
-	return roundUp(HeaderBytes+packets*int64(p.Scratch.PacketBytes()), 16)
+	return roundUp(p.Scratch.HeaderBytes()+packets*int64(p.Scratch.PacketBytes()), p.Scratch.SlotAlign())
 }
 
 // ScratchBytes is the scratch capacity a call of count elements needs; for
@@ -78,7 +79,8 @@ func (p *Plan) SlotStride(capacity int64) int64 {
 	if p.ScratchSlots == 0 {
 		return 0
 	}
-	return capacity / p.halves() / int64(p.ScratchSlots) / 16 * 16
+	a := p.Scratch.SlotAlign()
+	return capacity / p.halves() / int64(p.ScratchSlots) / a * a
 }
 
 // HeaderOffset is the byte offset of slot s's first byte (its header packet
@@ -99,7 +101,7 @@ func (p *Plan) ScratchOffset(capacity int64, esize int, launch uint64, s int, el
 	if p.Scratch == Simple {
 		return base + elem*int64(esize)
 	}
-	return base + HeaderBytes + elem*int64(esize)/int64(p.Scratch.PayloadBytes())*int64(p.Scratch.PacketBytes())
+	return base + p.Scratch.HeaderBytes() + elem*int64(esize)/int64(p.Scratch.PayloadBytes())*int64(p.Scratch.PacketBytes())
 }
 
 // Flag is the LL flag value of launch number launch: launches are counted

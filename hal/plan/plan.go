@@ -743,8 +743,15 @@ func (p *Plan) Validate() error {
 			return bad("channel %d has peer %d", i, c.Peer)
 		}
 	}
-	if p.Scratch > LL8 {
+	if p.Scratch > LL128 {
 		return bad("scratch protocol %d", p.Scratch)
+	}
+	if p.Scratch == LL128 {
+		for gi, g := range p.Groups {
+			if g.Window > 0 || g.Span > 0 {
+				return bad("group %d: LL128 lines are cut from whole chunks (no windows or spans)", gi)
+			}
+		}
 	}
 	if p.SwitchSlots < 0 || p.SwitchSlots > MaxOperands {
 		return bad("%d switch slots (want 0 to %d)", p.SwitchSlots, MaxOperands)
@@ -990,6 +997,22 @@ func SpanRange(count int64, esize int, span int64, part, nparts int) (off, n int
 // way and returns part's share.
 func PartRange(off, length int64, esize, part, nparts int) (int64, int64) {
 	o, l := split(length, AlignElems(esize), part, nparts)
+	return off + o, l
+}
+
+// ChunkRange is the package's ChunkRange with this plan's boundary
+// granularity (Protocol.PartAlignBytes of its scratch: 240 bytes for
+// LL128, AlignBytes otherwise), as the kernels cut chunks.
+func (p *Plan) ChunkRange(count int64, esize, c, n int) (off, length int64) {
+	if c == All {
+		return 0, count
+	}
+	return split(count, p.Scratch.PartAlignBytes()/int64(esize), c, n)
+}
+
+// PartRange is the package's PartRange with this plan's granularity.
+func (p *Plan) PartRange(off, length int64, esize, part, nparts int) (int64, int64) {
+	o, l := split(length, p.Scratch.PartAlignBytes()/int64(esize), part, nparts)
 	return off + o, l
 }
 

@@ -235,6 +235,9 @@ func (p *Plan) validatePort(o Op) string {
 	if d := o.Dsts[0]; d.Remote() && d.Chan != o.Chan {
 		return fmt.Sprintf("a put on channel %d writes %s, a buffer of another channel", o.Chan, d)
 	}
+	if p.Scratch == LL128 {
+		return "an LL128 line is one warp's write over NVLink: engines and networks cannot carry LL128 packets (use LL16 or LL8)"
+	}
 	if p.Scratch != Simple {
 		if d := o.Dsts[0]; !d.Remote() || d.Buf != Scratch || o.Stage == 0 {
 			return "in an LL plan a port transfer is a put of packets staged in a local slot (Stage) into a peer's scratch slot"

@@ -61,6 +61,8 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 			p.Name, p.Threads, d, wavefront, d.maxBlock, hal.ErrInvalidArgument)
 	case len(spec.Bindings.Peers) != len(p.Channels):
 		return nil, fmt.Errorf("xgmi: prepare %s: %d peer bindings for %d channels: %w", p.Name, len(spec.Bindings.Peers), len(p.Channels), hal.ErrInvalidArgument)
+	case p.Scratch == plan.LL128:
+		return nil, fmt.Errorf("xgmi: prepare %s: LL128 lines rely on NVLink's single-write lines, which xGMI does not promise: %w", p.Name, hal.ErrInvalidArgument)
 	}
 	src, err := plan.EmitCUDA(p, spec.DataType, spec.RedOp)
 	if err != nil {

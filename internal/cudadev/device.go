@@ -23,6 +23,7 @@ import (
 type Device struct {
 	cfg     hal.Config
 	backend string // "nvlink", "pcie": in Info, Endpoint and messages
+	ll128   bool   // Options.LL128
 	ordinal int
 	dev     cuda.Device
 	ctx     cuda.Context
@@ -69,6 +70,9 @@ type Options struct {
 	// and every other open device of this process that set it too, where
 	// cuDeviceCanAccessPeer allows.
 	PeerAccess bool
+	// LL128 lets Prepare compile plans of plan.LL128 lines: only where
+	// every peer is reached over NVLink (hal.LL128Carrier).
+	LL128 bool
 }
 
 // openDevices are the devices this process has open, so that opening a
@@ -98,7 +102,7 @@ func Open(cfg hal.Config, opt Options) (*Device, error) {
 	if cfg.Ordinal < 0 || cfg.Ordinal >= n {
 		return nil, fmt.Errorf("open %s GPU %d: ordinal out of range (%d CUDA devices visible): %w", opt.Backend, cfg.Ordinal, n, hal.ErrInvalidArgument)
 	}
-	d := &Device{cfg: cfg, backend: opt.Backend, ordinal: cfg.Ordinal, peerAccess: opt.PeerAccess, visible: map[string]int{}}
+	d := &Device{cfg: cfg, backend: opt.Backend, ll128: opt.LL128, ordinal: cfg.Ordinal, peerAccess: opt.PeerAccess, visible: map[string]int{}}
 	d.log = env.Logger("HAL").With("backend", opt.Backend, "gpu", cfg.Ordinal, "rank", cfg.Rank)
 	if err := d.query(n); err != nil {
 		return nil, fmt.Errorf("open %s GPU %d: %w", opt.Backend, cfg.Ordinal, err)

@@ -133,6 +133,32 @@ WEFT_DEV void st_ll8(void* p, weft_u32 d, weft_u32 flag) {
   asm volatile("st.volatile.global.v2.u32 [%0], {%1,%2};" ::"l"(p), "r"(d), "r"(flag) : "memory");
 }
 
+// LL128: one thread's 16 bytes of a 128-byte line. The 8 threads of a
+// line store (and load) it with one warp-wide instruction, which NVLink
+// carries as one write (one read): what NCCL's LL128 relies on. Sound
+// over NVLink only (plan.LL128).
+WEFT_DEV void st_ll128(void* p, weft_u64 a, weft_u64 b) {
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+
+WEFT_DEV void ld_ll128(const void* p, weft_u64& a, weft_u64& b) {
+  asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+}
+
+// warp_any: true when pred is true on any lane of the warp; every lane
+// must call it (vote.sync over the full mask, as __any_sync).
+WEFT_DEV bool warp_any(bool pred) {
+  weft_u32 r;
+  asm volatile(
+      "{ .reg .pred p, q;\n\t"
+      "setp.ne.u32 p, %1, 0;\n\t"
+      "vote.sync.any.pred q, p, 0xffffffff;\n\t"
+      "selp.u32 %0, 1, 0, q; }"
+      : "=r"(r)
+      : "r"((weft_u32)pred));
+  return r != 0;
+}
+
 WEFT_DEV bool ld_ll8(const void* p, weft_u32 flag, weft_u32& d) {
   weft_u32 f;
   asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(d), "=r"(f) : "l"(p) : "memory");

@@ -218,6 +218,18 @@ WEFT_DEV bool ld_ll16(const void* p, weft_u32 flag, weft_u32& d0, weft_u32& d1) 
 // LL8: {data, flag}.
 WEFT_DEV void st_ll8(void* p, weft_u32 d, weft_u32 flag) { *(volatile WEFT_GLOBAL v2u32*)gptr(p) = v2u32{d, flag}; }
 
+// LL128 (plan.LL128) relies on NVLink's single-write lines; hal/xgmi
+// refuses LL128 plans, and these exist so that the shared channel library
+// compiles.
+typedef weft_u64 v2u64 __attribute__((ext_vector_type(2)));
+WEFT_DEV void st_ll128(void* p, weft_u64 a, weft_u64 b) { *(volatile WEFT_GLOBAL v2u64*)gptr(p) = v2u64{a, b}; }
+WEFT_DEV void ld_ll128(const void* p, weft_u64& a, weft_u64& b) {
+  const v2u64 v = *(const volatile WEFT_GLOBAL v2u64*)gptr(p);
+  a = v.x;
+  b = v.y;
+}
+WEFT_DEV bool warp_any(bool pred) { return __builtin_amdgcn_ballot_w64(pred) != 0; }
+
 WEFT_DEV bool ld_ll8(const void* p, weft_u32 flag, weft_u32& d) {
   const v2u32 v = *(const volatile WEFT_GLOBAL v2u32*)gptr(p);
   d = v.x;
