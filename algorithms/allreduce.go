@@ -327,13 +327,14 @@ func (s Shape) depth() int {
 // and, for GPUs (gpu), the LL bounds those lines moved. Only for devices
 // that carry LL128 (hal.LL128Carrier: NVLink). Measured on 4×H100 and on
 // two of its GPUs through the C ABI beside NCCL (docs/bench/
-// 2026-11-27f-h100x4, calls 1 and 2, float, two alternations each).
+// 2026-11-27f-h100x4, calls 1–3, float, two alternations each).
 // LL16 → LL128 on the same bounds: 4 ranks AllReduce 512 KB / 1 MB
 // 0.85–0.87 / 0.79–0.85× NCCL → 1.22–1.26 / 1.11–1.15, Broadcast 512 KB
 // 0.69–0.74 → 0.98–1.06, Reduce 512 KB 0.77–0.84 → 1.09–1.17; 2 ranks
 // AllReduce 1 / 2 MB 1.15–1.18 / 1.44–1.48 → 1.50–1.54 / 2.05, Broadcast
 // and Reduce 1 MB 1.15–1.26 → 1.63–1.67; 3 ranks AllReduce 1 MB 0.76 →
-// 1.17. (AllGather on 2 ranks: 512 KB – 1 MB 1.41–1.52 → 1.41–1.46.)
+// 1.17; AllGather / ReduceScatter / AllToAll of 1 MB on 4 ranks 1.31–1.33 /
+// 1.18–1.21 / 1.41–1.44 → 1.73–1.76 / 1.63–1.67 / 1.91–1.93.
 // The bounds beyond:
 //   - 2 ranks: the wide one-phase LL AllReduce to 4 MiB (4 MB 1.23 →
 //     1.37), Broadcast and Reduce LL to 4 MiB (2 MB 1.36–1.39 / 1.16–1.17
