@@ -349,8 +349,8 @@ func (s Shape) depth() int {
 //     Reduce from 512 KiB lost: 1 MB 0.72–0.74), the split LL Reduce and
 //     Broadcast to 8 MiB (Reduce 4 / 8 MB 0.61–0.66 / 0.57 → 0.78–0.83 /
 //     0.68; Broadcast 4 / 8 MB 0.88–0.93 / 0.80–0.83 → 1.07–1.11 /
-//     0.87–1.00). Their scratch holds the whole message in each of the n−1
-//     owners' slots: 51 MiB a root at 8 MiB.
+//     0.87–1.00). Their slots hold one chunk each (plan.Plan.SlotChunks):
+//     17 MiB of scratch a root at 8 MiB on 4 ranks.
 func (c Config) WithLL128(gpu bool) Config {
 	c.WideProto = plan.LL128
 	if !gpu {
@@ -783,19 +783,23 @@ func AllReduce2PALL(c Config, s Shape, maxBytes int64) (*plan.Plan, error) {
 		s.Threads = c.Threads
 	}
 	n, chs := c.NRanks, c.channels()
+	k := len(chs)
 	in, out := plan.L(plan.Input), plan.L(plan.Output)
 	var ops, gathers []plan.Op
 	srcs, dsts := []plan.Ref{in}, []plan.Ref{out}
 	for ci, ch := range chs {
-		mine := plan.RS(ci, slotOf(c.Rank, ch.Peer))
+		// Slot s of a peer receives the peer's chunk (the first phase),
+		// slot k+s this rank's reduced one (the second): each slot holds
+		// one chunk (plan.Plan.SlotChunks), 2/n of the message in all.
+		mine, sum := plan.RS(ci, slotOf(c.Rank, ch.Peer)), plan.RS(ci, k+slotOf(c.Rank, ch.Peer))
 		ops = append(ops, plan.Transfer(ch.Peer, n, []plan.Ref{mine}, in))
-		srcs, dsts = append(srcs, plan.LS(ci)), append(dsts, mine)
-		gathers = append(gathers, plan.Transfer(ch.Peer, n, []plan.Ref{out}, plan.LS(ci)))
+		srcs, dsts = append(srcs, plan.LS(ci)), append(dsts, sum)
+		gathers = append(gathers, plan.Transfer(ch.Peer, n, []plan.Ref{out}, plan.LS(k+ci)))
 	}
 	red := plan.Transfer(c.Rank, n, dsts, srcs...)
 	red.Combine = true
 	ops = append(append(ops, red), gathers...)
-	return c.llPlanShape("all_reduce-2pa", s, maxBytes, true, ops, 0)
+	return c.llPlanSlots("all_reduce-2pa", s, maxBytes, true, ops, 0, 2*k, n)
 }
 
 // AllReduce2PA builds the two-phase all-pairs zero-copy AllReduce with

@@ -171,6 +171,12 @@ func (c Config) wideProto() plan.Protocol {
 // up to maxBytes; sems semaphores per block. A wide plan's name carries its
 // shape ("broadcast-r0-LL16-32x1024"); the narrow plans keep their names.
 func (c Config) llPlanShape(name string, s Shape, maxBytes int64, wide bool, ops []plan.Op, sems int) (*plan.Plan, error) {
+	return c.llPlanSlots(name, s, maxBytes, wide, ops, sems, c.NRanks-1, 0)
+}
+
+// llPlanSlots is llPlanShape with slots scratch slots, each holding one
+// of slotChunks chunks where that is above 0 (plan.Plan.SlotChunks).
+func (c Config) llPlanSlots(name string, s Shape, maxBytes int64, wide bool, ops []plan.Op, sems, slots, slotChunks int) (*plan.Plan, error) {
 	if s.Blocks < 1 || s.Threads < 32 {
 		return nil, fmt.Errorf("algorithms: %s LL shape %d blocks × %d threads: want blocks ≥ 1 and threads ≥ 32", name, s.Blocks, s.Threads)
 	}
@@ -183,9 +189,9 @@ func (c Config) llPlanShape(name string, s Shape, maxBytes int64, wide bool, ops
 		name += fmt.Sprintf("-%dx%d", s.Blocks, s.Threads)
 	}
 	p := c.newPlan(name, s.Threads)
-	p.Scratch, p.ScratchSlots, p.MaxBytes, p.Semaphores = proto, c.NRanks-1, maxBytes, sems*s.Blocks
+	p.Scratch, p.ScratchSlots, p.MaxBytes, p.Semaphores, p.SlotChunks = proto, slots, maxBytes, sems*s.Blocks, slotChunks
 	if c.NRanks == 1 {
-		p.Scratch, p.ScratchSlots = plan.Simple, 0
+		p.Scratch, p.ScratchSlots, p.SlotChunks = plan.Simple, 0, 0
 	}
 	p.Groups = []plan.Group{llGroup(s.Blocks, ops)}
 	return p, p.Validate()

@@ -336,7 +336,8 @@ func BroadcastSplitLL(c Config, root int) (*plan.Plan, error) {
 		ops = cat(llReleases(append([]int{rc}, peers...), 0), llCredits(peers, 0),
 			[]plan.Op{c.splitForward(peers, splitChunk(c.NRanks, root, c.Rank), rc)}, c.splitUnpacks(peers, chunks))
 	}
-	return c.llPlanShape(fmt.Sprintf("broadcast-split-r%d", root), c.WideLL, c.BroadcastSplitLLMaxBytes, true, ops, 1)
+	// Each slot holds one chunk: the scratch of n−1 chunks, not of n−1 messages.
+	return c.llPlanSlots(fmt.Sprintf("broadcast-split-r%d", root), c.WideLL, c.BroadcastSplitLLMaxBytes, true, ops, 1, c.NRanks-1, c.NRanks-1)
 }
 
 // ReduceSplitLL is the split Reduce with LL packets and Config.WideLL's
@@ -371,7 +372,7 @@ func ReduceSplitLL(c Config, root int) (*plan.Plan, error) {
 		red.Combine = true
 		ops = cat(llReleases(all, 0), llCredits(all, 0), puts, []plan.Op{red})
 	}
-	return c.llPlanShape(fmt.Sprintf("reduce-split-r%d", root), c.WideLL, c.ReduceSplitLLMaxBytes, true, ops, 1)
+	return c.llPlanSlots(fmt.Sprintf("reduce-split-r%d", root), c.WideLL, c.ReduceSplitLLMaxBytes, true, ops, 1, c.NRanks-1, c.NRanks-1)
 }
 
 // Split plans: Broadcast and Reduce past two ranks (SplitMinRanks). The

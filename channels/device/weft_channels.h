@@ -211,13 +211,22 @@ WEFT_DEV void range_span(const Ctx& c, weft_u64 span_bytes, weft_u64& off, weft_
 // ALIGN is the plan's boundary granularity in bytes
 // (plan.Protocol.PartAlignBytes: 16, or 240 for LL128).
 template <int ES, int ALIGN = 16>
-WEFT_DEV void range(const Ctx& c, int chunk, int nchunks, weft_u64& off, weft_u64& len) {
+WEFT_DEV void range(const Ctx& c, int chunk, int nchunks, weft_u64& off, weft_u64& len, weft_u64& cstart) {
   weft_u64 o = 0, l = c.count;
   if (chunk >= 0) split(c.count, ALIGN / ES, chunk, nchunks, o, l);
   weft_u64 po, pl;
   split(l, ALIGN / ES, c.part, c.nparts, po, pl);
   off = o + po;
   len = pl;
+  cstart = o;
+}
+
+// range without the chunk's start (cstart: where a plan with slot chunks,
+// plan.Plan.SlotChunks, counts its scratch operands from).
+template <int ES, int ALIGN = 16>
+WEFT_DEV void range(const Ctx& c, int chunk, int nchunks, weft_u64& off, weft_u64& len) {
+  weft_u64 cstart;
+  range<ES, ALIGN>(c, chunk, nchunks, off, len, cstart);
 }
 
 // ---- windowed groups (plan.Group.Windows, WindowPart, WindowScratchOffset) ----

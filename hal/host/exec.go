@@ -606,6 +606,16 @@ func (b *blockCtx) plain(r plan.Ref, off, n int64) []byte {
 	return buf[off*es : (off+n)*es]
 }
 
+// slotElem is element off of transfer o as its scratch operands count it:
+// from the chunk's start in a plan with slot chunks (Plan.SlotChunks).
+func (b *blockCtx) slotElem(o plan.Op, off int64) int64 {
+	if b.p.SlotChunks > 0 {
+		c, _ := b.p.ChunkRange(b.count, b.esize, o.Chunk, o.NChunks)
+		return off - c
+	}
+	return off
+}
+
 // scratchOffset is the byte offset of element off of scratch operand r.
 func (b *blockCtx) scratchOffset(r plan.Ref, off int64) int64 {
 	if b.g.Window > 0 && b.window >= 0 {
@@ -687,7 +697,7 @@ func (b *blockCtx) transfer(o plan.Op) (bool, error) {
 		var src []byte
 		if packets && r.Buf == plan.Scratch {
 			src = make([]byte, bytes)
-			if !b.unpack(o, r, off, src) {
+			if !b.unpack(o, r, b.slotElem(o, off), src) {
 				return false, nil
 			}
 		} else {
@@ -731,7 +741,7 @@ func (b *blockCtx) store(o plan.Op, off, n int64, acc []byte) {
 				copy(c[do:do+int64(len(acc))], acc)
 			}
 		case packets && r.Buf == plan.Scratch:
-			b.pack(r, off, acc)
+			b.pack(r, b.slotElem(o, off), acc)
 		default:
 			copy(b.plain(r, off, n), acc)
 		}
@@ -783,10 +793,7 @@ func (b *blockCtx) checkHeader(o plan.Op, r plan.Ref) bool {
 // scratch: by convention the plan builder gives the slot of peer p the
 // channel index of p; fall back to -1 when the plan does otherwise.
 func (b *blockCtx) headerChannel(o plan.Op, r plan.Ref) int {
-	if r.Slot < len(b.p.Channels) {
-		return r.Slot
-	}
-	return -1
+	return b.p.SlotChannel(r.Slot)
 }
 
 func (b *blockCtx) observedFlag(pkt []byte) uint32 {

@@ -386,7 +386,11 @@ func (e *emitter) ptr(r Ref, constant bool) string {
 		}
 		return fmt.Sprintf("%swslot_at<%s>(c, %s, %d, %s, off - wstart)", cast, es, base, r.Slot, w)
 	}
-	return fmt.Sprintf("%sslot_at<PROTO, ES%s>(c, %s, %d, off)", cast, e.llDepth(), base, r.Slot)
+	elem := "off"
+	if e.p.SlotChunks > 0 {
+		elem = "(off - coff)"
+	}
+	return fmt.Sprintf("%sslot_at<PROTO, ES%s>(c, %s, %d, %s)", cast, e.llDepth(), base, r.Slot, elem)
 }
 
 // llDepth is ", D" for the slot templates of an LL plan whose scratch has
@@ -493,6 +497,9 @@ func (e *emitter) rangeC(o Op) {
 		e.f("  {\n    weft_u64 wstart, off, len;\n    range_w<ES>(c, %d, %d, w, wlen, wstart, off, len);\n", o.Chunk, o.NChunks)
 	} else if e.g.Span > 0 {
 		e.f("  {\n    weft_u64 off, len;\n    range_span<ES>(c, %dull, off, len);\n", e.g.Span)
+	} else if e.p.SlotChunks > 0 {
+		// Scratch operands count from the chunk's start (coff).
+		e.f("  {\n    weft_u64 off, len, coff;\n    range<ES, PART_ALIGN>(c, %d, %d, off, len, coff);\n", o.Chunk, max(o.NChunks, 1))
 	} else {
 		e.f("  {\n    weft_u64 off, len;\n    range<ES, PART_ALIGN>(c, %d, %d, off, len);\n", o.Chunk, max(o.NChunks, 1))
 	}
@@ -571,11 +578,7 @@ func (e *emitter) op(o Op, check bool) {
 		}
 		if packets && r.Buf == Scratch {
 			ks = append(ks, e.ptr(r, true))
-			ch := -1
-			if r.Slot < len(e.p.Channels) {
-				ch = r.Slot
-			}
-			kch = append(kch, fmt.Sprint(ch))
+			kch = append(kch, fmt.Sprint(e.p.SlotChannel(r.Slot)))
 		} else {
 			ps = append(ps, e.ptr(r, true))
 		}
@@ -609,11 +612,7 @@ func (e *emitter) op(o Op, check bool) {
 	hi = 0
 	for _, r := range o.Srcs {
 		if r.Buf == Scratch {
-			ch := -1
-			if r.Slot < len(e.p.Channels) {
-				ch = r.Slot
-			}
-			e.f("      ok = check_header<PROTO>(c, %s, %d, %d) && ok;\n", e.slotBase(r, true), ch, hi)
+			e.f("      ok = check_header<PROTO>(c, %s, %d, %d) && ok;\n", e.slotBase(r, true), e.p.SlotChannel(r.Slot), hi)
 			hi++
 		}
 	}

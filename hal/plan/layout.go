@@ -50,6 +50,9 @@ func (p *Plan) WindowScratchOffset(capacity int64, esize int, w int64, s int, el
 
 // SlotBytes is the size a slot needs for count elements of esize bytes.
 func (p *Plan) SlotBytes(count int64, esize int) int64 {
+	if p.SlotChunks > 0 {
+		_, count = p.ChunkRange(count, esize, 0, p.SlotChunks) // the first chunk is the largest
+	}
 	data := count * int64(esize)
 	if p.Scratch == Simple {
 		return roundUp(max(data, 1), 16)
@@ -95,7 +98,8 @@ func (p *Plan) HeaderOffset(capacity int64, launch uint64, s int) int64 {
 }
 
 // ScratchOffset is the byte offset of element elem of slot s (for LL, of
-// the packet holding it; elem × esize is a multiple of the payload).
+// the packet holding it; elem × esize is a multiple of the payload); elem
+// counts from the start of the slot's chunk in a plan with SlotChunks.
 func (p *Plan) ScratchOffset(capacity int64, esize int, launch uint64, s int, elem int64) int64 {
 	base := p.HeaderOffset(capacity, launch, s)
 	if p.Scratch == Simple {

@@ -655,6 +655,107 @@ type Plan struct {
 	// collectives that move data one way over a network, whose releases
 	// take a round trip through both proxies (algorithms/portll.go).
 	WindowDepth int
+	// SlotChunks, where above 0, says that each scratch slot of this LL
+	// plan holds one of SlotChunks chunks of the message: a scratch
+	// operand's element counts from the start of its transfer's chunk
+	// (Op.Chunk of Op.NChunks, which must be SlotChunks), and a slot is
+	// sized for one chunk (SlotBytes). 0: a slot is indexed by the
+	// element's offset in the whole message, so a plan whose slots each
+	// receive one chunk of n holds n times the scratch it needs (the
+	// two-phase LL AllReduce, the split LL plans).
+	SlotChunks int
+}
+
+// validateSlotChunks checks Plan.SlotChunks: only in an LL plan without
+// windows or spans, and every transfer that touches scratch is one of
+// its SlotChunks chunks (no port transfer: its packet span counts from
+// the message's start).
+func (p *Plan) validateSlotChunks() string {
+	k := p.SlotChunks
+	switch {
+	case k == 0:
+		return ""
+	case k < 0:
+		return fmt.Sprintf("%d slot chunks", k)
+	case p.Scratch == Simple:
+		return "slot chunks in a plan without LL packets"
+	}
+	for gi, g := range p.Groups {
+		if g.Window > 0 || g.Span > 0 {
+			return fmt.Sprintf("group %d: slot chunks with windows or a span", gi)
+		}
+		bad := ""
+		g.eachOp(func(o *Op) {
+			if bad != "" || o.Kind != OpTransfer {
+				return
+			}
+			touches := false
+			for _, r := range append(append([]Ref{}, o.Srcs...), o.Dsts...) {
+				touches = touches || r.Buf == Scratch
+			}
+			switch {
+			case !touches:
+			case o.Port:
+				bad = fmt.Sprintf("group %d: a port transfer in a plan with slot chunks", gi)
+			case o.NChunks != k || o.Chunk < 0 || o.Chunk >= k:
+				bad = fmt.Sprintf("group %d: a transfer of scratch over chunk %d of %d, want one of the plan's %d slot chunks", gi, o.Chunk, o.NChunks, k)
+			}
+		})
+		if bad != "" {
+			return bad
+		}
+	}
+	// A slot holds one chunk per launch: two chunks written into (or read
+	// from) one slot would land on the same elements.
+	type slot struct{ ch, s int }
+	chunk := map[slot]int{}
+	for gi, g := range p.Groups {
+		bad := ""
+		g.eachOp(func(o *Op) {
+			if o.Kind != OpTransfer {
+				return
+			}
+			for _, r := range append(append([]Ref{}, o.Srcs...), o.Dsts...) {
+				if r.Buf != Scratch || bad != "" {
+					continue
+				}
+				k := slot{r.Chan, r.Slot}
+				if c, ok := chunk[k]; ok && c != o.Chunk {
+					bad = fmt.Sprintf("group %d: slot %d of %s holds chunks %d and %d (slot chunks: one chunk per slot)", gi, r.Slot, chanName(r.Chan), c, o.Chunk)
+				}
+				chunk[k] = o.Chunk
+			}
+		})
+		if bad != "" {
+			return bad
+		}
+	}
+	return ""
+}
+
+// SlotChannel is the channel whose peer writes local scratch slot s, by
+// the plan builders' convention (slot i receives from channel i's peer,
+// and where a plan has a second slot per peer, ScratchSlots = 2 ×
+// channels, slot n+i from channel i too: the two-phase LL AllReduce's
+// second phase), so that a packet or header wait that fails names the
+// peer; −1 when s is none of those.
+func (p *Plan) SlotChannel(s int) int {
+	n := len(p.Channels)
+	switch {
+	case s >= 0 && s < n:
+		return s
+	case n > 0 && p.ScratchSlots == 2*n && s >= n && s < 2*n:
+		return s - n
+	}
+	return -1
+}
+
+// chanName names a Ref's channel: "channel N", or "this rank" (Local).
+func chanName(ch int) string {
+	if ch == Local {
+		return "this rank"
+	}
+	return fmt.Sprintf("channel %d", ch)
 }
 
 // MaxWindowDepth bounds Plan.WindowDepth.
@@ -774,6 +875,9 @@ func (p *Plan) Validate() error {
 				return bad("group %d: window depth %d in a rolling group (a power of two: its tags carry the window's position in their low bits)", gi, p.WindowDepth)
 			}
 		}
+	}
+	if err := p.validateSlotChunks(); err != "" {
+		return bad("%s", err)
 	}
 	chanOK := func(ch int) bool { return ch >= 0 && ch < len(p.Channels) }
 	for gi, g := range p.Groups {
