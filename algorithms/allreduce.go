@@ -327,7 +327,8 @@ func (s Shape) depth() int {
 // and, for GPUs (gpu), the LL bounds those lines moved. Only for devices
 // that carry LL128 (hal.LL128Carrier: NVLink). Measured on 4×H100 and on
 // two of its GPUs through the C ABI beside NCCL (docs/bench/
-// 2026-11-27f-h100x4, calls 1–3, float, two alternations each).
+// 2026-11-27f-h100x4, calls 1–3 and 6, float, two alternations each in
+// calls 1–3).
 // LL16 → LL128 on the same bounds: 4 ranks AllReduce 512 KB / 1 MB
 // 0.85–0.87 / 0.79–0.85× NCCL → 1.22–1.26 / 1.11–1.15, Broadcast 512 KB
 // 0.69–0.74 → 0.98–1.06, Reduce 512 KB 0.77–0.84 → 1.09–1.17; 2 ranks
@@ -342,7 +343,9 @@ func (s Shape) depth() int {
 //     segments of AllGather, ReduceScatter and AllToAll to 1 MiB (2 MB
 //     1.23–1.26 / 1.07 / 1.10–1.12 → 1.43–1.48 / 1.41 / 1.31–1.32); twice
 //     those lost (AllReduce 8 MB 1.02, AllToAll 4 MB 0.99);
-//   - from 4 ranks: the two-phase LL AllReduce to 2 MiB (2 MB 0.84–0.86 →
+//   - from 3 ranks (measured on 4; on 3 once, call 6: AllReduce 2 MB 0.90
+//     → 1.34, Broadcast 4 MB 0.94 → 1.32, Reduce 1–2 MB 0.78–0.89 →
+//     1.38–1.51): the two-phase LL AllReduce to 2 MiB (2 MB 0.84–0.86 →
 //     1.02–1.12; 4 MiB tied the windowed plan), the Reduce LL to 2 MiB
 //     (1 / 2 MB 0.63–0.66 / 0.69–0.70 → 1.11–1.17 / 1.02–1.04; Broadcast
 //     keeps 512 KiB, its split LL plan is faster there, and the split LL
@@ -350,7 +353,7 @@ func (s Shape) depth() int {
 //     Broadcast to 8 MiB (Reduce 4 / 8 MB 0.61–0.66 / 0.57 → 0.78–0.83 /
 //     0.68; Broadcast 4 / 8 MB 0.88–0.93 / 0.80–0.83 → 1.07–1.11 /
 //     0.87–1.00). Their slots hold one chunk each (plan.Plan.SlotChunks):
-//     17 MiB of scratch a root at 8 MiB on 4 ranks.
+//     17 MiB of scratch a root at 8 MiB, whatever the ranks.
 func (c Config) WithLL128(gpu bool) Config {
 	c.WideProto = plan.LL128
 	if !gpu {
@@ -361,7 +364,7 @@ func (c Config) WithLL128(gpu bool) Config {
 		c.ScratchLLMaxBytes = 4 << 20
 		c.RootedLLMaxBytes = 4 << 20
 		c.CollLLMaxBytes = 1 << 20
-	case c.NRanks >= 4:
+	case c.NRanks >= 3:
 		c.ScratchLL2PAMaxBytes = 2 << 20
 		c.ReduceLLMaxBytes = 2 << 20
 		c.ReduceSplitLLMaxBytes = 8 << 20

@@ -588,7 +588,7 @@ func TestRootedLLWithoutCreditsOverruns(t *testing.T) {
 // on LL128 lines (the narrow LL plans keep LL16) and, on GPUs, moves the
 // LL bounds measured with them: on 2 ranks the wide 1PA AllReduce and
 // the rooted LL plans to 4 MiB and the collectives' LL segments to 1 MiB;
-// from 4 ranks the two-phase LL AllReduce and the LL Reduce to 2 MiB, the
+// from 3 ranks the two-phase LL AllReduce and the LL Reduce to 2 MiB, the
 // split LL Reduce and Broadcast to 8 MiB. hal/host's configuration
 // (gpu false) changes its packets only.
 func TestWithLL128Selection(t *testing.T) {
@@ -610,6 +610,12 @@ func TestWithLL128Selection(t *testing.T) {
 			{algorithms.Reduce, 4<<20 + 16, "reduce-r1-hb-"},
 			{algorithms.AllGather, 1 << 20, "-LL128-32x1024"},
 			{algorithms.AllGather, 1<<20 + 16, "-hb-"},
+		}},
+		{3, []pick{
+			{algorithms.AllReduce, 2 << 20, "all_reduce-2pa-LL128-32x1024"},
+			{algorithms.Reduce, 2 << 20, "reduce-r1-LL128-32x1024"},
+			{algorithms.Reduce, 8 << 20, "reduce-split-r1-LL128-32x1024"},
+			{algorithms.Broadcast, 8 << 20, "broadcast-split-r1-LL128-32x1024"},
 		}},
 		{4, []pick{
 			{algorithms.AllReduce, 2 << 20, "all_reduce-2pa-LL128-32x1024"},
