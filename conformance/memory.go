@@ -64,6 +64,14 @@ func init() {
 	Register(Case{ID: "memory-mapped/ll8", Capability: mm, MinRanks: 2,
 		Title: "LL8 packets deliver every byte, across the 32-bit flag wrap-around",
 		Run:   func(t *T) error { return testLL(t, plan.LL8) }})
+	Register(Case{ID: "memory-mapped/ll128", Capability: mm, MinRanks: 2,
+		Title: "LL128 lines (a warp's 128-byte line as one write, hal.LL128Carrier) deliver every byte, partial lines included, across the 32-bit flag wrap-around",
+		Run: func(t *T) error {
+			if c, ok := t.Dev.(hal.LL128Carrier); !ok || !c.LL128() {
+				return t.NotSupported("the device does not carry LL128 lines (hal.LL128Carrier)")
+			}
+			return testLL(t, plan.LL128)
+		}})
 	Register(Case{ID: "memory-mapped/windows", Capability: mm, MinRanks: 2,
 		Title: "windowed transfers with flow control deliver every byte whatever the count: one window below the pipeline bound, equal pipelined windows above it, many windows past the window size, sizes changing between launches",
 		Run:   testWindows})

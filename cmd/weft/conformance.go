@@ -35,7 +35,7 @@ var conformanceCmd = &cobra.Command{
 	Long: `conformance runs weft's HAL conformance suite: contract tests of every
 capability a backend offers on the links between its devices (memory-mapped:
 export/import across processes, put/signal/wait, get, flush, LL16 and LL8
-packets, relaxed variants, deadlines, bad input; port-mapped: engine puts,
+packets, LL128 lines where the device carries them, relaxed variants, deadlines, bad input; port-mapped: engine puts,
 signals, flushes and copies, the PortChannel API through the proxy, a full
 FIFO, deadlines), and quality tests that
 compare measured put bandwidth and signal round-trip latency with floors.
