@@ -118,13 +118,15 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 		return nil, fmt.Errorf("weft: backend %s cannot execute plans: %w", dev.Info().Backend, hal.ErrNotSupported)
 	}
 	info := dev.Info()
-	cfg, source, timeout, err := configure(opts, dev, boot.Rank(), boot.Size())
+	links, err := linkKinds(ctx, boot, dev)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.PortOnly, cfg.Switch, cfg.Nodes, err = linkKinds(ctx, boot, dev); err != nil {
+	cfg, source, timeout, err := configure(opts, dev, boot.Rank(), boot.Size(), links.lines)
+	if err != nil {
 		return nil, err
 	}
+	cfg.PortOnly, cfg.Switch, cfg.Nodes = links.portOnly, links.switchMapped, links.nodes
 	ceOK := ceUsable(dev, cfg)
 	if !ceOK {
 		cfg.CEMinBytes, cfg.CEAllReduceMinBytes, cfg.CEP2PMinBytes, cfg.CEReduceMinBytes = 0, 0, 0, 0
@@ -175,39 +177,54 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 		return nil, err
 	}
 	env.Logger("INIT").Info("communicator ready", "rank", cfg.Rank, "nranks", cfg.NRanks, "backend", info.Backend,
-		"device", info.Name, "memory", c.MemoryBytes())
+		"device", info.Name, "memory", c.MemoryBytes(), "wide_ll", cfg.WideLLProto())
 	return c, nil
 }
 
-// linkKinds exchanges endpoints and reports whether every link to a peer
-// is port-mapped but not memory-mapped, whether every link is
-// memory-mapped and switch-mapped (the NVLS plans can run), and whether
-// some peer is on another node (Endpoint.Node), reached through a network
-// whose links are port-mapped: then nodes is the node of each rank (0, 1,
-// … in order of first appearance), else nil. A link with neither memory nor port mapping
-// within a node is ErrNotSupported, naming the peer; links of mixed kinds
-// use memory channels where they can, which needs all links memory-mapped.
-func linkKinds(ctx context.Context, boot Bootstrap, dev hal.Device) (portOnly, switchMapped bool, nodes []int, err error) {
+// links is what linkKinds found out about the links between the ranks.
+type links struct {
+	// portOnly: every link to a peer is port-mapped but not
+	// memory-mapped; switchMapped: every link is memory-mapped and
+	// switch-mapped (the NVLS plans can run).
+	portOnly, switchMapped bool
+	// nodes is the node of each rank (0, 1, … in order of first
+	// appearance) where some peer is on another node (Endpoint.Node),
+	// reached through a network whose links are port-mapped; else nil.
+	nodes []int
+	// lines: every rank's device carries LL128 lines on every link to a
+	// peer of its node (hal.LL128Carrier), agreed by all ranks.
+	lines bool
+}
+
+// linkKinds exchanges endpoints and classifies the links (see links). A
+// link with neither memory nor port mapping within a node is
+// ErrNotSupported, naming the peer; links of mixed kinds use memory
+// channels where they can, which needs all links memory-mapped. The
+// LL128 verdict takes one more exchange, so that every rank takes it
+// alike even where links differ (NVLink between some GPUs, PCIe between
+// others).
+func linkKinds(ctx context.Context, boot Bootstrap, dev hal.Device) (links, error) {
+	carrier, _ := dev.(hal.LL128Carrier)
 	if boot.Size() == 1 {
-		return false, false, nil, nil
+		return links{lines: carrier != nil}, nil
 	}
 	blob, err := json.Marshal(dev.Endpoint())
 	if err != nil {
-		return false, false, nil, fmt.Errorf("weft: %w", err)
+		return links{}, fmt.Errorf("weft: %w", err)
 	}
 	all, err := boot.AllGather(ctx, blob)
 	if err != nil {
-		return false, false, nil, fmt.Errorf("weft: exchange endpoints: %w", err)
+		return links{}, fmt.Errorf("weft: exchange endpoints: %w", err)
 	}
-	memory, port, sw := true, true, true
+	memory, port, sw, lines := true, true, true, carrier != nil
 	ids := map[string]int{}
-	nodes = make([]int, len(all))
+	nodes := make([]int, len(all))
 	for r, b := range all {
 		var ep hal.Endpoint
 		if r == boot.Rank() {
 			ep = dev.Endpoint()
 		} else if err := json.Unmarshal(b, &ep); err != nil {
-			return false, false, nil, fmt.Errorf("weft: rank %d sent a malformed endpoint: %v: %w", r, err, hal.ErrRemote)
+			return links{}, fmt.Errorf("weft: rank %d sent a malformed endpoint: %v: %w", r, err, hal.ErrRemote)
 		}
 		node := hal.NodeOf(ep.HostID, ep.Node)
 		if _, ok := ids[node]; !ok {
@@ -223,16 +240,31 @@ func linkKinds(ctx context.Context, boot Bootstrap, dev hal.Device) (portOnly, s
 		}
 		l := dev.Link(ep)
 		if l.Caps&(hal.CapMemoryMapped|hal.CapPortMapped) == 0 {
-			return false, false, nil, fmt.Errorf("weft: rank %d: no memory- or port-mapped link to rank %d (%s): %w", boot.Rank(), r, l.Reason, hal.ErrNotSupported)
+			return links{}, fmt.Errorf("weft: rank %d: no memory- or port-mapped link to rank %d (%s): %w", boot.Rank(), r, l.Reason, hal.ErrNotSupported)
 		}
 		memory = memory && l.Caps&hal.CapMemoryMapped != 0
 		port = port && l.Caps&hal.CapPortMapped != 0
 		sw = sw && l.Caps&hal.CapSwitchMapped != 0
+		lines = lines && carrier.LL128(ep)
 	}
 	if len(ids) == 1 {
 		nodes = nil
 	}
-	return !memory && port, memory && sw, nodes, nil
+	mine := []byte{0}
+	if lines {
+		mine[0] = 1
+	}
+	verdicts, err := boot.AllGather(ctx, mine)
+	if err != nil {
+		return links{}, fmt.Errorf("weft: exchange link verdicts: %w", err)
+	}
+	for r, v := range verdicts {
+		if len(v) != 1 || v[0] > 1 {
+			return links{}, fmt.Errorf("weft: rank %d sent a malformed link verdict (%d bytes): %w", r, len(v), hal.ErrRemote)
+		}
+		lines = lines && v[0] == 1
+	}
+	return links{portOnly: !memory && port, switchMapped: memory && sw, nodes: nodes, lines: lines}, nil
 }
 
 // setupAlgos allocates and connects the resources of each choice. It is

@@ -92,7 +92,7 @@ func TuningFile() (path string, named bool) {
 // budget (blockBudget). source says where the AllReduce tiers came from
 // (PlanSource). The link kinds of the configuration (PortOnly, Switch,
 // Nodes) are no choice: NewComm measures them.
-func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.Config, source string, timeout time.Duration, err error) {
+func configure(opts Options, dev hal.Device, rank, nranks int, lines bool) (cfg algorithms.Config, source string, timeout time.Duration, err error) {
 	info := dev.Info()
 	if opts.Config != nil {
 		cfg, source = *opts.Config, "Options.Config"
@@ -114,12 +114,11 @@ func configure(opts Options, dev hal.Device, rank, nranks int) (cfg algorithms.C
 			cfg.CEReduceMinBytes = p.CopyEngineReduceMinBytes(nranks)
 			cfg.CEReduceDirectMinBytes = p.CopyEngineReduceDirectMinBytes(nranks)
 		}
-		carrier, _ := dev.(hal.LL128Carrier)
-		lines := carrier != nil && carrier.LL128()
+		// lines: every link of every rank carries LL128 lines (linkKinds).
 		if on, err := env.Bool("WEFT_LL128", lines); err != nil {
 			return cfg, "", 0, err
 		} else if on && !lines {
-			return cfg, "", 0, fmt.Errorf("weft: WEFT_LL128=1: %s does not carry LL128 lines as one write (NVLink does: hal/nvlink, hal/nvswitch): %w", info.Backend, hal.ErrInvalidArgument)
+			return cfg, "", 0, fmt.Errorf("weft: WEFT_LL128=1: not every link between the ranks carries LL128 lines as one write (%s; NVLink between two GPUs does: hal/nvlink, hal/nvswitch): %w", info.Backend, hal.ErrInvalidArgument)
 		} else if on {
 			cfg = cfg.WithLL128(info.Backend != "host")
 		}

@@ -158,9 +158,9 @@ func (c Config) llPlan(name string, ops []plan.Op, sems int) (*plan.Plan, error)
 	return c.llPlanShape(name, c.narrowLL(), c.CollLLMaxBytes, false, ops, sems)
 }
 
-// wideProto is the packet format of the WideLL-shaped plans
+// WideLLProto is the packet format of the WideLL-shaped plans
 // (Config.WideProto, else Config.LL).
-func (c Config) wideProto() plan.Protocol {
+func (c Config) WideLLProto() plan.Protocol {
 	if c.WideProto != plan.Simple {
 		return c.WideProto
 	}
@@ -182,7 +182,7 @@ func (c Config) llPlanSlots(name string, s Shape, maxBytes int64, wide bool, ops
 	}
 	proto := c.LL
 	if wide {
-		proto = c.wideProto()
+		proto = c.WideLLProto()
 	}
 	name += "-" + proto.String()
 	if wide {
@@ -771,7 +771,7 @@ func memoryPlans(c Config, coll Collective, root int) ([]Choice, error) {
 		out = append(out, Choice{Plan: p, MaxBytes: narrow})
 		if wide > 0 {
 			cw := c
-			cw.LLBlocks, cw.Threads, cw.LL = c.WideLL.Blocks, c.WideLL.Threads, c.wideProto()
+			cw.LLBlocks, cw.Threads, cw.LL = c.WideLL.Blocks, c.WideLL.Threads, c.WideLLProto()
 			pw, err := ll(cw)
 			if err != nil {
 				return nil, err

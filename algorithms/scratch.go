@@ -60,7 +60,7 @@ func scratchAllReduceLL(c Config) ([]Choice, error) {
 		top = ll[len(ll)-1].MaxBytes
 	}
 	if c.WideLL.Blocks > 0 && c.ScratchLLMaxBytes > top {
-		wide := Tier{Algo: Algo1PA, LL: c.wideProto(), Shape: Shape{Blocks: c.WideLL.Blocks, Threads: c.WideLL.Threads}, MaxBytes: c.ScratchLLMaxBytes}
+		wide := Tier{Algo: Algo1PA, LL: c.WideLLProto(), Shape: Shape{Blocks: c.WideLL.Blocks, Threads: c.WideLL.Threads}, MaxBytes: c.ScratchLLMaxBytes}
 		if wide.Threads == 0 {
 			wide.Threads = c.Threads
 		}

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -67,8 +68,10 @@ func init() {
 	Register(Case{ID: "memory-mapped/ll128", Capability: mm, MinRanks: 2,
 		Title: "LL128 lines (a warp's 128-byte line as one write, hal.LL128Carrier) deliver every byte, partial lines included, across the 32-bit flag wrap-around",
 		Run: func(t *T) error {
-			if c, ok := t.Dev.(hal.LL128Carrier); !ok || !c.LL128() {
-				return t.NotSupported("the device does not carry LL128 lines (hal.LL128Carrier)")
+			if why, err := ll128Links(t); err != nil {
+				return err
+			} else if why != "" {
+				return t.NotSupported("%s", why)
 			}
 			return testLL(t, plan.LL128)
 		}})
@@ -409,6 +412,47 @@ func testManyChannels(t *T) error {
 // testLL sends LL packets around the ring for a range of sizes, the launch
 // counter (from which flags derive) starting just below 2^32 so that the
 // flags wrap around during the test.
+// ll128Links says, alike on every rank, why the ranks' links do not all
+// carry LL128 lines (hal.LL128Carrier), or "" when they do: each rank
+// judges its links to every peer, and the verdicts are exchanged.
+func ll128Links(t *T) (string, error) {
+	ep, err := json.Marshal(t.Dev.Endpoint())
+	if err != nil {
+		return "", err
+	}
+	eps, err := t.AllGather(ep)
+	if err != nil {
+		return "", err
+	}
+	why := ""
+	c, ok := t.Dev.(hal.LL128Carrier)
+	if !ok {
+		why = fmt.Sprintf("rank %d: the device does not implement hal.LL128Carrier", t.Rank)
+	}
+	for r, b := range eps {
+		var p hal.Endpoint
+		if why != "" || r == t.Rank {
+			continue
+		}
+		if err := json.Unmarshal(b, &p); err != nil {
+			return "", fmt.Errorf("rank %d sent a malformed endpoint: %v", r, err)
+		}
+		if !c.LL128(p) {
+			why = fmt.Sprintf("rank %d: the link to rank %d (%s GPU %d) does not carry LL128 lines as one write", t.Rank, r, p.Backend, p.Ordinal)
+		}
+	}
+	all, err := t.AllGather([]byte(why))
+	if err != nil {
+		return "", err
+	}
+	for _, w := range all {
+		if len(w) > 0 {
+			return string(w), nil
+		}
+	}
+	return "", nil
+}
+
 func testLL(t *T, proto plan.Protocol) error {
 	rg := newRing(t.Rank, t.Size)
 	sizes := []int64{0, 1, 3, 4, 7, 8, 9, 17, 4*kib + 3, 64*kib + 1}

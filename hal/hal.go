@@ -296,13 +296,15 @@ type CopyEnginePreference interface {
 }
 
 // LL128Carrier is an optional capability of a device whose memory
-// channels carry plan.LL128 lines soundly: a warp's 16-byte stores to one
-// 128-byte line reach the peer as one write, so a reader that sees the
+// channels may carry plan.LL128 lines soundly: a warp's 16-byte stores to
+// one 128-byte line reach the peer as one write, so a reader that sees the
 // line's flag sees its data (NVLink; NCCL enables its LL128 protocol on
-// the same condition). LL128 reports whether that holds for this device's
-// peers; a device without the interface never runs LL128 plans.
+// the same condition). LL128 reports whether that holds on the link to
+// peer; a communicator takes LL128 lines only where it holds on every
+// link of every rank, and a device without the interface never runs
+// LL128 plans.
 type LL128Carrier interface {
-	LL128() bool
+	LL128(peer Endpoint) bool
 }
 
 // CopyEngineP2PPreference is an optional capability of a device with

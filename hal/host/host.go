@@ -99,10 +99,10 @@ var (
 	_ hal.LL128Carrier   = (*Device)(nil)
 )
 
-// LL128 reports true: this backend stores an LL128 line's data before its
-// flag (an atomic store) and loads the flag first, so its lines are sound
-// in any memory (the reference for hal/nvlink's).
-func (d *Device) LL128() bool { return true }
+// LL128 reports true for every peer: this backend stores an LL128 line's
+// data before its flag (an atomic store) and loads the flag first, so its
+// lines are sound in any memory (the reference for hal/nvlink's).
+func (d *Device) LL128(hal.Endpoint) bool { return true }
 
 // Info describes the device. Multiprocessors is GOMAXPROCS: the number of
 // thread blocks that can run at once.

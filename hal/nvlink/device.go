@@ -41,9 +41,6 @@ var (
 	_ hal.LL128Carrier                  = (*Device)(nil)
 )
 
-// LL128 reports true: NVLink carries a warp's 128-byte line as one write.
-func (d *Device) LL128() bool { return true }
-
 // CopyEngineReduceMinBytes is cudadev.NVLinkCopyEngineReduceMinBytes.
 func (d *Device) CopyEngineReduceMinBytes(nranks int) int64 {
 	return cudadev.NVLinkCopyEngineReduceMinBytes(nranks)

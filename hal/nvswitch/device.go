@@ -16,9 +16,6 @@ var (
 	_ hal.LL128Carrier         = (*Device)(nil)
 )
 
-// LL128 reports true: GPUs behind NVSwitch reach each other over NVLink.
-func (d *Device) LL128() bool { return true }
-
 // CopyEngineMinBytes is cudadev.NVLinkCopyEngineMinBytes: GPUs behind
 // NVSwitch reach each other over NVLink, as hal/nvlink's do.
 func (d *Device) CopyEngineMinBytes(nranks int) int64 {

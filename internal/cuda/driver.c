@@ -32,6 +32,7 @@
   X(cuDeviceGetPCIBusId, CUresult, (char*, int, CUdevice))                                     \
   X(cuDeviceTotalMem, CUresult, (size_t*, CUdevice))                                           \
   X(cuDeviceCanAccessPeer, CUresult, (int*, CUdevice, CUdevice))                               \
+  X(cuDeviceGetP2PAttribute, CUresult, (int*, int, CUdevice, CUdevice))                        \
   X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext*, CUdevice))                                \
   X(cuDevicePrimaryCtxRelease, CUresult, (CUdevice))                                          \
   X(cuCtxSetCurrent, CUresult, (CUcontext))                                                    \
@@ -203,6 +204,9 @@ CUresult weft_cuDeviceGetPCIBusId(char* id, int len, CUdevice d) { return p_cuDe
 CUresult weft_cuDeviceTotalMem(size_t* bytes, CUdevice d) { return p_cuDeviceTotalMem(bytes, d); }
 CUresult weft_cuDeviceCanAccessPeer(int* can, CUdevice d, CUdevice peer) {
   return p_cuDeviceCanAccessPeer(can, d, peer);
+}
+CUresult weft_cuDeviceGetP2PAttribute(int* v, int attr, CUdevice src, CUdevice dst) {
+  return p_cuDeviceGetP2PAttribute(v, attr, src, dst);
 }
 CUresult weft_cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice d) { return p_cuDevicePrimaryCtxRetain(ctx, d); }
 CUresult weft_cuDevicePrimaryCtxRelease(CUdevice d) { return p_cuDevicePrimaryCtxRelease(d); }

@@ -19,6 +19,7 @@ CUresult weft_cuDeviceGetUuid(void* uuid, CUdevice d);
 CUresult weft_cuDeviceGetPCIBusId(char* id, int len, CUdevice d);
 CUresult weft_cuDeviceTotalMem(size_t* bytes, CUdevice d);
 CUresult weft_cuDeviceCanAccessPeer(int* can, CUdevice d, CUdevice peer);
+CUresult weft_cuDeviceGetP2PAttribute(int* v, int attr, CUdevice src, CUdevice dst);
 CUresult weft_cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice d);
 CUresult weft_cuDevicePrimaryCtxRelease(CUdevice d);
 

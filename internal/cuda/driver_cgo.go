@@ -189,6 +189,21 @@ func CanAccessPeer(d, peer Device) (bool, error) {
 	return can != 0, err
 }
 
+// P2PNativeAtomics reports whether the link from d to peer performs
+// atomic operations natively (cuDeviceGetP2PAttribute,
+// CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED): NVLink does, PCIe
+// peer-to-peer does not, which is how weft tells an NVLink peer from a
+// PCIe one through the driver alone.
+func P2PNativeAtomics(d, peer Device) (bool, error) {
+	if err := ensure("cuDeviceGetP2PAttribute"); err != nil {
+		return false, err
+	}
+	const nativeAtomicSupported = 0x03 // CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED (cuda.h)
+	var v C.int
+	err := newError("cuDeviceGetP2PAttribute", Result(C.weft_cuDeviceGetP2PAttribute(&v, nativeAtomicSupported, C.CUdevice(d), C.CUdevice(peer))))
+	return v != 0, err
+}
+
 // PrimaryCtxRetain retains the device's primary context; release it with
 // PrimaryCtxRelease.
 func (d Device) PrimaryCtxRetain() (Context, error) {

@@ -53,6 +53,10 @@ func CanAccessPeer(d, peer Device) (bool, error) {
 	return false, errNoCgo
 }
 
+func P2PNativeAtomics(d, peer Device) (bool, error) {
+	return false, errNoCgo
+}
+
 func (d Device) PrimaryCtxRetain() (Context, error) {
 	return 0, errNoCgo
 }

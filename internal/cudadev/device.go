@@ -251,6 +251,28 @@ type PeerLink struct {
 	Reason string
 }
 
+// LL128 reports whether LL128 lines (plan.LL128) reach peer as single
+// writes (hal.LL128Carrier): only for a device opened with Options.LL128
+// (hal/nvlink, hal/nvswitch), to another GPU of this host that it maps
+// over a link with native peer-to-peer atomics (cuDeviceGetP2PAttribute:
+// NVLink; PCIe peer-to-peer has none). Not to the same GPU: nothing
+// promises that a line's stores land in its own memory together.
+func (d *Device) LL128(peer hal.Endpoint) bool {
+	if !d.ll128 {
+		return false
+	}
+	p := d.Peer(peer)
+	if p.Unreachable != "" || !p.PeerAccess || p.SameGPU {
+		return false
+	}
+	other, err := cuda.DeviceGet(p.Ordinal)
+	if err != nil {
+		return false
+	}
+	native, err := cuda.P2PNativeAtomics(d.dev, other)
+	return err == nil && native
+}
+
 // Peer classifies the link to peer: reachable when peer is a device of the
 // same backend on the same host (same HostID); the same GPU; another GPU
 // visible to this process, with or without peer access.

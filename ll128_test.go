@@ -1,0 +1,68 @@
+package weft_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/weftccl/weft"
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/hal"
+	"github.com/weftccl/weft/hal/host"
+	"github.com/weftccl/weft/hal/plan"
+)
+
+// noLines is a hal/host device whose links do not carry LL128 lines (as a
+// GPU reached over PCIe would not).
+type noLines struct{ *host.Device }
+
+func (noLines) LL128(hal.Endpoint) bool { return false }
+
+// TestLL128Links: the wide LL plans take LL128 lines only where every
+// link of every rank carries them (hal.LL128Carrier), judged alike by all
+// ranks: with one rank's links unable to, every rank keeps LL16 (and
+// LL16's bounds), collectives stay right, and WEFT_LL128=1 is refused on
+// every rank; where all links carry them, LL128.
+func TestLL128Links(t *testing.T) {
+	open := func(job string, without int) func(r int) (hal.Device, error) {
+		return func(r int) (hal.Device, error) {
+			d, err := hal.Open(host.Name, hal.Config{Ordinal: r, Rank: r, JobID: job})
+			if err != nil || r != without {
+				return d, err
+			}
+			return noLines{d.(*host.Device)}, nil
+		}
+	}
+	none := func(int, hal.Device) weft.Options { return weft.Options{} }
+	wide := weft.Call{Coll: algorithms.AllGather, Count: 40000, Type: plan.Float32, Op: plan.Sum, Send: 1 << 20, Recv: 64 << 20}
+	for _, tc := range []struct {
+		without int // the rank without LL128 lines; -1: none
+		want    string
+	}{{-1, "-LL128-"}, {2, "-LL16-"}, {0, "-LL16-"}} {
+		errs := runRanksOn(3, open(sanitize(fmt.Sprintf("ll128-%d-%s", tc.without, t.Name())), tc.without), none, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+			if got := c.PlanName(wide); !strings.Contains(got, tc.want) {
+				return fmt.Errorf("rank %d without lines: PlanName(AllGather of %d floats) = %q, want …%s…", tc.without, wide.Count, got, tc.want)
+			}
+			defer releaseCaseBuffers(c, dev)
+			for _, k := range []collCase{
+				{coll: algorithms.AllGather, t: plan.Float32, op: plan.Sum, count: 40000},
+				{coll: algorithms.AllReduce, t: plan.BFloat16, op: plan.Sum, count: 60001},
+				{coll: algorithms.Broadcast, t: plan.Float32, op: plan.Sum, root: 1, count: 50001},
+			} {
+				if wrong, err := runColl(rank, c, dev, s, k); err != nil || wrong != 0 {
+					return fmt.Errorf("rank %d without lines, %v: %d wrong, %v", tc.without, k, wrong, err)
+				}
+			}
+			return nil
+		})
+		reportRanks(t, errs)
+	}
+	t.Setenv("WEFT_LL128", "1")
+	errs := runRanksOn(3, open(sanitize("ll128-forced-"+t.Name()), 1), none, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "WEFT_LL128=1") {
+			t.Errorf("rank %d: WEFT_LL128=1 with a link that does not carry lines: %v, want ErrInvalidArgument naming the variable", r, err)
+		}
+	}
+}
