@@ -319,8 +319,20 @@ func reportRanks(t *testing.T, errs []error) {
 // divide (integer Avg), in and out of place, with counts that do not
 // divide into n chunks evenly; back to back, so launches reuse both scratch
 // halves. PlanName says which plan served, and WEFT_ALLREDUCE_LL2_MAX_BYTES=0
-// turns it off.
+// turns it off. Both packet formats (LL128, hal/host's default, and LL16 by
+// WEFT_LL128=0), each with slots of one chunk.
 func TestAllReduce2PALLHost(t *testing.T) {
+	for _, proto := range []string{"LL128", "LL16"} {
+		t.Run(proto, func(t *testing.T) {
+			if proto == "LL16" {
+				t.Setenv("WEFT_LL128", "0")
+			}
+			allReduce2PALLHost(t, proto)
+		})
+	}
+}
+
+func allReduce2PALLHost(t *testing.T, proto string) {
 	cases := []collCase{
 		{coll: algorithms.AllReduce, t: plan.Float32, op: plan.Sum, count: 70001}, // 280 KB
 		{coll: algorithms.AllReduce, t: plan.Int32, op: plan.Avg, count: 80003},
@@ -335,7 +347,7 @@ func TestAllReduce2PALLHost(t *testing.T) {
 			for _, k := range []struct {
 				count int64
 				want  string
-			}{{40000, "allreduce-1pa-"}, {70001, "all_reduce-2pa-LL"}, {96000, "all_reduce-2pa-LL"}, {100000, "all_reduce-hb-"}} {
+			}{{40000, "allreduce-1pa-"}, {70001, "all_reduce-2pa-" + proto + "-"}, {96000, "all_reduce-2pa-" + proto + "-"}, {100000, "all_reduce-hb-"}} {
 				call := weft.Call{Coll: algorithms.AllReduce, Count: k.count, Type: plan.Float32, Op: plan.Sum, Send: 1 << 20, Recv: 64 << 20}
 				if got := c.PlanName(call); !strings.HasPrefix(got, k.want) {
 					return fmt.Errorf("%d ranks: PlanName(AllReduce of %d floats) = %q, want %s…", n, k.count, got, k.want)

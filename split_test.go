@@ -17,10 +17,23 @@ import (
 // plans on 3 and 4 ranks (every root, counts that do not divide into n−1
 // chunks evenly, operators that scale or divide, in place), back to back
 // so that launches reuse both scratch halves and take each other's
-// releases; beyond, the split windowed plans. PlanName says which.
+// releases; beyond, the split windowed plans. PlanName says which. Both
+// packet formats: LL128 lines (hal/host's default) and LL16
+// (WEFT_LL128=0), each with slots of one chunk.
 func TestSplitLLHost(t *testing.T) {
 	t.Setenv("WEFT_BROADCAST_SPLIT_LL_MAX_BYTES", "1M")
 	t.Setenv("WEFT_REDUCE_SPLIT_LL_MAX_BYTES", "1M")
+	for _, proto := range []string{"LL128", "LL16"} {
+		t.Run(proto, func(t *testing.T) {
+			if proto == "LL16" {
+				t.Setenv("WEFT_LL128", "0")
+			}
+			splitLLHost(t, proto)
+		})
+	}
+}
+
+func splitLLHost(t *testing.T, proto string) {
 	for _, n := range []int{3, 4} {
 		var cases []collCase
 		for root := 0; root < n; root++ {
@@ -44,8 +57,8 @@ func TestSplitLLHost(t *testing.T) {
 				count int64
 				want  string
 			}{
-				{algorithms.Broadcast, 20000, "-LL128-"}, {algorithms.Broadcast, 50001, "broadcast-split-r1-LL128"},
-				{algorithms.Reduce, 200003, "reduce-split-r1-LL128"}, {algorithms.Reduce, 300000, "reduce-split-r1-hb-"},
+				{algorithms.Broadcast, 20000, "-" + proto + "-"}, {algorithms.Broadcast, 50001, "broadcast-split-r1-" + proto},
+				{algorithms.Reduce, 200003, "reduce-split-r1-" + proto}, {algorithms.Reduce, 300000, "reduce-split-r1-hb-"},
 			} {
 				call := weft.Call{Coll: k.coll, Count: k.count, Type: plan.Float32, Op: plan.Sum, Root: 1, Send: 1 << 20, Recv: 64 << 20}
 				if got := c.PlanName(call); !strings.Contains(got, k.want) {

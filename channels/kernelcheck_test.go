@@ -119,29 +119,32 @@ func TestGeneratedKernelsCompile(t *testing.T) {
 			}
 		}
 	}
-	// The LL128 forms of the wide LL plans (Config.WideProto, the default
-	// on NVLink): 4 ranks, rank 1, root 0 and 2.
-	lc := algorithms.DefaultConfig(1, 4, 132, true)
-	lc.WideProto = plan.LL128
+	// The wide LL plans in both packet formats (LL128: Config.WideProto,
+	// the default on NVLink), the split ones and the two-phase LL
+	// AllReduce with slots of one chunk: 4 ranks, rank 1, root 0 and 2.
 	var lines []*plan.Plan
-	if p, err := algorithms.AllReduce2PALL(lc, lc.WideLL, 1<<20); err != nil {
-		t.Fatal(err)
-	} else {
-		lines = append(lines, p)
-	}
-	for _, root := range []int{0, 2} {
-		for _, build := range []func(algorithms.Config, int) (*plan.Plan, error){algorithms.BroadcastSplitLL, algorithms.ReduceSplitLL, algorithms.BroadcastLLWide, algorithms.ReduceLLWide} {
-			p, err := build(lc, root)
-			if err != nil {
-				t.Fatal(err)
-			}
+	for _, proto := range []plan.Protocol{plan.LL128, plan.LL16} {
+		lc := algorithms.DefaultConfig(1, 4, 132, true)
+		lc.WideProto = proto
+		if p, err := algorithms.AllReduce2PALL(lc, lc.WideLL, 1<<20); err != nil {
+			t.Fatal(err)
+		} else {
 			lines = append(lines, p)
+		}
+		for _, root := range []int{0, 2} {
+			for _, build := range []func(algorithms.Config, int) (*plan.Plan, error){algorithms.BroadcastSplitLL, algorithms.ReduceSplitLL, algorithms.BroadcastLLWide, algorithms.ReduceLLWide} {
+				p, err := build(lc, root)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Scratch != proto {
+					t.Fatalf("%s: scratch %v, want %v", p.Name, p.Scratch, proto)
+				}
+				lines = append(lines, p)
+			}
 		}
 	}
 	for _, p := range lines {
-		if p.Scratch != plan.LL128 {
-			t.Fatalf("%s: scratch %v, want LL128", p.Name, p.Scratch)
-		}
 		for _, k := range []struct {
 			t  plan.DataType
 			op plan.RedOp
