@@ -655,3 +655,33 @@ func TestWithLL128Selection(t *testing.T) {
 		t.Errorf("WithLL128(false) changed more than the packets (-before +after):\n%s", d)
 	}
 }
+
+// TestWithLL128AllRanks: on 3 to 8 ranks (8-GPU nodes take the 4-rank
+// bounds unmeasured) every collective's plans build and validate with
+// LL128 lines on every rank and root, and their kernels emit.
+func TestWithLL128AllRanks(t *testing.T) {
+	for n := 3; n <= 8; n++ {
+		for rank := 0; rank < n; rank++ {
+			cfg := algorithms.DefaultConfig(rank, n, 132, true).WithLL128(true)
+			for _, coll := range algorithms.Collectives {
+				for _, root := range []int{0, n - 1} {
+					if root != 0 && !coll.Rooted() {
+						continue
+					}
+					cs, err := algorithms.Plans(cfg, coll, root)
+					if err != nil {
+						t.Fatalf("%d ranks, rank %d, %v root %d: %v", n, rank, coll, root, err)
+					}
+					for _, c := range cs {
+						if c.Plan.Scratch != plan.LL128 {
+							continue
+						}
+						if _, err := plan.EmitCUDA(c.Plan, plan.BFloat16, plan.Sum); err != nil {
+							t.Errorf("%d ranks, rank %d: %s: %v", n, rank, c.Plan.Name, err)
+						}
+					}
+				}
+			}
+		}
+	}
+}
