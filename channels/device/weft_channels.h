@@ -998,6 +998,9 @@ WEFT_DEV bool xfer_ll128(const Ctx& c, const char* const (&srcs)[NPS > 0 ? NPS :
       if (v0 > 0) st_plain_unit<ES>(dsts[j] + at, a0, v0);
       if (v1 > 0) st_plain_unit<ES>(dsts[j] + at + 8, a1, v1);
     }
+    // A line must be one store instruction of its 8 lanes: reconverge the
+    // warp after the plain stores' per-lane branches (the last line's).
+    if (NKD > 0) warp_sync();
 #pragma unroll
     for (int j = 0; j < NKD; j++) {
       if (active) st_ll128(pkt_dsts[j] + line * LL128_LINE + k * 16, a0, k == 7 ? (weft_u64)c.flag : a1);

@@ -145,6 +145,10 @@ WEFT_DEV void ld_ll128(const void* p, weft_u64& a, weft_u64& b) {
   asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
 }
 
+// warp_sync: the warp's lanes reconverge here (bar.warp.sync, as
+// __syncwarp), so that the next instruction runs on all of them at once.
+WEFT_DEV void warp_sync() { asm volatile("bar.warp.sync 0xffffffff;" ::: "memory"); }
+
 // warp_any: true when pred is true on any lane of the warp; every lane
 // must call it (vote.sync over the full mask, as __any_sync).
 WEFT_DEV bool warp_any(bool pred) {

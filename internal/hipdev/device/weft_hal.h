@@ -229,6 +229,7 @@ WEFT_DEV void ld_ll128(const void* p, weft_u64& a, weft_u64& b) {
   b = v.y;
 }
 WEFT_DEV bool warp_any(bool pred) { return __builtin_amdgcn_ballot_w64(pred) != 0; }
+WEFT_DEV void warp_sync() { __builtin_amdgcn_wave_barrier(); }
 
 WEFT_DEV bool ld_ll8(const void* p, weft_u32 flag, weft_u32& d) {
   const v2u32 v = *(const volatile WEFT_GLOBAL v2u32*)gptr(p);
