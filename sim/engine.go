@@ -448,7 +448,10 @@ func (r *run) transfer(a *actor, o plan.Op, count int64) bool {
 			if d.Remote() {
 				w := bytes
 				if ll && d.Buf == plan.Scratch {
-					w, llDst = 2*bytes, true
+					// Packets carry their flags: 2× the bytes as LL16 or LL8
+					// packets, 128/120 as LL128 lines.
+					pr := a.pl.Scratch
+					w, llDst = bytes*float64(pr.PacketBytes())/float64(pr.PayloadBytes()), true
 				}
 				streams = append(streams, stream{a.rank, a.pl.Channels[d.Chan].Peer, w})
 				operands++

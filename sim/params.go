@@ -34,7 +34,8 @@ type Params struct {
 	// (a request per response).
 	ReadFactor float64 `yaml:"read_factor" json:"read_factor"`
 	// LLFactor scales it for LL packet transfers (flags in every store,
-	// the receiver polling); on top, LL packets double the bytes moved.
+	// the receiver polling); on top, packets move their flags too (2× the
+	// bytes for LL16 and LL8, 128/120 for LL128 lines).
 	LLFactor float64 `yaml:"ll_factor" json:"ll_factor"`
 	// ProxyUs is the latency a port-channel request adds (FIFO, proxy
 	// thread, engine start).

@@ -83,9 +83,17 @@ func NewPredictor(cl Cluster, fam Family, coll algorithms.Collective, dt plan.Da
 	return p, nil
 }
 
-func (p *Predictor) build(rank int) ([]algorithms.Choice, error) {
-	c := algorithms.DefaultConfig(rank, p.n, SMs, true)
+// config is rank's configuration as a communicator on the modelled
+// cluster takes it: GPUs on NVLink, so the wide LL plans on LL128 lines
+// (algorithms.Config.WithLL128).
+func (p *Predictor) config(rank int) algorithms.Config {
+	c := algorithms.DefaultConfig(rank, p.n, SMs, true).WithLL128(true)
 	c.Nodes = p.nodes
+	return c
+}
+
+func (p *Predictor) build(rank int) ([]algorithms.Choice, error) {
+	c := p.config(rank)
 	cs, err := p.Family.Build(c, p.Coll)
 	if err != nil {
 		return nil, fmt.Errorf("sim: family %s, %v, rank %d of %d: %w", p.Family.Name, p.Coll, rank, p.n, err)
@@ -172,9 +180,7 @@ func (p *Predictor) fullPlans(i int) ([]*plan.Plan, error) {
 			out[r] = p.choices[r][i].Plan
 			continue
 		}
-		c := algorithms.DefaultConfig(r, p.n, SMs, true)
-		c.Nodes = p.nodes
-		ch, err := p.Family.choice(c, p.Coll, i)
+		ch, err := p.Family.choice(p.config(r), p.Coll, i)
 		if err != nil {
 			return nil, fmt.Errorf("sim: family %s, %v, rank %d of %d: %w", p.Family.Name, p.Coll, r, p.n, err)
 		}
