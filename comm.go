@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,6 +128,12 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 		return nil, err
 	}
 	cfg.PortOnly, cfg.Switch, cfg.Nodes = links.portOnly, links.switchMapped, links.nodes
+	if users := cfg.LL128Users(); len(users) > 0 && !links.lines {
+		// Options.Config, WEFT_ALLREDUCE or a tuning file may name LL128
+		// lines; WEFT_LL128 is checked in configure.
+		return nil, fmt.Errorf("weft: %s take LL128 lines, but not every link between the ranks carries them as one write (%s; NVLink between two GPUs does): %w",
+			strings.Join(users, ", "), info.Backend, hal.ErrInvalidArgument)
+	}
 	ceOK := ceUsable(dev, cfg)
 	if !ceOK {
 		cfg.CEMinBytes, cfg.CEAllReduceMinBytes, cfg.CEP2PMinBytes, cfg.CEReduceMinBytes = 0, 0, 0, 0

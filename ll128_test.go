@@ -22,8 +22,9 @@ func (noLines) LL128(hal.Endpoint) bool { return false }
 // TestLL128Links: the wide LL plans take LL128 lines only where every
 // link of every rank carries them (hal.LL128Carrier), judged alike by all
 // ranks: with one rank's links unable to, every rank keeps LL16 (and
-// LL16's bounds), collectives stay right, and WEFT_LL128=1 is refused on
-// every rank; where all links carry them, LL128.
+// LL16's bounds), collectives stay right, and WEFT_LL128=1 or an
+// AllReduce tier naming LL128 (WEFT_ALLREDUCE) is refused on every rank;
+// where all links carry them, LL128.
 func TestLL128Links(t *testing.T) {
 	open := func(job string, without int) func(r int) (hal.Device, error) {
 		return func(r int) (hal.Device, error) {
@@ -58,8 +59,18 @@ func TestLL128Links(t *testing.T) {
 		})
 		reportRanks(t, errs)
 	}
+	// A tier naming LL128 lines (WEFT_ALLREDUCE) is refused the same way
+	// where a link cannot carry them.
+	t.Setenv("WEFT_ALLREDUCE", "1pa-LL128-2x64@4K,2pa-4x64")
+	errs := runRanksOn(3, open(sanitize("ll128-tier-"+t.Name()), 2), none, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "1pa-LL128-2x64@4K") {
+			t.Errorf("rank %d: an LL128 AllReduce tier with a link that does not carry lines: %v, want ErrInvalidArgument naming the tier", r, err)
+		}
+	}
+	t.Setenv("WEFT_ALLREDUCE", "")
 	t.Setenv("WEFT_LL128", "1")
-	errs := runRanksOn(3, open(sanitize("ll128-forced-"+t.Name()), 1), none, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	errs = runRanksOn(3, open(sanitize("ll128-forced-"+t.Name()), 1), none, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
 	for r, err := range errs {
 		if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "WEFT_LL128=1") {
 			t.Errorf("rank %d: WEFT_LL128=1 with a link that does not carry lines: %v, want ErrInvalidArgument naming the variable", r, err)

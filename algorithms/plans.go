@@ -167,6 +167,26 @@ func (c Config) WideLLProto() plan.Protocol {
 	return c.LL
 }
 
+// LL128Users names what in c takes LL128 lines (plan.LL128): the LL
+// packet format, the wide plans' (WideProto), AllReduce tiers; empty when
+// nothing does. A communicator whose links do not all carry LL128 lines
+// refuses a configuration that names any.
+func (c Config) LL128Users() []string {
+	var out []string
+	if c.LL == plan.LL128 {
+		out = append(out, "the LL packet format (Config.LL)")
+	}
+	if c.WideProto == plan.LL128 {
+		out = append(out, "the wide LL plans (Config.WideProto)")
+	}
+	for _, t := range c.AllReduceTiers() {
+		if t.Algo == Algo1PA && t.LL == plan.LL128 {
+			out = append(out, "AllReduce tier "+t.String())
+		}
+	}
+	return out
+}
+
 // llPlanShape finishes an LL plan of s.Blocks × s.Threads serving messages
 // up to maxBytes; sems semaphores per block. A wide plan's name carries its
 // shape ("broadcast-r0-LL16-32x1024"); the narrow plans keep their names.
