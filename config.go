@@ -84,14 +84,16 @@ func TuningFile() (path string, named bool) {
 // that applies the order of precedence, highest first: an explicit option
 // (Options.Config, Options.Timeout, Options.MaxCTAs and MinCTAs), the
 // WEFT_* variables (WEFT_ALGO, WEFT_ALLREDUCE, WEFT_P2P_LL_MAX_BYTES, WEFT_P2P_MID_MAX_BYTES,
-// WEFT_HB_SHAPE, WEFT_P2P_SHAPE, WEFT_ROOTED_SHAPE, WEFT_RING_SHAPE, WEFT_RING_MIN_BYTES, WEFT_ALLREDUCE_LL2_MAX_BYTES, WEFT_ROOTED_LL_MAX_BYTES, WEFT_BROADCAST_SPLIT_LL_MAX_BYTES, WEFT_REDUCE_SPLIT_LL_MAX_BYTES, WEFT_ROOTED_SPLIT_MIN_BYTES, WEFT_TIMEOUT, WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
+// WEFT_HB_SHAPE, WEFT_P2P_SHAPE, WEFT_ROOTED_SHAPE, WEFT_RING_SHAPE, WEFT_LL128, boundVars' bounds, WEFT_TIMEOUT, WEFT_MAX_CTAS, WEFT_MIN_CTAS), the tuning file's entry for this backend,
 // device and rank count (TuningFile), the defaults for the device
 // (algorithms.DefaultConfig, a 10 s timeout, no block budget). An
 // explicit Options.Config replaces the whole algorithm configuration:
 // neither variables nor the tuning file apply to it, except the block
 // budget (blockBudget). source says where the AllReduce tiers came from
 // (PlanSource). The link kinds of the configuration (PortOnly, Switch,
-// Nodes) are no choice: NewComm measures them.
+// Nodes) are no choice: NewComm measures them; lines, whether every link
+// of every rank carries LL128 lines (linkKinds), is WEFT_LL128's default
+// and its bound.
 func configure(opts Options, dev hal.Device, rank, nranks int, lines bool) (cfg algorithms.Config, source string, timeout time.Duration, err error) {
 	info := dev.Info()
 	if opts.Config != nil {
