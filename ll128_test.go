@@ -77,3 +77,34 @@ func TestLL128Links(t *testing.T) {
 		}
 	}
 }
+
+// TestLL128EightRanks: on 8 ranks (an 8-GPU node's count, which takes the
+// 4-rank bounds unmeasured) the plans with slots of one chunk on LL128
+// lines are right: the two-phase LL AllReduce (8 chunks, 14 slots) and the
+// split LL Broadcast and Reduce (7 chunks), with roots other than 0.
+func TestLL128EightRanks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	t.Setenv("WEFT_BROADCAST_SPLIT_LL_MAX_BYTES", "1M")
+	t.Setenv("WEFT_REDUCE_SPLIT_LL_MAX_BYTES", "1M")
+	runCasesThen(t, "host", 8, []collCase{
+		{coll: algorithms.AllReduce, t: plan.Float32, op: plan.Sum, count: 70001},
+		{coll: algorithms.AllReduce, t: plan.BFloat16, op: plan.Avg, count: 90001, inPlace: true},
+		{coll: algorithms.Broadcast, t: plan.Float32, op: plan.Sum, root: 5, count: 50001},
+		{coll: algorithms.Reduce, t: plan.Int32, op: plan.Avg, root: 7, count: 200003},
+		{coll: algorithms.Reduce, t: plan.Float32, op: plan.PreMulSum, root: 2, count: 60001, inPlace: true},
+	}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		for _, k := range []struct {
+			coll  algorithms.Collective
+			count int64
+			want  string
+		}{{algorithms.AllReduce, 70001, "all_reduce-2pa-LL128-"}, {algorithms.Broadcast, 50001, "broadcast-split-r1-LL128"}, {algorithms.Reduce, 200003, "reduce-split-r1-LL128"}} {
+			call := weft.Call{Coll: k.coll, Count: k.count, Type: plan.Float32, Op: plan.Sum, Root: 1, Send: 1 << 20, Recv: 64 << 20}
+			if got := c.PlanName(call); !strings.Contains(got, k.want) {
+				return fmt.Errorf("PlanName(%v of %d floats) = %q, want …%s…", k.coll, k.count, got, k.want)
+			}
+		}
+		return nil
+	})
+}
