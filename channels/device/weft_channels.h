@@ -1072,7 +1072,7 @@ WEFT_DEV void put_header(const Ctx& c, char* hdr, int i) {
 template <int PROTO>
 WEFT_DEV bool check_header(const Ctx& c, const char* hdr, int ch, int i) {
   if (!header_thread(i)) return true;
-  constexpr int HP = PROTO == PROTO_LL8 ? PROTO_LL8 : PROTO_LL16;  // plan.Protocol.HeaderProtocol
+  constexpr int HP = PROTO == PROTO_LL8 ? PROTO_LL8 : PROTO_LL16;  // an LL128 slot's header is an LL16 packet
   weft_u64 n;
   if (!ld_unit<HP>(c, hdr, HP == PROTO_LL16 ? 8 : 4, ch, n)) return false;
   weft_u64 want = HP == PROTO_LL16 ? c.count : (c.count & 0xffffffffull);

@@ -680,6 +680,10 @@ func (p *Plan) validateSlotChunks() string {
 	case p.Scratch == Simple:
 		return "slot chunks in a plan without LL packets"
 	}
+	// A slot holds one chunk per launch: two chunks written into (or read
+	// from) one slot would land on the same elements.
+	type slot struct{ ch, s int }
+	chunk := map[slot]int{}
 	for gi, g := range p.Groups {
 		if g.Window > 0 || g.Span > 0 {
 			return fmt.Sprintf("group %d: slot chunks with windows or a span", gi)
@@ -689,41 +693,19 @@ func (p *Plan) validateSlotChunks() string {
 			if bad != "" || o.Kind != OpTransfer {
 				return
 			}
-			touches := false
-			for _, r := range append(append([]Ref{}, o.Srcs...), o.Dsts...) {
-				touches = touches || r.Buf == Scratch
-			}
-			switch {
-			case !touches:
-			case o.Port:
-				bad = fmt.Sprintf("group %d: a port transfer in a plan with slot chunks", gi)
-			case o.NChunks != k || o.Chunk < 0 || o.Chunk >= k:
-				bad = fmt.Sprintf("group %d: a transfer of scratch over chunk %d of %d, want one of the plan's %d slot chunks", gi, o.Chunk, o.NChunks, k)
-			}
-		})
-		if bad != "" {
-			return bad
-		}
-	}
-	// A slot holds one chunk per launch: two chunks written into (or read
-	// from) one slot would land on the same elements.
-	type slot struct{ ch, s int }
-	chunk := map[slot]int{}
-	for gi, g := range p.Groups {
-		bad := ""
-		g.eachOp(func(o *Op) {
-			if o.Kind != OpTransfer {
-				return
-			}
 			for _, r := range append(append([]Ref{}, o.Srcs...), o.Dsts...) {
 				if r.Buf != Scratch || bad != "" {
 					continue
 				}
-				k := slot{r.Chan, r.Slot}
-				if c, ok := chunk[k]; ok && c != o.Chunk {
+				switch c, ok := chunk[slot{r.Chan, r.Slot}]; {
+				case o.Port:
+					bad = fmt.Sprintf("group %d: a port transfer in a plan with slot chunks", gi)
+				case o.NChunks != k || o.Chunk < 0 || o.Chunk >= k:
+					bad = fmt.Sprintf("group %d: a transfer of scratch over chunk %d of %d, want one of the plan's %d slot chunks", gi, o.Chunk, o.NChunks, k)
+				case ok && c != o.Chunk:
 					bad = fmt.Sprintf("group %d: slot %d of %s holds chunks %d and %d (slot chunks: one chunk per slot)", gi, r.Slot, chanName(r.Chan), c, o.Chunk)
 				}
-				chunk[k] = o.Chunk
+				chunk[slot{r.Chan, r.Slot}] = o.Chunk
 			}
 		})
 		if bad != "" {

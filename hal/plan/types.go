@@ -250,15 +250,6 @@ func (p Protocol) HeaderBytes() int64 {
 	return HeaderBytes
 }
 
-// HeaderProtocol is the packet format of an LL slot's header: LL8's own,
-// LL16 for LL16 and LL128.
-func (p Protocol) HeaderProtocol() Protocol {
-	if p == LL8 {
-		return LL8
-	}
-	return LL16
-}
-
 // SlotAlign is the alignment of scratch slots (and of the lines in them):
 // 128 bytes for LL128, 16 otherwise.
 func (p Protocol) SlotAlign() int64 {
