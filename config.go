@@ -335,6 +335,7 @@ var boundVars = []struct {
 	{"WEFT_REDUCE_LL_MAX_BYTES", "LL bounds of Reduce", "WEFT_ROOTED_LL_MAX_BYTES's", func(c *algorithms.Config) *int64 { return &c.ReduceLLMaxBytes }},
 	{"WEFT_ALLREDUCE_LL_MAX_BYTES", "wide one-phase LL AllReduce bounds", "none", func(c *algorithms.Config) *int64 { return &c.ScratchLLMaxBytes }},
 	{"WEFT_COLL_LL_MAX_BYTES", "LL bounds of AllGather, ReduceScatter and AllToAll", "no LL plans", func(c *algorithms.Config) *int64 { return &c.CollLLMaxBytes }},
+	{"WEFT_ALLGATHER_LL_MAX_BYTES", "LL bounds of AllGather", "WEFT_COLL_LL_MAX_BYTES's", func(c *algorithms.Config) *int64 { return &c.AllGatherLLMaxBytes }},
 	{"WEFT_BROADCAST_SPLIT_LL_MAX_BYTES", "split LL Broadcast bounds", "off", func(c *algorithms.Config) *int64 { return &c.BroadcastSplitLLMaxBytes }},
 	{"WEFT_REDUCE_SPLIT_LL_MAX_BYTES", "split LL Reduce bounds", "off", func(c *algorithms.Config) *int64 { return &c.ReduceSplitLLMaxBytes }},
 	{"WEFT_ROOTED_SPLIT_MIN_BYTES", "split Broadcast/Reduce bounds", "off", func(c *algorithms.Config) *int64 { return &c.RootedSplitMinBytes }},

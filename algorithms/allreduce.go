@@ -135,7 +135,11 @@ type Config struct {
 	// RootedLLMaxBytes (LL128 lines moved it apart from Broadcast's:
 	// WithLL128).
 	ReduceLLMaxBytes int64
-	RootedHB         Shape
+	// AllGatherLLMaxBytes, where set, is AllGather's LL bound (largest
+	// input segment, bytes) in place of CollLLMaxBytes (LL128 lines moved
+	// ReduceScatter's and AllToAll's above it: WithLL128).
+	AllGatherLLMaxBytes int64
+	RootedHB            Shape
 	// RootedSplitMinBytes is the smallest Broadcast or Reduce that takes
 	// the split plans from SplitMinRanks ranks (rooted.go); 0: never.
 	RootedSplitMinBytes int64
@@ -353,7 +357,17 @@ func (s Shape) depth() int {
 //     Broadcast to 8 MiB (Reduce 4 / 8 MB 0.61–0.66 / 0.57 → 0.78–0.83 /
 //     0.68; Broadcast 4 / 8 MB 0.88–0.93 / 0.80–0.83 → 1.07–1.11 /
 //     0.87–1.00). Their slots hold one chunk each (plan.Plan.SlotChunks):
-//     17 MiB of scratch a root at 8 MiB, whatever the ranks.
+//     17 MiB of scratch a root at 8 MiB, whatever the ranks;
+//   - from 3 ranks to AllPairsMaxRanks (measured on 3 and 4, 2026-11-27g
+//     call 4, float, NCCL twice beside): LL segments of ReduceScatter and
+//     AllToAll to 2 MiB and of AllGather to 1 MiB (AllGatherLLMaxBytes).
+//     4 ranks: ReduceScatter 2 / 4 / 8 MB 1.00 / 1.39 / 1.16 → 1.58 /
+//     1.92 / 1.35, AllToAll 2 / 4 / 8 MB 1.15 / 0.92 / 0.89 → 1.79 /
+//     1.24 / 1.05, AllGather 2 MB 1.16 → 1.51 (at 8 MB, 2 MiB segments,
+//     it lost: 1.22 → 1.09); 3 ranks: AllGather, ReduceScatter and
+//     AllToAll of 1 MB 1.35 / 0.98 / 1.20 → 1.69–2.05, ReduceScatter and
+//     AllToAll of 3 MB 1.24 / 1.47 → 1.89 / 1.89. Rings past
+//     AllPairsMaxRanks keep their bounds (boundedLLMaxBytes).
 func (c Config) WithLL128(gpu bool) Config {
 	c.WideProto = plan.LL128
 	if !gpu {
@@ -369,6 +383,10 @@ func (c Config) WithLL128(gpu bool) Config {
 		c.ReduceLLMaxBytes = 2 << 20
 		c.ReduceSplitLLMaxBytes = 8 << 20
 		c.BroadcastSplitLLMaxBytes = 8 << 20
+		if c.NRanks <= AllPairsMaxRanks {
+			c.CollLLMaxBytes = 2 << 20
+			c.AllGatherLLMaxBytes = 1 << 20
+		}
 	}
 	return c
 }
@@ -520,6 +538,18 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		// as before (LL packets double what each rank writes to every peer).
 		c.CollLLMaxBytes = max(c.CollLLMaxBytes, floorPow2((512<<10)/int64(max(1, nranks-1))))
 		c.RootedHB = Shape{Blocks: max(1, min(128, sms)), Threads: 512, Unroll: 4, Window: peerWindow(nranks, 4<<20, 16<<20)}
+		if nranks == 4 || nranks == 5 {
+			// On 4 and 5 ranks (where the split plans serve from 4 MiB, or
+			// the split LL plans' bounds): windows of 4 MiB, 4 in flight,
+			// the same scratch as 8 MiB × 2 (beyond, the budget gives 4 MiB
+			// windows already). 4×H100 through the C ABI
+			// (docs/bench/2026-11-27g-h100x4, calls 2–4, float, NCCL twice
+			// beside): Broadcast 16 MB 0.77 → 0.89–0.95, Reduce 16 MB
+			// 0.50–0.57 → 0.69–0.75, 256 MB – 1 GB within ±0.03 of 8 MiB × 2
+			// (Broadcast 0.81–0.84, Reduce 0.80–0.82); 2 MiB windows won
+			// at 16 MB as well but lost from 256 MB (Reduce 0.62–0.65).
+			c.RootedHB.Window, c.RootedHB.Depth = 4<<20, 4
+		}
 		c.RootedSplitMinBytes = 4 << 20 // rooted.go, SplitMinRanks
 		// The split LL Broadcast above the LL bound up to 2 MiB from 3
 		// ranks (4×H100 through the C ABI, docs/bench/2026-11-27e-h100x4,

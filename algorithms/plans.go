@@ -768,6 +768,9 @@ func memoryPlans(c Config, coll Collective, root int) ([]Choice, error) {
 		return scratchAllReducePlans(c)
 	case AllGather:
 		ll, hb = AllGatherLL, AllGatherHB
+		if c.AllGatherLLMaxBytes > 0 {
+			c.CollLLMaxBytes, llMax = c.AllGatherLLMaxBytes, c.AllGatherLLMaxBytes
+		}
 	case ReduceScatter:
 		ll, hb = ReduceScatterLL, ReduceScatterHB
 	case AllToAll:

@@ -136,7 +136,8 @@ func TestCreditsValidate(t *testing.T) {
 // the wide one up to RootedLLMaxBytes (1 MiB / (n−1), a power of two, on
 // GPUs; 2 MiB / (n−1) from 4 ranks), from 3 ranks the split LL Broadcast
 // to BroadcastSplitLLMaxBytes, the windowed plan with RootedHB's blocks beyond, its window as
-// large as 64 MiB of scratch allows (2·(n−1) windows), from 4 to 16 MiB.
+// large as 64 MiB of scratch allows (2·(n−1) windows), from 4 to 16 MiB, but on 4 and 5 ranks
+// 4 MiB windows four deep (the same scratch as 8 MiB two deep).
 func TestRootedSelection(t *testing.T) {
 	// Beyond the LL bounds the all-pairs windowed plan with the rooted
 	// shape; from 3 ranks and RootedSplitMinBytes the split plan, with half the
@@ -144,8 +145,8 @@ func TestRootedSelection(t *testing.T) {
 	for _, tc := range []struct {
 		n      int
 		wide   int64
-		window int
-	}{{2, 1 << 20, 16 << 20}, {3, 512 << 10, 16 << 20}, {4, 512 << 10, 8 << 20}, {5, 512 << 10, 8 << 20}, {8, 256 << 10, 4 << 20}} {
+		window string
+	}{{2, 1 << 20, "16777216"}, {3, 512 << 10, "16777216"}, {4, 512 << 10, "4194304-d4"}, {5, 512 << 10, "4194304-d4"}, {8, 256 << 10, "4194304"}} {
 		for _, coll := range []algorithms.Collective{algorithms.Broadcast, algorithms.Reduce} {
 			cfg := algorithms.DefaultConfig(0, tc.n, 132, true)
 			cs, err := algorithms.Plans(cfg, coll, tc.n-1)
@@ -153,10 +154,10 @@ func TestRootedSelection(t *testing.T) {
 				t.Fatal(err)
 			}
 			name := fmt.Sprintf("%s-r%d", coll, tc.n-1)
-			hb := fmt.Sprintf("%s-hb-128x512-w%d", name, tc.window)
+			hb := fmt.Sprintf("%s-hb-128x512-w%s", name, tc.window)
 			large := hb
 			if tc.n >= algorithms.SplitMinRanks {
-				large = fmt.Sprintf("%s-split-r%d-hb-64x512-w%d", coll, tc.n-1, tc.window)
+				large = fmt.Sprintf("%s-split-r%d-hb-64x512-w%s", coll, tc.n-1, tc.window)
 			}
 			cases := []struct {
 				bytes int64
@@ -616,6 +617,12 @@ func TestWithLL128Selection(t *testing.T) {
 			{algorithms.Reduce, 2 << 20, "reduce-r1-LL128-32x1024"},
 			{algorithms.Reduce, 8 << 20, "reduce-split-r1-LL128-32x1024"},
 			{algorithms.Broadcast, 8 << 20, "broadcast-split-r1-LL128-32x1024"},
+			{algorithms.AllGather, 1 << 20, "-LL128-32x1024"},
+			{algorithms.AllGather, 1<<20 + 16, "-hb-"},
+			{algorithms.ReduceScatter, 2 << 20, "-LL128-32x1024"},
+			{algorithms.ReduceScatter, 2<<20 + 16, "-hb-"},
+			{algorithms.AllToAll, 2 << 20, "-LL128-32x1024"},
+			{algorithms.AllToAll, 2<<20 + 16, "-hb-"},
 		}},
 		{4, []pick{
 			{algorithms.AllReduce, 2 << 20, "all_reduce-2pa-LL128-32x1024"},
@@ -626,6 +633,12 @@ func TestWithLL128Selection(t *testing.T) {
 			{algorithms.Reduce, 2 << 20, "reduce-r1-LL128-32x1024"},
 			{algorithms.Reduce, 8 << 20, "reduce-split-r1-LL128-32x1024"},
 			{algorithms.Reduce, 8<<20 + 16, "reduce-split-r1-hb-"},
+			{algorithms.AllGather, 1 << 20, "-LL128-32x1024"},
+			{algorithms.AllGather, 1<<20 + 16, "-hb-"},
+			{algorithms.ReduceScatter, 2 << 20, "-LL128-32x1024"},
+			{algorithms.ReduceScatter, 2<<20 + 16, "ring"},
+			{algorithms.AllToAll, 2 << 20, "-LL128-32x1024"},
+			{algorithms.AllToAll, 2<<20 + 16, "-hb-"},
 		}},
 	} {
 		cfg := algorithms.DefaultConfig(0, tc.n, 132, true).WithLL128(true)

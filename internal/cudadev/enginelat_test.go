@@ -250,3 +250,137 @@ func BenchmarkDriverCallCost(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkDoorbellPut measures a port put-with-signal whose copy-engine
+// work is queued before the kernel asks for it, so that no host call lies
+// on the path: each GPU's stream holds, per round i, a wait until the
+// GPU's bell word reads ≥ i (cuStreamWaitValue64), a 16-byte copy into the
+// peer (cuMemcpyAsync) and a store of i into the peer's semaphore word
+// (cuStreamWriteValue64). A kernel on each GPU (bellpong) rings its bell
+// with a store and polls its own semaphore: a ping-pong of rounds round
+// trips per launch. Cases: "put16+signal" (the chain above) and "signal"
+// (no copy). Metric "us/oneway": the best launch's span / (2·rounds), from
+// GPU 0's globaltimer. Compare with BenchmarkPortLatency (the FIFO and the
+// proxy issuing each request when it arrives) and its memory-channel case.
+func BenchmarkDoorbellPut(b *testing.B) {
+	const rounds = 200
+	d0 := openBench(b, 0)
+	if gpuCountB(b) < 2 {
+		requireOrSkip(b, "one GPU")
+	}
+	devs := [2]*Device{d0, openBench(b, 1)}
+	type side struct {
+		bell, sem, src, dst, elapsed *Buffer
+		kern, ops                    cuda.Stream
+		fn                           *Function
+	}
+	var sides [2]side
+	for r, d := range devs {
+		s := &sides[r]
+		for _, p := range []**Buffer{&s.bell, &s.sem, &s.src, &s.elapsed} {
+			buf, err := d.AllocDevice(4096)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { buf.Free() })
+			*p = buf
+		}
+		var err error
+		if s.kern, err = d.CreateStream("bellpong kernel"); err != nil {
+			b.Fatal(err)
+		}
+		if s.ops, err = d.CreateStream("bellpong engine"); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { d.DestroyStream(s.kern); d.DestroyStream(s.ops) })
+		m := compileTestKernels(b, d)
+		b.Cleanup(func() { m.Close() })
+		if s.fn, err = m.Kernel("bellpong"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for r := range sides {
+		buf, err := devs[1-r].AllocDevice(4096)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { buf.Free() })
+		sides[r].dst = buf
+	}
+	const waitGEQ = 0 // CU_STREAM_WAIT_VALUE_GEQ
+	for _, c := range []struct {
+		name string
+		copy bool
+	}{{"put16+signal", true}, {"signal", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			var best time.Duration
+			for n := 0; n < b.N; n++ {
+				for r, d := range devs {
+					for _, buf := range []*Buffer{sides[r].bell, sides[r].sem, sides[r].elapsed} {
+						if err := d.ctx.MemsetD8(cuda.DevicePtr(buf.Addr()), 0, 8); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				for r := range sides {
+					s, peer := &sides[r], &sides[1-r]
+					for i := uint64(1); i <= rounds; i++ {
+						if err := s.ops.WaitValue64(cuda.DevicePtr(s.bell.Addr()), i, waitGEQ); err != nil {
+							b.Fatal(err)
+						}
+						if c.copy {
+							if err := s.ops.MemcpyAsync(cuda.DevicePtr(s.dst.Addr()), cuda.DevicePtr(s.src.Addr()), 16); err != nil {
+								b.Fatal(err)
+							}
+						}
+						if err := s.ops.WriteValue64(cuda.DevicePtr(peer.sem.Addr()), i, 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				one, warp := cuda.Dim3{X: 1, Y: 1, Z: 1}, cuda.Dim3{X: 1, Y: 1, Z: 1}
+				for r := range sides {
+					s := &sides[r]
+					starts := uint32(0)
+					if r == 0 {
+						starts = 1
+					}
+					p := (&params{}).u64(s.bell.Addr()).u64(s.sem.Addr()).u64(s.elapsed.Addr()).u32(rounds).u32(starts).u64(uint64(5 * time.Second)).bytes()
+					if err := s.fn.fn.Launch(one, warp, 0, s.kern, p); err != nil {
+						b.Fatal(err)
+					}
+				}
+				spans := [2]uint64{}
+				for r, d := range devs {
+					s := &sides[r]
+					if err := s.kern.Synchronize(); err != nil {
+						b.Fatal(err)
+					}
+					out := make([]byte, 8)
+					if err := d.ctx.MemcpyDtoH(out, cuda.DevicePtr(s.elapsed.Addr())); err != nil {
+						b.Fatal(err)
+					}
+					spans[r] = binary.LittleEndian.Uint64(out)
+					if spans[r] == ^uint64(0) {
+						// Release the chain so that the stream drains: a
+						// wait for ≥ i passes once the bell reads rounds.
+						last := binary.LittleEndian.AppendUint64(nil, rounds)
+						_ = d.ctx.MemcpyHtoD(cuda.DevicePtr(s.bell.Addr()), last)
+					}
+				}
+				for r := range sides {
+					if err := sides[r].ops.Synchronize(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if spans[0] == ^uint64(0) || spans[1] == ^uint64(0) {
+					b.Fatalf("rank 0 span %d, rank 1 span %d: a bell was not carried within 5 s: %v", spans[0], spans[1], hal.ErrTimeout)
+				}
+				if t := time.Duration(spans[0]); best == 0 || t < best {
+					best = t
+				}
+			}
+			b.ReportMetric(best.Seconds()*1e6/(2*rounds), "us/oneway")
+		})
+	}
+}

@@ -150,6 +150,25 @@ extern "C" __global__ void incr(IncrParams a) { red_add_relaxed_sys(a.counter, 1
 struct BigIncrParams { weft_u64* counter; weft_u64 pad[224]; };
 extern "C" __global__ void incr_big(const __grid_constant__ BigIncrParams a) { red_add_relaxed_sys(a.counter, 1); }
 
+// bellpong: one side of a ping-pong whose hops are rung doorbells. Round
+// i (1 … rounds): the starting side stores i into its bell and waits until
+// its semaphore reads i; the other side waits for i, then rings. What
+// carries a bell to the peer's semaphore is outside the kernel (a stream
+// chain queued beforehand, BenchmarkDoorbellPut). *elapsed gets the
+// globaltimer span of the rounds, or ~0 on a timeout.
+struct BellParams { weft_u64* bell; const weft_u64* sem; weft_u64* elapsed; weft_u32 rounds; weft_u32 starts; weft_u64 timeout_ns; };
+extern "C" __global__ void bellpong(BellParams a) {
+  weft_u64 start = globaltimer_ns();
+  for (weft_u32 i = 1; i <= a.rounds; i++) {
+    if (a.starts) { fence_sys(); st_release_sys(a.bell, i); }
+    while (ld_acquire_sys(a.sem) < i) {
+      if (globaltimer_ns() - start > a.timeout_ns) { *a.elapsed = ~0ull; return; }
+    }
+    if (!a.starts) { fence_sys(); st_release_sys(a.bell, i); }
+  }
+  *a.elapsed = globaltimer_ns() - start;
+}
+
 struct SpinParams { const weft_u32* flag; weft_u32* done; weft_u64 timeout_ns; };
 extern "C" __global__ void spin(SpinParams a) {
   weft_u64 start = globaltimer_ns();

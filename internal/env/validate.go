@@ -117,6 +117,7 @@ var forms = map[string]form{
 	"WEFT_REDUCE_LL_MAX_BYTES":          sizeForm("a size such as 2M (0: WEFT_ROOTED_LL_MAX_BYTES's)"),
 	"WEFT_ALLREDUCE_LL_MAX_BYTES":       sizeForm("a size such as 2M (0: none)"),
 	"WEFT_COLL_LL_MAX_BYTES":            sizeForm("a size such as 512K (0: no LL plans)"),
+	"WEFT_ALLGATHER_LL_MAX_BYTES":       sizeForm("a size such as 1M (0: WEFT_COLL_LL_MAX_BYTES's)"),
 	"WEFT_BROADCAST_SPLIT_LL_MAX_BYTES": sizeForm("a size such as 2M (0: off)"),
 	"WEFT_REDUCE_SPLIT_LL_MAX_BYTES":    sizeForm("a size such as 2M (0: off)"),
 	"WEFT_CE_ALLREDUCE_MIN_BYTES":       sizeForm("a size such as 256M (0: off)"),
