@@ -493,6 +493,18 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 			// Scratch: 2 halves × 4 slots × 16 MiB.
 			c.RingHB = Shape{Blocks: max(1, min(64, sms/2)), Threads: 512, Unroll: 4, Window: 16 << 20}
 		}
+		if nranks == 3 {
+			// Three ranks take the rings from 8 MiB too, with 8 MiB
+			// windows: 4×H100 with three GPUs through the C ABI
+			// (docs/bench/2026-11-27g-h100x4, call 6, float, NCCL twice
+			// beside), AllReduce 24 / 96 / 384 MB 0.86 / 0.97 / 0.97 →
+			// 1.18 / 1.07 / 1.03, ReduceScatter 0.94 / 1.03 / 1.10 → 1.28 /
+			// 1.19 / 1.15; with 16 MiB windows AllReduce lost from 96 MB
+			// (0.94 / 0.90), from 4 MiB it lost at 96–384 MB (0.92 / 0.89).
+			// Scratch: 2 halves × 2 slots × 8 MiB.
+			c.RingMinBytes = 8 << 20
+			c.RingHB = Shape{Blocks: max(1, min(64, sms/2)), Threads: 512, Unroll: 4, Window: 8 << 20}
+		}
 		// Wide LL and rooted HB (2×H100 2026-11-25, issue 20): 8 LL
 		// blocks leave Broadcast and Reduce at 0.72–0.82× NCCL at 128 KB,
 		// and 512 KB falls into HB plans whose one window pays the whole
@@ -538,16 +550,19 @@ func DefaultConfig(rank, nranks, sms int, gpu bool) Config {
 		// as before (LL packets double what each rank writes to every peer).
 		c.CollLLMaxBytes = max(c.CollLLMaxBytes, floorPow2((512<<10)/int64(max(1, nranks-1))))
 		c.RootedHB = Shape{Blocks: max(1, min(128, sms)), Threads: 512, Unroll: 4, Window: peerWindow(nranks, 4<<20, 16<<20)}
-		if nranks == 4 || nranks == 5 {
-			// On 4 and 5 ranks (where the split plans serve from 4 MiB, or
+		if nranks >= 3 && nranks <= 5 {
+			// On 3 to 5 ranks (where the split plans serve from 4 MiB, or
 			// the split LL plans' bounds): windows of 4 MiB, 4 in flight,
-			// the same scratch as 8 MiB × 2 (beyond, the budget gives 4 MiB
-			// windows already). 4×H100 through the C ABI
-			// (docs/bench/2026-11-27g-h100x4, calls 2–4, float, NCCL twice
-			// beside): Broadcast 16 MB 0.77 → 0.89–0.95, Reduce 16 MB
-			// 0.50–0.57 → 0.69–0.75, 256 MB – 1 GB within ±0.03 of 8 MiB × 2
-			// (Broadcast 0.81–0.84, Reduce 0.80–0.82); 2 MiB windows won
-			// at 16 MB as well but lost from 256 MB (Reduce 0.62–0.65).
+			// no more scratch than 8 MiB × 2 or 16 MiB × 2 (beyond, the
+			// budget gives 4 MiB windows already). 4×H100 through the C
+			// ABI (docs/bench/2026-11-27g-h100x4, calls 2–6, float, NCCL
+			// twice beside): 4 ranks Broadcast 16 MB 0.77 → 0.89–0.96,
+			// Reduce 16 MB 0.50–0.57 → 0.69–0.75, 256 MB – 1 GB within
+			// ±0.03 of 8 MiB × 2 (Broadcast 0.81–0.84, Reduce 0.80–0.82);
+			// 3 ranks Broadcast 24 / 96 / 384 MB 0.81 / 0.89 / 0.86 →
+			// 0.94 / 0.90 / 0.88, Reduce 0.57 / 0.77 / 0.86 → 0.73 / 0.82 /
+			// 0.87. 2 MiB windows won at 16 MB as well but lost from
+			// 256 MB (4 ranks, Reduce 0.62–0.65).
 			c.RootedHB.Window, c.RootedHB.Depth = 4<<20, 4
 		}
 		c.RootedSplitMinBytes = 4 << 20 // rooted.go, SplitMinRanks

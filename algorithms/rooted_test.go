@@ -136,8 +136,8 @@ func TestCreditsValidate(t *testing.T) {
 // the wide one up to RootedLLMaxBytes (1 MiB / (n−1), a power of two, on
 // GPUs; 2 MiB / (n−1) from 4 ranks), from 3 ranks the split LL Broadcast
 // to BroadcastSplitLLMaxBytes, the windowed plan with RootedHB's blocks beyond, its window as
-// large as 64 MiB of scratch allows (2·(n−1) windows), from 4 to 16 MiB, but on 4 and 5 ranks
-// 4 MiB windows four deep (the same scratch as 8 MiB two deep).
+// large as 64 MiB of scratch allows (2·(n−1) windows), from 4 to 16 MiB, but on 3 to 5 ranks
+// 4 MiB windows four deep (no more scratch than two deep).
 func TestRootedSelection(t *testing.T) {
 	// Beyond the LL bounds the all-pairs windowed plan with the rooted
 	// shape; from 3 ranks and RootedSplitMinBytes the split plan, with half the
@@ -146,7 +146,7 @@ func TestRootedSelection(t *testing.T) {
 		n      int
 		wide   int64
 		window string
-	}{{2, 1 << 20, "16777216"}, {3, 512 << 10, "16777216"}, {4, 512 << 10, "4194304-d4"}, {5, 512 << 10, "4194304-d4"}, {8, 256 << 10, "4194304"}} {
+	}{{2, 1 << 20, "16777216"}, {3, 512 << 10, "4194304-d4"}, {4, 512 << 10, "4194304-d4"}, {5, 512 << 10, "4194304-d4"}, {8, 256 << 10, "4194304"}} {
 		for _, coll := range []algorithms.Collective{algorithms.Broadcast, algorithms.Reduce} {
 			cfg := algorithms.DefaultConfig(0, tc.n, 132, true)
 			cs, err := algorithms.Plans(cfg, coll, tc.n-1)
@@ -246,7 +246,7 @@ func TestAllReduceScratchSelection(t *testing.T) {
 			var names []string
 			var bounds []int64
 			ll := cs[:len(cs)-1]
-			if tc.n >= 4 {
+			if tc.n >= 3 {
 				ll = cs[:len(cs)-2] // the all-pairs windowed plan and the ring
 			}
 			for _, c := range ll {
@@ -259,7 +259,7 @@ func TestAllReduceScratchSelection(t *testing.T) {
 				t.Errorf("LL bounds (-want +got):\n%s", d)
 			}
 			hb, hbMax := cs[len(cs)-1], int64(0)
-			if tc.n >= 4 {
+			if tc.n >= 3 {
 				// From RingMinBytes the windowed ring.
 				if hb.MaxBytes != 0 || !strings.HasPrefix(hb.Plan.Name, "all_reduce-ring-hb-") {
 					t.Errorf("last plan %s (bound %d); want the windowed ring, unbounded", hb.Plan.Name, hb.MaxBytes)

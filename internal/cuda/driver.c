@@ -84,6 +84,7 @@
   X(cuModuleUnload, CUresult, (CUmodule))                                                      \
   X(cuFuncSetAttribute, CUresult, (CUfunction, int, int))                                      \
   X(cuFuncGetAttribute, CUresult, (int*, int, CUfunction))                                     \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, CUresult, (int*, CUfunction, int, size_t))     \
   X(cuLaunchKernel, CUresult,                                                                  \
     (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, \
      unsigned int, CUstream, void**, void**))                                                        \
@@ -545,6 +546,10 @@ CUresult weft_cuModuleGetFunction(CUcontext ctx, CUfunction* f, CUmodule m, cons
 CUresult weft_cuModuleUnload(CUcontext ctx, CUmodule m) { CUR(ctx); return p_cuModuleUnload(m); }
 CUresult weft_cuFuncSetAttribute(CUcontext ctx, CUfunction f, int attr, int v) { CUR(ctx); return p_cuFuncSetAttribute(f, attr, v); }
 CUresult weft_cuFuncGetAttribute(CUcontext ctx, int* v, int attr, CUfunction f) { CUR(ctx); return p_cuFuncGetAttribute(v, attr, f); }
+CUresult weft_cuOccupancyMaxActiveBlocksPerMultiprocessor(CUcontext ctx, int* n, CUfunction f, int threads, size_t shared) {
+  CUR(ctx);
+  return p_cuOccupancyMaxActiveBlocksPerMultiprocessor(n, f, threads, shared);
+}
 
 // weft_cuLaunchKernel launches f with one kernel parameter: the struct whose
 // bytes are at params (NULL for a kernel without parameters).

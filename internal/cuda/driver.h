@@ -79,6 +79,7 @@ CUresult weft_cuModuleGetFunction(CUcontext ctx, CUfunction* f, CUmodule m, cons
 CUresult weft_cuModuleUnload(CUcontext ctx, CUmodule m);
 CUresult weft_cuFuncSetAttribute(CUcontext ctx, CUfunction f, int attr, int v);
 CUresult weft_cuFuncGetAttribute(CUcontext ctx, int* v, int attr, CUfunction f);
+CUresult weft_cuOccupancyMaxActiveBlocksPerMultiprocessor(CUcontext ctx, int* n, CUfunction f, int threads, size_t shared);
 CUresult weft_cuLaunchKernel(CUcontext ctx, CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                              unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream s,
                              void* params);

@@ -668,6 +668,16 @@ func (f Function) Attribute(a FunctionAttribute) (int, error) {
 	return int(v), err
 }
 
+// MaxActiveBlocksPerMultiprocessor returns how many blocks of threads
+// threads, with sharedBytes of dynamic shared memory each, fit on one
+// multiprocessor at once given the kernel's registers and static shared
+// memory (cuOccupancyMaxActiveBlocksPerMultiprocessor).
+func (f Function) MaxActiveBlocksPerMultiprocessor(threads, sharedBytes int) (int, error) {
+	var n C.int
+	err := newError("cuOccupancyMaxActiveBlocksPerMultiprocessor", Result(C.weft_cuOccupancyMaxActiveBlocksPerMultiprocessor(f.Ctx.c(), &n, f.c(), C.int(threads), C.size_t(sharedBytes))))
+	return int(n), err
+}
+
 func dim(v uint32) C.uint {
 	if v == 0 {
 		return 1

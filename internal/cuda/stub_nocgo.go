@@ -268,6 +268,11 @@ func (f Function) Attribute(a FunctionAttribute) (int, error) {
 	return 0, errNoCgo
 }
 
+// MaxActiveBlocksPerMultiprocessor is cuOccupancyMaxActiveBlocksPerMultiprocessor.
+func (f Function) MaxActiveBlocksPerMultiprocessor(threads, sharedBytes int) (int, error) {
+	return 0, errNoCgo
+}
+
 func (f Function) Launch(grid, block Dim3, sharedBytes int, s Stream, params []byte) error {
 	return errNoCgo
 }

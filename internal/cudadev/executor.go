@@ -45,11 +45,14 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 	for k, v := range spec.Library {
 		headers[k] = v
 	}
-	mod, err := d.Compile(hal.KernelSource{Name: fmt.Sprintf("%s-%v-%v", p.Name, spec.DataType, spec.RedOp), Source: src, Headers: headers})
+	mod, err := d.CompileModule(hal.KernelSource{Name: fmt.Sprintf("%s-%v-%v", p.Name, spec.DataType, spec.RedOp), Source: src, Headers: headers})
 	if err != nil {
 		return nil, fmt.Errorf("%s: prepare %s: %w", d.backend, p.Name, err)
 	}
-	fn, err := mod.Function(plan.KernelName)
+	fn, err := mod.Kernel(plan.KernelName)
+	if err == nil {
+		err = fn.CheckResident(p.Blocks(), p.Threads, 0)
+	}
 	if err != nil {
 		mod.Close()
 		return nil, fmt.Errorf("%s: prepare %s: %w", d.backend, p.Name, err)

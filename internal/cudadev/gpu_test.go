@@ -786,3 +786,27 @@ func runChild() error {
 	fmt.Printf("imported %d bytes on %s\n", b1.Size(), d)
 	return nil
 }
+
+// TestCheckResident: a grid that fits the device at once passes; one block
+// more than the occupancy allows is refused with ErrInvalidArgument naming
+// the figures, as Prepare refuses such a plan.
+func TestCheckResident(t *testing.T) {
+	d := openTest(t, 0)
+	m := compileTestKernels(t, d)
+	fn, err := m.Kernel("fill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	per, err := fn.fn.MaxActiveBlocksPerMultiprocessor(1024, 0)
+	if err != nil || per <= 0 {
+		t.Fatalf("occupancy of fill at 1024 threads: %d, %v", per, err)
+	}
+	sms := d.Multiprocessors()
+	if err := fn.CheckResident(per*sms, 1024, 0); err != nil {
+		t.Errorf("%d blocks (%d per multiprocessor × %d): %v", per*sms, per, sms, err)
+	}
+	err = fn.CheckResident(per*sms+1, 1024, 0)
+	if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), fmt.Sprintf("%d blocks of 1024 threads cannot all be resident", per*sms+1)) {
+		t.Errorf("%d blocks: %v; want ErrInvalidArgument naming the blocks", per*sms+1, err)
+	}
+}
