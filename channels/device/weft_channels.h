@@ -784,14 +784,85 @@ WEFT_DEV void xfer_plain(const Ctx& c, const char* const (&srcs)[NS], char* cons
       for (int j = 0; j < ND; j++) st16(dsts[j] + v * 16, acc);
     }
     head = nvec * 16;
+  } else {
+    // Every pointer 8-byte aligned but not all 16 (a segment of an odd
+    // number of 8-byte words: 3 ranks' ReduceScatter of 2,796,202 floats a
+    // rank): 8-byte words of packed elements, UNROLL per thread, as the
+    // 16-byte path.
+    bool aligned8 = true;
+#pragma unroll
+    for (int i = 0; i < NS; i++) aligned8 &= ((weft_u64)srcs[i] & 7) == 0;
+#pragma unroll
+    for (int j = 0; j < ND; j++) aligned8 &= ((weft_u64)dsts[j] & 7) == 0;
+    if (aligned8) {
+      const weft_u64 nw = bytes / 8;
+      const weft_u64 stride = (weft_u64)blockDim.x * UNROLL;
+      weft_u64 w = threadIdx.x;
+      for (; w + (UNROLL - 1) * blockDim.x < nw; w += stride) {
+        weft_u64 acc[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) acc[u] = src64<DT, CMB, SCL>(c, *(const weft_u64*)(srcs[0] + (w + u * blockDim.x) * 8), 0);
+#pragma unroll
+        for (int i = 1; i < NS; i++) {
+          weft_u64 x[UNROLL];
+#pragma unroll
+          for (int u = 0; u < UNROLL; u++) x[u] = *(const weft_u64*)(srcs[i] + (w + u * blockDim.x) * 8);
+#pragma unroll
+          for (int u = 0; u < UNROLL; u++) acc[u] = red64<DT, OP>(acc[u], src64<DT, CMB, SCL>(c, x[u], i));
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) acc[u] = post64<DT, CMB>(c, acc[u]);
+#pragma unroll
+        for (int j = 0; j < ND; j++)
+#pragma unroll
+          for (int u = 0; u < UNROLL; u++) *(weft_u64*)(dsts[j] + (w + u * blockDim.x) * 8) = acc[u];
+      }
+      for (; w < nw; w += blockDim.x) {
+        weft_u64 acc = src64<DT, CMB, SCL>(c, *(const weft_u64*)(srcs[0] + w * 8), 0);
+#pragma unroll
+        for (int i = 1; i < NS; i++) acc = red64<DT, OP>(acc, src64<DT, CMB, SCL>(c, *(const weft_u64*)(srcs[i] + w * 8), i));
+        acc = post64<DT, CMB>(c, acc);
+#pragma unroll
+        for (int j = 0; j < ND; j++) *(weft_u64*)(dsts[j] + w * 8) = acc;
+      }
+      head = nw * 8;
+    }
   }
-  // Tail (or everything, when unaligned): one element per thread.
+  // Tail (or everything, when not even 8-byte aligned): elements, UNROLL
+  // per thread while whole rounds remain (their loads issued together),
+  // then one per thread.
   bool elem_aligned = true;
 #pragma unroll
   for (int i = 0; i < NS; i++) elem_aligned &= ((weft_u64)srcs[i] % ES) == 0;
 #pragma unroll
   for (int j = 0; j < ND; j++) elem_aligned &= ((weft_u64)dsts[j] % ES) == 0;
-  for (weft_u64 b = head + (weft_u64)threadIdx.x * ES; b < bytes; b += (weft_u64)blockDim.x * ES) {
+  weft_u64 b = head + (weft_u64)threadIdx.x * ES;
+  if (elem_aligned) {
+    // Round k covers elements [k·blockDim·UNROLL, (k+1)·blockDim·UNROLL)
+    // of the rest; a thread left out of the last round goes on from where
+    // its column stopped in the loop below.
+    const weft_u64 stride = (weft_u64)blockDim.x * UNROLL * ES;
+    for (; b + (UNROLL - 1) * (weft_u64)blockDim.x * ES < bytes; b += stride) {
+      weft_u64 acc[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) acc[u] = src64<DT, CMB, SCL>(c, ld_elem<ES>(srcs[0] + b + u * blockDim.x * ES), 0);
+#pragma unroll
+      for (int i = 1; i < NS; i++) {
+        weft_u64 x[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) x[u] = ld_elem<ES>(srcs[i] + b + u * blockDim.x * ES);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) acc[u] = red64<DT, OP>(acc[u], src64<DT, CMB, SCL>(c, x[u], i));
+      }
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) acc[u] = post64<DT, CMB>(c, acc[u]);
+#pragma unroll
+      for (int j = 0; j < ND; j++)
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) st_elem<ES>(dsts[j] + b + u * blockDim.x * ES, acc[u]);
+    }
+  }
+  for (; b < bytes; b += (weft_u64)blockDim.x * ES) {
     weft_u64 acc = src64<DT, CMB, SCL>(c, elem_aligned ? ld_elem<ES>(srcs[0] + b) : ld_bytes(srcs[0] + b, ES), 0);
 #pragma unroll
     for (int i = 1; i < NS; i++) {
