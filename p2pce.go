@@ -424,9 +424,10 @@ func (c *Comm) ceP2PQueue(ops []ceP2POp, s hal.Stream) error {
 // ceP2PServes reports whether the copy-engine point-to-point path takes
 // call (Launch, PlanName, PlanSMs): a Broadcast on two ranks of at least
 // ceP2PBroadcastFactor × Config.CEP2PMinBytes bytes, an out-of-place
-// SendRecv (LaunchP2P's, named for PlanName) with operations of at least
-// Config.CEP2PMinBytes, or an out-of-place AllToAll with segments of at
-// least ceP2PAllToAllMin. Launch runs the
+// SendRecv (LaunchP2P's, named for PlanName: sends, receives, gathers and
+// scatters) with operations of at least Config.CEP2PMinBytes, or an
+// out-of-place AllToAll on two ranks with segments of at least
+// ceP2PAllToAllMin. Launch runs the
 // Broadcast and AllToAll as groups of sends and receives (broadcastP2P,
 // allToAllP2P), whose operations the exchange may still give back to the
 // point-to-point kernels.
@@ -453,7 +454,11 @@ func (c *Comm) ceP2PServes(call Call) bool {
 	case algorithms.SendRecv: // in place, overlapping sends go to the kernels
 		return bytes >= min && call.Send != call.Recv
 	case algorithms.AllToAll:
-		return bytes >= c.ceP2PAllToAllMin() && call.Send != call.Recv
+		// Two ranks only: past two every rank's engines serve n−1 peers at
+		// once and lost to the SM plan (4×H100, docs/bench/2026-11-27g-h100x4,
+		// call 9: 0.53–0.64× NCCL from 128 MB on 3 and 4 ranks against
+		// 0.93–1.95 on SMs).
+		return c.cfg.NRanks == 2 && bytes >= c.ceP2PAllToAllMin() && call.Send != call.Recv
 	}
 	return false
 }

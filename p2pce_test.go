@@ -322,8 +322,9 @@ func TestCEP2POff(t *testing.T) {
 // on two ranks (every root, in and out of place) at or above 2× the bound
 // and an out-of-place AllToAll at or above it run through Launch as groups
 // of sends and receives on the copy engines, element by element right; an
-// in-place AllToAll keeps its kernels, and so do Broadcasts on three ranks
-// (the split plan). PlanName and PlanSMs say so.
+// in-place AllToAll keeps its kernels, and on three ranks so do Broadcasts
+// (the split plan) and AllToAlls (the SM plan: copy engines lost past two
+// ranks). PlanName and PlanSMs say so.
 func TestCEP2PCollectivesHost(t *testing.T) {
 	t.Setenv("WEFT_CE_P2P_MIN_BYTES", fmt.Sprint(ceP2PBound))
 	for _, n := range []int{2, 3} {
@@ -344,14 +345,14 @@ func TestCEP2PCollectivesHost(t *testing.T) {
 			cases = append(cases, collCase{coll: algorithms.AllToAll, t: plan.Float32, op: plan.Sum, count: mid},
 				collCase{coll: algorithms.AllToAll, t: plan.Float32, op: plan.Sum, count: low})
 			runCasesThen(t, "host", n, cases, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
-				// Per rank: each out-of-place AllToAll on copy engines
-				// 2(n−1) operations and the copy to itself; on two ranks
+				// Per rank on two ranks: each out-of-place AllToAll on
+				// copy engines 2(n−1) operations and the copy to itself;
 				// each Broadcast root n−1 sends (+1 copy out of place),
-				// each other rank 1 receive (past two ranks Broadcasts
-				// keep their kernels: ceP2PServes).
-				want := 2 * int64(2*(n-1)+1)
+				// each other rank 1 receive. Past two ranks both keep
+				// their kernels (ceP2PServes).
+				want := int64(0)
 				if n == 2 {
-					want += int64(2*(n-1)+1) + 2*int64(n-1)
+					want = 2*int64(2*(n-1)+1) + int64(2*(n-1)+1) + 2*int64(n-1)
 				}
 				if got := c.CopyEngineP2POps(); got != want {
 					return fmt.Errorf("%d operations on copy engines, want %d", got, want)
@@ -373,6 +374,12 @@ func TestCEP2PCollectivesHost(t *testing.T) {
 					if k.call.Coll == algorithms.Broadcast && n > 2 {
 						if got := c.PlanName(k.call); !strings.Contains(got, "broadcast-split-") {
 							return fmt.Errorf("PlanName of a %d-byte Broadcast on %d ranks = %q, want the split plan", k.call.Count*4, n, got)
+						}
+						continue
+					}
+					if k.call.Coll == algorithms.AllToAll && n > 2 {
+						if got := c.PlanName(k.call); strings.HasSuffix(got, "-ce-host-issued") {
+							return fmt.Errorf("PlanName of an AllToAll on %d ranks = %q, want the SM plan", n, got)
 						}
 						continue
 					}

@@ -361,10 +361,16 @@ func NVLinkCopyEngineAllReduceMinBytes(nranks int) int64 {
 // alternated twice, with copies to itself on SMs) 32 MiB operations took
 // NCCL's time × 1.01–1.02 in a 64 MB gather (SM plan 0.95–0.99), 1.03–1.04
 // in a scatter (0.98–0.99), 1.33 in an AllToAll (1.11–1.13) and 1.35–1.37
-// in a sendrecv (1.26–1.29); 16 MiB ones lost (gather 0.93–0.94). Not
-// measured beyond 2 ranks.
+// in a sendrecv (1.26–1.29); 16 MiB ones lost (gather 0.93–0.94). The
+// same from 3 ranks: on 4×H100 (docs/bench/2026-11-27g-h100x4, call 9,
+// float, NCCL twice beside) sendrecv of 512 MB 0.96 → 1.09 on 4 and 3
+// ranks (128 MB 1.91–2.00 → 2.28), gather and scatter of 512 MB on 4 ranks
+// 1.00 → 1.04 / 1.06, on 3 ranks gather of 31 MB 1.55 → 2.03 and scatter
+// of 127 MB 1.54 → 1.71; the AllToAll lost there (0.53–0.64 from 128 MB
+// against 0.93–1.95 on SMs), so the communicator keeps it to two ranks
+// (Comm.ceP2PServes).
 func NVLinkCopyEngineP2PMinBytes(nranks int) int64 {
-	if nranks == 2 {
+	if nranks >= 2 {
 		return 32 << 20
 	}
 	return 0

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Call 10 (2026-11-27, twenty-first session, 4×H100 `nvidia-h100-x4`): the copy-engine
+# point-to-point default past two ranks (32 MiB operations; AllToAll kept on SMs there) on
+# sendrecv, gather, scatter and AllToAll, 8 MB – 1 GB on 4 and 3 ranks beside NCCL, and in place
+# in bfloat16 (root 1) for correctness. make gpu-bundle-four; carry .gpuz.
+set -u
+T0=$(date +%s)
+tar -xzf .gpuz/bundle.tgz
+export NCCL_NVLS_ENABLE=0; unset WEFT_NVLS
+export WEFT_REQUIRE=nvlink
+B=.gpu; CB=examples/cbench/cbench
+W=(env LD_PRELOAD=$PWD/$B/libweft_nccl.so WEFT_NCCL_FALLBACK=0 WEFT_DEBUG=WARN)
+R=(env -u LD_PRELOAD NCCL_DEBUG=WARN)
+mkdir -p "$OUT/logs"
+el() { echo "== $(( $(date +%s) - T0 )) s: $*"; }
+run() { local n=$1; shift; timeout 120 "$@" >"$OUT/logs/$n.log" 2>&1; echo "$n rc=$? $(grep -c ' 0 wrong' "$OUT/logs/$n.log") ok lines"; }
+{
+make -B -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null 2>&1 || make -B -C examples/cbench CFLAGS='-O2 -Wall' OMP= >/dev/null
+for g in 4 3; do
+  el "$g ranks"
+  S=(-g $g -t alltoall,sendrecv,gather,scatter -d float -b 8M -e 1G -f 4 -w 3 -n 10 -G 10 -c 1 -p 0)
+  run n$g-nccl "${R[@]}" $CB "${S[@]}"
+  run n$g-weft "${W[@]}" $CB "${S[@]}"
+  run n$g-ip "${W[@]}" $CB -g $g -t alltoall,sendrecv,gather,scatter -d bfloat16 -r 1 -b 16M -e 256M -f 4 -w 2 -n 3 -G 3 -c 1 -p 1
+done
+el ratios
+for g in 4 3; do python3 scripts/cbench-ratios.py "$OUT/logs/n$g-nccl.log" "$OUT/logs/n$g-weft.log"; done
+grep -H "wrong elements" "$OUT"/logs/*.log | grep -v " 0 wrong"
+grep -H -i "error\|fail\|timeout" "$OUT"/logs/*.log | head -20
+el done
+} >"$OUT/p2p.txt" 2>&1
+tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
+cat "$OUT/p2p.txt"
