@@ -736,145 +736,118 @@ WEFT_DEV weft_u64 src64(const Ctx& c, weft_u64 v, int i) {
 template <int DT, int OP, int NS, int ND, int UNROLL, int CMB, int SCL>
 struct skip_self;
 
+// Words of xfer_plain's loops: 16-byte vectors, 8-byte words of packed
+// elements, single elements (ES bytes in the low bytes of a u64, lane 0 of
+// the 64-bit operations).
+struct Word16 {
+  typedef weft_u32x4 T;
+  static constexpr int BYTES = 16;
+  WEFT_DEV static T ld(const char* p) { return ld16(p); }
+  WEFT_DEV static void st(char* p, T v) { st16(p, v); }
+  template <int DT, int OP> WEFT_DEV static T red(T a, T b) { return red128<DT, OP>(a, b); }
+  template <int DT, int CMB, int SCL> WEFT_DEV static T src(const Ctx& c, T v, int i) { return src128<DT, CMB, SCL>(c, v, i); }
+  template <int DT, int CMB> WEFT_DEV static T post(const Ctx& c, T v) { return post128<DT, CMB>(c, v); }
+};
+template <int ES>
+struct Word64 {
+  typedef weft_u64 T;
+  static constexpr int BYTES = ES;
+  WEFT_DEV static T ld(const char* p) { return ES == 8 ? *(const weft_u64*)p : ld_elem<ES>(p); }
+  WEFT_DEV static void st(char* p, T v) {
+    if (ES == 8) *(weft_u64*)p = v;
+    else st_elem<ES>(p, v);
+  }
+  template <int DT, int OP> WEFT_DEV static T red(T a, T b) { return red64<DT, OP>(a, b); }
+  template <int DT, int CMB, int SCL> WEFT_DEV static T src(const Ctx& c, T v, int i) { return src64<DT, CMB, SCL>(c, v, i); }
+  template <int DT, int CMB> WEFT_DEV static T post(const Ctx& c, T v) { return post64<DT, CMB>(c, v); }
+};
+
+// xfer_words moves the n words of W that start at byte from of every
+// pointer: UNROLL words per thread while whole rounds of blockDim·UNROLL
+// remain (all their loads issued before any is reduced), then one per
+// thread.
+template <class W, int DT, int OP, int NS, int ND, int UNROLL, int CMB, int SCL>
+WEFT_DEV void xfer_words(const Ctx& c, const char* const (&srcs)[NS], char* const (&dsts)[ND], weft_u64 from, weft_u64 n) {
+  typedef typename W::T T;
+  const weft_u64 stride = (weft_u64)blockDim.x * UNROLL;
+  weft_u64 w = threadIdx.x;
+  for (; w + (UNROLL - 1) * blockDim.x < n; w += stride) {
+    T acc[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) acc[u] = W::template src<DT, CMB, SCL>(c, W::ld(srcs[0] + from + (w + u * blockDim.x) * W::BYTES), 0);
+#pragma unroll
+    for (int i = 1; i < NS; i++) {
+      T x[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) x[u] = W::ld(srcs[i] + from + (w + u * blockDim.x) * W::BYTES);
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) acc[u] = W::template red<DT, OP>(acc[u], W::template src<DT, CMB, SCL>(c, x[u], i));
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) acc[u] = W::template post<DT, CMB>(c, acc[u]);
+#pragma unroll
+    for (int j = 0; j < ND; j++)
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) W::st(dsts[j] + from + (w + u * blockDim.x) * W::BYTES, acc[u]);
+  }
+  for (; w < n; w += blockDim.x) {
+    T acc = W::template src<DT, CMB, SCL>(c, W::ld(srcs[0] + from + w * W::BYTES), 0);
+#pragma unroll
+    for (int i = 1; i < NS; i++) acc = W::template red<DT, OP>(acc, W::template src<DT, CMB, SCL>(c, W::ld(srcs[i] + from + w * W::BYTES), i));
+    acc = W::template post<DT, CMB>(c, acc);
+#pragma unroll
+    for (int j = 0; j < ND; j++) W::st(dsts[j] + from + w * W::BYTES, acc);
+  }
+}
+
+// aligned_to reports whether every source and destination is a multiple
+// of a bytes.
+template <int NS, int ND>
+WEFT_DEV bool aligned_to(const char* const (&srcs)[NS], char* const (&dsts)[ND], weft_u64 a) {
+  bool ok = true;
+#pragma unroll
+  for (int i = 0; i < NS; i++) ok &= ((weft_u64)srcs[i] % a) == 0;
+#pragma unroll
+  for (int j = 0; j < ND; j++) ok &= ((weft_u64)dsts[j] % a) == 0;
+  return ok;
+}
+
 // xfer_plain: for every byte range of len elements, dsts[j] = ⊕ srcs[i]
 // (with the combine mode CMB applied, and source i scaled when bit i of SCL
 // is set). Pointers point at the first element of this block's part. All
 // threads of the block take part. A plain copy leaves out a destination
-// that is its source (skip_self).
+// that is its source (skip_self). The widest word every pointer is aligned
+// to moves the bulk: 16-byte vectors; else 8-byte words of packed elements
+// (a ReduceScatter segment of an odd number of 8-byte words lands 8 bytes
+// off a 16-byte boundary in the input while scratch slots are 16-aligned,
+// so no common head peel aligns both: 3 ranks, 11,184,808-byte segments,
+// 0.68–0.86× NCCL with one element per thread, 1.12–1.21× with words;
+// docs/bench/2026-11-27g-h100x4 call 8); else elements. Elements finish
+// the tail, and bytes serve buffers that are not even element-aligned.
 template <int DT, int OP, int NS, int ND, int UNROLL, int CMB, int SCL = 0>
 WEFT_DEV void xfer_plain(const Ctx& c, const char* const (&srcs)[NS], char* const (&dsts)[ND], weft_u64 len) {
   if (skip_self<DT, OP, NS, ND, UNROLL, CMB, SCL>::run(c, srcs, dsts, len)) return;
   constexpr int ES = dtype_size<DT>::value;
   const weft_u64 bytes = len * ES;
-  bool aligned = true;
-#pragma unroll
-  for (int i = 0; i < NS; i++) aligned &= ((weft_u64)srcs[i] & 15) == 0;
-#pragma unroll
-  for (int j = 0; j < ND; j++) aligned &= ((weft_u64)dsts[j] & 15) == 0;
   weft_u64 head = 0;
-  if (aligned) {
-    const weft_u64 nvec = bytes / 16;
-    const weft_u64 stride = (weft_u64)blockDim.x * UNROLL;
-    weft_u64 v = threadIdx.x;
-    for (; v + (UNROLL - 1) * blockDim.x < nvec; v += stride) {
-      weft_u32x4 acc[UNROLL];
-#pragma unroll
-      for (int u = 0; u < UNROLL; u++) acc[u] = src128<DT, CMB, SCL>(c, ld16(srcs[0] + (v + u * blockDim.x) * 16), 0);
-#pragma unroll
-      for (int i = 1; i < NS; i++) {
-        weft_u32x4 x[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) x[u] = ld16(srcs[i] + (v + u * blockDim.x) * 16);
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) acc[u] = red128<DT, OP>(acc[u], src128<DT, CMB, SCL>(c, x[u], i));
-      }
-#pragma unroll
-      for (int u = 0; u < UNROLL; u++) acc[u] = post128<DT, CMB>(c, acc[u]);
-#pragma unroll
-      for (int j = 0; j < ND; j++)
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) st16(dsts[j] + (v + u * blockDim.x) * 16, acc[u]);
-    }
-    for (; v < nvec; v += blockDim.x) {
-      weft_u32x4 acc = src128<DT, CMB, SCL>(c, ld16(srcs[0] + v * 16), 0);
-#pragma unroll
-      for (int i = 1; i < NS; i++) acc = red128<DT, OP>(acc, src128<DT, CMB, SCL>(c, ld16(srcs[i] + v * 16), i));
-      acc = post128<DT, CMB>(c, acc);
-#pragma unroll
-      for (int j = 0; j < ND; j++) st16(dsts[j] + v * 16, acc);
-    }
-    head = nvec * 16;
-  } else {
-    // Every pointer 8-byte aligned but not all 16 (a segment of an odd
-    // number of 8-byte words: 3 ranks' ReduceScatter of 2,796,202 floats a
-    // rank): 8-byte words of packed elements, UNROLL per thread, as the
-    // 16-byte path.
-    bool aligned8 = true;
-#pragma unroll
-    for (int i = 0; i < NS; i++) aligned8 &= ((weft_u64)srcs[i] & 7) == 0;
-#pragma unroll
-    for (int j = 0; j < ND; j++) aligned8 &= ((weft_u64)dsts[j] & 7) == 0;
-    if (aligned8) {
-      const weft_u64 nw = bytes / 8;
-      const weft_u64 stride = (weft_u64)blockDim.x * UNROLL;
-      weft_u64 w = threadIdx.x;
-      for (; w + (UNROLL - 1) * blockDim.x < nw; w += stride) {
-        weft_u64 acc[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) acc[u] = src64<DT, CMB, SCL>(c, *(const weft_u64*)(srcs[0] + (w + u * blockDim.x) * 8), 0);
-#pragma unroll
-        for (int i = 1; i < NS; i++) {
-          weft_u64 x[UNROLL];
-#pragma unroll
-          for (int u = 0; u < UNROLL; u++) x[u] = *(const weft_u64*)(srcs[i] + (w + u * blockDim.x) * 8);
-#pragma unroll
-          for (int u = 0; u < UNROLL; u++) acc[u] = red64<DT, OP>(acc[u], src64<DT, CMB, SCL>(c, x[u], i));
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) acc[u] = post64<DT, CMB>(c, acc[u]);
-#pragma unroll
-        for (int j = 0; j < ND; j++)
-#pragma unroll
-          for (int u = 0; u < UNROLL; u++) *(weft_u64*)(dsts[j] + (w + u * blockDim.x) * 8) = acc[u];
-      }
-      for (; w < nw; w += blockDim.x) {
-        weft_u64 acc = src64<DT, CMB, SCL>(c, *(const weft_u64*)(srcs[0] + w * 8), 0);
-#pragma unroll
-        for (int i = 1; i < NS; i++) acc = red64<DT, OP>(acc, src64<DT, CMB, SCL>(c, *(const weft_u64*)(srcs[i] + w * 8), i));
-        acc = post64<DT, CMB>(c, acc);
-#pragma unroll
-        for (int j = 0; j < ND; j++) *(weft_u64*)(dsts[j] + w * 8) = acc;
-      }
-      head = nw * 8;
-    }
+  if (aligned_to(srcs, dsts, 16)) {
+    xfer_words<Word16, DT, OP, NS, ND, UNROLL, CMB, SCL>(c, srcs, dsts, 0, bytes / 16);
+    head = bytes / 16 * 16;
+  } else if (ES < 8 && aligned_to(srcs, dsts, 8)) {
+    xfer_words<Word64<8>, DT, OP, NS, ND, UNROLL, CMB, SCL>(c, srcs, dsts, 0, bytes / 8);
+    head = bytes / 8 * 8;
   }
-  // Tail (or everything, when not even 8-byte aligned): elements, UNROLL
-  // per thread while whole rounds remain (their loads issued together),
-  // then one per thread.
-  bool elem_aligned = true;
-#pragma unroll
-  for (int i = 0; i < NS; i++) elem_aligned &= ((weft_u64)srcs[i] % ES) == 0;
-#pragma unroll
-  for (int j = 0; j < ND; j++) elem_aligned &= ((weft_u64)dsts[j] % ES) == 0;
-  weft_u64 b = head + (weft_u64)threadIdx.x * ES;
-  if (elem_aligned) {
-    // Round k covers elements [k·blockDim·UNROLL, (k+1)·blockDim·UNROLL)
-    // of the rest; a thread left out of the last round goes on from where
-    // its column stopped in the loop below.
-    const weft_u64 stride = (weft_u64)blockDim.x * UNROLL * ES;
-    for (; b + (UNROLL - 1) * (weft_u64)blockDim.x * ES < bytes; b += stride) {
-      weft_u64 acc[UNROLL];
-#pragma unroll
-      for (int u = 0; u < UNROLL; u++) acc[u] = src64<DT, CMB, SCL>(c, ld_elem<ES>(srcs[0] + b + u * blockDim.x * ES), 0);
-#pragma unroll
-      for (int i = 1; i < NS; i++) {
-        weft_u64 x[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) x[u] = ld_elem<ES>(srcs[i] + b + u * blockDim.x * ES);
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) acc[u] = red64<DT, OP>(acc[u], src64<DT, CMB, SCL>(c, x[u], i));
-      }
-#pragma unroll
-      for (int u = 0; u < UNROLL; u++) acc[u] = post64<DT, CMB>(c, acc[u]);
-#pragma unroll
-      for (int j = 0; j < ND; j++)
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) st_elem<ES>(dsts[j] + b + u * blockDim.x * ES, acc[u]);
-    }
+  if (aligned_to(srcs, dsts, ES)) {
+    xfer_words<Word64<ES>, DT, OP, NS, ND, UNROLL, CMB, SCL>(c, srcs, dsts, head, (bytes - head) / ES);
+    return;
   }
-  for (; b < bytes; b += (weft_u64)blockDim.x * ES) {
-    weft_u64 acc = src64<DT, CMB, SCL>(c, elem_aligned ? ld_elem<ES>(srcs[0] + b) : ld_bytes(srcs[0] + b, ES), 0);
+  for (weft_u64 b = head + (weft_u64)threadIdx.x * ES; b < bytes; b += (weft_u64)blockDim.x * ES) {
+    weft_u64 acc = src64<DT, CMB, SCL>(c, ld_bytes(srcs[0] + b, ES), 0);
 #pragma unroll
-    for (int i = 1; i < NS; i++) {
-      weft_u64 x = elem_aligned ? ld_elem<ES>(srcs[i] + b) : ld_bytes(srcs[i] + b, ES);
-      acc = red64<DT, OP>(acc, src64<DT, CMB, SCL>(c, x, i));
-    }
+    for (int i = 1; i < NS; i++) acc = red64<DT, OP>(acc, src64<DT, CMB, SCL>(c, ld_bytes(srcs[i] + b, ES), i));
     acc = post64<DT, CMB>(c, acc);
 #pragma unroll
-    for (int j = 0; j < ND; j++) {
-      if (elem_aligned) st_elem<ES>(dsts[j] + b, acc);
-      else st_bytes(dsts[j] + b, acc, ES);
-    }
+    for (int j = 0; j < ND; j++) st_bytes(dsts[j] + b, acc, ES);
   }
 }
 
