@@ -49,8 +49,9 @@ const wavefront = 64
 // deadlines read does not run at the header's default 100 MHz, its rate is
 // passed as WEFT_HIP_WALLCLOCK_MHZ. Errors wrap hal.ErrInvalidArgument for
 // a plan that fails plan.Validate, whose blocks are not a multiple of 64
-// threads or larger than the GPU allows, or whose bindings do not match
-// its channels.
+// threads or larger than the GPU allows, whose blocks cannot all be
+// resident at once (hipdev.HALFunction.CheckResident: they wait for each
+// other), or whose bindings do not match its channels.
 func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 	p := spec.Plan
 	switch {
@@ -82,6 +83,9 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 		return nil, fmt.Errorf("xgmi: prepare %s: %w", p.Name, err)
 	}
 	fn, err := mod.Function(plan.KernelName)
+	if err == nil {
+		err = fn.(*hipdev.HALFunction).CheckResident(p.Blocks(), p.Threads, 0, d.Info().Multiprocessors)
+	}
 	if err != nil {
 		mod.Close()
 		return nil, fmt.Errorf("xgmi: prepare %s: %w", p.Name, err)

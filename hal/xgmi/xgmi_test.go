@@ -504,6 +504,18 @@ func TestPrepareAndLaunch(t *testing.T) {
 	odd.Threads = 96
 	_, err = d.Prepare(hal.PlanSpec{Plan: &odd, Bindings: bind, DataType: plan.Float32, Library: channels.DeviceLibrary()})
 	wantErr(t, "Prepare of 96-thread blocks", err, hal.ErrInvalidArgument, "96 threads per block", "64-lane wavefronts")
+	// One block per compute unit (304 of them): a plan of more blocks
+	// than that cannot be resident at once and is refused; as many fit.
+	t.Setenv("FAKEHIP_OCCUPANCY", "1")
+	wide := *p
+	wide.Groups = slices.Clone(p.Groups)
+	wide.Groups[0].Blocks += 304 - p.Blocks()
+	fit, err := d.Prepare(hal.PlanSpec{Plan: &wide, Bindings: bind, DataType: plan.Float32, RedOp: plan.Sum, Library: channels.DeviceLibrary()})
+	must(t, err)
+	must(t, fit.Close())
+	wide.Groups[0].Blocks++
+	_, err = d.Prepare(hal.PlanSpec{Plan: &wide, Bindings: bind, DataType: plan.Float32, RedOp: plan.Sum, Library: channels.DeviceLibrary()})
+	wantErr(t, "Prepare of 305 blocks on 304 compute units, one each", err, hal.ErrInvalidArgument, "305 blocks of", "cannot all be resident", "1 per compute unit × 304 compute units")
 	wantErr(t, "Launch with a null buffer", prog.Launch(s, &plan.Args{Count: 8}), hal.ErrInvalidArgument, "count 8")
 	_, err = d.Prepare(hal.PlanSpec{Plan: p, Bindings: bind, DataType: plan.Float32})
 	wantErr(t, "Prepare without the channel library", err, hal.ErrInvalidArgument, "weft_channels.h", "file not found")

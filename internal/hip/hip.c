@@ -372,6 +372,11 @@ hipError_t weft_hipModuleUnload(int dev, uintptr_t m) {
   return T.hipModuleUnload((hipModule_t)m);
 }
 
+hipError_t weft_hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(int dev, int* n, uintptr_t f, int threads, size_t shared) {
+  SETDEV(dev);
+  return T.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(n, (hipFunction_t)f, threads, shared);
+}
+
 // weft_hipModuleLaunchKernel launches f with its arguments as one buffer
 // of paramBytes bytes (the kernel's by-value struct), through the "extra"
 // argument; the runtime copies the buffer before returning.

@@ -60,6 +60,7 @@ hipError_t weft_hipGraphDestroy(int dev, uintptr_t g);
 hipError_t weft_hipModuleLoadData(int dev, uintptr_t* m, const void* image);
 hipError_t weft_hipModuleGetFunction(int dev, uintptr_t* f, uintptr_t m, const char* name);
 hipError_t weft_hipModuleUnload(int dev, uintptr_t m);
+hipError_t weft_hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(int dev, int* n, uintptr_t f, int threads, size_t shared);
 hipError_t weft_hipModuleLaunchKernel(int dev, uintptr_t f, unsigned int gx, unsigned int gy, unsigned int gz,
                                       unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
                                       uintptr_t s, void* params, size_t paramBytes);

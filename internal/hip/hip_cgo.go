@@ -518,6 +518,16 @@ func (m Module) Unload() error {
 
 func dim(v uint32) C.uint { return C.uint(max(v, 1)) }
 
+// MaxActiveBlocksPerMultiprocessor returns how many blocks of threads
+// threads, with sharedBytes of dynamic shared memory (LDS) each, fit on
+// one compute unit at once given the kernel's registers and static LDS
+// (hipModuleOccupancyMaxActiveBlocksPerMultiprocessor).
+func (f Function) MaxActiveBlocksPerMultiprocessor(threads, sharedBytes int) (int, error) {
+	var n C.int
+	err := call("hipModuleOccupancyMaxActiveBlocksPerMultiprocessor", C.weft_hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(C.int(f.Dev), &n, C.uintptr_t(f.Handle), C.int(threads), C.size_t(sharedBytes)))
+	return int(n), err
+}
+
 // Launch enqueues f on s with its arguments as one buffer, the bytes of
 // its by-value struct parameter (nil for a kernel without parameters),
 // passed with HIP_LAUNCH_PARAM_BUFFER_POINTER and _SIZE. The runtime

@@ -496,6 +496,7 @@ func TestErrorPaths(t *testing.T) {
 		{"hipModuleGetFunction", func() error { _, err := m.Function("fill"); return err }},
 		{"hipModuleUnload", func() error { return m.Unload() }},
 		{"hipModuleLaunchKernel", func() error { return f.Launch(hip.Dim3{X: 1}, hip.Dim3{X: 64}, 0, s, buf) }},
+		{"hipModuleOccupancyMaxActiveBlocksPerMultiprocessor", func() error { _, err := f.MaxActiveBlocksPerMultiprocessor(256, 0); return err }},
 	}
 	for _, c := range cases {
 		t.Run(c.call, func(t *testing.T) {

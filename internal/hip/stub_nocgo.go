@@ -202,6 +202,10 @@ func (f Function) Launch(grid, block Dim3, sharedBytes int, s Stream, params []b
 	return errNoCgo
 }
 
+func (f Function) MaxActiveBlocksPerMultiprocessor(threads, sharedBytes int) (int, error) {
+	return 0, errNoCgo
+}
+
 func LoadRTC() error {
 	return errNoCgo
 }

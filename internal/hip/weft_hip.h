@@ -99,6 +99,7 @@ typedef struct {
   X(hipModuleLoadData, hipError_t, (hipModule_t*, const void*))                                         \
   X(hipModuleGetFunction, hipError_t, (hipFunction_t*, hipModule_t, const char*))                       \
   X(hipModuleUnload, hipError_t, (hipModule_t))                                                         \
+  X(hipModuleOccupancyMaxActiveBlocksPerMultiprocessor, hipError_t, (int*, hipFunction_t, int, size_t))  \
   X(hipModuleLaunchKernel, hipError_t,                                                                  \
     (hipFunction_t, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, \
      unsigned int, hipStream_t, void**, void**))

@@ -718,6 +718,17 @@ hipError_t hipModuleGetFunction(hipFunction_t* f, hipModule_t m, const char* nam
   return 500;
 }
 
+// Occupancy: FAKEHIP_OCCUPANCY blocks per compute unit, else 2048 threads'
+// worth.
+hipError_t hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(int* n, hipFunction_t f, int threads, size_t shared) {
+  FAIL("hipModuleOccupancyMaxActiveBlocksPerMultiprocessor");
+  (void)shared;
+  if (f == NULL || threads <= 0) return 1;
+  const char* e = getenv("FAKEHIP_OCCUPANCY");
+  *n = e != NULL ? atoi(e) : 2048 / threads;
+  return 0;
+}
+
 hipError_t hipModuleUnload(hipModule_t m) {
   FAIL("hipModuleUnload");
   if (m == NULL || m->magic != 0x4d4f4455) return 400;
