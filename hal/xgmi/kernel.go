@@ -17,6 +17,15 @@ import (
 // refuses is compiled again. Source errors wrap hal.ErrInvalidArgument and
 // carry the compiler log; a missing hipRTC wraps hal.ErrNotSupported.
 func (d *Device) Compile(src hal.KernelSource) (hal.Module, error) {
+	m, err := d.compileModule(src)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return m, nil
+}
+
+// compileModule is Compile returning the concrete type.
+func (d *Device) compileModule(src hal.KernelSource) (*hipdev.HALModule, error) {
 	if err := d.checkOpen("compile"); err != nil {
 		return nil, err
 	}
@@ -78,13 +87,13 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 		opts = append(opts, fmt.Sprintf("-DWEFT_HIP_WALLCLOCK_MHZ=%d", d.wallKHz/1000))
 	}
 	ks := hal.KernelSource{Name: fmt.Sprintf("%s-%v-%v", p.Name, spec.DataType, spec.RedOp), Source: src, Headers: headers, Options: opts}
-	mod, err := d.Compile(ks)
+	mod, err := d.compileModule(ks)
 	if err != nil {
 		return nil, fmt.Errorf("xgmi: prepare %s: %w", p.Name, err)
 	}
-	fn, err := mod.Function(plan.KernelName)
+	fn, err := mod.HALKernel(plan.KernelName)
 	if err == nil {
-		err = fn.(*hipdev.HALFunction).CheckResident(p.Blocks(), p.Threads, 0, d.Info().Multiprocessors)
+		err = fn.CheckResident(p.Blocks(), p.Threads, 0, d.Info().Multiprocessors)
 	}
 	if err != nil {
 		mod.Close()

@@ -17,7 +17,13 @@ import (
 // driver refuses is compiled again. Source errors wrap
 // hal.ErrInvalidArgument and carry the compiler log; a missing NVRTC wraps
 // hal.ErrNotSupported.
-func (d *Device) Compile(src hal.KernelSource) (hal.Module, error) { return d.CompileModule(src) }
+func (d *Device) Compile(src hal.KernelSource) (hal.Module, error) {
+	m, err := d.CompileModule(src)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return m, nil
+}
 
 // CompileModule is Compile returning the concrete type.
 func (d *Device) CompileModule(src hal.KernelSource) (*Module, error) {

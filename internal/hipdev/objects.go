@@ -255,17 +255,22 @@ func CompileModule(d hip.Device, cache *hip.KernelCache, s hip.Source, limits Li
 // Function returns the kernel called name (an extern "C" __global__
 // function). Unknown names wrap hal.ErrDevice (hipErrorNotFound).
 func (m *HALModule) Function(name string) (hal.Function, error) {
-	f, err := m.Kernel(name, func(name string) (*HALFunction, error) {
+	f, err := m.HALKernel(name)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// HALKernel is Function returning the concrete type.
+func (m *HALModule) HALKernel(name string) (*HALFunction, error) {
+	return m.Kernel(name, func(name string) (*HALFunction, error) {
 		fn, err := m.mod.Function(name)
 		if err != nil {
 			return nil, err
 		}
 		return &HALFunction{mod: m, name: name, fn: fn}, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return f, nil
 }
 
 // HALFunction is a kernel entry point; kernels take one parameter, a
