@@ -41,7 +41,8 @@ inline void __syncthreads() {}
 // bytes in element steps (up to four per pointer), blocks of 32 and 96
 // threads, for float, int8, half, double and int64, copies and sums of two
 // sources into one or two destinations; it checks every element and the
-// guard bytes on both sides.
+// guard bytes on both sides; and a copy in place beside another
+// destination (skip_self).
 const plainCopyHarness = `#include "prelude.h"
 #include "weft_channels.h"
 #include <cstdio>
@@ -116,6 +117,47 @@ void check(const char* name) {
   printf("%s: %ld cases\n", name, cases);
 }
 
+// checkInPlace: a copy whose first destination is its source (an in-place
+// AllGather's own segment) writes only the other destination (skip_self)
+// and leaves the source as it was.
+template <typename T, int DT>
+void checkInPlace(const char* name) {
+  constexpr int ES = sizeof(T);
+  const weft_u64 lens[] = {1, 3, 17, 100, 4097};
+  long cases = 0;
+  for (weft_u64 len : lens) {
+    for (int off = 0; off < 16; off += ES) {
+      std::vector<char> a(len * ES + 48), b(len * ES + 48, (char)0x5a);
+      char* src = (char*)(((uintptr_t)a.data() + 15) & ~(uintptr_t)15) + off;
+      char* other = (char*)(((uintptr_t)b.data() + 15) & ~(uintptr_t)15);
+      for (weft_u64 e = 0; e < len; e++) {
+        T v = (T)(e % 89 + 1);
+        std::memcpy(src + e * ES, &v, ES);
+      }
+      const char* srcs[1] = {src};
+      char* dsts[2] = {src, other};
+      Ctx c;
+      std::memset(&c, 0, sizeof c);
+      blockDim.x = 64;
+      for (unsigned t = 0; t < 64; t++) {
+        threadIdx.x = t;
+        xfer_plain<DT, OP_SUM, 1, 2, 4, CMB_NONE, 0>(c, srcs, dsts, len);
+      }
+      for (weft_u64 e = 0; e < len; e++) {
+        T want = (T)(e % 89 + 1), got0, got1;
+        std::memcpy(&got0, src + e * ES, ES);
+        std::memcpy(&got1, other + e * ES, ES);
+        if ((got0 != want || got1 != want) && failures++ < 10)
+          printf("%s len %llu offset %d: element %llu = %g / %g, want %g\n", name, (unsigned long long)len, off, (unsigned long long)e, (double)got0,
+                 (double)got1, (double)want);
+      }
+      if (other[len * ES] != (char)0x5a && failures++ < 10) printf("%s len %llu offset %d: a guard byte changed\n", name, (unsigned long long)len, off);
+      cases++;
+    }
+  }
+  printf("%s: %ld cases\n", name, cases);
+}
+
 int main() {
   check<float, DT_F32, 2, 2>("float sum, 2 sources, 2 destinations");
   check<float, DT_F32, 1, 1>("float copy");
@@ -124,6 +166,8 @@ int main() {
   check<uint16_t, DT_F16, 1, 2>("half copy to 2 destinations");
   check<double, DT_F64, 2, 1>("double sum");
   check<int64_t, DT_I64, 1, 1>("int64 copy");
+  checkInPlace<float, DT_F32>("float copy in place beside another destination");
+  checkInPlace<int8_t, DT_I8>("int8 copy in place beside another destination");
   if (failures) {
     printf("FAIL: %d mismatches\n", failures);
     return 1;
