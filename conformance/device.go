@@ -15,7 +15,7 @@ import (
 func init() {
 	Register(Case{ID: "device/info", Title: "the device describes itself and names its backend", Run: testInfo})
 	Register(Case{ID: "device/memory", Title: "allocations are zeroed, sized as asked, and read back what was written at any offset", Run: testMemory})
-	Register(Case{ID: "device/bad-input", Title: "bad sizes, out-of-range offsets, freed buffers and invalid plans are refused with the right error", Run: testBadInput})
+	Register(Case{ID: "device/bad-input", Title: "bad sizes, out-of-range offsets, freed buffers, invalid plans and plans whose blocks cannot all be resident are refused with the right error", Run: testBadInput})
 	Register(Case{ID: "device/streams", Title: "streams run work in order; events synchronise and time it", Run: testStreams})
 	Register(Case{ID: "device/stream-after", Title: "work queued on a stream after After(prev) waits for prev's earlier work", Run: testStreamAfter})
 }
@@ -179,6 +179,23 @@ func testBadInput(t *T) error {
 		return t.Errorf("Prepare of a nil plan succeeded")
 	} else if e := want("Prepare of a nil plan", err, hal.ErrInvalidArgument); e != nil {
 		return e
+	}
+	// Every block of a plan must be resident at once (blocks wait for each
+	// other's data), so a backend that runs blocks on multiprocessors
+	// refuses at Prepare a plan it cannot hold: 64 blocks of 1024 threads
+	// per multiprocessor are more than any GPU holds (2,048 threads per
+	// multiprocessor on NVIDIA's and AMD's). Backends that run blocks in
+	// software (no device header) have no such limit.
+	if mm, ok := t.Dev.(hal.MemoryMapped); ok && mm.DeviceHeader() != "" {
+		sms := max(1, t.Dev.Info().Multiprocessors)
+		crowd := copyPlan("conf-crowd", 64*sms, 1024)
+		what := fmt.Sprintf("Prepare of a plan of %d blocks of 1024 threads on %d multiprocessors", 64*sms, sms)
+		if prog, err := ex.Prepare(hal.PlanSpec{Plan: crowd, DataType: plan.Uint8, Library: channels.DeviceLibrary()}); err == nil {
+			prog.Close()
+			return t.Errorf("%s succeeded; want an error wrapping %v (its blocks cannot all be resident)", what, hal.ErrInvalidArgument)
+		} else if e := want(what, err, hal.ErrInvalidArgument); e != nil {
+			return e
+		}
 	}
 	p := copyPlan("conf-args", 1, 64)
 	res, err := t.SetupLocal(p)
