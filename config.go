@@ -154,6 +154,13 @@ func configure(opts Options, dev hal.Device, rank, nranks int, lines bool) (cfg 
 				if v.name == "WEFT_HB_SHAPE" {
 					cfg.PairHB = algorithms.Shape{} // the one shape of every HB plan
 				}
+				if v.name == "WEFT_WIDE_LL_SHAPE" {
+					// LL plans have no windows: blocks and threads only.
+					if strings.ContainsAny(s, "wdp,") {
+						return cfg, "", 0, fmt.Errorf("weft: WEFT_WIDE_LL_SHAPE=%q: the wide LL plans take BLOCKSxTHREADS only (no window, depth, pipeline or direction): %w", s, hal.ErrInvalidArgument)
+					}
+					*f = algorithms.Shape{Blocks: f.Blocks, Threads: f.Threads}
+				}
 			}
 		}
 		var n int64
@@ -353,6 +360,7 @@ var shapeVars = []struct {
 	{"WEFT_P2P_MID_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.P2PMid }},
 	{"WEFT_ROOTED_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.RootedHB }},
 	{"WEFT_RING_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.RingHB }},
+	{"WEFT_WIDE_LL_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.WideLL }},
 }
 
 // agreeOnPlans checks that every rank chose the same plans: ranks that
@@ -368,7 +376,7 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		P2PLL, P2PLLSmall, CE, CEMax int64
 		CEAR, CEARMax                int64
 		HB, PairHB, P2P, Rooted      algorithms.Shape
-		RingShape                    algorithms.Shape
+		RingShape, WideLL            algorithms.Shape
 		CEARShape                    algorithms.Shape
 		P2PMid                       algorithms.Shape
 		P2PMidMax, PortLL            int64
@@ -379,7 +387,7 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
 		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes,
-		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, PairHB: cfg.PairHB, RingShape: cfg.RingHB, P2P: cfg.P2P, Rooted: cfg.RootedHB,
+		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, PairHB: cfg.PairHB, RingShape: cfg.RingHB, WideLL: cfg.WideLL, P2P: cfg.P2P, Rooted: cfg.RootedHB,
 		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes, CEP2P: cfg.CEP2PMinBytes, CERed: cfg.CEReduceMinBytes,
 		CERedDirect: cfg.CEReduceDirectMinBytes, WideProto: cfg.WideProto.String()}
 	for _, v := range boundVars {
@@ -467,6 +475,11 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			// The windowed plans' blocks and windows pair up across ranks.
 			return fmt.Errorf("weft: ranks chose different windowed-plan shapes: rank 0 HB %+v (two-group %+v, ring %+v), point-to-point %+v, rooted %+v; rank %d HB %+v (two-group %+v, ring %+v), point-to-point %+v, rooted %+v: give every rank the same WEFT_HB_SHAPE, WEFT_RING_SHAPE, WEFT_P2P_SHAPE and WEFT_ROOTED_SHAPE: %w",
 				first.HB, first.PairHB, first.RingShape, first.P2P, first.Rooted, r, c.HB, c.PairHB, c.RingShape, c.P2P, c.Rooted, hal.ErrInvalidUsage)
+		}
+		if c.WideLL != first.WideLL {
+			// A wide LL plan's blocks split every segment alike on every rank.
+			return fmt.Errorf("weft: ranks chose different wide LL shapes: rank 0 %+v, rank %d %+v: give every rank the same WEFT_WIDE_LL_SHAPE (and GPUs with as many multiprocessors): %w",
+				first.WideLL, r, c.WideLL, hal.ErrInvalidUsage)
 		}
 		for i, v := range boundVars {
 			if c.Bounds[i] != first.Bounds[i] {

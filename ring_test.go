@@ -173,3 +173,52 @@ func TestRingMinBytesSetting(t *testing.T) {
 		}
 	}
 }
+
+// TestWideLLShapeSetting: WEFT_WIDE_LL_SHAPE reshapes the wide LL plans (a
+// 64 KiB AllGather segment and a 64 KiB Broadcast on hal/host, whose wide
+// plans serve 16–256 and 16–128 KiB) with right results, leaves the narrow
+// ones alone, and takes BLOCKSxTHREADS only; ranks given different shapes
+// fail NewComm naming the variable.
+func TestWideLLShapeSetting(t *testing.T) {
+	t.Setenv("WEFT_WIDE_LL_SHAPE", "2x64")
+	ag := weft.Call{Coll: algorithms.AllGather, Send: 1 << 20, Recv: 4 << 20, Count: 16 << 10, Type: plan.Float32}
+	bc := weft.Call{Coll: algorithms.Broadcast, Send: 1 << 20, Recv: 4 << 20, Count: 16 << 10, Type: plan.Float32}
+	runCasesThen(t, "host", 3, []collCase{
+		{coll: algorithms.AllGather, t: plan.Float32, op: plan.Sum, count: 16<<10 + 5},
+		{coll: algorithms.Broadcast, t: plan.BFloat16, op: plan.Sum, root: 2, count: 30001, inPlace: true},
+		{coll: algorithms.ReduceScatter, t: plan.Int32, op: plan.Max, count: 20000},
+	}, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+		for _, call := range []weft.Call{ag, bc} {
+			if got := c.PlanName(call); !strings.HasSuffix(got, "-2x64") {
+				return fmt.Errorf("WEFT_WIDE_LL_SHAPE=2x64: PlanName(64 KiB %v) = %q, the wide LL plan on 2 x 64 threads expected", call.Coll, got)
+			}
+			small := call
+			small.Count = 256
+			if got := c.PlanName(small); strings.Contains(got, "2x64") {
+				return fmt.Errorf("WEFT_WIDE_LL_SHAPE=2x64: PlanName(1 KiB %v) = %q, the narrow LL plan expected", call.Coll, got)
+			}
+		}
+		return nil
+	})
+	for _, bad := range []string{"2x64w8K", "2x64d4", "2x64p2"} {
+		t.Setenv("WEFT_WIDE_LL_SHAPE", bad)
+		for r, err := range runRanks(t, "host", 2, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil }) {
+			if !errors.Is(err, hal.ErrInvalidArgument) || !strings.Contains(err.Error(), "WEFT_WIDE_LL_SHAPE") || !strings.Contains(err.Error(), "BLOCKSxTHREADS only") {
+				t.Errorf("rank %d with WEFT_WIDE_LL_SHAPE=%s: %v; want ErrInvalidArgument naming the variable", r, bad, err)
+			}
+		}
+	}
+	t.Setenv("WEFT_WIDE_LL_SHAPE", "")
+	errs := runRanksWith(t, "host", 3, func(r int, dev hal.Device) weft.Options {
+		c := algorithms.DefaultConfig(r, 3, dev.Info().Multiprocessors, false)
+		if r == 1 {
+			c.WideLL.Blocks++ // as WEFT_WIDE_LL_SHAPE on this rank only
+		}
+		return weft.Options{Config: &c}
+	}, func(int, *weft.Comm, hal.Device, hal.Stream) error { return nil })
+	for r, err := range errs {
+		if !errors.Is(err, hal.ErrInvalidUsage) || !strings.Contains(err.Error(), "WEFT_WIDE_LL_SHAPE") || !strings.Contains(err.Error(), "rank 1") {
+			t.Errorf("rank %d: %v; want ErrInvalidUsage naming rank 1's wide LL shape", r, err)
+		}
+	}
+}

@@ -150,6 +150,7 @@ var forms = map[string]form{
 	"WEFT_TUNING_FILE":       {"a path, or off", func(string) bool { return true }},
 	"WEFT_HB_SHAPE":          shapeForm,
 	"WEFT_RING_SHAPE":        shapeForm,
+	"WEFT_WIDE_LL_SHAPE":     shapeForm,
 	"WEFT_P2P_SHAPE":         p2pShapeForm,
 	"WEFT_P2P_MID_SHAPE":     p2pShapeForm,
 	"WEFT_P2P_MID_MAX_BYTES": sizeForm("a size such as 16M (0 to 1G)"),
