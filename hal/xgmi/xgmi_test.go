@@ -515,7 +515,7 @@ func TestPrepareAndLaunch(t *testing.T) {
 	must(t, fit.Close())
 	wide.Groups[0].Blocks++
 	_, err = d.Prepare(hal.PlanSpec{Plan: &wide, Bindings: bind, DataType: plan.Float32, RedOp: plan.Sum, Library: channels.DeviceLibrary()})
-	wantErr(t, "Prepare of 305 blocks on 304 compute units, one each", err, hal.ErrInvalidArgument, "305 blocks of", "cannot all be resident", "1 per compute unit × 304 compute units")
+	wantErr(t, "Prepare of 305 blocks on 304 compute units, one each", err, hal.ErrInvalidArgument, "305 blocks of", "cannot all be resident", "1 per multiprocessor × 304 multiprocessors")
 	wantErr(t, "Launch with a null buffer", prog.Launch(s, &plan.Args{Count: 8}), hal.ErrInvalidArgument, "count 8")
 	_, err = d.Prepare(hal.PlanSpec{Plan: p, Bindings: bind, DataType: plan.Float32})
 	wantErr(t, "Prepare without the channel library", err, hal.ErrInvalidArgument, "weft_channels.h", "file not found")

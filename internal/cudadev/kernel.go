@@ -99,24 +99,15 @@ var _ hal.Function = (*Function)(nil)
 // CUDA returns the CUfunction with its context.
 func (f *Function) CUDA() cuda.Function { return f.fn }
 
-// CheckResident returns an error wrapping hal.ErrInvalidArgument when
-// blocks blocks of threads threads (sharedBytes of dynamic shared memory
-// each) cannot all be resident on the device at once: the plans' blocks
-// wait for each other (a group for another group's data, a rank's blocks
-// for its peers'), so a block that waits for one never scheduled spins
-// until its deadline. A device that reports no figure (0 per
-// multiprocessor) is not checked: its launch reports the error itself.
+// CheckResident is devcore.CheckResident for blocks blocks of threads
+// threads (sharedBytes of dynamic shared memory each) of this kernel on
+// its device (cuOccupancyMaxActiveBlocksPerMultiprocessor).
 func (f *Function) CheckResident(blocks, threads, sharedBytes int) error {
 	per, err := f.fn.MaxActiveBlocksPerMultiprocessor(threads, sharedBytes)
 	if err != nil {
 		return fmt.Errorf("%s on %s: occupancy: %w", f.name, f.dev, err)
 	}
-	sms := f.dev.Multiprocessors()
-	if per <= 0 || sms <= 0 || blocks <= per*sms {
-		return nil
-	}
-	return fmt.Errorf("%s on %s: %d blocks of %d threads cannot all be resident (%d per multiprocessor × %d multiprocessors = %d), and the plan's blocks wait for each other; give it fewer blocks or threads (the WEFT_*_SHAPE variables, WEFT_MAX_CTAS): %w",
-		f.name, f.dev, blocks, threads, per, sms, per*sms, hal.ErrInvalidArgument)
+	return devcore.CheckResident(f.name, f.dev.String(), blocks, threads, per, f.dev.Multiprocessors())
 }
 
 // Launch enqueues the kernel on s with a 1-D grid of grid blocks of block

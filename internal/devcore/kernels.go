@@ -63,3 +63,22 @@ func (k *Kernels[F]) Close() error {
 	}
 	return nil
 }
+
+// CheckResident returns an error wrapping hal.ErrInvalidArgument when
+// blocks blocks of threads threads cannot all be resident on units
+// multiprocessors (compute units) at once, perUnit being what the
+// runtime's occupancy calculator reports for the kernel
+// (cuOccupancyMaxActiveBlocksPerMultiprocessor,
+// hipModuleOccupancyMaxActiveBlocksPerMultiprocessor). A plan's blocks
+// wait for each other (a group for another group's data, a rank's blocks
+// for its peers'), so a block that waits for one never scheduled spins
+// until its deadline. A figure of 0 (perUnit or units) is not checked: the
+// launch reports its own error. kernel and owner name the kernel and the
+// device in the message.
+func CheckResident(kernel, owner string, blocks, threads, perUnit, units int) error {
+	if perUnit <= 0 || units <= 0 || blocks <= perUnit*units {
+		return nil
+	}
+	return fmt.Errorf("%s on %s: %d blocks of %d threads cannot all be resident (%d per multiprocessor × %d multiprocessors = %d), and the plan's blocks wait for each other; give it fewer blocks or threads (the WEFT_*_SHAPE variables, WEFT_MAX_CTAS): %w",
+		kernel, owner, blocks, threads, perUnit, units, perUnit*units, hal.ErrInvalidArgument)
+}

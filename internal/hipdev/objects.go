@@ -283,23 +283,15 @@ type HALFunction struct {
 
 var _ hal.Function = (*HALFunction)(nil)
 
-// CheckResident returns an error wrapping hal.ErrInvalidArgument when
-// blocks blocks of threads threads (sharedBytes of LDS each) cannot all be
-// resident on cus compute units at once
-// (hipModuleOccupancyMaxActiveBlocksPerMultiprocessor): the plans' blocks
-// wait for each other, so a block that waits for one never scheduled
-// spins until its deadline. A runtime that reports no figure (0 per
-// compute unit) is not checked: the launch reports its own error.
+// CheckResident is devcore.CheckResident for blocks blocks of threads
+// threads (sharedBytes of LDS each) of this kernel on cus compute units
+// (hipModuleOccupancyMaxActiveBlocksPerMultiprocessor).
 func (f *HALFunction) CheckResident(blocks, threads, sharedBytes, cus int) error {
 	per, err := f.fn.MaxActiveBlocksPerMultiprocessor(threads, sharedBytes)
 	if err != nil {
 		return fmt.Errorf("%s on %s: occupancy: %w", f.name, f.mod.owner, err)
 	}
-	if per <= 0 || cus <= 0 || blocks <= per*cus {
-		return nil
-	}
-	return fmt.Errorf("%s on %s: %d blocks of %d threads cannot all be resident (%d per compute unit × %d compute units = %d), and the plan's blocks wait for each other; give it fewer blocks or threads (the WEFT_*_SHAPE variables, WEFT_MAX_CTAS): %w",
-		f.name, f.mod.owner, blocks, threads, per, cus, per*cus, hal.ErrInvalidArgument)
+	return devcore.CheckResident(f.name, f.mod.owner, blocks, threads, per, cus)
 }
 
 // Launch enqueues the kernel on s with a 1-D grid of grid blocks of block
