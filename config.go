@@ -160,6 +160,7 @@ func configure(opts Options, dev hal.Device, rank, nranks int, lines bool) (cfg 
 						return cfg, "", 0, fmt.Errorf("weft: WEFT_WIDE_LL_SHAPE=%q: the wide LL plans take BLOCKSxTHREADS only (no window, depth, pipeline or direction): %w", s, hal.ErrInvalidArgument)
 					}
 					*f = algorithms.Shape{Blocks: f.Blocks, Threads: f.Threads}
+					cfg.RootedWideLL = *f // every wide LL plan
 				}
 			}
 		}

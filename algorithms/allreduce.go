@@ -114,6 +114,10 @@ type Config struct {
 	// HB plans' semaphore handshakes dominate (rooted.go). Blocks 0: no
 	// wide plans.
 	WideLL Shape
+	// RootedWideLL, where set, shapes the wide LL Broadcast and Reduce
+	// (BroadcastLLWide, ReduceLLWide) in place of WideLL; the split LL
+	// plans keep WideLL's shape.
+	RootedWideLL Shape
 	// ScratchLLMaxBytes is the largest message AllReduce through Launch
 	// (the scratch plans, unregistered buffers: the NCCL API) serves with
 	// LL: the 1PA tiers of AllReduceTiers, then the WideLL-shaped 1PA up
@@ -380,6 +384,33 @@ func (c Config) WithLL128(gpu bool) Config {
 		c.CollLLMaxBytes = 1 << 20
 	case c.NRanks >= 3:
 		c.ScratchLL2PAMaxBytes = 2 << 20
+		if c.NRanks <= 4 && c.WideLL.Blocks > 0 {
+			// On 3 and 4 ranks, LL128 plans of four times the blocks at
+			// half the threads (128 × 512 on an H100, from 32 × 1024), and
+			// the two-phase LL AllReduce to 8 and 4 MiB: 4×H100 through the
+			// C ABI (docs/bench/2026-11-27h-h100x4, call 2, float, NCCL
+			// beside twice). 4 ranks, AllReduce 256 KB – 4 MB 1.56 / 1.22 /
+			// 1.06 / 1.01 / 1.05 → 1.83 / 1.56 / 1.44 / 1.63 / 1.42 (8 MB
+			// 0.97 against the ring's 0.98), AllGather 512 KB – 4 MB 1.46–
+			// 1.91 → 2.09–2.54, ReduceScatter 1.54–2.04 → 1.70–2.36,
+			// AllToAll 1.21–1.94 → 1.63–2.27, the split LL Broadcast of 1 /
+			// 2 / 4 MB 0.99 / 1.22 / 1.09 → 1.14 / 1.48 / 1.37 and Reduce
+			// of 4 MB 0.76 → 0.88; 3 ranks AllReduce 512 KB – 8 MB 1.37 /
+			// 1.19 / 1.39 / 1.27 / 1.12 → 1.74 / 1.45 / 1.86 / 1.86 / 1.34.
+			// 96 × 512 within ±0.05 of it; 64 × 512 and 132 × 256 lost from
+			// 4 MB, 96 × 1024 and 128 × 1024 at 1 MB. The wide LL
+			// Broadcast and Reduce (64 KiB to their LL bounds) keep the
+			// old shape (RootedWideLL): with 128 × 512 they lost at 128–
+			// 256 KB (4 ranks Reduce 1.10 / 1.09 → 1.02 / 0.98, 3 ranks
+			// Broadcast 1.69 / 1.59 → 1.43 / 1.44). Not measured past 4
+			// ranks, whose per-peer LL groups would hold more blocks.
+			c.RootedWideLL = c.WideLL
+			c.WideLL = Shape{Blocks: 4 * c.WideLL.Blocks, Threads: max(32, c.WideLL.Threads/2)}
+			c.ScratchLL2PAMaxBytes = 4 << 20
+			if c.NRanks == 3 {
+				c.ScratchLL2PAMaxBytes = 8 << 20
+			}
+		}
 		c.ReduceLLMaxBytes = 2 << 20
 		c.ReduceSplitLLMaxBytes = 8 << 20
 		c.BroadcastSplitLLMaxBytes = 8 << 20
@@ -835,13 +866,15 @@ func AllReduce2PALL(c Config, s Shape, maxBytes int64) (*plan.Plan, error) {
 	in, out := plan.L(plan.Input), plan.L(plan.Output)
 	var ops, gathers []plan.Op
 	srcs, dsts := []plan.Ref{in}, []plan.Ref{out}
-	for ci, ch := range chs {
+	for _, ci := range c.rotated() {
 		// Slot s of a peer receives the peer's chunk (the first phase),
 		// slot k+s this rank's reduced one (the second): each slot holds
 		// one chunk (plan.Plan.SlotChunks), 2/n of the message in all.
-		mine, sum := plan.RS(ci, slotOf(c.Rank, ch.Peer)), plan.RS(ci, k+slotOf(c.Rank, ch.Peer))
-		ops = append(ops, plan.Transfer(ch.Peer, n, []plan.Ref{mine}, in))
-		srcs, dsts = append(srcs, plan.LS(ci)), append(dsts, sum)
+		ch := chs[ci]
+		ops = append(ops, plan.Transfer(ch.Peer, n, []plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, in))
+	}
+	for ci, ch := range chs {
+		srcs, dsts = append(srcs, plan.LS(ci)), append(dsts, plan.RS(ci, k+slotOf(c.Rank, ch.Peer)))
 		gathers = append(gathers, plan.Transfer(ch.Peer, n, []plan.Ref{out}, plan.LS(k+ci)))
 	}
 	red := plan.Transfer(c.Rank, n, dsts, srcs...)
@@ -933,8 +966,8 @@ func AllReduce2PAPush(c Config, s Shape) (*plan.Plan, error) {
 		w.SkipFirst = 2
 		ops = append(ops, w)
 	}
-	for ci, ch := range chs {
-		ops = append(ops, plan.Transfer(ch.Peer, c.NRanks, []plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input)))
+	for _, ci := range c.rotated() {
+		ops = append(ops, plan.Transfer(chs[ci].Peer, c.NRanks, []plan.Ref{plan.RS(ci, slotOf(c.Rank, chs[ci].Peer))}, plan.L(plan.Input)))
 	}
 	for ci := range chs {
 		ops = append(ops, plan.Signal(ci, semData))

@@ -60,6 +60,22 @@ func (c Config) others() []int {
 // chanOf is the index of the channel to peer in this rank's channel list.
 func (c Config) chanOf(peer int) int { return slotOf(peer, c.Rank) }
 
+// rotated returns the channel indices in the order of their peers rank+1,
+// rank+2, …, rank−1 (mod n): the order in which a windowed group puts one
+// segment per peer. A group runs its ops one after the other on all its
+// blocks, so with every rank walking its peers in ascending rank order the
+// first put of ranks 1..n−1 all went to rank 0, whose NVLink ingress took
+// n−1 writers while rank n−1's took none; rotated, the i-th put of every
+// rank goes to a different peer (a permutation, the order of NCCL's
+// all-to-all peer schedule and of a ring's steps).
+func (c Config) rotated() []int {
+	chs := make([]int, 0, c.NRanks-1)
+	for i := 1; i < c.NRanks; i++ {
+		chs = append(chs, c.chanOf(mod(c.Rank+i, c.NRanks)))
+	}
+	return chs
+}
+
 func signals(chs []int, s int) []plan.Op {
 	var ops []plan.Op
 	for _, ci := range chs {
@@ -427,8 +443,11 @@ func AllToAllHB(c Config) (*plan.Plan, error) {
 	b := c.HB.Blocks
 	puts := []plan.Op{xfer([]plan.Ref{plan.L(plan.Output).At(c.Rank)}, plan.L(plan.Input).At(c.Rank))}
 	var copies []plan.Op
-	for ci, ch := range chs {
+	for _, ci := range c.rotated() {
+		ch := chs[ci]
 		puts = append(puts, xfer([]plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input).At(ch.Peer)))
+	}
+	for ci, ch := range chs {
 		copies = append(copies, xfer([]plan.Ref{plan.L(plan.Output).At(ch.Peer)}, plan.LS(ci)))
 	}
 	send := c.group(1, cat(skip(waits(all, sem(semFree, b)), 2, 0), puts, signals(all, sem(semData, b))), nil)
@@ -478,9 +497,12 @@ func ReduceScatterHB(c Config) (*plan.Plan, error) {
 	b := c.HB.Blocks
 	var puts []plan.Op
 	srcs := []plan.Ref{plan.L(plan.Input).At(c.Rank)}
-	for ci, ch := range chs {
+	for _, ci := range c.rotated() {
+		ch := chs[ci]
 		puts = append(puts, xfer([]plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input).At(ch.Peer)))
-		srcs = append(srcs, plan.LS(ci))
+	}
+	for ci := range chs {
+		srcs = append(srcs, plan.LS(ci)) // slot order: the sum's order is unchanged
 	}
 	red := xfer([]plan.Ref{plan.L(plan.Output)}, srcs...)
 	red.Combine = true
@@ -511,6 +533,12 @@ func AllReduceHB(c Config) (*plan.Plan, error) {
 	var puts, copies []plan.Op
 	srcs := []plan.Ref{plan.L(plan.Input)}
 	outs := []plan.Ref{plan.L(plan.Output)}
+	// Puts in ascending peer order, not rotated (Config.rotated): on
+	// 4×H100 the rotated order took the 2 MB AllReduce from 1.06–1.08×
+	// NCCL to 0.98 (docs/bench/2026-11-27h-h100x4, call 1). Here a rank
+	// reduces once every peer's chunk has landed, and in ascending order
+	// rank 0 has them first and starts its reduce and all-gather while
+	// the others still receive: a stagger the rotation takes away.
 	for ci, ch := range chs {
 		puts = append(puts, plan.Transfer(ch.Peer, n, []plan.Ref{plan.RS(ci, slotOf(c.Rank, ch.Peer))}, plan.L(plan.Input)))
 		srcs = append(srcs, plan.LS(ci))

@@ -111,11 +111,20 @@ func BroadcastLL(c Config, root int) (*plan.Plan, error) {
 	return broadcastLL(c, root, c.narrowLL(), narrow, false)
 }
 
-// BroadcastLLWide is BroadcastLL with Config.WideLL's blocks, for messages
-// up to Config.RootedLLMaxBytes.
+// BroadcastLLWide is BroadcastLL with Config.RootedWideLL's blocks
+// (WideLL's where unset), for messages up to Config.RootedLLMaxBytes.
 func BroadcastLLWide(c Config, root int) (*plan.Plan, error) {
 	_, wide := c.rootedLLBounds(Broadcast)
-	return broadcastLL(c, root, c.WideLL, wide, true)
+	return broadcastLL(c, root, c.rootedWideLL(), wide, true)
+}
+
+// rootedWideLL is the shape of the wide LL Broadcast and Reduce:
+// Config.RootedWideLL where set, else Config.WideLL.
+func (c Config) rootedWideLL() Shape {
+	if c.RootedWideLL.Blocks > 0 {
+		return c.RootedWideLL
+	}
+	return c.WideLL
 }
 
 func broadcastLL(c Config, root int, s Shape, maxBytes int64, wide bool) (*plan.Plan, error) {
@@ -187,11 +196,12 @@ func ReduceLL(c Config, root int) (*plan.Plan, error) {
 	return reduceLL(c, root, c.narrowLL(), narrow, false)
 }
 
-// ReduceLLWide is ReduceLL with Config.WideLL's blocks, for messages up
-// to Config.RootedLLMaxBytes (ReduceLLMaxBytes where set).
+// ReduceLLWide is ReduceLL with Config.RootedWideLL's blocks (WideLL's
+// where unset), for messages up to Config.RootedLLMaxBytes
+// (ReduceLLMaxBytes where set).
 func ReduceLLWide(c Config, root int) (*plan.Plan, error) {
 	_, wide := c.rootedLLBounds(Reduce)
-	return reduceLL(c, root, c.WideLL, wide, true)
+	return reduceLL(c, root, c.rootedWideLL(), wide, true)
 }
 
 func reduceLL(c Config, root int, s Shape, maxBytes int64, wide bool) (*plan.Plan, error) {
@@ -443,11 +453,19 @@ func splitChunk(n, root, rank int) int {
 }
 
 // splitPeers are the channel indices of this rank to the owners other
-// than itself, in chunk order, with the chunk each owns.
+// than itself, with the chunk each owns, in the order of the chunks after
+// the rank's own (the root's position is n−1, after the last chunk): the
+// rotation of Config.rotated, so that the first puts of the ranks go to
+// different owners rather than all to owner 0.
 func (c Config) splitPeers(root int) (chs, chunks []int) {
-	for j := 0; j < c.NRanks-1; j++ {
-		if q := splitOwner(c.NRanks, root, j); q != c.Rank {
-			chs, chunks = append(chs, c.chanOf(q)), append(chunks, j)
+	n := c.NRanks
+	pos := splitChunk(n, root, c.Rank)
+	if pos < 0 {
+		pos = n - 1
+	}
+	for s := 1; s < n; s++ {
+		if j := mod(pos+s, n); j != n-1 {
+			chs, chunks = append(chs, c.chanOf(splitOwner(n, root, j))), append(chunks, j)
 		}
 	}
 	return chs, chunks
