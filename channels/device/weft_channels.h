@@ -903,6 +903,25 @@ WEFT_DEV bool ld_unit(const Ctx& c, const char* pkt, int valid, int ch, weft_u64
   return true;
 }
 
+// try_unit loads the unit's packets once: true, and the data, when their
+// flags match. A transfer with several packet sources loads each once
+// before it polls any (xfer_ll), so that the loads are in flight together:
+// polled one after the other, each source cost a load's round trip after
+// the previous one had landed.
+template <int PROTO>
+WEFT_DEV bool try_unit(const Ctx& c, const char* pkt, int valid, weft_u64& data) {
+  weft_u32 lo = 0, hi = 0;
+  bool ok;
+  if (PROTO == PROTO_LL16) {
+    ok = ld_ll16(pkt, c.flag, lo, hi);
+  } else {
+    ok = ld_ll8(pkt, c.flag, lo);
+    if (valid > 4) ok = ld_ll8(pkt + 8, c.flag, hi) && ok;
+  }
+  data = ((weft_u64)hi << 32) | lo;
+  return ok;
+}
+
 // Plain 8-byte unit load/store of `valid` bytes (the last unit may be short).
 // A short unit's elements are loaded back to back (unrolled, each load
 // predicated on the unit's length) and combined afterwards: in a loop of
@@ -1026,11 +1045,19 @@ WEFT_DEV bool xfer_ll128(const Ctx& c, const char* const (&srcs)[NPS > 0 ? NPS :
       a1 = first ? x1 : red64<DT, OP>(a1, x1);
       first = false;
     }
+    // Every source's line loaded once before any is polled (try_unit).
+    weft_u64 d0s[NKS > 0 ? NKS : 1], d1s[NKS > 0 ? NKS : 1];
 #pragma unroll
     for (int i = 0; i < NKS; i++) {
-      weft_u64 d0 = 0, d1 = 0;
-      if (!ld_line(c, pkt_srcs[i] + line * LL128_LINE + k * 16, active, k, pkt_ch[i], d0, d1)) return false;
-      const weft_u64 x0 = pre64<DT, CMB>(c, d0), x1 = pre64<DT, CMB>(c, d1);
+      d0s[i] = d1s[i] = 0;
+      if (NKS > 1 && active) ld_ll128(pkt_srcs[i] + line * LL128_LINE + k * 16, d0s[i], d1s[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < NKS; i++) {
+      if ((NKS == 1 || warp_any(active && k == 7 && d1s[i] != (weft_u64)c.flag)) &&
+          !ld_line(c, pkt_srcs[i] + line * LL128_LINE + k * 16, active, k, pkt_ch[i], d0s[i], d1s[i]))
+        return false;
+      const weft_u64 x0 = pre64<DT, CMB>(c, d0s[i]), x1 = pre64<DT, CMB>(c, d1s[i]);
       a0 = first ? x0 : red64<DT, OP>(a0, x0);
       a1 = first ? x1 : red64<DT, OP>(a1, x1);
       first = false;
@@ -1081,11 +1108,18 @@ WEFT_DEV bool xfer_ll(const Ctx& c, const char* const (&srcs)[NPS > 0 ? NPS : 1]
       acc = first ? x : red64<DT, OP>(acc, x);
       first = false;
     }
+    weft_u64 xs[NKS > 0 ? NKS : 1];
+    bool got[NKS > 0 ? NKS : 1];
+    if constexpr (NKS > 1) {
+#pragma unroll
+      for (int i = 0; i < NKS; i++) got[i] = try_unit<PROTO>(c, pkt_srcs[i] + u * PKT_PER_UNIT, valid, xs[i]);
+    } else {
+      got[0] = false;
+    }
 #pragma unroll
     for (int i = 0; i < NKS; i++) {
-      weft_u64 x;
-      if (!ld_unit<PROTO>(c, pkt_srcs[i] + u * PKT_PER_UNIT, valid, pkt_ch[i], x)) return false;
-      x = pre64<DT, CMB>(c, x);
+      if (!got[i] && !ld_unit<PROTO>(c, pkt_srcs[i] + u * PKT_PER_UNIT, valid, pkt_ch[i], xs[i])) return false;
+      const weft_u64 x = pre64<DT, CMB>(c, xs[i]);
       acc = first ? x : red64<DT, OP>(acc, x);
       first = false;
     }
