@@ -36,9 +36,10 @@ func putPeers(p *plan.Plan, g int) []int {
 
 // Windowed groups run their ops one after the other on all their blocks,
 // so the order of a group's puts decides whose NVLink ingress the ranks
-// load together. In every all-pairs plan that puts one segment per peer,
-// the i-th put of each rank goes to a different peer (each rank's i-th
-// put goes to rank+i+1): no GPU takes n−1 writers while another idles.
+// load together. In the all-pairs plans that put one segment per peer
+// (but AllReduceHB, which keeps ascending order: plans.go), the i-th put
+// of each rank goes to a different peer (each rank's i-th put goes to
+// rank+i+1): no GPU takes n−1 writers while another idles.
 func TestPutsSpreadOverPeers(t *testing.T) {
 	builders := map[string]func(algorithms.Config) (*plan.Plan, error){
 		"AllToAllHB":      algorithms.AllToAllHB,
