@@ -79,48 +79,85 @@ func TestPutsSpreadOverPeers(t *testing.T) {
 	}
 }
 
-// The split Reduce's first hop: every rank writes its chunks to their
-// owners. At each step no owner takes more than two writers (ascending
-// chunk order gave owner 0 every writer at the first step), and every
-// rank still writes every chunk but its own exactly once.
-func TestSplitReducePutsSpreadOverOwners(t *testing.T) {
+// The split plans' first hop: every rank writes its chunks to their
+// owners. The Reduce plans run their puts in turn in one group (LL and
+// windowed): no owner takes more than two writers at any step (ascending
+// chunk order gave owner 0 every writer at the first step). The windowed
+// Broadcast's root has a group per owner on 3 and 4 ranks, so its puts
+// run at once, on no more blocks than RootedHB's. Every
+// rank writes every chunk but its own exactly once.
+func TestSplitPutsSpreadOverOwners(t *testing.T) {
 	for n := algorithms.SplitMinRanks; n <= 8; n++ {
 		for _, root := range []int{0, n / 2} {
-			seqs := make([][]int, n)
-			for r := 0; r < n; r++ {
-				p, err := algorithms.ReduceSplitHB(algorithms.DefaultConfig(r, n, 132, true), root)
-				if err != nil {
-					t.Fatalf("n%d root %d rank %d: %v", n, root, r, err)
-				}
-				seqs[r] = putPeers(p, 0)
-				want := n - 2 // the owners but itself
-				if r == root {
-					want = n - 1
-				}
-				seen := map[int]bool{}
-				for _, q := range seqs[r] {
-					if q == root || q == r || seen[q] {
-						t.Fatalf("n%d root %d rank %d: puts to %v: want each owner but itself once", n, root, r, seqs[r])
+			for _, b := range []struct {
+				name  string
+				build func(algorithms.Config, int) (*plan.Plan, error)
+			}{{"LL", algorithms.ReduceSplitLL}, {"windowed", algorithms.ReduceSplitHB}} {
+				seqs := make([][]int, n)
+				for r := 0; r < n; r++ {
+					p, err := b.build(algorithms.DefaultConfig(r, n, 132, true).WithLL128(true), root)
+					if err != nil {
+						t.Fatalf("%s n%d root %d rank %d: %v", b.name, n, root, r, err)
 					}
-					seen[q] = true
+					seqs[r] = putPeers(p, 0)
+					if r != root && b.name == "LL" { // an owner's combine writes its sum to the root last
+						seqs[r] = seqs[r][:len(seqs[r])-1]
+					}
+					checkOwners(t, fmt.Sprintf("%s Reduce n%d root %d rank %d", b.name, n, root, r), seqs[r], n, root, r)
 				}
-				if len(seqs[r]) != want {
-					t.Fatalf("n%d root %d rank %d: %d puts %v, want %d", n, root, r, len(seqs[r]), seqs[r], want)
+				for i := 0; i < n-1; i++ {
+					into := map[int]int{}
+					for r := 0; r < n; r++ {
+						if i < len(seqs[r]) {
+							into[seqs[r][i]]++
+						}
+					}
+					for q, w := range into {
+						if w > 2 {
+							t.Errorf("%s Reduce n%d root %d: step %d: owner %d takes %d writers (puts %v)", b.name, n, root, i, q, w, seqs)
+						}
+					}
 				}
 			}
-			for i := 0; i < n-1; i++ {
-				into := map[int]int{}
-				for r := 0; r < n; r++ {
-					if i < len(seqs[r]) {
-						into[seqs[r][i]]++
-					}
+			if n > 4 { // past 4 ranks the root keeps one group (splitPerOwnerMaxRanks)
+				continue
+			}
+			p, err := algorithms.BroadcastSplitHB(algorithms.DefaultConfig(root, n, 132, true), root)
+			if err != nil {
+				t.Fatalf("Broadcast n%d root %d: %v", n, root, err)
+			}
+			var puts []int
+			for g := range p.Groups {
+				ps := putPeers(p, g)
+				if len(ps) != 1 {
+					t.Errorf("Broadcast n%d root %d: group %d puts to %v: want one owner per group", n, root, g, ps)
 				}
-				for q, w := range into {
-					if w > 2 {
-						t.Errorf("n%d root %d: step %d: owner %d takes %d writers (puts %s)", n, root, i, q, w, fmt.Sprint(seqs))
-					}
-				}
+				puts = append(puts, ps...)
+			}
+			checkOwners(t, fmt.Sprintf("Broadcast n%d root %d", n, root), puts, n, root, root)
+			if blocks := p.Blocks(); blocks > 128 {
+				t.Errorf("Broadcast n%d root %d: %d blocks: want no more than RootedHB's 128", n, root, blocks)
 			}
 		}
+	}
+}
+
+// checkOwners fails unless puts names every owner but rank (and the root)
+// exactly once.
+func checkOwners(t *testing.T, where string, puts []int, n, root, rank int) {
+	t.Helper()
+	want := n - 2
+	if rank == root {
+		want = n - 1
+	}
+	seen := map[int]bool{}
+	for _, q := range puts {
+		if q == root || q == rank || seen[q] {
+			t.Fatalf("%s: puts to %v: want each owner but itself once", where, puts)
+		}
+		seen[q] = true
+	}
+	if len(puts) != want {
+		t.Fatalf("%s: %d puts %v, want %d", where, len(puts), puts, want)
 	}
 }

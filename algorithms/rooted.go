@@ -440,6 +440,31 @@ func (c Config) split() Config {
 	return c
 }
 
+// splitBroadcast is split's shape for the split Broadcast, whose root runs
+// one group per owner (splitPutGroups): each group's blocks cut so that the
+// root's n−1 groups hold no more than RootedHB's blocks between them (the
+// split shape's two groups per owner hold as many), since the windowed
+// plans' groups must all be resident at once and a block of 512 threads
+// may be the only one its multiprocessor holds: on 4×H100 the root's 3 ×
+// 64 blocks were refused at Prepare for the bfloat16 kernel (call 7).
+// Measured on 3 and 4 ranks only: past splitPerOwnerMaxRanks the root
+// keeps one group (its puts in turn) and the split shape's blocks.
+func (c Config) splitBroadcast() Config {
+	c = c.split()
+	if r := c.RootedHB; r.Blocks > 0 && c.NRanks > 1 && c.NRanks <= splitPerOwnerMaxRanks {
+		c.HB.Blocks = max(1, min(c.HB.Blocks, r.Blocks/(c.NRanks-1)))
+	}
+	return c
+}
+
+// splitPerOwnerMaxRanks is the most ranks whose split Broadcast root runs
+// a group per owner (splitPutGroups): 4×H100 through the C ABI (docs/bench/
+// 2026-11-27h-h100x4, call 8, float, two alternations, NCCL beside twice),
+// 4 ranks 32–512 MB 0.81–0.86× NCCL → 0.90–0.94 (42 blocks a group; with
+// 64 a group, call 7, 0.84–0.93), 3 ranks 16–512 MB 0.89–0.97 → 0.98–1.01.
+// Past 4 the groups would shrink below 32 blocks: not measured.
+const splitPerOwnerMaxRanks = 4
+
 // splitOwner returns the rank that owns chunk j of a split plan rooted at
 // root (the j-th rank after it), and splitChunk the chunk rank owns (−1
 // for the root).
@@ -510,27 +535,30 @@ func BroadcastSplitHB(c Config, root int) (*plan.Plan, error) {
 	if err := c.validateRootAllPairs(root); err != nil {
 		return nil, err
 	}
-	c = c.split()
+	c = c.splitBroadcast()
 	n, b, d := c.NRanks, c.HB.Blocks, c.HB.depth()
 	k := n - 1 // chunks
 	peers, chunks := c.splitPeers(root)
-	var send, recv plan.Group
+	name := fmt.Sprintf("broadcast-split-r%d", root)
 	if c.Rank == root {
-		puts := c.splitPuts(peers, chunks, plan.L(plan.Input), plan.L(plan.Output))
-		send = c.group(k, cat(skip(waits(peers, sem(semFree, b)), d, 0), puts, signals(peers, sem(semData, b))), nil)
-		send.Before = doneCredits(peers, sem(semDone, b))
-	} else {
-		rc := c.chanOf(root)
-		// Forward: the root's window of the own chunk into the output and
-		// every other owner's slot; release the root's slot; done to it.
-		send = c.group(k, cat([]plan.Op{plan.Wait(rc, sem(semData, b))}, skip(waits(peers, sem(semFree, b)), d, 0),
-			[]plan.Op{c.splitForward(peers, splitChunk(n, root, c.Rank), rc)}, signals(peers, sem(semData, b)),
-			skip(signals([]int{rc}, sem(semFree, b)), 0, d)), signals([]int{rc}, sem(semDone, b)))
-		send.Before = doneCredits(peers, sem(semDone, b))
-		recv = c.splitCopyOut(peers, chunks, d) // the other owners' chunks
+		in, out := plan.L(plan.Input), plan.L(plan.Output)
+		sends := []plan.Group{c.splitPutGroup(peers, chunks, in, out)}
+		if n <= splitPerOwnerMaxRanks {
+			sends = c.splitPutGroups(peers, chunks, in, out)
+		}
+		c.HB.pipelined(ptrs(sends)...)
+		return c.deepen(c.hbPlan(name, n-1, 3, sends...))
 	}
+	rc := c.chanOf(root)
+	// Forward: the root's window of the own chunk into the output and
+	// every other owner's slot; release the root's slot; done to it.
+	send := c.group(k, cat([]plan.Op{plan.Wait(rc, sem(semData, b))}, skip(waits(peers, sem(semFree, b)), d, 0),
+		[]plan.Op{c.splitForward(peers, splitChunk(n, root, c.Rank), rc)}, signals(peers, sem(semData, b)),
+		skip(signals([]int{rc}, sem(semFree, b)), 0, d)), signals([]int{rc}, sem(semDone, b)))
+	send.Before = doneCredits(peers, sem(semDone, b))
+	recv := c.splitCopyOut(peers, chunks, d) // the other owners' chunks
 	c.HB.pipelined(&send, &recv)
-	return c.deepen(c.hbPlan(fmt.Sprintf("broadcast-split-r%d", root), n-1, 3, send, recv))
+	return c.deepen(c.hbPlan(name, n-1, 3, send, recv))
 }
 
 // ReduceSplitHB is the split windowed Reduce (see above) with the split
@@ -546,9 +574,7 @@ func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
 	k := n - 1
 	in := plan.L(plan.Input)
 	peers, chunks := c.splitPeers(root) // the owners this rank writes to
-	puts := c.splitPuts(peers, chunks, in)
-	send := c.group(k, cat(skip(waits(peers, sem(semFree, b)), d, 0), puts, signals(peers, sem(semData, b))), nil)
-	send.Before = doneCredits(peers, sem(semDone, b))
+	send := c.splitPutGroup(peers, chunks, in)
 	var recv plan.Group
 	if c.Rank == root {
 		recv = c.splitCopyOut(peers, chunks, d) // the owners' sums
@@ -566,8 +592,53 @@ func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
 			[]plan.Op{plan.Signal(rc, sem(semData, b))}, skip(signals(all, sem(semFree, b)), 0, d)), signals(all, sem(semDone, b)))
 		recv.Before = doneCredits([]int{rc}, sem(semDone, b))
 	}
+	// One send group, the puts in turn: as one group per owner (the split
+	// Broadcast's root, splitPutGroups) 3 ranks gained 0.01–0.04 at 16–512
+	// MB and 4 ranks could not hold the groups' 192 blocks of 512 threads
+	// resident (docs/bench/2026-11-27h-h100x4, call 7).
 	c.HB.pipelined(&send, &recv)
 	return c.deepen(c.hbPlan(fmt.Sprintf("reduce-split-r%d", root), n-1, 3, send, recv))
+}
+
+// splitPutGroups are the split Broadcast's first hop from the root: one
+// windowed group per owner of channel peers[i], each of the shape's
+// blocks, which waits for that owner's slot (depth d windows behind),
+// writes chunk chunks[i] of src into it and into the extra destinations
+// (the root's own output) and signals it. In one group the puts ran one
+// after the other on all its blocks, so the root wrote to one owner at a
+// time, whose NVLink ingress then also took the other owners' second hop
+// while the rest idled; as groups, the puts to every owner run at once.
+// A group per owner has the blocks of the owner's reading group, as
+// per-block semaphores require (the writer's block i signals its reader's
+// block i): splitBroadcast sizes them.
+func (c Config) splitPutGroups(peers, chunks []int, src plan.Ref, extra ...plan.Ref) []plan.Group {
+	gs := make([]plan.Group, len(peers))
+	for i := range peers {
+		gs[i] = c.splitPutGroup(peers[i:i+1], chunks[i:i+1], src, extra...)
+	}
+	return gs
+}
+
+// splitPutGroup is a split plan's first hop from this rank as one
+// windowed group: per window it waits for the slot of each owner of
+// channels peers (the shape's depth windows behind), writes chunk
+// chunks[i] of src into the slot of owner peers[i] (and into the extra
+// destinations) one after the other, and signals them; each launch starts
+// with the owners' "done" of the one before.
+func (c Config) splitPutGroup(peers, chunks []int, src plan.Ref, extra ...plan.Ref) plan.Group {
+	b, d, k := c.HB.Blocks, c.HB.depth(), c.NRanks-1
+	g := c.group(k, cat(skip(waits(peers, sem(semFree, b)), d, 0), c.splitPuts(peers, chunks, src, extra...), signals(peers, sem(semData, b))), nil)
+	g.Before = doneCredits(peers, sem(semDone, b))
+	return g
+}
+
+// ptrs returns pointers to the elements of gs.
+func ptrs(gs []plan.Group) []*plan.Group {
+	out := make([]*plan.Group, len(gs))
+	for i := range gs {
+		out[i] = &gs[i]
+	}
+	return out
 }
 
 // splitCopyOut is a split plan's receiving group: per window, wait for the

@@ -157,7 +157,13 @@ func TestRootedSelection(t *testing.T) {
 			hb := fmt.Sprintf("%s-hb-128x512-w%s", name, tc.window)
 			large := hb
 			if tc.n >= algorithms.SplitMinRanks {
-				large = fmt.Sprintf("%s-split-r%d-hb-64x512-w%s", coll, tc.n-1, tc.window)
+				// Half the rooted blocks per group; up to 4 ranks the
+				// Broadcast root's group per owner holds 128/(n−1).
+				blocks := 64
+				if coll == algorithms.Broadcast && tc.n <= 4 {
+					blocks = min(blocks, 128/(tc.n-1))
+				}
+				large = fmt.Sprintf("%s-split-r%d-hb-%dx512-w%s", coll, tc.n-1, blocks, tc.window)
 			}
 			cases := []struct {
 				bytes int64
