@@ -595,7 +595,9 @@ func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
 	// One send group, the puts in turn: as one group per owner (the split
 	// Broadcast's root, splitPutGroups) 3 ranks gained 0.01–0.04 at 16–512
 	// MB and 4 ranks could not hold the groups' 192 blocks of 512 threads
-	// resident (docs/bench/2026-11-27h-h100x4, call 7).
+	// resident (docs/bench/2026-11-27h-h100x4, call 7); with every group
+	// cut to RootedHB/n blocks so that they fit, both lost 0.02–0.09 from
+	// 16 MB (call 9): the owners' combine of n sources wants the blocks.
 	c.HB.pipelined(&send, &recv)
 	return c.deepen(c.hbPlan(fmt.Sprintf("reduce-split-r%d", root), n-1, 3, send, recv))
 }
