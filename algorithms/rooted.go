@@ -542,11 +542,15 @@ func BroadcastSplitHB(c Config, root int) (*plan.Plan, error) {
 	name := fmt.Sprintf("broadcast-split-r%d", root)
 	if c.Rank == root {
 		in, out := plan.L(plan.Input), plan.L(plan.Output)
-		sends := []plan.Group{c.splitPutGroup(peers, chunks, in, out)}
+		var sends []plan.Group
 		if n <= splitPerOwnerMaxRanks {
 			sends = c.splitPutGroups(peers, chunks, in, out)
+		} else {
+			sends = []plan.Group{c.splitPutGroup(peers, chunks, in, out)}
 		}
-		c.HB.pipelined(ptrs(sends)...)
+		for i := range sends {
+			c.HB.pipelined(&sends[i])
+		}
 		return c.deepen(c.hbPlan(name, n-1, 3, sends...))
 	}
 	rc := c.chanOf(root)
@@ -632,15 +636,6 @@ func (c Config) splitPutGroup(peers, chunks []int, src plan.Ref, extra ...plan.R
 	g := c.group(k, cat(skip(waits(peers, sem(semFree, b)), d, 0), c.splitPuts(peers, chunks, src, extra...), signals(peers, sem(semData, b))), nil)
 	g.Before = doneCredits(peers, sem(semDone, b))
 	return g
-}
-
-// ptrs returns pointers to the elements of gs.
-func ptrs(gs []plan.Group) []*plan.Group {
-	out := make([]*plan.Group, len(gs))
-	for i := range gs {
-		out[i] = &gs[i]
-	}
-	return out
 }
 
 // splitCopyOut is a split plan's receiving group: per window, wait for the
