@@ -332,6 +332,36 @@ func TestAllReduce2PALLHost(t *testing.T) {
 	}
 }
 
+// TestAllReduce2PALLLargeHost: the second two-phase LL plan
+// (Config.LL2Large, WEFT_ALLREDUCE_LL2_LARGE_SHAPE and _MAX_BYTES; on GPUs
+// 160 × 512 to 8 MiB on 4 ranks) serves the sizes between the first one's
+// bound and its own on hal/host, with its own shape, element by element
+// right in and out of place, for 3 and 4 ranks; the windowed plan beyond.
+func TestAllReduce2PALLLargeHost(t *testing.T) {
+	t.Setenv("WEFT_ALLREDUCE_LL2_LARGE_SHAPE", "5x64")
+	t.Setenv("WEFT_ALLREDUCE_LL2_LARGE_MAX_BYTES", "768K")
+	cases := []collCase{
+		{coll: algorithms.AllReduce, t: plan.Float32, op: plan.Sum, count: 150001}, // 600 KB
+		{coll: algorithms.AllReduce, t: plan.Int32, op: plan.Avg, count: 120007, inPlace: true},
+		{coll: algorithms.AllReduce, t: plan.BFloat16, op: plan.Max, count: 300001},
+		{coll: algorithms.AllReduce, t: plan.Float64, op: plan.PreMulSum, count: 98305, inPlace: true},
+	}
+	for _, n := range []int{3, 4} {
+		runCasesThen(t, "host", n, cases, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+			for _, k := range []struct {
+				count int64
+				want  string
+			}{{96000, "all_reduce-2pa-LL128-3x32"}, {98305, "all_reduce-2pa-LL128-5x64"}, {196608, "all_reduce-2pa-LL128-5x64"}, {196609, "all_reduce-hb-"}} {
+				call := weft.Call{Coll: algorithms.AllReduce, Count: k.count, Type: plan.Float32, Op: plan.Sum, Send: 1 << 20, Recv: 64 << 20}
+				if got := c.PlanName(call); !strings.HasPrefix(got, k.want) {
+					return fmt.Errorf("%d ranks: PlanName(AllReduce of %d floats) = %q, want %s…", n, k.count, got, k.want)
+				}
+			}
+			return nil
+		})
+	}
+}
+
 func allReduce2PALLHost(t *testing.T, proto string) {
 	cases := []collCase{
 		{coll: algorithms.AllReduce, t: plan.Float32, op: plan.Sum, count: 70001}, // 280 KB

@@ -154,13 +154,20 @@ func configure(opts Options, dev hal.Device, rank, nranks int, lines bool) (cfg 
 				if v.name == "WEFT_HB_SHAPE" {
 					cfg.PairHB = algorithms.Shape{} // the one shape of every HB plan
 				}
-				if v.name == "WEFT_WIDE_LL_SHAPE" {
+				if v.name == "WEFT_WIDE_LL_SHAPE" || v.name == "WEFT_ALLREDUCE_LL2_LARGE_SHAPE" {
 					// LL plans have no windows: blocks and threads only.
 					if strings.ContainsAny(s, "wdp,") {
-						return cfg, "", 0, fmt.Errorf("weft: WEFT_WIDE_LL_SHAPE=%q: the wide LL plans take BLOCKSxTHREADS only (no window, depth, pipeline or direction): %w", s, hal.ErrInvalidArgument)
+						return cfg, "", 0, fmt.Errorf("weft: %s=%q: the wide LL plans take BLOCKSxTHREADS only (no window, depth, pipeline or direction): %w", v.name, s, hal.ErrInvalidArgument)
 					}
 					*f = algorithms.Shape{Blocks: f.Blocks, Threads: f.Threads}
-					cfg.RootedWideLL = *f // every wide LL plan
+				}
+				if v.name == "WEFT_WIDE_LL_SHAPE" {
+					// Every wide LL plan; WEFT_ALLREDUCE_LL2_LARGE_SHAPE,
+					// read after it, sets the large two-phase one apart.
+					cfg.RootedWideLL = *f
+					if cfg.LL2Large.Blocks > 0 {
+						cfg.LL2Large = *f
+					}
 				}
 			}
 		}
@@ -339,6 +346,7 @@ var boundVars = []struct {
 }{
 	{"WEFT_RING_MIN_BYTES", "ring bounds", "off", func(c *algorithms.Config) *int64 { return &c.RingMinBytes }},
 	{"WEFT_ALLREDUCE_LL2_MAX_BYTES", "two-phase LL AllReduce bounds", "off", func(c *algorithms.Config) *int64 { return &c.ScratchLL2PAMaxBytes }},
+	{"WEFT_ALLREDUCE_LL2_LARGE_MAX_BYTES", "large two-phase LL AllReduce bounds", "off", func(c *algorithms.Config) *int64 { return &c.ScratchLL2PALargeMaxBytes }},
 	{"WEFT_ROOTED_LL_MAX_BYTES", "LL bounds of Broadcast and Reduce", "the collectives' LL bound", func(c *algorithms.Config) *int64 { return &c.RootedLLMaxBytes }},
 	{"WEFT_REDUCE_LL_MAX_BYTES", "LL bounds of Reduce", "WEFT_ROOTED_LL_MAX_BYTES's", func(c *algorithms.Config) *int64 { return &c.ReduceLLMaxBytes }},
 	{"WEFT_ALLREDUCE_LL_MAX_BYTES", "wide one-phase LL AllReduce bounds", "none", func(c *algorithms.Config) *int64 { return &c.ScratchLLMaxBytes }},
@@ -362,6 +370,7 @@ var shapeVars = []struct {
 	{"WEFT_ROOTED_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.RootedHB }},
 	{"WEFT_RING_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.RingHB }},
 	{"WEFT_WIDE_LL_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.WideLL }},
+	{"WEFT_ALLREDUCE_LL2_LARGE_SHAPE", func(c *algorithms.Config) *algorithms.Shape { return &c.LL2Large }},
 }
 
 // agreeOnPlans checks that every rank chose the same plans: ranks that
@@ -377,7 +386,7 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 		P2PLL, P2PLLSmall, CE, CEMax int64
 		CEAR, CEARMax                int64
 		HB, PairHB, P2P, Rooted      algorithms.Shape
-		RingShape, WideLL            algorithms.Shape
+		RingShape, WideLL, LL2Large  algorithms.Shape
 		CEARShape                    algorithms.Shape
 		P2PMid                       algorithms.Shape
 		P2PMidMax, PortLL            int64
@@ -388,7 +397,7 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 	}
 	mine := choice{Tiers: algorithms.FormatTiers(cfg.AllReduceTiers()), Algo: cfg.Algo, Source: source, Budget: budgetKey(cfg.Budget),
 		P2PLL: max(cfg.P2PLLMaxBytes, cfg.P2PLLWideMaxBytes), P2PLLSmall: cfg.P2PLLSmallMaxBytes, CE: cfg.CEMinBytes, CEMax: cfg.CEMaxBytes,
-		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, PairHB: cfg.PairHB, RingShape: cfg.RingHB, WideLL: cfg.WideLL, P2P: cfg.P2P, Rooted: cfg.RootedHB,
+		CEAR: cfg.CEAllReduceMinBytes, CEARMax: cfg.CEAllReduceMaxBytes, CEARShape: cfg.CEAllReduce, HB: cfg.HB, PairHB: cfg.PairHB, RingShape: cfg.RingHB, WideLL: cfg.WideLL, LL2Large: cfg.LL2Large, P2P: cfg.P2P, Rooted: cfg.RootedHB,
 		P2PMid: cfg.P2PMid, P2PMidMax: cfg.P2PMidMaxBytes, PortLL: cfg.PortLLMaxBytes, WindowLL: cfg.WindowLLMaxBytes, CEP2P: cfg.CEP2PMinBytes, CERed: cfg.CEReduceMinBytes,
 		CERedDirect: cfg.CEReduceDirectMinBytes, WideProto: cfg.WideProto.String()}
 	for _, v := range boundVars {
@@ -477,10 +486,10 @@ func agreeOnPlans(ctx context.Context, boot Bootstrap, cfg algorithms.Config, so
 			return fmt.Errorf("weft: ranks chose different windowed-plan shapes: rank 0 HB %+v (two-group %+v, ring %+v), point-to-point %+v, rooted %+v; rank %d HB %+v (two-group %+v, ring %+v), point-to-point %+v, rooted %+v: give every rank the same WEFT_HB_SHAPE, WEFT_RING_SHAPE, WEFT_P2P_SHAPE and WEFT_ROOTED_SHAPE: %w",
 				first.HB, first.PairHB, first.RingShape, first.P2P, first.Rooted, r, c.HB, c.PairHB, c.RingShape, c.P2P, c.Rooted, hal.ErrInvalidUsage)
 		}
-		if c.WideLL != first.WideLL {
+		if c.WideLL != first.WideLL || c.LL2Large != first.LL2Large {
 			// A wide LL plan's blocks split every segment alike on every rank.
-			return fmt.Errorf("weft: ranks chose different wide LL shapes: rank 0 %+v, rank %d %+v: give every rank the same WEFT_WIDE_LL_SHAPE (and GPUs with as many multiprocessors): %w",
-				first.WideLL, r, c.WideLL, hal.ErrInvalidUsage)
+			return fmt.Errorf("weft: ranks chose different wide LL shapes: rank 0 %+v (large two-phase %+v), rank %d %+v (large two-phase %+v): give every rank the same WEFT_WIDE_LL_SHAPE and WEFT_ALLREDUCE_LL2_LARGE_SHAPE (and GPUs with as many multiprocessors): %w",
+				first.WideLL, first.LL2Large, r, c.WideLL, c.LL2Large, hal.ErrInvalidUsage)
 		}
 		for i, v := range boundVars {
 			if c.Bounds[i] != first.Bounds[i] {

@@ -129,6 +129,15 @@ type Config struct {
 	// LL plan (AllReduce2PALL, Config.WideLL's shape) on 3 ranks or more;
 	// the windowed AllReduce beyond. 0: none.
 	ScratchLL2PAMaxBytes int64
+	// LL2Large, where set, shapes a second two-phase LL AllReduce that
+	// the scratch AllReduce serves above ScratchLL2PAMaxBytes up to
+	// ScratchLL2PALargeMaxBytes: the best shape at 1–4 MB is not the best
+	// at 6–8 MB (on 4×H100, 8 MB: 160 × 512 1.13–1.17× NCCL where WideLL's
+	// 128 × 512 gave 0.97; docs/bench/2026-11-27i-h100x4). The windowed
+	// AllReduce beyond. Blocks 0 or a bound not above ScratchLL2PAMaxBytes:
+	// none; the same shape as WideLL extends the first plan's bound.
+	LL2Large                  Shape
+	ScratchLL2PALargeMaxBytes int64
 	// RootedLLMaxBytes is the largest message Broadcast and Reduce serve
 	// with LL; RootedWideMinBytes the largest their narrow (LLBlocks) LL
 	// plan serves, the WideLL plan taking the rest. RootedHB shapes their
@@ -409,6 +418,19 @@ func (c Config) WithLL128(gpu bool) Config {
 			c.ScratchLL2PAMaxBytes = 4 << 20
 			if c.NRanks == 3 {
 				c.ScratchLL2PAMaxBytes = 8 << 20
+			} else {
+				// On 4 ranks a second two-phase LL plan of five times the
+				// rooted shape's blocks at half its threads (160 × 512 on
+				// an H100) to 8 MiB: 4×H100 through the C ABI
+				// (docs/bench/2026-11-27i-h100x4, calls 3–6, float, three
+				// runs each), 6 MB 1.26× NCCL (96 × 1024 1.05–1.15, 128 ×
+				// 768 1.01–1.06), 8 MB 1.13–1.17 (96 × 1024 1.06–1.11,
+				// 192 × 512 1.13–1.20, 128 × 512 0.97, the windowed and
+				// ring plans 0.99); 64, 128 and 132 × 1024 0.96–0.99. Not
+				// to 16 MiB: 96 × 1024 gave 1.04 there against the ring's
+				// 1.06 (2026-11-27h, call 2).
+				c.LL2Large = Shape{Blocks: 5 * c.RootedWideLL.Blocks, Threads: c.WideLL.Threads}
+				c.ScratchLL2PALargeMaxBytes = 8 << 20
 			}
 		}
 		c.ReduceLLMaxBytes = 2 << 20

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -636,7 +637,9 @@ func TestWithLL128Selection(t *testing.T) {
 		{4, []pick{
 			{algorithms.AllReduce, 512 << 10, "allreduce-1pa-LL128-128x512"},
 			{algorithms.AllReduce, 4 << 20, "all_reduce-2pa-LL128-128x512"},
-			{algorithms.AllReduce, 4<<20 + 16, "all_reduce-hb-"},
+			{algorithms.AllReduce, 4<<20 + 16, "all_reduce-2pa-LL128-160x512"},
+			{algorithms.AllReduce, 8 << 20, "all_reduce-2pa-LL128-160x512"},
+			{algorithms.AllReduce, 8<<20 + 16, "ring"},
 			{algorithms.Broadcast, 512 << 10, "broadcast-r1-LL128-32x1024"},
 			{algorithms.Broadcast, 8 << 20, "broadcast-split-r1-LL128-128x512"},
 			{algorithms.Broadcast, 8<<20 + 16, "broadcast-split-r1-hb-"},
@@ -709,6 +712,57 @@ func TestWithLL128AllRanks(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestLL2LargeTier: on 4 GPUs the scratch AllReduce takes two two-phase LL
+// plans, 128 × 512 to 4 MiB and 160 × 512 to 8 MiB (Config.LL2Large); one
+// plan to the larger bound where the shapes agree, as a block budget that
+// clamps both to the same shape makes them; none past ScratchLL2PAMaxBytes
+// when the large bound is not above it.
+func TestLL2LargeTier(t *testing.T) {
+	ll2 := func(cfg algorithms.Config) []string {
+		t.Helper()
+		cs, err := algorithms.Plans(cfg, algorithms.AllReduce, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, c := range cs {
+			if strings.HasPrefix(c.Plan.Name, "all_reduce-2pa-") {
+				out = append(out, fmt.Sprintf("%s≤%d", c.Plan.Name, c.MaxBytes))
+			}
+		}
+		return out
+	}
+	base := algorithms.DefaultConfig(0, 4, 132, true).WithLL128(true)
+	if base.LL2Large != (algorithms.Shape{Blocks: 160, Threads: 512}) || base.ScratchLL2PALargeMaxBytes != 8<<20 {
+		t.Fatalf("4 ranks: LL2Large %+v to %d bytes, want 160 × 512 to 8 MiB", base.LL2Large, base.ScratchLL2PALargeMaxBytes)
+	}
+	same := base
+	same.LL2Large = same.WideLL
+	lower := base
+	lower.ScratchLL2PALargeMaxBytes = 4 << 20
+	budget := base
+	budget.Budget = algorithms.BlockBudget{Max: 16}
+	for _, tc := range []struct {
+		name string
+		cfg  algorithms.Config
+		want []string
+	}{
+		{"default", base, []string{"all_reduce-2pa-LL128-128x512≤4194304", "all_reduce-2pa-LL128-160x512≤8388608"}},
+		{"same shape", same, []string{"all_reduce-2pa-LL128-128x512≤8388608"}},
+		{"bound not above", lower, []string{"all_reduce-2pa-LL128-128x512≤4194304"}},
+		{"budget of 16", budget, []string{"all_reduce-2pa-LL128-16x1024≤8388608"}},
+	} {
+		if got := ll2(tc.cfg); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: two-phase LL choices %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	for _, n := range []int{2, 3, 5, 8} {
+		if c := algorithms.DefaultConfig(0, n, 132, true).WithLL128(true); c.LL2Large.Blocks != 0 {
+			t.Errorf("%d ranks: LL2Large %+v, want none (measured on 4 ranks only)", n, c.LL2Large)
 		}
 	}
 }

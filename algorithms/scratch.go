@@ -41,7 +41,8 @@ func scratchAllReducePlans(c Config) ([]Choice, error) {
 // 1PA tier of c.AllReduceTiers(), and the WideLL-shaped 1PA up to
 // c.ScratchLLMaxBytes when that is above the last tier's bound (the last
 // tier itself is widened when it already has that shape), then from 3
-// ranks the two-phase LL plan up to c.ScratchLL2PAMaxBytes.
+// ranks the two-phase LL plan up to c.ScratchLL2PAMaxBytes and the one
+// shaped c.LL2Large up to c.ScratchLL2PALargeMaxBytes.
 func scratchAllReduceLL(c Config) ([]Choice, error) {
 	tiers := c.AllReduceTiers()
 	if len(c.AllReduce) == 0 && c.LLMaxBytes <= 0 {
@@ -82,12 +83,34 @@ func scratchAllReduceLL(c Config) ([]Choice, error) {
 		out = append(out, Choice{Plan: p, MaxBytes: t.MaxBytes})
 		top = max(top, t.MaxBytes)
 	}
-	if c.NRanks >= 3 && c.WideLL.Blocks > 0 && c.ScratchLL2PAMaxBytes > top {
-		p, err := AllReduce2PALL(c, c.WideLL, c.ScratchLL2PAMaxBytes)
+	if c.NRanks < 3 || c.WideLL.Blocks <= 0 {
+		return out, nil
+	}
+	// The two-phase LL plans: WideLL's shape up to ScratchLL2PAMaxBytes,
+	// then LL2Large's up to its own bound (one plan where the shapes are
+	// the same, as under a block budget that clamps both alike).
+	type ll2 struct {
+		s   Shape
+		max int64
+	}
+	var two []ll2
+	if c.ScratchLL2PAMaxBytes > top {
+		two = append(two, ll2{c.WideLL, c.ScratchLL2PAMaxBytes})
+		top = c.ScratchLL2PAMaxBytes
+	}
+	if c.LL2Large.Blocks > 0 && c.ScratchLL2PALargeMaxBytes > top {
+		if n := len(two); n > 0 && two[n-1].s == c.LL2Large {
+			two[n-1].max = c.ScratchLL2PALargeMaxBytes
+		} else {
+			two = append(two, ll2{c.LL2Large, c.ScratchLL2PALargeMaxBytes})
+		}
+	}
+	for _, t := range two {
+		p, err := AllReduce2PALL(c, t.s, t.max)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Choice{Plan: p, MaxBytes: c.ScratchLL2PAMaxBytes})
+		out = append(out, Choice{Plan: p, MaxBytes: t.max})
 	}
 	return out, nil
 }
