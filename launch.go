@@ -209,7 +209,7 @@ func (c *Comm) selectPlan(call Call, zeroCopy, setUp bool) (algorithms.Choice, *
 	} else if choices, err = c.plansOf(call.key()); err != nil {
 		return algorithms.Choice{}, nil, err
 	}
-	i := algorithms.SelectFor(choices, bytes, call.Type, runOp(choices, call))
+	i := algorithms.SelectFor(choices, bytes, call.Type, call.progOp())
 	if algos == nil {
 		return choices[i], nil, nil
 	}
@@ -217,10 +217,11 @@ func (c *Comm) selectPlan(call Call, zeroCopy, setUp bool) (algorithms.Choice, *
 }
 
 // runOp is the operator the plans of choices run call with: call.progOp(),
-// except Avg of a floating type where no choice serves Avg (the plans with
-// bounded peers and the chained port-channel plans reduce in stages,
-// Choice.Staged): then PreMulSum, whose scalar callArgs sets to
-// plan.AvgScalar on every rank, which is what Avg computes (Σ x·(1/n)).
+// except Avg of a floating type where no choice serves Avg (plans that
+// reduce in stages, Choice.Staged: the split Reduce, rings, the plans with
+// bounded peers, the chained port-channel plans): then PreMulSum, whose
+// scalar callArgs sets to plan.AvgScalar on every rank, which is what Avg
+// computes (Σ x·(1/n); Choice.Runs).
 func runOp(choices []algorithms.Choice, call Call) plan.RedOp {
 	op := call.progOp()
 	if op != plan.Avg || !call.Type.Float() {

@@ -110,7 +110,8 @@ func TestPortPlansOfEveryCollective(t *testing.T) {
 }
 
 // The hierarchical AllReduce, AllGather and ReduceScatter are chosen on ≥ 2
-// nodes of ≥ 2 ranks, for the operators they serve; their plans validate on
+// nodes of ≥ 2 ranks, for the operators they run (a floating Avg as
+// PreMulSum, not an integer one); their plans validate on
 // every rank, and the ranks of a plan agree on its name, semaphores and
 // scratch slots (channels.Setup refuses plans that differ).
 func TestHierarchicalSelection(t *testing.T) {
@@ -131,8 +132,14 @@ func TestHierarchicalSelection(t *testing.T) {
 				if i := SelectFor(cs, 1<<20, plan.Float32, plan.Sum); i != 0 {
 					t.Errorf("%v: Sum selects %s", coll, cs[i].Plan.Name)
 				}
-				if want := map[bool]int{true: 1, false: 0}[coll.Reduces()]; SelectFor(cs, 1<<20, plan.Float32, plan.Avg) != want {
-					t.Errorf("%v: Avg selects %s", coll, cs[SelectFor(cs, 1<<20, plan.Float32, plan.Avg)].Plan.Name)
+				// A floating Avg runs on 2PH as PreMulSum with 1/n
+				// (Choice.Runs); an integer one needs the single sum of the
+				// flat plan, 2PH having no final division.
+				if i := SelectFor(cs, 1<<20, plan.Float32, plan.Avg); i != 0 {
+					t.Errorf("%v: float Avg selects %s", coll, cs[i].Plan.Name)
+				}
+				if want := map[bool]int{true: 1, false: 0}[coll.Reduces()]; SelectFor(cs, 1<<20, plan.Int32, plan.Avg) != want {
+					t.Errorf("%v: int32 Avg selects %s", coll, cs[SelectFor(cs, 1<<20, plan.Int32, plan.Avg)].Plan.Name)
 				}
 				p := cs[0].Plan
 				plans = append(plans, p)

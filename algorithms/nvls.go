@@ -138,19 +138,30 @@ func (ch Choice) Serves(t plan.DataType, op plan.RedOp) bool {
 	return !ch.Plan.SwitchReduces() || plan.SwitchSupports(t, op)
 }
 
-// SelectFor returns the index of the first choice that serves bytes of
-// type t with operator op (Choice.Serves): Select among the choices that
-// can run the call. With none, it returns the last choice.
+// Runs reports whether the choice's plan can compute op on type t:
+// directly (Serves), or, for the Avg of a floating type, as PreMulSum with
+// the scalar 1/nranks on every rank (plan.AvgScalar), which is how NCCL
+// computes a floating Avg too (its ncclAvg is a PreMulSum for floating
+// types, a sum divided at the end for integers: src/enqueue.cc,
+// hostToDevRedOp). A plan that reduces in stages (Staged) serves a
+// floating Avg only that way.
+func (ch Choice) Runs(t plan.DataType, op plan.RedOp) bool {
+	return ch.Serves(t, op) || op == plan.Avg && t.Float() && ch.Serves(t, plan.PreMulSum)
+}
+
+// SelectFor returns the index of the first choice that runs bytes of type
+// t with operator op (Choice.Runs): Select among the choices that can run
+// the call. With none, it returns the last choice.
 func SelectFor(choices []Choice, bytes int64, t plan.DataType, op plan.RedOp) int {
 	last := len(choices) - 1
 	for i := len(choices) - 1; i >= 0; i-- {
-		if choices[i].Serves(t, op) {
+		if choices[i].Runs(t, op) {
 			last = i
 			break
 		}
 	}
 	for i, ch := range choices {
-		if ch.Serves(t, op) && (ch.MaxBytes == 0 || bytes <= ch.MaxBytes) {
+		if ch.Runs(t, op) && (ch.MaxBytes == 0 || bytes <= ch.MaxBytes) {
 			return i
 		}
 	}

@@ -84,8 +84,9 @@ func TestPutsSpreadOverPeers(t *testing.T) {
 // windowed): no owner takes more than two writers at any step (ascending
 // chunk order gave owner 0 every writer at the first step). The windowed
 // Broadcast's root has a group per owner on 3 and 4 ranks, so its puts
-// run at once, on no more blocks than RootedHB's. Every
-// rank writes every chunk but its own exactly once.
+// run at once, on no more blocks than RootedHB's. Every rank writes every
+// chunk but its own exactly once, except the Reduce's root, which writes
+// none.
 func TestSplitPutsSpreadOverOwners(t *testing.T) {
 	for n := algorithms.SplitMinRanks; n <= 8; n++ {
 		for _, root := range []int{0, n / 2} {
@@ -100,7 +101,13 @@ func TestSplitPutsSpreadOverOwners(t *testing.T) {
 						t.Fatalf("%s n%d root %d rank %d: %v", b.name, n, root, r, err)
 					}
 					seqs[r] = putPeers(p, 0)
-					if r != root && b.name == "LL" { // an owner's combine writes its sum to the root last
+					if r == root { // the root keeps its input: it writes to no owner
+						if len(seqs[r]) != 0 {
+							t.Errorf("%s Reduce n%d root %d: the root puts to %v, want none", b.name, n, root, seqs[r])
+						}
+						continue
+					}
+					if b.name == "LL" { // an owner's sum goes to the root last
 						seqs[r] = seqs[r][:len(seqs[r])-1]
 					}
 					checkOwners(t, fmt.Sprintf("%s Reduce n%d root %d rank %d", b.name, n, root, r), seqs[r], n, root, r)

@@ -302,7 +302,7 @@ func rootedPlans(c Config, coll Collective, root int) ([]Choice, error) {
 		if err != nil {
 			return nil, err
 		}
-		out, top = append(out, Choice{Plan: p, MaxBytes: splitLLMax}), splitLLMax
+		out, top = append(out, Choice{Plan: p, MaxBytes: splitLLMax, Staged: coll == Reduce}), splitLLMax
 	}
 	p, err := hb(c, root)
 	if err != nil {
@@ -317,7 +317,7 @@ func rootedPlans(c Config, coll Collective, root int) ([]Choice, error) {
 	if p, err = split(c, root); err != nil {
 		return nil, err
 	}
-	return append(out, Choice{Plan: p}), nil
+	return append(out, Choice{Plan: p, Staged: coll == Reduce}), nil
 }
 
 // BroadcastSplitLL is the split Broadcast (see "Split plans" below) with LL
@@ -351,14 +351,16 @@ func BroadcastSplitLL(c Config, root int) (*plan.Plan, error) {
 }
 
 // ReduceSplitLL is the split Reduce with LL packets and Config.WideLL's
-// shape, for messages up to Config.ReduceSplitLLMaxBytes (off on GPUs:
-// on 4×H100 it lost to the windowed plans at every size): every rank
-// writes chunk j of its input as packets into its slot of owner j (owners
-// skip their own chunk); owner j combines its input's chunk with the n−1
-// slots as their packets land and writes the sum as packets into its slot
-// of the root, which unpacks them into its output. Flow control as
-// BroadcastSplitLL's. Every operator, as ReduceSplitHB. Errors: an invalid
-// rank or root, fewer than SplitMinRanks ranks.
+// shape, for messages up to Config.ReduceSplitLLMaxBytes: every rank but
+// the root writes chunk j of its input as packets into its slot of owner j
+// (owners skip their own chunk); owner j sums its input's chunk with the
+// n−2 slots as their packets land and writes the sum as packets into its
+// slot of the root, which adds its own input's chunk as it unpacks them
+// into its output (the root's input never leaves it). Flow control as
+// BroadcastSplitLL's. Staged (the sum reaches the root in two steps): the
+// root's transfers divide an integer Avg (plan.Op.PostDiv), a floating
+// Avg runs as PreMulSum. Errors: an invalid rank or root, fewer than
+// SplitMinRanks ranks.
 func ReduceSplitLL(c Config, root int) (*plan.Plan, error) {
 	if err := c.validateRootAllPairs(root); err != nil {
 		return nil, err
@@ -367,22 +369,42 @@ func ReduceSplitLL(c Config, root int) (*plan.Plan, error) {
 		return nil, fmt.Errorf("algorithms: split Reduce on %d ranks: want at least %d", c.NRanks, SplitMinRanks)
 	}
 	peers, chunks := c.splitPeers(root)
-	in := plan.L(plan.Input)
-	puts := c.splitPuts(peers, chunks, in)
 	var ops []plan.Op
 	if c.Rank == root {
-		ops = cat(llReleases(peers, 0), llCredits(peers, 0), puts, c.splitUnpacks(peers, chunks))
+		ops = cat(llReleases(peers, 0), c.splitFinals(peers, chunks))
 	} else {
-		rc, all := c.chanOf(root), c.others()
-		srcs := []plan.Ref{in}
-		for _, ci := range all {
-			srcs = append(srcs, plan.LS(ci))
-		}
-		red := plan.Transfer(splitChunk(c.NRanks, root, c.Rank), c.NRanks-1, []plan.Ref{plan.RS(rc, slotOf(c.Rank, root))}, srcs...)
-		red.Combine = true
-		ops = cat(llReleases(all, 0), llCredits(all, 0), puts, []plan.Op{red})
+		rc := c.chanOf(root)
+		ops = cat(llReleases(peers, 0), llCredits(append(slices.Clone(peers), rc), 0), c.splitPuts(peers, chunks, plan.L(plan.Input)),
+			[]plan.Op{c.splitSum(peers, root)})
 	}
-	return c.llPlanSlots(fmt.Sprintf("reduce-split-r%d", root), c.WideLL, c.ReduceSplitLLMaxBytes, true, ops, 1, c.NRanks-1, c.NRanks-1)
+	p, err := c.llPlanSlots(fmt.Sprintf("reduce-split-r%d", root), c.WideLL, c.ReduceSplitLLMaxBytes, true, ops, 1, c.NRanks-1, c.NRanks-1)
+	if p != nil {
+		p.PostDiv = true
+	}
+	return p, err
+}
+
+// splitSum is an owner's reduction in the split Reduce: its input's chunk
+// and the other owners' slots (channels peers) summed into its slot of the
+// root.
+func (c Config) splitSum(peers []int, root int) plan.Op {
+	srcs := []plan.Ref{plan.L(plan.Input)}
+	for _, ci := range peers {
+		srcs = append(srcs, plan.LS(ci))
+	}
+	return plan.Transfer(splitChunk(c.NRanks, root, c.Rank), c.NRanks-1, []plan.Ref{plan.RS(c.chanOf(root), slotOf(c.Rank, root))}, srcs...)
+}
+
+// splitFinals are the split Reduce root's last step: chunk chunks[i] of
+// its input added to owner peers[i]'s sum in that owner's slot, into the
+// output (plan.Op.PostDiv: the final value).
+func (c Config) splitFinals(peers, chunks []int) []plan.Op {
+	in, out := plan.L(plan.Input), plan.L(plan.Output)
+	var ops []plan.Op
+	for i, ci := range peers {
+		ops = append(ops, postDiv(plan.Transfer(chunks[i], c.NRanks-1, []plan.Ref{out}, in, plan.LS(ci))))
+	}
+	return ops
 }
 
 // Split plans: Broadcast and Reduce past two ranks (SplitMinRanks). The
@@ -400,10 +422,14 @@ func ReduceSplitLL(c Config, root int) (*plan.Plan, error) {
 //     slot into its output and into its slot of every other owner, which
 //     copy it out. The root sends S, an owner sends and receives
 //     S·(n−2)/(n−1) + S/(n−1) at most S.
-//   - Reduce: every rank writes chunk j of its input into its slot of
-//     owner j (owners skip their own chunk); owner j combines its own
-//     chunk with the n−1 slots and writes the sum into its slot of the
-//     root, which copies it into its output. Again S per link at most.
+//   - Reduce: every rank but the root writes chunk j of its input into
+//     its slot of owner j (owners skip their own chunk); owner j sums its
+//     own chunk with the n−2 slots and writes the sum into its slot of the
+//     root, which adds its own input's chunk into its output as it reads
+//     the sum. The root receives S and sends nothing, an owner sends S and
+//     receives S·(n−2)/(n−1). (Until 2026-11-27 the root sent its chunks
+//     to the owners too, each owner combining all n contributions: S
+//     each way on every link, n sources per sum.)
 //
 // Windows pipeline the two hops (plan.Group.Pipeline cuts a chunk into at
 // least PipelineWindows windows once it reaches a window): the owner
@@ -566,9 +592,10 @@ func BroadcastSplitHB(c Config, root int) (*plan.Plan, error) {
 }
 
 // ReduceSplitHB is the split windowed Reduce (see above) with the split
-// shape (Config.split), for 3 to AllPairsMaxRanks ranks; each owner combines all n
-// contributions to its chunk in one transfer (plan.Op.Combine: every
-// operator, Avg included). Errors: an invalid rank, root or shape.
+// shape (Config.split), for 3 to AllPairsMaxRanks ranks: the owners sum
+// the chunks of every rank but the root, which adds its own input as it
+// copies the sums out (ReduceSplitLL; Staged, PostDiv). Errors: an invalid
+// rank, root or shape.
 func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
 	if err := c.validateRootAllPairs(root); err != nil {
 		return nil, err
@@ -576,34 +603,34 @@ func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
 	c = c.split()
 	n, b, d := c.NRanks, c.HB.Blocks, c.HB.depth()
 	k := n - 1
-	in := plan.L(plan.Input)
-	peers, chunks := c.splitPeers(root) // the owners this rank writes to
-	send := c.splitPutGroup(peers, chunks, in)
-	var recv plan.Group
+	peers, chunks := c.splitPeers(root) // the owners this rank writes to (the root: reads from)
+	name := fmt.Sprintf("reduce-split-r%d", root)
+	var groups []plan.Group
 	if c.Rank == root {
-		recv = c.splitCopyOut(peers, chunks, d) // the owners' sums
+		recv := c.group(k, cat(waits(peers, sem(semData, b)), c.splitFinals(peers, chunks), skip(signals(peers, sem(semFree, b)), 0, d)),
+			signals(peers, sem(semDone, b)))
+		c.HB.pipelined(&recv)
+		groups = []plan.Group{recv}
 	} else {
-		// Combine the own chunk with every peer's slot (the root's
-		// included) into this rank's slot of the root.
-		rc, own, all := c.chanOf(root), splitChunk(n, root, c.Rank), c.others()
-		srcs := []plan.Ref{in}
-		for _, ci := range all {
-			srcs = append(srcs, plan.LS(ci))
-		}
-		red := plan.Transfer(own, k, []plan.Ref{plan.RS(rc, slotOf(c.Rank, root))}, srcs...)
-		red.Combine = true
-		recv = c.group(k, cat(waits(all, sem(semData, b)), skip([]plan.Op{plan.Wait(rc, sem(semFree, b))}, d, 0), []plan.Op{red},
-			[]plan.Op{plan.Signal(rc, sem(semData, b))}, skip(signals(all, sem(semFree, b)), 0, d)), signals(all, sem(semDone, b)))
+		// One send group, the puts in turn: as one group per owner (the
+		// split Broadcast's root, splitPutGroups) 3 ranks gained 0.01–0.04
+		// at 16–512 MB and 4 ranks could not hold the groups' 192 blocks
+		// of 512 threads resident (docs/bench/2026-11-27h-h100x4, call 7);
+		// with every group cut to RootedHB/n blocks so that they fit, both
+		// lost 0.02–0.09 from 16 MB (call 9).
+		send := c.splitPutGroup(peers, chunks, plan.L(plan.Input))
+		rc := c.chanOf(root)
+		recv := c.group(k, cat(waits(peers, sem(semData, b)), skip([]plan.Op{plan.Wait(rc, sem(semFree, b))}, d, 0), []plan.Op{c.splitSum(peers, root)},
+			[]plan.Op{plan.Signal(rc, sem(semData, b))}, skip(signals(peers, sem(semFree, b)), 0, d)), signals(peers, sem(semDone, b)))
 		recv.Before = doneCredits([]int{rc}, sem(semDone, b))
+		c.HB.pipelined(&send, &recv)
+		groups = []plan.Group{send, recv}
 	}
-	// One send group, the puts in turn: as one group per owner (the split
-	// Broadcast's root, splitPutGroups) 3 ranks gained 0.01–0.04 at 16–512
-	// MB and 4 ranks could not hold the groups' 192 blocks of 512 threads
-	// resident (docs/bench/2026-11-27h-h100x4, call 7); with every group
-	// cut to RootedHB/n blocks so that they fit, both lost 0.02–0.09 from
-	// 16 MB (call 9): the owners' combine of n sources wants the blocks.
-	c.HB.pipelined(&send, &recv)
-	return c.deepen(c.hbPlan(fmt.Sprintf("reduce-split-r%d", root), n-1, 3, send, recv))
+	p, err := c.deepen(c.hbPlan(name, n-1, 3, groups...))
+	if p != nil {
+		p.PostDiv = true
+	}
+	return p, err
 }
 
 // splitPutGroups are the split Broadcast's first hop from the root: one

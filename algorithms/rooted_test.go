@@ -383,7 +383,11 @@ func (r rootedRun) rank(boot bootstrap.Bootstrap, rank int) error {
 		}
 		defer res.Close()
 		all = append(all, res)
-		if progs[i], err = dev.(hal.Executor).Prepare(hal.PlanSpec{Plan: p, Bindings: res.Bindings, DataType: r.t, RedOp: r.op}); err != nil {
+		op := r.op
+		if op == plan.Avg && r.t.Float() && !c.Serves(r.t, op) {
+			op = plan.PreMulSum // a staged plan runs a floating Avg so, as Comm.Launch does (runOp)
+		}
+		if progs[i], err = dev.(hal.Executor).Prepare(hal.PlanSpec{Plan: p, Bindings: res.Bindings, DataType: r.t, RedOp: op}); err != nil {
 			return err
 		}
 		defer progs[i].Close()
