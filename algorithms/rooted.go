@@ -586,7 +586,7 @@ func BroadcastSplitHB(c Config, root int) (*plan.Plan, error) {
 		[]plan.Op{c.splitForward(peers, splitChunk(n, root, c.Rank), rc)}, signals(peers, sem(semData, b)),
 		skip(signals([]int{rc}, sem(semFree, b)), 0, d)), signals([]int{rc}, sem(semDone, b)))
 	send.Before = doneCredits(peers, sem(semDone, b))
-	recv := c.splitCopyOut(peers, chunks, d) // the other owners' chunks
+	recv := c.splitCopyOut(peers, c.splitUnpacks(peers, chunks), d) // the other owners' chunks
 	c.HB.pipelined(&send, &recv)
 	return c.deepen(c.hbPlan(name, n-1, 3, send, recv))
 }
@@ -607,8 +607,7 @@ func ReduceSplitHB(c Config, root int) (*plan.Plan, error) {
 	name := fmt.Sprintf("reduce-split-r%d", root)
 	var groups []plan.Group
 	if c.Rank == root {
-		recv := c.group(k, cat(waits(peers, sem(semData, b)), c.splitFinals(peers, chunks), skip(signals(peers, sem(semFree, b)), 0, d)),
-			signals(peers, sem(semDone, b)))
+		recv := c.splitCopyOut(peers, c.splitFinals(peers, chunks), d)
 		c.HB.pipelined(&recv)
 		groups = []plan.Group{recv}
 	} else {
@@ -666,10 +665,10 @@ func (c Config) splitPutGroup(peers, chunks []int, src plan.Ref, extra ...plan.R
 }
 
 // splitCopyOut is a split plan's receiving group: per window, wait for the
-// data of channels chs, copy chunk chunks[i] out of channel chs[i]'s slot
-// into the output, release the slots (depth d windows behind), and send
-// done at the end.
-func (c Config) splitCopyOut(chs, chunks []int, d int) plan.Group {
+// data of channels chs, run copies (the chunks out of their slots into the
+// output: splitUnpacks, or the Reduce root's splitFinals), release the
+// slots (depth d windows behind), and send done at the end.
+func (c Config) splitCopyOut(chs []int, copies []plan.Op, d int) plan.Group {
 	b, k := c.HB.Blocks, c.NRanks-1
-	return c.group(k, cat(waits(chs, sem(semData, b)), c.splitUnpacks(chs, chunks), skip(signals(chs, sem(semFree, b)), 0, d)), signals(chs, sem(semDone, b)))
+	return c.group(k, cat(waits(chs, sem(semData, b)), copies, skip(signals(chs, sem(semFree, b)), 0, d)), signals(chs, sem(semDone, b)))
 }
