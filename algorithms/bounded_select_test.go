@@ -158,3 +158,40 @@ func TestPlansAcrossNodesAtScale(t *testing.T) {
 		}
 	}
 }
+
+// TestFloatAvgSelectsBySize: a floating Avg takes the plan that Sum takes
+// at every size (Choice.Runs: a staged plan runs it as PreMulSum with
+// 1/n), so it never falls back to a slower plan or to one whose bound the
+// message exceeds; an integer Avg does the same wherever the plan divides
+// at its end (Plan.PostDiv) and otherwise takes a plan that holds the
+// message. GPU and hal/host configurations, 2 to 12 ranks, AllReduce,
+// ReduceScatter and Reduce, 8 B to 1 GiB.
+func TestFloatAvgSelectsBySize(t *testing.T) {
+	for _, gpu := range []bool{true, false} {
+		for _, n := range []int{2, 3, 4, 8, 12} {
+			sms := 132
+			if !gpu {
+				sms = 2
+			}
+			c := algorithms.DefaultConfig(0, n, sms, gpu).WithLL128(gpu)
+			for _, coll := range []algorithms.Collective{algorithms.AllReduce, algorithms.ReduceScatter, algorithms.Reduce} {
+				cs, err := algorithms.Plans(c, coll, n-1)
+				if err != nil {
+					t.Fatalf("gpu=%v n=%d %v: %v", gpu, n, coll, err)
+				}
+				for bytes := int64(8); bytes <= 1<<30; bytes *= 4 {
+					sum := algorithms.SelectFor(cs, bytes, plan.Float32, plan.Sum)
+					if avg := algorithms.SelectFor(cs, bytes, plan.Float32, plan.Avg); avg != sum {
+						t.Errorf("gpu=%v n=%d %v %d bytes: float Avg selects %s, Sum %s", gpu, n, coll, bytes, cs[avg].Plan.Name, cs[sum].Plan.Name)
+					}
+					i := algorithms.SelectFor(cs, bytes, plan.Int32, plan.Avg)
+					if ch := cs[i]; !ch.Serves(plan.Int32, plan.Avg) || ch.MaxBytes > 0 && bytes > ch.MaxBytes {
+						t.Errorf("gpu=%v n=%d %v %d bytes: int32 Avg selects %s (bound %d), which cannot run it", gpu, n, coll, bytes, ch.Plan.Name, ch.MaxBytes)
+					} else if cs[sum].Plan.PostDiv && i != sum {
+						t.Errorf("gpu=%v n=%d %v %d bytes: int32 Avg selects %s, Sum %s, which divides at its end", gpu, n, coll, bytes, ch.Plan.Name, cs[sum].Plan.Name)
+					}
+				}
+			}
+		}
+	}
+}
