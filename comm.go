@@ -98,6 +98,10 @@ type algo struct {
 	res      *channels.Resources
 	library  map[string]string
 	programs map[progKey]hal.Program
+	// refused are the types and operators for which every rank's backend
+	// refused the plan at Prepare because its blocks cannot all be
+	// resident (hal.ErrNotResident): Launch selects past it (Comm.c.mu).
+	refused map[progKey]bool
 }
 
 type progKey struct {

@@ -132,6 +132,21 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 	args := c.callArgs(call)
 	t = c.prof.Since(stagePlan, t)
 	prog, err := c.program(a, call.Type, op, call.Count)
+	for errors.Is(err, hal.ErrNotResident) {
+		// Every rank's backend refused this plan alike (prepare): every
+		// rank takes the next plan that can run the call.
+		c.refuse(a, call, err)
+		next, serr := c.selectAlgo(call, false)
+		if serr != nil {
+			return serr
+		}
+		bytes := call.Count * int64(call.Type.Size())
+		if c.refused(next, call) || next.choice.MaxBytes > 0 && bytes > next.choice.MaxBytes {
+			return fmt.Errorf("weft: %v of %d bytes on rank %d: no other plan of this communicator can run it: %w", call.Coll, bytes, c.cfg.Rank, err)
+		}
+		a, op = next, runOp([]algorithms.Choice{next.choice}, call)
+		prog, err = c.program(a, call.Type, op, call.Count)
+	}
 	if err != nil {
 		return err
 	}
@@ -205,15 +220,50 @@ func (c *Comm) selectPlan(call Call, zeroCopy, setUp bool) (algorithms.Choice, *
 		if algos, err = c.collAlgos(call.key()); err != nil {
 			return algorithms.Choice{}, nil, err
 		}
+	} else {
+		c.mu.Lock()
+		algos = c.colls[call.key()] // set up already: its refusals count
+		c.mu.Unlock()
+	}
+	if algos != nil {
 		choices = choicesOf(algos)
 	} else if choices, err = c.plansOf(call.key()); err != nil {
 		return algorithms.Choice{}, nil, err
 	}
-	i := algorithms.SelectFor(choices, bytes, call.Type, call.progOp())
-	if algos == nil {
+	op := call.progOp()
+	i := algorithms.SelectWhere(choices, bytes, func(i int) bool {
+		return choices[i].Runs(call.Type, op) && (algos == nil || !c.refused(algos[i], call))
+	})
+	if !setUp {
 		return choices[i], nil, nil
 	}
 	return choices[i], algos[i], nil
+}
+
+// refused reports whether every rank's backend refused a's plan for call's
+// type and operator because its blocks cannot all be resident
+// (hal.ErrNotResident; refuse).
+func (c *Comm) refused(a *algo, call Call) bool {
+	key := progKey{call.Type, runOp([]algorithms.Choice{a.choice}, call)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return a.refused[key]
+}
+
+// refuse records that a's plan cannot run call's type and operator on
+// this device (err wraps hal.ErrNotResident on every rank: prepare), so
+// that selection takes the next plan that can run the call, and says so
+// once, at WARN.
+func (c *Comm) refuse(a *algo, call Call, err error) {
+	key := progKey{call.Type, runOp([]algorithms.Choice{a.choice}, call)}
+	c.mu.Lock()
+	if a.refused == nil {
+		a.refused = map[progKey]bool{}
+	}
+	a.refused[key] = true
+	c.mu.Unlock()
+	env.Logger("INIT").Warn("a plan's thread blocks cannot all be resident on this device: the next plan that can run the call serves it",
+		"rank", c.cfg.Rank, "plan", a.choice.Plan.Name, "type", call.Type, "op", key.op, "err", err)
 }
 
 // runOp is the operator the plans of choices run call with: call.progOp(),
@@ -472,37 +522,68 @@ func (c *Comm) PeakBlocks() int {
 // loading a module can wait for kernels already running in the context, and
 // a kernel of this plan spins until its peers' kernels run. The exchange
 // also checks that every rank chose the same plan, type, operator and
-// count, and names the ranks that did not.
+// count, and names the ranks that did not. When every rank that failed
+// was refused because the plan's blocks cannot all be resident, every
+// rank returns an error wrapping hal.ErrNotResident (Launch then takes the
+// next plan); any other failure wraps its own sentinel, or ErrRemote.
 func (c *Comm) prepare(a *algo, t plan.DataType, op plan.RedOp, count int64) (hal.Program, error) {
 	prog, err := c.exec.Prepare(hal.PlanSpec{Plan: a.choice.Plan, Bindings: a.res.Bindings, DataType: t, RedOp: op, Library: a.library})
 	status := "ok"
 	if err != nil {
 		status = err.Error()
+		if errors.Is(err, hal.ErrNotResident) {
+			status = notResidentStatus + status
+		}
 	}
 	me := fmt.Sprintf("%s %v %v count=%d", a.choice.Plan.Name, t, op, count)
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	all, xerr := c.boot.AllGather(ctx, []byte(me+"\x00"+status))
-	if err != nil {
-		return nil, fmt.Errorf("weft: prepare %s for %v %v on rank %d: %w", a.choice.Plan.Name, t, op, c.cfg.Rank, err)
-	}
 	if xerr != nil {
+		if err != nil {
+			return nil, fmt.Errorf("weft: prepare %s for %v %v on rank %d: %w", a.choice.Plan.Name, t, op, c.cfg.Rank, err)
+		}
 		prog.Close()
 		return nil, fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, xerr)
 	}
+	// The first rank that failed otherwise than for residency (other), or
+	// else the first other rank that failed (remote), is the one named.
+	other, remote, why := -1, -1, ""
 	for r, b := range all {
 		theirs, st, _ := strings.Cut(string(b), "\x00")
-		if theirs != me {
+		if theirs != me && err == nil {
 			prog.Close()
 			return nil, fmt.Errorf("weft: rank %d calls %s but rank %d calls %s: %w", c.cfg.Rank, me, r, theirs, hal.ErrInvalidUsage)
 		}
-		if st != "ok" {
-			prog.Close()
-			return nil, fmt.Errorf("weft: rank %d could not prepare %s: %s: %w", r, me, st, hal.ErrRemote)
+		if st == "ok" {
+			continue
 		}
+		msg, notResident := strings.CutPrefix(st, notResidentStatus)
+		if !notResident && other < 0 {
+			other, why = r, msg
+		} else if r != c.cfg.Rank && remote < 0 && other < 0 {
+			remote, why = r, msg
+		}
+	}
+	switch {
+	case err != nil && (other < 0 || !errors.Is(err, hal.ErrNotResident)):
+		return nil, fmt.Errorf("weft: prepare %s for %v %v on rank %d: %w", a.choice.Plan.Name, t, op, c.cfg.Rank, err)
+	case err != nil:
+		// Not resident here, another failure elsewhere: no rank falls back.
+		return nil, fmt.Errorf("weft: prepare %s for %v %v on rank %d: %v; rank %d: %s: %w", a.choice.Plan.Name, t, op, c.cfg.Rank, err, other, why, hal.ErrRemote)
+	case other >= 0:
+		prog.Close()
+		return nil, fmt.Errorf("weft: rank %d could not prepare %s: %s: %w", other, me, why, hal.ErrRemote)
+	case remote >= 0:
+		prog.Close()
+		return nil, fmt.Errorf("weft: rank %d could not prepare %s: %s: %w", remote, me, why, hal.ErrNotResident)
 	}
 	return prog, nil
 }
+
+// notResidentStatus marks, in prepare's exchange, a rank whose backend
+// refused the plan because its blocks cannot all be resident.
+const notResidentStatus = "not-resident\x01"
 
 // PlanName names the plan that Launch uses for call ("all_gather-LL16",
 // …; for SendRecv, LaunchP2P's plan), or "" for a call Launch refuses. It

@@ -153,15 +153,22 @@ func (ch Choice) Runs(t plan.DataType, op plan.RedOp) bool {
 // t with operator op (Choice.Runs): Select among the choices that can run
 // the call. With none, it returns the last choice.
 func SelectFor(choices []Choice, bytes int64, t plan.DataType, op plan.RedOp) int {
+	return SelectWhere(choices, bytes, func(i int) bool { return choices[i].Runs(t, op) })
+}
+
+// SelectWhere is Select among the choices i for which ok(i) holds: the
+// first of them whose bound holds bytes, else the last of them, else the
+// last choice.
+func SelectWhere(choices []Choice, bytes int64, ok func(i int) bool) int {
 	last := len(choices) - 1
 	for i := len(choices) - 1; i >= 0; i-- {
-		if choices[i].Runs(t, op) {
+		if ok(i) {
 			last = i
 			break
 		}
 	}
 	for i, ch := range choices {
-		if ch.Runs(t, op) && (ch.MaxBytes == 0 || bytes <= ch.MaxBytes) {
+		if ok(i) && (ch.MaxBytes == 0 || bytes <= ch.MaxBytes) {
 			return i
 		}
 	}

@@ -1,6 +1,10 @@
 package hal
 
-import "github.com/weftccl/weft/internal/errkind"
+import (
+	"fmt"
+
+	"github.com/weftccl/weft/internal/errkind"
+)
 
 // Sentinel errors of the HAL contract. Every error a backend, channel or
 // algorithm returns wraps exactly one of them, so callers test with
@@ -30,6 +34,14 @@ var (
 	// ErrTimeout: a wait passed its deadline.
 	ErrTimeout = errkind.ErrTimeout
 )
+
+// ErrNotResident marks a plan that a backend refused at Prepare because its
+// thread blocks cannot all be resident on the device at once (a plan's
+// blocks wait for each other, so one never scheduled would spin until its
+// deadline: devcore.CheckResident). It wraps ErrInvalidArgument. weft.Comm's
+// Launch answers it, on every rank alike, by taking the next plan that can
+// run the call.
+var ErrNotResident = fmt.Errorf("plan not resident: %w", ErrInvalidArgument)
 
 // TimeoutError describes a device- or host-side wait that passed its
 // deadline. It wraps ErrTimeout. Fields a source cannot know are -1. It

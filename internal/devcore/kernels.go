@@ -64,7 +64,8 @@ func (k *Kernels[F]) Close() error {
 	return nil
 }
 
-// CheckResident returns an error wrapping hal.ErrInvalidArgument when
+// CheckResident returns an error wrapping hal.ErrNotResident (and so
+// hal.ErrInvalidArgument) when
 // blocks blocks of threads threads cannot all be resident on units
 // multiprocessors (compute units) at once, perUnit being what the
 // runtime's occupancy calculator reports for the kernel
@@ -80,5 +81,5 @@ func CheckResident(kernel, owner string, blocks, threads, perUnit, units int) er
 		return nil
 	}
 	return fmt.Errorf("%s on %s: %d blocks of %d threads cannot all be resident (%d per multiprocessor × %d multiprocessors = %d), and the plan's blocks wait for each other; give it fewer blocks or threads (the WEFT_*_SHAPE variables, WEFT_MAX_CTAS): %w",
-		kernel, owner, blocks, threads, perUnit, units, perUnit*units, hal.ErrInvalidArgument)
+		kernel, owner, blocks, threads, perUnit, units, perUnit*units, hal.ErrNotResident)
 }
