@@ -271,6 +271,20 @@ static void buffers(int c, int inplace, char *S, char *R, size_t count, const vo
 /* PAR_MIN: the fewest elements whose fill or check runs on every core (check). */
 #define PAR_MIN ((size_t)1 << 22)
 
+/* expect is element i of this rank's result of collective c (part: elements per rank segment). */
+static double expect(int c, size_t i, size_t part) {
+  switch (c) {
+  case AR: case RD: return red(i, 0);
+  case AG: return val((int)(i / part), i % part);
+  case RS: return red(i, g_rank * part);
+  case BC: return val(g_root, i);
+  case A2A: return val((int)(i / part), g_rank * part + i % part);
+  case GA: return val((int)(i / part), i % part);
+  case SC: return val(g_root, g_rank * part + i);
+  default: return val((g_rank - 1 + g_n) % g_n, i);
+  }
+}
+
 static size_t check(int c, int inplace, char *S, char *R, size_t count, void *h) {
   size_t part = count / g_n, nin = (c == AG || c == GA) ? part : count, nout = (c == RS || c == SC) ? part : count;
   const void *s; void *r;
@@ -297,19 +311,23 @@ static size_t check(int c, int inplace, char *S, char *R, size_t count, void *h)
   if ((c == RD || c == GA) && g_rank != g_root) return 0;
   size_t wrong = 0;
 #pragma omp parallel for reduction(+ : wrong) schedule(static) if (nout >= PAR_MIN)
-  for (size_t i = 0; i < nout; i++) {
-    double want;
-    switch (c) {
-    case AR: case RD: want = red(i, 0); break;
-    case AG: want = val((int)(i / part), i % part); break;
-    case RS: want = red(i, g_rank * part); break;
-    case BC: want = val(g_root, i); break;
-    case A2A: want = val((int)(i / part), g_rank * part + i % part); break;
-    case GA: want = val((int)(i / part), i % part); break;
-    case SC: want = val(g_root, g_rank * part + i); break;
-    default: want = val((g_rank - 1 + g_n) % g_n, i); break;
+  for (size_t i = 0; i < nout; i++) wrong += get(h, i) != expect(c, i, part);
+  if (wrong > 0) {
+    /* Where they are: the first few wrong elements and the span of all of them (in bytes too,
+     * for matching against a plan's chunks, block parts and packet lines). */
+    size_t first = nout, last = 0;
+    int shown = 0;
+    for (size_t i = 0; i < nout; i++) {
+      double got = get(h, i), want = expect(c, i, part);
+      if (got == want) continue;
+      if (first == nout) first = i;
+      last = i;
+      if (shown++ < 8)
+        fprintf(stderr, "cbench: rank %d %s %s count %zu: element %zu (byte %zu) = %g, want %g\n", g_rank, coll_name[c],
+                inplace ? "in place" : "out of place", count, i, i * g_tsize, got, want);
     }
-    wrong += get(h, i) != want;
+    fprintf(stderr, "cbench: rank %d %s count %zu: %zu wrong elements in [%zu, %zu] (bytes [%zu, %zu])\n", g_rank, coll_name[c],
+            count, wrong, first, last, first * g_tsize, (last + 1) * g_tsize);
   }
   return wrong;
 }
