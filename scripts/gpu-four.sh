@@ -4,7 +4,9 @@
 # per GPU, CUDA graphs, out of place, every element checked), float 8 B - 512 MB by factors of 4,
 # bfloat16 from 512 KB, 1 GB, Broadcast/Reduce rooted at rank 3 in place, symmetric windows (-R 2),
 # and 3 ranks for Broadcast/Reduce (the split plans from 3 ranks), the point-to-point collectives
-# on copy engines (not a default past 2 ranks); then the NCCL/weft ratios.
+# on copy engines (not a default past 2 ranks); then the NCCL/weft ratios. The step "between"
+# covers the sizes that factors of 4 skip (1.5 MB × 2^k: 3, 6, 12, 24 … MB), where the 5–7 MB
+# AllReduce gap of the twenty-second session's build hid (docs/bench/2026-11-27i-h100x4, call 10).
 # 4×H100 on 2026-11-27 (docs/bench/2026-11-27d-h100x2, calls 3 and 7 together): about 150 s.
 # Run from the repository root after `make gpu-bundle-four` here:
 #   tar -xzf .gpuz/bundle.tgz && bash .gpu/gpu-four.sh
@@ -36,11 +38,12 @@ pair bfloat16 45 -g "$NP" -d bfloat16 -b 512K -e "$MAXB" -f 4 -w 3 -n 10 -G 10 -
 pair 1g 45 -g "$NP" -d float -b 1G -e 1G -w 3 -n 10 -G 10 -c 1 -p 0
 pair root-inplace 30 -g "$NP" -t broadcast,reduce -d bfloat16 -r $((NP - 1)) -b 1M -e 256M -f 16 -w 3 -n 10 -G 10 -c 1 -p 1
 pair win 45 -g "$NP" -t allreduce,allgather,reducescatter -d bfloat16 -R 2 -b 8 -e "$MAXB" -f 8 -w 3 -n 10 -G 10 -c 1 -p 0
+pair between 60 -g "$NP" -d float -b 1536K -e "$MAXB" -f 2 -w 3 -n 10 -G 5 -c 1 -p 0
 pair n3 30 -g 3 -t broadcast,reduce,allreduce,reducescatter -d float -b 512K -e "$MAXB" -f 4 -w 3 -n 10 -G 10 -c 1 -p 0
 # Not a default past 2 ranks, measured here for the next choice: the point-to-point collectives on
 # copy engines (WEFT_CE_P2P_MIN_BYTES=32M, as on 2 ranks), against weft-float's SM plans.
 step weft-cep2p 45 'wrong' -- "${WEFT_ENV[@]}" WEFT_CE_P2P_MIN_BYTES=32M $CB -g "$NP" -t alltoall,sendrecv,gather,scatter -d float -b 8M -e "$MAXB" -f 4 -w 3 -n 10 -G 10 -c 1 -p 0
-for s in float bfloat16 1g root-inplace win n3; do
+for s in float between bfloat16 1g root-inplace win n3; do
   [ -f "$L/nccl-$s.log" ] && [ -f "$L/weft-$s.log" ] && python3 "$ROOT/scripts/cbench-ratios.py" "$L/nccl-$s.log" "$L/weft-$s.log"
 done >"$OUT/ratios.txt" 2>&1
 [ -f "$L/weft-cep2p.log" ] && python3 "$ROOT/scripts/cbench-ratios.py" "$L/nccl-float.log" "$L/weft-cep2p.log" >>"$OUT/ratios.txt" 2>&1
