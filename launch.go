@@ -541,7 +541,9 @@ func (c *Comm) prepare(a *algo, t plan.DataType, op plan.RedOp, count int64) (ha
 	all, xerr := c.boot.AllGather(ctx, []byte(me+"\x00"+status))
 	if xerr != nil {
 		if err != nil {
-			return nil, fmt.Errorf("weft: prepare %s for %v %v on rank %d: %w", a.choice.Plan.Name, t, op, c.cfg.Rank, err)
+			// Not ErrNotResident: without the exchange no rank knows
+			// what the others decided.
+			return nil, fmt.Errorf("weft: prepare %s for %v %v on rank %d: %v; exchange: %w", a.choice.Plan.Name, t, op, c.cfg.Rank, err, xerr)
 		}
 		prog.Close()
 		return nil, fmt.Errorf("weft: rank %d: %w", c.cfg.Rank, xerr)
