@@ -553,9 +553,13 @@ func (c *Comm) prepare(a *algo, t plan.DataType, op plan.RedOp, count int64) (ha
 	other, remote, why := -1, -1, ""
 	for r, b := range all {
 		theirs, st, _ := strings.Cut(string(b), "\x00")
-		if theirs != me && err == nil {
+		if theirs != me {
+			mismatch := fmt.Errorf("weft: rank %d calls %s but rank %d calls %s: %w", c.cfg.Rank, me, r, theirs, hal.ErrInvalidUsage)
+			if err != nil { // this rank's own failure named too, and no fallback
+				return nil, fmt.Errorf("weft: prepare %s for %v %v on rank %d: %v; %w", a.choice.Plan.Name, t, op, c.cfg.Rank, err, mismatch)
+			}
 			prog.Close()
-			return nil, fmt.Errorf("weft: rank %d calls %s but rank %d calls %s: %w", c.cfg.Rank, me, r, theirs, hal.ErrInvalidUsage)
+			return nil, mismatch
 		}
 		if st == "ok" {
 			continue
