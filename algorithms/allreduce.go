@@ -1026,9 +1026,12 @@ func AllReduce2PAPush(c Config, s Shape) (*plan.Plan, error) {
 type Choice struct {
 	Plan     *plan.Plan
 	MaxBytes int64 // 0: unbounded
-	// Staged: the plan reduces in stages (AllReduce2PH), so it serves no
-	// Avg (whose scaling is in one Combine transfer). PreMulSum it serves:
-	// each rank's input is scaled where it is read (plan/premul.go).
+	// Staged: the plan reduces in stages (the hierarchical and ring plans,
+	// the split Reduce, the plans with bounded peers), so no one transfer
+	// combines every contribution: it serves the Avg of an integer type
+	// only where it divides at its end (plan.Plan.PostDiv), and a floating
+	// Avg as PreMulSum with 1/n (Choice.Runs). PreMulSum it serves: each
+	// rank's input is scaled where it is read (plan/premul.go).
 	Staged bool
 }
 
