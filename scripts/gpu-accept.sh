@@ -14,7 +14,7 @@
 #
 # Files back in $OUT (the device tool returns at most 8): summary.txt (every part's summary),
 # logs.tar.gz (every log, bench JSON and the FSDP table), cbench.log, bench.log, *.svg.
-# Knobs: PARTS="tests cbench host bench port algo fsdp net"  BUDGET=540  MAXB=1G
+# Knobs: PARTS="tests cbench host bench port algo fsdp net" (and "between", not a default)  BUDGET=540  MAXB=1G
 set -u
 # shellcheck source=scripts/steps.sh
 source "$(dirname "$0")/steps.sh"
@@ -89,6 +89,17 @@ if want cbench; then
   step cbench-weft-win 60 'wrong' -- "${WEFT_ENV[@]}" $CB "${CBW[@]}"
   step cbench-nccl-win 60 'wrong' -- "${REF_ENV[@]}" $CB "${CBW[@]}"
   cat "$L"/cbench-nccl-*.log "$L"/cbench-weft-*.log >"$OUT/cbench.log" 2>/dev/null
+fi
+# The sizes that the factor-4 sweep skips (1.5 MB × 2^k: 3, 6, 12, 24 … MB), every collective,
+# float, beside NCCL: on 4 GPUs a 5–7 MB AllReduce gap hid there (docs/bench/2026-11-27i-h100x4,
+# call 10). Not in the default PARTS (about 60 s more): PARTS="between" alone, or added to a call
+# with room.
+if want between; then
+  [ -x $CB ] || make -C examples/cbench CFLAGS='-O2 -Wall' >/dev/null 2>&1
+  CBB=(-g "$NP" -d float -b 1536K -e 768M -f 2 -w 3 -n 10 -G 5 -c 1 -p 0)
+  step cbench-weft-between 90 'wrong' -- "${WEFT_ENV[@]}" $CB "${CBB[@]}"
+  step cbench-nccl-between 90 'wrong' -- "${REF_ENV[@]}" $CB "${CBB[@]}"
+  python3 "$ROOT/scripts/cbench-ratios.py" "$L/cbench-nccl-between.log" "$L/cbench-weft-between.log" >"$OUT/between.txt" 2>&1
 fi
 # Host cost per call (what a framework's CPU thread pays in eager mode): host microseconds per
 # enqueue without graphs (-H 1), weft with its launch path timed (WEFT_PROXY_PROFILE=1: the stages
