@@ -39,7 +39,10 @@ type Comm struct {
 	timeout time.Duration
 	stall   stallState  // progress exchange with the other ranks (stall.go)
 	aborted atomic.Bool // Abort was called: Close waits for no peer
-	order   streamOrder // calls in issue order across streams (order.go)
+	// refusals counts the plans refused as not resident (algo.refused), so
+	// that selection looks them up only once there is one.
+	refusals atomic.Int32
+	order    streamOrder // calls in issue order across streams (order.go)
 	// prof times Launch's stages on the host (WEFT_PROXY_PROFILE=1;
 	// launchStages), logged at Close; nil when off.
 	// p2pProf times LaunchP2P's stages the same way (p2pStages).

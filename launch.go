@@ -231,8 +231,9 @@ func (c *Comm) selectPlan(call Call, zeroCopy, setUp bool) (algorithms.Choice, *
 		return algorithms.Choice{}, nil, err
 	}
 	op := call.progOp()
+	refusals := algos != nil && c.refusals.Load() > 0
 	i := algorithms.SelectWhere(choices, bytes, func(i int) bool {
-		return choices[i].Runs(call.Type, op) && (algos == nil || !c.refused(algos[i], call))
+		return choices[i].Runs(call.Type, op) && (!refusals || !c.refused(algos[i], call))
 	})
 	if !setUp {
 		return choices[i], nil, nil
@@ -262,6 +263,7 @@ func (c *Comm) refuse(a *algo, call Call, err error) {
 	}
 	a.refused[key] = true
 	c.mu.Unlock()
+	c.refusals.Add(1)
 	env.Logger("INIT").Warn("a plan's thread blocks cannot all be resident on this device: the next plan that can run the call serves it",
 		"rank", c.cfg.Rank, "plan", a.choice.Plan.Name, "type", call.Type, "op", key.op, "err", err)
 }
