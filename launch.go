@@ -190,8 +190,9 @@ var launchStages = []string{"plan choice", "program lookup", "stream order", "en
 // plans serve it (the first whose size bound takes the message), except
 // where allReduceViaLaunch sends it to Launch's plans. Otherwise the
 // collective's scratch-based plans serve it: the first that runs its type
-// and operator (algorithms.SelectFor) and takes its size; LaunchP2P's plan
-// serves SendRecv.
+// and operator and takes its size, past the plans the backend refused as
+// not resident (algorithms.SelectForExcept, Comm.refuse); LaunchP2P's
+// plan serves SendRecv.
 //
 // setUp: the collective's plans are set up on first use (a collective
 // step: only Launch, where every rank makes the same call), and the
@@ -230,11 +231,11 @@ func (c *Comm) selectPlan(call Call, zeroCopy, setUp bool) (algorithms.Choice, *
 	} else if choices, err = c.plansOf(call.key()); err != nil {
 		return algorithms.Choice{}, nil, err
 	}
-	op := call.progOp()
-	refusals := algos != nil && c.refusals.Load() > 0
-	i := algorithms.SelectWhere(choices, bytes, func(i int) bool {
-		return choices[i].Runs(call.Type, op) && (!refusals || !c.refused(algos[i], call))
-	})
+	var skip func(int) bool
+	if algos != nil && c.refusals.Load() > 0 {
+		skip = func(i int) bool { return c.refused(algos[i], call) }
+	}
+	i := algorithms.SelectForExcept(choices, bytes, call.Type, call.progOp(), skip)
 	if !setUp {
 		return choices[i], nil, nil
 	}

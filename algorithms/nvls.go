@@ -153,22 +153,24 @@ func (ch Choice) Runs(t plan.DataType, op plan.RedOp) bool {
 // t with operator op (Choice.Runs): Select among the choices that can run
 // the call. With none, it returns the last choice.
 func SelectFor(choices []Choice, bytes int64, t plan.DataType, op plan.RedOp) int {
-	return SelectWhere(choices, bytes, func(i int) bool { return choices[i].Runs(t, op) })
+	return SelectForExcept(choices, bytes, t, op, nil)
 }
 
-// SelectWhere is Select among the choices i for which ok(i) holds: the
-// first of them whose bound holds bytes, else the last of them, else the
-// last choice.
-func SelectWhere(choices []Choice, bytes int64, ok func(i int) bool) int {
+// SelectForExcept is SelectFor without the choices i for which skip(i)
+// holds (nil: none; weft.Comm skips the plans its backend refused as not
+// resident): the first of the others that runs the call and whose bound
+// holds bytes, else the last of them that runs it, else the last choice.
+func SelectForExcept(choices []Choice, bytes int64, t plan.DataType, op plan.RedOp, skip func(i int) bool) int {
+	runs := func(i int) bool { return choices[i].Runs(t, op) && (skip == nil || !skip(i)) }
 	last := len(choices) - 1
 	for i := len(choices) - 1; i >= 0; i-- {
-		if ok(i) {
+		if runs(i) {
 			last = i
 			break
 		}
 	}
 	for i, ch := range choices {
-		if ok(i) && (ch.MaxBytes == 0 || bytes <= ch.MaxBytes) {
+		if runs(i) && (ch.MaxBytes == 0 || bytes <= ch.MaxBytes) {
 			return i
 		}
 	}
