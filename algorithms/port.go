@@ -126,6 +126,15 @@ func (c Config) portBlocks() int {
 // memory, where staging would only add a copy.
 func (c Config) stageSends() bool { return c.HostWindows && c.aloneOnNodes() }
 
+// StagesSends reports whether the network plans keep every window and
+// semaphore in host memory and stage their sends on SMs: every rank alone
+// on its node (Nodes) and HostWindows. There no engine of the device
+// (on a GPU, a CUDA stream) moves a byte or stores a semaphore that a
+// running kernel waits for: the transport's receivers store with the CPU
+// and its senders read host memory the kernel wrote (docs/network.md,
+// "Streams and the network path").
+func (c Config) StagesSends() bool { return c.stageSends() }
+
 // stageSlots is how many scratch slots a port plan with k staged puts
 // adds (k under stageSends, else none), and stage the Stage of put i
 // given the plan's first staging slot first: 1 + first + i under

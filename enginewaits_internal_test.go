@@ -1,0 +1,57 @@
+package weft
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/weftccl/weft/algorithms"
+	"github.com/weftccl/weft/hal"
+)
+
+// TestEngineWaits checks which communicators across nodes NewComm refuses
+// on a GPU: those whose kernels would wait for the device's engine (a
+// rank sharing its node, a network without host windows), unless
+// WEFT_NET_ENGINE_WAITS=1; never on hal/host, never one rank per node
+// over host windows.
+func TestEngineWaits(t *testing.T) {
+	gpu, host := hal.DeviceInfo{Backend: "nvlink", Arch: "sm_90"}, hal.DeviceInfo{Backend: "host"}
+	cfg := func(nodes []int, hostWindows bool) algorithms.Config {
+		c := algorithms.DefaultConfig(0, len(nodes), 132, true)
+		c.Nodes, c.HostWindows = nodes, hostWindows
+		return c
+	}
+	cases := []struct {
+		name    string
+		info    hal.DeviceInfo
+		cfg     algorithms.Config
+		allow   string // WEFT_NET_ENGINE_WAITS
+		refused string // a part of the refusal's message; "" when served
+	}{
+		{"one rank per node, host windows", gpu, cfg([]int{0, 1}, true), "", ""},
+		{"one rank per node of four, host windows", gpu, cfg([]int{0, 1, 2, 3}, true), "", ""},
+		{"two ranks per node", gpu, cfg([]int{0, 0, 1, 1}, true), "", "shares its node"},
+		{"uneven nodes", gpu, cfg([]int{0, 1, 1}, true), "", "shares its node"},
+		{"device windows", gpu, cfg([]int{0, 1}, false), "", "host windows"},
+		{"two ranks per node, allowed", gpu, cfg([]int{0, 0, 1, 1}, true), "1", ""},
+		{"device windows, allowed", gpu, cfg([]int{0, 1}, false), "1", ""},
+		{"two ranks per node, not allowed", gpu, cfg([]int{0, 0, 1, 1}, true), "0", "shares its node"},
+		{"hal/host, two ranks per node", host, cfg([]int{0, 0, 1, 1}, true), "", ""},
+		{"hal/host, device windows", host, cfg([]int{0, 1}, false), "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("WEFT_NET_ENGINE_WAITS", c.allow)
+			err := engineWaits(c.info, c.cfg)
+			switch {
+			case c.refused == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.refused != "" && err == nil:
+				t.Fatalf("served, want a refusal naming %q", c.refused)
+			case c.refused != "" && (!errors.Is(err, hal.ErrNotSupported) || !strings.Contains(err.Error(), c.refused) ||
+				!strings.Contains(err.Error(), "WEFT_NET_ENGINE_WAITS=1")):
+				t.Fatalf("refusal %v: want hal.ErrNotSupported naming %q and the variable that allows it", err, c.refused)
+			}
+		})
+	}
+}
