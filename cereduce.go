@@ -79,17 +79,17 @@ func (c *Comm) ceReduceServes(call Call) bool {
 // kernel for the call's type and operator.
 func ceReduceOps(st *hostIssued, me, n, root int, input, output uint64, bytes int64, t plan.DataType, op plan.RedOp, k cearShape) []hal.StreamOp {
 	W := st.window
-	nwin := (bytes + W - 1) / W
+	per := ceEvenWindow(W, bytes)
 	flag := func(base uint64, q, word int) uint64 { return base + uint64(st.flag(q, word)) }
 	slot := func(base uint64, q, p int, h int64) uint64 {
 		return base + uint64((h*int64(n-1)+ceSlot(q, p))*W)
 	}
 	mine := st.flags.Addr()
 	var ops []hal.StreamOp
-	for w := int64(0); w < nwin; w++ {
+	for w := int64(0); w*per < bytes; w++ {
 		h := w % 2
-		off := uint64(w * W)
-		l := min(W, bytes-w*W)
+		off := uint64(w * per)
+		l := min(per, bytes-w*per)
 		if me != root {
 			free := flag(mine, root, 2+int(h))
 			ops = append(ops,
@@ -113,6 +113,22 @@ func ceReduceOps(st *hostIssued, me, n, root int, input, output uint64, bytes in
 		}
 	}
 	return ops
+}
+
+// ceEvenWindow is the window of a Reduce of bytes bytes through landing
+// slots of window bytes: an even number of windows (one where one slot
+// holds the message), the fewest the slots allow, of equal size (a whole
+// number of ceRedAlign; the last takes what is left). Windows of the
+// slots' size lost where their number was odd: on 2×H100 a 96 MB Reduce
+// (three of 32 MiB) took NCCL's time × 0.87 where 64 MB (two) took 1.08
+// and 128 MB (four) 1.04 (docs/bench/2026-11-27j-h100x2, calls 5–6).
+func ceEvenWindow(window, bytes int64) int64 {
+	if bytes <= window {
+		return window
+	}
+	nwin := (bytes + window - 1) / window
+	nwin += nwin % 2
+	return min(window, (bytes/nwin+ceRedAlign-1)/ceRedAlign*ceRedAlign)
 }
 
 // The flag words per rank of the Reduce into the root's output: on the

@@ -42,3 +42,37 @@ func TestCERedSchedule(t *testing.T) {
 		}
 	}
 }
+
+// TestCEEvenWindow: the windows of a Reduce through landing slots cover
+// the message in the fewest windows of at most the executor's window,
+// rounded up to an even number past one (on a GPU's window), each a whole number of
+// ceRedAlign bytes, the last no longer than the others and shorter by
+// less than one ceRedAlign per window (equal windows).
+func TestCEEvenWindow(t *testing.T) {
+	for _, window := range []int64{ceWindow, ceHostWindow} {
+		for _, bytes := range []int64{1, ceRedAlign, window - 4, window, window + 4, 3 * window / 2, 2 * window, 5*window/2 + 12, 96 << 20, 8 * window, 17*window - 1} {
+			t.Run(fmt.Sprintf("window%d/%d", window, bytes), func(t *testing.T) {
+				per := ceEvenWindow(window, bytes)
+				if per <= 0 || per > window || (bytes > window && per%ceRedAlign != 0) {
+					t.Fatalf("window of %d bytes: want 1 to %d, a whole number of %d past one window", per, window, ceRedAlign)
+				}
+				nwin := (bytes + per - 1) / per
+				// The fewest windows the slots hold, even past one; the
+				// rounding to ceRedAlign may take one back where windows
+				// are few ceRedAlign long (hal/host's).
+				least := (bytes + window - 1) / window
+				even := least + least%2
+				if least == 1 {
+					even = 1
+				}
+				if nwin < least || nwin > even || (window >= 256*ceRedAlign && nwin != even) {
+					t.Fatalf("%d windows of %d bytes, want %d (the fewest slots of %d hold, even past one)", nwin, per, even, window)
+				}
+				last := bytes - (nwin-1)*per
+				if last <= 0 || last > per || (nwin > 1 && per-last >= nwin*ceRedAlign) {
+					t.Fatalf("%d windows of %d bytes, the last %d: want it within %d of the others", nwin, per, last, nwin*ceRedAlign)
+				}
+			})
+		}
+	}
+}

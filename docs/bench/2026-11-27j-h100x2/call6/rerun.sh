@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+# Call 6b (call 6's warm machine): the 48–384 MB range again with every variant, since the device
+# tool returned only 8 of call 6's logs (out/nccl-1.log … ce512-2.log).
+CB=examples/cbench/cbench; A=(-g 2 -t reduce -d float -b 48M -e 384M -f 2 -w 3 -n 10 -G 5 -c 1 -p 0); W=(env LD_PRELOAD=$PWD/.gpu/libweft_nccl.so WEFT_NCCL_FALLBACK=0 WEFT_DEBUG=WARN NCCL_NVLS_ENABLE=0); for i in 1 2; do env -u LD_PRELOAD NCCL_NVLS_ENABLE=0 $CB "${A[@]}" > $OUT/nccl-$i.log 2>&1; "${W[@]}" $CB "${A[@]}" > $OUT/weft-$i.log 2>&1; "${W[@]}" WEFT_CE_REDUCE_MIN_BYTES=128M $CB "${A[@]}" > $OUT/ce128-$i.log 2>&1; "${W[@]}" WEFT_CE_REDUCE_MIN_BYTES=512M $CB "${A[@]}" > $OUT/ce512-$i.log 2>&1; done; for i in 1 2; do python3 scripts/cbench-ratios.py $OUT/nccl-$i.log $OUT/weft-?.log $OUT/ce128-?.log $OUT/ce512-?.log; done
