@@ -22,10 +22,13 @@
 #         NCCL with an empty Go c-shared library preloaded, .gpu/libgoempty.so from
 #         examples/torch/goempty, the Go runtime in the process without weft; weft-nodesM: the GPUs
 #         split into M emulated nodes (WEFT_NODE_ID by local rank, so the network transport, sockets,
-#         carries what crosses them) with CUDA_DEVICE_MAX_CONNECTIONS=1, the run that would show the
-#         network path's stream hazard (docs/network.md, "Streams and the network path"): it must
-#         complete, every call served; its losses need only stay within 5% of NCCL's, since the
-#         multi-node plans sum in another order, e.g. NP=4 STEPS="nccl weft-nodes2" on 4 GPUs). A run name may end in @K (nccl@2 weft@2 …): the
+#         carries what crosses them) with CUDA_DEVICE_MAX_CONNECTIONS=1 (NODES_CDMC), the run that
+#         shows the network path's stream hazard (docs/network.md, "Streams and the network path"):
+#         with one GPU per node (NP=M) weft serves every call and must complete, its losses within
+#         5% of NCCL's (the multi-node plans sum in another order); with several GPUs per node
+#         (NP=4 STEPS="nccl weft-nodes2") weft refuses the communicator since 2026-11-27 and the
+#         drop-in forwards it to NCCL, so the table's "calls forwarded" FAIL is then the expected
+#         outcome, and WEFT_NET_ENGINE_WAITS=1 in the environment shows the hazard itself). A run name may end in @K (nccl@2 weft@2 …): the
 #         same run again; interleave NCCL and weft pairs ("nccl weft nccl@2 weft@2 nccl@3 weft@3")
 #         and the table ends with the median of the pairs' ratios, steadier than one pair (FSDP2
 #         step times move about ±1.5% from run to run on the same machine).
