@@ -210,10 +210,10 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 // sets it; some of them by default) they wait behind work that waits for
 // the kernel: FSDP2 across 2 emulated nodes of 2 H100s timed out in its
 // first AllGather with CUDA_DEVICE_MAX_CONNECTIONS=1 and with the driver's
-// default (docs/bench/2026-11-27j-h100x2, calls 3 and 4). Where every rank is alone on
-// its node and the network writes host windows (algorithms.Config
-// StagesSends) nothing of the kind is on the path, as in NCCL's network
-// transports. WEFT_NET_ENGINE_WAITS=1 allows the rest, for programs that
+// default (docs/bench/2026-11-27j-h100x2, calls 3 and 4). Where every rank
+// is alone on its node and the network writes host windows
+// (algorithms.Config.StagesSends) nothing of the kind is on the path, as
+// in NCCL's network transports. WEFT_NET_ENGINE_WAITS=1 allows the rest, for programs that
 // queue nothing behind weft's calls. The decision is the same on every
 // rank: nodes, network and variables are the job's. hal/host's engines
 // are goroutines and cannot be held back this way.
