@@ -165,9 +165,9 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 		// Every rank opened the same network and reads the same
 		// variable: the ranks agree.
 		c.cfg.HostWindows = c.net.HostWindows()
-		if err := engineWaits(info, c.cfg); err != nil {
-			return nil, err
-		}
+	}
+	if err := engineWaits(info, c.cfg); err != nil {
+		return nil, err
 	}
 	if !cfg.PortOnly && !cfg.UsesBounded(algorithms.AllReduce) {
 		// The zero-copy AllReduce plans use memory channels and are
@@ -199,39 +199,53 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 }
 
 // engineWaits refuses, with an error wrapping hal.ErrNotSupported, a GPU
-// communicator across nodes whose plans would have a running kernel wait
-// for the device's own engine — a CUDA stream — to move network bytes or
-// store a semaphore: a rank sharing its node with another (the
-// hierarchical plans, and port channels to peers of its own node, which
-// use the device's copy engines), or a network without host windows.
-// Those stream operations are queued by the proxy after the kernel
-// started, so on a hardware queue they share with the application's
-// streams (all of them under CUDA_DEVICE_MAX_CONNECTIONS=1, as Megatron-LM
-// sets it; some of them by default) they wait behind work that waits for
-// the kernel: FSDP2 across 2 emulated nodes of 2 H100s timed out in its
-// first AllGather with CUDA_DEVICE_MAX_CONNECTIONS=1 and with the driver's
-// default (docs/bench/2026-11-27j-h100x2, calls 3 and 4). Where every rank
-// is alone on its node and the network writes host windows
-// (algorithms.Config.StagesSends) nothing of the kind is on the path, as
-// in NCCL's network transports. WEFT_NET_ENGINE_WAITS=1 allows the rest, for programs that
-// queue nothing behind weft's calls. The decision is the same on every
-// rank: nodes, network and variables are the job's. hal/host's engines
-// are goroutines and cannot be held back this way.
+// communicator whose plans would have a running kernel wait for the
+// device's own engine — a CUDA stream the proxy queues copies and
+// semaphore stores on — to move its bytes:
+//   - across nodes, where a rank shares its node with another (the
+//     hierarchical plans, and port channels to peers of its own node over
+//     the device's copy engines) or the network keeps device windows
+//     (WEFT_NET_HOST_WINDOWS=0, hal/ib, UCX with CUDA);
+//   - on links that are port-mapped only (Config.PortOnly: hal/pcie without
+//     peer access, whose engines stage through shared memory).
+//
+// Those stream operations are queued after the kernel started, so on a
+// hardware queue they share with the application's streams (all of them
+// under CUDA_DEVICE_MAX_CONNECTIONS=1, as Megatron-LM sets it; some of them
+// by default) they wait behind work that waits for the kernel: FSDP2
+// across 2 emulated nodes of 2 H100s timed out in its first AllGather with
+// CUDA_DEVICE_MAX_CONNECTIONS=1 and with the driver's default
+// (docs/bench/2026-11-27j-h100x2, calls 3 and 4), as the copy-engine port
+// plans on NVLink did (docs/portchannel.md, "Copy engines beside other
+// streams"). Where every rank is alone on its node and the network writes
+// host windows (algorithms.Config.StagesSends) nothing of the kind is on
+// the path, as in NCCL's network transports. WEFT_ENGINE_WAITS=1 allows the
+// rest, for programs that queue nothing behind weft's calls (weft bench).
+// The decision is the same on every rank: links, nodes, network and
+// variables are the job's. hal/host's engines are goroutines and cannot be
+// held back this way.
 func engineWaits(info hal.DeviceInfo, cfg algorithms.Config) error {
-	if info.Arch == "" || cfg.StagesSends() {
+	if info.Arch == "" {
 		return nil
 	}
-	if on, _ := env.Bool("WEFT_NET_ENGINE_WAITS", false); on {
+	var why string
+	switch {
+	case cfg.Nodes != nil && !cfg.StagesSends() && !cfg.HostWindows:
+		why = "across nodes, the network does not write host windows (WEFT_NET_HOST_WINDOWS=0, or a transport that reaches device memory; one rank per node over sockets or UCX without CUDA is served)"
+	case cfg.Nodes != nil && !cfg.StagesSends():
+		why = "across nodes, a rank shares its node with another (one rank per node over sockets or UCX without CUDA is served)"
+	case cfg.Nodes == nil && cfg.PortOnly:
+		why = "every link between the GPUs is port-mapped only (copy engines staged through host memory)"
+	default:
 		return nil
 	}
-	why := "a rank shares its node with another"
-	if !cfg.HostWindows {
-		why = "the network does not write host windows (WEFT_NET_HOST_WINDOWS=0, or a transport that reaches device memory)"
+	if on, _ := env.Bool("WEFT_ENGINE_WAITS", false); on {
+		return nil
 	}
-	return fmt.Errorf("weft: rank %d: across nodes on %s, %s: its plans would have kernels wait for CUDA stream operations "+
-		"that work queued behind them can hold back for ever (PyTorch's FSDP2 does); one rank per node "+
-		"over sockets or UCX without CUDA is served, WEFT_NET_ENGINE_WAITS=1 allows this for programs that queue nothing behind weft's calls "+
-		"(docs/network.md, \"Streams and the network path\"): %w", cfg.Rank, info.Backend, why, hal.ErrNotSupported)
+	return fmt.Errorf("weft: rank %d: on %s, %s: its plans would have kernels wait for CUDA stream operations "+
+		"that work queued behind them can hold back for ever (PyTorch's FSDP2 does); WEFT_ENGINE_WAITS=1 allows this "+
+		"for programs that queue nothing behind weft's calls (docs/network.md, \"Streams and the network path\"): %w",
+		cfg.Rank, info.Backend, why, hal.ErrNotSupported)
 }
 
 // links is what linkKinds found out about the links between the ranks.

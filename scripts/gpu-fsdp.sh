@@ -28,7 +28,7 @@
 #         5% of NCCL's (the multi-node plans sum in another order); with several GPUs per node
 #         (NP=4 STEPS="nccl weft-nodes2") weft refuses the communicator since 2026-11-27 and the
 #         drop-in forwards it to NCCL, so the table's "calls forwarded" FAIL is then the expected
-#         outcome, and WEFT_NET_ENGINE_WAITS=1 in the environment shows the hazard itself). A run name may end in @K (nccl@2 weft@2 …): the
+#         outcome, and WEFT_ENGINE_WAITS=1 in the environment shows the hazard itself). A run name may end in @K (nccl@2 weft@2 …): the
 #         same run again; interleave NCCL and weft pairs ("nccl weft nccl@2 weft@2 nccl@3 weft@3")
 #         and the table ends with the median of the pairs' ratios, steadier than one pair (FSDP2
 #         step times move about ±1.5% from run to run on the same machine).

@@ -23,7 +23,11 @@
 //     stream-ordered cuStreamWriteValue64);
 //   - otherwise port-mapped only, host-staged; the link's Reason says why
 //     peer access is missing. A GPU that another process can see but this
-//     one cannot (CUDA_VISIBLE_DEVICES) is host-staged too.
+//     one cannot (CUDA_VISIBLE_DEVICES) is host-staged too. A communicator
+//     whose every link is of this kind runs its kernels against the
+//     engines' stream operations, which an application's queued work can
+//     hold back, so weft.NewComm refuses it unless WEFT_ENGINE_WAITS=1
+//     (docs/network.md, "Streams and the network path").
 //
 // Towards itself a device is memory-mapped and port-mapped (copy engine).
 //

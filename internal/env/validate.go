@@ -163,7 +163,7 @@ var forms = map[string]form{
 	"WEFT_STREAM_BATCH":      bit,
 	"WEFT_LL128":             bit,
 	"WEFT_NET_HOST_WINDOWS":  bit,
-	"WEFT_NET_ENGINE_WAITS":  bit,
+	"WEFT_ENGINE_WAITS":      bit,
 	"WEFT_SOCKET_SPIN_US":    intForm(0, 1_000_000, "microseconds from 0 to 1000000"),
 	"WEFT_PCIE_P2P":          bit,
 	"WEFT_PROXY_PROFILE":     bit,
