@@ -1,7 +1,6 @@
 package weft
 
 import (
-	"github.com/weftccl/weft/algorithms"
 	"github.com/weftccl/weft/hal/plan"
 )
 
@@ -21,7 +20,7 @@ func ChooseForBench(c *Comm, call Call) (*plan.Args, error) {
 	if err != nil {
 		return nil, err
 	}
-	op := runOp([]algorithms.Choice{a.choice}, call)
+	op := programKey(a, call).op
 	_ = a.choice.Serves(call.Type, op)
 	return c.callArgs(call), nil
 }

@@ -114,7 +114,7 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 	if err != nil {
 		return err
 	}
-	op := runOp([]algorithms.Choice{a.choice}, call)
+	op := programKey(a, call).op
 	if !a.choice.Serves(call.Type, op) {
 		// No plan of this communicator computes it (PreMulSum without a
 		// scalar per rank, plan/premul.go; Avg of an integer type on staged
@@ -144,7 +144,7 @@ func (c *Comm) Launch(call Call, s hal.Stream) error {
 		if c.refused(next, call) || next.choice.MaxBytes > 0 && bytes > next.choice.MaxBytes {
 			return fmt.Errorf("weft: %v of %d bytes on rank %d: no other plan of this communicator can run it: %w", call.Coll, bytes, c.cfg.Rank, err)
 		}
-		a, op = next, runOp([]algorithms.Choice{next.choice}, call)
+		a, op = next, programKey(next, call).op
 		prog, err = c.program(a, call.Type, op, call.Count)
 	}
 	if err != nil {
@@ -246,7 +246,7 @@ func (c *Comm) selectPlan(call Call, zeroCopy, setUp bool) (algorithms.Choice, *
 // type and operator because its blocks cannot all be resident
 // (hal.ErrNotResident; refuse).
 func (c *Comm) refused(a *algo, call Call) bool {
-	key := progKey{call.Type, runOp([]algorithms.Choice{a.choice}, call)}
+	key := programKey(a, call)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return a.refused[key]
@@ -257,7 +257,7 @@ func (c *Comm) refused(a *algo, call Call) bool {
 // that selection takes the next plan that can run the call, and says so
 // once, at WARN.
 func (c *Comm) refuse(a *algo, call Call, err error) {
-	key := progKey{call.Type, runOp([]algorithms.Choice{a.choice}, call)}
+	key := programKey(a, call)
 	c.mu.Lock()
 	if a.refused == nil {
 		a.refused = map[progKey]bool{}
@@ -267,6 +267,12 @@ func (c *Comm) refuse(a *algo, call Call, err error) {
 	c.refusals.Add(1)
 	env.Logger("INIT").Warn("a plan's thread blocks cannot all be resident on this device: the next plan that can run the call serves it",
 		"rank", c.cfg.Rank, "plan", a.choice.Plan.Name, "type", call.Type, "op", key.op, "err", err)
+}
+
+// programKey is the type and operator a's plan runs call with (runOp of
+// its choice alone): the key of its program and of its refusals.
+func programKey(a *algo, call Call) progKey {
+	return progKey{call.Type, runOp([]algorithms.Choice{a.choice}, call)}
 }
 
 // runOp is the operator the plans of choices run call with: call.progOp(),

@@ -372,7 +372,7 @@ func (c *Comm) launchWindowed(call Call, s hal.Stream, t time.Time) (bool, error
 			peerIn = peers
 		}
 	}
-	prog, err := c.program(a, call.Type, runOp([]algorithms.Choice{a.choice}, call), call.Count)
+	prog, err := c.program(a, call.Type, programKey(a, call).op, call.Count)
 	if err != nil {
 		return true, err
 	}
