@@ -202,10 +202,10 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 // communicator whose plans would have a running kernel wait for the
 // device's own engine — a CUDA stream the proxy queues copies and
 // semaphore stores on — to move its bytes:
-//   - across nodes, where a rank shares its node with another (the
-//     hierarchical plans, and port channels to peers of its own node over
-//     the device's copy engines) or the network keeps device windows
-//     (WEFT_NET_HOST_WINDOWS=0, hal/ib, UCX with CUDA);
+//   - across nodes, where the network keeps device windows
+//     (WEFT_NET_HOST_WINDOWS=0, hal/ib, UCX with CUDA), or past
+//     algorithms.PeerPlansMaxRanks ranks (point-to-point windows do not
+//     stage their sends);
 //   - on links that are port-mapped only (Config.PortOnly: hal/pcie without
 //     peer access, whose engines stage through shared memory).
 //
@@ -217,23 +217,25 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 // CUDA_DEVICE_MAX_CONNECTIONS=1 and with the driver's default
 // (docs/bench/2026-11-27j-h100x2, calls 3 and 4), as the copy-engine port
 // plans on NVLink did (docs/portchannel.md, "Copy engines beside other
-// streams"). Where every rank is alone on its node and the network writes
-// host windows (algorithms.Config.StagesSends) nothing of the kind is on
-// the path, as in NCCL's network transports. WEFT_ENGINE_WAITS=1 allows the
-// rest, for programs that queue nothing behind weft's calls (weft bench).
-// The decision is the same on every rank: links, nodes, network and
-// variables are the job's. hal/host's engines are goroutines and cannot be
-// held back this way.
+// streams"). Where the network writes host windows
+// (algorithms.Config.StagesSends) nothing of the kind is on the path, as
+// in NCCL's network transports: the hierarchical plans keep the windows
+// their counterparts write in host memory and reach the node's peers over
+// memory channels, the flat port plans carry every channel over the
+// network. WEFT_ENGINE_WAITS=1 allows the rest, for programs that queue
+// nothing behind weft's calls (weft bench). The decision is the same on
+// every rank: links, nodes, network and variables are the job's. hal/host's
+// engines are goroutines and cannot be held back this way.
 func engineWaits(info hal.DeviceInfo, cfg algorithms.Config) error {
 	if info.Arch == "" {
 		return nil
 	}
 	var why string
 	switch {
-	case cfg.Nodes != nil && !cfg.StagesSends() && !cfg.HostWindows:
-		why = "across nodes, the network does not write host windows (WEFT_NET_HOST_WINDOWS=0, or a transport that reaches device memory; one rank per node over sockets or UCX without CUDA is served)"
 	case cfg.Nodes != nil && !cfg.StagesSends():
-		why = "across nodes, a rank shares its node with another (one rank per node over sockets or UCX without CUDA is served)"
+		why = "across nodes, the network does not write host windows (WEFT_NET_HOST_WINDOWS=0, or a transport that reaches device memory; sockets and UCX without CUDA are served)"
+	case cfg.Nodes != nil && cfg.NRanks > algorithms.PeerPlansMaxRanks:
+		why = fmt.Sprintf("across nodes, past %d ranks, whose point-to-point windows do not stage their sends", algorithms.PeerPlansMaxRanks)
 	case cfg.Nodes == nil && cfg.PortOnly:
 		why = "every link between the GPUs is port-mapped only (copy engines staged through host memory)"
 	default:

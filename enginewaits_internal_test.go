@@ -11,10 +11,12 @@ import (
 
 // TestEngineWaits checks which communicators NewComm refuses on a GPU:
 // those whose kernels would wait for the device's engine (across nodes a
-// rank sharing its node or a network without host windows; on one node
-// links that are port-mapped only), unless WEFT_ENGINE_WAITS=1; never on
-// hal/host, never one rank per node over host windows, never memory-mapped
-// links on one node.
+// network without host windows, or more ranks than point-to-point plans
+// stage for; on one node links that are port-mapped only), unless
+// WEFT_ENGINE_WAITS=1; never on hal/host, never nodes of one or several
+// ranks over host windows (the flat port plans carry every channel over
+// the network, the hierarchical ones split their windows), never
+// memory-mapped links on one node.
 func TestEngineWaits(t *testing.T) {
 	gpu, host := hal.DeviceInfo{Backend: "nvlink", Arch: "sm_90"}, hal.DeviceInfo{Backend: "host"}
 	cfg := func(nodes []int, hostWindows bool) algorithms.Config {
@@ -36,12 +38,14 @@ func TestEngineWaits(t *testing.T) {
 	}{
 		{"one rank per node, host windows", gpu, cfg([]int{0, 1}, true), "", ""},
 		{"one rank per node of four, host windows", gpu, cfg([]int{0, 1, 2, 3}, true), "", ""},
-		{"two ranks per node", gpu, cfg([]int{0, 0, 1, 1}, true), "", "shares its node"},
-		{"uneven nodes", gpu, cfg([]int{0, 1, 1}, true), "", "shares its node"},
+		{"two ranks per node", gpu, cfg([]int{0, 0, 1, 1}, true), "", ""},
+		{"uneven nodes", gpu, cfg([]int{0, 1, 1}, true), "", ""},
+		{"two ranks per node, device windows", gpu, cfg([]int{0, 0, 1, 1}, false), "", "host windows"},
 		{"device windows", gpu, cfg([]int{0, 1}, false), "", "host windows"},
-		{"two ranks per node, allowed", gpu, cfg([]int{0, 0, 1, 1}, true), "1", ""},
 		{"device windows, allowed", gpu, cfg([]int{0, 1}, false), "1", ""},
-		{"two ranks per node, not allowed", gpu, cfg([]int{0, 0, 1, 1}, true), "0", "shares its node"},
+		{"device windows, not allowed", gpu, cfg([]int{0, 1}, false), "0", "host windows"},
+		{"18 ranks on 2 nodes", gpu, cfg(nodesOf(18, 9), true), "", "point-to-point"},
+		{"17 ranks on 17 nodes", gpu, cfg(nodesOf(17, 1), true), "", ""},
 		{"hal/host, two ranks per node", host, cfg([]int{0, 0, 1, 1}, true), "", ""},
 		{"hal/host, device windows", host, cfg([]int{0, 1}, false), "", ""},
 		{"one node, memory-mapped links", gpu, oneNode(4, false), "", ""},
@@ -64,4 +68,13 @@ func TestEngineWaits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nodesOf is the node of each of n ranks, per consecutive ranks a node.
+func nodesOf(n, per int) []int {
+	nodes := make([]int, n)
+	for r := range nodes {
+		nodes[r] = r / per
+	}
+	return nodes
 }

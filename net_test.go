@@ -139,12 +139,17 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 		}
 	}
 	for _, k := range netCases(n) {
-		// Across nodes only port-channel plans can run, and AllReduce
-		// takes the hierarchical plan for the operators it serves.
+		// Across nodes only port-channel plans can run: with host windows
+		// the small ones go as LL packets, one frame per peer
+		// (algorithms/portll.go), and AllReduce, AllGather and
+		// ReduceScatter take the hierarchical plan for the operators it
+		// serves where a node holds several ranks.
 		call := weft.Call{Coll: k.coll, Count: k.count, Type: k.t, Op: k.op, Root: k.root, Send: 1 << 30, Recv: 2 << 30}
+		staged := netHostWindows()
+		ll := staged && netLL(k.coll) && k.count*int64(k.t.Size()) <= algorithms.PortLLMaxBytes
 		want := "-" + algorithms.PortFamily + "-"
 		switch {
-		case nodes == n:
+		case nodes == n || ll:
 			// One rank per node: no hierarchical plan, the flat port one.
 		case k.coll == algorithms.AllGather:
 			want = "-2ph-"
@@ -155,17 +160,19 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 				want = "-2ph-"
 			}
 		}
-		if name := c.PlanName(call); !strings.Contains(name, want) {
+		name := c.PlanName(call)
+		flat := strings.Contains(name, want) && want != "-2ph-"
+		if !strings.Contains(name, want) {
 			return fmt.Errorf("%v: plan %q, want a %s plan", k, name, strings.Trim(want, "-"))
-		} else if staged := strings.HasSuffix(name, "-hs"); nodes == n && staged != netHostWindows() {
-			// One rank per node with host windows: the port plans stage
-			// their puts into their host-memory scratch (Plan.StageSends).
-			return fmt.Errorf("%v: plan %q: staged sends %v, want them with host windows only", k, name, staged)
-		} else if ll := strings.Contains(name, "-port-LL16-"); staged && ll != (netLL(k.coll) && k.count*int64(k.t.Size()) <= algorithms.PortLLMaxBytes) {
-			// ... and the small ones go as LL packets, one frame per peer
-			// (algorithms/portll.go).
-			return fmt.Errorf("%v: plan %q: LL %v, want LL port plans up to %d bytes", k, name, ll, algorithms.PortLLMaxBytes)
-		} else if deep := strings.Contains(name, "-d4-"); staged && !ll && deep != netOneWay(k.coll) {
+		} else if hs := strings.HasSuffix(name, "-hs"); flat && hs != staged {
+			// With host windows the flat port plans stage their puts
+			// into their host-memory scratch (Plan.StageSends) and carry
+			// every channel over the network, a peer of the node's own
+			// included (docs/network.md, "Streams and the network path").
+			return fmt.Errorf("%v: plan %q: staged sends %v, want them with host windows only", k, name, hs)
+		} else if isLL := strings.Contains(name, "-port-LL16-"); isLL != ll {
+			return fmt.Errorf("%v: plan %q: LL %v, want LL port plans up to %d bytes over host windows", k, name, isLL, algorithms.PortLLMaxBytes)
+		} else if deep := strings.Contains(name, "-d4-"); flat && staged && !ll && deep != netOneWay(k.coll) {
 			// ... and the windowed plans that move data one way keep four
 			// windows in flight (algorithms.Config.oneWay).
 			return fmt.Errorf("%v: plan %q: four windows deep %v, want it for the one-way plans", k, name, deep)

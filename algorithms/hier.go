@@ -32,7 +32,16 @@ import (
 // (plan/premul.go), so the partials that cross nodes are already sums of
 // scaled contributions.
 //
-// Scratch: 2 halves × (2(L−1) + N−1) window-sized slots.
+// Windows are split (plan.Plan.NetSlot): the slots the node's peers
+// write (phases 1 and 3) are device memory they map; the slots the
+// counterparts write (phase 2), and the staging slot phase 1 reduces into
+// and phase 2 puts from, are the network windows, host memory where the
+// network writes it (docs/network.md, "Streams and the network path"), so
+// no copy engine of the device moves a byte the kernel waits for. The
+// port channels carry the Net mark: they go over the network.
+//
+// Scratch: 2 halves × (2(L−1) + N) window-sized slots, the last N
+// network windows.
 
 // Semaphores of AllReduce2PH (per block: base + part).
 const (
@@ -126,7 +135,7 @@ func AllReduce2PH(c Config) (*plan.Plan, error) {
 		chs = append(chs, plan.Channel{Peer: p})
 	}
 	for _, p := range lay.counter {
-		chs = append(chs, plan.Channel{Peer: p, Port: true})
+		chs = append(chs, plan.Channel{Peer: p, Port: true, Net: true})
 	}
 	lc, rc := make([]int, L-1), make([]int, N-1)
 	for i := range lc {
@@ -135,14 +144,18 @@ func AllReduce2PH(c Config) (*plan.Plan, error) {
 	for i := range rc {
 		rc[i] = L - 1 + i
 	}
-	// Slots: phase 1 from local peer i at i, phase 2 from the counterpart
-	// of node-list position j at L−1+j, phase 3 from local peer i at
-	// L−1+N−1+i. A sender's position in a receiver's lists is its local
-	// index (or node) with the receiver's own left out.
+	// Slots: phase 1 from local peer i at i, phase 3 from local peer i at
+	// L−1+i (device windows); phase 2 from the counterpart of node-list
+	// position j at 2(L−1)+j, and this rank's partial, staged for the
+	// network, at 2(L−1)+N−1 (network windows). A sender's position in a
+	// receiver's lists is its local index (or node) with the receiver's
+	// own left out.
 	pos := func(me, them int) int { return slotOf(me, them) }
 	slot1 := func(i int) int { return i }
-	slot2 := func(j int) int { return L - 1 + j }
-	slot3 := func(i int) int { return L - 1 + N - 1 + i }
+	slot3 := func(i int) int { return L - 1 + i }
+	netSlot := 2 * (L - 1)
+	slot2 := func(j int) int { return netSlot + j }
+	stage := plan.LS(netSlot + N - 1)
 
 	var ops []plan.Op
 	// Phase 1: intra-node reduce-scatter.
@@ -157,7 +170,7 @@ func AllReduce2PH(c Config) (*plan.Plan, error) {
 	for ci := range lc {
 		srcs = append(srcs, plan.LS(slot1(ci)))
 	}
-	ops = append(ops, plan.Transfer(lay.idx, L, []plan.Ref{plan.L(plan.Output)}, srcs...))
+	ops = append(ops, plan.Transfer(lay.idx, L, []plan.Ref{stage}, srcs...))
 	ops = append(ops, skip(releases(lc, sem(hFree1, b)), 0, 2)...)
 	// Phase 2: inter-node all-reduce of shard idx with the counterparts.
 	ops = append(ops, skip(acks(rc, sem(hFree2, b)), 2, 0)...)
@@ -166,18 +179,18 @@ func AllReduce2PH(c Config) (*plan.Plan, error) {
 		if j >= lay.node {
 			peerNode++
 		}
-		ops = append(ops, plan.PortPut(ci, lay.idx, L, plan.RS(ci, slot2(pos(lay.node, peerNode))), plan.L(plan.Output)))
+		ops = append(ops, plan.PortPut(ci, lay.idx, L, plan.RS(ci, slot2(pos(lay.node, peerNode))), stage))
 	}
 	ops = append(ops, signals(rc, sem(hData2, b))...)
-	// The engines read this shard of the output: done before it is
-	// overwritten with the sum.
+	// The engines read the staging slot: done before the next window of
+	// this half rewrites it.
 	ops = append(ops, flushes(rc)...)
 	ops = append(ops, waits(rc, sem(hData2, b))...)
 	srcs = nil
 	for n := 0; n < N; n++ {
 		switch {
 		case n == lay.node:
-			srcs = append(srcs, plan.L(plan.Output))
+			srcs = append(srcs, stage)
 		case n < lay.node:
 			srcs = append(srcs, plan.LS(slot2(n)))
 		default:
@@ -205,7 +218,7 @@ func AllReduce2PH(c Config) (*plan.Plan, error) {
 	g := plan.Group{Blocks: b, Window: s.Window, NChunks: L, Ops: ops,
 		After: cat(signals(all, sem(hDone, b)), waits(all, sem(hDone, b)), flushes(rc))}
 	p := &plan.Plan{Name: fmt.Sprintf("all_reduce-2ph-%dx%d-%dx%d-w%d", N, L, b, s.Threads, s.Window), Rank: c.Rank, NRanks: c.NRanks,
-		Channels: chs, Threads: s.Threads, Unroll: s.Unroll, Scratch: plan.Simple, ScratchSlots: 2*(L-1) + N - 1,
+		Channels: chs, Threads: s.Threads, Unroll: s.Unroll, Scratch: plan.Simple, ScratchSlots: netSlot + N, NetSlot: netSlot,
 		Semaphores: hSems * b, Groups: []plan.Group{g}}
 	return p, p.Validate()
 }

@@ -14,7 +14,10 @@ import (
 // each rank puts (N−1)·S on the network instead of (N−1)·L·S (S: one
 // rank's segment). Both run in windows of Config.HB.Window bytes per
 // segment, with Config.HB's blocks and threads; slot halves alternate by
-// window as in every windowed plan.
+// window as in every windowed plan. Their windows are split as
+// AllReduce2PH's (plan.Plan.NetSlot): the slots the node's peers write in
+// device memory, the slots the counterparts write and those staged for
+// them in the network windows.
 
 // Semaphores of AllGather2PH and ReduceScatter2PH (per block: base + part).
 const (
@@ -53,7 +56,7 @@ func (c Config) hierSetup(what string) (hierSetup, error) {
 		h.lc = append(h.lc, i)
 	}
 	for j, p := range lay.counter {
-		h.chs = append(h.chs, plan.Channel{Peer: p, Port: true})
+		h.chs = append(h.chs, plan.Channel{Peer: p, Port: true, Net: true})
 		h.rc = append(h.rc, lay.local-1+j)
 	}
 	return h, nil
@@ -67,15 +70,16 @@ func (h hierSetup) nodeAt(j int) int {
 	return j
 }
 
-// plan wraps the group of a hierarchical plan.
-func (h hierSetup) plan(c Config, name string, slots int, ops []plan.Op) (*plan.Plan, error) {
+// plan wraps the group of a hierarchical plan whose slots from netSlot on
+// are network windows.
+func (h hierSetup) plan(c Config, name string, slots, netSlot int, ops []plan.Op) (*plan.Plan, error) {
 	b := h.s.Blocks
 	all := append(append([]int{}, h.lc...), h.rc...)
 	g := plan.Group{Blocks: b, Window: h.s.Window, NChunks: 1, Ops: ops,
 		After: cat(signals(all, sem(gDone, b)), waits(all, sem(gDone, b)), flushes(h.rc))}
 	p := &plan.Plan{Name: fmt.Sprintf("%s-2ph-%dx%d-%dx%d-w%d", name, h.lay.nodes, h.lay.local, b, h.s.Threads, h.s.Window),
 		Rank: c.Rank, NRanks: c.NRanks, Channels: h.chs, Threads: h.s.Threads, Unroll: h.s.Unroll, Scratch: plan.Simple,
-		ScratchSlots: slots, Semaphores: gSems * b, Groups: []plan.Group{g}}
+		ScratchSlots: slots, NetSlot: netSlot, Semaphores: gSems * b, Groups: []plan.Group{g}}
 	return p, p.Validate()
 }
 
@@ -90,20 +94,27 @@ func (h hierSetup) plan(c Config, name string, slots int, ops []plan.Op) (*plan.
 //     segment, all destinations at once); wait for the peers' N segments
 //     each and copy them into the output.
 //
-// Scratch: 2 halves × (N−1 + (L−1)·N) window-sized slots.
+// The block copies the input window into a network window once, and the
+// puts to every counterpart leave from there.
+//
+// Scratch: 2 halves × ((L−1)·N + N) window-sized slots, the last N
+// network windows.
 func AllGather2PH(c Config) (*plan.Plan, error) {
 	h, err := c.hierSetup("AllGather")
 	if err != nil {
 		return nil, err
 	}
 	L, N, n, l, b := h.lay.local, h.lay.nodes, h.lay.node, h.lay.idx, h.s.Blocks
-	slot1 := func(j int) int { return j }                  // from the counterpart at node-list position j
-	slot2 := func(i, k int) int { return N - 1 + i*N + k } // node k's segment from the local peer at position i
+	netSlot := (L - 1) * N
+	slot2 := func(i, k int) int { return i*N + k }  // node k's segment from the local peer at position i
+	slot1 := func(j int) int { return netSlot + j } // from the counterpart at node-list position j
+	stage := netSlot + N - 1                        // this rank's input, staged for the network
 	var ops []plan.Op
 	// Phase 1: exchange with the counterparts.
 	ops = append(ops, skip(acks(h.rc, sem(gFree1, b)), 2, 0)...)
+	ops = append(ops, xfer([]plan.Ref{plan.LS(stage)}, plan.L(plan.Input)))
 	for j, ci := range h.rc {
-		ops = append(ops, plan.PortPut(ci, 0, 1, plan.RS(ci, slot1(slotOf(n, h.nodeAt(j)))), plan.L(plan.Input)))
+		ops = append(ops, plan.PortPut(ci, 0, 1, plan.RS(ci, slot1(slotOf(n, h.nodeAt(j)))), plan.LS(stage)))
 	}
 	ops = append(ops, signals(h.rc, sem(gData1, b))...)
 	ops = append(ops, waits(h.rc, sem(gData1, b))...)
@@ -130,7 +141,7 @@ func AllGather2PH(c Config) (*plan.Plan, error) {
 		}
 	}
 	ops = append(ops, skip(releases(h.lc, sem(gFree2, b)), 0, 2)...)
-	return h.plan(c, "all_gather", N-1+(L-1)*N, ops)
+	return h.plan(c, "all_gather", netSlot+N, netSlot, ops)
 }
 
 // ReduceScatter2PH builds the hierarchical ReduceScatter of one rank (node
@@ -149,7 +160,7 @@ func AllGather2PH(c Config) (*plan.Plan, error) {
 // The reduction happens in two stages, so the plan serves every operator
 // but Avg (Choice.Staged; PreMulSum scales the input where phase 1 reads
 // it). Scratch: 2 halves × ((L−1)·N + 2(N−1))
-// window-sized slots.
+// window-sized slots, the last 2(N−1) network windows.
 func ReduceScatter2PH(c Config) (*plan.Plan, error) {
 	h, err := c.hierSetup("ReduceScatter")
 	if err != nil {
@@ -196,5 +207,5 @@ func ReduceScatter2PH(c Config) (*plan.Plan, error) {
 	}
 	ops = append(ops, xfer([]plan.Ref{plan.L(plan.Output)}, srcs...))
 	ops = append(ops, skip(releases(h.rc, sem(gFree2, b)), 0, 2)...)
-	return h.plan(c, "reduce_scatter", (L-1)*N+2*(N-1), ops)
+	return h.plan(c, "reduce_scatter", (L-1)*N+2*(N-1), (L-1)*N, ops)
 }

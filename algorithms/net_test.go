@@ -142,6 +142,16 @@ func TestHierarchicalSelection(t *testing.T) {
 					t.Errorf("%v: int32 Avg selects %s", coll, cs[SelectFor(cs, 1<<20, plan.Int32, plan.Avg)].Plan.Name)
 				}
 				p := cs[0].Plan
+				// Split windows: the counterparts write network windows
+				// over port channels that the network carries.
+				if p.NetSlot <= 0 || p.NetSlot >= p.ScratchSlots {
+					t.Errorf("%v nodes %v rank %d: %s has network slots from %d of %d", coll, nodes, r, p.Name, p.NetSlot, p.ScratchSlots)
+				}
+				for i, ch := range p.Channels {
+					if ch.Port != ch.Net {
+						t.Errorf("%v nodes %v rank %d: channel %d %+v: a port channel goes over the network, a memory channel does not", coll, nodes, r, i, ch)
+					}
+				}
 				plans = append(plans, p)
 				if first == nil {
 					first = p
@@ -156,10 +166,11 @@ func TestHierarchicalSelection(t *testing.T) {
 			c := DefaultConfig(0, 4, 4, false)
 			c.PortOnly, c.Nodes, c.HostWindows = true, nodes, true
 			cs, err := Plans(c, coll, 0)
-			// Every rank alone on its node, staged sends: the LL port
-			// plan first (portll.go), and for AllReduce the one-hop plan
-			// next.
-			alone := len(nodes) == 4 && nodes[3] == 3
+			// Across nodes over host windows, staged sends (every rank
+			// alone on its node, or not, the flat port plans carrying
+			// every channel over the network): the LL port plan first
+			// (portll.go), and for AllReduce the one-hop plan next.
+			alone := nodes != nil
 			var want []int64 // the choices' bounds
 			switch {
 			case alone && coll == AllReduce:
@@ -176,6 +187,14 @@ func TestHierarchicalSelection(t *testing.T) {
 			for i, ch := range cs {
 				if ch.MaxBytes != want[i] {
 					t.Errorf("%v nodes %v: choice %d %s up to %d bytes, want %d", coll, nodes, i, ch.Plan.Name, ch.MaxBytes, want[i])
+				}
+				// Across nodes over host windows every channel of the
+				// flat plans goes over the network (no copy engine
+				// reaches a peer of the node: docs/network.md).
+				for _, pc := range ch.Plan.Channels {
+					if pc.Net != alone {
+						t.Errorf("%v nodes %v: %s channel %+v: Net %v, want %v", coll, nodes, ch.Plan.Name, pc, pc.Net, alone)
+					}
 				}
 			}
 			if alone && (!strings.Contains(cs[0].Plan.Name, "-port-LL16-") || cs[0].Plan.Scratch != plan.LL16) {

@@ -117,22 +117,31 @@ func (c Config) portBlocks() int {
 }
 
 // stageSends reports whether the port plans stage the sources of their
-// puts into scratch slots (plan.Plan.StageSends): where the network sends
-// host memory directly (HostWindows) and every rank is alone on its node,
-// so that every plan's scratch is host memory (package channels places a
-// plan's scratch there when all its peers are on other nodes). The rule
-// is the job's, not the rank's, so that every rank builds the same plans
-// (names, scratch sizes); a plan with a peer on its own node keeps device
-// memory, where staging would only add a copy.
-func (c Config) stageSends() bool { return c.HostWindows && c.aloneOnNodes() }
+// puts into scratch slots (plan.Plan.StageSends) and carry every channel
+// over the network (plan.Channel.Net), a peer of the rank's own node
+// included: where the ranks span nodes (Nodes) and the network sends and
+// receives host memory directly (HostWindows), so that every flat port
+// plan's scratch and semaphores are host memory (package channels places
+// them there when every channel goes over the network) and no copy engine
+// of the device moves a byte a kernel waits for (docs/network.md,
+// "Streams and the network path"). The hierarchical plans (hier.go) keep
+// their memory channels inside the node and split their windows instead
+// (plan.Plan.NetSlot). The rule is the job's, not the rank's, so that
+// every rank builds the same plans (names, scratch sizes).
+func (c Config) stageSends() bool {
+	return c.HostWindows && len(c.Nodes) == c.NRanks && c.NRanks >= 2
+}
 
-// StagesSends reports whether the network plans keep every window and
-// semaphore in host memory and stage their sends on SMs: every rank alone
-// on its node (Nodes) and HostWindows. There no engine of the device
-// (on a GPU, a CUDA stream) moves a byte or stores a semaphore that a
-// running kernel waits for: the transport's receivers store with the CPU
-// and its senders read host memory the kernel wrote (docs/network.md,
-// "Streams and the network path").
+// StagesSends reports whether the plans across nodes keep every window
+// and semaphore a network peer writes in host memory and stage their
+// sends on SMs (Nodes and HostWindows): the flat port plans carry every
+// channel over the network, the hierarchical ones their port channels,
+// with their memory channels inside the node. There no engine of the
+// device (on a GPU, a CUDA stream) moves a byte or stores a semaphore
+// that a running kernel waits for: the transport's receivers store with
+// the CPU and its senders read host memory the kernel wrote, as in NCCL's
+// network transports (docs/network.md, "Streams and the network path").
+// Point-to-point windows (past PeerPlansMaxRanks ranks) do not stage.
 func (c Config) StagesSends() bool { return c.stageSends() }
 
 // stageSlots is how many scratch slots a port plan with k staged puts
@@ -157,7 +166,7 @@ func (c Config) stage(first, i int) int {
 func (c Config) portChannels() []plan.Channel {
 	chs := c.channels()
 	for i := range chs {
-		chs[i].Port = true
+		chs[i].Port, chs[i].Net = true, c.stageSends()
 	}
 	return chs
 }

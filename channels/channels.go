@@ -90,6 +90,11 @@ type Resources struct {
 	// hostWindows: scratch and semaphores are host memory mapped into
 	// the device (Network.hostWindows).
 	hostWindows bool
+	// netScratch and netSems are the network windows of a plan that
+	// splits them (plan.Plan.NetSlot; nil otherwise): host memory mapped
+	// into the device where the network writes it (Network.HostWindows),
+	// else device memory.
+	netScratch, netSems hal.Buffer
 }
 
 // HostWindows reports whether the plan's scratch and semaphores are in
@@ -98,11 +103,12 @@ type Resources struct {
 // another node over such a network; docs/network.md).
 func (r *Resources) HostWindows() bool { return r.hostWindows }
 
-// Bytes is the device memory the resources hold on this rank (local
-// buffers only; mapped peer buffers are the peers').
+// Bytes is the memory the resources hold on this rank for windows and
+// state (local buffers only; mapped peer buffers are the peers'), a split
+// plan's network windows included.
 func (r *Resources) Bytes() int64 {
 	var n int64
-	for _, b := range []hal.Buffer{r.scratch, r.sems, r.expected, r.state} {
+	for _, b := range []hal.Buffer{r.scratch, r.sems, r.expected, r.state, r.netScratch, r.netSems} {
 		if b != nil {
 			n += b.Size()
 		}
@@ -238,10 +244,14 @@ func newSetup(ctx context.Context, ex Exchanger, dev hal.Device, p *plan.Plan, s
 // for port channels, the FIFO (host memory) and its head counter. Scratch
 // and semaphores are host memory mapped into the device when the plan's
 // channels all go over a network that writes such windows with the CPU
-// (Network.hostWindows).
+// (Network.hostWindows). A plan that splits its windows (plan.Plan.NetSlot)
+// gets a second scratch and semaphore region, its network windows: host
+// memory where the network writes host windows, device memory otherwise.
 func (s *setup) allocate() error {
 	r, p := s.r, s.p
 	r.hostWindows = r.net != nil && r.net.hostWindows(p.Channels)
+	split := p.NetSlot > 0
+	netHost := split && r.net != nil && r.net.HostWindows()
 	type want struct {
 		b    *hal.Buffer
 		n    int64
@@ -252,6 +262,8 @@ func (s *setup) allocate() error {
 	for _, w := range []want{
 		{&r.scratch, s.scratchBytes, r.hostWindows, "scratch", s.scratchBytes > 0},
 		{&r.sems, p.SemaphoreRegionBytes(), r.hostWindows, "semaphores", p.Semaphores > 0},
+		{&r.netScratch, s.scratchBytes, netHost, "network scratch", split && s.scratchBytes > 0},
+		{&r.netSems, p.SemaphoreRegionBytes(), netHost, "network semaphores", split && p.Semaphores > 0},
 		{&r.expected, p.ExpectedRegionBytes(), false, "expected values", p.Semaphores > 0},
 		{&r.state, p.StateBytes(), false, "state", true},
 		{&r.control, plan.ControlBytes, true, "control block", true},
@@ -315,6 +327,13 @@ func (s *setup) publish() (card, error) {
 		// memory).
 		mm, pm = nil, nil
 	}
+	netScratch, netSems := r.scratch, r.sems
+	if s.p.NetSlot > 0 {
+		// Split windows: the node's peers map the device windows, the
+		// network reaches the network windows, and every port channel
+		// goes over the network (plan.Plan.Validate).
+		netScratch, netSems, pm = r.netScratch, r.netSems, nil
+	}
 	for _, x := range []struct {
 		b      hal.Buffer
 		export func(hal.Buffer) (hal.Handle, error)
@@ -325,8 +344,8 @@ func (s *setup) publish() (card, error) {
 		{r.sems, exportOf(mm), &me.Sems, "semaphores"},
 		{r.scratch, exportPortOf(pm), &me.PortScratch, "scratch for engines"},
 		{r.sems, exportPortOf(pm), &me.PortSems, "semaphores for engines"},
-		{r.scratch, netExport, &me.NetScratch, "scratch for network engines"},
-		{r.sems, netExport, &me.NetSems, "semaphores for network engines"},
+		{netScratch, netExport, &me.NetScratch, "scratch for network engines"},
+		{netSems, netExport, &me.NetSems, "semaphores for network engines"},
 	} {
 		if x.b == nil || x.export == nil {
 			continue
@@ -368,6 +387,12 @@ func (s *setup) bindLocal() {
 	if r.sems != nil {
 		r.Bindings.Semaphores, r.Bindings.Expected = r.sems.Addr(), r.expected.Addr()
 	}
+	if r.netScratch != nil {
+		r.Bindings.NetScratch = r.netScratch.Addr()
+	}
+	if r.netSems != nil {
+		r.Bindings.NetSemaphores = r.netSems.Addr()
+	}
 	if s.port {
 		r.Bindings.Fifo, r.Bindings.FifoHead = r.fifoBuf.Addr(), r.fifoHead.Addr()
 		r.engines = make([]hal.Engine, len(s.p.Channels))
@@ -395,8 +420,17 @@ func (s *setup) access(ci int, ch plan.Channel, self hal.Endpoint, c card) (peer
 		need, kind = hal.CapPortMapped, "port-mapped"
 		a = peerAccess{importBuf: importPortOf(s.pm), newEngine: s.pm.NewEngine, scratch: c.PortScratch, sems: c.PortSems}
 	}
-	if why := self.OtherNode(c.Endpoint); why != "" && s.r.net != nil {
-		// A peer on another node: the network's engines and registrations.
+	why := self.OtherNode(c.Endpoint)
+	if ch.Net && why == "" {
+		why = "the plan carries the channel over the network"
+		if s.r.net == nil {
+			return peerAccess{}, fmt.Errorf("channels: setup %s: channel %d to rank %d goes over the network (plan.Channel.Net), but no network is open: %w",
+				s.p.Name, ci, ch.Peer, hal.ErrNotSupported)
+		}
+	}
+	if why != "" && s.r.net != nil {
+		// A peer on another node, or a channel the plan carries over the
+		// network: the network's engines and registrations.
 		if !ch.Port {
 			return peerAccess{}, fmt.Errorf("channels: setup %s: channel %d to rank %d is a memory channel, but the peer is on another node (%s): %w",
 				s.p.Name, ci, ch.Peer, why, hal.ErrNotSupported)
@@ -652,7 +686,7 @@ func (r *Resources) Close() error {
 		errs = append(errs, r.net.unexport(b))
 	}
 	r.netExported = nil
-	for _, b := range []*hal.Buffer{&r.scratch, &r.sems, &r.expected, &r.state, &r.control, &r.fifoBuf, &r.fifoHead} {
+	for _, b := range []*hal.Buffer{&r.scratch, &r.sems, &r.netScratch, &r.netSems, &r.expected, &r.state, &r.control, &r.fifoBuf, &r.fifoHead} {
 		if *b != nil {
 			errs = append(errs, (*b).Free())
 			*b = nil

@@ -158,7 +158,8 @@ func (nw *Network) HostWindows() bool {
 
 // hostWindows reports whether a plan over channels chs places its scratch
 // and semaphores in host memory mapped into the device: when every
-// channel is a port channel to a peer on another node and the NetDevice's
+// channel is a port channel to a peer on another node, or one the plan
+// carries over the network (plan.Channel.Net), and the NetDevice's
 // receivers store into host-visible windows with the CPU
 // (hal.HostWindowed), unless WEFT_NET_HOST_WINDOWS=0. The peers' puts and
 // signals then land with no call on the device's engine, and the
@@ -170,7 +171,7 @@ func (nw *Network) hostWindows(chs []plan.Channel) bool {
 		return false
 	}
 	for _, c := range chs {
-		if !c.Port || !nw.remote(c.Peer) {
+		if !c.Port || !(c.Net || nw.remote(c.Peer)) {
 			return false
 		}
 	}

@@ -32,6 +32,10 @@
 // The Go side (hal/plan PackParams) writes exactly this layout.
 struct weft_params {
   weft_u64 scratch, scratch_bytes, sems, expected, state, control;
+  // Network windows of a plan that splits them (plan.Plan.NetSlot; else
+  // scratch and sems again): slots from NetSlot on, and the inbound
+  // semaphores of the channels in net_chans (bit i: channel i).
+  weft_u64 net_scratch, net_sems, net_chans;
   weft_u64 peer_scratch[WEFT_MAX_PEERS];
   weft_u64 peer_sems[WEFT_MAX_PEERS];
   weft_u64 count, input, output;
@@ -314,6 +318,13 @@ WEFT_DEV char* slot_at(const Ctx& c, weft_u64 scratch, int slot, weft_u64 elem) 
 // increments it, with release semantics at system scope unless relaxed.
 // Called by one thread after the block's barrier, so that every earlier
 // write of the block is ordered before it.
+// inbound_region is the semaphore region that the peer of channel ch
+// signals: the network's (net_sems) for the channels of net_chans, the
+// device's otherwise (plan.Plan.NetSlot).
+WEFT_DEV weft_u64* inbound_region(const weft_params& p, int ch) {
+  return (weft_u64*)((p.net_chans >> ch) & 1 ? p.net_sems : p.sems);
+}
+
 WEFT_DEV void signal_one(const Ctx& c, int ch, int sem, bool relaxed) {
   const weft_params& p = *c.p;
   weft_u64 idx = (weft_u64)p.rank * p.semaphores + sem;
@@ -338,7 +349,8 @@ WEFT_DEV void signal_one(const Ctx& c, int ch, int sem, bool relaxed) {
 WEFT_DEV bool wait_one(const Ctx& c, int ch, int sem, bool relaxed, bool check) {
   const weft_params& p = *c.p;
   weft_u64 idx = (weft_u64)p.peers[ch] * p.semaphores + sem;
-  weft_u64* inbound = (weft_u64*)p.sems + idx;
+  weft_u64* const region = inbound_region(p, ch);
+  weft_u64* inbound = region + idx;
   weft_u64* expected = (weft_u64*)p.expected + idx;
   weft_u64 want = *expected + 1;
   *expected = want;
@@ -354,7 +366,7 @@ WEFT_DEV bool wait_one(const Ctx& c, int ch, int sem, bool relaxed, bool check) 
   }
   if (!relaxed) ld_acquire_sys(inbound);
   if (!check) return true;
-  weft_u64 theirs = ld_relaxed_sys((weft_u64*)p.sems + (weft_u64)p.nranks * p.semaphores + idx);
+  weft_u64 theirs = ld_relaxed_sys(region + (weft_u64)p.nranks * p.semaphores + idx);
   if (theirs != c.tag && !(c.rollbits && ((theirs ^ c.tag) & ((1ull << c.rollbits) - 1)))) {
     fail(c, STATUS_MISMATCH, WHAT_SEMAPHORE, ch, sem, c.count, theirs >> c.rollbits);
     return false;
@@ -415,7 +427,7 @@ WEFT_DEV bool wait_credits(const Ctx& c, const int (&chs)[N], int sem, int credi
     weft_u64 want = ((weft_u64*)p.expected)[(weft_u64)p.peers[ch] * p.semaphores + sem + c.part] + 1;
     if (want > (weft_u64)credits) {
       want -= (weft_u64)credits;
-      weft_u64* inbound = (weft_u64*)p.sems + (weft_u64)p.peers[ch] * p.semaphores + s;
+      weft_u64* inbound = inbound_region(p, ch) + (weft_u64)p.peers[ch] * p.semaphores + s;
       Deadline d(c);
       weft_u64 v;
       while ((v = ld_relaxed_sys(inbound)) < want) {
@@ -445,7 +457,7 @@ WEFT_DEV weft_u64* mailbox_out(const Ctx& c, int ch, int idx) {
   return (weft_u64*)c.p->peer_sems[ch] + (weft_u64)c.p->rank * c.p->semaphores + idx;
 }
 WEFT_DEV weft_u64* mailbox_in(const Ctx& c, int ch, int idx) {
-  return (weft_u64*)c.p->sems + (weft_u64)c.p->peers[ch] * c.p->semaphores + idx;
+  return inbound_region(*c.p, ch) + (weft_u64)c.p->peers[ch] * c.p->semaphores + idx;
 }
 WEFT_DEV weft_u64 count_word(const Ctx& c) { return (weft_u64)c.p->nranks * c.p->semaphores; }
 

@@ -21,14 +21,18 @@ type Program struct {
 	op    plan.RedOp
 	esize int
 
-	scratch  []byte
-	sems     []byte
-	expected []byte
-	state    []byte
-	control  []byte
-	peers    []peerMem
-	fifo     []byte // port-channel FIFO (plans with port channels)
-	fifoHead []byte
+	scratch []byte
+	sems    []byte
+	// netScratch and netSems are the network windows of a plan that
+	// splits them (plan.Plan.NetSlot), else scratch and sems again.
+	netScratch []byte
+	netSems    []byte
+	expected   []byte
+	state      []byte
+	control    []byte
+	peers      []peerMem
+	fifo       []byte // port-channel FIFO (plans with port channels)
+	fifoHead   []byte
 	// The switch buffer (plans with one): this rank's copy, and every
 	// member's copy in member order (the multicast view).
 	sw []byte
@@ -89,6 +93,12 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 	}
 	pr.scratch = res(b.Scratch, b.ScratchBytes, "scratch")
 	pr.sems = res(b.Semaphores, p.SemaphoreRegionBytes(), "semaphores")
+	pr.netScratch, pr.netSems = pr.scratch, pr.sems
+	if p.NetSlot > 0 {
+		ns, nm := b.NetRegions()
+		pr.netScratch = res(ns, b.ScratchBytes, "network scratch")
+		pr.netSems = res(nm, p.SemaphoreRegionBytes(), "network semaphores")
+	}
 	pr.expected = res(b.Expected, p.ExpectedRegionBytes(), "expected values")
 	pr.state = res(b.State, p.StateBytes(), "state")
 	pr.control = res(b.Control, plan.ControlBytes, "control block")
@@ -516,14 +526,15 @@ func (b *blockCtx) wait(o plan.Op, checkCount bool) bool {
 	if o.Credits > 0 {
 		return b.waitCredits(o, peer, want)
 	}
-	inbound := u64(b.sems, b.p.InboundOffset(peer, s))
+	sems := b.inboundRegion(o.Chan)
+	inbound := u64(sems, b.p.InboundOffset(peer, s))
 	if !b.spin(func() bool { return atomic.LoadUint64(inbound) >= want }) {
 		if !b.aborted() || atomic.LoadUint32(u32(b.control, plan.CtlStatus)) == 0 {
 			b.fail(plan.StatusTimeout, plan.WhatSemaphore, o.Chan, s, want, atomic.LoadUint64(inbound))
 		}
 		return false
 	}
-	if got, tag := atomic.LoadUint64(u64(b.sems, b.p.CountOffset(peer, s))), b.tag(); checkCount && got != tag {
+	if got, tag := atomic.LoadUint64(u64(sems, b.p.CountOffset(peer, s))), b.tag(); checkCount && got != tag {
 		if !b.rolling() {
 			b.fail(plan.StatusMismatch, plan.WhatSemaphore, o.Chan, s, uint64(b.count), got)
 			return false
@@ -565,7 +576,7 @@ func (b *blockCtx) waitCredits(o plan.Op, peer int, want uint64) bool {
 	want -= c
 	for q := 0; q < b.g.Blocks; q++ {
 		s := o.Sem + q
-		inbound := u64(b.sems, b.p.InboundOffset(peer, s))
+		inbound := u64(b.inboundRegion(o.Chan), b.p.InboundOffset(peer, s))
 		if !b.spin(func() bool { return atomic.LoadUint64(inbound) >= want }) {
 			if !b.aborted() || atomic.LoadUint32(u32(b.control, plan.CtlStatus)) == 0 {
 				b.fail(plan.StatusTimeout, plan.WhatSemaphore, o.Chan, s, want, atomic.LoadUint64(inbound))
@@ -590,10 +601,7 @@ func (b *blockCtx) plain(r plan.Ref, off, n int64) []byte {
 	case r.Buf == plan.Output:
 		buf = b.peerOut[r.Chan]
 	case r.Buf == plan.Scratch:
-		sc := b.scratch
-		if r.Chan != plan.Local {
-			sc = b.peers[r.Chan].scratch
-		}
+		sc := b.packetSlot(r)
 		o := b.scratchOffset(r, off)
 		return sc[o : o+n*es]
 	case r.Buf == plan.Switch:
@@ -624,11 +632,27 @@ func (b *blockCtx) scratchOffset(r plan.Ref, off int64) int64 {
 	return b.p.ScratchOffset(int64(len(b.scratch)), b.esize, b.number, r.Slot, off)
 }
 
+// packetSlot is the region scratch operand r lies in: the peer's scratch
+// of its channel, or this rank's device or network windows
+// (plan.Plan.NetSlot).
 func (b *blockCtx) packetSlot(r plan.Ref) []byte {
-	if r.Chan != plan.Local {
+	switch {
+	case r.Chan != plan.Local:
 		return b.peers[r.Chan].scratch
+	case b.p.NetScratchSlot(r.Slot):
+		return b.netScratch
 	}
 	return b.scratch
+}
+
+// inboundRegion is the semaphore region the peer of channel ch signals:
+// the network's for a split plan's port channels (plan.Plan.NetSlot), the
+// device's otherwise.
+func (b *blockCtx) inboundRegion(ch int) []byte {
+	if b.p.NetChannels()>>ch&1 != 0 {
+		return b.netSems
+	}
+	return b.sems
 }
 
 // partRange is the block's element range of transfer o (in the current

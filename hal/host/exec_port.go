@@ -125,5 +125,5 @@ func (b *blockCtx) portPutPackets(o plan.Op, off, n int64) bool {
 	capacity := int64(len(b.scratch))
 	start, bytes := b.p.PacketSpan(capacity, b.esize, b.number, st.Slot, off, n, b.part == 0)
 	dstart, _ := b.p.PacketSpan(capacity, b.esize, b.number, d.Slot, off, n, b.part == 0)
-	return b.push(plan.TriggerPut|plan.TriggerAlone, o.Chan, addr(b.scratch[start:start+bytes]), b.peers[d.Chan].scratchAddr+uint64(dstart), uint64(bytes)) != 0
+	return b.push(plan.TriggerPut|plan.TriggerAlone, o.Chan, addr(b.packetSlot(st)[start:start+bytes]), b.peers[d.Chan].scratchAddr+uint64(dstart), uint64(bytes)) != 0
 }

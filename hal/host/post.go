@@ -37,14 +37,14 @@ func (b *blockCtx) exchangePost(q *plan.Post) (done, ok bool, err error) {
 	if id, _ := plan.SplitPost(b.post); id == 0 {
 		return false, true, nil // nothing registered: the windowed path follows
 	}
-	ans := b.mailbox(b.sems, q, peer, 2, false)
+	ans := b.mailbox(b.inboundRegion(q.Chan), q, peer, 2, false)
 	if !b.waitWord(q, 2, ans, seq, 1) {
 		return false, false, nil
 	}
 	if atomic.LoadUint64(ans)&1 == 0 {
 		return false, true, nil // refused: the windowed path follows
 	}
-	if theirs := atomic.LoadUint64(b.mailbox(b.sems, q, peer, 2, true)); theirs != uint64(b.count) {
+	if theirs := atomic.LoadUint64(b.mailbox(b.inboundRegion(q.Chan), q, peer, 2, true)); theirs != uint64(b.count) {
 		b.fail(plan.StatusMismatch, plan.WhatSemaphore, q.Chan, plan.PostMailbox(q.Sem, b.g.Blocks, b.part, 2), uint64(b.count), theirs)
 		return false, false, nil
 	}
@@ -72,14 +72,14 @@ func (b *blockCtx) waitWord(q *plan.Post, k int, w *uint64, want uint64, shift u
 func (b *blockCtx) takePost(q *plan.Post) (done, ok bool, err error) {
 	peer := b.p.Channels[q.Chan].Peer
 	seq := b.number + 1
-	if !b.waitWord(q, 0, b.mailbox(b.sems, q, peer, 0, false), seq, 0) {
+	if !b.waitWord(q, 0, b.mailbox(b.inboundRegion(q.Chan), q, peer, 0, false), seq, 0) {
 		return false, false, nil
 	}
-	id, off := plan.SplitPost(atomic.LoadUint64(b.mailbox(b.sems, q, peer, 1, false)))
+	id, off := plan.SplitPost(atomic.LoadUint64(b.mailbox(b.inboundRegion(q.Chan), q, peer, 1, false)))
 	if id == 0 {
 		return false, true, nil
 	}
-	theirs := atomic.LoadUint64(b.mailbox(b.sems, q, peer, 0, true))
+	theirs := atomic.LoadUint64(b.mailbox(b.inboundRegion(q.Chan), q, peer, 0, true))
 	b.posted = b.lookupPost(peer, id, off, theirs)
 	out := b.peers[q.Chan].sems
 	answer := func(direct uint64) {

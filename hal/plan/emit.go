@@ -15,7 +15,7 @@ import (
 const MaxPeers = 16
 
 // ParamsBytes is the size of the kernel parameter struct weft_params.
-const ParamsBytes = (6+2*MaxPeers+3+2*MaxPeers+1+2+2+4*MaxGroupArgs+1+4)*8 + (4+MaxPeers)*4
+const ParamsBytes = (9+2*MaxPeers+3+2*MaxPeers+1+2+2+4*MaxGroupArgs+1+4)*8 + (4+MaxPeers)*4
 
 // SkipCount as a group's count in the kernel parameters leaves the group
 // out of the launch.
@@ -52,6 +52,10 @@ func PackParamsInto(dst []byte, p *Plan, b *Bindings, a *Args) ([]byte, error) {
 	w.u64(b.Expected)
 	w.u64(b.State)
 	w.u64(b.Control)
+	ns, nm := b.NetRegions()
+	w.u64(ns)
+	w.u64(nm)
+	w.u64(p.NetChannels())
 	n := len(p.Channels)
 	for i := 0; i < MaxPeers; i++ {
 		if i < n {
@@ -371,10 +375,7 @@ func (e *emitter) ptr(r Ref, constant bool) string {
 		}
 		return fmt.Sprintf("%sswitch_at<ES>(c, %s, %d, off)", cast, base, r.Slot)
 	}
-	base := "P.scratch"
-	if r.Remote() {
-		base = fmt.Sprintf("P.peer_scratch[%d]", r.Chan)
-	}
+	base := e.scratchBase(r)
 	if e.win {
 		w := "w"
 		if e.g.Rolling {
@@ -402,11 +403,20 @@ func (e *emitter) llDepth() string {
 	return ""
 }
 
-func (e *emitter) slotBase(r Ref, constant bool) string {
-	base := "P.scratch"
-	if r.Remote() {
-		base = fmt.Sprintf("P.peer_scratch[%d]", r.Chan)
+// scratchBase is the region of scratch operand r: the peer's scratch of
+// its channel, or this rank's device or network windows (Plan.NetSlot).
+func (e *emitter) scratchBase(r Ref) string {
+	switch {
+	case r.Remote():
+		return fmt.Sprintf("P.peer_scratch[%d]", r.Chan)
+	case e.p.NetScratchSlot(r.Slot):
+		return "P.net_scratch"
 	}
+	return "P.scratch"
+}
+
+func (e *emitter) slotBase(r Ref, constant bool) string {
+	base := e.scratchBase(r)
 	cast := "(char*)"
 	if constant {
 		cast = "(const char*)"

@@ -238,6 +238,11 @@ type Bindings struct {
 	Expected     uint64 // local expected-value table (ExpectedRegionBytes)
 	State        uint64 // device state (Plan.StateBytes)
 	Control      uint64 // host-visible control block (ControlBytes)
+	// NetScratch and NetSemaphores are the network windows of a plan
+	// that splits them (Plan.NetSlot), laid out as Scratch and
+	// Semaphores; 0 means the same regions as those (plans that do not
+	// split).
+	NetScratch, NetSemaphores uint64
 	// Fifo (host memory the device reaches, FifoBytes) and FifoHead
 	// (FifoHeadBytes of device memory: the head counter and the seen
 	// tail) are the port-channel FIFO of a plan with port channels
@@ -254,7 +259,8 @@ type Bindings struct {
 
 // PeerBinding is the peer side of one channel: mapped locally for a memory
 // channel, the addresses its engine takes (hal.PortMapped.ImportPort) for
-// a port channel.
+// a port channel (the peer's network windows where its plan splits them:
+// Plan.NetSlot).
 type PeerBinding struct {
 	Scratch    uint64 // the peer's scratch
 	Semaphores uint64 // the peer's semaphore region
@@ -285,6 +291,19 @@ type Args struct {
 	// (PostTableBytes, posted.go), read by send groups with a post; 0
 	// when no group of the launch takes posts.
 	PostTable uint64
+}
+
+// NetRegions returns the network windows of b (Bindings.NetScratch,
+// NetSemaphores), each the device region where b leaves it 0.
+func (b *Bindings) NetRegions() (scratch, sems uint64) {
+	scratch, sems = b.NetScratch, b.NetSemaphores
+	if scratch == 0 {
+		scratch = b.Scratch
+	}
+	if sems == 0 {
+		sems = b.Semaphores
+	}
+	return scratch, sems
 }
 
 // GroupArgs are one group's count and buffers. Skip leaves the group's

@@ -593,6 +593,14 @@ func (o Op) Runs(w, nwin int64) bool {
 type Channel struct {
 	Peer int
 	Port bool
+	// Net, on a port channel, carries it over the communicator's network
+	// even to a peer on this rank's node (package channels routes a
+	// port channel through the network when its peer is on another node,
+	// or when Net is set). Plans across nodes whose windows are host
+	// memory set it on every channel, so that no copy engine of the
+	// device moves a byte a kernel waits for (docs/network.md, "Streams
+	// and the network path").
+	Net bool
 }
 
 // Plan is the program one rank runs for one collective call.
@@ -664,7 +672,58 @@ type Plan struct {
 	// receive one chunk of n holds n times the scratch it needs (the
 	// two-phase LL AllReduce, the split LL plans).
 	SlotChunks int
+	// NetSlot, when above 0, splits the plan's windows in two by who
+	// writes them: slots NetSlot … ScratchSlots−1 of this rank, and the
+	// semaphores of its port channels (those its peers' engines signal),
+	// lie in a second pair of regions (Bindings.NetScratch,
+	// NetSemaphores) laid out as the first — the same offsets — where a
+	// network's receivers store with the CPU when its windows are host
+	// memory; slots below NetSlot, and the memory channels' semaphores,
+	// stay in device memory that the node's peers map. A put on a port
+	// channel writes a slot at or above NetSlot of its peer, a memory
+	// channel's write one below it (Validate). The hierarchical plans
+	// across nodes set it (algorithms/hier.go): their port channels reach
+	// other nodes, their memory channels the node's own peers.
+	NetSlot int
 }
+
+// validateNetSlot checks an operand of a plan whose windows are split
+// (Plan.NetSlot): a peer's slot written through a port channel lies in
+// its network windows, one written through a memory channel in its
+// device windows (each side addresses the other's slots in the region
+// its writers reach).
+func (p *Plan) validateNetSlot(r Ref) string {
+	if p.NetSlot == 0 || r.Buf != Scratch || !r.Remote() {
+		return ""
+	}
+	port := p.Channels[r.Chan].Port
+	switch {
+	case port && r.Slot < p.NetSlot:
+		return fmt.Sprintf("operand %s: a port channel writes a network slot (%d or above)", r, p.NetSlot)
+	case !port && r.Slot >= p.NetSlot:
+		return fmt.Sprintf("operand %s: a memory channel writes a device slot (below %d)", r, p.NetSlot)
+	}
+	return ""
+}
+
+// NetChannels is the mask of channels whose inbound semaphores lie in the
+// network region (Plan.NetSlot: the port channels of a split plan; bit i
+// for channel i), 0 for other plans.
+func (p *Plan) NetChannels() uint64 {
+	var m uint64
+	if p.NetSlot > 0 {
+		for i, c := range p.Channels {
+			if c.Port {
+				m |= 1 << i
+			}
+		}
+	}
+	return m
+}
+
+// NetScratchSlot reports whether local slot s lies in the network region
+// (Plan.NetSlot).
+func (p *Plan) NetScratchSlot(s int) bool { return p.NetSlot > 0 && s >= p.NetSlot }
 
 // validateSlotChunks checks Plan.SlotChunks: only in an LL plan without
 // windows or spans, and every transfer that touches scratch is one of
@@ -825,6 +884,20 @@ func (p *Plan) Validate() error {
 		if c.Peer < 0 || c.Peer >= p.NRanks || c.Peer == p.Rank {
 			return bad("channel %d has peer %d", i, c.Peer)
 		}
+		if c.Net && !c.Port {
+			return bad("channel %d to rank %d: Net is a port channel's (a network carries requests, not loads and stores)", i, c.Peer)
+		}
+	}
+	if p.NetSlot < 0 || p.NetSlot > p.ScratchSlots || (p.NetSlot > 0 && p.NetSlot == p.ScratchSlots) {
+		return bad("network slots from %d of %d scratch slots (want 0, or below the slot count)", p.NetSlot, p.ScratchSlots)
+	}
+	if p.NetSlot > 0 && len(p.Channels) > 64 {
+		return bad("split windows (network slots from %d) with %d channels: at most 64", p.NetSlot, len(p.Channels))
+	}
+	for i, c := range p.Channels {
+		if p.NetSlot > 0 && c.Port && !c.Net {
+			return bad("channel %d to rank %d: a port channel of a plan with split windows (network slots from %d) goes over the network (Net)", i, c.Peer, p.NetSlot)
+		}
 	}
 	if p.Scratch > LL128 {
 		return bad("scratch protocol %d", p.Scratch)
@@ -983,6 +1056,9 @@ func (p *Plan) Validate() error {
 					}
 					if r.Seg < 0 || ((r.Buf == Scratch || r.Buf == Switch) && r.Seg != 0) || r.Seg > MaxSegments {
 						return bad("%s: operand %s: segment %d (scratch and switch have none; at most %d)", where, r, r.Seg, MaxSegments)
+					}
+					if msg := p.validateNetSlot(r); msg != "" {
+						return bad("%s: %s", where, msg)
 					}
 				}
 				if p.Scratch != Simple {

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -209,12 +210,13 @@ func TestEmitCUDA(t *testing.T) {
 		}
 	}
 	params, err := PackParams(p, &Bindings{Peers: make([]PeerBinding, 1)}, &Args{Count: 7})
-	// 6 bindings, 2×16 peer bindings, count/input/output, 2×16 peer
+	// 9 bindings (6, and the network windows' scratch, semaphores and
+	// channel mask), 2×16 peer bindings, count/input/output, 2×16 peer
 	// buffers, timeout, scalar and its address, FIFO and its head, 4×33
 	// group arguments, the post table, 4 switch-buffer words (8 bytes each), then rank,
 	// nranks, semaphores, slots and 16 peer ranks (4 bytes each).
-	if err != nil || len(params) != ParamsBytes || ParamsBytes != 1800 {
-		t.Fatalf("PackParams: %d bytes, %v; want 1800", len(params), err)
+	if err != nil || len(params) != ParamsBytes || ParamsBytes != 1824 {
+		t.Fatalf("PackParams: %d bytes, %v; want 1824", len(params), err)
 	}
 }
 
@@ -291,4 +293,67 @@ func TestWindowParts(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestNetSlotValidate: a plan with split windows (Plan.NetSlot) has its
+// port channels write network slots and carry the Net mark, its memory
+// channels write device slots; the slot bound and the Net mark of a
+// memory channel are checked too.
+func TestNetSlotValidate(t *testing.T) {
+	split := func(mut func(p *Plan)) error {
+		p := &Plan{Name: "split", Rank: 0, NRanks: 3, Threads: 64, Scratch: Simple, ScratchSlots: 3, NetSlot: 1, Semaphores: 1,
+			Channels: []Channel{{Peer: 1}, {Peer: 2, Port: true, Net: true}}}
+		put := PortPut(1, All, 0, RS(1, 1), L(Input))
+		store := Transfer(All, 0, []Ref{RS(0, 0)}, L(Input))
+		read := Transfer(All, 0, []Ref{L(Output)}, LS(2), LS(0))
+		p.Groups = []Group{{Blocks: 1, Ops: []Op{put, store, read}}}
+		if mut != nil {
+			mut(p)
+		}
+		return p.Validate()
+	}
+	if err := split(nil); err != nil {
+		t.Fatalf("a well-formed split plan: %v", err)
+	}
+	if p := (&Plan{NetSlot: 1, Channels: []Channel{{Peer: 1}, {Peer: 2, Port: true}}}); p.NetChannels() != 2 {
+		t.Errorf("NetChannels %b, want 10 (the port channel)", p.NetChannels())
+	}
+	if p := (&Plan{NetSlot: 2}); !p.NetScratchSlot(2) || p.NetScratchSlot(1) {
+		t.Error("NetScratchSlot: slots from NetSlot on are network windows")
+	}
+	for name, mut := range map[string]func(p *Plan){
+		"port channel writes a device slot":    func(p *Plan) { p.Groups[0].Ops[0].Dsts[0].Slot = 0 },
+		"memory channel writes a network slot": func(p *Plan) { p.Groups[0].Ops[1].Dsts[0].Slot = 2 },
+		"port channel without Net":             func(p *Plan) { p.Channels[1].Net = false },
+		"Net on a memory channel":              func(p *Plan) { p.Channels[0].Net = true },
+		"NetSlot past the slots":               func(p *Plan) { p.NetSlot = 3 },
+		"negative NetSlot":                     func(p *Plan) { p.NetSlot = -1 },
+	} {
+		if err := split(mut); !errors.Is(err, ErrInvalidPlan) {
+			t.Errorf("%s: %v, want ErrInvalidPlan", name, err)
+		}
+	}
+	// The packed parameters carry the network windows, or the device
+	// ones again where the bindings leave them 0, and the channel mask.
+	p := &Plan{Name: "split", Rank: 0, NRanks: 3, Threads: 64, ScratchSlots: 2, NetSlot: 1, Channels: []Channel{{Peer: 1}, {Peer: 2, Port: true, Net: true}}}
+	for _, c := range []struct {
+		b    Bindings
+		want [3]uint64
+	}{
+		{Bindings{Scratch: 0x10, Semaphores: 0x20, NetScratch: 0x30, NetSemaphores: 0x40}, [3]uint64{0x30, 0x40, 2}},
+		{Bindings{Scratch: 0x10, Semaphores: 0x20}, [3]uint64{0x10, 0x20, 2}},
+	} {
+		c.b.Peers = make([]PeerBinding, 2)
+		params, err := PackParams(p, &c.b, &Args{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got [3]uint64
+		for i := range got {
+			got[i] = binary.LittleEndian.Uint64(params[(6+i)*8:])
+		}
+		if got != c.want {
+			t.Errorf("bindings %+v: network words %#x, want %#x", c.b, got, c.want)
+		}
+	}
 }

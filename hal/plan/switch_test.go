@@ -151,7 +151,7 @@ func TestEmitCUDASwitch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`#include "weft_switch.h"`, "static_assert(sizeof(weft_params) == 1800", "switch_fence();",
+	for _, want := range []string{`#include "weft_switch.h"`, "static_assert(sizeof(weft_params) == 1824", "switch_fence();",
 		"xfer_switch<DT, OP, 0, 0, 4, CMB, true, true>(c, (const char*)wswitch_at<ES>(c, P.switch_mc, 0, w, off - wstart), s, d, (char*)wswitch_at<ES>(c, P.switch_mc, 0, w, off - wstart), len)",
 		"(char*)wswitch_at<ES>(c, P.switch_local, 1, w, off - wstart)"} {
 		if !strings.Contains(src, want) {
@@ -179,7 +179,7 @@ func TestEmitCUDASwitch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := (6 + 2*MaxPeers + 3 + 2*MaxPeers + 1 + 2 + 2 + 4*MaxGroupArgs + 1) * 8
+	at := (9 + 2*MaxPeers + 3 + 2*MaxPeers + 1 + 2 + 2 + 4*MaxGroupArgs + 1) * 8
 	var got [4]uint64
 	for i := range got {
 		got[i] = binary.LittleEndian.Uint64(params[at+8*i:])
