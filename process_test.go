@@ -36,8 +36,10 @@ func TestMain(m *testing.M) {
 // AllReduce over every data type and a range of sizes and checks each
 // result; "nvls" runs the NVLS collectives (nvlsChild); "kill" runs
 // AllReduce in a loop, and the rank named by WEFT_TEST_KILL kills itself
-// with SIGKILL after a few iterations.
-func childMain(mode string) error {
+// with SIGKILL after a few iterations. In the modes whose ranks all finish
+// ("sweep", "nvls", "net", "scale") closing the communicator must succeed
+// too: every release a peer owes arrived (closewait.go).
+func childMain(mode string) (err error) {
 	launch, ok, err := bootstrap.FromEnv()
 	if err != nil || !ok {
 		return fmt.Errorf("no launcher environment: %v", err)
@@ -66,7 +68,15 @@ func childMain(mode string) error {
 	if err != nil {
 		return err
 	}
-	defer comm.Close()
+	defer func() {
+		cerr := comm.Close()
+		switch mode {
+		case "sweep", "nvls", "net", "scale":
+			if cerr != nil && err == nil {
+				err = fmt.Errorf("rank %d: %w", launch.Rank, cerr)
+			}
+		}
+	}()
 	s, err := dev.NewStream()
 	if err != nil {
 		return err

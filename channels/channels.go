@@ -623,13 +623,32 @@ func (r *Resources) Owed() ([]Owed, error) {
 	if err := r.dev.Read(in, r.sems, 0); err != nil {
 		return nil, fmt.Errorf("channels: %s: read semaphores: %w", p.Name, err)
 	}
+	// A split plan's network peers signal its network semaphores
+	// (plan.Plan.NetSlot): their words come from there.
+	var netIn []byte
+	netPeer := map[int]bool{}
+	if r.netSems != nil {
+		netIn = make([]byte, n)
+		if err := r.dev.Read(netIn, r.netSems, 0); err != nil {
+			return nil, fmt.Errorf("channels: %s: read network semaphores: %w", p.Name, err)
+		}
+		for i, c := range p.Channels {
+			if p.NetChannels()>>i&1 != 0 {
+				netPeer[c.Peer] = true
+			}
+		}
+	}
 	var out []Owed
 	le := binary.LittleEndian
 	lag := p.ReleaseLag()
 	for peer := 0; peer < p.NRanks; peer++ {
+		words := in
+		if netPeer[peer] {
+			words = netIn
+		}
 		for s := 0; s < p.Semaphores; s++ {
 			o := p.InboundOffset(peer, s)
-			e, v := le.Uint64(exp[o:]), le.Uint64(in[o:])
+			e, v := le.Uint64(exp[o:]), le.Uint64(words[o:])
 			if lag != nil && e > 0 {
 				e -= lag[peer*p.Semaphores+s] // the peer's last run releases nothing (plan.Op.Deferred)
 			}

@@ -891,7 +891,10 @@ func (e *engine) closeQuiet() error {
 		nd.lib.Done(&o.r, o.call) // releases what completed; the rest goes with the endpoint
 	}
 	e.ops, e.abandoned = nil, nil
-	req, cerr := e.ep.Close(failed || e.peerClosed.Load())
+	// A forced close (no flush: the peer failed or left first) is
+	// refused by UCX with "Invalid parameter" on an endpoint made
+	// without peer failure handling (shared-memory transports).
+	req, cerr := e.ep.Close((failed || e.peerClosed.Load()) && e.ep.PeerFailureHandling())
 	for cerr == nil && req.Pending() && time.Now().Before(deadline.Add(time.Second)) {
 		nd.w.Progress()
 		var done bool
