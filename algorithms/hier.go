@@ -125,7 +125,7 @@ func AllReduce2PH(c Config) (*plan.Plan, error) {
 	if !ok {
 		return nil, fmt.Errorf("algorithms: hierarchical AllReduce needs ≥ 2 nodes of equal size ≥ 2 (nodes by rank: %v)", c.Nodes)
 	}
-	s := c.HB
+	s := c.hierShape()
 	if err := validShape("hierarchical", s); err != nil {
 		return nil, err
 	}
@@ -221,6 +221,23 @@ func AllReduce2PH(c Config) (*plan.Plan, error) {
 		Channels: chs, Threads: s.Threads, Unroll: s.Unroll, Scratch: plan.Simple, ScratchSlots: netSlot + N, NetSlot: netSlot,
 		Semaphores: hSems * b, Groups: []plan.Group{g}}
 	return p, p.Validate()
+}
+
+// hierBlocks is the most blocks a hierarchical plan runs: each block
+// pushes its own put, signal and flush per window, a message over the
+// network each. On 2 emulated nodes × 2 H100s over sockets (2026-11-27,
+// docs/bench/2026-11-27k-h100x4, call 2) 32 blocks made 256 KB AllReduce,
+// AllGather and ReduceScatter 0.35, 0.21 and 0.17× NCCL's socket
+// transport and 4 MB 0.81–1.16×; 4 blocks 1.59, 1.09, 0.99× and 1.42–2.27×,
+// 64 MB 1.76–2.14× (32 blocks: 1.73–2.38×; 1 block: 1.45–1.88×). The
+// node's NVLink phases are far from the network's pace with 4.
+const hierBlocks = 4
+
+// hierShape is Config.HB with at most hierBlocks blocks.
+func (c Config) hierShape() Shape {
+	s := c.HB
+	s.Blocks = min(s.Blocks, hierBlocks)
+	return s
 }
 
 // localIndexOf is the local index of the peer on local channel ci of the
