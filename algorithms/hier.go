@@ -125,7 +125,7 @@ func AllReduce2PH(c Config) (*plan.Plan, error) {
 	if !ok {
 		return nil, fmt.Errorf("algorithms: hierarchical AllReduce needs ≥ 2 nodes of equal size ≥ 2 (nodes by rank: %v)", c.Nodes)
 	}
-	s := c.hierShape()
+	s := c.HB
 	if err := validShape("hierarchical", s); err != nil {
 		return nil, err
 	}
@@ -223,21 +223,36 @@ func AllReduce2PH(c Config) (*plan.Plan, error) {
 	return p, p.Validate()
 }
 
-// hierBlocks is the most blocks a hierarchical plan runs: each block
-// pushes its own put, signal and flush per window, a message over the
-// network each. On 2 emulated nodes × 2 H100s over sockets (2026-11-27,
-// docs/bench/2026-11-27k-h100x4, call 2) 32 blocks made 256 KB AllReduce,
-// AllGather and ReduceScatter 0.35, 0.21 and 0.17× NCCL's socket
-// transport and 4 MB 0.81–1.16×; 4 blocks 1.59, 1.09, 0.99× and 1.42–2.27×,
-// 64 MB 1.76–2.14× (32 blocks: 1.73–2.38×; 1 block: 1.45–1.88×). The
-// node's NVLink phases are far from the network's pace with 4.
-const hierBlocks = 4
+// The hierarchical plans come in two shapes (hierPlans): up to
+// hierSmallMaxBytes per rank, at most hierBlocks blocks with windows of at
+// most hierSmallWindow; above, Config.HB's. Each block pushes its own put,
+// signal and flush per window, a message over the network each, while
+// more blocks move the node's part (NVLink, host windows) faster. On 2
+// emulated nodes × 2 H100s over sockets (2026-11-27,
+// docs/bench/2026-11-27k-h100x4, call 2), against NCCL's socket transport:
+// with 32 blocks 256 KB AllReduce, AllGather and ReduceScatter ran at
+// 0.35, 0.21 and 0.17× and 4 MB at 0.81–1.16×; with 4 blocks 1.59, 1.09,
+// 0.99× and 1.42–2.27×; at 64 MB (16 MB per rank for AllGather and
+// ReduceScatter) 32 blocks were 1–15% faster than 4 (1.73–2.38×).
+const (
+	hierBlocks        = 4
+	hierSmallWindow   = 2 << 20
+	hierSmallMaxBytes = 8 << 20
+)
 
-// hierShape is Config.HB with at most hierBlocks blocks.
-func (c Config) hierShape() Shape {
+// hierSmall is c with the small hierarchical plans' shape (see
+// hierBlocks), and whether it differs from c's.
+func (c Config) hierSmall() (Config, bool) {
 	s := c.HB
 	s.Blocks = min(s.Blocks, hierBlocks)
-	return s
+	if s.Window > hierSmallWindow {
+		s.Window = hierSmallWindow
+	}
+	if s == c.HB {
+		return c, false
+	}
+	c.HB = s
+	return c, true
 }
 
 // localIndexOf is the local index of the peer on local channel ci of the
@@ -261,23 +276,33 @@ func hierPlans(c Config, coll Collective, flat *plan.Plan) ([]Choice, error) {
 		}
 		return []Choice{{Plan: flat}}, nil
 	}
-	var h *plan.Plan
-	var err error
-	switch coll {
-	case AllReduce:
-		h, err = AllReduce2PH(c)
-	case AllGather:
-		h, err = AllGather2PH(c)
-	case ReduceScatter:
-		h, err = ReduceScatter2PH(c)
-	default:
+	build := func(c Config) (*plan.Plan, error) {
+		switch coll {
+		case AllReduce:
+			return AllReduce2PH(c)
+		case AllGather:
+			return AllGather2PH(c)
+		default:
+			return ReduceScatter2PH(c)
+		}
+	}
+	if coll != AllReduce && coll != AllGather && coll != ReduceScatter {
 		return []Choice{{Plan: flat}}, nil
 	}
+	h, err := build(c)
 	if err != nil {
 		return nil, err
 	}
-	if flat == nil { // past PeerPlansMaxRanks: no flat plan (no Avg)
-		return []Choice{{Plan: h, Staged: coll.Reduces()}}, nil
+	out := []Choice{{Plan: h, Staged: coll.Reduces()}}
+	if sc, ok := c.hierSmall(); ok {
+		small, err := build(sc)
+		if err != nil {
+			return nil, err
+		}
+		out = append([]Choice{{Plan: small, MaxBytes: hierSmallMaxBytes, Staged: coll.Reduces()}}, out...)
 	}
-	return []Choice{{Plan: h, Staged: coll.Reduces()}, {Plan: flat}}, nil
+	if flat != nil { // past PeerPlansMaxRanks: no flat plan (no Avg)
+		out = append(out, Choice{Plan: flat})
+	}
+	return out, nil
 }

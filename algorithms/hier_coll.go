@@ -50,7 +50,7 @@ func (c Config) hierSetup(what string) (hierSetup, error) {
 	if err := validShape("hierarchical", c.HB); err != nil {
 		return hierSetup{}, err
 	}
-	h := hierSetup{lay: lay, s: c.hierShape()}
+	h := hierSetup{lay: lay, s: c.HB}
 	for i, p := range lay.peers {
 		h.chs = append(h.chs, plan.Channel{Peer: p})
 		h.lc = append(h.lc, i)

@@ -162,6 +162,21 @@ func TestHierarchicalSelection(t *testing.T) {
 			}
 			checkReleases(t, plans, true)
 		}
+		// On a GPU's shape (32 blocks) a second hierarchical plan of
+		// hierBlocks blocks and smaller windows serves up to
+		// hierSmallMaxBytes, then the HB one, then the flat plan.
+		gc := DefaultConfig(1, 4, 132, true)
+		gc.PortOnly, gc.Nodes, gc.HostWindows = true, []int{0, 0, 1, 1}, true
+		if gcs, err := Plans(gc, coll, 0); err != nil || len(gcs) < 3 {
+			t.Errorf("%v on a GPU's shape: %d choices, %v; want the small and the large hierarchical plans, then the flat one", coll, len(gcs), err)
+		} else {
+			small, large := gcs[len(gcs)-3], gcs[len(gcs)-2]
+			if !strings.Contains(small.Plan.Name, "-2ph-") || !strings.Contains(large.Plan.Name, "-2ph-") || small.MaxBytes != hierSmallMaxBytes || large.MaxBytes != 0 ||
+				small.Plan.Blocks() > hierBlocks || large.Plan.Blocks() <= hierBlocks {
+				t.Errorf("%v on a GPU's shape: %s (up to %d) then %s (up to %d); want 2PH of at most %d blocks up to %d, then 2PH of more",
+					coll, small.Plan.Name, small.MaxBytes, large.Plan.Name, large.MaxBytes, hierBlocks, hierSmallMaxBytes)
+			}
+		}
 		for _, nodes := range [][]int{nil, {0, 0, 0, 1}, {0, 1, 2, 3}, {0, 0, 0, 0}} {
 			c := DefaultConfig(0, 4, 4, false)
 			c.PortOnly, c.Nodes, c.HostWindows = true, nodes, true
