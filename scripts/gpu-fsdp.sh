@@ -23,12 +23,12 @@
 #         examples/torch/goempty, the Go runtime in the process without weft; weft-nodesM: the GPUs
 #         split into M emulated nodes (WEFT_NODE_ID by local rank, so the network transport, sockets,
 #         carries what crosses them) with CUDA_DEVICE_MAX_CONNECTIONS=1 (NODES_CDMC), the run that
-#         shows the network path's stream hazard (docs/network.md, "Streams and the network path"):
-#         with one GPU per node (NP=M) weft serves every call and must complete, its losses within
-#         5% of NCCL's (the multi-node plans sum in another order); with several GPUs per node
-#         (NP=4 STEPS="nccl weft-nodes2") weft refuses the communicator since 2026-11-27 and the
-#         drop-in forwards it to NCCL, so the table's "calls forwarded" FAIL is then the expected
-#         outcome, and WEFT_ENGINE_WAITS=1 in the environment shows the hazard itself). A run name may end in @K (nccl@2 weft@2 …): the
+#         checks the network path's stream hazard (docs/network.md, "Streams and the network
+#         path"): weft serves every call and must complete, its losses within 5% of NCCL's (the
+#         multi-node plans sum in another order), with one GPU per node (NP=M) and with several
+#         (NP=4 STEPS="nccl weft-nodes2": the hierarchical plans with host network windows; before
+#         2026-11-27's fix that run deadlocked, then was refused and forwarded to NCCL; with
+#         WEFT_NET_HOST_WINDOWS=0 it still is). A run name may end in @K (nccl@2 weft@2 …): the
 #         same run again; interleave NCCL and weft pairs ("nccl weft nccl@2 weft@2 nccl@3 weft@3")
 #         and the table ends with the median of the pairs' ratios, steadier than one pair (FSDP2
 #         step times move about ±1.5% from run to run on the same machine).
