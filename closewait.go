@@ -1,6 +1,7 @@
 package weft
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -147,5 +148,30 @@ func (c *Comm) awaitReleases(algos []*algo) error {
 		}
 		time.Sleep(min(pause, time.Until(deadline)))
 		pause = min(2*pause, closePollMax)
+	}
+}
+
+// quiesceWait bounds awaitQuiesced's wait for the other ranks.
+const quiesceWait = 10 * time.Second
+
+// awaitQuiesced, in a communicator across nodes, waits until every rank
+// has quiesced its plans (channels.Resources.Quiesce: every engine closed
+// after its last request, the peers' goodbyes answered) before this rank
+// withdraws its windows and closes its network: a release that a peer
+// sends after its last wait — one nobody waits for, so awaitReleases
+// cannot know of it — would otherwise meet a closed transport, and the
+// peer's Close fail with "closed its socket transport with requests of
+// this engine in flight". It does not wait where a peer is lost, the
+// communicator was aborted or the ranks stalled, and at most quiesceWait
+// (or the communicator's timeout, if shorter) for ranks that do not
+// close: their absence is logged, not an error of Close.
+func (c *Comm) awaitQuiesced() {
+	if c.net == nil || c.aborted.Load() || c.lostPeer() != nil || c.stall.verdict.Load() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(c.timeout, quiesceWait))
+	defer cancel()
+	if _, err := c.boot.AllGather(ctx, nil); err != nil {
+		env.Logger("INIT").Warn("close: not every rank quiesced its network plans; freeing anyway", "rank", c.cfg.Rank, "err", err)
 	}
 }

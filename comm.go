@@ -564,6 +564,10 @@ func (c *Comm) Close() error {
 	// expected values are final), before any memory is freed.
 	errs = append(errs, c.awaitReleases(algos))
 	for _, a := range algos {
+		errs = append(errs, a.res.Quiesce())
+	}
+	c.awaitQuiesced()
+	for _, a := range algos {
 		errs = append(errs, a.res.Close())
 	}
 	states := c.hostIssuedStates()

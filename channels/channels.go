@@ -672,9 +672,15 @@ func (r *Resources) Stopped() bool {
 	return failed || c[plan.CtlAbort] != 0
 }
 
-// Close frees local buffers and unmaps peer buffers. It returns the first
-// error.
-func (r *Resources) Close() error {
+// Quiesce stops the plan's port channels: its FIFO leaves the proxy and
+// its engines close, each after the requests issued to it (a network
+// engine's goodbye is answered once the peer has taken its frames), so
+// that nothing of this rank is in flight towards a peer when it returns.
+// Close calls it first; a communicator across nodes quiesces every plan,
+// then waits for every rank before it frees anything (weft.Comm.Close), so
+// that no rank withdraws its windows or closes its network while a peer's
+// last releases travel. Calling it again does nothing.
+func (r *Resources) Quiesce() error {
 	var errs []error
 	if r.fifo != nil {
 		r.proxy.remove(r.fifo)
@@ -688,6 +694,13 @@ func (r *Resources) Close() error {
 		errs = append(errs, releaseProxy(r.dev))
 		r.proxy = nil
 	}
+	return errors.Join(errs...)
+}
+
+// Close frees local buffers and unmaps peer buffers (after Quiesce). It
+// returns the errors met.
+func (r *Resources) Close() error {
+	errs := []error{r.Quiesce()}
 	if r.Switch != nil {
 		errs = append(errs, r.Switch.Close())
 		r.Switch = nil
