@@ -262,7 +262,7 @@ func (s *setup) allocate() error {
 	for _, w := range []want{
 		{&r.scratch, s.scratchBytes, r.hostWindows, "scratch", s.scratchBytes > 0},
 		{&r.sems, p.SemaphoreRegionBytes(), r.hostWindows, "semaphores", p.Semaphores > 0},
-		{&r.netScratch, s.scratchBytes, netHost, "network scratch", split && s.scratchBytes > 0},
+		{&r.netScratch, p.NetScratchBytes(s.scratchBytes), netHost, "network scratch", split && s.scratchBytes > 0},
 		{&r.netSems, p.SemaphoreRegionBytes(), netHost, "network semaphores", split && p.Semaphores > 0},
 		{&r.expected, p.ExpectedRegionBytes(), false, "expected values", p.Semaphores > 0},
 		{&r.state, p.StateBytes(), false, "state", true},

@@ -281,30 +281,36 @@ WEFT_DEV void range_w(const Ctx& c, int chunk, int nchunks, weft_u64 w, weft_u64
 
 // wslot_at: element elem (from the window's start) of slot `slot` in window
 // w; windows take the scratch's D parts in turn (plan.Plan.WindowDepth: two
-// halves unless the plan says more).
+// halves unless the plan says more). part, where above 0, is the slots a
+// part of the region holds (a split plan's network windows: slot counts
+// from plan.Plan.NetSlot; plan.Plan.regionSlot); the stride is the
+// scratch's either way.
 template <int ES, int D = 2>
-WEFT_DEV char* wslot_at(const Ctx& c, weft_u64 scratch, int slot, weft_u64 w, weft_u64 elem) {
+WEFT_DEV char* wslot_at(const Ctx& c, weft_u64 scratch, int slot, weft_u64 w, weft_u64 elem, int part = 0) {
   const weft_u64 stride = c.p->scratch_bytes / D / c.p->scratch_slots / 16 * 16;
-  return (char*)(scratch + ((w % D) * c.p->scratch_slots + slot) * stride + elem * ES);
+  const weft_u64 n = part > 0 ? part : c.p->scratch_slots;
+  return (char*)(scratch + ((w % D) * n + slot) * stride + elem * ES);
 }
 
 // ---- scratch layout (plan.SlotStride, HeaderOffset, ScratchOffset) ----------
 
 // An LL plan's scratch has D parts (plan.Plan.WindowDepth: two halves
-// unless the plan says more); launch k uses part k mod D.
+// unless the plan says more); launch k uses part k mod D. part: as in
+// wslot_at.
 template <int PROTO, int D = 2>
-WEFT_DEV weft_u64 slot_base(const Ctx& c, weft_u64 scratch, int slot) {
+WEFT_DEV weft_u64 slot_base(const Ctx& c, weft_u64 scratch, int slot, int part = 0) {
   const weft_u64 halves = PROTO == PROTO_SIMPLE ? 1 : D;
   const weft_u64 align = PROTO == PROTO_LL128 ? LL128_LINE : 16;  // plan.Protocol.SlotAlign
   weft_u64 stride = c.p->scratch_bytes / halves / c.p->scratch_slots / align * align;
   weft_u64 half = PROTO == PROTO_SIMPLE ? 0 : (c.launch % D);
-  return scratch + (half * c.p->scratch_slots + slot) * stride;
+  const weft_u64 n = part > 0 ? part : c.p->scratch_slots;
+  return scratch + (half * n + slot) * stride;
 }
 
 // Address of the packet (or plain byte) holding element elem of slot.
 template <int PROTO, int ES, int D = 2>
-WEFT_DEV char* slot_at(const Ctx& c, weft_u64 scratch, int slot, weft_u64 elem) {
-  weft_u64 base = slot_base<PROTO, D>(c, scratch, slot);
+WEFT_DEV char* slot_at(const Ctx& c, weft_u64 scratch, int slot, weft_u64 elem, int part = 0) {
+  weft_u64 base = slot_base<PROTO, D>(c, scratch, slot, part);
   if (PROTO == PROTO_SIMPLE) return (char*)(base + elem * ES);
   // elem·ES is a multiple of a line's data at a part's start (PART_ALIGN).
   if (PROTO == PROTO_LL128) return (char*)(base + LL128_LINE + elem * ES / LL128_DATA * LL128_LINE);

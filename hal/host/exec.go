@@ -94,9 +94,12 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 	pr.scratch = res(b.Scratch, b.ScratchBytes, "scratch")
 	pr.sems = res(b.Semaphores, p.SemaphoreRegionBytes(), "semaphores")
 	pr.netScratch, pr.netSems = pr.scratch, pr.sems
+	if msg := b.CheckNetRegions(p); msg != "" {
+		return nil, fmt.Errorf("host: prepare: %s: %w", msg, hal.ErrInvalidArgument)
+	}
 	if p.NetSlot > 0 {
 		ns, nm := b.NetRegions()
-		pr.netScratch = res(ns, b.ScratchBytes, "network scratch")
+		pr.netScratch = res(ns, p.NetScratchBytes(b.ScratchBytes), "network scratch")
 		pr.netSems = res(nm, p.SemaphoreRegionBytes(), "network semaphores")
 	}
 	pr.expected = res(b.Expected, p.ExpectedRegionBytes(), "expected values")

@@ -385,13 +385,29 @@ func (e *emitter) ptr(r Ref, constant bool) string {
 		if d := e.p.Depth(); d != 2 {
 			es = fmt.Sprintf("ES, %d", d)
 		}
-		return fmt.Sprintf("%swslot_at<%s>(c, %s, %d, %s, off - wstart)", cast, es, base, r.Slot, w)
+		return fmt.Sprintf("%swslot_at<%s>(c, %s, %d, %s, off - wstart%s)", cast, es, base, e.slotIn(r), w, e.partArg(r))
 	}
 	elem := "off"
 	if e.p.SlotChunks > 0 {
 		elem = "(off - coff)"
 	}
-	return fmt.Sprintf("%sslot_at<PROTO, ES%s>(c, %s, %d, %s)", cast, e.llDepth(), base, r.Slot, elem)
+	return fmt.Sprintf("%sslot_at<PROTO, ES%s>(c, %s, %d, %s%s)", cast, e.llDepth(), base, e.slotIn(r), elem, e.partArg(r))
+}
+
+// slotIn is scratch operand r's slot within its region (Plan.regionSlot),
+// and partArg the slot templates' part argument for it: ", n" for a split
+// plan's network slots (n of them per part), else "".
+func (e *emitter) slotIn(r Ref) int {
+	i, _ := e.p.regionSlot(r.Slot)
+	return int(i)
+}
+
+func (e *emitter) partArg(r Ref) string {
+	if !e.p.NetScratchSlot(r.Slot) {
+		return ""
+	}
+	_, n := e.p.regionSlot(r.Slot)
+	return fmt.Sprintf(", %d", n)
 }
 
 // llDepth is ", D" for the slot templates of an LL plan whose scratch has
@@ -421,7 +437,7 @@ func (e *emitter) slotBase(r Ref, constant bool) string {
 	if constant {
 		cast = "(const char*)"
 	}
-	return fmt.Sprintf("%sslot_base<PROTO%s>(c, %s, %d)", cast, e.llDepth(), base, r.Slot)
+	return fmt.Sprintf("%sslot_base<PROTO%s>(c, %s, %d%s)", cast, e.llDepth(), base, e.slotIn(r), e.partArg(r))
 }
 
 func list(xs []string) string {

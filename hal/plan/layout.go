@@ -43,9 +43,34 @@ func (p *Plan) Windowed() bool {
 // s in window w: windows take the scratch's Depth parts in turn (two halves
 // unless Plan.WindowDepth says more), so a peer may fill window w+1 while
 // this rank still reduces window w.
+//
+// Offsets are within the slot's region: a split plan's network windows
+// (NetSlot) hold only the slots from NetSlot on, each part of them at the
+// scratch's stride (regionSlot, NetScratchBytes).
 func (p *Plan) WindowScratchOffset(capacity int64, esize int, w int64, s int, elem int64) int64 {
 	stride := p.SlotStride(capacity)
-	return ((w%p.Depth())*int64(p.ScratchSlots)+int64(s))*stride + elem*int64(esize)
+	i, n := p.regionSlot(s)
+	return ((w%p.Depth())*n+i)*stride + elem*int64(esize)
+}
+
+// regionSlot is slot s's index within a part of its region, and the slots
+// a part of that region holds: for a split plan's network slots (NetSlot)
+// s − NetSlot of ScratchSlots − NetSlot, else s of ScratchSlots.
+func (p *Plan) regionSlot(s int) (index, perPart int64) {
+	if p.NetScratchSlot(s) {
+		return int64(s - p.NetSlot), int64(p.ScratchSlots - p.NetSlot)
+	}
+	return int64(s), int64(p.ScratchSlots)
+}
+
+// NetScratchBytes is the size of a split plan's network windows beside a
+// scratch of capacity bytes: every part's slots from NetSlot on, at the
+// scratch's stride (Bindings.NetScratch); 0 for plans that do not split.
+func (p *Plan) NetScratchBytes(capacity int64) int64 {
+	if p.NetSlot == 0 {
+		return 0
+	}
+	return p.halves() * int64(p.ScratchSlots-p.NetSlot) * p.SlotStride(capacity)
 }
 
 // SlotBytes is the size a slot needs for count elements of esize bytes.
@@ -94,7 +119,8 @@ func (p *Plan) HeaderOffset(capacity int64, launch uint64, s int) int64 {
 	if p.Scratch != Simple {
 		half = int64(launch % uint64(p.Depth()))
 	}
-	return (half*int64(p.ScratchSlots) + int64(s)) * stride
+	i, n := p.regionSlot(s)
+	return (half*n + i) * stride
 }
 
 // ScratchOffset is the byte offset of element elem of slot s (for LL, of
@@ -238,10 +264,11 @@ type Bindings struct {
 	Expected     uint64 // local expected-value table (ExpectedRegionBytes)
 	State        uint64 // device state (Plan.StateBytes)
 	Control      uint64 // host-visible control block (ControlBytes)
-	// NetScratch and NetSemaphores are the network windows of a plan
-	// that splits them (Plan.NetSlot), laid out as Scratch and
-	// Semaphores; 0 means the same regions as those (plans that do not
-	// split).
+	// NetScratch (NetScratchBytes of the scratch's capacity: its
+	// network slots, each part at the scratch's stride) and NetSemaphores
+	// (laid out as Semaphores) are the network windows of a plan that
+	// splits them (Plan.NetSlot), required there (CheckNetRegions); 0
+	// for plans that do not split.
 	NetScratch, NetSemaphores uint64
 	// Fifo (host memory the device reaches, FifoBytes) and FifoHead
 	// (FifoHeadBytes of device memory: the head counter and the seen
@@ -293,8 +320,26 @@ type Args struct {
 	PostTable uint64
 }
 
+// CheckNetRegions reports, for a plan p that splits its windows
+// (Plan.NetSlot), a network region it needs that b leaves 0: a message
+// naming it, or "" when nothing is missing (always for plans that do not
+// split). Executors refuse such bindings at Prepare.
+func (b *Bindings) CheckNetRegions(p *Plan) string {
+	switch {
+	case p.NetSlot == 0:
+		return ""
+	case b.ScratchBytes > 0 && b.NetScratch == 0:
+		return fmt.Sprintf("plan %s splits its windows (network slots from %d) but its network scratch is not bound", p.Name, p.NetSlot)
+	case p.Semaphores > 0 && b.NetSemaphores == 0:
+		return fmt.Sprintf("plan %s splits its windows but its network semaphores are not bound", p.Name)
+	}
+	return ""
+}
+
 // NetRegions returns the network windows of b (Bindings.NetScratch,
-// NetSemaphores), each the device region where b leaves it 0.
+// NetSemaphores), each the device region where b leaves it 0 (a plan that
+// does not split them addresses none: the kernel's parameters carry the
+// device regions again).
 func (b *Bindings) NetRegions() (scratch, sems uint64) {
 	scratch, sems = b.NetScratch, b.NetSemaphores
 	if scratch == 0 {

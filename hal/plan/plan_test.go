@@ -333,18 +333,44 @@ func TestNetSlotValidate(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidPlan", name, err)
 		}
 	}
+	// The network windows hold only the network slots, every part at the
+	// scratch's stride; a split plan's bindings need them.
+	lay := &Plan{Name: "split", NRanks: 2, ScratchSlots: 4, NetSlot: 3, Semaphores: 1}
+	const capacity = 4096
+	stride := lay.SlotStride(capacity)
+	if got := lay.NetScratchBytes(capacity); got != stride {
+		t.Errorf("NetScratchBytes %d, want one slot's stride %d", got, stride)
+	}
+	if got := lay.HeaderOffset(capacity, 0, 3); got != 0 {
+		t.Errorf("network slot 3 at %d of its region, want 0", got)
+	}
+	if got := lay.HeaderOffset(capacity, 0, 2); got != 2*stride {
+		t.Errorf("device slot 2 at %d, want %d", got, 2*stride)
+	}
+	if (&Plan{}).NetScratchBytes(capacity) != 0 {
+		t.Error("a plan that does not split has no network scratch")
+	}
+	if msg := (&Bindings{Scratch: 0x10, ScratchBytes: capacity, Semaphores: 0x20}).CheckNetRegions(lay); msg == "" {
+		t.Error("a split plan's bindings without network windows pass CheckNetRegions")
+	}
 	// The packed parameters carry the network windows, or the device
 	// ones again where the bindings leave them 0, and the channel mask.
-	p := &Plan{Name: "split", Rank: 0, NRanks: 3, Threads: 64, ScratchSlots: 2, NetSlot: 1, Channels: []Channel{{Peer: 1}, {Peer: 2, Port: true, Net: true}}}
+	p := &Plan{Name: "split", Rank: 0, NRanks: 3, Threads: 64, ScratchSlots: 2, NetSlot: 1, Semaphores: 1, Channels: []Channel{{Peer: 1}, {Peer: 2, Port: true, Net: true}}}
+	whole := *p
+	whole.NetSlot = 0
 	for _, c := range []struct {
+		p    *Plan
 		b    Bindings
 		want [3]uint64
 	}{
-		{Bindings{Scratch: 0x10, Semaphores: 0x20, NetScratch: 0x30, NetSemaphores: 0x40}, [3]uint64{0x30, 0x40, 2}},
-		{Bindings{Scratch: 0x10, Semaphores: 0x20}, [3]uint64{0x10, 0x20, 2}},
+		{p, Bindings{Scratch: 0x10, ScratchBytes: 64, Semaphores: 0x20, NetScratch: 0x30, NetSemaphores: 0x40}, [3]uint64{0x30, 0x40, 2}},
+		{&whole, Bindings{Scratch: 0x10, ScratchBytes: 64, Semaphores: 0x20}, [3]uint64{0x10, 0x20, 0}},
 	} {
+		if msg := c.b.CheckNetRegions(c.p); msg != "" {
+			t.Errorf("%s: %s", c.p.Name, msg)
+		}
 		c.b.Peers = make([]PeerBinding, 2)
-		params, err := PackParams(p, &c.b, &Args{})
+		params, err := PackParams(c.p, &c.b, &Args{})
 		if err != nil {
 			t.Fatal(err)
 		}

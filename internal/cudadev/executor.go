@@ -34,6 +34,9 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 	if len(spec.Bindings.Peers) != len(p.Channels) {
 		return nil, fmt.Errorf("%s: prepare %s: %d peer bindings for %d channels: %w", d.backend, p.Name, len(spec.Bindings.Peers), len(p.Channels), hal.ErrInvalidArgument)
 	}
+	if msg := spec.Bindings.CheckNetRegions(p); msg != "" {
+		return nil, fmt.Errorf("%s: prepare: %s: %w", d.backend, msg, hal.ErrInvalidArgument)
+	}
 	if p.Scratch == plan.LL128 && !d.ll128 {
 		return nil, fmt.Errorf("%s: prepare %s: LL128 lines need NVLink between the peers (a warp's 128-byte line as one write); %s links do not promise it: %w", d.backend, p.Name, d.backend, hal.ErrInvalidArgument)
 	}
