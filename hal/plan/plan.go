@@ -676,9 +676,11 @@ type Plan struct {
 	// writes them: slots NetSlot … ScratchSlots−1 of this rank, and the
 	// semaphores of its port channels (those its peers' engines signal),
 	// lie in a second pair of regions (Bindings.NetScratch,
-	// NetSemaphores) laid out as the first — the same offsets — where a
-	// network's receivers store with the CPU when its windows are host
-	// memory; slots below NetSlot, and the memory channels' semaphores,
+	// NetSemaphores: the semaphores laid out as the first region's, the
+	// scratch holding only the network slots, each part at the scratch's
+	// stride: NetScratchBytes, regionSlot) where a network's receivers
+	// store with the CPU when its windows are host memory; slots below
+	// NetSlot, and the memory channels' semaphores,
 	// stay in device memory that the node's peers map. A put on a port
 	// channel writes a slot at or above NetSlot of its peer, a memory
 	// channel's write one below it (Validate). The hierarchical plans
