@@ -264,10 +264,12 @@ func localIndexOf(ci, me int) int {
 	return ci + 1
 }
 
-// hierPlans puts the hierarchical plan of coll (AllReduce, AllGather,
+// hierPlans puts the hierarchical plans of coll (AllReduce, AllGather,
 // ReduceScatter) before the flat port-channel plan flat where the nodes
-// allow it (Config.Nodes); SelectFor falls back to flat for Avg where the
-// hierarchical plan reduces in stages.
+// allow it (Config.Nodes): the small shape up to hierSmallMaxBytes per
+// rank where it differs from Config.HB (hierSmall), then Config.HB's;
+// SelectFor falls back to flat for Avg where the hierarchical plans
+// reduce in stages.
 func hierPlans(c Config, coll Collective, flat *plan.Plan) ([]Choice, error) {
 	if lay, ok := c.hierLayout(); !ok || !lay.fits() {
 		if flat == nil {

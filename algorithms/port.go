@@ -424,22 +424,6 @@ func AllReduceOneShotPort(c Config) (*plan.Plan, error) {
 	return c.portPlanOn(pchs, 0, "all_reduce-1pa", b, 2*m, 2, rolling(g, all[0], sem(semFree, b)))
 }
 
-// aloneOnNodes reports whether every rank is alone on its node (Nodes
-// set, no two ranks on one node): every channel goes over the network.
-func (c Config) aloneOnNodes() bool {
-	if len(c.Nodes) != c.NRanks || c.NRanks < 2 {
-		return false
-	}
-	seen := map[int]bool{}
-	for _, n := range c.Nodes {
-		if seen[n] {
-			return false
-		}
-		seen[n] = true
-	}
-	return true
-}
-
 // AllReducePort is the two-phase AllReduce over port channels. In each
 // window: the send group puts chunk p of the input into peer p's first
 // slot set; the reduce group (SMs) combines chunk r of the input with those
