@@ -141,14 +141,19 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 	for _, k := range netCases(n) {
 		// Across nodes only port-channel plans can run: with host windows
 		// the small ones go as LL packets, one frame per peer
-		// (algorithms/portll.go), and AllReduce, AllGather and
-		// ReduceScatter take the hierarchical plan for the operators it
-		// serves where a node holds several ranks.
+		// (algorithms/portll.go) or, where a node holds several ranks,
+		// AllGather and AllReduce one frame per counterpart and the node's
+		// peers over memory channels (algorithms/hier_ll.go); AllReduce,
+		// AllGather and ReduceScatter take the hierarchical plans for the
+		// operators they serve where a node holds several ranks.
 		call := weft.Call{Coll: k.coll, Count: k.count, Type: k.t, Op: k.op, Root: k.root, Send: 1 << 30, Recv: 2 << 30}
 		staged := netHostWindows()
 		ll := staged && netLL(k.coll) && k.count*int64(k.t.Size()) <= algorithms.PortLLMaxBytes
+		hierLL := ll && nodes != n && (k.coll == algorithms.AllGather || (k.coll == algorithms.AllReduce && k.op != plan.Avg))
 		want := "-" + algorithms.PortFamily + "-"
 		switch {
+		case hierLL:
+			want = "-2ph-"
 		case nodes == n || ll:
 			// One rank per node: no hierarchical plan, the flat port one.
 		case k.coll == algorithms.AllGather:
@@ -170,7 +175,7 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 			// every channel over the network, a peer of the node's own
 			// included (docs/network.md, "Streams and the network path").
 			return fmt.Errorf("%v: plan %q: staged sends %v, want them with host windows only", k, name, hs)
-		} else if isLL := strings.Contains(name, "-port-LL16-"); isLL != ll {
+		} else if isLL := strings.Contains(name, "-LL16-"); isLL != ll {
 			return fmt.Errorf("%v: plan %q: LL %v, want LL port plans up to %d bytes over host windows", k, name, isLL, algorithms.PortLLMaxBytes)
 		} else if deep := strings.Contains(name, "-d4-"); flat && staged && !ll && deep != netOneWay(k.coll) {
 			// ... and the windowed plans that move data one way keep four

@@ -754,12 +754,19 @@ func Plans(c Config, coll Collective, root int) ([]Choice, error) {
 				out[len(out)-1].Staged = true
 			}
 			if c.portLL(coll) {
-				// Small messages in one frame per peer (portll.go).
-				ll, err := PortLLPlan(c, coll, root)
+				// Small messages in one frame per peer (portll.go), or
+				// per counterpart where nodes hold several ranks
+				// (hier_ll.go).
+				ll, err := HierLLPlan(c, coll)
+				staged := coll.Reduces()
+				if errors.Is(err, ErrNoPlan) {
+					ll, err = PortLLPlan(c, coll, root)
+					staged = coll.Reduces() && c.NRanks > AllPairsMaxRanks
+				}
 				if err != nil {
 					return nil, err
 				}
-				out = append([]Choice{{Plan: ll, MaxBytes: c.PortLLMaxBytes, Staged: coll.Reduces() && c.NRanks > AllPairsMaxRanks}}, out...)
+				out = append([]Choice{{Plan: ll, MaxBytes: c.PortLLMaxBytes, Staged: staged}}, out...)
 			}
 			return out, nil
 		}
