@@ -142,14 +142,15 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 		// Across nodes only port-channel plans can run: with host windows
 		// the small ones go as LL packets, one frame per peer
 		// (algorithms/portll.go) or, where a node holds several ranks,
-		// AllGather and AllReduce one frame per counterpart and the node's
-		// peers over memory channels (algorithms/hier_ll.go); AllReduce,
+		// AllGather, AllReduce and ReduceScatter one frame (L for
+		// ReduceScatter) per counterpart and the node's peers over memory
+		// channels (algorithms/hier_ll.go); AllReduce,
 		// AllGather and ReduceScatter take the hierarchical plans for the
 		// operators they serve where a node holds several ranks.
 		call := weft.Call{Coll: k.coll, Count: k.count, Type: k.t, Op: k.op, Root: k.root, Send: 1 << 30, Recv: 2 << 30}
 		staged := netHostWindows()
 		ll := staged && netLL(k.coll) && k.count*int64(k.t.Size()) <= algorithms.PortLLMaxBytes
-		hierLL := ll && nodes != n && (k.coll == algorithms.AllGather || (k.coll == algorithms.AllReduce && k.op != plan.Avg))
+		hierLL := ll && nodes != n && (k.coll == algorithms.AllGather || ((k.coll == algorithms.AllReduce || k.coll == algorithms.ReduceScatter) && k.op != plan.Avg))
 		want := "-" + algorithms.PortFamily + "-"
 		switch {
 		case hierLL:

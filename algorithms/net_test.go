@@ -168,10 +168,10 @@ func TestHierarchicalSelection(t *testing.T) {
 		gc := DefaultConfig(1, 4, 132, true)
 		gc.PortOnly, gc.Nodes, gc.HostWindows = true, []int{0, 0, 1, 1}, true
 		gcs, err := Plans(gc, coll, 0)
-		// Small AllGather and AllReduce: the hierarchical LL plan first
-		// (hier_ll.go), one frame per counterpart.
-		if coll != ReduceScatter && (err != nil || !strings.HasPrefix(gcs[0].Plan.Name, coll.String()) || !strings.Contains(gcs[0].Plan.Name, "-2ph-") ||
-			gcs[0].Plan.Scratch == plan.Simple || gcs[0].MaxBytes != gc.PortLLMaxBytes || gcs[0].Plan.NetSlot == 0 || gcs[0].Staged != coll.Reduces()) {
+		// Small messages: the hierarchical LL plan first (hier_ll.go), one
+		// frame per counterpart (L for ReduceScatter).
+		if err != nil || !strings.HasPrefix(gcs[0].Plan.Name, coll.String()) || !strings.Contains(gcs[0].Plan.Name, "-2ph-") ||
+			gcs[0].Plan.Scratch == plan.Simple || gcs[0].MaxBytes != gc.PortLLMaxBytes || gcs[0].Plan.NetSlot == 0 || gcs[0].Staged != coll.Reduces() {
 			t.Errorf("%v on a GPU's shape: first choice %+v, %v; want the hierarchical LL plan up to %d bytes", coll, gcs[0], err, gc.PortLLMaxBytes)
 		}
 		if err != nil || len(gcs) < 3 {
