@@ -335,13 +335,17 @@ func TestCollectivesAcrossNodes(t *testing.T) {
 	// Larger shapes (4 × 4, 4 × 6) run in scale_test.go.
 	// 2 × 1 and 4 × 1 run the flat port plans with their windows in host
 	// memory (the socket receivers store into them with the CPU; small
-	// messages as LL packets), and 2 × 1 once with
+	// messages as LL packets), and 2 × 1 and 2 × 2 once with
 	// them in device memory (WEFT_NET_HOST_WINDOWS=0: the receivers'
 	// device-engine path).
 	for _, shape := range []struct {
 		nodes, perNode int
 		extra          []string
 	}{{2, 1, nil}, {4, 1, nil}, {2, 1, []string{"WEFT_NET_HOST_WINDOWS=0"}}, {2, 2, nil}, {2, 3, nil}, {3, 2, nil},
+		// Device windows with nodes of several ranks: the hierarchical
+		// plans' network windows in device memory, the flat plans'
+		// channels to the node's peers on the device's engines.
+		{2, 2, []string{"WEFT_NET_HOST_WINDOWS=0"}},
 		// WEFT_ALGO=ce: the host-issued executors need peer-mapped links
 		// on one node, so the network plans serve as without it.
 		{2, 2, []string{"WEFT_ALGO=ce"}}} {
