@@ -184,10 +184,12 @@ type Config struct {
 	// small put leaves with no device-to-host copy on the proxy's path.
 	HostWindows bool
 	// PortLLMaxBytes is the largest segment (count × element size) that
-	// the LL port plans (portll.go) serve where every rank is alone on its
-	// node and HostWindows is set: every collective in one frame per peer
-	// (and a release back where data moves one way). 0: none (the staged
-	// HB port plans serve every size).
+	// the LL port plans serve across nodes where HostWindows is set: every
+	// collective in one frame per peer (portll.go; and a release back
+	// where data moves one way), or, where nodes hold several ranks,
+	// AllGather, AllReduce and ReduceScatter in frames to the counterparts
+	// only (hier_ll.go). 0: none (the staged HB port plans serve every
+	// size).
 	PortLLMaxBytes int64
 	// Switch: every link is switch-mapped (hal.CapSwitchMapped) and
 	// memory-mapped, so the NVLS plans (nvls.go) can run.

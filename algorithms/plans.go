@@ -736,7 +736,8 @@ func Plans(c Config, coll Collective, root int) ([]Choice, error) {
 				return nil, err
 			}
 			if coll == AllReduce && c.stageSends() && len(out) == 1 {
-				// Every rank on its own node: small AllReduces in one hop.
+				// No hierarchical plan (every rank on its own node, or
+				// nodes of unequal size): small AllReduces in one hop.
 				one, err := AllReduceOneShotPort(c)
 				if err != nil {
 					return nil, err

@@ -384,7 +384,9 @@ func ReduceScatterPort(c Config) (*plan.Plan, error) {
 }
 
 // PortOneShotMaxBytes is the largest AllReduce (count × element size)
-// that AllReduceOneShotPort serves where every rank is alone on its node:
+// that AllReduceOneShotPort serves where the flat port plans stage their
+// sends and the hierarchical ones do not apply (every rank alone on its
+// node, or nodes of unequal size):
 // one hop instead of AllReducePort's two, for (n−1)× the bytes of the
 // input sent per rank against 2(n−1)/n×. Over sockets between 2 emulated
 // nodes a 64 B AllReducePort took 213 µs against 43 µs for the one-hop
@@ -404,7 +406,7 @@ func AllReduceOneShotPort(c Config) (*plan.Plan, error) {
 		return nil, err
 	}
 	if !c.stageSends() {
-		return nil, fmt.Errorf("algorithms: the one-hop AllReduce over port channels stages its sends (every rank alone on its node, host windows): %w", ErrNoPlan)
+		return nil, fmt.Errorf("algorithms: the one-hop AllReduce over port channels stages its sends (nodes and host windows): %w", ErrNoPlan)
 	}
 	chs, all := c.channels(), c.others()
 	b := c.portBlocks()

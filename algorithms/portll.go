@@ -7,8 +7,10 @@ import (
 )
 
 // LL plans over port channels, for small messages of every collective
-// between ranks that are each alone on their node (Config.stageSends:
-// the network's host windows). A staged HB port plan (port.go) sends
+// across nodes where the network writes host windows (Config.stageSends;
+// every channel goes over the network, a peer of the rank's own node
+// included; where nodes hold several ranks, AllGather, AllReduce and
+// ReduceScatter take the hierarchical LL plans of hier_ll.go instead). A staged HB port plan (port.go) sends
 // every window as a put and a "data" signal, and its reader polls the
 // semaphore, then reads the slot, then releases it with a signal back: two frames each way through
 // both proxies per call, two pushes and two reads of host memory over
@@ -66,22 +68,22 @@ const portLLDepth = 4
 const PortLLMaxBytes = 16 << 10
 
 // portLL reports whether the LL port plans serve coll: with staged sends
-// (every rank alone on its node, host windows) and a positive bound.
+// (nodes and host windows) and a positive bound.
 func (c Config) portLL(coll Collective) bool {
 	return c.stageSends() && c.PortLLMaxBytes > 0 && coll <= SendRecv
 }
 
 // PortLLPlan is the LL port plan of a collective, with root for Broadcast
-// and Reduce, where every rank is alone on its node and the network writes
-// host windows (Config.HostWindows, Config.Nodes); an error wrapping
-// ErrNoPlan otherwise. SendRecv's has the argument slots of P2PPlan
-// (SendArg, RecvArg, SelfArg) and moves raw bytes (plan.Uint8).
+// and Reduce, across nodes where the network writes host windows
+// (Config.HostWindows, Config.Nodes); an error wrapping ErrNoPlan
+// otherwise. SendRecv's has the argument slots of P2PPlan (SendArg,
+// RecvArg, SelfArg) and moves raw bytes (plan.Uint8).
 func PortLLPlan(c Config, coll Collective, root int) (*plan.Plan, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	if !c.stageSends() {
-		return nil, fmt.Errorf("algorithms: the LL plans over port channels need every rank alone on its node and host windows: %w", ErrNoPlan)
+		return nil, fmt.Errorf("algorithms: the LL plans over port channels need ranks across nodes and host windows: %w", ErrNoPlan)
 	}
 	if coll.Rooted() {
 		if err := c.checkRoot(root); err != nil {
