@@ -27,6 +27,7 @@ type Program struct {
 	// splits them (plan.Plan.NetSlot), else scratch and sems again.
 	netScratch []byte
 	netSems    []byte
+	netChans   uint64 // the channels whose peers signal netSems (plan.Plan.NetChannels)
 	expected   []byte
 	state      []byte
 	control    []byte
@@ -98,6 +99,7 @@ func (d *Device) Prepare(spec hal.PlanSpec) (hal.Program, error) {
 		return nil, fmt.Errorf("host: prepare: %s: %w", msg, hal.ErrInvalidArgument)
 	}
 	if p.NetSlot > 0 {
+		pr.netChans = p.NetChannels()
 		ns, nm := b.NetRegions()
 		pr.netScratch = res(ns, p.NetScratchBytes(b.ScratchBytes), "network scratch")
 		pr.netSems = res(nm, p.SemaphoreRegionBytes(), "network semaphores")
@@ -652,7 +654,7 @@ func (b *blockCtx) packetSlot(r plan.Ref) []byte {
 // the network's for a split plan's port channels (plan.Plan.NetSlot), the
 // device's otherwise.
 func (b *blockCtx) inboundRegion(ch int) []byte {
-	if b.p.NetChannels()>>ch&1 != 0 {
+	if b.netChans>>ch&1 != 0 {
 		return b.netSems
 	}
 	return b.sems
