@@ -203,9 +203,7 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 // device's own engine — a CUDA stream the proxy queues copies and
 // semaphore stores on — to move its bytes:
 //   - across nodes, where the network keeps device windows
-//     (WEFT_NET_HOST_WINDOWS=0, hal/ib, UCX with CUDA), or past
-//     algorithms.PeerPlansMaxRanks ranks (point-to-point windows do not
-//     stage their sends);
+//     (WEFT_NET_HOST_WINDOWS=0, hal/ib, UCX with CUDA);
 //   - on links that are port-mapped only (Config.PortOnly: hal/pcie without
 //     peer access, whose engines stage through shared memory).
 //
@@ -221,8 +219,8 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 // (algorithms.Config.StagesSends) nothing of the kind is on the path, as
 // in NCCL's network transports: the hierarchical plans keep the windows
 // their counterparts write in host memory and reach the node's peers over
-// memory channels, the flat port plans carry every channel over the
-// network. WEFT_ENGINE_WAITS=1 allows the rest, for programs that queue
+// memory channels, the flat port plans and the point-to-point windows
+// carry every channel over the network. WEFT_ENGINE_WAITS=1 allows the rest, for programs that queue
 // nothing behind weft's calls (weft bench). The decision is the same on
 // every rank: links, nodes, network and variables are the job's. hal/host's
 // engines are goroutines and cannot be held back this way.
@@ -234,8 +232,6 @@ func engineWaits(info hal.DeviceInfo, cfg algorithms.Config) error {
 	switch {
 	case cfg.Nodes != nil && !cfg.StagesSends():
 		why = "across nodes, the network does not write host windows (WEFT_NET_HOST_WINDOWS=0, or a transport that reaches device memory; sockets and UCX without CUDA are served)"
-	case cfg.Nodes != nil && cfg.NRanks > algorithms.PeerPlansMaxRanks:
-		why = fmt.Sprintf("across nodes, past %d ranks, whose point-to-point windows do not stage their sends", algorithms.PeerPlansMaxRanks)
 	case cfg.Nodes == nil && cfg.PortOnly:
 		why = "every link between the GPUs is port-mapped only (copy engines staged through host memory)"
 	default:

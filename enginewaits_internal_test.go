@@ -11,8 +11,8 @@ import (
 
 // TestEngineWaits checks which communicators NewComm refuses on a GPU:
 // those whose kernels would wait for the device's engine (across nodes a
-// network without host windows, or more ranks than point-to-point plans
-// stage for; on one node links that are port-mapped only), unless
+// network without host windows; on one node links that are port-mapped
+// only), unless
 // WEFT_ENGINE_WAITS=1; never on hal/host, never nodes of one or several
 // ranks over host windows (the flat port plans carry every channel over
 // the network, the hierarchical ones split their windows), never
@@ -44,7 +44,8 @@ func TestEngineWaits(t *testing.T) {
 		{"device windows", gpu, cfg([]int{0, 1}, false), "", "host windows"},
 		{"device windows, allowed", gpu, cfg([]int{0, 1}, false), "1", ""},
 		{"device windows, not allowed", gpu, cfg([]int{0, 1}, false), "0", "host windows"},
-		{"18 ranks on 2 nodes", gpu, cfg(nodesOf(18, 9), true), "", "point-to-point"},
+		{"18 ranks on 2 nodes", gpu, cfg(nodesOf(18, 9), true), "", ""},
+		{"18 ranks on 2 nodes, device windows", gpu, cfg(nodesOf(18, 9), false), "", "host windows"},
 		{"17 ranks on 17 nodes", gpu, cfg(nodesOf(17, 1), true), "", ""},
 		{"hal/host, two ranks per node", host, cfg([]int{0, 0, 1, 1}, true), "", ""},
 		{"hal/host, device windows", host, cfg([]int{0, 1}, false), "", ""},

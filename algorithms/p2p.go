@@ -332,9 +332,6 @@ func P2PWindowPlans(c Config, w PeerWindow) ([]Choice, error) {
 	}
 	vc := c
 	vc.Rank, vc.NRanks = k, k+1
-	// A window's plans fix their scratch slots to the window's width
-	// (below), which leaves no room for staging slots.
-	vc.HostWindows = false
 	if bb := c.Budget; bb.Set() {
 		// Fitting the window as a communicator of k+1 ranks would give
 		// each rank blocks per group by its own k, which differs between
@@ -371,7 +368,10 @@ func P2PWindowPlans(c Config, w PeerWindow) ([]Choice, error) {
 			}
 			vc.Nodes[i] = ids[c.Nodes[r]]
 		}
-		if len(ids) == 1 {
+		if len(ids) == 1 && !c.stageSends() {
+			// One node: the device's engines reach the window's peers.
+			// With staged sends every channel goes over the network
+			// (Config.stageSends), as in the communicator's other plans.
 			vc.Nodes = nil
 		}
 	}
@@ -386,19 +386,41 @@ func P2PWindowPlans(c Config, w PeerWindow) ([]Choice, error) {
 		for i := range p.Channels {
 			p.Channels[i].Peer = w.Peers[i]
 		}
+		staged := false // receive slots 0…k−1, then staging slots k…2k−1 (plan.Op.Stage)
+		for _, g := range p.Groups {
+			for _, o := range g.Ops {
+				staged = staged || o.Stage > 0
+			}
+		}
 		if p.ScratchSlots > 0 {
 			p.ScratchSlots = w.Width
+			if staged {
+				p.ScratchSlots = 2 * w.Width
+			}
 		}
 		for gi := range p.Groups {
 			g := &p.Groups[gi]
 			remoteSlots(g.Ops, w.Slots)
 			remoteSlots(g.After, w.Slots)
+			stageSlots(g.Ops, k, w.Width)
 		}
 		if err := p.Validate(); err != nil {
 			return nil, fmt.Errorf("algorithms: point-to-point window %d of rank %d: %w", w.Index, c.Rank, err)
 		}
 	}
 	return choices, nil
+}
+
+// stageSlots moves the staging slots of a window plan's puts (plan.Op.Stage:
+// slots k…2k−1 of a plan over k channels, after its receive slots) behind
+// the window's width of receive slots, so that every rank of the window
+// has the same slot layout whatever its k.
+func stageSlots(ops []plan.Op, k, width int) {
+	for i := range ops {
+		if s := ops[i].Stage; s > 0 {
+			ops[i].Stage = 1 + width + (s - 1 - k)
+		}
+	}
 }
 
 // remoteSlots points every reference to the scratch of a channel's peer

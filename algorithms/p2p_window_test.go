@@ -186,3 +186,62 @@ func TestP2PWindowPlansBudgetPairs(t *testing.T) {
 		}
 	}
 }
+
+// TestP2PWindowPlansStaged: across nodes where the network writes host
+// windows, every point-to-point window plan — a window of peers on other
+// nodes, or of this rank's own node only — carries every channel over the
+// network and stages its sends into slots behind the window's receive
+// slots, so no copy engine of the device moves a byte a kernel waits for
+// (docs/network.md, "Streams and the network path"); without host windows
+// nothing is staged.
+func TestP2PWindowPlansStaged(t *testing.T) {
+	const n, perNode = 24, 6
+	nodes := make([]int, n)
+	for r := range nodes {
+		nodes[r] = r / perNode
+	}
+	for _, host := range []bool{true, false} {
+		for _, rank := range []int{0, 7, 23} {
+			c := algorithms.DefaultConfig(rank, n, 132, true)
+			c.PortOnly, c.Nodes, c.HostWindows = true, nodes, host
+			wins, err := algorithms.P2PWindows(rank, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range wins {
+				choices, err := algorithms.P2PWindowPlans(c, w)
+				if err != nil || len(choices) == 0 {
+					t.Fatalf("host windows %v, rank %d, window %d: %d plans, %v", host, rank, w.Index, len(choices), err)
+				}
+				for _, ch := range choices {
+					p := ch.Plan
+					staged := false
+					for _, g := range p.Groups {
+						for _, o := range g.Ops {
+							if o.Kind != plan.OpTransfer || !o.Port {
+								continue
+							}
+							if o.Stage > 0 {
+								staged = true
+								if s := o.Stage - 1; s < w.Width || s >= 2*w.Width {
+									t.Errorf("%s: staging slot %d outside the window's %d…%d", p.Name, s, w.Width, 2*w.Width-1)
+								}
+							}
+						}
+					}
+					if host && (!staged || !p.StageSends || p.ScratchSlots != 2*w.Width) {
+						t.Errorf("host windows, rank %d: %s: staged %v, StageSends %v, %d slots (window width %d); want staged sends and twice the width", rank, p.Name, staged, p.StageSends, p.ScratchSlots, w.Width)
+					}
+					if !host && (staged || p.ScratchSlots > w.Width) {
+						t.Errorf("device windows, rank %d: %s: staged %v, %d slots; want neither", rank, p.Name, staged, p.ScratchSlots)
+					}
+					for i, pc := range p.Channels {
+						if pc.Port && pc.Net != host {
+							t.Errorf("rank %d: %s: channel %d to rank %d: Net %v, want %v", rank, p.Name, i, pc.Peer, pc.Net, host)
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -141,7 +141,8 @@ func (c Config) stageSends() bool {
 // that a running kernel waits for: the transport's receivers store with
 // the CPU and its senders read host memory the kernel wrote, as in NCCL's
 // network transports (docs/network.md, "Streams and the network path").
-// Point-to-point windows (past PeerPlansMaxRanks ranks) do not stage.
+// Past PeerPlansMaxRanks ranks the point-to-point windows stage too
+// (P2PWindowPlans).
 func (c Config) StagesSends() bool { return c.stageSends() }
 
 // stageSlots is how many scratch slots a port plan with k staged puts
