@@ -104,6 +104,28 @@ func (c Config) hierLayout() (layout, bool) {
 	return l, true
 }
 
+// channels are a hierarchical plan's channels: memory channels to the
+// node's peers (by local index), then port channels over the network
+// (plan.Channel.Net) to the counterparts (by node).
+func (l layout) channels() []plan.Channel {
+	var chs []plan.Channel
+	for _, p := range l.peers {
+		chs = append(chs, plan.Channel{Peer: p})
+	}
+	for _, p := range l.counter {
+		chs = append(chs, plan.Channel{Peer: p, Port: true, Net: true})
+	}
+	return chs
+}
+
+// nodeAt is the node of position j in this rank's list of other nodes.
+func (l layout) nodeAt(j int) int {
+	if j >= l.node {
+		return j + 1
+	}
+	return j
+}
+
 // fits reports whether the hierarchical plans serve the layout: a
 // transfer combines (or writes) the L ranks of a node or the N nodes'
 // partials, at most plan.MaxOperands, and a rank's channels, L−1 local
@@ -130,13 +152,7 @@ func AllReduce2PH(c Config) (*plan.Plan, error) {
 		return nil, err
 	}
 	L, N, b := lay.local, lay.nodes, s.Blocks
-	var chs []plan.Channel
-	for _, p := range lay.peers {
-		chs = append(chs, plan.Channel{Peer: p})
-	}
-	for _, p := range lay.counter {
-		chs = append(chs, plan.Channel{Peer: p, Port: true, Net: true})
-	}
+	chs := lay.channels()
 	lc, rc := make([]int, L-1), make([]int, N-1)
 	for i := range lc {
 		lc[i] = i
@@ -175,11 +191,7 @@ func AllReduce2PH(c Config) (*plan.Plan, error) {
 	// Phase 2: inter-node all-reduce of shard idx with the counterparts.
 	ops = append(ops, skip(acks(rc, sem(hFree2, b)), 2, 0)...)
 	for j, ci := range rc {
-		peerNode := j
-		if j >= lay.node {
-			peerNode++
-		}
-		ops = append(ops, plan.PortPut(ci, lay.idx, L, plan.RS(ci, slot2(pos(lay.node, peerNode))), stage))
+		ops = append(ops, plan.PortPut(ci, lay.idx, L, plan.RS(ci, slot2(pos(lay.node, lay.nodeAt(j)))), stage))
 	}
 	ops = append(ops, signals(rc, sem(hData2, b))...)
 	// The engines read the staging slot: done before the next window of

@@ -50,24 +50,14 @@ func (c Config) hierSetup(what string) (hierSetup, error) {
 	if err := validShape("hierarchical", c.HB); err != nil {
 		return hierSetup{}, err
 	}
-	h := hierSetup{lay: lay, s: c.HB}
-	for i, p := range lay.peers {
-		h.chs = append(h.chs, plan.Channel{Peer: p})
+	h := hierSetup{lay: lay, s: c.HB, chs: lay.channels()}
+	for i := range lay.peers {
 		h.lc = append(h.lc, i)
 	}
-	for j, p := range lay.counter {
-		h.chs = append(h.chs, plan.Channel{Peer: p, Port: true, Net: true})
+	for j := range lay.counter {
 		h.rc = append(h.rc, lay.local-1+j)
 	}
 	return h, nil
-}
-
-// nodeAt is the node of position j in this rank's list of other nodes.
-func (h hierSetup) nodeAt(j int) int {
-	if j >= h.lay.node {
-		return j + 1
-	}
-	return j
 }
 
 // plan wraps the group of a hierarchical plan whose slots from netSlot on
@@ -114,7 +104,7 @@ func AllGather2PH(c Config) (*plan.Plan, error) {
 	ops = append(ops, skip(acks(h.rc, sem(gFree1, b)), 2, 0)...)
 	ops = append(ops, xfer([]plan.Ref{plan.LS(stage)}, plan.L(plan.Input)))
 	for j, ci := range h.rc {
-		ops = append(ops, plan.PortPut(ci, 0, 1, plan.RS(ci, slot1(slotOf(n, h.nodeAt(j)))), plan.LS(stage)))
+		ops = append(ops, plan.PortPut(ci, 0, 1, plan.RS(ci, slot1(slotOf(n, h.lay.nodeAt(j)))), plan.LS(stage)))
 	}
 	ops = append(ops, signals(h.rc, sem(gData1, b))...)
 	ops = append(ops, waits(h.rc, sem(gData1, b))...)
@@ -196,7 +186,7 @@ func ReduceScatter2PH(c Config) (*plan.Plan, error) {
 	// Phase 2: exchange the partials with the counterparts.
 	ops = append(ops, skip(acks(h.rc, sem(gFree2, b)), 2, 0)...)
 	for j, ci := range h.rc {
-		ops = append(ops, plan.PortPut(ci, 0, 1, plan.RS(ci, slot2(slotOf(n, h.nodeAt(j)))), plan.LS(stage(j))))
+		ops = append(ops, plan.PortPut(ci, 0, 1, plan.RS(ci, slot2(slotOf(n, h.lay.nodeAt(j)))), plan.LS(stage(j))))
 	}
 	ops = append(ops, signals(h.rc, sem(gData2, b))...)
 	ops = append(ops, flushes(h.rc)...)

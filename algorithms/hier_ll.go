@@ -66,19 +66,6 @@ func HierLLPlan(c Config, coll Collective) (*plan.Plan, error) {
 		return nil, fmt.Errorf("algorithms: the hierarchical LL ReduceScatter of %d nodes of %d ranks needs more than %d slots: %w", lay.nodes, lay.local, maxHierLLSlots, ErrNoPlan)
 	}
 	L, N, n, l := lay.local, lay.nodes, lay.node, lay.idx
-	var chs []plan.Channel
-	for _, p := range lay.peers {
-		chs = append(chs, plan.Channel{Peer: p})
-	}
-	for _, p := range lay.counter {
-		chs = append(chs, plan.Channel{Peer: p, Port: true, Net: true})
-	}
-	nodeAt := func(j int) int { // node of position j in this rank's list of other nodes
-		if j >= n {
-			return j + 1
-		}
-		return j
-	}
 	whole := func(dsts []plan.Ref, srcs ...plan.Ref) plan.Op { return plan.Transfer(plan.All, 0, dsts, srcs...) }
 	// Device windows first: per local peer, per (AllGather) node, a slot;
 	// then per counterpart a receive slot and a staging slot per put
@@ -95,7 +82,7 @@ func HierLLPlan(c Config, coll Collective) (*plan.Plan, error) {
 	stage := func(j, s int) int { return netSlot + (N-1)*puts + j*puts + s } // staging of this rank's put s to it
 	var ops []plan.Op
 	for j := range lay.counter {
-		ci, m := L-1+j, nodeAt(j)
+		ci, m := L-1+j, lay.nodeAt(j)
 		for s := 0; s < puts; s++ {
 			src := plan.L(plan.Input)
 			if coll == ReduceScatter {
@@ -180,7 +167,7 @@ func HierLLPlan(c Config, coll Collective) (*plan.Plan, error) {
 	}
 	threads := c.Threads
 	p := &plan.Plan{Name: fmt.Sprintf("%s-2ph-%dx%d-%s-1x%d-hs", name, N, L, c.LL, threads), Rank: c.Rank, NRanks: c.NRanks,
-		Channels: chs, Threads: threads, Scratch: c.LL, ScratchSlots: netSlot + 2*(N-1)*puts, NetSlot: netSlot,
+		Channels: lay.channels(), Threads: threads, Scratch: c.LL, ScratchSlots: netSlot + 2*(N-1)*puts, NetSlot: netSlot,
 		MaxBytes: c.PortLLMaxBytes, StageSends: true, Groups: []plan.Group{{Blocks: 1, Ops: ops}}}
 	return p, p.Validate()
 }

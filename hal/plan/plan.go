@@ -889,17 +889,15 @@ func (p *Plan) Validate() error {
 		if c.Net && !c.Port {
 			return bad("channel %d to rank %d: Net is a port channel's (a network carries requests, not loads and stores)", i, c.Peer)
 		}
+		if p.NetSlot > 0 && c.Port && !c.Net {
+			return bad("channel %d to rank %d: a port channel of a plan with split windows (network slots from %d) goes over the network (Net)", i, c.Peer, p.NetSlot)
+		}
 	}
 	if p.NetSlot < 0 || p.NetSlot > p.ScratchSlots || (p.NetSlot > 0 && p.NetSlot == p.ScratchSlots) {
 		return bad("network slots from %d of %d scratch slots (want 0, or below the slot count)", p.NetSlot, p.ScratchSlots)
 	}
 	if p.NetSlot > 0 && len(p.Channels) > 64 {
 		return bad("split windows (network slots from %d) with %d channels: at most 64", p.NetSlot, len(p.Channels))
-	}
-	for i, c := range p.Channels {
-		if p.NetSlot > 0 && c.Port && !c.Net {
-			return bad("channel %d to rank %d: a port channel of a plan with split windows (network slots from %d) goes over the network (Net)", i, c.Peer, p.NetSlot)
-		}
 	}
 	if p.Scratch > LL128 {
 		return bad("scratch protocol %d", p.Scratch)
