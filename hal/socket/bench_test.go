@@ -79,6 +79,29 @@ func BenchmarkSocketPingPong(b *testing.B) {
 	}
 }
 
+// BenchmarkSocketExchange measures rounds in which both ranks put an LL
+// put's shape (a lone 8-byte put carrying the round, nettest.PingSide.Lone)
+// to each other at once and wait for the other's: a two-rank AllGather's
+// host legs over loopback, each direction on its own engine and
+// connection. It reports µs per round, the floor a 64 B AllGather's
+// cycle pays on this machine before any GPU work (docs/network.md), with
+// receivers that consume each frame as they read it (Options.NoPeek) and
+// with peeking receivers (the default).
+func BenchmarkSocketExchange(b *testing.B) {
+	const n = 8
+	for _, mode := range []string{"read", "peek"} {
+		b.Run(mode, func(b *testing.B) {
+			rs := openRanks(b, 2, semArea+n, n, Options{NoPeek: mode == "read"})
+			a, c := rs[0], rs[1]
+			side := func(r *rank, eng hal.Engine, remote hal.Buffer) nettest.PingSide {
+				return nettest.PingSide{Eng: eng, Remote: remote, Src: r.win, Win: r.win, Lone: true}
+			}
+			elapsed := nettest.Exchange(b, side(a, a.eng[1], a.remote[1]), side(c, c.eng[0], c.remote[0]), n, semArea, semOff)
+			b.ReportMetric(float64(elapsed.Nanoseconds())/1e3/float64(b.N), "us/round")
+		})
+	}
+}
+
 // BenchmarkSocketSecure measures the cost of authentication and
 // WEFT_SOCKET_ENCRYPT: puts of 1 MiB (and their signal) from rank 0 to
 // rank 1, timed to the semaphore at the receiver, over 2 connections with

@@ -350,7 +350,7 @@ func (e *Engine) connect(a address, index, conns int) (*sendConn, error) {
 	c.SetDeadline(time.Time{})
 	// Frames go out through the descriptor itself (rawconn_linux.go); the
 	// replies read from it are rare, so its reads do not poll.
-	c = detach(c, 0)
+	c = detach(c, 0, false)
 	return &sendConn{e: e, index: index, conn: c, q: make(chan outFrame, sendQueue)}, nil
 }
 

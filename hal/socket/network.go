@@ -90,6 +90,14 @@ type Options struct {
 	// comes meanwhile costs no wake-up, for a core busy while frames keep
 	// coming. WEFT_SOCKET_SPIN_US, default DefaultSpin (0: sleep at once).
 	Spin time.Duration
+	// NoPeek turns off peeking receivers. By default a receiver that
+	// waited for a frame reads it with MSG_PEEK and takes it from the
+	// socket's queue only when it comes back for the next one
+	// (rawConn.Read): the ACK that Linux sends from the read that drains a
+	// one-way connection's queue then leaves after the frame is applied,
+	// not before (64 B collectives between 2 emulated nodes on 2×H100:
+	// 2–4 µs less, docs/network.md). WEFT_SOCKET_PEEK=0.
+	NoPeek bool
 	// Logger receives the transport's log records, among them every
 	// refused connection with its remote address; nil takes the NET
 	// logger of WEFT_DEBUG.
@@ -111,7 +119,8 @@ type testHooks struct {
 }
 
 // OptionsFromEnv reads WEFT_SOCKET_NSOCKS, WEFT_SOCKET_CHUNK,
-// WEFT_SOCKET_SPIN_US, WEFT_SOCKET_IFNAME and WEFT_TIMEOUT. A malformed or out-of-range value is
+// WEFT_SOCKET_SPIN_US, WEFT_SOCKET_PEEK, WEFT_SOCKET_IFNAME and
+// WEFT_TIMEOUT. A malformed or out-of-range value is
 // an error wrapping hal.ErrInvalidArgument that names the variable.
 func OptionsFromEnv() (Options, error) {
 	var o Options
@@ -137,6 +146,11 @@ func OptionsFromEnv() (Options, error) {
 	} else if ok {
 		o.Spin, o.spinSet = time.Duration(us)*time.Microsecond, true
 	}
+	peek, err := env.Bool("WEFT_SOCKET_PEEK", true)
+	if err != nil {
+		return o, fmt.Errorf("socket: %v: %w", err, hal.ErrInvalidArgument)
+	}
+	o.NoPeek = !peek
 	o.IfName = env.String("WEFT_SOCKET_IFNAME")
 	o.Timeout = env.Timeout()
 	if o.Encrypt, err = auth.EncryptRequested(); err != nil {

@@ -127,11 +127,12 @@ func TestOptionsFromEnv(t *testing.T) {
 	t.Setenv("WEFT_SOCKET_IFNAME", "=lo")
 	t.Setenv("WEFT_TIMEOUT", "3s")
 	t.Setenv("WEFT_SOCKET_SPIN_US", "0")
+	t.Setenv("WEFT_SOCKET_PEEK", "0")
 	o, err := OptionsFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(Options{Conns: 3, Chunk: 64 << 10, IfName: "=lo", Timeout: 3 * time.Second, spinSet: true}, o, cmp.AllowUnexported(Options{})); diff != "" {
+	if diff := cmp.Diff(Options{Conns: 3, Chunk: 64 << 10, IfName: "=lo", Timeout: 3 * time.Second, spinSet: true, NoPeek: true}, o, cmp.AllowUnexported(Options{})); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}
 	// A given spin stays (0: park at once); unset takes DefaultSpin.
@@ -145,13 +146,15 @@ func TestOptionsFromEnv(t *testing.T) {
 		t.Errorf("a spin of 30 µs: %v, %v", d.Spin, err)
 	}
 	t.Setenv("WEFT_SOCKET_SPIN_US", "20")
-	if o, err := OptionsFromEnv(); err != nil || o.Spin != 20*time.Microsecond {
-		t.Errorf("WEFT_SOCKET_SPIN_US=20: spin %v, %v", o.Spin, err)
+	t.Setenv("WEFT_SOCKET_PEEK", "")
+	if o, err := OptionsFromEnv(); err != nil || o.Spin != 20*time.Microsecond || o.NoPeek {
+		t.Errorf("WEFT_SOCKET_SPIN_US=20, WEFT_SOCKET_PEEK unset: spin %v, no peek %v, %v; want peeking", o.Spin, o.NoPeek, err)
 	}
 	for _, c := range []struct{ name, val string }{
 		{"WEFT_SOCKET_NSOCKS", "0"}, {"WEFT_SOCKET_NSOCKS", "65"}, {"WEFT_SOCKET_NSOCKS", "two"},
 		{"WEFT_SOCKET_CHUNK", "100"}, {"WEFT_SOCKET_CHUNK", "1GiB"}, {"WEFT_SOCKET_CHUNK", "big"},
 		{"WEFT_SOCKET_SPIN_US", "-1"}, {"WEFT_SOCKET_SPIN_US", "2000000"}, {"WEFT_SOCKET_SPIN_US", "soon"},
+		{"WEFT_SOCKET_PEEK", "maybe"},
 	} {
 		t.Run(c.name+"="+c.val, func(t *testing.T) {
 			t.Setenv(c.name, c.val)

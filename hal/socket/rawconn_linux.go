@@ -1,6 +1,7 @@
 package socket
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -28,8 +29,16 @@ import (
 // timer. A frame's write there took 7.2 µs and its delivery to the
 // polling reader 3.6 (docs/network.md, the timeline).
 type rawConn struct {
-	fd            int
-	spin          time.Duration
+	fd   int
+	spin time.Duration
+	// peek: a Read that found the socket empty takes what comes with
+	// MSG_PEEK, and the next Read consumes it (Options.NoPeek). unread is
+	// what the last Read peeked; scratch receives nothing (MSG_TRUNC
+	// discards) but gives consume a buffer of that length.
+	peek          bool
+	unread        int
+	peeks         int // reads served by peeking (tests)
+	scratch       []byte
 	local, remote net.Addr
 	rdl, wdl      atomic.Int64 // deadlines, Unix nanoseconds; 0: none
 	closed        atomic.Bool
@@ -40,9 +49,10 @@ type rawConn struct {
 }
 
 // detach returns c's socket as a rawConn polling for spin before it
-// sleeps, and closes c; c itself where it is not a plain TCP connection
-// (an encrypted one, a test's pipe) or the duplicate fails.
-func detach(c net.Conn, spin time.Duration) net.Conn {
+// sleeps (peek: not Options.NoPeek), and closes c; c itself where it is not a
+// plain TCP connection (an encrypted one, a test's pipe) or the duplicate
+// fails.
+func detach(c net.Conn, spin time.Duration, peek bool) net.Conn {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return c
@@ -60,7 +70,10 @@ func detach(c net.Conn, spin time.Duration) net.Conn {
 		unix.Close(fd)
 		return c
 	}
-	rc := &rawConn{fd: fd, spin: spin, local: tc.LocalAddr(), remote: tc.RemoteAddr()}
+	rc := &rawConn{fd: fd, spin: spin, peek: peek, local: tc.LocalAddr(), remote: tc.RemoteAddr()}
+	if peek {
+		rc.scratch = make([]byte, peekMax)
+	}
 	tc.Close() // leaves the netpoller; the socket lives on in fd
 	return rc
 }
@@ -105,21 +118,51 @@ func (c *rawConn) wait(write bool, dl int64) error {
 	return raw.Read(ready)
 }
 
+// peekMax is the largest Read that a rawConn with peek serves by peeking:
+// a frame's header and a small payload, what the receiver's buffered
+// reads ask for. Larger reads (a payload read straight into its window)
+// consume as they read.
+const peekMax = 4096
+
 // Read reads what the socket holds, waiting (spin, then wait) until
 // something is there, the peer closes (io.EOF) or the read deadline
-// passes.
+// passes. With peek, a Read of at most peekMax bytes that found the
+// socket empty returns what then comes without taking it from the
+// socket's queue, and the next Read takes it first (consume): Linux sends
+// the ACK of a connection that carries data one way from the read that
+// drains its queue, so the receiver's frame waits for that segment's
+// transmission when it is read and consumed at once; consumed on the
+// next Read, after the caller has applied it, the ACK leaves off the
+// frame's path (a 64 B hop's ACK costs ~2 µs on the 2×H100 host's
+// loopback, docs/network.md).
 func (c *rawConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	if c.unread > 0 {
+		if err := c.consume(); err != nil {
+			return 0, c.opError("read", err)
+		}
+	}
 	var spinStart time.Time
+	waited := false
 	for {
 		if c.closed.Load() {
 			return 0, net.ErrClosed
 		}
-		n, err := unix.Read(c.fd, p)
+		var n int
+		var err error
+		if waited && c.peek && len(p) <= peekMax {
+			n, _, err = unix.Recvfrom(c.fd, p, unix.MSG_PEEK)
+			if n > 0 {
+				c.unread = n
+				c.peeks++
+			}
+		} else {
+			n, err = unix.Read(c.fd, p)
+		}
 		switch {
 		case n > 0:
 			return n, nil
@@ -130,6 +173,7 @@ func (c *rawConn) Read(p []byte) (int, error) {
 		case err != unix.EAGAIN:
 			return 0, c.opError("read", err)
 		}
+		waited = true
 		if c.spin > 0 {
 			now := time.Now()
 			if spinStart.IsZero() {
@@ -143,6 +187,25 @@ func (c *rawConn) Read(p []byte) (int, error) {
 			return 0, c.opError("read", err)
 		}
 	}
+}
+
+// consume takes the unread bytes the last Read peeked out of the
+// socket's queue: recv with MSG_TRUNC, which discards TCP data instead of
+// copying it (tcp(7)). They are in the queue, so it does not wait.
+func (c *rawConn) consume() error {
+	for c.unread > 0 {
+		n, _, err := unix.Recvfrom(c.fd, c.scratch[:c.unread], unix.MSG_TRUNC)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return err
+		case n <= 0 || n > c.unread:
+			return fmt.Errorf("discarding %d peeked bytes took %d: %w", c.unread, n, io.ErrUnexpectedEOF)
+		}
+		c.unread -= n
+	}
+	return nil
 }
 
 // Write writes all of p (see writev).

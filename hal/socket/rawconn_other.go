@@ -8,7 +8,7 @@ import (
 )
 
 // detach keeps c elsewhere than on Linux (rawconn_linux.go).
-func detach(c net.Conn, spin time.Duration) net.Conn { return c }
+func detach(c net.Conn, spin time.Duration, peek bool) net.Conn { return c }
 
 // writeBuffers writes bufs on c before the deadline.
 func writeBuffers(c net.Conn, bufs net.Buffers, dl time.Time) error {

@@ -122,7 +122,7 @@ func (nd *NetDevice) serve(raw net.Conn) {
 	if err == nil {
 		// Frames come in through the descriptor itself, polled for
 		// Options.Spin between them (rawconn_linux.go).
-		c = detach(c, nd.opts.Spin)
+		c = detach(c, nd.opts.Spin, !nd.opts.NoPeek)
 		rc, err = nd.join(h, c, remote)
 	}
 	if err != nil {

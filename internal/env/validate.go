@@ -132,6 +132,7 @@ var forms = map[string]form{
 	"WEFT_UCX_SPIN_US":                   intForm(1, 1_000_000, "an integer from 1 to 1000000"),
 	"WEFT_SOCKET_CHUNK":                  sizeForm("a size such as 512KiB (1KiB to 64MiB)"),
 	"WEFT_SOCKET_ENCRYPT":                onOff,
+	"WEFT_SOCKET_PEEK":                   onOff,
 	"WEFT_JOB_SECRET": {"32 to 128 hex digits", func(v string) bool {
 		v = strings.TrimSpace(v)
 		return hexRE.MatchString(v) && len(v) >= 32 && len(v) <= 128

@@ -253,6 +253,52 @@ type PingSide struct {
 	Lone bool
 }
 
+// ping sends round i from s: the round number as a lone put, or the n
+// data bytes at dataOff and a signal of the word at semOff, in one
+// batch where s.Batch asks for it.
+func (s PingSide) ping(i int, n int64, dataOff, semOff uint64) error {
+	bt, batch := s.Eng.(hal.EngineBatcher)
+	if batch = batch && s.Batch; batch {
+		bt.BeginBatch()
+	}
+	if s.Lone {
+		atomic.StoreUint64(Word(s.Src, int64(dataOff)), uint64(i))
+		if err := s.Eng.Put(s.Remote.Addr()+semOff, s.Src.Addr()+dataOff, 8); err != nil {
+			return err
+		}
+	} else if err := s.Eng.Put(s.Remote.Addr()+dataOff, s.Src.Addr(), n); err != nil {
+		return err
+	} else if err := s.Eng.Signal(s.Remote.Addr()+semOff, 0, 0); err != nil {
+		return err
+	}
+	if batch {
+		return bt.EndBatch()
+	}
+	return nil
+}
+
+// await polls the word at semOff of s's window until it reaches round i,
+// progressing s's engine as a proxy would (engines that move bytes only
+// while called: hal/ucx), for at most FailBound.
+func (s PingSide) await(i int, semOff uint64) error {
+	deadline := time.Now().Add(FailBound)
+	for atomic.LoadUint64(Word(s.Win, int64(semOff))) < uint64(i) {
+		if _, err := s.Eng.Completed(); err != nil {
+			return err
+		}
+		if e, ok := s.Eng.(interface{ Err() error }); ok {
+			if err := e.Err(); err != nil {
+				return err
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("round %d: no signal within %v", i, FailBound)
+		}
+		runtime.Gosched()
+	}
+	return nil
+}
+
 // PingPong runs b.N round trips between a and c, the timer running: a
 // puts n bytes at byte dataOff of c's window and signals the word at byte
 // semOff; c, on its own goroutine, waits for that signal and answers the
@@ -261,54 +307,44 @@ type PingSide struct {
 // FailBound.
 func PingPong(b *testing.B, a, c PingSide, n int64, dataOff, semOff uint64) time.Duration {
 	b.Helper()
-	ping := func(s PingSide, i int) error {
-		bt, batch := s.Eng.(hal.EngineBatcher)
-		if batch = batch && s.Batch; batch {
-			bt.BeginBatch()
-		}
-		if s.Lone {
-			atomic.StoreUint64(Word(s.Src, int64(dataOff)), uint64(i))
-			if err := s.Eng.Put(s.Remote.Addr()+semOff, s.Src.Addr()+dataOff, 8); err != nil {
+	return run2(b, a, c, func(s PingSide, i int, first bool) error {
+		if first {
+			if err := s.ping(i, n, dataOff, semOff); err != nil {
 				return err
 			}
-		} else if err := s.Eng.Put(s.Remote.Addr()+dataOff, s.Src.Addr(), n); err != nil {
+			return s.await(i, semOff)
+		}
+		if err := s.await(i, semOff); err != nil {
 			return err
-		} else if err := s.Eng.Signal(s.Remote.Addr()+semOff, 0, 0); err != nil {
+		}
+		return s.ping(i, n, dataOff, semOff)
+	})
+}
+
+// Exchange runs b.N rounds in which a and c both send (as PingPong's
+// ping) and then wait for the other's message of the round: the shape of
+// a two-rank AllGather, each direction on its own engine, both messages
+// in flight together. It returns the time of the b.N rounds (a round's
+// time is what a two-rank collective's host legs cost per call).
+func Exchange(b *testing.B, a, c PingSide, n int64, dataOff, semOff uint64) time.Duration {
+	b.Helper()
+	return run2(b, a, c, func(s PingSide, i int, _ bool) error {
+		if err := s.ping(i, n, dataOff, semOff); err != nil {
 			return err
 		}
-		if batch {
-			return bt.EndBatch()
-		}
-		return nil
-	}
-	await := func(s PingSide, i int) error {
-		deadline := time.Now().Add(FailBound)
-		for atomic.LoadUint64(Word(s.Win, int64(semOff))) < uint64(i) {
-			// Engines that move bytes only while called (hal/ucx) are
-			// progressed as the proxy would.
-			if _, err := s.Eng.Completed(); err != nil {
-				return err
-			}
-			if e, ok := s.Eng.(interface{ Err() error }); ok {
-				if err := e.Err(); err != nil {
-					return err
-				}
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("round %d: no signal within %v", i, FailBound)
-			}
-			runtime.Gosched()
-		}
-		return nil
-	}
+		return s.await(i, semOff)
+	})
+}
+
+// run2 runs round(a, i, true) for i = 1 … b.N on the benchmark's
+// goroutine, timed, and round(c, i, false) on another, and returns the
+// time of a's rounds.
+func run2(b *testing.B, a, c PingSide, round func(s PingSide, i int, first bool) error) time.Duration {
+	b.Helper()
 	done := make(chan error, 1)
 	go func() {
 		for i := 1; i <= b.N; i++ {
-			if err := await(c, i); err != nil {
-				done <- err
-				return
-			}
-			if err := ping(c, i); err != nil {
+			if err := round(c, i, false); err != nil {
 				done <- err
 				return
 			}
@@ -318,10 +354,7 @@ func PingPong(b *testing.B, a, c PingSide, n int64, dataOff, semOff uint64) time
 	b.ResetTimer()
 	start := time.Now()
 	for i := 1; i <= b.N; i++ {
-		if err := ping(a, i); err != nil {
-			b.Fatal(err)
-		}
-		if err := await(a, i); err != nil {
+		if err := round(a, i, true); err != nil {
 			b.Fatal(err)
 		}
 	}
