@@ -76,3 +76,22 @@ func BenchmarkUCXPingPong(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUCXExchange measures rounds in which both ranks put the round
+// number to each other at once as a lone put (an LL put's shape,
+// nettest.PingSide.Lone) and wait for the other's, over UCX's TCP and
+// shared-memory transports: a two-rank AllGather's host legs. It reports
+// µs per round; BenchmarkSocketExchange is the socket transport's.
+func BenchmarkUCXExchange(b *testing.B) {
+	needUCX(b)
+	for _, tls := range transports {
+		b.Run(tls, func(b *testing.B) {
+			rs := openRanks(b, 2, 4096, 4096, testOptions(tls, StagingAuto), testSecret)
+			side := func(x int) nettest.PingSide {
+				return nettest.PingSide{Eng: rs[x].eng[1-x], Remote: rs[x].remote[1-x], Src: rs[x].win, Win: rs[x].win, Lone: true}
+			}
+			elapsed := nettest.Exchange(b, side(0), side(1), 8, 64, 0)
+			b.ReportMetric(float64(elapsed.Nanoseconds())/1e3/float64(b.N), "µs/round")
+		})
+	}
+}
