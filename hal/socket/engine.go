@@ -105,8 +105,13 @@ type Engine struct {
 	hostMu   sync.Mutex
 	hostSrcs []*hostSource
 	// inlineHdr is the header buffer of frames the issuing goroutine
-	// writes itself (issueInline).
-	inlineHdr [headerSize]byte
+	// writes itself (issueInline), inlineBufs the vector of their writes
+	// and heldBuf the held put (held points to it): kept in the engine,
+	// so that an inline frame allocates nothing.
+	inlineHdr     [headerSize]byte
+	inlineTrailer [trailerSize]byte
+	inlineBufs    [3][]byte
+	heldBuf       heldPut
 
 	wakeStager    chan struct{}
 	wakeCompleter chan struct{}
@@ -770,6 +775,7 @@ func (c *sendConn) sender() {
 	e := c.e
 	defer e.wg.Done()
 	hdr := make([]byte, headerSize)
+	var vec [2][]byte // a frame's write vector, reused
 	hooks := e.nd.opts.hooks
 	for {
 		var of outFrame
@@ -795,7 +801,7 @@ func (c *sendConn) sender() {
 			hooks.beforeSend(c.index, of.f.seq)
 		}
 		encodeHeader(hdr, of.f)
-		bufs := net.Buffers{hdr}
+		bufs := append(vec[:0], hdr)
 		switch {
 		case of.payload != nil:
 			bufs = append(bufs, of.payload)
@@ -1067,7 +1073,8 @@ func (e *Engine) issueInline(r request, idx uint64) error {
 				return err
 			}
 			e.fromHost.Add(1)
-			e.held = &heldPut{r: r, idx: idx, t: t, payload: host, hold: hold}
+			e.heldBuf = heldPut{r: r, idx: idx, t: t, payload: host, hold: hold}
+			e.held = &e.heldBuf
 			if !e.batch {
 				return e.sendHeld(nil)
 			}
@@ -1124,14 +1131,14 @@ func (e *Engine) EndBatch() error {
 // sig as one put-with-signal frame, whose request the caller retires.
 // The held put is retired either way.
 func (e *Engine) sendHeld(sig *request) error {
-	h := e.held
-	e.held = nil
+	h := *e.held
+	e.held, e.heldBuf = nil, heldPut{}
 	defer h.hold.Release()
 	f := frame{kind: framePut, seq: e.nextSeq.Add(1) - 1, a: h.r.dst, b: h.r.n}
 	var trailer []byte
 	if sig != nil {
 		f.kind, f.c = framePutSignal, sig.n
-		trailer = make([]byte, trailerSize)
+		trailer = e.inlineTrailer[:]
 		binary.BigEndian.PutUint64(trailer, sig.dst)
 		binary.BigEndian.PutUint64(trailer[8:], sig.src)
 		e.merged.Add(1)
@@ -1242,7 +1249,7 @@ func (e *Engine) writeInline(f frame, payload []byte, trailer ...[]byte) error {
 		hooks.beforeSend(c.index, f.seq)
 	}
 	encodeHeader(e.inlineHdr[:], f)
-	bufs := net.Buffers{e.inlineHdr[:]}
+	bufs := append(e.inlineBufs[:0], e.inlineHdr[:])
 	if len(payload) > 0 {
 		bufs = append(bufs, payload)
 	}
