@@ -76,7 +76,7 @@ GPU_PKGS = ./hal/nvlink ./hal/nvswitch ./hal/pcie ./internal/cudadev ./internal/
 # bundle is about 73 MiB, so each issue's script has a bundle of what it runs:
 #   make gpu-bundle-tune   scripts/gpu-tune.sh  (weft, weft.test)
 #   make gpu-bundle-port   scripts/gpu-port.sh  (weft, moe, weft.test, nvlink/pcie/cudadev tests)
-#   make gpu-bundle-net    scripts/gpu-net.sh   (weft)
+#   make gpu-bundle-net    scripts/gpu-net.sh   (weft); scripts/gpu-nodes.sh (emulated nodes of several GPUs, NCCL beside) with any bundle
 #   make gpu-bundle-harden scripts/gpu-harden.sh (weft, libweft_nccl.so, weft/nvlink/cudadev tests)
 gpu-bundle:
 	$(MAKE) gpu-bundle-pkgs PKGS="$(GPU_PKGS)" EXTRA="nccl moe"
@@ -122,7 +122,7 @@ gpu-bundle-pkgs:
 	  name=$$(echo $$p | sed 's#^\./##; s#/#_#g; s#^\.$$#weft#'); \
 	  CGO_ENABLED=1 $(GO) test -c -ldflags='-s -w' -o .gpu/$$name.test $$p || exit 1; \
 	done
-	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/gpu-net.sh scripts/gpu-tune.sh scripts/gpu-harden.sh scripts/gpu-final.sh scripts/gpu-tune-ring.sh scripts/gpu-accept.sh scripts/gpu-fsdp.sh scripts/gpu-four.sh scripts/steps.sh .gpu/
+	cp scripts/gpu-check.sh scripts/gpu-dropin.sh scripts/gpu-port.sh scripts/gpu-net.sh scripts/gpu-tune.sh scripts/gpu-harden.sh scripts/gpu-final.sh scripts/gpu-tune-ring.sh scripts/gpu-accept.sh scripts/gpu-fsdp.sh scripts/gpu-four.sh scripts/gpu-nodes.sh scripts/steps.sh .gpu/
 	@du -sh .gpu
 
 # Issue 10's one-GPU check (scripts/gpu-switch.sh): stripped binaries, well inside the device
