@@ -155,7 +155,7 @@ func TestRawConnPeek(t *testing.T) {
 				errc <- err
 				return
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(2 * time.Millisecond)
 		}
 		errc <- a.Close()
 	}()
@@ -185,7 +185,7 @@ func TestRawConnPeek(t *testing.T) {
 	if b.unread != 0 {
 		t.Fatalf("%d peeked bytes left unconsumed at EOF", b.unread)
 	}
-	if b.peeks < len(sizes)/2 {
+	if b.peeks < len(sizes)/3 {
 		t.Fatalf("%d of %d frames were peeked: the test did not exercise peeking", b.peeks, len(sizes))
 	}
 	if err := <-errc; err != nil {
