@@ -399,3 +399,37 @@ func allReduce2PALLHost(t *testing.T, proto string) {
 		}
 	}
 }
+
+// TestAllReduceTakesLaunchLL: Comm.AllReduce with the default tiers takes
+// Launch's LL plan for the sizes where its own tiers would run a 2PA and
+// Launch serves LL packets, up to Config.WindowLLMaxBytes
+// (Comm.allReduceLaunchLL): on hal/host the wide 1PA at 128–192 KiB on 2
+// ranks and the two-phase LL to 384 KiB on 3; its own tiers below (the
+// narrow 1PA) and above (the 2PA). AllReducePlan names the plan that
+// served, and every element is right in and out of place.
+func TestAllReduceTakesLaunchLL(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("%d-ranks", n), func(t *testing.T) {
+			sizes := []int64{64 << 10, 160 << 10, 300 << 10, 2 << 20}
+			errs := runRanks(t, "host", n, func(rank int, c *weft.Comm, dev hal.Device, s hal.Stream) error {
+				for _, b := range sizes {
+					count := b / 4
+					call := weft.Call{Coll: algorithms.AllReduce, Send: 16, Recv: 16, Count: count, Type: plan.Float32, Op: plan.Sum}
+					own, launch := c.AllReducePlan(count, plan.Float32, plan.Sum), c.PlanName(call)
+					wantLaunch := b == 160<<10 || (b == 300<<10 && n >= 3)
+					zeroCopy2PA := strings.Contains(own, "-2pa-") && !strings.Contains(own, "-LL")
+					switch {
+					case wantLaunch && (own != launch || !strings.Contains(launch, "-LL")):
+						return fmt.Errorf("%d bytes: Comm.AllReduce's plan %q, want Launch's LL plan (%q)", b, own, launch)
+					case b == 64<<10 && !strings.Contains(own, "-1pa-LL"):
+						return fmt.Errorf("%d bytes: Comm.AllReduce's plan %q, want its narrow 1PA tier", b, own)
+					case !wantLaunch && b > 64<<10 && (!zeroCopy2PA || own == launch):
+						return fmt.Errorf("%d bytes: Comm.AllReduce's plan %q, want its zero-copy 2PA (Launch: %q)", b, own, launch)
+					}
+				}
+				return sweep(sizes, plan.Float32, plan.Sum)(rank, c, dev, s)
+			})
+			reportRanks(t, errs)
+		})
+	}
+}

@@ -203,7 +203,7 @@ var launchStages = []string{"plan choice", "program lookup", "stream order", "en
 func (c *Comm) selectPlan(call Call, zeroCopy, setUp bool) (algorithms.Choice, *algo, error) {
 	bytes := call.Count * int64(call.Type.Size())
 	switch {
-	case zeroCopy && !c.allReduceViaLaunch():
+	case zeroCopy && !c.allReduceViaLaunch() && !c.allReduceLaunchLL(call):
 		choices := choicesOf(c.allreduce)
 		a := c.allreduce[algorithms.Select(choices, bytes)]
 		return a.choice, a, nil
@@ -731,6 +731,32 @@ func (c *Comm) allReduceViaLaunch() bool {
 	return len(c.allreduce) == 0 || c.cfg.Algo == algorithms.PortFamily || c.cfg.Algo == algorithms.NVLSFamily
 }
 
+// allReduceLaunchLL reports whether Comm.AllReduce takes call through
+// Launch's LL plan instead of its own zero-copy tiers: where those would
+// run a 2PA (it reads the peers' buffers in place) on a message of at most
+// Config.WindowLLMaxBytes that Launch serves with LL packets (its wide 1PA
+// reaches 2–4 MiB on 2 GPUs). The rule and its bound are the symmetric
+// windows' (window.go): on 2×H100 a 512 KB AllReduce took 4.5 µs on LL
+// against 10.2 on the zero-copy 2PA, 2 MB 20.4 against 14.6
+// (docs/bench/2026-11-29-h100x2, calls 3–4); through Comm.AllReduce the
+// 2PA took 9.9 µs at 512 KB where the NCCL API's LL took 6.1
+// (docs/bench/2026-11-27l-h100x2, calls 4 and 6). Only with the default
+// tiers: a tier list given by WEFT_ALLREDUCE, a tuning file or the tuner
+// (Config.AllReduce) serves the sizes it names. Every rank decides alike:
+// the size, the tiers and the bound agree across ranks.
+func (c *Comm) allReduceLaunchLL(call Call) bool {
+	bytes := call.Count * int64(call.Type.Size())
+	if bytes > c.cfg.WindowLLMaxBytes || len(c.allreduce) == 0 || len(c.cfg.AllReduce) > 0 {
+		return false
+	}
+	own := c.allreduce[algorithms.Select(choicesOf(c.allreduce), bytes)].choice.Plan
+	if own == nil || own.Scratch != plan.Simple {
+		return false // its own tier is an LL plan already
+	}
+	p := c.planFor(call, false)
+	return p != nil && p.Scratch != plan.Simple
+}
+
 // AllReduce enqueues an AllReduce of count elements of type t with operator
 // op on stream s: out[i] = in_0[i] ⊕ … ⊕ in_{n−1}[i] on every rank. in and
 // out may be the same buffer (in place). count may be 0.
@@ -748,7 +774,7 @@ func (c *Comm) AllReduce(in, out hal.Buffer, count int64, t DataType, op RedOp, 
 	if c.cearServes(call, true) && count > 0 {
 		return c.allReduceCE(call, out, s)
 	}
-	if c.allReduceViaLaunch() {
+	if c.allReduceViaLaunch() || c.allReduceLaunchLL(call) {
 		return c.Launch(call, s)
 	}
 	a, err := c.selectAlgo(call, true)

@@ -250,7 +250,10 @@ type Config struct {
 	// with the buffers mapped a 2 MB AllReduce takes 14.6 µs on the
 	// zero-copy 2PA against 20.4 on LL, while at 512 KB LL wins (4.5
 	// against 10.2; 2×H100, docs/bench/2026-11-29-h100x2, calls 3–4):
-	// 1 MiB by default (WEFT_WINDOW_LL_MAX_BYTES).
+	// 1 MiB by default (WEFT_WINDOW_LL_MAX_BYTES). The root package's
+	// Comm.AllReduce applies the same bound to its default tiers: where
+	// they would run a 2PA and Launch has an LL plan, Launch's plan serves
+	// up to it.
 	WindowLLMaxBytes int64
 	// CEAllReduce shapes that executor: Blocks × Threads of each window's
 	// reduction kernel and Window, the bytes of a window per peer
