@@ -51,6 +51,7 @@ type Comm struct {
 
 	net       *channels.Network   // peers on other nodes (nil: none)
 	allreduce []*algo             // zero-copy AllReduce (Comm.AllReduce)
+	arChoices []algorithms.Choice // their choices (choicesOf), for selection without an allocation per call
 	p2p       []*algo             // point-to-point (LaunchP2P): per peer window, smallest operations first
 	p2pWins   []p2pWindow         // the peer windows of p2p, in order (p2p.go)
 	p2pProgs  []hal.Program       // p2p's compiled programs, once all are (p2pPrograms)
@@ -181,6 +182,7 @@ func NewComm(ctx context.Context, boot Bootstrap, dev hal.Device, opts Options) 
 		if c.allreduce, err = c.setupAlgos(choices); err != nil {
 			return nil, err
 		}
+		c.arChoices = choicesOf(c.allreduce)
 	}
 	// Point-to-point operations involve only some ranks, so their plans
 	// (over port channels where links are port-mapped only; one set per
@@ -593,7 +595,7 @@ func (c *Comm) Close() error {
 	// (p2pce.go): its copies have ended with the streams.
 	errs = append(errs, c.imports.close())
 	c.mu.Lock()
-	c.allreduce, c.p2p, c.p2pWins, c.colls = nil, nil, nil, map[collKey][]*algo{}
+	c.allreduce, c.arChoices, c.p2p, c.p2pWins, c.colls = nil, nil, nil, nil, map[collKey][]*algo{}
 	c.mu.Unlock()
 	c.mu.Lock()
 	for k, r := range c.regs {

@@ -204,8 +204,7 @@ func (c *Comm) selectPlan(call Call, zeroCopy, setUp bool) (algorithms.Choice, *
 	bytes := call.Count * int64(call.Type.Size())
 	switch {
 	case zeroCopy && !c.allReduceViaLaunch() && !c.allReduceLaunchLL(call):
-		choices := choicesOf(c.allreduce)
-		a := c.allreduce[algorithms.Select(choices, bytes)]
+		a := c.allreduce[algorithms.Select(c.arChoices, bytes)]
 		return a.choice, a, nil
 	case call.Coll == algorithms.SendRecv || c.allToAllByP2P(call):
 		a := c.p2pAlgo(bytes)
@@ -746,10 +745,10 @@ func (c *Comm) allReduceViaLaunch() bool {
 // the size, the tiers and the bound agree across ranks.
 func (c *Comm) allReduceLaunchLL(call Call) bool {
 	bytes := call.Count * int64(call.Type.Size())
-	if bytes > c.cfg.WindowLLMaxBytes || len(c.allreduce) == 0 || len(c.cfg.AllReduce) > 0 {
+	if bytes > c.cfg.WindowLLMaxBytes || len(c.arChoices) == 0 || len(c.cfg.AllReduce) > 0 {
 		return false
 	}
-	own := c.allreduce[algorithms.Select(choicesOf(c.allreduce), bytes)].choice.Plan
+	own := c.arChoices[algorithms.Select(c.arChoices, bytes)].Plan
 	if own == nil || own.Scratch != plan.Simple {
 		return false // its own tier is an LL plan already
 	}
