@@ -156,7 +156,7 @@ func (c *rawConn) Read(p []byte) (int, error) {
 		var n int
 		var err error
 		if waited && c.peek && len(p) <= peekMax {
-			n, err = recv(c.fd, p, unix.MSG_PEEK)
+			n, err = sysRecv(c.fd, p, unix.MSG_PEEK)
 			if n > 0 {
 				c.unread = n
 				c.peeks++
@@ -195,7 +195,7 @@ func (c *rawConn) Read(p []byte) (int, error) {
 // copying it (tcp(7)). They are in the queue, so it does not wait.
 func (c *rawConn) consume() error {
 	for c.unread > 0 {
-		n, err := recv(c.fd, c.scratch[:c.unread], unix.MSG_TRUNC)
+		n, err := sysRecv(c.fd, c.scratch[:c.unread], unix.MSG_TRUNC)
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -225,7 +225,7 @@ func (c *rawConn) writev(bufs [][]byte) (int64, error) {
 		if c.closed.Load() {
 			return total, net.ErrClosed
 		}
-		n, err := writev(c.fd, bufs)
+		n, err := sysWritev(c.fd, bufs)
 		if n > 0 {
 			total += int64(n)
 			for n > 0 && len(bufs) > 0 {
@@ -290,10 +290,10 @@ func (c *rawConn) SetDeadline(t time.Time) error {
 func (c *rawConn) SetReadDeadline(t time.Time) error  { c.rdl.Store(deadline(t)); return nil }
 func (c *rawConn) SetWriteDeadline(t time.Time) error { c.wdl.Store(deadline(t)); return nil }
 
-// recv is recv(2) of a connected socket into p (len(p) > 0) with flags:
+// sysRecv is recv(2) of a connected socket into p (len(p) > 0) with flags:
 // unix.Recvfrom allocates the sender's address on every call, which a
 // reader polling an empty socket makes thousands of times a second.
-func recv(fd int, p []byte, flags int) (int, error) {
+func sysRecv(fd int, p []byte, flags int) (int, error) {
 	n, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), uintptr(flags), 0, 0)
 	if e != 0 {
 		return 0, e
@@ -301,13 +301,13 @@ func recv(fd int, p []byte, flags int) (int, error) {
 	return int(n), nil
 }
 
-// writevMax is how many buffers writev passes from an array on the stack:
+// writevMax is how many buffers sysWritev passes from an array on the stack:
 // a frame's header, payload and trailer. More take unix.Writev.
 const writevMax = 4
 
-// writev is writev(2) of bufs without the allocation of unix.Writev's
+// sysWritev is writev(2) of bufs without the allocation of unix.Writev's
 // vector (one per frame written).
-func writev(fd int, bufs [][]byte) (int, error) {
+func sysWritev(fd int, bufs [][]byte) (int, error) {
 	if len(bufs) > writevMax {
 		return unix.Writev(fd, bufs)
 	}

@@ -4,10 +4,12 @@
 // docs/bench/2026-11-27l-h100x2). Two goroutines locked to OS threads, descriptors out of Go's
 // netpoller (non-blocking read/write, readers spinning), 200-byte messages (a 64 B LL put's
 // frame). Modes:
-//   pp-bi   ping-pong on one connection (both directions share it: ACKs ride on data)
-//   pp-uni  ping-pong, each direction on its own connection (weft's and NCCL's shape)
-//   ex-uni  exchange: both sides write, then read the other's message (a 2-rank AllGather)
-//   ex-bi   the exchange on one connection
+//
+//	pp-bi   ping-pong on one connection (both directions share it: ACKs ride on data)
+//	pp-uni  ping-pong, each direction on its own connection (weft's and NCCL's shape)
+//	ex-uni  exchange: both sides write, then read the other's message (a 2-rank AllGather)
+//	ex-bi   the exchange on one connection
+//
 // A mode ending in "-qa0" sets TCP_QUICKACK to 0 on the read side before each message's read
 // (delayed-ACK "pingpong" mode: a receive-only connection otherwise ACKs every small segment from
 // the reader's read call). A mode ending in "-peek" reads each message with MSG_PEEK and consumes
@@ -18,12 +20,12 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"net"
 	"os"
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
