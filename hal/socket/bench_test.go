@@ -82,17 +82,16 @@ func BenchmarkSocketPingPong(b *testing.B) {
 // BenchmarkSocketExchange measures rounds in which both ranks put an LL
 // put's shape (a lone 8-byte put carrying the round, nettest.PingSide.Lone)
 // to each other at once and wait for the other's: a two-rank AllGather's
-// host legs over loopback, each direction on its own engine. It reports
-// µs per round, the floor a 64 B AllGather's cycle pays on this machine
-// before any GPU work (docs/network.md): with a connection per engine
-// whose receiver consumes each frame as it reads it (Options.NoPair,
-// Options.NoPeek: "read") or peeks ("peek"), and with both engines on
-// one connection ("paired", the default).
+// host legs over loopback, each direction on its own engine and
+// connection. It reports µs per round, the floor a 64 B AllGather's
+// cycle pays on this machine before any GPU work (docs/network.md), with
+// receivers that consume each frame as they read it (Options.NoPeek) and
+// with peeking receivers (the default).
 func BenchmarkSocketExchange(b *testing.B) {
 	const n = 8
-	for _, mode := range []string{"read", "peek", "paired"} {
+	for _, mode := range []string{"read", "peek"} {
 		b.Run(mode, func(b *testing.B) {
-			rs := openRanks(b, 2, semArea+n, n, Options{NoPeek: mode == "read", NoPair: mode != "paired"})
+			rs := openRanks(b, 2, semArea+n, n, Options{NoPeek: mode == "read"})
 			a, c := rs[0], rs[1]
 			side := func(r *rank, eng hal.Engine, remote hal.Buffer) nettest.PingSide {
 				return nettest.PingSide{Eng: eng, Remote: remote, Src: r.win, Win: r.win, Lone: true}

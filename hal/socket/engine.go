@@ -1,7 +1,6 @@
 package socket
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -194,22 +193,13 @@ type heldPut struct {
 	hold    netcore.Hold
 }
 
-// sendConn is one connection of an engine: its side of a link (link.go),
-// whose reader hands it the receiver's replies (onReply).
+// sendConn is one connection of an engine.
 type sendConn struct {
 	e     *Engine
 	index int
-	l     *link
+	conn  net.Conn
 	q     chan outFrame
 	acked atomic.Bool // the receiver acknowledged the goodbye
-	// attaching: the engine has sent its attach hello on a link the peer
-	// dialled (link.go) and waits on answer for the reply.
-	attaching atomic.Bool
-	answer    chan error
-}
-
-func (e *Engine) newSendConn(index int) *sendConn {
-	return &sendConn{e: e, index: index, q: make(chan outFrame, sendQueue), answer: make(chan error, 1)}
 }
 
 // outFrame is a frame staged for a connection: slot is the staging slot
@@ -265,7 +255,7 @@ func (nd *NetDevice) dial(a address) (*Engine, error) {
 	}
 	undo := func() {
 		for _, c := range e.conns {
-			c.l.close()
+			c.conn.Close()
 		}
 		if e.own != nil {
 			e.own.Close()
@@ -284,22 +274,13 @@ func (nd *NetDevice) dial(a address) (*Engine, error) {
 		undo()
 		return nil, fmt.Errorf("%s: the device's own engine: %w", e.describe(), err)
 	}
-	if o.Conns == 1 {
-		c, err := e.pairedConn(a)
+	for i := range o.Conns {
+		c, err := e.connect(a, i, o.Conns)
 		if err != nil {
 			undo()
 			return nil, err
 		}
 		e.conns = append(e.conns, c)
-	} else {
-		for i := range o.Conns {
-			c, err := e.connect(a, i, o.Conns, false)
-			if err != nil {
-				undo()
-				return nil, err
-			}
-			e.conns = append(e.conns, c)
-		}
 	}
 	nd.mu.Lock()
 	if nd.closed {
@@ -308,28 +289,14 @@ func (nd *NetDevice) dial(a address) (*Engine, error) {
 		return nil, fmt.Errorf("%s: the NetDevice is closed: %w", e.describe(), hal.ErrInvalidUsage)
 	}
 	nd.engines[e] = struct{}{}
-	// The readers of the links this engine dialled (an attached link's
-	// runs already, at its dialler's receiver).
-	var readers []*link
-	for _, c := range e.conns {
-		if c.l.dialed {
-			readers = append(readers, c.l)
-		}
-	}
-	nd.wg.Add(len(readers))
 	nd.mu.Unlock()
 	e.desc = e.describe() // final: every connection is open, nothing runs yet
-	e.wg.Add(2 + len(e.conns))
+	e.wg.Add(2 + 2*len(e.conns))
 	go e.stager()
 	go e.completer()
 	for _, c := range e.conns {
 		go c.sender()
-	}
-	for _, l := range readers {
-		go func() {
-			defer nd.wg.Done()
-			l.run()
-		}()
+		go c.reader()
 	}
 	e.log.Info("socket engine connected", "remote", e.remote, "conns", len(e.conns), "chunk", e.chunk, "engine", e.id)
 	return e, nil
@@ -346,10 +313,8 @@ func (e *Engine) describe() string {
 }
 
 // connect opens connection index of conns: dial, handshake, wait for the
-// receiver's answer. pairable offers the connection to the peer's engine
-// (link.go); the peer may answer with a redirect, returned as the error
-// redirected.
-func (e *Engine) connect(a address, index, conns int, pairable bool) (*sendConn, error) {
+// receiver's answer.
+func (e *Engine) connect(a address, index, conns int) (*sendConn, error) {
 	var (
 		c       net.Conn
 		lastErr error
@@ -377,43 +342,21 @@ func (e *Engine) connect(a address, index, conns int, pairable bool) (*sendConn,
 	}
 	c.SetDeadline(time.Now().Add(e.timeout))
 	h := hello{index: index, conns: conns, job: e.nd.job, nonce: a.nonce, src: e.nd.cfg.Rank, dst: a.rank, engine: e.id, chunk: e.chunk}
-	if pairable {
-		h.flags = helloPairable
-	}
 	if _, err := c.Write(encodeHello(h)); err != nil {
 		return fail(fmt.Errorf("handshake: %v: %w", err, hal.ErrRemote))
 	}
 	k, reason, err := readReply(c)
-	switch {
-	case err != nil:
+	if err != nil {
 		return fail(fmt.Errorf("handshake answer: %v: %w", err, hal.ErrRemote))
-	case k == replyRedirect && pairable:
-		c.Close()
-		return nil, redirected{engine: binary.BigEndian.Uint64([]byte(reason))}
-	case k != replyAccept:
+	}
+	if k != replyAccept {
 		return fail(fmt.Errorf("refused: %s: %w", reason, hal.ErrRemote))
 	}
 	c.SetDeadline(time.Time{})
-	// Frames go out through the descriptor itself (rawconn_linux.go). A
-	// connection offered to the peer's engine may carry its frames too,
-	// and reads them as a receiver does; otherwise the replies read from
-	// it are rare, and its reads do not poll.
-	spin, peek := time.Duration(0), false
-	if pairable {
-		spin, peek = e.nd.opts.Spin, !e.nd.opts.NoPeek
-	}
-	c = detach(c, spin, peek)
-	sc := e.newSendConn(index)
-	sc.l = &link{nd: e.nd, peer: a.rank, conn: c, br: bufio.NewReaderSize(c, recvBufSize), remote: e.remote,
-		dialed: true, pairable: pairable, engine: e.id, send: sc}
-	e.nd.mu.Lock()
-	if in := e.nd.intents[e.id]; in != nil {
-		sc.l.reserved = in.reserved
-		delete(e.nd.intents, e.id)
-	}
-	e.nd.links[sc.l] = struct{}{}
-	e.nd.mu.Unlock()
-	return sc, nil
+	// Frames go out through the descriptor itself (rawconn_linux.go); the
+	// replies read from it are rare, so its reads do not poll.
+	c = detach(c, 0, false)
+	return &sendConn{e: e, index: index, conn: c, q: make(chan outFrame, sendQueue)}, nil
 }
 
 // readReply reads one reply frame.
@@ -550,7 +493,7 @@ func (e *Engine) fail(err error, peerFault bool) {
 	}
 	close(e.dead)
 	for _, c := range e.conns {
-		c.l.close()
+		c.conn.Close()
 	}
 	e.progress.Notify()
 	if peerFault {
@@ -867,7 +810,7 @@ func (c *sendConn) sender() {
 			bufs = append(bufs, e.staging.Host()[off:off+int(of.f.b)])
 		}
 		ts := stageprof.TraceStart()
-		if err := c.l.write(bufs, time.Now().Add(e.timeout)); err != nil {
+		if err := writeBuffers(c.conn, bufs, time.Now().Add(e.timeout)); err != nil {
 			e.fail(c.lost(err, fmt.Sprintf("writing %v frame %d", of.f.kind, of.f.seq)), true)
 			return
 		}
@@ -904,58 +847,47 @@ func (c *sendConn) lost(err error, where string) error {
 	return fmt.Errorf("%s: connection %d lost %s: %v: %w", e.describe(), c.index, where, err, hal.ErrRemote)
 }
 
-// onReply takes a reply of the receiver (the link's reader calls it):
-// the answer to an attach, a refusal, the goodbye's acknowledgement or
-// the peer's close.
-func (c *sendConn) onReply(k replyKind, reason string) {
+// reader takes the receiver's replies.
+func (c *sendConn) reader() {
 	e := c.e
-	if c.attaching.Swap(false) {
+	defer e.wg.Done()
+	for {
+		k, reason, err := readReply(c.conn)
+		if err != nil {
+			select {
+			case <-e.stop:
+				return
+			default:
+			}
+			if c.acked.Load() || e.remoteClosed.Load() {
+				return
+			}
+			if errors.Is(err, errMagic) || errors.Is(err, errMalformed) {
+				e.fail(fmt.Errorf("%s: connection %d: bad reply: %v: %w", e.describe(), c.index, err, hal.ErrRemote), true)
+				return
+			}
+			e.fail(c.lost(err, "while waiting for replies"), true)
+			return
+		}
 		switch k {
-		case replyAccept:
-			c.answer <- nil
 		case replyReject:
-			c.answer <- fmt.Errorf("%s: the peer refused the attach: %s: %w", e.describe(), reason, hal.ErrRemote)
+			e.fail(fmt.Errorf("%s: connection %d: the receiver refused: %s: %w", e.describe(), c.index, reason, hal.ErrRemote), true)
+			return
+		case replyByeAck:
+			c.acked.Store(true)
+			e.progress.Notify()
+		case replyClosing:
+			e.remoteClosed.Store(true)
+			if e.pending() {
+				e.fail(fmt.Errorf("%s: rank %d closed its socket transport with requests of this engine in flight: %w", e.describe(), e.peer, hal.ErrRemote), true)
+			}
+			e.progress.Notify()
+			return
 		default:
-			c.answer <- fmt.Errorf("%s: unexpected %d reply to the attach: %w", e.describe(), k, hal.ErrRemote)
+			e.fail(fmt.Errorf("%s: connection %d: unexpected %d reply: %w", e.describe(), c.index, k, hal.ErrRemote), true)
+			return
 		}
-		return
 	}
-	switch k {
-	case replyReject:
-		e.fail(fmt.Errorf("%s: connection %d: the receiver refused: %s: %w", e.describe(), c.index, reason, hal.ErrRemote), true)
-	case replyByeAck:
-		c.acked.Store(true)
-		e.progress.Notify()
-	case replyClosing:
-		e.remoteClosed.Store(true)
-		if e.pending() {
-			e.fail(fmt.Errorf("%s: rank %d closed its socket transport with requests of this engine in flight: %w", e.describe(), e.peer, hal.ErrRemote), true)
-		}
-		e.progress.Notify()
-	default:
-		e.fail(fmt.Errorf("%s: connection %d: unexpected %d reply: %w", e.describe(), c.index, k, hal.ErrRemote), true)
-	}
-}
-
-// stopped tells the engine that its link's reader stopped on err (a
-// broken connection): an attach under way ends with errLinkLost; an
-// engine that is closing, was acknowledged or whose peer closed loses
-// nothing; any other fails.
-func (c *sendConn) stopped(err error) {
-	e := c.e
-	if c.attaching.Swap(false) {
-		c.answer <- errLinkLost
-		return
-	}
-	select {
-	case <-e.stop:
-		return
-	default:
-	}
-	if c.acked.Load() || e.remoteClosed.Load() {
-		return
-	}
-	e.fail(c.lost(err, "while waiting for replies"), true)
 }
 
 // pending reports whether requests are not yet written to the network.
@@ -1025,11 +957,7 @@ func (e *Engine) shutdown() error {
 	}
 	close(e.stop)
 	for _, c := range e.conns {
-		if err != nil {
-			c.l.close()
-		} else {
-			c.l.release(true)
-		}
+		c.conn.Close()
 	}
 	e.wg.Wait()
 	// Puts from host sources that a failure left unwritten hold their
@@ -1332,7 +1260,7 @@ func (e *Engine) writeInline(f frame, payload []byte, trailer ...[]byte) error {
 	}
 	start := e.prof.Tick()
 	ts := stageprof.TraceStart()
-	if err := c.l.write(bufs, time.Now().Add(e.timeout)); err != nil {
+	if err := writeBuffers(c.conn, bufs, time.Now().Add(e.timeout)); err != nil {
 		err = c.lost(err, fmt.Sprintf("writing %v frame %d", f.kind, f.seq))
 		e.fail(err, true)
 		return err

@@ -37,29 +37,6 @@ func openRanks(t testing.TB, n int, winBytes, srcBytes int64, opts Options) []*r
 // openRanksWith is openRanks with hal.NetConfig.Secret set to secret.
 func openRanksWith(t testing.TB, n int, winBytes, srcBytes int64, opts Options, secret []byte) []*rank {
 	t.Helper()
-	return openRanksHow(t, n, winBytes, srcBytes, opts, secret, enginesInTurn)
-}
-
-// openRanksNoEngines is openRanks that exchanges the windows and opens no
-// engine (rank.eng holds nils).
-func openRanksNoEngines(t testing.TB, n int, winBytes, srcBytes int64, opts Options) []*rank {
-	t.Helper()
-	return openRanksHow(t, n, winBytes, srcBytes, opts, nil, noEngines)
-}
-
-// How openRanksHow opens engines all to all: one after another, every one
-// on its own goroutine (as ranks of a job do), or none.
-type engineOpening int
-
-const (
-	enginesInTurn engineOpening = iota
-	enginesAtOnce
-	noEngines
-)
-
-// openRanksHow is openRanksWith whose engines are opened as how says.
-func openRanksHow(t testing.TB, n int, winBytes, srcBytes int64, opts Options, secret []byte, how engineOpening) []*rank {
-	t.Helper()
 	job := newJob()
 	if opts.IfName == "" {
 		opts.IfName = "lo"
@@ -75,23 +52,20 @@ func openRanksHow(t testing.TB, n int, winBytes, srcBytes int64, opts Options, s
 		rs[i] = &rank{r: i, dev: h.Dev, nd: nd, win: h.Win, src: h.Src}
 	}
 	t.Cleanup(func() { closeRanks(t, rs) })
-	remote, eng := nettest.Wire(t, len(rs), func(i int) (hal.NetDevice, hal.Buffer, hal.Endpoint) {
-		return rs[i].nd, rs[i].win, endpointOf(rs[i])
-	}, how != noEngines, how == enginesAtOnce)
-	for i, x := range rs {
-		x.remote = remote[i]
-		if x.eng = make([]hal.Engine, n); how != noEngines {
-			x.eng = eng[i]
-		}
-	}
+	connect(t, rs, false)
 	return rs
 }
 
-// linkCount is the number of open connections of the NetDevice.
-func (nd *NetDevice) linkCount() int {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return len(nd.links)
+// connect exchanges the ranks' windows and opens engines all to all
+// (concurrently or one after another).
+func connect(t testing.TB, rs []*rank, concurrent bool) {
+	t.Helper()
+	remote, eng := nettest.Wire(t, len(rs), func(i int) (hal.NetDevice, hal.Buffer, hal.Endpoint) {
+		return rs[i].nd, rs[i].win, endpointOf(rs[i])
+	}, true, concurrent)
+	for i, x := range rs {
+		x.remote, x.eng = remote[i], eng[i]
+	}
 }
 
 func endpointOf(x *rank) hal.Endpoint {
@@ -167,7 +141,7 @@ func (nd *NetDevice) abort() {
 	for ec := range nd.engines {
 		if e, ok := ec.(*Engine); ok {
 			for _, c := range e.conns {
-				c.l.conn.Close()
+				c.conn.Close()
 			}
 		}
 	}

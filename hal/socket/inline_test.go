@@ -261,7 +261,7 @@ func TestSpinningReceiver(t *testing.T) {
 	rs := openRanks(t, 2, semArea+n, n, Options{Conns: 2, Chunk: 32 << 10, Spin: 200 * time.Microsecond, spinSet: true})
 	s, d := rs[0], rs[1]
 	e := s.eng[1]
-	if rc := d.nd.anyReceiver(); rc == nil || (runtime.GOOS == "linux" && !spinning(rc.l.conn)) {
+	if rc := d.nd.anyReceiver(); rc == nil || (runtime.GOOS == "linux" && !spinning(rc.conn)) {
 		t.Fatal("no receiver, or the receiver of a plain TCP connection does not poll its socket")
 	}
 	src, win := s.src.Host(), d.win.Host()[semArea:semArea+n]

@@ -45,17 +45,6 @@ type NetDevice struct {
 	engines  map[engineCloser]struct{} // engines not yet closed
 	sessions map[sessionKey]*session
 	inbound  map[net.Conn]struct{}
-	// links are the open connections (link.go), intents this rank's
-	// pairable dials under way by engine id; linkNote is notified when a
-	// link opens or closes. paired counts the attaches this rank took
-	// (statistics, tests).
-	links   map[*link]struct{}
-	intents map[uint64]*intent
-	// accepting counts, by peer, offered links being accepted (serve,
-	// between its redirect decision and addLink).
-	accepting map[int]int
-	linkNote  notifier
-	paired    atomic.Uint64
 
 	// fails records peers' failures; failPeer records under mu, so
 	// that engines created under mu see a failure or are failed by it.
@@ -107,7 +96,7 @@ func Open(dev hal.Device, cfg hal.NetConfig, opts Options) (*NetDevice, error) {
 		log:    opts.Logger.With("rank", cfg.Rank, "net", Name),
 		secret: secret, gate: auth.NewGate(auth.MaxPending),
 		engines: map[engineCloser]struct{}{}, sessions: map[sessionKey]*session{},
-		inbound: map[net.Conn]struct{}{}, links: map[*link]struct{}{}, intents: map[uint64]*intent{}, accepting: map[int]int{},
+		inbound: map[net.Conn]struct{}{},
 	}
 	nd.reg = netcore.NewRegistry(Name, "socket-transport", handleFormat, hal.HandleOwner{Job: nd.job, Rank: cfg.Rank, Nonce: nonce}, cfg.NRanks, nd.closing.Load)
 	nd.addr = encodeAddress(address{job: nd.job, nonce: nonce, rank: cfg.Rank, addrs: []string{ln.Addr().String()}})
@@ -292,12 +281,6 @@ func (nd *NetDevice) Close() error {
 	}
 	for _, c := range orphans {
 		c.Close()
-	}
-	nd.mu.Lock()
-	links := slices.Collect(maps.Keys(nd.links))
-	nd.mu.Unlock()
-	for _, l := range links {
-		l.close()
 	}
 	nd.reg.Clear()
 	done := make(chan struct{})

@@ -98,12 +98,6 @@ type Options struct {
 	// not before (64 B collectives between 2 emulated nodes on 2×H100:
 	// 2–4 µs less, docs/network.md). WEFT_SOCKET_PEEK=0.
 	NoPeek bool
-	// NoPair gives every engine connections of its own. By default an
-	// engine of one connection shares it with the peer's engine to this
-	// rank (link.go): the engine that dials offers its connection, and
-	// the peer's engine attaches to it instead of dialling, so that each
-	// side's frames carry the ACKs of the other's. WEFT_SOCKET_PAIR=0.
-	NoPair bool
 	// Logger receives the transport's log records, among them every
 	// refused connection with its remote address; nil takes the NET
 	// logger of WEFT_DEBUG.
@@ -125,7 +119,7 @@ type testHooks struct {
 }
 
 // OptionsFromEnv reads WEFT_SOCKET_NSOCKS, WEFT_SOCKET_CHUNK,
-// WEFT_SOCKET_SPIN_US, WEFT_SOCKET_PEEK, WEFT_SOCKET_PAIR, WEFT_SOCKET_IFNAME and
+// WEFT_SOCKET_SPIN_US, WEFT_SOCKET_PEEK, WEFT_SOCKET_IFNAME and
 // WEFT_TIMEOUT. A malformed or out-of-range value is
 // an error wrapping hal.ErrInvalidArgument that names the variable.
 func OptionsFromEnv() (Options, error) {
@@ -157,11 +151,6 @@ func OptionsFromEnv() (Options, error) {
 		return o, fmt.Errorf("socket: %v: %w", err, hal.ErrInvalidArgument)
 	}
 	o.NoPeek = !peek
-	pair, err := env.Bool("WEFT_SOCKET_PAIR", true)
-	if err != nil {
-		return o, fmt.Errorf("socket: %v: %w", err, hal.ErrInvalidArgument)
-	}
-	o.NoPair = !pair
 	o.IfName = env.String("WEFT_SOCKET_IFNAME")
 	o.Timeout = env.Timeout()
 	if o.Encrypt, err = auth.EncryptRequested(); err != nil {

@@ -71,26 +71,17 @@ type session struct {
 	ownLast uint64
 }
 
-// recvConn is one connection of a session: the session's side of a link
-// (link.go), whose reader hands it the engine's frames (frame).
+// recvConn is one connection of a session.
 type recvConn struct {
 	s      *session
 	index  int
-	l      *link
-	br     *bufio.Reader // the link's
-	stage  hal.Buffer    // two halves of chunk bytes
-	busy   [2]uint64     // own-engine ticket of the last copy out of each half
-	frames int           // frames read (the link's reader only)
-	expect uint64        // sequence number of the next frame on this connection
+	conn   net.Conn
+	remote string
+	br     *bufio.Reader
+	stage  hal.Buffer // two halves of chunk bytes
+	busy   [2]uint64  // own-engine ticket of the last copy out of each half
+	wmu    sync.Mutex // replies
 }
-
-// recvBufSize is a link's read buffer. Small: frame headers and small
-// frames come through it in one read, and a payload read of 4 KiB or more
-// with the buffer empty goes straight into place (bufio reads into the
-// caller's slice), where a 64 KiB buffer copied up to 64 KiB of every
-// large frame twice. One connection's 64 MiB put on 2×H100's host:
-// 2.48–3.01 → 3.10–3.34 GB/s (docs/bench/2026-11-27-h100x2, call 13).
-const recvBufSize = 4 << 10
 
 // serve runs one accepted connection: authentication (when the job has a
 // secret), the transport's hello, then frames. Until the hello is checked
@@ -127,31 +118,12 @@ func (nd *NetDevice) serve(raw net.Conn) {
 	if err == nil {
 		err = nd.checkHello(h)
 	}
-	if err == nil && h.flags&helloAttach != 0 {
-		err = fmt.Errorf("an attach handshake on a new connection")
-	}
-	pairable := h.flags&helloPairable != 0 && h.conns == 1 && !nd.opts.NoPair
-	settled := func() {}
-	if err == nil && pairable {
-		var id uint64
-		var redirect bool
-		id, redirect, settled = nd.redirectFor(h.src)
-		if redirect {
-			// This rank is dialling the peer too: the peer's engine
-			// takes that connection (link.go).
-			c.Write(encodeReply(replyRedirect, string(binary.BigEndian.AppendUint64(nil, id))))
-			c.Close()
-			return
-		}
-		defer settled() // on every way out before the link is offered
-	}
 	var rc *recvConn
 	if err == nil {
 		// Frames come in through the descriptor itself, polled for
 		// Options.Spin between them (rawconn_linux.go).
 		c = detach(c, nd.opts.Spin, !nd.opts.NoPeek)
-		l := &link{nd: nd, peer: h.src, conn: c, br: bufio.NewReaderSize(c, recvBufSize), remote: remote, pairable: pairable, engine: h.engine}
-		rc, err = nd.join(h, l)
+		rc, err = nd.join(h, c, remote)
 	}
 	if err != nil {
 		if !nd.closing.Load() {
@@ -168,16 +140,7 @@ func (nd *NetDevice) serve(raw net.Conn) {
 		return
 	}
 	c.SetDeadline(time.Time{})
-	// Offered to this rank's engines once accepted: an attach hello must
-	// not overtake the accept.
-	err = nd.addLink(rc.l)
-	settled()
-	if err != nil {
-		rc.s.fail(rc, err)
-		rc.end()
-		return
-	}
-	rc.l.run()
+	rc.run()
 }
 
 func (nd *NetDevice) checkHello(h hello) error {
@@ -196,9 +159,9 @@ func (nd *NetDevice) checkHello(h hello) error {
 	return nil
 }
 
-// join adds link l, as connection h.index, to the session of h's engine,
-// creating the session (and its own engine) on the first one.
-func (nd *NetDevice) join(h hello, l *link) (*recvConn, error) {
+// join adds a connection to its engine's session, creating the session
+// (and its own engine) on the first one.
+func (nd *NetDevice) join(h hello, c net.Conn, remote string) (*recvConn, error) {
 	stage, err := nd.dev.AllocHost(2 * int64(h.chunk))
 	if err != nil {
 		return nil, fmt.Errorf("staging memory for rank %d: %v", h.src, err)
@@ -207,7 +170,13 @@ func (nd *NetDevice) join(h hello, l *link) (*recvConn, error) {
 		stage.Free()
 		return nil, fmt.Errorf("the device's host allocations are not host-accessible (Host() is nil)")
 	}
-	rc := &recvConn{index: h.index, l: l, br: l.br, stage: stage, expect: uint64(h.index)}
+	// A small buffer: frame headers and small frames come through it in one
+	// read, and a payload read of 4 KiB or more with the buffer empty goes
+	// straight into place (bufio reads into the caller's slice), where a
+	// 64 KiB buffer copied up to 64 KiB of every large frame twice. One
+	// connection's 64 MiB put on 2×H100's host: 2.48–3.01 → 3.10–3.34 GB/s
+	// (docs/bench/2026-11-27-h100x2, call 13).
+	rc := &recvConn{index: h.index, conn: c, remote: remote, br: bufio.NewReaderSize(c, 4<<10), stage: stage}
 	key := sessionKey{h.src, h.engine}
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
@@ -242,17 +211,20 @@ func (nd *NetDevice) join(h hello, l *link) (*recvConn, error) {
 	rc.s = s
 	s.members[h.index] = rc
 	s.joined++
-	l.recv = rc
 	return rc, nil
 }
 
 func (rc *recvConn) reply(k replyKind, reason string) error {
-	return rc.l.write(net.Buffers{encodeReply(k, reason)}, time.Now().Add(rc.s.nd.opts.Timeout))
+	rc.wmu.Lock()
+	defer rc.wmu.Unlock()
+	rc.conn.SetWriteDeadline(time.Now().Add(rc.s.nd.opts.Timeout))
+	_, err := rc.conn.Write(encodeReply(k, reason))
+	return err
 }
 
 // describe names the connection in errors.
 func (rc *recvConn) describe() string {
-	return fmt.Sprintf("socket: rank %d: receiving from rank %d (%s), connection %d", rc.s.nd.cfg.Rank, rc.s.key.src, rc.l.remote, rc.index)
+	return fmt.Sprintf("socket: rank %d: receiving from rank %d (%s), connection %d", rc.s.nd.cfg.Rank, rc.s.key.src, rc.remote, rc.index)
 }
 
 // lost is the error of a connection that broke.
@@ -272,56 +244,75 @@ func (rc *recvConn) bad(seq uint64, format string, args ...any) error {
 	return fmt.Errorf("%s: frame %d rejected: %s: %w", rc.describe(), seq, fmt.Sprintf(format, args...), hal.ErrRemote)
 }
 
-// frame reads and applies the engine's next frame, whose first bytes the
-// link's reader has seen; bye reports the engine's goodbye (acknowledged).
-// The error fails the session.
-func (rc *recvConn) frame() (bye bool, err error) {
+// run reads frames until a bye, a failure or the NetDevice's close.
+func (rc *recvConn) run() {
+	defer rc.end()
 	s, nd := rc.s, rc.s.nd
-	t0 := s.prof.Tick()
-	ts := stageprof.TraceStart()
-	k := rc.frames
-	rc.frames++
+	expect := uint64(rc.index)
 	var hdr [headerSize]byte
-	if n, err := io.ReadFull(rc.br, hdr[:]); err != nil {
-		return false, rc.lost(err, fmt.Sprintf("mid-frame (got %d of %d header bytes)", n, headerSize))
+	for k := 0; ; k++ {
+		if rc.br.Buffered() == 0 {
+			rc.conn.SetReadDeadline(time.Time{}) // idle between frames is fine
+			if _, err := rc.br.Peek(1); err != nil {
+				if errors.Is(err, io.EOF) {
+					s.fail(rc, fmt.Errorf("%s: connection closed without goodbye after %d frames (peer lost): %w", rc.describe(), k, hal.ErrRemote))
+				} else {
+					s.fail(rc, rc.lost(err, "between frames"))
+				}
+				return
+			}
+		}
+		t0 := s.prof.Tick()
+		ts := stageprof.TraceStart()
+		rc.conn.SetReadDeadline(time.Now().Add(nd.opts.Timeout))
+		if n, err := io.ReadFull(rc.br, hdr[:]); err != nil {
+			s.fail(rc, rc.lost(err, fmt.Sprintf("mid-frame (got %d of %d header bytes)", n, headerSize)))
+			return
+		}
+		f, err := decodeHeader(hdr[:], s.chunk)
+		if err != nil {
+			s.fail(rc, fmt.Errorf("%s: frame rejected: %v: %w", rc.describe(), err, hal.ErrRemote))
+			return
+		}
+		if f.seq != expect {
+			s.fail(rc, rc.bad(f.seq, "sequence gap: connection %d of %d expected frame %d next", rc.index, s.conns, expect))
+			return
+		}
+		switch f.kind {
+		case frameBye:
+			rc.reply(replyByeAck, "")
+			return
+		case framePut:
+			if err := rc.receivePut(f, k, t0, true); err != nil {
+				s.fail(rc, err)
+				return
+			}
+		case frameSignal:
+			s.prof.SinceTick(profRead, t0)
+			if err := rc.applySignal(f.seq, f.a, f.b, f.c); err != nil {
+				s.fail(rc, err)
+				return
+			}
+		case framePutSignal:
+			// The put, applied without moving the session on, then its
+			// signal, which does: no other frame comes between them.
+			if err := rc.receivePut(f, k, t0, false); err != nil {
+				s.fail(rc, err)
+				return
+			}
+			var tr [trailerSize]byte
+			if n, err := io.ReadFull(rc.br, tr[:]); err != nil {
+				s.fail(rc, rc.lost(err, fmt.Sprintf("mid-frame (got %d of %d trailer bytes of frame %d)", n, trailerSize, f.seq)))
+				return
+			}
+			if err := rc.applySignal(f.seq, binary.BigEndian.Uint64(tr[:]), binary.BigEndian.Uint64(tr[8:]), f.c); err != nil {
+				s.fail(rc, err)
+				return
+			}
+		}
+		stageprof.Trace(stageprof.EvRead, nd.cfg.Rank, ts, s.key.engine, f.seq, uint64(f.kind)|uint64(s.key.src)<<8)
+		expect += uint64(s.conns)
 	}
-	f, err := decodeHeader(hdr[:], s.chunk)
-	if err != nil {
-		return false, fmt.Errorf("%s: frame rejected: %v: %w", rc.describe(), err, hal.ErrRemote)
-	}
-	if f.seq != rc.expect {
-		return false, rc.bad(f.seq, "sequence gap: connection %d of %d expected frame %d next", rc.index, s.conns, rc.expect)
-	}
-	switch f.kind {
-	case frameBye:
-		rc.reply(replyByeAck, "")
-		return true, nil
-	case framePut:
-		if err := rc.receivePut(f, k, t0, true); err != nil {
-			return false, err
-		}
-	case frameSignal:
-		s.prof.SinceTick(profRead, t0)
-		if err := rc.applySignal(f.seq, f.a, f.b, f.c); err != nil {
-			return false, err
-		}
-	case framePutSignal:
-		// The put, applied without moving the session on, then its
-		// signal, which does: no other frame comes between them.
-		if err := rc.receivePut(f, k, t0, false); err != nil {
-			return false, err
-		}
-		var tr [trailerSize]byte
-		if n, err := io.ReadFull(rc.br, tr[:]); err != nil {
-			return false, rc.lost(err, fmt.Sprintf("mid-frame (got %d of %d trailer bytes of frame %d)", n, trailerSize, f.seq))
-		}
-		if err := rc.applySignal(f.seq, binary.BigEndian.Uint64(tr[:]), binary.BigEndian.Uint64(tr[8:]), f.c); err != nil {
-			return false, err
-		}
-	}
-	stageprof.Trace(stageprof.EvRead, nd.cfg.Rank, ts, s.key.engine, f.seq, uint64(f.kind)|uint64(s.key.src)<<8)
-	rc.expect += uint64(s.conns)
-	return false, nil
 }
 
 // receivePut applies put frame f (the k-th frame of the connection, first
@@ -540,14 +531,14 @@ func (s *session) fail(rc *recvConn, err error) {
 	s.mu.Unlock()
 	s.progress.Notify()
 	if !first {
-		rc.l.close()
+		rc.conn.Close()
 		return
 	}
 	s.nd.failPeer(s.key.src, err)
 	for _, m := range members {
 		if m != nil {
 			m.reply(replyReject, err.Error())
-			m.l.close()
+			m.conn.Close()
 		}
 	}
 }
@@ -563,16 +554,15 @@ func (s *session) shutdown(k replyKind, reason string) {
 	for _, m := range members {
 		if m != nil {
 			m.reply(k, reason)
-			m.l.close()
+			m.conn.Close()
 		}
 	}
 }
 
-// end retires a connection (its link goes on while this rank's engine
-// uses it); the last one of a session closes the session's own engine
-// (draining its copies) and frees staging memory.
+// end retires a connection; the last one of a session closes the
+// session's own engine (draining its copies) and frees staging memory.
 func (rc *recvConn) end() {
-	rc.l.release(false)
+	rc.conn.Close()
 	s := rc.s
 	s.mu.Lock()
 	s.ended++

@@ -237,7 +237,7 @@ func TestImportRefusals(t *testing.T) {
 	far := append(hal.Handle(nil), h...)
 	far[27] = 9 // rank 9
 	badVersion := append(hal.Handle(nil), h...)
-	badVersion[4] = 9
+	badVersion[4] = 2
 	cases := []struct {
 		name string
 		h    hal.Handle
@@ -247,7 +247,7 @@ func TestImportRefusals(t *testing.T) {
 		{"empty", nil, hal.ErrInvalidArgument, "0 bytes"},
 		{"short", h[:20], hal.ErrInvalidArgument, "20 bytes"},
 		{"host backend handle", hal.Handle(strings.Repeat("x", 40)), hal.ErrInvalidArgument, "bad magic"},
-		{"version", badVersion, hal.ErrInvalidArgument, "version 9"},
+		{"version", badVersion, hal.ErrInvalidArgument, "version 2"},
 		{"another job", other, hal.ErrInvalidUsage, "another job"},
 		{"rank outside the job", far, hal.ErrInvalidArgument, "rank 9"},
 	}

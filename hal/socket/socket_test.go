@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -236,7 +237,47 @@ func TestAllPairs(t *testing.T) {
 	const nr = 4
 	const blk = 1<<20 + 5
 	rs := openRanks(t, nr, semArea+nr*blk, blk, Options{Conns: 2, Chunk: 64 << 10})
-	putAllPairs(t, rs, blk)
+	for _, x := range rs {
+		fill(x.src.Host(), uint64(100+x.r))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, nr*nr)
+	for _, x := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range nr {
+				if p == x.r {
+					continue
+				}
+				base := x.remote[p].Addr()
+				if err := x.eng[p].Put(base+semArea+uint64(x.r*blk), x.src.Addr(), blk); err != nil {
+					errs <- err
+					return
+				}
+				if err := x.eng[p].Signal(base+semOff+uint64(8*x.r), 0, 0); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, x := range rs {
+		for p := range nr {
+			if p == x.r {
+				continue
+			}
+			waitWord(t, x.win, semOff+int64(8*p), 1, rs[p].eng[x.r].(*Engine).Err)
+			if !bytes.Equal(x.win.Host()[semArea+p*blk:semArea+(p+1)*blk], rs[p].src.Host()) {
+				t.Errorf("rank %d: block from rank %d differs", x.r, p)
+			}
+		}
+	}
 }
 
 // TestLocalEngine checks the engine to the own endpoint: copies and

@@ -15,9 +15,8 @@ import (
 // the package documentation; the decoders here check every field and
 // never panic (they are fuzzed).
 
-// protocolVersion is bumped on any incompatible change of a format below
-// (2: the hello's flags and the redirect reply, for paired connections).
-const protocolVersion = 2
+// protocolVersion is bumped on any incompatible change of a format below.
+const protocolVersion = 1
 
 // Magic numbers that start each kind of message, so that bytes of one kind
 // read as another are refused at once.
@@ -79,7 +78,7 @@ var (
 //	[8:10)  protocol version
 //	[10:12) connection index within the engine
 //	[12:14) connections of the engine
-//	[14:16) flags: helloPairable, helloAttach
+//	[14:16) zero
 //	[16:24) job hash
 //	[24:32) destination nonce (the listening NetDevice's incarnation)
 //	[32:36) source rank
@@ -89,7 +88,6 @@ var (
 //	[52:56) zero
 type hello struct {
 	index, conns int
-	flags        uint16
 	job, nonce   uint64
 	src, dst     int
 	engine       uint64
@@ -102,7 +100,6 @@ func encodeHello(h hello) []byte {
 	binary.BigEndian.PutUint16(b[8:], protocolVersion)
 	binary.BigEndian.PutUint16(b[10:], uint16(h.index))
 	binary.BigEndian.PutUint16(b[12:], uint16(h.conns))
-	binary.BigEndian.PutUint16(b[14:], h.flags)
 	binary.BigEndian.PutUint64(b[16:], h.job)
 	binary.BigEndian.PutUint64(b[24:], h.nonce)
 	binary.BigEndian.PutUint32(b[32:], uint32(h.src))
@@ -111,18 +108,6 @@ func encodeHello(h hello) []byte {
 	binary.BigEndian.PutUint32(b[48:], uint32(h.chunk))
 	return b
 }
-
-// Flags of a hello (paired connections, link.go).
-const (
-	// helloPairable: the dialling engine offers its connection to the
-	// peer's engine to this rank, which may attach to it instead of
-	// dialling a connection of its own (an engine of one connection).
-	helloPairable uint16 = 1 << 0
-	// helloAttach: the hello travels back on a connection the receiver
-	// of it dialled with helloPairable; the sender's engine sends its
-	// frames on that connection from now on.
-	helloAttach uint16 = 1 << 1
-)
 
 // decodeHello checks the format only; the receiver checks job, ranks and
 // nonce against itself.
@@ -139,7 +124,6 @@ func decodeHello(b []byte) (hello, error) {
 	h := hello{
 		index:  int(binary.BigEndian.Uint16(b[10:])),
 		conns:  int(binary.BigEndian.Uint16(b[12:])),
-		flags:  binary.BigEndian.Uint16(b[14:]),
 		job:    binary.BigEndian.Uint64(b[16:]),
 		nonce:  binary.BigEndian.Uint64(b[24:]),
 		src:    int(binary.BigEndian.Uint32(b[32:])),
@@ -148,10 +132,8 @@ func decodeHello(b []byte) (hello, error) {
 		chunk:  int(binary.BigEndian.Uint32(b[48:])),
 	}
 	switch {
-	case h.flags&^(helloPairable|helloAttach) != 0 || binary.BigEndian.Uint32(b[52:]) != 0:
+	case binary.BigEndian.Uint16(b[14:]) != 0 || binary.BigEndian.Uint32(b[52:]) != 0:
 		return hello{}, fmt.Errorf("%w handshake: reserved bytes are not zero", errMalformed)
-	case h.flags&helloAttach != 0 && (h.flags&helloPairable != 0 || h.conns != 1):
-		return hello{}, fmt.Errorf("%w handshake: an attach handshake of %d connections with flags %#x", errMalformed, h.conns, h.flags)
 	case h.conns < 1 || h.conns > MaxConns:
 		return hello{}, fmt.Errorf("%w handshake: %d connections, want 1 to %d", errMalformed, h.conns, MaxConns)
 	case h.index >= h.conns:
@@ -263,7 +245,7 @@ func decodeHeader(b []byte, chunk int) (frame, error) {
 //	[0:4)   "WSKR"
 //	[4]     kind
 //	[5:8)   zero
-//	[8:12)  payload bytes (reject: ≤ 1024; redirect: 8; others 0)
+//	[8:12)  payload bytes (≤ 1024)
 //	[12:16) zero
 type replyKind uint8
 
@@ -272,14 +254,7 @@ const (
 	replyReject                       // refused: the payload says why; the connection closes
 	replyByeAck                       // every frame of this connection was applied
 	replyClosing                      // the receiving NetDevice closes; nothing more is applied
-	// replyRedirect: not accepted; the receiver is dialling the sender
-	// itself, and the sender's engine should attach to that connection,
-	// whose engine id the 8-byte payload gives (link.go).
-	replyRedirect
 )
-
-// redirectSize is the payload of a replyRedirect: an engine id.
-const redirectSize = 8
 
 func encodeReply(k replyKind, reason string) []byte {
 	if len(reason) > maxReason {
@@ -306,9 +281,9 @@ func decodeReplyHeader(b []byte) (replyKind, int, error) {
 	switch {
 	case b[5]|b[6]|b[7] != 0 || binary.BigEndian.Uint32(b[12:]) != 0:
 		return 0, 0, fmt.Errorf("%w reply: reserved bytes are not zero", errMalformed)
-	case k < replyAccept || k > replyRedirect:
+	case k < replyAccept || k > replyClosing:
 		return 0, 0, fmt.Errorf("%w reply: unknown kind %d", errMalformed, k)
-	case k == replyRedirect && n != redirectSize, n > maxReason || (n != 0 && k != replyReject && k != replyRedirect):
+	case n > maxReason || (n != 0 && k != replyReject):
 		return 0, 0, fmt.Errorf("%w reply: payload of %d bytes", errMalformed, n)
 	}
 	return k, int(n), nil

@@ -12,7 +12,7 @@ import (
 // The address layout is netcores (netcore.TestAddr tests it).
 
 func TestRoundTrips(t *testing.T) {
-	h := hello{index: 3, conns: 4, job: 0xfeed, nonce: 0xbeef, src: 7, dst: 2, engine: 99, chunk: 1 << 19, flags: helloPairable}
+	h := hello{index: 3, conns: 4, job: 0xfeed, nonce: 0xbeef, src: 7, dst: 2, engine: 99, chunk: 1 << 19}
 	gotH, err := decodeHello(encodeHello(h))
 	if err != nil {
 		t.Fatal(err)
@@ -51,10 +51,6 @@ func TestRoundTrips(t *testing.T) {
 	if err != nil || k != replyReject || n != 2 || string(r[replySize:]) != "no" {
 		t.Errorf("reply: %d %d %v %q", k, n, err, r[replySize:])
 	}
-	r = encodeReply(replyRedirect, "\x01\x02\x03\x04\x05\x06\x07\x08")
-	if k, n, err := decodeReplyHeader(r[:replySize]); err != nil || k != replyRedirect || n != redirectSize {
-		t.Errorf("redirect: %d %d %v", k, n, err)
-	}
 }
 
 // TestDecodeRefusals lists what each decoder refuses.
@@ -77,9 +73,7 @@ func TestDecodeRefusals(t *testing.T) {
 	}{
 		{"hello short", second(decodeHello(good[:10])), errMalformed, "10 bytes"},
 		{"hello magic", second(decodeHello(set(good, 0, 'X'))), errMagic, "not a weft"},
-		{"hello reserved", second(decodeHello(set(good, 14, 0x80))), errMalformed, "reserved"},
-		{"hello attach and pairable", second(decodeHello(encodeHello(hello{conns: 1, chunk: 4096, flags: helloAttach | helloPairable}))), errMalformed, "attach handshake"},
-		{"hello attach of 2 connections", second(decodeHello(encodeHello(hello{conns: 2, chunk: 4096, flags: helloAttach}))), errMalformed, "attach handshake of 2"},
+		{"hello reserved", second(decodeHello(set(good, 15, 1))), errMalformed, "reserved"},
 		{"hello zero conns", second(decodeHello(set(good, 13, 0))), errMalformed, "0 connections"},
 		{"hello small chunk", second(decodeHello(encodeHello(hello{conns: 1, chunk: 10}))), errMalformed, "chunk of 10"},
 		{"put empty", second(decodeHeader(set(put, 31, 0), 4096)), errMalformed, "payload of 0 bytes"},
@@ -93,7 +87,6 @@ func TestDecodeRefusals(t *testing.T) {
 		{"address trailing", second(decodeAddress(append(encodeAddress(address{addrs: []string{"a:1"}}), 0))), errMalformed, "trailing"},
 		{"reply kind", second3(decodeReplyHeader(set(encodeReply(replyAccept, ""), 4, 9))), errMalformed, "kind 9"},
 		{"reply reason on accept", second3(decodeReplyHeader(set(encodeReply(replyAccept, ""), 11, 3))), errMalformed, "payload"},
-		{"redirect without engine", second3(decodeReplyHeader(encodeReply(replyRedirect, "abc")[:replySize])), errMalformed, "payload of 3"},
 	}
 	for _, c := range cases {
 		if !errors.Is(c.err, c.want) || !strings.Contains(fmtErr(c.err), c.text) {
@@ -169,7 +162,7 @@ func FuzzDecodeReply(f *testing.F) {
 	f.Add(encodeReply(replyReject, "why")[:replySize])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		k, n, err := decodeReplyHeader(b)
-		if err == nil && (k < replyAccept || k > replyRedirect || n > maxReason || (k == replyRedirect) != (n == redirectSize) && k != replyReject) {
+		if err == nil && (k < replyAccept || k > replyClosing || n > maxReason) {
 			t.Fatalf("accepted kind %d length %d", k, n)
 		}
 	})

@@ -133,7 +133,6 @@ var forms = map[string]form{
 	"WEFT_SOCKET_CHUNK":                  sizeForm("a size such as 512KiB (1KiB to 64MiB)"),
 	"WEFT_SOCKET_ENCRYPT":                onOff,
 	"WEFT_SOCKET_PEEK":                   onOff,
-	"WEFT_SOCKET_PAIR":                   onOff,
 	"WEFT_JOB_SECRET": {"32 to 128 hex digits", func(v string) bool {
 		v = strings.TrimSpace(v)
 		return hexRE.MatchString(v) && len(v) >= 32 && len(v) <= 128
