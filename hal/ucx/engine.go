@@ -53,6 +53,7 @@ type request struct {
 	ticket   uint64
 	ack      bool // signal: a release (AckSignal), sent without a flush
 	flushing bool // signal: the endpoint flush is under way
+	ahead    bool // put: issued while a signal before it waited for its flush (issueAhead)
 	flush    ucx.Request
 	// signal: the put before it, carried in its message (kind 3) instead
 	// of as a ucp_put_nbx (fusePut).
@@ -124,6 +125,7 @@ type engine struct {
 	dirty        bool // puts issued since the last flush
 	batch        bool // the proxy's pass is under way (BeginBatch)
 	fused        int  // puts sent inside their signal's message (fusePut)
+	ahead        int  // puts issued while a signal before them waited for its flush (issueAhead)
 	amSeq        uint64
 	curRanges    []span    // staged destination ranges since the last signal
 	lastRangeKey importKey // the registration of the last of curRanges
@@ -493,6 +495,9 @@ func (e *engine) pump() {
 	for e.qlen > 0 && e.getErr() == nil && !peerClosed {
 		r := &e.queue[e.qhead]
 		if !e.issue(r) {
+			if r.flushing && e.issueAhead() {
+				moved = true
+			}
 			break
 		}
 		moved = true
@@ -535,6 +540,54 @@ func (e *engine) track(seq uint64, r ucx.Request, call string, slot int) {
 	}
 }
 
+// issueAhead issues the puts queued right behind the head, a signal
+// waiting for its endpoint flush: a flush completes when the operations
+// issued before it have (ucp_ep_flush_nbx), so a put issued meanwhile
+// does not delay the signal, and its bytes stream while the flush's round
+// trip is under way instead of after it. Without this, a one-way plan's
+// windows over UCX's TCP transport (a put, then a signal, per window)
+// left the connection idle for a round trip per window. Only puts that
+// UCX reads in place (no staging, whose own-engine copy the signal would
+// then wait for, and none that fusePut would carry in a signal's message)
+// go ahead; it stops at the first other request. The signal is still
+// issued before them in the retirement order (issue returns true for a
+// put already issued). It reports whether any put was issued.
+func (e *engine) issueAhead() bool {
+	issued := false
+	for i := 1; i < e.qlen; i++ {
+		r := &e.queue[(e.qhead+i)%ringSize]
+		if r.ahead {
+			continue
+		}
+		if r.kind != reqPut || r.n == 0 || r.off != 0 || r.inSlot {
+			break
+		}
+		src := uintptr(0)
+		if e.direct() {
+			src = uintptr(r.src)
+		} else if host := e.nd.localHost(r.src, r.n); host != nil && !e.fusable(r, host) {
+			src = uintptr(unsafe.Pointer(&host[0]))
+		}
+		if src == 0 || e.ownDone < e.ownIssued {
+			break
+		}
+		k, err := e.rkey(r.key)
+		if err != nil {
+			e.fail(err)
+			break
+		}
+		req, err := e.ep.Put(src, r.n, r.dst, k)
+		if err != nil {
+			e.suspect(fmt.Errorf("ucx: rank %d: put of %d bytes to peer rank %d: %w", e.nd.cfg.Rank, r.n, e.peer, err))
+			break
+		}
+		e.track(r.seq, req, "ucp_put_nbx", -1)
+		e.dirty, r.ahead, issued = true, true, true
+		e.ahead++
+	}
+	return issued
+}
+
 // direct reports whether UCX reads this device's memory itself.
 func (e *engine) direct() bool { return e.nd.memType >= 0 }
 
@@ -559,7 +612,7 @@ func (e *engine) issue(r *request) bool {
 		}
 		return true
 	case reqPut:
-		if r.n == 0 {
+		if r.n == 0 || r.ahead {
 			return true
 		}
 		// UCX reads the source itself where it reaches the device's memory

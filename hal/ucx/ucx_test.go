@@ -796,3 +796,55 @@ func TestSpinOption(t *testing.T) {
 		t.Errorf("Options.Spin 2 s: %v, want ErrInvalidArgument", err)
 	}
 }
+
+// Windows of a one-way plan — a put of a registered host window's slot,
+// then its signal, eight times over — are issued without waiting for each
+// signal's endpoint flush: the next window's put goes ahead while the
+// flush is under way (issueAhead; over TCP a flush waits for every
+// segment's acknowledgement). Each signal still finds its window, and
+// every earlier one, landed.
+func TestPutsPassPendingFlush(t *testing.T) {
+	needUCX(t)
+	t.Parallel()
+	const windows, size = 8, 1 << 20
+	for _, tls := range transports {
+		t.Run(tls, func(t *testing.T) {
+			rs := openRanks(t, 2, 64+windows*size, 64, testOptions(tls, StagingDevice), testSecret)
+			e, win := rs[0].eng[1], rs[0].remote[1]
+			eng := e.(*engine)
+			want := make([]byte, windows*size)
+			for i := range want {
+				want[i] = byte(i*7 + i/size)
+			}
+			if err := rs[0].dev.Write(rs[0].win, 64, want); err != nil {
+				t.Fatal(err)
+			}
+			for w := range windows {
+				off := uint64(64 + w*size)
+				if err := e.Put(win.Addr()+off, rs[0].win.Addr()+off, size); err != nil {
+					t.Fatal(err)
+				}
+				if err := e.Signal(win.Addr(), win.Addr()+8, uint64(w+1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := make([]byte, size)
+			for w := range windows {
+				awaitWord(t, rs[1].win, 0, uint64(w+1), fmt.Sprintf("window %d", w))
+				if err := rs[1].dev.Read(got, rs[1].win, int64(64+w*size)); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want[w*size:(w+1)*size]) {
+					t.Fatalf("window %d: the semaphore reached %d before its bytes landed", w, w+1)
+				}
+			}
+			eng.nd.wmu.Lock()
+			ahead := eng.ahead
+			eng.nd.wmu.Unlock()
+			t.Logf("%d of %d puts issued ahead of a signal's flush", ahead, windows-1)
+			if tls == "tcp" && ahead == 0 {
+				t.Error("over TCP no put went ahead of a signal waiting for its flush")
+			}
+		})
+	}
+}
