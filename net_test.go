@@ -62,12 +62,17 @@ func netCases(n int) []collCase {
 		k.coll = algorithms.AllReduce
 		k.inPlace = i%2 == 0
 		cases = append(cases, k)
-		// The hierarchical AllGather and ReduceScatter at the same sizes.
-		for _, coll := range []algorithms.Collective{algorithms.AllGather, algorithms.ReduceScatter} {
-			if coll == algorithms.AllGather && k.op == plan.PreMulSum {
+		// The hierarchical AllGather, ReduceScatter and Broadcast at the
+		// same sizes; Broadcast from a root of every local index in turn
+		// (its counterparts lead the other nodes).
+		for _, coll := range []algorithms.Collective{algorithms.AllGather, algorithms.ReduceScatter, algorithms.Broadcast} {
+			if coll != algorithms.ReduceScatter && k.op == plan.PreMulSum {
 				continue // no operator: the Sum case covers it
 			}
 			k.coll = coll
+			if coll == algorithms.Broadcast {
+				k.root = (2*i + 1) % n
+			}
 			cases = append(cases, k)
 		}
 	}
@@ -145,8 +150,9 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 		// AllGather, AllReduce and ReduceScatter one frame (L for
 		// ReduceScatter) per counterpart and the node's peers over memory
 		// channels (algorithms/hier_ll.go); AllReduce,
-		// AllGather and ReduceScatter take the hierarchical plans for the
-		// operators they serve where a node holds several ranks.
+		// AllGather, ReduceScatter and Broadcast take the hierarchical
+		// plans for the operators they serve where a node holds several
+		// ranks.
 		call := weft.Call{Coll: k.coll, Count: k.count, Type: k.t, Op: k.op, Root: k.root, Send: 1 << 30, Recv: 2 << 30}
 		staged := netHostWindows()
 		ll := staged && netLL(k.coll) && k.count*int64(k.t.Size()) <= algorithms.PortLLMaxBytes
@@ -157,7 +163,7 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 			want = "-2ph-"
 		case nodes == n || ll:
 			// One rank per node: no hierarchical plan, the flat port one.
-		case k.coll == algorithms.AllGather:
+		case k.coll == algorithms.AllGather || k.coll == algorithms.Broadcast:
 			want = "-2ph-"
 		case k.coll == algorithms.AllReduce || k.coll == algorithms.ReduceScatter:
 			// PreMulSum too: each rank scales its input where the

@@ -117,7 +117,7 @@ func TestPlansForcedBoundedFamily(t *testing.T) {
 }
 
 // Across nodes (port-mapped links): 16 ranks on 4 nodes take the
-// hierarchical plans (AllReduce, AllGather, ReduceScatter) and the flat
+// hierarchical plans (AllReduce, AllGather, ReduceScatter, Broadcast) and the flat
 // port-channel plans, which reduce in a chain past 8 ranks (Staged);
 // 12 ranks per node on 2 nodes exceed the hierarchical plans' operands
 // and take the flat plans; 32 ranks on 4 nodes have no flat plan, the
@@ -134,7 +134,7 @@ func TestPlansAcrossNodesAtScale(t *testing.T) {
 			for _, coll := range algorithms.Collectives {
 				name := fmt.Sprintf("%dx%d rank %d %v", shape.nodes, shape.per, r, coll)
 				cs, err := algorithms.Plans(c, coll, 0)
-				hier := (coll == algorithms.AllReduce || coll == algorithms.AllGather || coll == algorithms.ReduceScatter) && shape.per <= plan.MaxOperands
+				hier := (coll == algorithms.AllReduce || coll == algorithms.AllGather || coll == algorithms.ReduceScatter || coll == algorithms.Broadcast) && shape.per <= plan.MaxOperands
 				if n > algorithms.PeerPlansMaxRanks && !hier {
 					if !errors.Is(err, algorithms.ErrTooManyRanks) {
 						t.Errorf("%s: error %v, want ErrTooManyRanks", name, err)

@@ -34,6 +34,7 @@ func TestSignalsPairWithWaits(t *testing.T) {
 		{"bruck", 5, func(c *Config) { c.Algo = "bruck" }},
 		{"port", 3, func(c *Config) { c.PortOnly = true }},
 		{"hier", 4, func(c *Config) { c.PortOnly, c.Nodes = true, []int{0, 0, 1, 1} }},
+		{"hier", 6, func(c *Config) { c.PortOnly, c.Nodes = true, []int{0, 1, 0, 1, 0, 1} }},
 		{"nvls", 4, func(c *Config) { c.Switch, c.Algo = true, NVLSFamily }},
 		{"gpu", 4, nil},
 	}

@@ -276,13 +276,18 @@ func localIndexOf(ci, me int) int {
 	return ci + 1
 }
 
+// hierarchical reports whether coll has hierarchical plans (hierPlans).
+func (coll Collective) hierarchical() bool {
+	return coll == AllReduce || coll == AllGather || coll == ReduceScatter || coll == Broadcast
+}
+
 // hierPlans puts the hierarchical plans of coll (AllReduce, AllGather,
-// ReduceScatter) before the flat port-channel plan flat where the nodes
-// allow it (Config.Nodes): the small shape up to hierSmallMaxBytes per
-// rank where it differs from Config.HB (hierSmall), then Config.HB's;
-// SelectFor falls back to flat for Avg where the hierarchical plans
-// reduce in stages.
-func hierPlans(c Config, coll Collective, flat *plan.Plan) ([]Choice, error) {
+// ReduceScatter, Broadcast from root) before the flat port-channel plan
+// flat where the nodes allow it (Config.Nodes): the small shape up to
+// hierSmallMaxBytes per rank where it differs from Config.HB (hierSmall),
+// then Config.HB's; SelectFor falls back to flat for Avg where the
+// hierarchical plans reduce in stages.
+func hierPlans(c Config, coll Collective, root int, flat *plan.Plan) ([]Choice, error) {
 	if lay, ok := c.hierLayout(); !ok || !lay.fits() {
 		if flat == nil {
 			return nil, fmt.Errorf("algorithms: %v over %d ranks on port-mapped links: the flat port-channel plans serve up to %d ranks and the hierarchical ones need equal nodes of at most %d ranks, at most %d nodes and at most %d channels (nodes by rank: %v): %w",
@@ -296,11 +301,13 @@ func hierPlans(c Config, coll Collective, flat *plan.Plan) ([]Choice, error) {
 			return AllReduce2PH(c)
 		case AllGather:
 			return AllGather2PH(c)
+		case Broadcast:
+			return Broadcast2PH(c, root)
 		default:
 			return ReduceScatter2PH(c)
 		}
 	}
-	if coll != AllReduce && coll != AllGather && coll != ReduceScatter {
+	if !coll.hierarchical() {
 		return []Choice{{Plan: flat}}, nil
 	}
 	h, err := build(c)

@@ -61,12 +61,19 @@ func (c Config) hierSetup(what string) (hierSetup, error) {
 }
 
 // plan wraps the group of a hierarchical plan whose slots from netSlot on
-// are network windows.
+// are network windows; at its end every channel exchanges "done".
 func (h hierSetup) plan(c Config, name string, slots, netSlot int, ops []plan.Op) (*plan.Plan, error) {
+	return h.planOn(c, name, slots, netSlot, ops, h.lc, h.rc)
+}
+
+// planOn is plan whose end exchanges "done" on the local channels lc and
+// the port channels rc only (the channels the rank uses; the peer on each
+// uses it too), and flushes rc.
+func (h hierSetup) planOn(c Config, name string, slots, netSlot int, ops []plan.Op, lc, rc []int) (*plan.Plan, error) {
 	b := h.s.Blocks
-	all := append(append([]int{}, h.lc...), h.rc...)
+	all := append(append([]int{}, lc...), rc...)
 	g := plan.Group{Blocks: b, Window: h.s.Window, NChunks: 1, Ops: ops,
-		After: cat(signals(all, sem(gDone, b)), waits(all, sem(gDone, b)), flushes(h.rc))}
+		After: cat(signals(all, sem(gDone, b)), waits(all, sem(gDone, b)), flushes(rc))}
 	p := &plan.Plan{Name: fmt.Sprintf("%s-2ph-%dx%d-%dx%d-w%d", name, h.lay.nodes, h.lay.local, b, h.s.Threads, h.s.Window),
 		Rank: c.Rank, NRanks: c.NRanks, Channels: h.chs, Threads: h.s.Threads, Unroll: h.s.Unroll, Scratch: plan.Simple,
 		ScratchSlots: slots, NetSlot: netSlot, Semaphores: gSems * b, Groups: []plan.Group{g}}
@@ -198,4 +205,77 @@ func ReduceScatter2PH(c Config) (*plan.Plan, error) {
 	ops = append(ops, xfer([]plan.Ref{plan.L(plan.Output)}, srcs...))
 	ops = append(ops, skip(releases(h.rc, sem(gFree2, b)), 0, 2)...)
 	return h.plan(c, "reduce_scatter", (L-1)*N+2*(N-1), (L-1)*N, ops)
+}
+
+// Broadcast2PH builds the hierarchical Broadcast of one rank (node n,
+// local index l) from root (node nr, local index lr). The root's
+// counterparts (local index lr on the other nodes) lead their nodes. In
+// each window:
+//
+//  1. inter-node: the root copies its input window into a network window
+//     and puts it into the slot of every counterpart (port channels); a
+//     leader waits for it.
+//  2. intra-node: the root (on its node) and each leader (on theirs)
+//     write the window into their own output and into the slot of every
+//     local peer (one transfer, all destinations at once); the peers wait
+//     for it and copy it into their outputs. A leader releases the root's
+//     slot after that transfer.
+//
+// The flat port plan (BroadcastPort) puts the root's window on the network
+// once per other rank, the root's own node's peers included (over
+// loopback for emulated nodes); this one puts it once per other node and
+// moves the rest over memory channels. The ranks of local index other
+// than lr use no port channel, and each rank exchanges "done" only on the
+// channels it uses. Scratch: 2 halves × 3 window-sized slots on every
+// rank (from the leader; then the network windows: from the root, and the
+// root's staged input).
+func Broadcast2PH(c Config, root int) (*plan.Plan, error) {
+	if err := c.checkRoot(root); err != nil {
+		return nil, err
+	}
+	h, err := c.hierSetup("Broadcast")
+	if err != nil {
+		return nil, err
+	}
+	lay, b := h.lay, h.s.Blocks
+	nr := c.Nodes[root]
+	lr := 0
+	for lr < lay.local && lay.byNode[nr][lr] != root {
+		lr++
+	}
+	const fromLeader, fromRoot, staged = 0, 1, 2
+	// spread writes src into the output and every local peer's slot.
+	spread := func(src plan.Ref) []plan.Op {
+		dsts := []plan.Ref{plan.L(plan.Output)}
+		for _, ci := range h.lc {
+			dsts = append(dsts, plan.RS(ci, fromLeader))
+		}
+		return cat(skip(acks(h.lc, sem(gFree2, b)), 2, 0), []plan.Op{xfer(dsts, src)}, signals(h.lc, sem(gData2, b)))
+	}
+	var ops []plan.Op
+	lc, rc := h.lc, h.rc
+	switch {
+	case c.Rank == root:
+		ops = cat(skip(acks(h.rc, sem(gFree1, b)), 2, 0), []plan.Op{xfer([]plan.Ref{plan.LS(staged)}, plan.L(plan.Input))})
+		for _, ci := range h.rc {
+			ops = append(ops, plan.PortPut(ci, 0, 1, plan.RS(ci, fromRoot), plan.LS(staged)))
+		}
+		ops = cat(ops, signals(h.rc, sem(gData1, b)), spread(plan.L(plan.Input)))
+	case lay.idx == lr:
+		j := nr // the root's node among the counterparts (node order, this node left out)
+		if nr > lay.node {
+			j--
+		}
+		rc = []int{h.rc[j]}
+		ops = cat(waits(rc, sem(gData1, b)), spread(plan.LS(fromRoot)), skip(releases(rc, sem(gFree1, b)), 0, 2))
+	default:
+		ci := lr // the leader's local channel (channels skip this rank)
+		if lr > lay.idx {
+			ci--
+		}
+		lc, rc = []int{ci}, nil
+		ops = cat(waits(lc, sem(gData2, b)), []plan.Op{xfer([]plan.Ref{plan.L(plan.Output)}, plan.LS(fromLeader))},
+			skip(releases(lc, sem(gFree2, b)), 0, 2))
+	}
+	return h.planOn(c, fmt.Sprintf("broadcast-r%d", root), 3, 1, ops, lc, rc)
 }

@@ -727,12 +727,12 @@ func Plans(c Config, coll Collective, root int) ([]Choice, error) {
 		p, err := PortPlanRoot(c, coll, root)
 		var out []Choice
 		switch {
-		case errors.Is(err, ErrTooManyRanks) && c.PortOnly && (coll == AllReduce || coll == AllGather || coll == ReduceScatter):
-			return hierPlans(c, coll, nil) // the hierarchical plan alone, where it fits
+		case errors.Is(err, ErrTooManyRanks) && c.PortOnly && coll.hierarchical():
+			return hierPlans(c, coll, root, nil) // the hierarchical plan alone, where it fits
 		case err != nil:
 			return nil, err
-		case p != nil && c.PortOnly && (coll == AllReduce || coll == AllGather || coll == ReduceScatter):
-			if out, err = hierPlans(c, coll, p); err != nil {
+		case p != nil && c.PortOnly && coll.hierarchical():
+			if out, err = hierPlans(c, coll, root, p); err != nil {
 				return nil, err
 			}
 			if coll == AllReduce && c.stageSends() && len(out) == 1 {
