@@ -62,9 +62,9 @@ func netCases(n int) []collCase {
 		k.coll = algorithms.AllReduce
 		k.inPlace = i%2 == 0
 		cases = append(cases, k)
-		// The hierarchical AllGather, ReduceScatter and Broadcast at the
-		// same sizes; Broadcast from a root of every local index in turn
-		// (its counterparts lead the other nodes).
+		// The hierarchical AllGather and ReduceScatter at the same sizes,
+		// and Broadcast (the flat plan there) from roots of every local
+		// index in turn.
 		for _, coll := range []algorithms.Collective{algorithms.AllGather, algorithms.ReduceScatter, algorithms.Broadcast} {
 			if coll != algorithms.ReduceScatter && k.op == plan.PreMulSum {
 				continue // no operator: the Sum case covers it
@@ -76,6 +76,9 @@ func netCases(n int) []collCase {
 			cases = append(cases, k)
 		}
 	}
+	// The hierarchical Broadcast (from HierBroadcastMinBytes), from a
+	// root that does not lead the other nodes at local index 0.
+	cases = append(cases, collCase{coll: algorithms.Broadcast, t: plan.Float32, root: n - 1, count: algorithms.HierBroadcastMinBytes/4 + 333})
 	return cases
 }
 
@@ -163,8 +166,13 @@ func netChild(mode string, rank int, c *weft.Comm, dev hal.Device, s hal.Stream)
 			want = "-2ph-"
 		case nodes == n || ll:
 			// One rank per node: no hierarchical plan, the flat port one.
-		case k.coll == algorithms.AllGather || k.coll == algorithms.Broadcast:
+		case k.coll == algorithms.AllGather:
 			want = "-2ph-"
+		case k.coll == algorithms.Broadcast:
+			// The hierarchical Broadcast from HierBroadcastMinBytes.
+			if k.count*int64(k.t.Size()) >= algorithms.HierBroadcastMinBytes {
+				want = "-2ph-"
+			}
 		case k.coll == algorithms.AllReduce || k.coll == algorithms.ReduceScatter:
 			// PreMulSum too: each rank scales its input where the
 			// first, intra-node stage reads it (plan/premul.go).

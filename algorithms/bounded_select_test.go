@@ -144,8 +144,16 @@ func TestPlansAcrossNodesAtScale(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
-				if got := planFamily(cs[0].Plan.Name); hier != (got == "2ph") {
-					t.Errorf("%s: first plan %s (hierarchical expected: %v)", name, cs[0].Plan.Name, hier)
+				first := cs[0]
+				if coll == algorithms.Broadcast && n <= algorithms.PeerPlansMaxRanks {
+					// The flat plan below HierBroadcastMinBytes.
+					first = cs[algorithms.SelectFor(cs, algorithms.HierBroadcastMinBytes, plan.Float32, plan.Sum)]
+					if below := cs[algorithms.SelectFor(cs, algorithms.HierBroadcastMinBytes-1, plan.Float32, plan.Sum)]; hier && planFamily(below.Plan.Name) != "port" {
+						t.Errorf("%s: %s below HierBroadcastMinBytes, want the flat port plan", name, below.Plan.Name)
+					}
+				}
+				if got := planFamily(first.Plan.Name); hier != (got == "2ph") {
+					t.Errorf("%s: first plan %s (hierarchical expected: %v)", name, first.Plan.Name, hier)
 				}
 				last := cs[len(cs)-1]
 				if n <= algorithms.PeerPlansMaxRanks && planFamily(last.Plan.Name) != "port" {

@@ -276,6 +276,21 @@ func localIndexOf(ci, me int) int {
 	return ci + 1
 }
 
+// HierBroadcastMinBytes is the smallest Broadcast the hierarchical plan
+// (Broadcast2PH) serves where a flat port plan exists; below it the flat
+// one-way plan (BroadcastPort), which rolls its credits across launches on
+// one block where Broadcast2PH puts and signals per block and ends every
+// launch with a "done" exchange over the network. On 2 emulated nodes × 2
+// H100s over loopback sockets (docs/bench/2026-11-28-h100x2, calls 4–5,
+// alternated twice) the hierarchical plan lost at 128 KB – 2 MB (128 KB
+// 128–139 against 58 µs), was within the spread at 4 MB, ahead at 8 MB
+// (2,055–2,117 against 2,289–2,455 µs) and even at 64 MB. Loopback gives
+// every connection its own bandwidth, so what it saves there is the
+// root's copies (one network put per other node instead of one per other
+// rank); across real nodes it also halves, for 2 × 2, what the root's NIC
+// carries.
+const HierBroadcastMinBytes = 8 << 20
+
 // hierarchical reports whether coll has hierarchical plans (hierPlans).
 func (coll Collective) hierarchical() bool {
 	return coll == AllReduce || coll == AllGather || coll == ReduceScatter || coll == Broadcast
@@ -324,6 +339,10 @@ func hierPlans(c Config, coll Collective, root int, flat *plan.Plan) ([]Choice, 
 	}
 	if flat != nil { // past PeerPlansMaxRanks: no flat plan (no Avg)
 		out = append(out, Choice{Plan: flat})
+		if coll == Broadcast {
+			// Below HierBroadcastMinBytes the flat one-way plan (see there).
+			out = append([]Choice{{Plan: flat, MaxBytes: HierBroadcastMinBytes - 1}}, out...)
+		}
 	}
 	return out, nil
 }
