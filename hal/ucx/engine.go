@@ -559,33 +559,58 @@ func (e *engine) issueAhead() bool {
 		if r.ahead {
 			continue
 		}
-		if r.kind != reqPut || r.n == 0 || r.off != 0 || r.inSlot {
+		if r.kind != reqPut || r.n == 0 {
 			break
 		}
-		src := uintptr(0)
-		if e.direct() {
-			src = uintptr(r.src)
-		} else if host := e.nd.localHost(r.src, r.n); host != nil && !e.fusable(r, host) {
-			src = uintptr(unsafe.Pointer(&host[0]))
-		}
-		if src == 0 || e.ownDone < e.ownIssued {
+		src, host := e.inPlace(r)
+		if src == 0 || e.fusable(r, host) || !e.putInPlace(r, src) {
 			break
 		}
-		k, err := e.rkey(r.key)
-		if err != nil {
-			e.fail(err)
-			break
-		}
-		req, err := e.ep.Put(src, r.n, r.dst, k)
-		if err != nil {
-			e.suspect(fmt.Errorf("ucx: rank %d: put of %d bytes to peer rank %d: %w", e.nd.cfg.Rank, r.n, e.peer, err))
-			break
-		}
-		e.track(r.seq, req, "ucp_put_nbx", -1)
-		e.dirty, r.ahead, issued = true, true, true
+		r.ahead, issued = true, true
 		e.ahead++
 	}
 	return issued
+}
+
+// inPlace returns the address UCX reads put r's bytes from in place (0:
+// the put is staged) and, for host memory registered directly, its host
+// view (fusePut's source): the device's memory where UCX reaches it
+// (e.direct), or a registration with a host view (a host window's slot,
+// HostWindows).
+func (e *engine) inPlace(r *request) (uintptr, []byte) {
+	if e.direct() {
+		return uintptr(r.src), nil
+	}
+	if r.inSlot || r.off != 0 {
+		return 0, nil
+	}
+	host := e.nd.localHost(r.src, r.n)
+	if host == nil {
+		return 0, nil
+	}
+	return uintptr(unsafe.Pointer(&host[0])), host
+}
+
+// putInPlace issues put r from src as one ucp_put_nbx once the own
+// engine's earlier copies are done (the source may be one's destination);
+// false: not yet, or the put failed (recorded).
+func (e *engine) putInPlace(r *request, src uintptr) bool {
+	if e.ownDone < e.ownIssued {
+		return false
+	}
+	k, err := e.rkey(r.key)
+	if err != nil {
+		e.fail(err)
+		return false
+	}
+	req, err := e.ep.Put(src, r.n, r.dst, k)
+	if err != nil {
+		e.suspect(fmt.Errorf("ucx: rank %d: put of %d bytes to peer rank %d: %w", e.nd.cfg.Rank, r.n, e.peer, err))
+		return false
+	}
+	e.track(r.seq, req, "ucp_put_nbx", -1)
+	e.dirty = true
+	return true
 }
 
 // direct reports whether UCX reads this device's memory itself.
@@ -615,39 +640,17 @@ func (e *engine) issue(r *request) bool {
 		if r.n == 0 || r.ahead {
 			return true
 		}
-		// UCX reads the source itself where it reaches the device's memory
-		// (e.direct) or the source lies in host memory registered directly
-		// (a host window's slot, HostWindows); otherwise it is staged.
-		var host []byte
-		if !e.direct() && !r.inSlot && r.off == 0 {
-			host = nd.localHost(r.src, r.n)
-		}
+		src, host := e.inPlace(r)
 		if fused, hold := e.fusePut(r, host); fused || hold {
 			return fused
+		}
+		if src != 0 {
+			return e.putInPlace(r, src)
 		}
 		k, err := e.rkey(r.key)
 		if err != nil {
 			e.fail(err)
 			return false
-		}
-		src := uintptr(0)
-		if e.direct() {
-			src = uintptr(r.src)
-		} else if host != nil {
-			src = uintptr(unsafe.Pointer(&host[0]))
-		}
-		if src != 0 {
-			if e.ownDone < e.ownIssued {
-				return false
-			}
-			req, err := e.ep.Put(src, r.n, r.dst, k)
-			if err != nil {
-				e.suspect(fmt.Errorf("ucx: rank %d: put of %d bytes to peer rank %d: %w", nd.cfg.Rank, r.n, e.peer, err))
-				return false
-			}
-			e.track(r.seq, req, "ucp_put_nbx", -1)
-			e.dirty = true
-			return true
 		}
 		chunk := uint64(nd.opts.Chunk)
 		for r.off < r.n {
